@@ -1,0 +1,184 @@
+"""Command line: sentune eval | encode | whiten | layerwise | data check | data download | report."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+from sentune.data.readers import DataError
+from sentune.models import ModelLoadError
+from sentune.pooling import PoolingError
+
+logger = logging.getLogger("sentune")
+
+
+def _command_line() -> str:
+    return "sentune " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from sentune.evaluate import WhiteningOption, evaluate
+    from sentune.models import load_model
+    from sentune.results import render_markdown, save_results, sts_summary_table
+    from sentune.tasks.catalog import resolve_data_dir, select_tasks
+
+    data_dir = resolve_data_dir(args.data)
+    tasks = select_tasks(args.tasks)
+    model = load_model(args.model, trust_remote_code=args.trust_remote_code)
+    results = evaluate(
+        model, tasks, data_dir,
+        poolings=_csv(args.pooling),
+        whitening=[WhiteningOption.parse(w) for w in args.whiten],
+        preset=args.preset,
+        alignment_pairs=args.alignment_pairs,
+        show_progress=not args.quiet,
+        model_name=args.model,
+    )
+    if args.out:
+        json_path, md_path = save_results(results, Path(args.out), _command_line())
+        print(sts_summary_table(results["runs"]) or render_markdown(results))
+        print(f"\nwrote {json_path} and {md_path}")
+    else:
+        print(render_markdown(results))
+    return 0
+
+
+def cmd_encode(args: argparse.Namespace) -> int:
+    from sentune.encoding_io import encode_file
+
+    count = encode_file(args.model, args.pooling, Path(args.input), Path(args.output), trust_remote_code=args.trust_remote_code, show_progress=not args.quiet)
+    print(f"wrote {count} embeddings to {args.output}")
+    return 0
+
+
+def cmd_whiten(args: argparse.Namespace) -> int:
+    from sentune.build import build_whitened_model
+    from sentune.tasks.catalog import resolve_data_dir
+
+    data_dir = resolve_data_dir(args.data) if not args.fit_on.startswith("file:") else None
+    path = build_whitened_model(args.model, args.pooling, args.fit_on, args.k, Path(args.out), data_dir=data_dir, show_progress=not args.quiet)
+    print(f"saved whitened model to {path} (load it with SentenceTransformer({str(path)!r}))")
+    return 0
+
+
+def cmd_layerwise(args: argparse.Namespace) -> int:
+    from sentune.layerwise import layerwise_scores, plot_layerwise, save_layerwise
+    from sentune.models import load_model
+    from sentune.tasks.catalog import resolve_data_dir, select_tasks
+
+    data_dir = resolve_data_dir(args.data)
+    model = load_model(args.model, trust_remote_code=args.trust_remote_code)
+    result = layerwise_scores(model, select_tasks(args.task)[0], data_dir, show_progress=not args.quiet, model_name=args.model)
+    result["meta"]["command"] = _command_line()
+    json_path = save_layerwise(result, Path(args.out))
+    png = plot_layerwise([result], Path(args.out) / "layerwise.png")
+    print(f"wrote {json_path} and {png}")
+    return 0
+
+
+def cmd_data_check(args: argparse.Namespace) -> int:
+    from sentune.data.check import check_data_dir
+
+    report, ok = check_data_dir(Path(args.dir), verify_checksums=not args.no_checksums)
+    print(report)
+    return 0 if ok else 1
+
+
+def cmd_data_download(args: argparse.Namespace) -> int:
+    from sentune.data.download import download_all
+
+    download_all(Path(args.dir), base_urls=args.mirror, show_progress=not args.quiet)
+    print(f"data ready in {args.dir}; use it with --data {args.dir} or SENTUNE_DATA={args.dir}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from sentune.report import build_report
+
+    md, html = build_report([Path(p) for p in args.runs], Path(args.out))
+    print(f"wrote {md} and {html}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sentune", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def model_args(p: argparse.ArgumentParser, pooling_help: str = "pooling name(s), comma-separated") -> None:
+        p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
+        p.add_argument("--pooling", default="model", help=pooling_help + " (model, cls, mean, max, first-last, last2, lastN, layerK-mean, wk)")
+        p.add_argument("--trust-remote-code", action="store_true", help="allow code shipped with the model (off by default)")
+        p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    p = sub.add_parser("eval", help="evaluate a model on STS / transfer / multilingual tasks")
+    model_args(p)
+    p.add_argument("--tasks", default="sts", help="task or group names, comma-separated: sts, dev, transfer, relatedness, multilingual, STS12, ...")
+    p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
+    p.add_argument("--out", help="folder for results.json and results.md")
+    p.add_argument("--whiten", action="append", default=[], metavar="SET[:k]", help="also evaluate with whitening fitted on SET (target, per-task, nli, wiki, stsb, file:PATH), keeping k dims; repeatable")
+    p.add_argument("--preset", default="fast", choices=["fast", "standard"], help="SentEval transfer preset: fast (5-fold) or standard (10-fold)")
+    p.add_argument("--alignment-pairs", choices=["qqp", "stsb"], help="also report alignment and uniformity on these positive pairs")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("encode", help="encode a text file (one sentence per line) to .npy or .jsonl")
+    model_args(p, "one pooling name")
+    p.add_argument("input", help="text file, one sentence per line")
+    p.add_argument("output", help="output .npy or .jsonl")
+    p.set_defaults(func=cmd_encode)
+
+    p = sub.add_parser("whiten", help="fit whitening and save the model with it (loads with SentenceTransformer(path))")
+    model_args(p, "one pooling name")
+    p.add_argument("--fit-on", default="nli", help="sentence set: nli, wiki, stsb, qqp or file:PATH")
+    p.add_argument("--k", type=int, default=None, help="components to keep (default: all)")
+    p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
+    p.add_argument("--out", required=True, help="output model folder")
+    p.set_defaults(func=cmd_whiten)
+
+    p = sub.add_parser("layerwise", help="Spearman of every layer under cls/mean/max pooling (seed 001, Figure 1)")
+    p.add_argument("--model", default="default")
+    p.add_argument("--task", default="STS-B")
+    p.add_argument("--data")
+    p.add_argument("--out", required=True)
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_layerwise)
+
+    data = sub.add_parser("data", help="check or download a data directory").add_subparsers(dest="data_command", required=True)
+    p = data.add_parser("check", help="validate a data directory: files, counts, sha256 against SHA256SUMS")
+    p.add_argument("dir")
+    p.add_argument("--no-checksums", action="store_true")
+    p.set_defaults(func=cmd_data_check)
+    p = data.add_parser("download", help="fetch the canonical SentEval/STS sources into DIR")
+    p.add_argument("dir")
+    p.add_argument("--mirror", action="append", default=None, metavar="URL", help="base URL replacing the canonical hosts (testing, mirrors)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_data_download)
+
+    p = sub.add_parser("report", help="turn run folders into one Markdown and one HTML page with tables and plots")
+    p.add_argument("runs", nargs="+", help="run folders (with results.json and/or layerwise.json)")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("sentence_transformers", "transformers", "httpx", "huggingface_hub"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (DataError, ModelLoadError, PoolingError, ValueError, FileNotFoundError) as exc:
+        print(f"sentune: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""Readers, one function per file format. Every problem is a DataError naming the file and line.
+
+Sentences are whitespace-normalised the way SentEval's batchers see them (`" ".join(s.split())`):
+the SentEval copies of STS/STS-B are already lower-cased and tokenised, and SentEval re-joins tokens
+with single spaces, so this keeps our numbers comparable with theirs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+class DataError(ValueError):
+    """Bad or missing input; str() is `path:line: what is wrong` (or `path: ...` for whole-file problems)."""
+
+    def __init__(self, path: str | Path, line: int | None, message: str) -> None:
+        self.path, self.line = str(path), line
+        super().__init__(f"{path}:{line}: {message}" if line is not None else f"{path}: {message}")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one example came from, for error messages and truncation warnings."""
+
+    path: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Pair:
+    a: str
+    b: str
+    score: float
+    source: Source
+
+
+@dataclass(frozen=True)
+class Labeled:
+    text: str
+    label: int | str
+    source: Source
+
+
+@dataclass(frozen=True)
+class LabeledPair:
+    a: str
+    b: str
+    label: int | str
+    source: Source
+
+
+def normalise(text: str) -> str:
+    return " ".join(text.split())
+
+
+def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
+    """All lines of a text file without their line endings (\\n or \\r\\n), BOM removed.
+
+    Raises DataError for a missing file, an empty file, or bytes that are not `encoding`, naming the
+    line and the byte offset within it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        hint = " (a folder, not a file)" if path.is_dir() else ""
+        raise DataError(path, None, f"file not found{hint}; check the data directory (option --data or SENTUNE_DATA)")
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise DataError(path, None, "file is empty")
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            text = line.decode(encoding)
+        except UnicodeDecodeError as exc:
+            raise DataError(
+                path, number, f"not valid {encoding}: byte 0x{line[exc.start]:02x} at column {exc.start + 1}"
+            ) from None
+        out.append(text.rstrip("\r"))
+    if out and out[0].startswith("\ufeff"):
+        out[0] = out[0][1:]
+    return out
+
+
+def _fields(path: Path, number: int, line: str, minimum: int, what: str) -> list[str]:
+    if not line.strip():
+        raise DataError(path, number, "blank line")
+    fields = line.split("\t")
+    if len(fields) < minimum:
+        raise DataError(path, number, f"malformed row: expected {what} ({minimum} tab-separated fields), got {len(fields)}")
+    return fields
+
+
+def _score(path: Path, number: int, text: str, low: float | None = None, high: float | None = None) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataError(path, number, f"malformed row: score {text.strip()!r} is not a number") from None
+    if math.isnan(value) or (low is not None and value < low) or (high is not None and value > high):
+        raise DataError(path, number, f"score {value} outside [{low}, {high}]")
+    return value
+
+
+def _nonempty(path: Path, number: int, text: str, column: str) -> str:
+    text = normalise(text)
+    if not text:
+        raise DataError(path, number, f"empty {column}")
+    return text
+
+
+def read_sts_pairs(input_path: str | Path, gold_path: str | Path) -> list[Pair]:
+    """SemEval STS `STS.input.X.txt` (two tab-separated sentences per line) with `STS.gs.X.txt`.
+
+    A blank gold line means the pair was not scored: SentEval drops it, and so do we (counted, logged).
+    """
+    input_path, gold_path = Path(input_path), Path(gold_path)
+    inputs, golds = read_lines(input_path), read_lines(gold_path)
+    if len(inputs) != len(golds):
+        raise DataError(gold_path, None, f"{len(golds)} gold lines but {input_path.name} has {len(inputs)} lines")
+    pairs, unscored = [], 0
+    for number, (line, gold) in enumerate(zip(inputs, golds), start=1):
+        fields = _fields(input_path, number, line, 2, "two sentences")
+        if not gold.strip():
+            unscored += 1
+            continue
+        score = _score(gold_path, number, gold, 0.0, 5.0)
+        a = _nonempty(input_path, number, fields[0], "first sentence")
+        b = _nonempty(input_path, number, fields[1], "second sentence")
+        pairs.append(Pair(a, b, score, Source(str(input_path), number)))
+    if unscored:
+        logger.info("%s: %d pairs without a gold score skipped (SentEval protocol)", input_path, unscored)
+    return pairs
+
+
+def read_stsb_csv(path: str | Path) -> list[Pair]:
+    """STS Benchmark `sts-{train,dev,test}.csv`: genre, file, year, id, score, s1, s2[, sources]."""
+    path = Path(path)
+    pairs = []
+    for number, line in enumerate(read_lines(path), start=1):
+        fields = _fields(path, number, line, 7, "genre, file, year, id, score, sentence1, sentence2")
+        score = _score(path, number, fields[4], 0.0, 5.0)
+        pairs.append(Pair(_nonempty(path, number, fields[5], "sentence1"), _nonempty(path, number, fields[6], "sentence2"), score, Source(str(path), number)))
+    return pairs
+
+
+def _sick_rows(path: Path) -> list[tuple[int, list[str]]]:
+    lines = read_lines(path)
+    header = lines[0].split("\t")
+    if header[:3] != ["pair_ID", "sentence_A", "sentence_B"]:
+        raise DataError(path, 1, "expected the SICK header pair_ID<TAB>sentence_A<TAB>sentence_B<TAB>...")
+    return [(n, _fields(path, n, line, 5, "pair_ID, sentence_A, sentence_B, relatedness, entailment")) for n, line in enumerate(lines[1:], start=2)]
+
+
+def read_sick_relatedness(path: str | Path) -> list[Pair]:
+    path = Path(path)
+    return [
+        Pair(_nonempty(path, n, f[1], "sentence_A"), _nonempty(path, n, f[2], "sentence_B"), _score(path, n, f[3], 1.0, 5.0), Source(str(path), n))
+        for n, f in _sick_rows(path)
+    ]
+
+
+def read_sick_entailment(path: str | Path) -> list[LabeledPair]:
+    path = Path(path)
+    out = []
+    for n, f in _sick_rows(path):
+        label = f[4].strip()
+        if label not in ("ENTAILMENT", "NEUTRAL", "CONTRADICTION"):
+            raise DataError(path, n, f"unknown entailment label {label!r}")
+        out.append(LabeledPair(_nonempty(path, n, f[1], "sentence_A"), _nonempty(path, n, f[2], "sentence_B"), label, Source(str(path), n)))
+    return out
+
+
+def read_corpus(path: str | Path, *, skip_blank: bool = False) -> list[str]:
+    """One sentence per line. Blank lines are an error unless skip_blank, which logs how many were skipped."""
+    path = Path(path)
+    out, blank = [], []
+    for number, line in enumerate(read_lines(path), start=1):
+        text = normalise(line)
+        if not text:
+            if not skip_blank:
+                raise DataError(path, number, "blank line (one sentence per line expected)")
+            blank.append(number)
+            continue
+        out.append(text)
+    if blank:
+        logger.warning("%s: skipped %d blank lines (first at line %d)", path, len(blank), blank[0])
+    return out
+
+
+def read_labeled_lines(path: str | Path, label: int, *, encoding: str = "utf-8", keep_blank: bool = False) -> list[Labeled]:
+    """A SentEval binary-task file (MR/CR/SUBJ/MPQA): one example per line, all with `label`.
+
+    SentEval keeps blank lines as empty examples (CR and MPQA have a few), so its sample counts include
+    them; keep_blank=True does the same and says so, otherwise a blank line is an error.
+    """
+    path = Path(path)
+    out, blank = [], []
+    for number, line in enumerate(read_lines(path, encoding), start=1):
+        text = normalise(line)
+        if not text:
+            if not keep_blank:
+                raise DataError(path, number, "blank line")
+            blank.append(number)
+        out.append(Labeled(text, label, Source(str(path), number)))
+    if blank:
+        logger.warning("%s: %d blank lines kept as empty examples, as SentEval does (lines %s)", path, len(blank), blank[:5])
+    return out
+
+
+def read_sst(path: str | Path, *, fine: bool) -> list[Labeled]:
+    """SST in SentEval's layout: binary `sentence<TAB>label`; fine-grained `label sentence`."""
+    path = Path(path)
+    out = []
+    for number, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            raise DataError(path, number, "blank line")
+        if fine:
+            head, _, text = line.partition(" ")
+        else:
+            text, _, head = line.rpartition("\t")
+        if not head.strip().isdigit():
+            raise DataError(path, number, f"malformed row: label {head.strip()!r} is not an integer")
+        label = int(head)
+        if not 0 <= label <= (4 if fine else 1):
+            raise DataError(path, number, f"label {label} out of range")
+        out.append(Labeled(_nonempty(path, number, text, "sentence"), label, Source(str(path), number)))
+    return out
+
+
+TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
+
+
+def read_trec(path: str | Path) -> list[Labeled]:
+    """TREC question classification `COARSE:fine question` (latin-1, as SentEval reads it); coarse label."""
+    path = Path(path)
+    out = []
+    for number, line in enumerate(read_lines(path, encoding="latin-1"), start=1):
+        target, sep, rest = line.strip().partition(":")
+        if not sep or target not in TREC_CLASSES or " " not in rest:
+            raise DataError(path, number, "malformed row: expected 'COARSE:fine question'")
+        out.append(Labeled(_nonempty(path, number, rest.split(" ", 1)[1], "question"), TREC_CLASSES.index(target), Source(str(path), number)))
+    return out
+
+
+def read_mrpc(path: str | Path) -> list[LabeledPair]:
+    """MRPC `msr_paraphrase_{train,test}.txt`: header, then Quality, #1 ID, #2 ID, #1 String, #2 String."""
+    path = Path(path)
+    lines = read_lines(path)
+    out = []
+    for number, line in enumerate(lines[1:], start=2):
+        f = _fields(path, number, line, 5, "quality, id1, id2, sentence1, sentence2")
+        if f[0] not in ("0", "1"):
+            raise DataError(path, number, f"malformed row: quality {f[0]!r} is not 0 or 1")
+        out.append(LabeledPair(_nonempty(path, number, f[3], "#1 String"), _nonempty(path, number, f[4], "#2 String"), int(f[0]), Source(str(path), number)))
+    return out
+
+
+NLI_LABELS = ("entailment", "neutral", "contradiction")
+
+
+def read_nli_senteval(folder: str | Path, split: str) -> list[LabeledPair]:
+    """SentEval NLI layout: `s1.SPLIT`, `s2.SPLIT`, `labels.SPLIT`, line-aligned."""
+    folder = Path(folder)
+    s1, s2, labels = (read_lines(folder / f"{name}.{split}") for name in ("s1", "s2", "labels"))
+    if not len(s1) == len(s2) == len(labels):
+        raise DataError(folder / f"labels.{split}", None, f"line counts differ: s1 {len(s1)}, s2 {len(s2)}, labels {len(labels)}")
+    out = []
+    for number, (a, b, label) in enumerate(zip(s1, s2, labels), start=1):
+        label = label.strip()
+        if label not in NLI_LABELS:
+            raise DataError(folder / f"labels.{split}", number, f"unknown NLI label {label!r}")
+        out.append(LabeledPair(_nonempty(folder / f"s1.{split}", number, a, "premise"), _nonempty(folder / f"s2.{split}", number, b, "hypothesis"), label, Source(str(folder / f"labels.{split}"), number)))
+    return out
+
+
+def read_pair_tsv(path: str | Path, labels: tuple[str, ...] | None = None) -> list[LabeledPair]:
+    """`sentence1<TAB>sentence2<TAB>label` (XNLI-en dev, QQP dev/test). Integer labels stay integers."""
+    path = Path(path)
+    out = []
+    for number, line in enumerate(read_lines(path), start=1):
+        f = _fields(path, number, line, 3, "sentence1, sentence2, label")
+        raw = f[2].strip()
+        if labels is not None and raw not in labels:
+            raise DataError(path, number, f"unknown label {raw!r}; expected one of {', '.join(labels)}")
+        label: int | str = int(raw) if raw.lstrip("-").isdigit() else raw
+        out.append(LabeledPair(_nonempty(path, number, f[0], "sentence1"), _nonempty(path, number, f[1], "sentence2"), label, Source(str(path), number)))
+    return out

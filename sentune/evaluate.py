@@ -1,0 +1,210 @@
+"""Evaluate a model on declared tasks: every sentence of every task is encoded once, under every pooling
+asked for, then each evaluator reads its rows. Whitening variants reuse the same embeddings."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from sentence_transformers import SentenceTransformer
+
+import sentune
+from sentune.data.corpora import load_sentences
+from sentune.encode import Encoder
+from sentune.postprocess.whitening import Whitening
+from sentune.tasks.alignment import alignment_uniformity
+from sentune.tasks.catalog import TaskSpec, load_task, sentences_of
+from sentune.tasks.relatedness import evaluate_relatedness
+from sentune.tasks.sts import evaluate_sts
+from sentune.tasks.transfer import PRESETS, evaluate_transfer
+
+logger = logging.getLogger(__name__)
+
+SCORE_RANGES = {"stsb": (0.0, 5.0), "sick": (1.0, 5.0)}
+
+
+@dataclass(frozen=True)
+class WhiteningOption:
+    """`SET[:k]`: fit on `target` (all evaluated sentences), `per-task` (each task's own sentences, as
+    BERT-whitening does), or a named sentence set / file:PATH (see sentune.data.corpora); keep k dims."""
+
+    fit_on: str
+    n_components: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> WhiteningOption:
+        fit_on, _, k = text.rpartition(":") if text.rsplit(":", 1)[-1].isdigit() else (text, "", "")
+        return cls(fit_on, int(k) if k else None)
+
+    @property
+    def label(self) -> str:
+        return f"whiten({self.fit_on}{'' if self.n_components is None else f',{self.n_components}'})"
+
+
+class EmbeddingTable:
+    """Sentence -> row lookup over the arrays the encoder produced."""
+
+    def __init__(self, sentences: list[str], vectors: np.ndarray) -> None:
+        self.index: dict[str, int] = {}
+        rows = []
+        for position, sentence in enumerate(sentences):
+            if sentence not in self.index:
+                self.index[sentence] = len(rows)
+                rows.append(position)
+        self.vectors = vectors[rows]
+
+    def __call__(self, sentences: list[str]) -> np.ndarray:
+        return self.vectors[[self.index[s] for s in sentences]]
+
+    def mapped(self, transform) -> EmbeddingTable:
+        table = object.__new__(EmbeddingTable)
+        table.index, table.vectors = self.index, transform(self.vectors)
+        return table
+
+
+def _evaluate_task(spec: TaskSpec, examples: dict[str, list], embed, preset_name: str) -> dict:
+    if spec.kind == "sts":
+        subsets = {
+            name: (embed([p.a for p in pairs]), embed([p.b for p in pairs]), np.array([p.score for p in pairs]))
+            for name, pairs in examples.items()
+        }
+        return evaluate_sts(subsets)
+    if spec.kind in ("classification", "pair-classification"):
+        return evaluate_transfer(spec, examples, embed, PRESETS[preset_name])
+    if spec.kind == "relatedness":
+        return evaluate_relatedness(examples, embed, score_range=SCORE_RANGES[spec.format])
+    raise ValueError(f"task {spec.name}: unknown kind {spec.kind}")
+
+
+def summarise(tasks: dict[str, dict]) -> dict:
+    """Averages the papers report: STS 'all'/'mean'/'wmean' Spearman over STS tasks; transfer accuracy."""
+    summary: dict = {}
+    sts = {n: r for n, r in tasks.items() if "all" in r}
+    if sts:
+        summary["sts_tasks"] = list(sts)
+        for agg in ("all", "mean", "wmean"):
+            summary[f"avg_{agg}_spearman"] = float(np.mean([r[agg]["spearman"] for r in sts.values()]))
+            summary[f"avg_{agg}_pearson"] = float(np.mean([r[agg]["pearson"] for r in sts.values()]))
+    transfer = {n: r for n, r in tasks.items() if "acc" in r}
+    if transfer:
+        summary["transfer_tasks"] = list(transfer)
+        summary["avg_transfer_acc"] = float(np.mean([r["acc"] for r in transfer.values()]))
+    return summary
+
+
+def evaluate(
+    model: SentenceTransformer,
+    tasks: list[TaskSpec],
+    data_dir: Path,
+    *,
+    poolings: list[str] | tuple[str, ...] = ("model",),
+    whitening: list[WhiteningOption] | tuple = (),
+    preset: str = "fast",
+    alignment_pairs: str | None = None,
+    show_progress: bool = True,
+    model_name: str | None = None,
+) -> dict:
+    """Returns {"meta": ..., "runs": {run_name: {"tasks": ..., "summary": ...}}}; one run per pooling
+    and per (pooling, whitening) combination."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose {', '.join(PRESETS)}")
+    started = time.perf_counter()
+    examples = {spec.name: load_task(spec, data_dir) for spec in tasks}
+    sentences, sources = [], []
+    for name in examples:
+        for text, source in sentences_of(examples[name]):
+            sentences.append(text)
+            sources.append(source)
+    extra_sets = {w.fit_on for w in whitening if w.fit_on not in ("target", "per-task")}
+    extra = {name: load_sentences(name, data_dir) for name in extra_sets}
+    pair_set = None
+    if alignment_pairs:
+        pair_set = _positive_pairs(alignment_pairs, data_dir)
+        extra["__pairs__"] = [s for a, b in pair_set for s in (a, b)]
+    all_sentences = sentences + [s for group in extra.values() for s in group]
+
+    encoder = Encoder(model, poolings, show_progress=show_progress)
+    encode_start = time.perf_counter()
+    vectors = encoder.encode_many(all_sentences)
+    encode_seconds = time.perf_counter() - encode_start
+    _warn_truncated(encoder, sources, len(sentences), model.max_seq_length)
+
+    runs: dict[str, dict] = {}
+    for pooling in encoder.pooling_names:
+        table = EmbeddingTable(all_sentences, vectors[pooling])
+        variants = [(pooling, None)] + [(f"{pooling}+{w.label}", w) for w in whitening]
+        for run_name, option in variants:
+            results = {}
+            for spec in tasks:
+                embed = _embedder(table, option, examples, spec, sentences, extra)
+                logger.debug("%s: %s", run_name, spec.name)
+                results[spec.name] = _evaluate_task(spec, examples[spec.name], embed, preset)
+            run = {"pooling": pooling, "whitening": option.label if option else None, "tasks": results, "summary": summarise(results)}
+            if pair_set is not None:
+                embed = _embedder(table, option, examples, None, sentences, extra)
+                run["alignment_uniformity"] = {
+                    "pairs": alignment_pairs,
+                    **alignment_uniformity(embed([a for a, _ in pair_set]), embed([b for _, b in pair_set]), embed(list(dict.fromkeys(extra["__pairs__"])))),
+                }
+            runs[run_name] = run
+    meta = {
+        "model": model_name,
+        "tasks": [t.name for t in tasks],
+        "poolings": list(encoder.pooling_names),
+        "whitening": [w.label for w in whitening],
+        "transfer_preset": preset if any(t.kind != "sts" for t in tasks) else None,
+        "data_dir": str(data_dir),
+        "n_sentences": len(all_sentences),
+        "n_unique_sentences": len(dict.fromkeys(all_sentences)),
+        "n_truncated": len(encoder.truncated_indices),
+        "max_seq_length": model.max_seq_length,
+        "encode_seconds": encode_seconds,
+        "total_seconds": time.perf_counter() - started,
+        "sentune_version": sentune.__version__,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "similarity": "cosine",
+        "sts_protocol": "STS12-16 with SentEval subsets, pairs without gold skipped; STS-B and SICK-R test; Spearman/Pearson x100",
+    }
+    return {"meta": meta, "runs": runs}
+
+
+def _embedder(table: EmbeddingTable, option: WhiteningOption | None, examples, spec, task_sentences, extra):
+    if option is None:
+        return table
+    if option.fit_on == "per-task" and spec is not None:
+        fit_sentences = list(dict.fromkeys(s for s, _ in sentences_of(examples[spec.name])))
+    elif option.fit_on in ("target", "per-task"):
+        fit_sentences = list(dict.fromkeys(task_sentences))
+    else:
+        fit_sentences = extra[option.fit_on]
+    whitening = Whitening(option.n_components).fit(table(fit_sentences))
+    return table.mapped(whitening.transform)
+
+
+def _positive_pairs(name: str, data_dir: Path) -> list[tuple[str, str]]:
+    """Positive pairs for alignment: `qqp` (duplicates, label 1) or `stsb` (gold score >= 4)."""
+    from sentune.data import readers
+
+    if name == "qqp":
+        pairs = readers.read_pair_tsv(data_dir / "corpora/qqp/dev.tsv") + readers.read_pair_tsv(data_dir / "corpora/qqp/test.tsv")
+        return [(p.a, p.b) for p in pairs if p.label == 1]
+    if name == "stsb":
+        pairs = readers.read_stsb_csv(data_dir / "senteval/STS/STSBenchmark/sts-test.csv")
+        return [(p.a, p.b) for p in pairs if p.score >= 4.0]
+    raise ValueError(f"unknown positive-pair set {name!r}; choose qqp or stsb")
+
+
+def _warn_truncated(encoder: Encoder, sources: list, n_task_sentences: int, max_len: int | None) -> None:
+    hits = [sources[i] for i in encoder.truncated_indices if i < n_task_sentences]
+    if hits:
+        shown = ", ".join(str(s) for s in hits[:5])
+        logger.warning(
+            "%d sentences are longer than max_seq_length=%s tokens and were truncated (as SentEval/ST do): %s%s",
+            len(hits), max_len, shown, " ..." if len(hits) > 5 else "",
+        )

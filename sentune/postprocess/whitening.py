@@ -1,0 +1,64 @@
+"""BERT-whitening (Su et al. 2021, "Whitening Sentence Representations for Better Semantics and Faster
+Retrieval", arXiv:2103.15316) as a scikit-learn-style post-processor.
+
+fit(X):  μ = mean(X);  Σ = cov(X) (unbiased, dimensions as variables);  Σ = U S Uᵀ (SVD);
+         W = U S^{-1/2}, first k columns.
+transform(x) = normalise((x − μ) W[:, :k]).
+The reference divides by √S with no floor; a covariance with zero (or near-zero) eigenvalues (fewer
+sentences than dimensions) would blow up, so eigenvalues below `eps`·max(S) are an error naming the fix
+(fit on more sentences, or keep fewer components) instead of silently giving inf.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sentune.modules.whitening import WhiteningModule
+
+
+class Whitening:
+    def __init__(self, n_components: int | None = None, normalize: bool = True, eps: float = 1e-10) -> None:
+        self.n_components = n_components
+        self.normalize = normalize
+        self.eps = eps
+
+    def fit(self, x: np.ndarray) -> Whitening:
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2 or len(x) < 2:
+            raise ValueError(f"whitening needs a 2-d array of at least two embeddings, got shape {x.shape}")
+        k = self.n_components or x.shape[1]
+        if not 0 < k <= x.shape[1]:
+            raise ValueError(f"n_components={k} must be between 1 and the embedding size {x.shape[1]}")
+        self.mean_ = x.mean(axis=0)
+        u, s, _ = np.linalg.svd(np.cov(x.T))
+        if s[k - 1] <= self.eps * s[0]:
+            raise ValueError(
+                f"covariance of {len(x)} embeddings is (near) singular at component {k}; "
+                "fit on more sentences than dimensions or keep fewer components"
+            )
+        self.singular_values_ = s
+        self.kernel_ = u[:, :k] / np.sqrt(s[:k])
+        return self
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "kernel_"):
+            raise RuntimeError("Whitening is not fitted yet: call fit(embeddings) first")
+
+    def transform(self, x: np.ndarray) -> np.ndarray:
+        self._check_fitted()
+        y = (np.asarray(x, dtype=np.float64) - self.mean_) @ self.kernel_
+        if self.normalize:
+            y = y / np.clip(np.linalg.norm(y, axis=1, keepdims=True), 1e-8, None)
+        return y.astype(np.float32)
+
+    def fit_transform(self, x: np.ndarray) -> np.ndarray:
+        return self.fit(x).transform(x)
+
+    def to_module(self) -> WhiteningModule:
+        import torch
+
+        self._check_fitted()
+        module = WhiteningModule(self.kernel_.shape[0], self.kernel_.shape[1], self.normalize)
+        module.mean.copy_(torch.from_numpy(self.mean_).float())
+        module.kernel.copy_(torch.from_numpy(self.kernel_).float())
+        return module

@@ -1,0 +1,127 @@
+"""Results are data: JSON first; Markdown tables are rendered from the JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
+TRANSFER = ("MR", "CR", "SUBJ", "MPQA", "SST2", "SST5", "TREC", "MRPC", "SICK-E")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def save_results(results: dict, out_dir: Path, command: str | None = None) -> tuple[Path, Path]:
+    out_dir = Path(out_dir)
+    if command:
+        results["meta"]["command"] = command
+    json_path, md_path = out_dir / "results.json", out_dir / "results.md"
+    write_atomic(json_path, json.dumps(results, indent=2))
+    write_atomic(md_path, render_markdown(results))
+    return json_path, md_path
+
+
+def _fmt(value) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def sts_summary_table(runs: dict[str, dict], aggregation: str = "all", metric: str = "spearman") -> str | None:
+    """Paper-style table: one row per run, the STS tasks as columns, then the average."""
+    names = [t for t in _task_order(runs) if any("all" in r["tasks"].get(t, {}) for r in runs.values())]
+    if not names:
+        return None
+    rows = []
+    for run_name, run in runs.items():
+        values = [run["tasks"].get(t, {}).get(aggregation, {}).get(metric) for t in names]
+        present = [v for v in values if v is not None]
+        avg = sum(present) / len(present) if present else None
+        rows.append([run_name] + [_fmt(v) for v in values] + [_fmt(avg)])
+    return _table(["run"] + names + ["avg"], rows)
+
+
+def transfer_table(runs: dict[str, dict]) -> str | None:
+    names = [t for t in _task_order(runs) if any("acc" in r["tasks"].get(t, {}) for r in runs.values())]
+    if not names:
+        return None
+    rows = []
+    for run_name, run in runs.items():
+        values = [run["tasks"].get(t, {}).get("acc") for t in names]
+        present = [v for v in values if v is not None]
+        rows.append([run_name] + [_fmt(v) for v in values] + [_fmt(sum(present) / len(present) if present else None)])
+    header = ["run"] + [f"{t} (acc/F1)" if t == "MRPC" else t for t in names] + ["avg"]
+    for row, run in zip(rows, runs.values()):
+        if "MRPC" in names and "f1" in run["tasks"].get("MRPC", {}):
+            i = names.index("MRPC") + 1
+            row[i] = f"{row[i]} / {_fmt(run['tasks']['MRPC']['f1'])}"
+    return _table(header, rows)
+
+
+def relatedness_table(runs: dict[str, dict]) -> str | None:
+    names = [t for t in _task_order(runs) if any("dev_pearson" in r["tasks"].get(t, {}) for r in runs.values())]
+    if not names:
+        return None
+    rows = [[n] + [f"{_fmt(r['tasks'][t]['pearson'])} / {_fmt(r['tasks'][t]['spearman'])}" for t in names] for n, r in runs.items()]
+    return _table(["run"] + [f"{t} (Pearson / Spearman)" for t in names], rows)
+
+
+def _task_order(runs: dict[str, dict]) -> list[str]:
+    seen: dict[str, None] = {}
+    for run in runs.values():
+        for name in run["tasks"]:
+            seen.setdefault(name, None)
+    return list(seen)
+
+
+def render_markdown(results: dict) -> str:
+    meta, runs = results["meta"], results["runs"]
+    parts = [f"# Evaluation of `{meta.get('model')}`", ""]
+    if meta.get("command"):
+        parts += ["Command:", "", "```", meta["command"], "```", ""]
+    parts += [
+        f"Date: {meta['date']} · sentune {meta['sentune_version']} · data `{meta['data_dir']}` · "
+        f"{meta['n_unique_sentences']} unique of {meta['n_sentences']} sentences encoded in {meta['encode_seconds']:.1f} s"
+        + (f" · {meta['n_truncated']} truncated at {meta['max_seq_length']} tokens" if meta.get("n_truncated") else ""),
+        "",
+    ]
+    for aggregation, title in (("all", "'all' (concatenated subsets; headline)"), ("wmean", "'wmean' (size-weighted mean of subsets)"), ("mean", "'mean' (plain mean of subsets)")):
+        table = sts_summary_table(runs, aggregation)
+        if table:
+            parts += [f"## STS Spearman ×100, {title}", "", table, ""]
+    table = sts_summary_table(runs, "all", "pearson")
+    if table:
+        parts += ["## STS Pearson ×100, 'all'", "", table, ""]
+    table = transfer_table(runs)
+    if table:
+        parts += [f"## SentEval transfer accuracy (preset `{meta.get('transfer_preset')}`)", "", table, ""]
+    table = relatedness_table(runs)
+    if table:
+        parts += ["## Supervised relatedness (SentEval regressor; not comparable with cosine STS)", "", table, ""]
+    au = {n: r["alignment_uniformity"] for n, r in runs.items() if "alignment_uniformity" in r}
+    if au:
+        rows = [[n, f"{v['alignment']:.3f}", f"{v['uniformity']:.3f}", v["pairs"]] for n, v in au.items()]
+        parts += ["## Alignment and uniformity (lower is better)", "", _table(["run", "alignment", "uniformity", "pairs"], rows), ""]
+    parts += ["## Per-subset Spearman ×100", ""]
+    for run_name, run in runs.items():
+        rows = []
+        for task, result in run["tasks"].items():
+            for subset, r in result.get("subsets", {}).items():
+                if len(result["subsets"]) > 1:
+                    rows.append([task, subset, str(r["n"]), _fmt(r["spearman"]), _fmt(r["pearson"])])
+        if rows:
+            parts += [f"### {run_name}", "", _table(["task", "subset", "pairs", "Spearman", "Pearson"], rows), ""]
+    return "\n".join(parts)

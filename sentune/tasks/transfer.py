@@ -1,0 +1,122 @@
+"""SentEval transfer tasks on the CPU: logistic regression on frozen embeddings.
+
+Protocols follow SentEval (senteval/tools/validation.py) with its scikit-learn path:
+  nested-cv     MR, CR, SUBJ, MPQA: outer stratified k-fold; inside each outer train fold an inner
+                stratified k-fold picks the L2 strength; test accuracy averaged over outer folds
+  split         SST2, SST5, SICK-E: the L2 strength picked on dev, the classifier fitted on train
+  cv-then-test  TREC, MRPC: k-fold CV on train picks the strength, refit on all train, then test
+Pair tasks (MRPC, SICK-E) use SentEval's features [|u−v|, u⊙v]. The grid is SentEval's scikit-learn
+grid C ∈ {2^-2, …, 2^3}; seed 1111. Presets: `standard` (k = 10, SentEval's "comparable to the
+literature" setting) and `fast` (k = 5, its prototyping setting). Results name the preset.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import f1_score
+from sklearn.model_selection import StratifiedKFold
+
+logger = logging.getLogger(__name__)
+
+C_GRID = tuple(2.0**t for t in range(-2, 4))
+
+
+@dataclass(frozen=True)
+class TransferPreset:
+    name: str
+    kfold: int
+    seed: int = 1111
+    max_iter: int = 1000
+
+
+PRESETS = {"standard": TransferPreset("standard", 10), "fast": TransferPreset("fast", 5)}
+
+
+def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    return np.concatenate([np.abs(u - v), u * v], axis=1)
+
+
+def _fit(x: np.ndarray, y: np.ndarray, c: float, preset: TransferPreset) -> LogisticRegression:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return LogisticRegression(C=c, random_state=preset.seed, max_iter=preset.max_iter).fit(x, y)
+
+
+def _cv_accuracy(x: np.ndarray, y: np.ndarray, c: float, preset: TransferPreset) -> float:
+    folds = StratifiedKFold(n_splits=preset.kfold, shuffle=True, random_state=preset.seed)
+    return float(np.mean([_fit(x[tr], y[tr], c, preset).score(x[te], y[te]) for tr, te in folds.split(x, y)]))
+
+
+def _best_c_by_cv(x: np.ndarray, y: np.ndarray, preset: TransferPreset) -> tuple[float, float]:
+    scores = [(_cv_accuracy(x, y, c, preset), c) for c in C_GRID]
+    score, c = max(scores, key=lambda s: s[0])  # ties: first (smallest C), as SentEval's argmax
+    return c, score
+
+
+def nested_cv(x: np.ndarray, y: np.ndarray, preset: TransferPreset) -> dict:
+    outer = StratifiedKFold(n_splits=preset.kfold, shuffle=True, random_state=preset.seed)
+    dev_scores, test_scores = [], []
+    for train, test in outer.split(x, y):
+        c, dev = _best_c_by_cv(x[train], y[train], preset)
+        dev_scores.append(dev)
+        test_scores.append(_fit(x[train], y[train], c, preset).score(x[test], y[test]))
+    return {"acc": 100 * float(np.mean(test_scores)), "devacc": 100 * float(np.mean(dev_scores)), "n": int(len(y))}
+
+
+def split_protocol(train: tuple, dev: tuple, test: tuple, preset: TransferPreset) -> dict:
+    (xtr, ytr), (xdv, ydv), (xte, yte) = train, dev, test
+    scores = [(_fit(xtr, ytr, c, preset).score(xdv, ydv), c) for c in C_GRID]
+    dev_acc, c = max(scores, key=lambda s: s[0])
+    model = _fit(xtr, ytr, c, preset)
+    return {"acc": 100 * model.score(xte, yte), "devacc": 100 * dev_acc, "C": c, "n_train": len(ytr), "n_test": len(yte)}
+
+
+def cv_then_test(train: tuple, test: tuple, preset: TransferPreset, *, f1: bool = False) -> dict:
+    (xtr, ytr), (xte, yte) = train, test
+    c, dev_acc = _best_c_by_cv(xtr, ytr, preset)
+    model = _fit(xtr, ytr, c, preset)
+    out = {"acc": 100 * model.score(xte, yte), "devacc": 100 * dev_acc, "C": c, "n_train": len(ytr), "n_test": len(yte)}
+    if f1:
+        out["f1"] = 100 * float(f1_score(yte, model.predict(xte)))
+    return out
+
+
+def encode_labels(labels: list) -> np.ndarray:
+    """Labels to integers in first-seen-sorted order (strings such as SICK-E's become 0..k-1)."""
+    classes = sorted(set(labels), key=str)
+    index = {label: i for i, label in enumerate(classes)}
+    return np.array([index[label] for label in labels], dtype=np.int64)
+
+
+def evaluate_transfer(spec, examples: dict[str, list], embed, preset: TransferPreset) -> dict:
+    """Run one task. `embed(list_of_str) -> (n, d)` looks up the already computed embeddings."""
+    is_pair = spec.kind == "pair-classification"
+    all_labels = encode_labels([ex.label for items in examples.values() for ex in items])
+    offsets, start = {}, 0
+    for split, items in examples.items():
+        offsets[split] = all_labels[start : start + len(items)]
+        start += len(items)
+
+    def xy(split: str) -> tuple[np.ndarray, np.ndarray]:
+        items = examples[split]
+        if is_pair:
+            x = pair_features(embed([ex.a for ex in items]), embed([ex.b for ex in items]))
+        else:
+            x = embed([ex.text for ex in items])
+        return x, offsets[split]
+
+    if spec.protocol == "nested-cv":
+        result = nested_cv(*xy("all"), preset)
+    elif spec.protocol == "split":
+        result = split_protocol(xy("train"), xy("dev"), xy("test"), preset)
+    elif spec.protocol == "cv-then-test":
+        result = cv_then_test(xy("train"), xy("test"), preset, f1=spec.name == "MRPC")
+    else:
+        raise ValueError(f"task {spec.name}: unknown protocol {spec.protocol!r}")
+    return {**result, "protocol": spec.protocol, "preset": preset.name, "kfold": preset.kfold}
