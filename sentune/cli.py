@@ -15,8 +15,12 @@ from sentune.pooling import PoolingError
 logger = logging.getLogger("sentune")
 
 
+_ARGV: list[str] = []
+
+
 def _command_line() -> str:
-    return "sentune " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    """The command as typed, for results files (so a table can always be regenerated)."""
+    return "sentune " + " ".join(shlex.quote(a) for a in _ARGV)
 
 
 def _csv(text: str) -> list[str]:
@@ -172,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("sentence_transformers", "transformers", "httpx", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    argv = sys.argv[1:] if argv is None else argv
+    _ARGV[:] = argv
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -17,6 +17,7 @@ import sentune
 from sentune.data.corpora import load_sentences
 from sentune.encode import Encoder
 from sentune.postprocess.whitening import Whitening
+from sentune.results import averaged_sts_tasks
 from sentune.tasks.alignment import alignment_uniformity
 from sentune.tasks.catalog import TaskSpec, load_task, sentences_of
 from sentune.tasks.relatedness import evaluate_relatedness
@@ -84,7 +85,8 @@ def _evaluate_task(spec: TaskSpec, examples: dict[str, list], embed, preset_name
 def summarise(tasks: dict[str, dict]) -> dict:
     """Averages the papers report: STS 'all'/'mean'/'wmean' Spearman over STS tasks; transfer accuracy."""
     summary: dict = {}
-    sts = {n: r for n, r in tasks.items() if "all" in r}
+    sts_names = averaged_sts_tasks([n for n, r in tasks.items() if "all" in r])
+    sts = {n: tasks[n] for n in sts_names}
     if sts:
         summary["sts_tasks"] = list(sts)
         for agg in ("all", "mean", "wmean"):

@@ -45,13 +45,22 @@ def sts_summary_table(runs: dict[str, dict], aggregation: str = "all", metric: s
     names = [t for t in _task_order(runs) if any("all" in r["tasks"].get(t, {}) for r in runs.values())]
     if not names:
         return None
+    averaged = averaged_sts_tasks(names)
     rows = []
     for run_name, run in runs.items():
         values = [run["tasks"].get(t, {}).get(aggregation, {}).get(metric) for t in names]
-        present = [v for v in values if v is not None]
+        present = [run["tasks"][t][aggregation][metric] for t in averaged if t in run["tasks"]]
         avg = sum(present) / len(present) if present else None
         rows.append([run_name] + [_fmt(v) for v in values] + [_fmt(avg)])
-    return _table(["run"] + names + ["avg"], rows)
+    label = "avg (7 STS)" if averaged == list(STS7) else f"avg ({len(averaged)})"
+    return _table(["run"] + names + [label], rows)
+
+
+def averaged_sts_tasks(names: list[str]) -> list[str]:
+    """The papers' average is over the 7 STS tasks; dev and multilingual sets are shown, not averaged in,
+    unless no standard task is present."""
+    standard = [t for t in STS7 if t in names]
+    return standard or list(names)
 
 
 def transfer_table(runs: dict[str, dict]) -> str | None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from sentune.modules.whitening import WhiteningModule
-
 
 class Whitening:
     def __init__(self, n_components: int | None = None, normalize: bool = True, eps: float = 1e-10) -> None:
@@ -53,12 +51,3 @@ class Whitening:
 
     def fit_transform(self, x: np.ndarray) -> np.ndarray:
         return self.fit(x).transform(x)
-
-    def to_module(self) -> WhiteningModule:
-        import torch
-
-        self._check_fitted()
-        module = WhiteningModule(self.kernel_.shape[0], self.kernel_.shape[1], self.normalize)
-        module.mean.copy_(torch.from_numpy(self.mean_).float())
-        module.kernel.copy_(torch.from_numpy(self.kernel_).float())
-        return module

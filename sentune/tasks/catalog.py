@@ -29,6 +29,7 @@ class TaskSpec:
     files: dict[str, str] = field(default_factory=dict)
     protocol: str | None = None
     keep_blank: bool = False
+    expected_examples: int | None = None
 
     def paths(self, data_dir: Path) -> list[Path]:
         """Every file this task reads, for `sentune data check`."""

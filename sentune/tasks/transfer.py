@@ -111,6 +111,11 @@ def evaluate_transfer(spec, examples: dict[str, list], embed, preset: TransferPr
             x = embed([ex.text for ex in items])
         return x, offsets[split]
 
+    if spec.protocol in ("nested-cv", "cv-then-test"):
+        labels = offsets["all" if spec.protocol == "nested-cv" else "train"]
+        smallest = int(np.bincount(labels).min())
+        if smallest < preset.kfold:
+            raise ValueError(f"task {spec.name}: a class has only {smallest} examples, fewer than the {preset.kfold} folds of preset {preset.name!r}")
     if spec.protocol == "nested-cv":
         result = nested_cv(*xy("all"), preset)
     elif spec.protocol == "split":

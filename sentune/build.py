@@ -1,0 +1,103 @@
+"""Build saved models whose pipeline carries sentune's pooling and post-processors, so that plain
+`SentenceTransformer(path)` reproduces the embeddings sentune evaluated.
+
+sentence-transformers >= 6 imports module classes outside its namespace only with
+trust_remote_code=True, so every pooling that built-in modules can express is saved as built-ins:
+  cls / mean / max                 -> Pooling(mode)
+  first-last, lastN, layerK-tok    -> WeightedLayerPooling with fixed 0/1 weights -> Pooling(mode)
+                                     (mean and CLS commute with averaging layers, so this is exact)
+  whitening                        -> Dense(W = kernelᵀ, b = −μ·kernel, identity) -> Normalize
+Only WK pooling and lastN-max (max does not commute with the layer average) need sentune's
+LayerPooling, and such a model then loads with trust_remote_code=True (a warning says so).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.models import Dense, Normalize, Pooling, WeightedLayerPooling
+
+from sentune.data.corpora import load_sentences
+from sentune.encode import Encoder
+from sentune.models import load_model
+from sentune.modules.layer_pooling import LayerPooling, enable_hidden_states
+from sentune.pooling import PoolingSpec
+from sentune.postprocess.whitening import Whitening
+
+logger = logging.getLogger(__name__)
+
+
+def pooling_modules(spec: PoolingSpec, dim: int, num_hidden_states: int) -> list:
+    """The modules after the transformer that compute `spec`; built-ins whenever exact."""
+    if spec.layers == (-1,) and spec.tokens in ("cls", "mean", "max"):
+        return [Pooling(dim, spec.tokens)]
+    if spec.tokens in ("cls", "mean") or (spec.tokens == "max" and len(spec.layers) == 1):
+        spec.check_layers(num_hidden_states)
+        layers = sorted({layer % num_hidden_states for layer in spec.layers})
+        start = layers[0]
+        weights = torch.zeros(num_hidden_states - start)
+        weights[[layer - start for layer in layers]] = 1.0
+        weighted = WeightedLayerPooling(dim, num_hidden_layers=num_hidden_states - 1, layer_start=start, layer_weights=torch.nn.Parameter(weights, requires_grad=False))
+        return [weighted, Pooling(dim, spec.tokens)]
+    logger.warning("pooling %r has no sentence-transformers built-in; the saved model needs trust_remote_code=True", spec.name)
+    return [LayerPooling(spec.name, dim, spec.wk_layer_start, spec.wk_window)]
+
+
+def with_pooling(model: SentenceTransformer, pooling: str) -> SentenceTransformer:
+    """The model's transformer followed by the pooling (or the model unchanged for 'model')."""
+    spec = PoolingSpec.parse(pooling)
+    if spec.tokens == "model":
+        return model
+    transformer = model[0]
+    num_hidden_states = transformer.model.config.num_hidden_layers + 1
+    modules = pooling_modules(spec, transformer.get_embedding_dimension(), num_hidden_states)
+    pooled = SentenceTransformer(modules=[transformer, *modules], device=str(model.device))
+    if spec.needs_all_layers:
+        enable_hidden_states(pooled)
+    return pooled
+
+
+def whitening_modules(whitening: Whitening) -> list:
+    """Whitening as built-in modules: Dense computes x·W − μ·W = (x − μ)·W, then Normalize."""
+    whitening._check_fitted()
+    kernel = torch.from_numpy(whitening.kernel_).float()
+    bias = -(torch.from_numpy(whitening.mean_).float() @ kernel)
+    dense = Dense(kernel.shape[0], kernel.shape[1], bias=True, activation_function=torch.nn.Identity(), init_weight=kernel.T.contiguous(), init_bias=bias)
+    return [dense, Normalize()] if whitening.normalize else [dense]
+
+
+def save_atomic(model: SentenceTransformer, out: Path) -> Path:
+    """Save into a temporary sibling folder, then rename: an interrupted save never leaves a half model."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp"))
+    try:
+        model.save(str(tmp))
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out.rename(old)
+            tmp.rename(out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def build_whitened_model(
+    model_name: str, pooling: str, fit_on: str, n_components: int | None, out: Path, *, data_dir: Path | None, show_progress: bool = True
+) -> Path:
+    base = with_pooling(load_model(model_name), pooling)
+    sentences = load_sentences(fit_on, data_dir or Path("."))
+    embeddings = Encoder(base, "model", show_progress=show_progress).encode(sentences)
+    whitening = Whitening(n_components).fit(embeddings)
+    whitened = SentenceTransformer(modules=list(base) + whitening_modules(whitening), device="cpu")
+    return save_atomic(whitened, out)

@@ -1,0 +1,161 @@
+"""Shared fixtures: a tiny randomly initialised BERT (built from a config, no download) saved once per
+session, a tiny SentEval-layout data directory, and a seeded toy encoder."""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+WORDS = (
+    "a the man woman dog cat is are was plays playing guitar piano runs running eats food on in with and "
+    "of to quickly slowly big small red blue car street park sits ball kid kids child girl boy two three "
+    "an who what where why how stock market price rises falls news said report today . , ' s"
+).split()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"] + list("abcdefghijklmnopqrstuvwxyz")
+    # transformers 5 takes the vocabulary as a dict (`vocab=`); older releases as a file (`vocab_file=`).
+    vocab_ids = {token: i for i, token in enumerate(dict.fromkeys(vocab))}
+    (folder / "vocab.txt").write_text("\n".join(vocab_ids) + "\n")
+    try:
+        tokenizer = BertTokenizerFast(vocab=vocab_ids, do_lower_case=True)
+    except TypeError:
+        tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
+    assert tokenizer.unk_token_id not in tokenizer("a man plays the guitar")["input_ids"]
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=5, num_attention_heads=4,
+        intermediate_size=37, max_position_embeddings=64, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+    )
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def _tiny_st(tiny_model_dir):
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(tiny_model_dir), device="cpu")
+    model.max_seq_length = 64
+    return model
+
+
+@pytest.fixture
+def tiny_st(_tiny_st):
+    """A fresh copy per test, so no test sees another's changes."""
+    return copy.deepcopy(_tiny_st)
+
+
+SENTENCES = [
+    "a man plays the guitar",
+    "a woman is playing the piano",
+    "the dog runs in the park",
+    "two kids eat food",
+    "a man plays the guitar",
+    "stock market price rises today",
+    "a",
+    "the big red car is on the street with a small blue ball and a cat",
+]
+
+
+class ToyEncoder:
+    """Seeded encoder with known outputs: each sentence maps to a fixed vector (for evaluator tests)."""
+
+    def __init__(self, table: dict[str, np.ndarray]):
+        self.table = table
+
+    def __call__(self, sentences):
+        return np.stack([self.table[s] for s in sentences])
+
+
+def unit_at(angle_degrees: float) -> np.ndarray:
+    a = np.deg2rad(angle_degrees)
+    return np.array([np.cos(a), np.sin(a)])
+
+
+def _sentence(rng) -> str:
+    return " ".join(rng.choice(WORDS[:-4], size=int(rng.integers(3, 9))))
+
+
+def write_tiny_data_dir(root: Path, n: int = 24, seed: int = 0) -> Path:
+    """Every file the task catalog and corpora.yaml name, in SentEval's formats, n examples each."""
+    from sentune.data.corpora import corpus_catalog
+    from sentune.tasks.catalog import load_catalog
+
+    rng = np.random.default_rng(seed)
+
+    def write(rel: str, lines: list[str]) -> None:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def sick_lines():
+        labels = ["ENTAILMENT", "NEUTRAL", "CONTRADICTION"]
+        return ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"] + [
+            f"{i}\t{_sentence(rng)}\t{_sentence(rng)}\t{rng.uniform(1, 5):.1f}\t{labels[i % 3]}" for i in range(n)
+        ]
+
+    for spec in load_catalog().values():
+        f = spec.files
+        if spec.format == "semeval":
+            for s in spec.subsets:
+                write(f"{spec.dir}/STS.input.{s}.txt", [f"{_sentence(rng)}\t{_sentence(rng)}" for _ in range(n)])
+                write(f"{spec.dir}/STS.gs.{s}.txt", [f"{rng.uniform(0, 5):.2f}" for _ in range(n)])
+        elif spec.format == "semeval-files":
+            write(f["input"], [f"{_sentence(rng)}\t{_sentence(rng)}" for _ in range(n)])
+            write(f["gold"], [f"{rng.uniform(0, 5):.2f}" for _ in range(n)])
+        elif spec.format == "stsb":
+            for path in f.values():
+                write(path, [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{rng.uniform(0, 5):.3f}\t{_sentence(rng)}\t{_sentence(rng)}" for i in range(n)])
+        elif spec.format in ("sick", "sick-e"):
+            for path in f.values():
+                if not (root / path).exists():
+                    write(path, sick_lines())
+        elif spec.format == "binary":
+            write(f["pos"], [_sentence(rng) for _ in range(n)])
+            write(f["neg"], [_sentence(rng) for _ in range(n)])
+        elif spec.format == "sst2":
+            for path in f.values():
+                write(path, [f"{_sentence(rng)} \t{i % 2}" for i in range(n)])
+        elif spec.format == "sst5":
+            for path in f.values():
+                write(path, [f"{i % 5} {_sentence(rng)}" for i in range(n)])
+        elif spec.format == "trec":
+            classes = ["ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM"]
+            for path in f.values():
+                write(path, [f"{classes[i % 6]}:other {_sentence(rng)} ?" for i in range(2 * n)])  # >= 5 per class for 5-fold CV
+        elif spec.format == "mrpc":
+            for path in f.values():
+                write(path, ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"] + [f"{i % 2}\t{i}\t{i + 1}\t{_sentence(rng)}\t{_sentence(rng)}" for i in range(n)])
+    nli = ["entailment", "neutral", "contradiction"]
+    for part in (p for parts in corpus_catalog().values() for p in parts):
+        if part["format"] == "lines":
+            write(part["path"], [_sentence(rng) for _ in range(3 * n)])
+        elif part["format"] == "pair-tsv":
+            labels = nli if "nli" in part["path"].lower() else ["0", "1"]
+            write(part["path"], [f"{_sentence(rng)}\t{_sentence(rng)}\t{labels[i % len(labels)]}" for i in range(n)])
+        elif part["format"] == "nli-senteval":
+            for split in part["splits"]:
+                write(f"{part['path']}/s1.{split}", [_sentence(rng) for _ in range(n)])
+                write(f"{part['path']}/s2.{split}", [_sentence(rng) for _ in range(n)])
+                write(f"{part['path']}/labels.{split}", [nli[i % 3] for i in range(n)])
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_data_dir(tmp_path_factory) -> Path:
+    return write_tiny_data_dir(tmp_path_factory.mktemp("tiny-data"))

@@ -1,0 +1,84 @@
+"""The command line end to end on the tiny model and a tiny SentEval-layout data directory."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sentune.cli import main
+
+
+def test_eval_writes_json_and_markdown(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["eval", "--model", str(tiny_model_dir), "--pooling", "cls,mean", "--tasks", "sts,dev", "--data", str(tiny_data_dir),
+                 "--out", str(out), "--whiten", "target:8", "--quiet"])
+    assert code == 0
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["runs"]) == {"cls", "mean", "cls+whiten(target,8)", "mean+whiten(target,8)"}
+    sts12 = results["runs"]["cls"]["tasks"]["STS12"]
+    assert set(sts12) >= {"all", "mean", "wmean", "subsets"} and len(sts12["subsets"]) == 5
+    md = (out / "results.md").read_text()
+    assert "| cls |" in md and "'wmean'" in md and "sentune eval --model" in md
+    assert "STS12" in capsys.readouterr().out
+
+
+def test_eval_transfer_and_alignment(tiny_model_dir, tiny_data_dir, tmp_path):
+    out = tmp_path / "run"
+    assert main(["eval", "--model", str(tiny_model_dir), "--pooling", "mean", "--tasks", "transfer,relatedness,multilingual",
+                 "--data", str(tiny_data_dir), "--out", str(out), "--alignment-pairs", "qqp", "--quiet"]) == 0
+    run = json.loads((out / "results.json").read_text())["runs"]["mean"]
+    assert {"MR", "SST5", "TREC", "MRPC", "SICK-E", "STS-B-reg", "STS17-es-es"} <= set(run["tasks"])
+    assert "f1" in run["tasks"]["MRPC"] and run["tasks"]["MR"]["preset"] == "fast"
+    assert run["alignment_uniformity"]["uniformity"] < 0
+
+
+def test_clear_errors_for_missing_data_and_unknown_task(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("SENTUNE_DATA", raising=False)
+    assert main(["eval", "--model", str(tiny_model_dir)]) == 2
+    assert "no data directory given" in capsys.readouterr().err
+    assert main(["eval", "--model", str(tiny_model_dir), "--data", str(tmp_path), "--tasks", "STS99"]) == 2
+    assert "unknown task or group 'STS99'" in capsys.readouterr().err
+    assert main(["eval", "--model", str(tiny_model_dir), "--data", str(tmp_path), "--tasks", "STS12"]) == 2
+    assert "STS.input.MSRpar.txt: file not found" in capsys.readouterr().err
+
+
+def test_encode_npy_and_jsonl(tiny_model_dir, tmp_path):
+    text = tmp_path / "in.txt"
+    text.write_text("a man plays\nthe dog runs\na man plays\n")
+    assert main(["encode", "--model", str(tiny_model_dir), "--pooling", "cls", str(text), str(tmp_path / "out.npy"), "--quiet"]) == 0
+    vectors = np.load(tmp_path / "out.npy")
+    assert vectors.shape == (3, 32) and np.array_equal(vectors[0], vectors[2])
+    assert main(["encode", "--model", str(tiny_model_dir), str(text), str(tmp_path / "out.jsonl"), "--quiet"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in rows] == ["a man plays", "the dog runs", "a man plays"] and len(rows[0]["embedding"]) == 32
+
+
+def test_data_check_counts_and_checksums(tiny_data_dir, tmp_path, capsys):
+    assert main(["data", "check", str(tiny_data_dir)]) == 1  # tiny sets are not the official sizes
+    out = capsys.readouterr().out
+    assert "FAIL STS12" in out and "official size is 3108" in out and "no SHA256SUMS file" in out
+    good = tmp_path / "d"
+    (good / "x").mkdir(parents=True)
+    (good / "x" / "a.txt").write_text("hello\n")
+    import hashlib
+    (good / "SHA256SUMS").write_text(f"{hashlib.sha256(b'hello' + bytes([10])).hexdigest()}  x/a.txt\n{'0' * 64}  x/missing.txt\n")
+    from sentune.data.check import checksum_report
+    lines, ok = checksum_report(good)
+    assert not ok and any("x/missing.txt: missing" in line for line in lines)
+
+
+def test_whiten_command_saves_loadable_model(tiny_model_dir, tiny_data_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    out = tmp_path / "w"
+    assert main(["whiten", "--model", str(tiny_model_dir), "--pooling", "first-last", "--fit-on", "wiki", "--k", "8", "--data", str(tiny_data_dir), "--out", str(out), "--quiet"]) == 0
+    assert SentenceTransformer(str(out), device="cpu").encode(["a man"]).shape == (1, 8)
+
+
+def test_layerwise_writes_scores_and_plot(tiny_model_dir, tiny_data_dir, tmp_path):
+    assert main(["layerwise", "--model", str(tiny_model_dir), "--data", str(tiny_data_dir), "--out", str(tmp_path), "--quiet"]) == 0
+    result = json.loads((tmp_path / "layerwise.json").read_text())
+    assert result["layers"] == list(range(6)) and all(len(v) == 6 for v in result["scores"].values())
+    assert (tmp_path / "layerwise.png").stat().st_size > 1000

@@ -1,0 +1,69 @@
+"""The fast encoder against naive one-sentence-at-a-time encoding, order, de-duplication, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from sentune.encode import Encoder, token_budget_batches, unique_in_order
+from sentune.pooling import PoolingSpec, pool
+
+from conftest import SENTENCES
+
+POOLINGS = ["model", "cls", "mean", "max", "first-last", "last2", "layer0-max", "wk"]
+
+
+def _one_by_one(model, sentence, name):
+    spec = PoolingSpec.parse(name)
+    if name == "wk":
+        spec = PoolingSpec("wk", "wk", (), wk_layer_start=1)
+    features = model.preprocess([sentence])
+    with torch.no_grad():
+        out = model[0].model(input_ids=features["input_ids"], attention_mask=features["attention_mask"], output_hidden_states=True)
+        if name == "model":
+            return model.encode([sentence], convert_to_numpy=True)[0]
+        return pool(spec, out.hidden_states, features["attention_mask"])[0].numpy()
+
+
+def test_encode_many_matches_naive_per_sentence(tiny_st):
+    encoder = Encoder(tiny_st, POOLINGS, max_tokens=24, max_batch=3, show_progress=False)
+    encoder.specs[-1] = PoolingSpec("wk", "wk", (), wk_layer_start=1)
+    out = encoder.encode_many(SENTENCES)
+    assert set(out) == set(encoder.pooling_names)
+    for name in POOLINGS:
+        expected = np.stack([_one_by_one(tiny_st, s, name) for s in SENTENCES])
+        np.testing.assert_allclose(out[name], expected, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_duplicates_encoded_once_and_order_kept(tiny_st):
+    calls = []
+    encoder = Encoder(tiny_st, "mean", show_progress=False)
+    original = encoder._forward
+    encoder._forward = lambda texts: calls.append(list(texts)) or original(texts)
+    out = encoder.encode(SENTENCES)
+    encoded = [t for batch in calls for t in batch]
+    assert sorted(encoded) == sorted(set(SENTENCES))
+    np.testing.assert_array_equal(out[0], out[4])  # SENTENCES[0] == SENTENCES[4]
+    assert out.dtype == np.float32 and out.shape[0] == len(SENTENCES)
+
+
+def test_deterministic_and_eval_mode(tiny_st):
+    tiny_st.train()  # dropout on: the encoder must still switch it off
+    encoder = Encoder(tiny_st, "cls", show_progress=False)
+    np.testing.assert_array_equal(encoder.encode(SENTENCES), encoder.encode(SENTENCES))
+
+
+def test_truncated_sentences_are_reported(tiny_st):
+    tiny_st.max_seq_length = 8
+    encoder = Encoder(tiny_st, "mean", show_progress=False)
+    encoder.encode(SENTENCES)
+    lengths = encoder.token_lengths(SENTENCES)
+    assert encoder.truncated_indices == [i for i, n in enumerate(lengths) if n > 8]
+    assert encoder.truncated_indices  # the long sentence at the end is among them
+
+
+def test_helpers():
+    unique, inverse = unique_in_order(["b", "a", "b", "c"])
+    assert unique == ["b", "a", "c"] and inverse.tolist() == [0, 1, 0, 2]
+    batches = token_budget_batches(np.array([3, 10, 5, 10]), max_tokens=20, max_batch=8)
+    assert [b.tolist() for b in batches] == [[1, 3], [2, 0]]

@@ -1,0 +1,97 @@
+"""Bad input gets a clear error naming the file and line; nothing is lost silently."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from sentune.data import readers
+from sentune.data.readers import DataError
+
+
+def _write(path, data: bytes | str):
+    path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+    return path
+
+
+def _sts(tmp_path, inputs: str | bytes, gold: str):
+    return _write(tmp_path / "STS.input.x.txt", inputs), _write(tmp_path / "STS.gs.x.txt", gold)
+
+
+def test_reads_sts_and_skips_unscored_pairs(tmp_path, caplog):
+    inp, gs = _sts(tmp_path, "a man\ta  man\nx\ty\nthe dog\ta cat\n", "5\n\n1.5\n")
+    with caplog.at_level(logging.INFO):
+        pairs = readers.read_sts_pairs(inp, gs)
+    assert [(p.a, p.b, p.score, p.source.line) for p in pairs] == [("a man", "a man", 5.0, 1), ("the dog", "a cat", 1.5, 3)]
+    assert "1 pairs without a gold score skipped" in caplog.text
+
+
+def test_empty_file(tmp_path):
+    inp, gs = _sts(tmp_path, "", "")
+    with pytest.raises(DataError, match=r"STS.input.x.txt: file is empty"):
+        readers.read_sts_pairs(inp, gs)
+
+
+def test_blank_line(tmp_path):
+    inp, gs = _sts(tmp_path, "a\tb\n\nc\td\n", "1\n2\n3\n")
+    with pytest.raises(DataError, match=r"STS.input.x.txt:2: blank line"):
+        readers.read_sts_pairs(inp, gs)
+
+
+def test_malformed_row(tmp_path):
+    inp, gs = _sts(tmp_path, "a\tb\nonly one field\n", "1\n2\n")
+    with pytest.raises(DataError, match=r"STS.input.x.txt:2: malformed row: expected two sentences"):
+        readers.read_sts_pairs(inp, gs)
+    bad_score = _write(tmp_path / "sts-test.csv", "g\tf\t2012\t1\t4.0\ta\tb\ng\tf\t2012\t2\tfour\ta\tb\n")
+    with pytest.raises(DataError, match=r"sts-test.csv:2: malformed row: score 'four' is not a number"):
+        readers.read_stsb_csv(bad_score)
+
+
+def test_non_utf8_bytes(tmp_path):
+    inp, gs = _sts(tmp_path, b"a\tb\ncaf\xe9\td\n", "1\n2\n")
+    with pytest.raises(DataError, match=r"STS.input.x.txt:2: not valid utf-8: byte 0xe9 at column 4"):
+        readers.read_sts_pairs(inp, gs)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(DataError, match=r"nope.txt: file not found.*--data or SENTUNE_DATA"):
+        readers.read_corpus(tmp_path / "nope.txt")
+
+
+def test_gold_and_input_line_counts_must_agree(tmp_path):
+    inp, gs = _sts(tmp_path, "a\tb\nc\td\n", "1\n")
+    with pytest.raises(DataError, match=r"STS.gs.x.txt: 1 gold lines but STS.input.x.txt has 2 lines"):
+        readers.read_sts_pairs(inp, gs)
+
+
+def test_corpus_blank_lines_error_or_counted_skip(tmp_path, caplog):
+    path = _write(tmp_path / "corpus.txt", "one\n\ntwo\n")
+    with pytest.raises(DataError, match=r"corpus.txt:2: blank line"):
+        readers.read_corpus(path)
+    with caplog.at_level(logging.WARNING):
+        assert readers.read_corpus(path, skip_blank=True) == ["one", "two"]
+    assert "skipped 1 blank lines (first at line 2)" in caplog.text
+
+
+def test_crlf_bom_and_latin1(tmp_path):
+    path = _write(tmp_path / "mrpc.txt", "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\r\n1\t1\t2\tA b\tA  c\r\n")
+    pair = readers.read_mrpc(path)[0]
+    assert (pair.a, pair.b, pair.label) == ("A b", "A c", 1)
+    trec = _write(tmp_path / "trec.label", b"NUM:dist How far is it \xf0 ?\n")
+    assert readers.read_trec(trec)[0].label == readers.TREC_CLASSES.index("NUM")
+
+
+def test_long_sentence_is_truncated_with_file_and_line(tiny_st, tmp_path, caplog):
+    """A 10,000-word sentence is encoded truncated to max_seq_length, and the warning names file:line."""
+    from sentune.evaluate import evaluate
+    from sentune.tasks.catalog import TaskSpec
+
+    long = " ".join(["man"] * 10_000)
+    inp, gs = _sts(tmp_path, f"a man\ta dog\n{long}\ta man\nthe cat\ta cat\n", "1\n2\n3\n")
+    spec = TaskSpec(name="toy", kind="sts", format="semeval-files", files={"input": inp.name, "gold": gs.name})
+    with caplog.at_level(logging.WARNING):
+        result = evaluate(tiny_st, [spec], tmp_path, poolings=["mean"], show_progress=False)
+    assert f"{inp}:2" in caplog.text and "truncated" in caplog.text
+    assert result["meta"]["n_truncated"] == 1
+    assert result["runs"]["mean"]["tasks"]["toy"]["n"] == 3

@@ -1,0 +1,55 @@
+"""Transfer protocols, relatedness regressor and alignment/uniformity on toy data with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sentune.tasks import relatedness, transfer
+from sentune.tasks.alignment import alignment, uniformity
+
+
+def _separable(n=80, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    x = rng.normal(size=(n, 4)) * 0.1
+    x[:, 0] += np.where(y == 1, 3.0, -3.0)
+    return x, y
+
+
+def test_nested_cv_separable_is_perfect_and_random_is_chance():
+    preset = transfer.PRESETS["fast"]
+    x, y = _separable()
+    assert transfer.nested_cv(x, y, preset)["acc"] == pytest.approx(100)
+    rng = np.random.default_rng(1)
+    noise = transfer.nested_cv(rng.normal(size=(400, 4)), rng.integers(0, 2, 400), preset)["acc"]
+    assert 35 < noise < 65
+
+
+def test_split_and_cv_then_test_protocols():
+    preset = transfer.PRESETS["fast"]
+    x, y = _separable(120)
+    out = transfer.split_protocol((x[:60], y[:60]), (x[60:90], y[60:90]), (x[90:], y[90:]), preset)
+    assert out["acc"] == pytest.approx(100) and out["C"] in transfer.C_GRID
+    out = transfer.cv_then_test((x[:80], y[:80]), (x[80:], y[80:]), preset, f1=True)
+    assert out["acc"] == pytest.approx(100) and out["f1"] == pytest.approx(100)
+
+
+def test_pair_features_are_senteval_s():
+    u, v = np.array([[1.0, -2.0]]), np.array([[3.0, 1.0]])
+    np.testing.assert_array_equal(transfer.pair_features(u, v), [[2.0, 3.0, 3.0, -2.0]])
+
+
+def test_tai_encoding_known_values():
+    np.testing.assert_allclose(relatedness.tai_encode(np.array([1.0, 2.5, 5.0, 4.2])), [
+        [1, 0, 0, 0, 0], [0, 0.5, 0.5, 0, 0], [0, 0, 0, 0, 1], [0, 0, 0, 0.8, 0.2]], atol=1e-6)
+    np.testing.assert_allclose(relatedness.to_one_five(np.array([0.0, 2.5, 5.0]), 0, 5), [1, 3, 5])
+
+
+def test_alignment_and_uniformity_known_values():
+    a = np.array([[1.0, 0.0], [0.0, 2.0]])
+    b = np.array([[0.0, 1.0], [0.0, 1.0]])
+    assert alignment(a, b) == pytest.approx((2.0 + 0.0) / 2)  # ‖e1−e2‖² = 2, identical = 0
+    square = np.array([[1.0, 0], [0, 1.0], [-1.0, 0], [0, -1.0]])
+    # 6 pairs: 4 at squared distance 2, 2 at squared distance 4
+    assert uniformity(square, chunk=3) == pytest.approx(np.log((4 * np.exp(-4) + 2 * np.exp(-8)) / 6))
