@@ -19,6 +19,8 @@ from sentune.pooling import PoolingSpec, pool
 
 logger = logging.getLogger(__name__)
 
+PRECISIONS = ("fp32", "bf16")
+
 
 def unique_in_order(sentences: Sequence[str]) -> tuple[list[str], np.ndarray]:
     """Unique sentences in first-seen order, and for each input the index of its unique sentence."""
@@ -55,13 +57,17 @@ class Encoder:
         max_tokens: int = 4096,
         max_batch: int = 128,
         show_progress: bool = True,
+        precision: str = "fp32",
     ) -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         self.model = model
         names = [poolings] if isinstance(poolings, str) else list(poolings)
         self.specs = [PoolingSpec.parse(name) for name in names]
         self.max_tokens = max_tokens
         self.max_batch = max_batch
         self.show_progress = show_progress
+        self.precision = precision
         self.truncated_indices: list[int] = []
         hf = self.hf_model
         if hf is not None:
@@ -123,6 +129,14 @@ class Encoder:
         return {name: (array if array is not None else np.zeros((0, 0), np.float32)) for name, array in outputs.items()}
 
     def _forward(self, texts: list[str]) -> dict[str, np.ndarray]:
+        if self.precision == "bf16":
+            # Opt-in: bfloat16 matmuls (AMX/AVX512-BF16 on CPUs that have them) are ~2x faster here but
+            # move embeddings by ~1e-2 absolute; the default fp32 path is exact.
+            with torch.autocast(self.model.device.type, dtype=torch.bfloat16):
+                return self._forward_exact(texts)
+        return self._forward_exact(texts)
+
+    def _forward_exact(self, texts: list[str]) -> dict[str, np.ndarray]:
         features = self.model.preprocess(texts)
         features = {k: (v.to(self.model.device) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
         features = self.model[0](features)

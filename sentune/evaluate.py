@@ -110,6 +110,7 @@ def evaluate(
     alignment_pairs: str | None = None,
     show_progress: bool = True,
     model_name: str | None = None,
+    precision: str = "fp32",
 ) -> dict:
     """Returns {"meta": ..., "runs": {run_name: {"tasks": ..., "summary": ...}}}; one run per pooling
     and per (pooling, whitening) combination."""
@@ -130,7 +131,7 @@ def evaluate(
         extra["__pairs__"] = [s for a, b in pair_set for s in (a, b)]
     all_sentences = sentences + [s for group in extra.values() for s in group]
 
-    encoder = Encoder(model, poolings, show_progress=show_progress)
+    encoder = Encoder(model, poolings, show_progress=show_progress, precision=precision)
     encode_start = time.perf_counter()
     vectors = encoder.encode_many(all_sentences)
     encode_seconds = time.perf_counter() - encode_start
@@ -165,6 +166,7 @@ def evaluate(
         "n_unique_sentences": len(dict.fromkeys(all_sentences)),
         "n_truncated": len(encoder.truncated_indices),
         "max_seq_length": model.max_seq_length,
+        "precision": precision,
         "encode_seconds": encode_seconds,
         "total_seconds": time.perf_counter() - started,
         "sentune_version": sentune.__version__,

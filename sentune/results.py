@@ -104,7 +104,8 @@ def render_markdown(results: dict) -> str:
     parts += [
         f"Date: {meta['date']} · sentune {meta['sentune_version']} · data `{meta['data_dir']}` · "
         f"{meta['n_unique_sentences']} unique of {meta['n_sentences']} sentences encoded in {meta['encode_seconds']:.1f} s"
-        + (f" · {meta['n_truncated']} truncated at {meta['max_seq_length']} tokens" if meta.get("n_truncated") else ""),
+        + (f" · {meta['n_truncated']} truncated at {meta['max_seq_length']} tokens" if meta.get("n_truncated") else "")
+        + (f" · precision {meta['precision']}" if meta.get("precision", "fp32") != "fp32" else ""),
         "",
     ]
     for aggregation, title in (("all", "'all' (concatenated subsets; headline)"), ("wmean", "'wmean' (size-weighted mean of subsets)"), ("mean", "'mean' (plain mean of subsets)")):

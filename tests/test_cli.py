@@ -82,3 +82,17 @@ def test_layerwise_writes_scores_and_plot(tiny_model_dir, tiny_data_dir, tmp_pat
     result = json.loads((tmp_path / "layerwise.json").read_text())
     assert result["layers"] == list(range(6)) and all(len(v) == 6 for v in result["scores"].values())
     assert (tmp_path / "layerwise.png").stat().st_size > 1000
+
+
+def test_report_renders_tables_and_plots(tiny_model_dir, tiny_data_dir, tmp_path):
+    run = tmp_path / "run"
+    assert main(["eval", "--model", str(tiny_model_dir), "--pooling", "cls,mean", "--tasks", "sts", "--data", str(tiny_data_dir), "--out", str(run), "--quiet"]) == 0
+    assert main(["layerwise", "--model", str(tiny_model_dir), "--data", str(tiny_data_dir), "--out", str(run), "--quiet"]) == 0
+    report = tmp_path / "report"
+    assert main(["report", str(run), "--out", str(report)]) == 0
+    md = (report / "report.md").read_text()
+    page = (report / "report.html").read_text()
+    assert "![STS average per run](sts_average.png)" in md and "| layer | cls | mean | max |" in md
+    assert "<table>" in page and '<img alt="layer-wise Spearman" src="layerwise.png">' in page
+    assert (report / "sts_average.png").stat().st_size > 1000 and (report / "layerwise.png").stat().st_size > 1000
+    assert main(["report", str(tmp_path / "nothing"), "--out", str(report)]) == 2

@@ -33,6 +33,8 @@ def load_sentences(name: str, data_dir: Path, *, unique: bool = True) -> list[st
         for part in catalog[name]:
             path = data_dir / part["path"]
             fmt = part["format"]
+            if part.get("optional") and not path.exists():
+                continue
             if fmt == "lines":
                 sentences += readers.read_corpus(path)
             elif fmt == "stsb":

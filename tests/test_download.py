@@ -1,0 +1,80 @@
+"""`sentune data download` against a local HTTP server on loopback (never the internet)."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import io
+import tarfile
+import threading
+import urllib.parse
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from sentune.cli import main
+from sentune.data import readers
+from sentune.data.download import sources
+
+
+def _serve(root: Path):
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _place(root: Path, name: str) -> Path:
+    url = next(s["url"] for s in sources() if s["name"] == name)
+    path = root / urllib.parse.urlsplit(url).path.lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _add(tar: tarfile.TarFile, name: str, text: str) -> None:
+    data = text.encode()
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.fixture
+def fake_hosts(tmp_path):
+    root = tmp_path / "www"
+    with tarfile.open(_place(root, "senteval"), "w") as tar:
+        _add(tar, "downstream/STS/STSBenchmark/sts-test.csv", "main-captions\tMSRvid\t2012test\t0001\t5.000\ta man .\ta man .\n")
+        _add(tar, "downstream/MR/rt-polarity.pos", "good film\n")
+    _place(root, "wiki").write_text("first sentence .\n\nsecond  sentence .\nfirst sentence .\n")
+    with zipfile.ZipFile(_place(root, "snli"), "w") as z:
+        header = "gold_label\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\n"
+        z.writestr("snli_1.0/snli_1.0_dev.txt", header + "neutral\tx\tx\tx\tx\tA dog .\tA cat .\n-\tx\tx\tx\tx\tNo label .\tGone .\n")
+    with zipfile.ZipFile(_place(root, "sts2017"), "w") as z:
+        z.writestr("STS2017.eval.v1.1/STS.input.track3.es-es.txt", "Un perro.\tUn gato.\n")
+    server = _serve(root)
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_download_converts_into_layout(fake_hosts, tmp_path):
+    data = tmp_path / "data"
+    assert main(["data", "download", str(data), "--mirror", fake_hosts, "--only", "senteval,wiki,snli,sts2017", "--quiet"]) == 0
+    assert readers.read_stsb_csv(data / "senteval/STS/STSBenchmark/sts-test.csv")[0].score == 5.0
+    assert (data / "senteval/MR/rt-polarity.pos").read_text() == "good film\n"
+    assert readers.read_corpus(data / "corpora/wiki/wiki_sentences.txt") == ["first sentence .", "second sentence ."]
+    pairs = readers.read_nli_senteval(data / "corpora/nli/SNLI", "dev")
+    assert [(p.a, p.b, p.label) for p in pairs] == [("A dog .", "A cat .", "neutral")]  # '-' gold dropped as SentEval does
+    assert (data / "multilingual/STS2017/STS.input.track3.es-es.txt").is_file()
+    assert not list((data / ".downloads").glob("*.part"))
+
+
+def test_download_failure_is_clear(tmp_path, capsys):
+    server = _serve(tmp_path)  # serves an empty folder: every file is a 404
+    try:
+        code = main(["data", "download", str(tmp_path / "d"), "--mirror", f"http://127.0.0.1:{server.server_address[1]}", "--only", "wiki", "--quiet"])
+    finally:
+        server.shutdown()
+    assert code == 2
+    assert "download of http://127.0.0.1" in capsys.readouterr().err
+    assert not list((tmp_path / "d" / ".downloads").glob("*"))
