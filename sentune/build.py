@@ -71,13 +71,17 @@ def whitening_modules(whitening: Whitening) -> list:
     return [dense, Normalize()] if whitening.normalize else [dense]
 
 
-def save_atomic(model: SentenceTransformer, out: Path) -> Path:
-    """Save into a temporary sibling folder, then rename: an interrupted save never leaves a half model."""
+def save_atomic(model: SentenceTransformer, out: Path, readme_extra: str | None = None) -> Path:
+    """Save into a temporary sibling folder, then rename: an interrupted save never leaves a half model.
+    `readme_extra` is appended to the model card (README.md) before the folder becomes visible."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp"))
     try:
         model.save(str(tmp))
+        if readme_extra:
+            with (tmp / "README.md").open("a", encoding="utf-8") as card:
+                card.write(readme_extra)
         if out.exists():
             old = out.with_name(f".{out.name}.old")
             shutil.rmtree(old, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""Command line: sentune eval | encode | whiten | layerwise | data check | data download | report."""
+"""Command line: sentune train | eval | encode | whiten | layerwise | data check | data download | report."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from sentune.data.readers import DataError
 from sentune.models import ModelLoadError
 from sentune.pooling import PoolingError
+from sentune.recipe import RecipeError
 
 logger = logging.getLogger("sentune")
 
@@ -52,6 +53,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"\nwrote {json_path} and {md_path}")
     else:
         print(render_markdown(results))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from sentune.recipe import load_recipe
+    from sentune.results import sts_summary_table
+    from sentune.tasks.catalog import resolve_data_dir
+    from sentune.train import train
+
+    recipe = load_recipe(args.recipe, args.overrides)
+    out = Path(args.out or Path("runs") / recipe.name)
+    results = train(recipe, out, data_dir=resolve_data_dir(args.data), resume=args.resume, command=_command_line())
+    print(sts_summary_table(results["runs"]) or "")
+    print(f"\nmodel: {out / 'model'} (SentenceTransformer({str(out / 'model')!r})); results: {out / 'results.md'}")
     return 0
 
 
@@ -133,6 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alignment-pairs", choices=["qqp", "stsb"], help="also report alignment and uniformity on these positive pairs")
     p.set_defaults(func=cmd_eval)
 
+    p = sub.add_parser("train", help="train a recipe (YAML) with dotted overrides, e.g. training.seed=2")
+    p.add_argument("recipe", help="a recipe file or a bundled recipe name (sentune/recipes/)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. params.temperature=0.1")
+    p.add_argument("--out", help="run folder (default runs/RECIPE_NAME)")
+    p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run from its last complete checkpoint")
+    p.set_defaults(func=cmd_train)
+
     p = sub.add_parser("encode", help="encode a text file (one sentence per line) to .npy or .jsonl")
     model_args(p, "one pooling name")
     p.add_argument("input", help="text file, one sentence per line")
@@ -181,10 +204,16 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     argv = sys.argv[1:] if argv is None else argv
     _ARGV[:] = argv
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "train":  # overrides may also follow the options: train R --out D key=value
+        args.overrides += [e for e in extra if "=" in e and not e.startswith("-")]
+        extra = [e for e in extra if e not in args.overrides]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
-    except (DataError, ModelLoadError, PoolingError, ValueError, OSError) as exc:
+    except (DataError, ModelLoadError, PoolingError, RecipeError, ValueError, OSError, RuntimeError) as exc:
         print(f"sentune: error: {exc}", file=sys.stderr)
         return 2
 

@@ -30,8 +30,10 @@ def test_whitening_matches_numpy_formula():
 
 
 def test_whitening_refuses_singular_and_unfitted():
-    with pytest.raises(ValueError, match="singular"):
-        Whitening().fit(np.random.default_rng(0).normal(size=(4, 8)))
+    few = np.random.default_rng(0).normal(size=(4, 8))  # 4 points span at most 3 directions
+    assert Whitening().fit(few).kernel_.shape == (8, 3)
+    with pytest.raises(ValueError, match="only 3 non-zero components, fewer than the 5 asked for"):
+        Whitening(n_components=5).fit(few)
     with pytest.raises(RuntimeError, match="not fitted"):
         Whitening().transform(np.zeros((2, 3)))
 

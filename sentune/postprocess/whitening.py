@@ -4,14 +4,19 @@ Retrieval", arXiv:2103.15316) as a scikit-learn-style post-processor.
 fit(X):  μ = mean(X);  Σ = cov(X) (unbiased, dimensions as variables);  Σ = U S Uᵀ (SVD);
          W = U S^{-1/2}, first k columns.
 transform(x) = normalise((x − μ) W[:, :k]).
-The reference divides by √S with no floor; a covariance with zero (or near-zero) eigenvalues (fewer
-sentences than dimensions) would blow up, so eigenvalues below `eps`·max(S) are an error naming the fix
-(fit on more sentences, or keep fewer components) instead of silently giving inf.
+The reference divides by √S with no floor. Components whose eigenvalue is below `eps`·max(S) carry no
+variance (a LayerNorm output lies in a hyperplane; fewer sentences than dimensions) and 1/√S would blow
+them up: with the default k (all) they are left out, and a k larger than the numerical rank is an error
+naming the fix, never a silent inf.
 """
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 
 class Whitening:
@@ -24,16 +29,21 @@ class Whitening:
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or len(x) < 2:
             raise ValueError(f"whitening needs a 2-d array of at least two embeddings, got shape {x.shape}")
-        k = self.n_components or x.shape[1]
-        if not 0 < k <= x.shape[1]:
-            raise ValueError(f"n_components={k} must be between 1 and the embedding size {x.shape[1]}")
+        if self.n_components is not None and not 0 < self.n_components <= x.shape[1]:
+            raise ValueError(f"n_components={self.n_components} must be between 1 and the embedding size {x.shape[1]}")
         self.mean_ = x.mean(axis=0)
         u, s, _ = np.linalg.svd(np.cov(x.T))
-        if s[k - 1] <= self.eps * s[0]:
+        rank = int((s > self.eps * s[0]).sum())
+        k = self.n_components or rank
+        if k > rank:
             raise ValueError(
-                f"covariance of {len(x)} embeddings is (near) singular at component {k}; "
+                f"covariance of {len(x)} embeddings has only {rank} non-zero components, fewer than the {k} asked for; "
                 "fit on more sentences than dimensions or keep fewer components"
             )
+        if k < x.shape[1] and self.n_components is None:
+            # A LayerNorm output lies in a hyperplane (its centring removes one direction; zero gains remove
+            # more): those directions have no variance, and 1/sqrt(0) would blow them up.
+            logger.info("whitening keeps the %d of %d components with non-zero variance", k, x.shape[1])
         self.singular_values_ = s
         self.kernel_ = u[:, :k] / np.sqrt(s[:k])
         return self

@@ -1,0 +1,238 @@
+"""Self-guided contrastive learning (SG, SG-OPT).
+
+Kim, Yoo & Lee, "Self-Guided Contrastive Learning for BERT Sentence Representations", ACL 2021
+(seed 001, §3). Two copies of the encoder: BERT_F, a frozen clone of the initial weights, supplies
+views h_{i,k} = p(H_{i,k}) — a token pooling p (max by default) of every hidden state k = 0..l of
+sentence i — and BERT_T, the model being trained (its layer 0, the embeddings, frozen), supplies the
+sentence vector c_i = its last-layer [CLS]. A projection head f (Linear d→4096, GELU, Linear
+4096→4096, GELU; shared by c and h; discarded after training) and φ(u, v) = exp(cos(f(u), f(v)) / τ):
+
+  L^base  = 1/(2b) Σ_m −log φ(x_m, μ(x_m)) / Σ_{n≠m} φ(x_m, x_n),  X = {c_i} ∪ {h_i},
+            μ(c_i) = h_i, μ(h_i) = c_i, h_i = σ({h_{i,k}}) one layer sampled uniformly     (SG)
+  L^opt1_i = −log φ(c_i, h_i) / (Σ_{j≠i} φ(c_i, c_j) + Σ_j φ(c_i, h_j))
+  L^opt2_i = −log φ(c_i, h_i) / Σ_j φ(c_i, h_j)
+  L^opt3_{i,k} = −log φ(c_i, h_{i,k}) / (φ(c_i, h_{i,k}) + Σ_{m≠i} Σ_{n=0..l} φ(c_i, h_{m,n}))   (SG-OPT)
+  L^reg = λ ‖BERT_F − BERT_T‖²  (squared L2 over all parameters; the frozen embeddings add 0)
+  L = mean of the contrastive terms + L^reg.
+
+Choices where the released code (galsang/SG-BERT) differs from the paper — we follow the paper:
+- BERT_F stays in eval mode (no dropout) for the whole run; the released code lets the trainer switch
+  it back to train mode, so its views carry dropout noise.
+- Views are max-pooled (paper §3.1); the released default is mean (`view_pooling: mean` gives it).
+- L^base is the symmetric NT-Xent over 2b vectors; the released SG objective fails on a label-shape bug.
+- The layer set is every hidden state 0..l unless `layers` selects a subset (A.3 drops lower layers).
+
+Because BERT_F is frozen and deterministic in eval mode, a sentence's views never change: with
+`cached_views` they are computed once for the whole training set (memory-mapped on disk) and looked
+up by row index, instead of a second forward pass every step. The two-model path stays as reference.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from sentune.methods import Method, register
+
+logger = logging.getLogger(__name__)
+
+OBJECTIVES = ("base", "opt1", "opt2", "opt3")
+
+
+class ProjectionHead(nn.Sequential):
+    """f: Linear(d, hidden) → GELU → Linear(hidden, hidden) → GELU (a GELU after each layer, §3 fn. 4)."""
+
+    def __init__(self, dim: int, hidden: int = 4096) -> None:
+        super().__init__(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU())
+        for layer in self:
+            if isinstance(layer, nn.Linear):
+                nn.init.normal_(layer.weight, std=0.02)  # BERT's initializer_range, as the released code
+                nn.init.zeros_(layer.bias)
+
+
+def nt_xent_base(c: torch.Tensor, h: torch.Tensor, temperature: float) -> torch.Tensor:
+    """L^base over X = [c; h] (2b rows): unit vectors c, h of shape (b, D)."""
+    x = torch.cat([c, h])  # (2b, D)
+    logits = x @ x.T / temperature
+    logits.fill_diagonal_(float("-inf"))
+    b = c.shape[0]
+    positives = torch.cat([torch.arange(b, 2 * b), torch.arange(0, b)]).to(c.device)
+    return F.cross_entropy(logits, positives)
+
+
+def opt1_loss(c: torch.Tensor, h: torch.Tensor, temperature: float) -> torch.Tensor:
+    cc = c @ c.T / temperature  # (b, b)
+    ch = c @ h.T / temperature
+    cc = cc.masked_fill(torch.eye(len(c), dtype=torch.bool, device=c.device), float("-inf"))
+    return (torch.logsumexp(torch.cat([cc, ch], dim=1), dim=1) - ch.diagonal()).mean()
+
+
+def opt2_loss(c: torch.Tensor, h: torch.Tensor, temperature: float) -> torch.Tensor:
+    ch = c @ h.T / temperature
+    return (torch.logsumexp(ch, dim=1) - ch.diagonal()).mean()
+
+
+def opt3_loss(c: torch.Tensor, views: torch.Tensor, temperature: float) -> torch.Tensor:
+    """c: (b, D) unit; views: (b, L, D) unit. Mean of L^opt3_{i,k} over the b·L (sentence, layer) pairs."""
+    b = c.shape[0]
+    scores = torch.einsum("id,mnd->imn", c, views) / temperature  # (b, b, L): c_i · h_{m,n}
+    own = torch.eye(b, dtype=torch.bool, device=c.device)
+    positives = scores[own]  # (b, L): c_i · h_{i,k}
+    negatives = torch.logsumexp(scores.masked_fill(own.unsqueeze(-1), float("-inf")).flatten(1), dim=1)  # (b,)
+    return (torch.logaddexp(positives, negatives.unsqueeze(1)) - positives).mean()
+
+
+def squared_distance(tuned: nn.Module, frozen: nn.Module) -> torch.Tensor:
+    """‖θ_T − θ_F‖² over parameters with the same name."""
+    reference = dict(frozen.named_parameters())
+    total = None
+    for name, param in tuned.named_parameters():
+        term = (param - reference[name]).pow(2).sum()
+        total = term if total is None else total + term
+    return total
+
+
+class SelfGuidedLoss(nn.Module):
+    """SG / SG-OPT. Inputs: one text column (the sentence) and `label` = the row's index into the
+    training sentences (used by the view cache; ignored by the two-model path)."""
+
+    def __init__(
+        self,
+        model,
+        objective: str = "opt3",
+        temperature: float = 0.01,
+        reg_weight: float = 0.1,
+        view_pooling: str = "max",
+        layers: list[int] | None = None,
+        head_hidden: int | None = 4096,
+        views: np.ndarray | None = None,
+    ) -> None:
+        super().__init__()
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+        if view_pooling not in ("max", "mean", "cls"):
+            raise ValueError(f"view_pooling must be max, mean or cls, got {view_pooling!r}")
+        self.model = model
+        self.objective, self.temperature, self.reg_weight, self.view_pooling = objective, temperature, reg_weight, view_pooling
+        tuned = model[0].model
+        num_hidden = tuned.config.num_hidden_layers + 1
+        self.layers = list(range(num_hidden)) if layers is None else [k % num_hidden for k in layers]
+        for param in tuned.embeddings.parameters():  # layer 0 of BERT_T stays frozen (§3, fn. 5)
+            param.requires_grad = False
+        self.frozen = copy.deepcopy(tuned).eval()
+        for param in self.frozen.parameters():
+            param.requires_grad = False
+        dim = tuned.config.hidden_size
+        self.head = ProjectionHead(dim, head_hidden) if head_hidden else nn.Identity()
+        self.views = views  # (N, len(layers), d) float32, possibly memory-mapped
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.frozen.eval()  # BERT_F never gets dropout (see module docstring)
+        return self
+
+    def frozen_views(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """(b, L, d) pooled hidden states of BERT_F for this batch."""
+        from sentune.pooling import pool_tokens
+
+        with torch.no_grad():
+            out = self.frozen(input_ids=features["input_ids"], attention_mask=features["attention_mask"],
+                              token_type_ids=features.get("token_type_ids"), output_hidden_states=True)
+        mask = features["attention_mask"]
+        return torch.stack([pool_tokens(out.hidden_states[k], mask, self.view_pooling) for k in self.layers], dim=1)
+
+    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        tuned_features = sentence_features[0]
+        guide_features = sentence_features[-1]  # == tuned_features unless a paraphrase column guides (BT)
+        c = self.model(dict(tuned_features))["sentence_embedding"]  # (b, d): last-layer [CLS] of BERT_T
+        if self.views is not None:
+            if labels is None:
+                raise ValueError("cached views need the row index in the 'label' column")
+            views = torch.from_numpy(np.ascontiguousarray(self.views[labels.cpu().numpy()])).to(c.device)
+        else:
+            views = self.frozen_views(guide_features)
+        c = F.normalize(self.head(c), dim=-1)
+        if self.objective == "opt3":
+            loss = opt3_loss(c, F.normalize(self.head(views), dim=-1), self.temperature)
+        else:
+            sampled = torch.randint(len(self.layers), (len(views),), device=views.device)  # σ: uniform
+            h = F.normalize(self.head(views[torch.arange(len(views)), sampled]), dim=-1)
+            loss = {"base": nt_xent_base, "opt1": opt1_loss, "opt2": opt2_loss}[self.objective](c, h, self.temperature)
+        out = {"contrastive": loss}
+        if self.reg_weight:
+            out["regularizer"] = self.reg_weight * squared_distance(self.model[0].model, self.frozen)
+        return out
+
+    def get_config_dict(self) -> dict:
+        return {"objective": self.objective, "temperature": self.temperature, "reg_weight": self.reg_weight,
+                "view_pooling": self.view_pooling, "layers": self.layers, "cached_views": self.views is not None}
+
+    @property
+    def citation(self) -> str:
+        return CITATION
+
+
+CITATION = """@inproceedings{kim-etal-2021-self,
+  title = {Self-Guided Contrastive Learning for {BERT} Sentence Representations},
+  author = {Kim, Taeuk and Yoo, Kang Min and Lee, Sang-goo},
+  booktitle = {Proceedings of ACL-IJCNLP 2021},
+  year = {2021}
+}"""
+
+
+def compute_views(model, sentences: list[str], layers: list[int], view_pooling: str, cache_dir: Path | None, show_progress: bool = True) -> np.ndarray:
+    """Views of every training sentence under the *initial* model (= BERT_F), once, memory-mapped.
+
+    Keyed by model weights, tokenizer length, layers and pooling, so a cache is reused only when it is
+    the same computation; written atomically so an interrupted run never leaves a half cache.
+    """
+    from sentune.encode import Encoder
+
+    key = _views_key(model, sentences, layers, view_pooling)
+    path = Path(cache_dir) / f"sg-views-{key}.npy" if cache_dir else None
+    if path is not None and path.exists():
+        logger.info("reusing cached views %s", path)
+        return np.load(path, mmap_mode="r")
+    names = [f"layer{k}-{view_pooling}" for k in layers]
+    vectors = Encoder(model, names, show_progress=show_progress).encode_many(sentences)
+    views = np.stack([vectors[f"layer{k}-{view_pooling}"] for k in layers], axis=1).astype(np.float32)
+    if path is None:
+        return views
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as handle:
+        np.save(handle, views)
+    tmp.rename(path)
+    return np.load(path, mmap_mode="r")
+
+
+def _views_key(model, sentences, layers, view_pooling) -> str:
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"layers": layers, "pooling": view_pooling, "max_len": model.max_seq_length}).encode())
+    for name, tensor in sorted(model[0].model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().float().numpy().tobytes()[:4096])  # a fingerprint, not a full hash
+        digest.update(str(float(tensor.float().sum())).encode())
+    for sentence in sentences:
+        digest.update(sentence.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def build_sg_loss(model, *, train_sentences: list[str], cache_dir: Path | None, cached_views: bool = True, **params) -> SelfGuidedLoss:
+    loss = SelfGuidedLoss(model, **params)
+    if cached_views:
+        loss.views = compute_views(model, train_sentences, loss.layers, loss.view_pooling, cache_dir)
+    return loss
+
+
+register(Method("sg", build_sg_loss, pooling="cls", columns=("sentence", "label"), defaults={"objective": "base"}, citation=CITATION))
+register(Method("sg-opt", build_sg_loss, pooling="cls", columns=("sentence", "label"), defaults={"objective": "opt3"}, citation=CITATION))

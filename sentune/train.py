@@ -1,0 +1,212 @@
+"""The one training loop: sentence-transformers' Trainer (it optimises the loss's own parameters too, so
+a projection head or a second model inside a loss is trained) plus what every method needs:
+dev evaluation every N steps with early stopping and best-checkpoint selection, a NaN guard, a
+metrics log, checkpoints that a killed run can resume from, and an atomic final save.
+
+Run folder:
+  config.yaml        the resolved recipe (a resumed run must use the same one)
+  metrics.jsonl      one JSON line per log / evaluation
+  checkpoints/       trainer checkpoints; a COMPLETE file marks one whose save finished
+  cache/             method caches (e.g. SG's frozen views)
+  model/             the selected model, sentence-transformers format, with a model card
+  results.json/.md   the final evaluation of that model
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import torch
+import yaml
+from safetensors.torch import load_file, save_file
+from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers.evaluation import SentenceEvaluator
+from transformers import EarlyStoppingCallback, TrainerCallback, set_seed
+
+from sentune.build import with_pooling
+from sentune.data.corpora import load_sentences
+from sentune.evaluate import evaluate
+from sentune.methods import get_method
+from sentune.models import load_model
+from sentune.recipe import Recipe
+from sentune.results import save_results, write_atomic
+from sentune.tasks.catalog import select_tasks
+
+logger = logging.getLogger(__name__)
+
+COMPLETE = "COMPLETE"
+LOSS_STATE = "loss_state.safetensors"
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (non-finite loss, mismatched resume); the message says why and what to try."""
+
+
+class DevEvaluator(SentenceEvaluator):
+    """Spearman ('all', cosine) of the model's own embedding on the dev task: the model-selection metric."""
+
+    def __init__(self, task: str, data_dir: Path) -> None:
+        super().__init__()
+        self.task, self.data_dir = select_tasks(task)[0], data_dir
+        self.name = self.task.name.lower()
+        self.primary_metric = f"{self.name}_spearman"
+
+    def __call__(self, model, output_path=None, epoch=-1, steps=-1) -> dict[str, float]:
+        result = evaluate(model, [self.task], self.data_dir, poolings=["model"], show_progress=False)
+        score = result["runs"]["model"]["tasks"][self.task.name]["all"]["spearman"]
+        return {self.primary_metric: score}
+
+
+class SentuneTrainer(SentenceTransformerTrainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        loss = out[0] if return_outputs else out
+        if not torch.isfinite(loss):
+            raise TrainingError(
+                f"the loss is {loss.item()} at step {self.state.global_step}: training stopped. "
+                "Try a lower training.learning_rate or a higher temperature."
+            )
+        return out
+
+
+def loss_state(loss: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Trainable parameters the loss owns beyond the model (projection heads, classifiers)."""
+    return {name: p.detach().contiguous() for name, p in loss.named_parameters() if p.requires_grad and not name.startswith("model.")}
+
+
+class RunCallback(TrainerCallback):
+    """Metrics log, and the loss's own state saved into each checkpoint before marking it complete."""
+
+    def __init__(self, run_dir: Path, loss: torch.nn.Module) -> None:
+        self.metrics = run_dir / "metrics.jsonl"
+        self.loss = loss
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # A resumed run re-logs the steps after its checkpoint: drop those lines first.
+        if self.metrics.exists():
+            kept = [line for line in self.metrics.read_text().splitlines() if json.loads(line).get("step", 0) <= state.global_step]
+            write_atomic(self.metrics, "".join(line + "\n" for line in kept))
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        with self.metrics.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"step": state.global_step, "epoch": state.epoch, **(logs or {})}) + "\n")
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        state_dict = loss_state(self.loss)
+        if state_dict:
+            save_file(state_dict, str(folder / LOSS_STATE))
+        (folder / COMPLETE).write_text("ok\n")
+
+
+def latest_complete_checkpoint(folder: Path) -> Path | None:
+    """The newest checkpoint whose save finished; half-written ones (killed mid-save) are removed."""
+    if not folder.is_dir():
+        return None
+    found = []
+    for path in folder.glob("checkpoint-*"):
+        if (path / COMPLETE).is_file():
+            found.append((int(path.name.split("-")[1]), path))
+        else:
+            logger.warning("removing incomplete checkpoint %s (its save was interrupted)", path)
+            shutil.rmtree(path, ignore_errors=True)
+    return max(found)[1] if found else None
+
+
+def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> SentenceTransformerTrainingArguments:
+    t = recipe.training
+    return SentenceTransformerTrainingArguments(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=t.batch_size,
+        learning_rate=t.learning_rate,
+        num_train_epochs=t.epochs,
+        max_steps=t.max_steps,
+        warmup_ratio=t.warmup_ratio,
+        weight_decay=t.weight_decay,
+        adam_beta1=t.adam_beta1,
+        adam_beta2=t.adam_beta2,
+        max_grad_norm=t.max_grad_norm,
+        lr_scheduler_type=t.scheduler,
+        seed=t.seed,
+        data_seed=t.seed,
+        eval_strategy="steps",
+        eval_steps=t.eval_steps,
+        save_strategy="steps",
+        save_steps=t.eval_steps,
+        save_total_limit=2,  # the best and the latest
+        load_best_model_at_end=True,
+        metric_for_best_model=f"eval_{dev_metric}",
+        greater_is_better=True,
+        logging_steps=t.logging_steps,
+        report_to="none",
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_drop_last=False,
+        disable_tqdm=False,
+    )
+
+
+def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False, command: str | None = None) -> dict:
+    """Train `recipe` into `run_dir`; returns the final evaluation results."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path = run_dir / "config.yaml"
+    config_text = yaml.safe_dump(recipe.to_dict(), sort_keys=False)
+    if resume and config_path.exists() and config_path.read_text() != config_text:
+        raise TrainingError(f"{config_path} differs from this recipe: resume with the same recipe and overrides")
+    if not resume and (run_dir / "checkpoints").exists():
+        raise TrainingError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --out")
+    write_atomic(config_path, config_text)
+
+    set_seed(recipe.training.seed)
+    method = get_method(recipe.method)
+    model = with_pooling(load_model(recipe.model), method.pooling)
+    if recipe.training.max_seq_length:
+        model.max_seq_length = recipe.training.max_seq_length
+    sentences = load_sentences(recipe.train_data, data_dir)[: recipe.training.max_sentences]
+    from datasets import Dataset
+
+    dataset = Dataset.from_dict({"sentence": sentences, "label": list(range(len(sentences)))})
+    loss = method.build_loss(model, train_sentences=sentences, cache_dir=run_dir / "cache", **{**method.defaults, **recipe.params})
+
+    evaluator = DevEvaluator(recipe.eval.dev, data_dir)
+    checkpoints = run_dir / "checkpoints"
+    checkpoint = latest_complete_checkpoint(checkpoints) if resume else None
+    if checkpoint is not None and (checkpoint / LOSS_STATE).exists():
+        loss.load_state_dict(load_file(str(checkpoint / LOSS_STATE)), strict=False)
+    callbacks = [RunCallback(run_dir, loss)]
+    if recipe.training.patience > 0:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=recipe.training.patience))
+    trainer = SentuneTrainer(
+        model=model,
+        args=_training_args(recipe, checkpoints, evaluator.primary_metric),
+        train_dataset=dataset,
+        loss=loss,
+        evaluator=evaluator,
+        callbacks=callbacks,
+    )
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    # load_best_model_at_end has put the best checkpoint's weights into the model.
+    best = {"step": trainer.state.best_global_step, "dev_spearman": trainer.state.best_metric}
+    results = evaluate(model, select_tasks(recipe.eval.tasks), data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"))
+    results["meta"].update({"recipe": recipe.to_dict(), "best_checkpoint": best})
+    save_results(results, run_dir, command)
+    _save_model(model, run_dir / "model", recipe, method, results, best)
+    return results
+
+
+def _save_model(model, out: Path, recipe: Recipe, method, results: dict, best: dict) -> None:
+    from sentune.build import save_atomic
+
+    summary = results["runs"]["model"]["summary"]
+    card = "\n".join([
+        "", "## Trained with sentune", "",
+        f"- method: `{recipe.method}` ({method.pooling} pooling); recipe `{recipe.name}`",
+        f"- selected checkpoint: step {best['step']}, {recipe.eval.dev} Spearman {best['dev_spearman']:.2f}",
+        f"- STS average ('all' Spearman ×100): {summary.get('avg_all_spearman', float('nan')):.2f}",
+        "", "```yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False).strip(), "```", "",
+        "Citation:", "", "```bibtex", method.citation, "```", "",
+    ])
+    save_atomic(model, out, readme_extra=card)

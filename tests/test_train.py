@@ -1,0 +1,119 @@
+"""The one trainer on the tiny model: recipes and overrides, end to end, NaN guard, and resume after a
+kill (same final dev score and weights as an uninterrupted run; never a partial model folder)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from sentune.recipe import RecipeError, load_recipe
+
+RECIPE = """method: sg-opt
+model: {model}
+train_data: wiki
+params: {{temperature: 0.05, head_hidden: 32}}
+training: {{batch_size: 8, max_steps: 40, eval_steps: 10, logging_steps: 5, patience: 0, seed: 3, warmup_ratio: 0.1}}
+eval: {{dev: STS-B-dev, tasks: STS-B}}
+"""
+
+
+@pytest.fixture
+def recipe_file(tmp_path, tiny_model_dir):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(RECIPE.format(model=tiny_model_dir))
+    return path
+
+
+def test_recipe_overrides_and_errors(recipe_file):
+    recipe = load_recipe(str(recipe_file), ["training.learning_rate=3e-5", "params.temperature=0.1", "training.seed=7"])
+    assert recipe.training.learning_rate == 3e-5 and recipe.params["temperature"] == 0.1 and recipe.training.seed == 7
+    assert recipe.name == "tiny"
+    with pytest.raises(RecipeError, match=r"tiny.yaml \[training\]: unknown key\(s\) lr"):
+        load_recipe(str(recipe_file), ["training.lr=1"])
+    with pytest.raises(RecipeError, match="expected key=value"):
+        load_recipe(str(recipe_file), ["training.seed"])
+    with pytest.raises(RecipeError, match="no such file, nor a bundled recipe"):
+        load_recipe("no-such-recipe")
+    assert load_recipe("001-sg-opt").training.adam_beta2 == 0.9
+
+
+def _train(args, cwd, env, **kw):
+    return subprocess.Popen([sys.executable, "-m", "sentune.cli", "train", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **kw)
+
+
+@pytest.fixture
+def env(tiny_data_dir):
+    return {**os.environ, "SENTUNE_DATA": str(tiny_data_dir), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+
+def _weights(run: Path) -> dict:
+    return load_file(str(run / "model" / "model.safetensors"))
+
+
+def test_train_end_to_end_and_saved_model_reproduces_evaluation(recipe_file, tmp_path, env):
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.evaluate import evaluate
+    from sentune.tasks.catalog import select_tasks
+
+    run = tmp_path / "run"
+    proc = _train([str(recipe_file), "--out", str(run)], tmp_path, env)
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    results = json.loads((run / "results.json").read_text())
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evals = [m for m in metrics if "eval_sts-b-dev_spearman" in m]
+    assert [m["step"] for m in evals] == [10, 20, 30, 40]
+    best = max(evals, key=lambda m: m["eval_sts-b-dev_spearman"])
+    assert results["meta"]["best_checkpoint"]["step"] == best["step"]
+    model = SentenceTransformer(str(run / "model"), device="cpu")
+    again = evaluate(model, select_tasks("STS-B"), Path(env["SENTUNE_DATA"]), show_progress=False)
+    assert again["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] == pytest.approx(results["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"], abs=1e-6)
+    card = (run / "model" / "README.md").read_text()
+    assert "Trained with sentune" in card and "sg-opt" in card and "Self-Guided" in card
+
+
+def test_resume_after_kill_matches_uninterrupted_run(recipe_file, tmp_path, env):
+    straight = tmp_path / "straight"
+    assert _train([str(recipe_file), "--out", str(straight)], tmp_path, env).wait(timeout=300) == 0
+
+    killed = tmp_path / "killed"
+    proc = _train([str(recipe_file), "--out", str(killed)], tmp_path, env)
+    target = random.Random().choice([10, 20, 30])
+    deadline = time.time() + 240
+    while not (killed / "checkpoints" / f"checkpoint-{target}" / "COMPLETE").exists():
+        assert proc.poll() is None and time.time() < deadline, "training ended before it could be killed"
+        time.sleep(0.05)
+    time.sleep(random.uniform(0, 0.5))  # sometimes mid-step, sometimes mid-save
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "model").exists() and not list(killed.glob(".model*"))
+
+    resumed = _train([str(recipe_file), "--out", str(killed), "--resume"], tmp_path, env)
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
+    a, b = json.loads((straight / "results.json").read_text()), json.loads((killed / "results.json").read_text())
+    assert a["meta"]["best_checkpoint"] == b["meta"]["best_checkpoint"]
+    assert a["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] == pytest.approx(b["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"], abs=1e-9)
+    wa, wb = _weights(straight), _weights(killed)
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        np.testing.assert_array_equal(wa[name], wb[name], err_msg=name)
+
+
+def test_existing_run_needs_resume_and_nan_stops_with_clear_error(recipe_file, tmp_path, env):
+    run = tmp_path / "run"
+    proc = _train([str(recipe_file), "--out", str(run), "params.temperature=0", "training.max_steps=3"], tmp_path, env)
+    assert proc.wait(timeout=300) == 2
+    assert "the loss is nan at step 0" in proc.stderr.read()
+    (run / "checkpoints").mkdir(exist_ok=True)  # as an earlier run leaves it
+    proc = _train([str(recipe_file), "--out", str(run)], tmp_path, env)
+    assert proc.wait(timeout=300) == 2 and "pass --resume" in proc.stderr.read()
