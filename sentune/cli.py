@@ -70,6 +70,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_paraphrase(args: argparse.Namespace) -> int:
+    from sentune.paraphrase import write_paraphrase_file
+
+    count = write_paraphrase_file(Path(args.input), Path(args.output), args.forward, args.backward, beams=args.beams, batch_size=args.batch_size, show_progress=not args.quiet)
+    print(f"wrote {count} sentence<TAB>paraphrase lines to {args.output} (train with train_data=pairs:{args.output})")
+    return 0
+
+
 def cmd_encode(args: argparse.Namespace) -> int:
     from sentune.encoding_io import encode_file
 
@@ -155,6 +163,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run from its last complete checkpoint")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("paraphrase", help="back-translate a sentence file into sentence<TAB>paraphrase pairs")
+    p.add_argument("input", help="one sentence per line")
+    p.add_argument("output", help="output .tsv")
+    p.add_argument("--forward", default="Helsinki-NLP/opus-mt-en-de", help="translation model to the pivot language")
+    p.add_argument("--backward", default="Helsinki-NLP/opus-mt-de-en", help="translation model back to English")
+    p.add_argument("--beams", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_paraphrase)
 
     p = sub.add_parser("encode", help="encode a text file (one sentence per line) to .npy or .jsonl")
     model_args(p, "one pooling name")

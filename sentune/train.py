@@ -116,6 +116,24 @@ def latest_complete_checkpoint(folder: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
+def training_columns(recipe: Recipe, method, data_dir: Path) -> dict[str, list]:
+    """The dataset columns a method reads: sentences of a named set, or `pairs:PATH` of
+    sentence<TAB>paraphrase lines; `label` is the row index (caches look rows up by it)."""
+    from sentune.data import readers
+
+    limit = recipe.training.max_sentences
+    if recipe.train_data.startswith("pairs:"):
+        pairs = readers.read_paraphrase_pairs(recipe.train_data[6:])[:limit]
+        columns = {"sentence": [a for a, _ in pairs], "paraphrase": [b for _, b in pairs]}
+    else:
+        columns = {"sentence": load_sentences(recipe.train_data, data_dir)[:limit]}
+    missing = [c for c in method.columns if c not in columns and c != "label"]
+    if missing:
+        raise TrainingError(f"method {method.name!r} needs column(s) {', '.join(missing)}: use train_data: pairs:PATH (sentence<TAB>paraphrase lines)")
+    columns["label"] = list(range(len(columns["sentence"])))
+    return columns
+
+
 def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> SentenceTransformerTrainingArguments:
     t = recipe.training
     return SentenceTransformerTrainingArguments(
@@ -165,11 +183,12 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
     model = with_pooling(load_model(recipe.model), method.pooling)
     if recipe.training.max_seq_length:
         model.max_seq_length = recipe.training.max_seq_length
-    sentences = load_sentences(recipe.train_data, data_dir)[: recipe.training.max_sentences]
+    columns = training_columns(recipe, method, data_dir)
     from datasets import Dataset
 
-    dataset = Dataset.from_dict({"sentence": sentences, "label": list(range(len(sentences)))})
-    loss = method.build_loss(model, train_sentences=sentences, cache_dir=run_dir / "cache", **{**method.defaults, **recipe.params})
+    dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
+    extra = {"paraphrases": columns["paraphrase"]} if "paraphrase" in columns else {}
+    loss = method.build_loss(model, train_sentences=columns["sentence"], cache_dir=run_dir / "cache", **extra, **{**method.defaults, **recipe.params})
 
     evaluator = DevEvaluator(recipe.eval.dev, data_dir)
     checkpoints = run_dir / "checkpoints"

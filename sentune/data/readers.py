@@ -294,3 +294,15 @@ def read_pair_tsv(path: str | Path, labels: tuple[str, ...] | None = None) -> li
         label: int | str = int(raw) if raw.lstrip("-").isdigit() else raw
         out.append(LabeledPair(_nonempty(path, number, f[0], "sentence1"), _nonempty(path, number, f[1], "sentence2"), label, Source(str(path), number)))
     return out
+
+
+def read_paraphrase_pairs(path: str | Path) -> list[tuple[str, str]]:
+    """`sentence<TAB>paraphrase` per line (e.g. back-translations made by `sentune paraphrase`)."""
+    path = Path(path)
+    out = []
+    for number, line in enumerate(read_lines(path), start=1):
+        f = _fields(path, number, line, 2, "sentence, paraphrase")
+        if len(f) != 2:
+            raise DataError(path, number, f"malformed row: expected 2 tab-separated fields (sentence, paraphrase), got {len(f)}")
+        out.append((_nonempty(path, number, f[0], "sentence"), _nonempty(path, number, f[1], "paraphrase")))
+    return out
