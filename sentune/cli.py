@@ -111,6 +111,17 @@ def cmd_layerwise(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tsne(args: argparse.Namespace) -> int:
+    from sentune.figures import tsne_figure
+    from sentune.models import load_model
+    from sentune.tasks.catalog import resolve_data_dir
+
+    models = [(name, load_model(name, trust_remote_code=args.trust_remote_code)) for name in args.model]
+    path = tsne_figure(models, resolve_data_dir(args.data), Path(args.out), task=args.task, count=args.pairs)
+    print(f"wrote {path}")
+    return 0
+
+
 def cmd_data_check(args: argparse.Namespace) -> int:
     from sentune.data.check import check_data_dir
 
@@ -196,6 +207,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_layerwise)
+
+    p = sub.add_parser("tsne", help="t-SNE of positive and negative STS pairs, one panel per model (seed 001, Figure 5)")
+    p.add_argument("--model", action="append", required=True, help="repeat for before/after panels")
+    p.add_argument("--task", default="STS-B-dev")
+    p.add_argument("--pairs", type=int, default=20, help="positive and negative pairs each")
+    p.add_argument("--data")
+    p.add_argument("--out", required=True)
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.set_defaults(func=cmd_tsne)
 
     data = sub.add_parser("data", help="check or download a data directory").add_subparsers(dest="data_command", required=True)
     p = data.add_parser("check", help="validate a data directory: files, counts, sha256 against SHA256SUMS")

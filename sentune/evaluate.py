@@ -145,8 +145,11 @@ def evaluate(
             results = {}
             for spec in tasks:
                 embed = _embedder(table, option, examples, spec, sentences, extra)
-                logger.debug("%s: %s", run_name, spec.name)
+                task_start = time.perf_counter()
                 results[spec.name] = _evaluate_task(spec, examples[spec.name], embed, preset)
+                results[spec.name]["seconds"] = round(time.perf_counter() - task_start, 3)
+                if spec.kind != "sts":  # the classifiers take minutes; say where we are
+                    logger.info("%s: %s done in %.1f s", run_name, spec.name, results[spec.name]["seconds"])
             run = {"pooling": pooling, "whitening": option.label if option else None, "tasks": results, "summary": summarise(results)}
             if pair_set is not None:
                 embed = _embedder(table, option, examples, None, sentences, extra)

@@ -122,3 +122,28 @@ def markdown_to_html(markdown: str) -> str:
         "td:first-child,th:first-child{text-align:left}pre{background:#f5f5f5;padding:.5em;overflow-x:auto}img{max-width:100%}"
     )
     return f"<!doctype html><html><head><meta charset='utf-8'><title>sentune report</title><style>{style}</style></head><body>{''.join(body)}</body></html>\n"
+
+
+def seed_table(run_dirs: list[Path], tasks: tuple[str, ...] = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")) -> str:
+    """Mean ± std over runs that differ only in their seed, one row per recipe+overrides ('all' Spearman)."""
+    import numpy as np
+
+    groups: dict[str, list[dict]] = {}
+    for folder in run_dirs:
+        results = json.loads((Path(folder) / "results.json").read_text())
+        recipe = dict(results["meta"].get("recipe") or {})
+        training = dict(recipe.get("training") or {})
+        training.pop("seed", None)
+        key = json.dumps({**recipe, "training": training}, sort_keys=True)
+        groups.setdefault(key, []).append(results)
+    header = "| method | seeds | " + " | ".join(tasks) + " | avg |"
+    lines = [header, "|" + "---|" * (len(tasks) + 3)]
+    for key, members in groups.items():
+        recipe = json.loads(key)
+        scores = np.array([[m["runs"]["model"]["tasks"][t]["all"]["spearman"] for t in tasks] for m in members])
+        averages = scores.mean(axis=1)
+        cells = [f"{scores[:, i].mean():.2f} ± {scores[:, i].std(ddof=1) if len(members) > 1 else 0:.2f}" for i in range(len(tasks))]
+        avg = f"**{averages.mean():.2f} ± {averages.std(ddof=1) if len(members) > 1 else 0:.2f}**"
+        seeds = ",".join(str(m["meta"]["recipe"]["training"]["seed"]) for m in members)
+        lines.append(f"| {recipe.get('name') or recipe.get('method')} | {seeds} | " + " | ".join(cells) + f" | {avg} |")
+    return "\n".join(lines)

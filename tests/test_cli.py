@@ -96,3 +96,32 @@ def test_report_renders_tables_and_plots(tiny_model_dir, tiny_data_dir, tmp_path
     assert "<table>" in page and '<img alt="layer-wise Spearman" src="layerwise.png">' in page
     assert (report / "sts_average.png").stat().st_size > 1000 and (report / "layerwise.png").stat().st_size > 1000
     assert main(["report", str(tmp_path / "nothing"), "--out", str(report)]) == 2
+
+
+def test_seed_table_groups_runs_that_differ_only_in_seed(tmp_path):
+    from sentune.report import seed_table
+
+    def run(name, seed, score, lr=5e-5):
+        folder = tmp_path / name
+        folder.mkdir()
+        recipe = {"name": "r", "method": "sg-opt", "training": {"seed": seed, "learning_rate": lr}}
+        tasks = {t: {"all": {"spearman": score}} for t in ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")}
+        (folder / "results.json").write_text(json.dumps({"meta": {"recipe": recipe}, "runs": {"model": {"tasks": tasks}}}))
+        return folder
+
+    table = seed_table([run("a", 1, 70.0), run("b", 2, 74.0), run("c", 1, 60.0, lr=1e-5)])
+    rows = table.splitlines()[2:]
+    assert len(rows) == 2
+    assert rows[0].startswith("| r | 1,2 | 72.00 ± 2.83") and "**72.00 ± 2.83**" in rows[0]  # std of (70, 74), ddof 1
+    assert "**60.00 ± 0.00**" in rows[1]
+
+
+def test_tsne_figure_panels(tiny_model_dir, tiny_data_dir, tmp_path):
+    from sentune.figures import extreme_pairs
+
+    positives, negatives = extreme_pairs("STS-B-dev", tiny_data_dir, count=5)
+    assert min(p.score for p in positives) >= max(p.score for p in negatives)
+    assert main(["tsne", "--model", str(tiny_model_dir), "--model", str(tiny_model_dir), "--pairs", "5", "--data", str(tiny_data_dir), "--out", str(tmp_path)]) == 0
+    record = json.loads((tmp_path / "tsne.json").read_text())
+    assert len(record["panels"]) == 2 and all(len(points) == 20 for points in record["panels"].values())  # 10 pairs, 2 sentences each
+    assert (tmp_path / "tsne.png").stat().st_size > 1000

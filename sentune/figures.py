@@ -1,0 +1,62 @@
+"""Figures of seed 001 that are not tables: Figure 5 (t-SNE of positive and negative STS-B dev pairs,
+before and after training). Figure 1 (layer-wise) lives in sentune.layerwise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from sentune.encode import Encoder
+from sentune.results import write_atomic
+from sentune.tasks.catalog import load_task, select_tasks
+
+
+def extreme_pairs(task: str, data_dir: Path, count: int = 20) -> tuple[list, list]:
+    """The `count` highest-scored (positive) and lowest-scored (negative) pairs, file order among ties:
+    on STS-B dev these are pairs scored exactly 5 and exactly 0, as in the paper."""
+    pairs = [p for items in load_task(select_tasks(task)[0], data_dir).values() for p in items]
+    order = sorted(range(len(pairs)), key=lambda i: (-pairs[i].score, i))
+    positives = [pairs[i] for i in order[:count]]
+    negatives = [pairs[i] for i in sorted(range(len(pairs)), key=lambda i: (pairs[i].score, i))[:count]]
+    return positives, negatives
+
+
+def tsne_figure(models: list[tuple[str, object]], data_dir: Path, out_dir: Path, *, task: str = "STS-B-dev", count: int = 20, seed: int = 0) -> Path:
+    """One panel per model: t-SNE of both sentences of each pair, a line joining the two; positives
+    blue, negatives red. Coordinates are saved next to the PNG (tsne.json)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from sklearn.manifold import TSNE
+
+    labels = [label if [l for l, _ in models[:i]].count(label) == 0 else f"{label} #{i + 1}" for i, (label, _) in enumerate(models)]
+    models = list(zip(labels, (m for _, m in models)))
+    positives, negatives = extreme_pairs(task, data_dir, count)
+    pairs = positives + negatives
+    sentences = [s for p in pairs for s in (p.a, p.b)]
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4.5), squeeze=False)
+    record = {"task": task, "positives": [p.score for p in positives], "negatives": [p.score for p in negatives], "panels": {}}
+    for ax, (label, model) in zip(axes[0], models):
+        vectors = Encoder(model, "model", show_progress=False).encode(sentences)
+        vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        points = TSNE(n_components=2, perplexity=min(30, len(sentences) - 1), random_state=seed, init="pca").fit_transform(vectors)
+        record["panels"][label] = points.tolist()
+        for i in range(len(pairs)):
+            colour = "tab:blue" if i < len(positives) else "tab:red"
+            a, b = points[2 * i], points[2 * i + 1]
+            ax.plot([a[0], b[0]], [a[1], b[1]], color=colour, alpha=0.6, linewidth=1)
+            ax.scatter([a[0], b[0]], [a[1], b[1]], color=colour, s=12)
+        cosines = (vectors[0::2] * vectors[1::2]).sum(1)
+        ax.set_title(f"{label}\nmean cos: positive {cosines[:len(positives)].mean():.2f}, negative {cosines[len(positives):].mean():.2f}", fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "tsne.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    write_atomic(out_dir / "tsne.json", json.dumps(record))
+    return path
