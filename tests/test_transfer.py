@@ -53,3 +53,13 @@ def test_alignment_and_uniformity_known_values():
     square = np.array([[1.0, 0], [0, 1.0], [-1.0, 0], [0, -1.0]])
     # 6 pairs: 4 at squared distance 2, 2 at squared distance 4
     assert uniformity(square, chunk=3) == pytest.approx(np.log((4 * np.exp(-4) + 2 * np.exp(-8)) / 6))
+
+
+def test_warm_started_grid_equals_cold_fits():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(300, 12))
+    y = (x[:, 0] + 0.8 * rng.normal(size=300) > 0).astype(int)
+    preset = transfer.PRESETS["fast"]
+    warm = transfer._path_scores(x[:200], y[:200], x[200:], y[200:], preset)
+    cold = [transfer._fit(x[:200], y[:200], c, preset).score(x[200:], y[200:]) for c in transfer.C_GRID]
+    np.testing.assert_allclose(warm, cold)

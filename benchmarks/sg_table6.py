@@ -1,0 +1,82 @@
+"""Seed 001, Table 6: training and inference seconds on STS-B for mean pooling, WK pooling, whitening and
+SG-OPT, measured on this machine in one run of this script.
+
+Training = what a method needs before it can encode: nothing (mean, WK), fitting the kernel on all STS-B
+sentences (whitening; encoding them included), one SG-OPT training run (the `train_runtime` logged by the
+trainer of --sg-run, or a fresh run when none is given). Inference = encoding the STS-B test sentences.
+
+Usage: python benchmarks/sg_table6.py [--sg-run benchmarks/runs/sg-opt-s1] [--out FILE.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sentune.data.corpora import load_sentences
+from sentune.encode import Encoder
+from sentune.models import load_model
+from sentune.postprocess.whitening import Whitening
+from sentune.tasks.catalog import load_task, resolve_data_dir, select_tasks
+
+
+def timed(fn):
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sg-run", help="a finished `sentune train 001-sg-opt` run folder to take the training time and model from")
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    data_dir = resolve_data_dir(None)
+    test = [s for p in load_task(select_tasks("STS-B")[0], data_dir)["test"] for s in (p.a, p.b)]
+    fit_set = load_sentences("stsb", data_dir)
+    base = load_model("default")
+    base.encode(["warm up"] * 32)
+    rows = []
+    t_inf, _ = timed(lambda: Encoder(base, "mean", show_progress=False).encode(test))
+    rows.append(("mean pooling", 0.0, t_inf))
+    t_inf, _ = timed(lambda: Encoder(base, "wk", show_progress=False).encode(test))
+    rows.append(("WK pooling", 0.0, t_inf))
+    encoder = Encoder(base, "first-last", show_progress=False)
+    t_fit, whitening = timed(lambda: Whitening().fit(encoder.encode(fit_set)))
+    t_inf, _ = timed(lambda: whitening.transform(encoder.encode(test)))
+    rows.append(("whitening (first-last, fit on all STS-B sentences)", t_fit, t_inf))
+    run = Path(args.sg_run) if args.sg_run else None
+    if run is None:
+        from sentune.recipe import load_recipe
+        from sentune.train import train
+
+        run = Path(tempfile.mkdtemp()) / "sg-opt"
+        recipe = load_recipe("001-sg-opt")
+        recipe.eval.tasks = "STS-B"
+        train(recipe, run, data_dir=data_dir)
+    logs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train_seconds = next(entry["train_runtime"] for entry in reversed(logs) if "train_runtime" in entry)
+    tuned = load_model(str(run / "model"))
+    t_inf, _ = timed(lambda: Encoder(tuned, "model", show_progress=False).encode(test))
+    rows.append((f"SG-OPT ({run})", float(train_seconds), t_inf))
+    lines = [
+        "# Seed 001, Table 6 on the default model: training and inference seconds", "",
+        f"Date: {datetime.now(timezone.utc).date()} · STS-B test: {len(test)} sentences to encode · whitening fit set: {len(fit_set)} sentences", "",
+        "Command:", "", "```", "python " + " ".join(sys.argv), "```", "",
+        "| method | training s | inference s |", "|---|---|---|",
+    ]
+    lines += [f"| {name} | {train:.1f} | {inference:.2f} |" for name, train, inference in rows]
+    lines += ["", "SG-OPT's training time includes its periodic dev evaluations and the one-off view cache."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
