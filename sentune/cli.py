@@ -29,7 +29,7 @@ def _csv(text: str) -> list[str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from sentune.evaluate import WhiteningOption, evaluate
+    from sentune.evaluate import PostprocessOption, evaluate
     from sentune.models import load_model
     from sentune.results import render_markdown, save_results, sts_summary_table
     from sentune.tasks.catalog import resolve_data_dir, select_tasks
@@ -40,7 +40,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     results = evaluate(
         model, tasks, data_dir,
         poolings=_csv(args.pooling),
-        whitening=[WhiteningOption.parse(w) for w in args.whiten],
+        postprocess=[PostprocessOption.parse("whitening", w) for w in args.whiten] + [PostprocessOption.parse("flow", f) for f in args.flow],
         preset=args.preset,
         alignment_pairs=args.alignment_pairs,
         show_progress=not args.quiet,
@@ -162,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     p.add_argument("--out", help="folder for results.json and results.md")
     p.add_argument("--whiten", action="append", default=[], metavar="SET[:k]", help="also evaluate with whitening fitted on SET (target, per-task, nli, wiki, stsb, file:PATH), keeping k dims; repeatable")
+    p.add_argument("--flow", action="append", default=[], metavar="SET[:seed]", help="also evaluate with a BERT-flow (Glow) fitted on SET (target, per-task, nli, wiki, stsb, file:PATH); repeatable")
     p.add_argument("--preset", default="fast", choices=["fast", "standard"], help="SentEval transfer preset: fast (5-fold) or standard (10-fold)")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="fp32 (exact, default) or bf16 autocast (about 2x faster on CPUs with bf16 units; embeddings move by ~1e-2)")
     p.add_argument("--alignment-pairs", choices=["qqp", "stsb"], help="also report alignment and uniformity on these positive pairs")

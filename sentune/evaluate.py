@@ -16,6 +16,7 @@ from sentence_transformers import SentenceTransformer
 import sentune
 from sentune.data.corpora import load_sentences
 from sentune.encode import Encoder
+from sentune.postprocess.flow import Flow
 from sentune.postprocess.whitening import Whitening
 from sentune.results import averaged_sts_tasks
 from sentune.tasks.alignment import alignment_uniformity
@@ -30,21 +31,32 @@ SCORE_RANGES = {"stsb": (0.0, 5.0), "sick": (1.0, 5.0)}
 
 
 @dataclass(frozen=True)
-class WhiteningOption:
-    """`SET[:k]`: fit on `target` (all evaluated sentences), `per-task` (each task's own sentences, as
-    BERT-whitening does), or a named sentence set / file:PATH (see sentune.data.corpora); keep k dims."""
+class PostprocessOption:
+    """A post-processor fitted inside the evaluation: `kind` whitening (`SET[:k]`, keep k dims) or flow
+    (`SET[:seed]`), fitted on `target` (all evaluated sentences), `per-task` (each task's own sentences,
+    as BERT-whitening and BERT-flow's 'target' setting do), or a named sentence set / file:PATH."""
 
+    kind: str
     fit_on: str
-    n_components: int | None = None
+    number: int | None = None  # whitening: components kept; flow: seed
 
     @classmethod
-    def parse(cls, text: str) -> WhiteningOption:
-        fit_on, _, k = text.rpartition(":") if text.rsplit(":", 1)[-1].isdigit() else (text, "", "")
-        return cls(fit_on, int(k) if k else None)
+    def parse(cls, kind: str, text: str) -> PostprocessOption:
+        head, _, tail = text.rpartition(":")
+        if tail.isdigit() and head:
+            return cls(kind, head, int(tail))
+        return cls(kind, text, None)
 
     @property
     def label(self) -> str:
-        return f"whiten({self.fit_on}{'' if self.n_components is None else f',{self.n_components}'})"
+        if self.kind == "whitening":
+            return f"whiten({self.fit_on}{'' if self.number is None else f',{self.number}'})"
+        return f"flow({self.fit_on}{'' if self.number is None else f',seed={self.number}'})"
+
+    def build(self):
+        if self.kind == "whitening":
+            return Whitening(self.number)
+        return Flow(seed=self.number or 0)
 
 
 class EmbeddingTable:
@@ -105,7 +117,7 @@ def evaluate(
     data_dir: Path,
     *,
     poolings: list[str] | tuple[str, ...] = ("model",),
-    whitening: list[WhiteningOption] | tuple = (),
+    postprocess: list[PostprocessOption] | tuple = (),
     preset: str = "fast",
     alignment_pairs: str | None = None,
     show_progress: bool = True,
@@ -113,7 +125,7 @@ def evaluate(
     precision: str = "fp32",
 ) -> dict:
     """Returns {"meta": ..., "runs": {run_name: {"tasks": ..., "summary": ...}}}; one run per pooling
-    and per (pooling, whitening) combination."""
+    and per (pooling, post-processor) combination."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose {', '.join(PRESETS)}")
     started = time.perf_counter()
@@ -123,7 +135,7 @@ def evaluate(
         for text, source in sentences_of(examples[name]):
             sentences.append(text)
             sources.append(source)
-    extra_sets = {w.fit_on for w in whitening if w.fit_on not in ("target", "per-task")}
+    extra_sets = {w.fit_on for w in postprocess if w.fit_on not in ("target", "per-task")}
     extra = {name: load_sentences(name, data_dir) for name in extra_sets}
     pair_set = None
     if alignment_pairs:
@@ -140,7 +152,7 @@ def evaluate(
     runs: dict[str, dict] = {}
     for pooling in encoder.pooling_names:
         table = EmbeddingTable(all_sentences, vectors[pooling])
-        variants = [(pooling, None)] + [(f"{pooling}+{w.label}", w) for w in whitening]
+        variants = [(pooling, None)] + [(f"{pooling}+{w.label}", w) for w in postprocess]
         for run_name, option in variants:
             results = {}
             for spec in tasks:
@@ -150,7 +162,7 @@ def evaluate(
                 results[spec.name]["seconds"] = round(time.perf_counter() - task_start, 3)
                 if spec.kind != "sts":  # the classifiers take minutes; say where we are
                     logger.info("%s: %s done in %.1f s", run_name, spec.name, results[spec.name]["seconds"])
-            run = {"pooling": pooling, "whitening": option.label if option else None, "tasks": results, "summary": summarise(results)}
+            run = {"pooling": pooling, "postprocess": option.label if option else None, "tasks": results, "summary": summarise(results)}
             if pair_set is not None:
                 embed = _embedder(table, option, examples, None, sentences, extra)
                 run["alignment_uniformity"] = {
@@ -162,7 +174,7 @@ def evaluate(
         "model": model_name,
         "tasks": [t.name for t in tasks],
         "poolings": list(encoder.pooling_names),
-        "whitening": [w.label for w in whitening],
+        "postprocess": [w.label for w in postprocess],
         "transfer_preset": preset if any(t.kind != "sts" for t in tasks) else None,
         "data_dir": str(data_dir),
         "n_sentences": len(all_sentences),
@@ -181,7 +193,7 @@ def evaluate(
     return {"meta": meta, "runs": runs}
 
 
-def _embedder(table: EmbeddingTable, option: WhiteningOption | None, examples, spec, task_sentences, extra):
+def _embedder(table: EmbeddingTable, option: PostprocessOption | None, examples, spec, task_sentences, extra):
     if option is None:
         return table
     if option.fit_on == "per-task" and spec is not None:
@@ -190,8 +202,8 @@ def _embedder(table: EmbeddingTable, option: WhiteningOption | None, examples, s
         fit_sentences = list(dict.fromkeys(task_sentences))
     else:
         fit_sentences = extra[option.fit_on]
-    whitening = Whitening(option.n_components).fit(table(fit_sentences))
-    return table.mapped(whitening.transform)
+    fitted = option.build().fit(table(fit_sentences))
+    return table.mapped(fitted.transform)
 
 
 def _positive_pairs(name: str, data_dir: Path) -> list[tuple[str, str]]:

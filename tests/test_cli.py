@@ -13,10 +13,10 @@ from sentune.cli import main
 def test_eval_writes_json_and_markdown(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["eval", "--model", str(tiny_model_dir), "--pooling", "cls,mean", "--tasks", "sts,dev", "--data", str(tiny_data_dir),
-                 "--out", str(out), "--whiten", "target:8", "--quiet"])
+                 "--out", str(out), "--whiten", "target:8", "--flow", "per-task:1", "--quiet"])
     assert code == 0
     results = json.loads((out / "results.json").read_text())
-    assert set(results["runs"]) == {"cls", "mean", "cls+whiten(target,8)", "mean+whiten(target,8)"}
+    assert set(results["runs"]) == {"cls", "mean", "cls+whiten(target,8)", "mean+whiten(target,8)", "cls+flow(per-task,seed=1)", "mean+flow(per-task,seed=1)"}
     sts12 = results["runs"]["cls"]["tasks"]["STS12"]
     assert set(sts12) >= {"all", "mean", "wmean", "subsets"} and len(sts12["subsets"]) == 5
     md = (out / "results.md").read_text()

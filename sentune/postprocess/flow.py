@@ -1,0 +1,290 @@
+"""BERT-flow (Li et al. 2020, "On the Sentence Embeddings from Pre-trained Language Models", EMNLP) as a
+scikit-learn-style post-processor, with the Glow blocks of seed 002 §4.2 (Kingma & Dhariwal 2018).
+
+The flow g: Z → B maps a standard Gaussian to the embedding space; we learn g⁻¹ as k blocks, each
+  ActNorm            u = s ⊙ (x + b)          (data-dependent init: zero mean, unit variance on the first batch)
+  invertible 1×1     u = W u                  (W = P·L·(U + diag(sign·exp(log_s))), LU-parametrised; or the
+                                                fixed channel reversal of the original code: `permutation="reverse"`)
+  additive coupling  v_{1:d} = u_{1:d},  v_{d+1:D} = u_{d+1:D} + NN(u_{1:d}),  d = ⌊D/2⌋
+                     NN = Linear→ActNorm→ReLU→Linear→ActNorm→ReLU→Linear (last layer zero-initialised,
+                     so the flow starts as ActNorm + W only)
+and minimise L_flow = −log p_Z(g⁻¹(f(x))) − log|det ∂g⁻¹(f(x))/∂f(x)| with p_Z = N(0, I), the encoder
+frozen. The mapped vector z = g⁻¹(f(x)) is the embedding. Only ActNorm and W contribute to the
+log-determinant (additive coupling is volume preserving). Differences from the TF original, on purpose:
+the learned LU 1×1 transform (the original ships a fixed reversal; available as an option), one scale
+(no multi-scale split), ActNorm log-scales stored directly (the original stores logs/3).
+
+Fitted, the flow compiles into sentence-transformers' own Dense modules (`to_modules`), exactly: affine
+maps (ActNorm, W) merge into neighbouring Dense layers, and each coupling becomes three Dense layers that
+carry the input through the ReLUs as relu(u) − relu(−u) = u. So a model with a flow head loads with plain
+`SentenceTransformer(path)`, no custom code.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+
+class ActNorm(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(dim))
+        self.log_scale = nn.Parameter(torch.zeros(dim))
+        self.register_buffer("initialized", torch.tensor(False))
+
+    @torch.no_grad()
+    def initialize(self, x: torch.Tensor) -> None:
+        mean = x.mean(0)
+        std = (x - mean).pow(2).mean(0).sqrt()  # centred second moment, as BERT-flow
+        self.bias.copy_(-mean)
+        self.log_scale.copy_(torch.log(1.0 / (std + 1e-6)))
+        self.initialized.fill_(True)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.initialized:
+            self.initialize(x)
+        return (x + self.bias) * self.log_scale.exp(), self.log_scale.sum().expand(len(x))
+
+    def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        return y * (-self.log_scale).exp() - self.bias
+
+    def affine(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(A, c) with forward(x) = x Aᵀ + c."""
+        s = self.log_scale.exp()
+        return torch.diag(s), self.bias * s
+
+
+class InvertibleLinear(nn.Module):
+    """The '1×1 convolution' on a vector: u ↦ W u, LU-parametrised (learned) or a fixed reversal."""
+
+    def __init__(self, dim: int, permutation: str = "lu", seed: int = 0) -> None:
+        super().__init__()
+        if permutation not in ("lu", "reverse"):
+            raise ValueError(f"permutation must be 'lu' or 'reverse', got {permutation!r}")
+        self.permutation = permutation
+        if permutation == "reverse":
+            self.register_buffer("fixed", torch.eye(dim).flip(0))
+            return
+        generator = torch.Generator().manual_seed(seed)
+        q, _ = torch.linalg.qr(torch.randn(dim, dim, generator=generator, dtype=torch.float64))
+        p, lower, upper = torch.linalg.lu(q)
+        s = upper.diagonal()
+        self.register_buffer("p", p.float())
+        self.register_buffer("sign_s", s.sign().float())
+        self.register_buffer("lower_mask", torch.tril(torch.ones(dim, dim), -1))
+        self.lower = nn.Parameter(lower.float())
+        self.upper = nn.Parameter(torch.triu(upper, 1).float())
+        self.log_s = nn.Parameter(s.abs().log().float())
+
+    def weight(self) -> torch.Tensor:
+        if self.permutation == "reverse":
+            return self.fixed
+        eye = torch.eye(len(self.log_s), device=self.log_s.device)
+        lower = self.lower * self.lower_mask + eye
+        upper = self.upper * self.lower_mask.T + torch.diag(self.sign_s * self.log_s.exp())
+        return self.p @ lower @ upper
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logdet = x.new_zeros(()) if self.permutation == "reverse" else self.log_s.sum()
+        return x @ self.weight().T, logdet.expand(len(x))
+
+    def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        return y @ torch.linalg.inv(self.weight()).T
+
+    def affine(self) -> tuple[torch.Tensor, torch.Tensor]:
+        w = self.weight()
+        return w, torch.zeros(len(w), device=w.device)
+
+
+class CouplingNet(nn.Module):
+    """NN of the additive coupling: Linear→ActNorm→ReLU→Linear→ActNorm→ReLU→Linear(zero-init)."""
+
+    def __init__(self, dim_in: int, dim_out: int, hidden: int) -> None:
+        super().__init__()
+        self.l1, self.n1 = nn.Linear(dim_in, hidden), ActNorm(hidden)
+        self.l2, self.n2 = nn.Linear(hidden, hidden), ActNorm(hidden)
+        self.l3 = nn.Linear(hidden, dim_out)
+        nn.init.zeros_(self.l3.weight)
+        nn.init.zeros_(self.l3.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.n1(self.l1(x))[0])
+        h = torch.relu(self.n2(self.l2(h))[0])
+        return self.l3(h)
+
+    def folded(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The three affine layers with the ActNorms folded in: [(W1, b1), (W2, b2), (W3, b3)]."""
+        out = []
+        for linear, norm in ((self.l1, self.n1), (self.l2, self.n2)):
+            s = norm.log_scale.exp()
+            out.append((linear.weight * s[:, None], (linear.bias + norm.bias) * s))
+        out.append((self.l3.weight, self.l3.bias))
+        return out
+
+
+class AdditiveCoupling(nn.Module):
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.split = dim // 2
+        self.net = CouplingNet(self.split, dim - self.split, hidden)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x1, x2 = x[:, : self.split], x[:, self.split :]
+        return torch.cat([x1, x2 + self.net(x1)], dim=1), x.new_zeros(len(x))
+
+    def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        y1, y2 = y[:, : self.split], y[:, self.split :]
+        return torch.cat([y1, y2 - self.net(y1)], dim=1)
+
+
+class GlowFlow(nn.Module):
+    """g⁻¹ as k blocks of ActNorm → invertible linear → additive coupling. forward: x ↦ (z, log|det|)."""
+
+    def __init__(self, dim: int, n_blocks: int = 3, hidden: int = 32, permutation: str = "lu", seed: int = 0) -> None:
+        super().__init__()
+        self.dim = dim
+        layers: list[nn.Module] = []
+        for k in range(n_blocks):
+            layers += [ActNorm(dim), InvertibleLinear(dim, permutation, seed + k), AdditiveCoupling(dim, hidden)]
+        self.layers = nn.ModuleList(layers)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logdet = x.new_zeros(len(x))
+        for layer in self.layers:
+            x, step = layer(x)
+            logdet = logdet + step
+        return x, logdet
+
+    def inverse(self, z: torch.Tensor) -> torch.Tensor:
+        for layer in reversed(self.layers):
+            z = layer.inverse(z)
+        return z
+
+    def nll(self, x: torch.Tensor) -> torch.Tensor:
+        """L_flow per example: −log N(z; 0, I) − log|det ∂z/∂x|."""
+        z, logdet = self(x)
+        log_pz = -0.5 * z.pow(2).sum(1) - 0.5 * self.dim * math.log(2 * math.pi)
+        return -(log_pz + logdet)
+
+
+def compile_to_dense(flow: GlowFlow) -> list:
+    """sentence-transformers Dense modules computing flow(x)[0] exactly (see module docstring)."""
+    from sentence_transformers.models import Dense
+
+    dim = flow.dim
+    dense: list = []
+    matrix = torch.eye(dim, dtype=torch.float64)  # pending affine map u = x Mᵀ + c
+    offset = torch.zeros(dim, dtype=torch.float64)
+
+    def emit(weight, bias, activation):
+        weight, bias = weight.float(), bias.float()
+        dense.append(Dense(weight.shape[1], weight.shape[0], bias=True, activation_function=activation, init_weight=weight.contiguous(), init_bias=bias.contiguous()))
+
+    with torch.no_grad():
+        for layer in flow.layers:
+            if isinstance(layer, (ActNorm, InvertibleLinear)):
+                a, c = (t.double() for t in layer.affine())
+                matrix, offset = a @ matrix, a @ offset + c
+                continue
+            (w1, b1), (w2, b2), (w3, b3) = ((w.double(), b.double()) for w, b in layer.net.folded())
+            d, hidden = layer.split, w1.shape[0]
+            # Layer a: [h1; u; −u] with ReLU, where u = pending affine of the input.
+            first = torch.cat([w1 @ matrix[:d], matrix, -matrix])
+            first_bias = torch.cat([w1 @ offset[:d] + b1, offset, -offset])
+            emit(first, first_bias, nn.ReLU())
+            # Layer b: h2 = relu(W2 h1 + b2); relu(u) and relu(−u) pass through unchanged (they are ≥ 0).
+            carry = torch.zeros(hidden + 2 * dim, hidden + 2 * dim, dtype=torch.float64)
+            carry[:hidden, :hidden] = w2
+            carry[hidden:, hidden:] = torch.eye(2 * dim, dtype=torch.float64)
+            emit(carry, torch.cat([b2, torch.zeros(2 * dim, dtype=torch.float64)]), nn.ReLU())
+            # Layer c (kept pending so later affine maps merge into it): v = relu(u) − relu(−u) + [0; W3 h2 + b3].
+            matrix = torch.zeros(dim, hidden + 2 * dim, dtype=torch.float64)
+            matrix[:, hidden : hidden + dim] = torch.eye(dim, dtype=torch.float64)
+            matrix[:, hidden + dim :] = -torch.eye(dim, dtype=torch.float64)
+            matrix[d:, :hidden] = w3
+            offset = torch.cat([torch.zeros(d, dtype=torch.float64), b3])
+        emit(matrix, offset, nn.Identity())
+    return dense
+
+
+class Flow:
+    """fit / transform post-processor around GlowFlow. Hyper-parameters default to seed 002 §5.3:
+    batch 16, AdamW lr 3e-4, weight decay 0.01, 3 blocks; gradient clipping 1.0; fp32."""
+
+    def __init__(
+        self,
+        n_blocks: int = 3,
+        hidden: int = 32,
+        permutation: str = "lu",
+        learning_rate: float = 3e-4,
+        weight_decay: float = 0.01,
+        batch_size: int = 16,
+        epochs: int = 1,
+        max_steps: int | None = None,
+        clip: float = 1.0,
+        seed: int = 0,
+        show_progress: bool = False,
+    ) -> None:
+        self.n_blocks, self.hidden, self.permutation = n_blocks, hidden, permutation
+        self.learning_rate, self.weight_decay, self.batch_size = learning_rate, weight_decay, batch_size
+        self.epochs, self.max_steps, self.clip, self.seed, self.show_progress = epochs, max_steps, clip, seed, show_progress
+
+    def fit(self, x: np.ndarray) -> Flow:
+        from tqdm.auto import tqdm
+
+        data = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+        if data.ndim != 2 or len(data) < 2:
+            raise ValueError(f"the flow needs a 2-d array of at least two embeddings, got shape {tuple(data.shape)}")
+        torch.manual_seed(self.seed)
+        generator = torch.Generator().manual_seed(self.seed)
+        self.flow_ = GlowFlow(data.shape[1], self.n_blocks, self.hidden, self.permutation, self.seed)
+        optimiser = torch.optim.AdamW(self.flow_.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
+        steps_per_epoch = math.ceil(len(data) / self.batch_size)
+        total = self.max_steps or steps_per_epoch * self.epochs
+        self.history_ = []
+        step = 0
+        with tqdm(total=total, desc="flow", disable=not self.show_progress) as bar:
+            while step < total:
+                for batch in torch.randperm(len(data), generator=generator).split(self.batch_size):
+                    loss = self.flow_.nll(data[batch]).mean()
+                    if not torch.isfinite(loss):
+                        raise FloatingPointError(f"flow loss is {loss.item()} at step {step}; try a lower learning_rate")
+                    optimiser.zero_grad()
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(self.flow_.parameters(), self.clip)
+                    optimiser.step()
+                    self.history_.append(loss.item())
+                    step += 1
+                    bar.update(1)
+                    if step >= total:
+                        break
+        self.flow_.eval()
+        return self
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "flow_"):
+            raise RuntimeError("Flow is not fitted yet: call fit(embeddings) first")
+
+    @torch.no_grad()
+    def transform(self, x: np.ndarray) -> np.ndarray:
+        self._check_fitted()
+        return self.flow_(torch.as_tensor(np.asarray(x), dtype=torch.float32))[0].numpy()
+
+    @torch.no_grad()
+    def inverse_transform(self, z: np.ndarray) -> np.ndarray:
+        self._check_fitted()
+        return self.flow_.inverse(torch.as_tensor(np.asarray(z), dtype=torch.float32)).numpy()
+
+    def fit_transform(self, x: np.ndarray) -> np.ndarray:
+        return self.fit(x).transform(x)
+
+    def to_modules(self) -> list:
+        self._check_fitted()
+        return compile_to_dense(self.flow_)
