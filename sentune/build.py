@@ -96,12 +96,12 @@ def save_atomic(model: SentenceTransformer, out: Path, readme_extra: str | None 
     return out
 
 
-def build_whitened_model(
-    model_name: str, pooling: str, fit_on: str, n_components: int | None, out: Path, *, data_dir: Path | None, show_progress: bool = True
+def build_postprocessed_model(
+    model_name: str, pooling: str, postprocessor, fit_on: str, out: Path, *, data_dir: Path | None, show_progress: bool = True
 ) -> Path:
+    """Fit a post-processor (Whitening, Flow) on a sentence set and save the model with it as built-in modules."""
     base = with_pooling(load_model(model_name), pooling)
     sentences = load_sentences(fit_on, data_dir or Path("."))
-    embeddings = Encoder(base, "model", show_progress=show_progress).encode(sentences)
-    whitening = Whitening(n_components).fit(embeddings)
-    whitened = SentenceTransformer(modules=list(base) + whitening_modules(whitening), device="cpu")
-    return save_atomic(whitened, out)
+    fitted = postprocessor.fit(Encoder(base, "model", show_progress=show_progress).encode(sentences))
+    modules = whitening_modules(fitted) if isinstance(fitted, Whitening) else fitted.to_modules()
+    return save_atomic(SentenceTransformer(modules=list(base) + modules, device="cpu"), out)

@@ -86,13 +86,18 @@ def cmd_encode(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_whiten(args: argparse.Namespace) -> int:
-    from sentune.build import build_whitened_model
+def cmd_postprocess(args: argparse.Namespace) -> int:
+    from sentune.build import build_postprocessed_model
+    from sentune.postprocess import Flow, Whitening
     from sentune.tasks.catalog import resolve_data_dir
 
+    if args.command == "whiten":
+        postprocessor = Whitening(args.k)
+    else:
+        postprocessor = Flow(n_blocks=args.blocks, seed=args.seed, epochs=args.epochs, show_progress=not args.quiet)
     data_dir = resolve_data_dir(args.data) if not args.fit_on.startswith("file:") else None
-    path = build_whitened_model(args.model, args.pooling, args.fit_on, args.k, Path(args.out), data_dir=data_dir, show_progress=not args.quiet)
-    print(f"saved whitened model to {path} (load it with SentenceTransformer({str(path)!r}))")
+    path = build_postprocessed_model(args.model, args.pooling, postprocessor, args.fit_on, Path(args.out), data_dir=data_dir, show_progress=not args.quiet)
+    print(f"saved model to {path} (load it with SentenceTransformer({str(path)!r}))")
     return 0
 
 
@@ -195,10 +200,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("whiten", help="fit whitening and save the model with it (loads with SentenceTransformer(path))")
     model_args(p, "one pooling name")
     p.add_argument("--fit-on", default="nli", help="sentence set: nli, wiki, stsb, qqp or file:PATH")
-    p.add_argument("--k", type=int, default=None, help="components to keep (default: all)")
+    p.add_argument("--k", type=int, default=None, help="components to keep (default: all with non-zero variance)")
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     p.add_argument("--out", required=True, help="output model folder")
-    p.set_defaults(func=cmd_whiten)
+    p.set_defaults(func=cmd_postprocess)
+
+    p = sub.add_parser("flow", help="fit BERT-flow (Glow) on a sentence set and save the model with it (loads with SentenceTransformer(path))")
+    model_args(p, "one pooling name")
+    p.add_argument("--fit-on", default="nli", help="sentence set: nli, wiki, stsb, qqp or file:PATH")
+    p.add_argument("--blocks", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
+    p.add_argument("--out", required=True, help="output model folder")
+    p.set_defaults(func=cmd_postprocess)
 
     p = sub.add_parser("layerwise", help="Spearman of every layer under cls/mean/max pooling (seed 001, Figure 1)")
     p.add_argument("--model", default="default")

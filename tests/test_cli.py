@@ -75,6 +75,9 @@ def test_whiten_command_saves_loadable_model(tiny_model_dir, tiny_data_dir, tmp_
     out = tmp_path / "w"
     assert main(["whiten", "--model", str(tiny_model_dir), "--pooling", "first-last", "--fit-on", "wiki", "--k", "8", "--data", str(tiny_data_dir), "--out", str(out), "--quiet"]) == 0
     assert SentenceTransformer(str(out), device="cpu").encode(["a man"]).shape == (1, 8)
+    flow_out = tmp_path / "f"
+    assert main(["flow", "--model", str(tiny_model_dir), "--pooling", "mean", "--fit-on", "wiki", "--data", str(tiny_data_dir), "--out", str(flow_out), "--quiet"]) == 0
+    assert SentenceTransformer(str(flow_out), device="cpu").encode(["a man"]).shape == (1, 32)
 
 
 def test_layerwise_writes_scores_and_plot(tiny_model_dir, tiny_data_dir, tmp_path):
