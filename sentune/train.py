@@ -127,6 +127,13 @@ def training_columns(recipe: Recipe, method, data_dir: Path) -> dict[str, list]:
         columns = {"sentence": [a for a, _ in pairs], "paraphrase": [b for _, b in pairs]}
     else:
         columns = {"sentence": load_sentences(recipe.train_data, data_dir)[:limit]}
+    if "masked" in method.columns:  # Mirror-BERT's character masking works on the raw text
+        import random
+
+        from sentune.methods.mirror import mask_characters
+
+        rng = random.Random(recipe.training.seed)
+        columns["masked"] = [mask_characters(s, rng) for s in columns["sentence"]]
     missing = [c for c in method.columns if c not in columns and c != "label"]
     if missing:
         raise TrainingError(f"method {method.name!r} needs column(s) {', '.join(missing)}: use train_data: pairs:PATH (sentence<TAB>paraphrase lines)")

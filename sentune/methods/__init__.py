@@ -40,4 +40,4 @@ def get_method(name: str) -> Method:
 
 def _load_builtin_methods() -> None:
     # Imported here, not at package import: importing sentune stays free of side effects.
-    from sentune.methods import bt, sg  # noqa: F401
+    from sentune.methods import bt, mirror, sg  # noqa: F401

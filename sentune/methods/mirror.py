@@ -1,0 +1,111 @@
+"""Mirror-BERT and unsupervised SimCSE: contrastive learning with two views of the same sentence.
+
+Liu et al. 2021 ("Fast, Effective, and Self-Supervised: Transforming Masked Language Models into
+Universal Lexical and Sentence Encoders", EMNLP) and Gao et al. 2021 ("SimCSE", EMNLP), in the form of
+seed 002 §4.1: the same encoder f runs twice with independent dropout; the second view x'_i has a span of
+tokens replaced by [MASK], its length drawn from Geometric(p_g) and capped at `span_cap` (cap 0 = SimCSE:
+dropout only). With candidates N(x_i) = f'(x'_i) ∪ ⋃_{j≠i} {f'(x'_j), f(x_j)} (2b − 1 of them):
+
+  L_mirror = −1/b Σ_i log  exp(sim(f(x_i), f'(x'_i))/τ) / Σ_{n ∈ N(x_i)} exp(sim(f(x_i), n)/τ)
+
+sim = cosine; f(x) = masked mean of the last layer (§5.3). `masking: char` replaces a random 5-character
+substring of the raw text by "[MASK]" as the original Mirror-BERT code does (strings of 30+ characters);
+it needs the text, so it happens when the dataset is built (one draw per example).
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from sentune.methods import Method, register
+
+CITATION = """@inproceedings{liu-etal-2021-fast,
+  title = {Fast, Effective, and Self-Supervised: Transforming Masked Language Models into Universal Lexical and Sentence Encoders},
+  author = {Liu, Fangyu and Vuli{\\'c}, Ivan and Korhonen, Anna and Collier, Nigel},
+  booktitle = {Proceedings of EMNLP 2021},
+  year = {2021}
+}
+@inproceedings{gao-etal-2021-simcse,
+  title = {{SimCSE}: Simple Contrastive Learning of Sentence Embeddings},
+  author = {Gao, Tianyu and Yao, Xingcheng and Chen, Danqi},
+  booktitle = {Proceedings of EMNLP 2021},
+  year = {2021}
+}"""
+
+
+def mirror_infonce(anchors: torch.Tensor, mirrors: torch.Tensor, temperature: float) -> torch.Tensor:
+    """anchors f(x_i), mirrors f'(x'_i): (b, d), any scale (cosine inside)."""
+    a, m = F.normalize(anchors, dim=-1), F.normalize(mirrors, dim=-1)
+    to_mirrors = a @ m.T / temperature  # (b, b): the positive on the diagonal, f'(x'_j) negatives off it
+    to_anchors = (a @ a.T / temperature).masked_fill(torch.eye(len(a), dtype=torch.bool, device=a.device), float("-inf"))
+    logits = torch.cat([to_mirrors, to_anchors], dim=1)  # 2b columns, one of them -inf: 2b − 1 candidates
+    return F.cross_entropy(logits, torch.arange(len(a), device=a.device))
+
+
+def mask_token_spans(input_ids: torch.Tensor, attention_mask: torch.Tensor, special: torch.Tensor, mask_id: int, p: float, cap: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One span per sentence of length min(Geometric(p), cap, real tokens) set to [MASK]; special tokens kept."""
+    out = input_ids.clone()
+    if cap <= 0:
+        return out
+    for row in range(len(out)):
+        positions = torch.nonzero((attention_mask[row] == 1) & ~special[row]).flatten()
+        if len(positions) == 0:
+            continue
+        u = torch.rand((), generator=generator).clamp(min=1e-12)
+        length = int(min(cap, len(positions), 1 + int(torch.log(u) / torch.log(torch.tensor(1 - p)))))  # Geometric(p) on {1, 2, …}
+        start = int(torch.randint(0, len(positions) - length + 1, (), generator=generator))
+        out[row, positions[start : start + length]] = mask_id
+    return out
+
+
+def mask_characters(text: str, rng: random.Random, span: int = 5, min_length: int = 30) -> str:
+    """The original Mirror-BERT augmentation: a random `span`-character substring becomes "[MASK]"."""
+    if len(text) < min_length:
+        return text
+    start = rng.randrange(0, len(text) - span + 1)
+    return text[:start] + "[MASK]" + text[start + span :]
+
+
+class MirrorLoss(nn.Module):
+    """Inputs: one text column (token masking, or none for SimCSE) or two (the sentence and its
+    character-masked copy, `masking: char`)."""
+
+    def __init__(self, model, temperature: float = 0.05, span_p: float = 0.3, span_cap: int = 5, masking: str = "token") -> None:
+        super().__init__()
+        if masking not in ("token", "char"):
+            raise ValueError(f"masking must be token or char, got {masking!r}")
+        self.model, self.temperature, self.span_p, self.span_cap, self.masking = model, temperature, span_p, span_cap, masking
+
+    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels=None) -> torch.Tensor:
+        features = sentence_features[0]
+        anchors = self.model(dict(features))["sentence_embedding"]
+        if len(sentence_features) > 1:  # char-masked copy prepared in the dataset
+            mirror_features = dict(sentence_features[1])
+        else:
+            mirror_features = dict(features)
+            if self.span_cap > 0:
+                tokenizer = self.model.tokenizer
+                special = torch.isin(features["input_ids"], torch.tensor(tokenizer.all_special_ids, device=features["input_ids"].device))
+                mirror_features["input_ids"] = mask_token_spans(features["input_ids"], features["attention_mask"], special, tokenizer.mask_token_id, self.span_p, self.span_cap)
+        mirrors = self.model(mirror_features)["sentence_embedding"]  # a second pass: independent dropout
+        return mirror_infonce(anchors, mirrors, self.temperature)
+
+    def get_config_dict(self) -> dict:
+        return {"temperature": self.temperature, "span_p": self.span_p, "span_cap": self.span_cap, "masking": self.masking}
+
+    @property
+    def citation(self) -> str:
+        return CITATION
+
+
+def build_mirror_loss(model, *, train_sentences, cache_dir, paraphrases=None, **params) -> MirrorLoss:
+    return MirrorLoss(model, **params)
+
+
+register(Method("mirror", build_mirror_loss, pooling="mean", columns=("sentence",), defaults={"span_cap": 5}, citation=CITATION))
+register(Method("simcse", build_mirror_loss, pooling="mean", columns=("sentence",), defaults={"span_cap": 0}, citation=CITATION))
+register(Method("mirror-char", build_mirror_loss, pooling="mean", columns=("sentence", "masked"), defaults={"masking": "char"}, citation=CITATION))
