@@ -149,7 +149,7 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> Sentenc
         learning_rate=t.learning_rate,
         num_train_epochs=t.epochs,
         max_steps=t.max_steps,
-        warmup_ratio=t.warmup_ratio,
+        warmup_steps=t.warmup_ratio,  # transformers >= 5: a float below 1 is a fraction of the steps
         weight_decay=t.weight_decay,
         adam_beta1=t.adam_beta1,
         adam_beta2=t.adam_beta2,
@@ -216,6 +216,8 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     # load_best_model_at_end has put the best checkpoint's weights into the model.
     best = {"step": trainer.state.best_global_step, "dev_spearman": trainer.state.best_metric}
+    if method.finalize is not None:
+        model = method.finalize(model)
     results = evaluate(model, select_tasks(recipe.eval.tasks), data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"))
     results["meta"].update({"recipe": recipe.to_dict(), "best_checkpoint": best})
     save_results(results, run_dir, command)

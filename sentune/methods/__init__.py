@@ -19,6 +19,8 @@ class Method:
     columns: tuple[str, ...]  # dataset columns the loss reads, in order ("label" = per-row integer)
     defaults: dict[str, Any] = field(default_factory=dict)
     citation: str = ""
+    # Methods that train a head inside the model (a flow) turn it into saveable built-in modules here.
+    finalize: Callable[[Any], Any] | None = None
 
 
 METHODS: dict[str, Method] = {}
@@ -40,4 +42,4 @@ def get_method(name: str) -> Method:
 
 def _load_builtin_methods() -> None:
     # Imported here, not at package import: importing sentune stays free of side effects.
-    from sentune.methods import bt, mirror, sg  # noqa: F401
+    from sentune.methods import bert_cf, bt, mirror, sg  # noqa: F401

@@ -83,16 +83,19 @@ class MirrorLoss(nn.Module):
     def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels=None) -> torch.Tensor:
         features = sentence_features[0]
         anchors = self.model(dict(features))["sentence_embedding"]
-        if len(sentence_features) > 1:  # char-masked copy prepared in the dataset
-            mirror_features = dict(sentence_features[1])
-        else:
-            mirror_features = dict(features)
-            if self.span_cap > 0:
-                tokenizer = self.model.tokenizer
-                special = torch.isin(features["input_ids"], torch.tensor(tokenizer.all_special_ids, device=features["input_ids"].device))
-                mirror_features["input_ids"] = mask_token_spans(features["input_ids"], features["attention_mask"], special, tokenizer.mask_token_id, self.span_p, self.span_cap)
+        # char-masked copy prepared in the dataset, or token spans masked here
+        mirror_features = dict(sentence_features[1]) if len(sentence_features) > 1 else self.masked_view(features)
         mirrors = self.model(mirror_features)["sentence_embedding"]  # a second pass: independent dropout
         return mirror_infonce(anchors, mirrors, self.temperature)
+
+    def masked_view(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        view = dict(features)
+        if self.span_cap > 0:
+            tokenizer = self.model.tokenizer
+            ids = features["input_ids"]
+            special = torch.isin(ids, torch.tensor(tokenizer.all_special_ids, device=ids.device))
+            view["input_ids"] = mask_token_spans(ids, features["attention_mask"], special, tokenizer.mask_token_id, self.span_p, self.span_cap)
+        return view
 
     def get_config_dict(self) -> dict:
         return {"temperature": self.temperature, "span_p": self.span_p, "span_cap": self.span_cap, "masking": self.masking}

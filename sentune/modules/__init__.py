@@ -7,5 +7,6 @@ built-in can express the computation (WK pooling, max over several layers).
 """
 
 from sentune.modules.layer_pooling import LayerPooling
+from sentune.modules.live_flow import LiveFlow
 
-__all__ = ["LayerPooling"]
+__all__ = ["LayerPooling", "LiveFlow"]

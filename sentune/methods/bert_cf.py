@@ -1,0 +1,91 @@
+"""BERT-CF, stage 2: a flow fitted jointly with a contrastive regulariser (seed 002 §4.2).
+
+After stage 1 (Mirror-BERT, method `mirror`) trains the encoder f, this stage freezes f and learns the
+flow g (sentune.postprocess.flow: k blocks of ActNorm → invertible 1×1 → additive coupling) with
+
+  L_joint = λ_mirror · L_mirror(g⁻¹(f(x)), g⁻¹(f'(x'))) + L_flow(f(x)),
+  L_flow  = −log p_Z(g⁻¹(f(x))) − log|det ∂g⁻¹(f(x))/∂f(x)|,   λ_mirror = 0.3 (§5.3)
+
+where f' is the second, span-masked, differently dropped-out view (see sentune.methods.mirror). The
+flow sits at the end of the model while training (LiveFlow), so STS-B dev model selection sees it; the
+saved model carries it compiled into built-in Dense modules. Ablations of §6.1 are parameters:
+SimCSE-joint `span_cap: 0`; MinBERT-joint `freeze_encoder: false`; Mirror-flow `lambda_mirror: 0`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from sentune.methods import Method, register
+from sentune.methods.mirror import CITATION as MIRROR_CITATION
+from sentune.methods.mirror import MirrorLoss, mirror_infonce
+from sentune.modules.live_flow import LiveFlow
+
+CITATION = MIRROR_CITATION + """
+@inproceedings{li-etal-2020-sentence,
+  title = {On the Sentence Embeddings from Pre-trained Language Models},
+  author = {Li, Bohan and Zhou, Hao and He, Junxian and Wang, Mingxuan and Yang, Yiming and Li, Lei},
+  booktitle = {Proceedings of EMNLP 2020},
+  year = {2020}
+}"""
+
+
+class FlowJointLoss(nn.Module):
+    """Inputs: one text column. The model's last module must be a LiveFlow (build_flow_joint_loss adds it)."""
+
+    def __init__(self, model, lambda_mirror: float = 0.3, temperature: float = 0.05, span_p: float = 0.3, span_cap: int = 5, freeze_encoder: bool = True) -> None:
+        super().__init__()
+        if not isinstance(model[-1], LiveFlow):
+            raise ValueError("the flow-joint loss needs a model ending in a LiveFlow module")
+        self.model, self.lambda_mirror, self.freeze_encoder = model, lambda_mirror, freeze_encoder
+        self.views = MirrorLoss(model, temperature=temperature, span_p=span_p, span_cap=span_cap)
+        if freeze_encoder:
+            for module in list(model)[:-1]:
+                for param in module.parameters():
+                    param.requires_grad = False
+
+    def _embed(self, features: dict) -> torch.Tensor:
+        for module in list(self.model)[:-1]:
+            features = module(features)
+        return features["sentence_embedding"]
+
+    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels=None) -> dict[str, torch.Tensor]:
+        flow = self.model[-1].flow
+        features = sentence_features[0]
+        with torch.set_grad_enabled(not self.freeze_encoder):
+            anchors = self._embed(dict(features))
+            out = {"flow_nll": flow.nll(anchors).mean()}
+            if self.lambda_mirror:
+                mirror_features = self.views.masked_view(features)
+                mirrors = self._embed(mirror_features)
+        if self.lambda_mirror:
+            out["mirror"] = self.lambda_mirror * mirror_infonce(flow(anchors)[0], flow(mirrors)[0], self.views.temperature)
+        return out
+
+    def get_config_dict(self) -> dict:
+        return {"lambda_mirror": self.lambda_mirror, "freeze_encoder": self.freeze_encoder, **self.views.get_config_dict()}
+
+    @property
+    def citation(self) -> str:
+        return CITATION
+
+
+def build_flow_joint_loss(model, *, train_sentences, cache_dir, paraphrases=None, n_blocks: int = 3, hidden: int = 32, permutation: str = "lu", flow_seed: int = 0, **params) -> FlowJointLoss:
+    model.append(LiveFlow(model.get_embedding_dimension(), n_blocks, hidden, permutation, flow_seed))
+    return FlowJointLoss(model, **params)
+
+
+def compile_live_flow(model):
+    """Replace the trained LiveFlow by the equivalent built-in Dense modules."""
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.postprocess.flow import compile_to_dense
+
+    modules = list(model)
+    if not modules or not isinstance(modules[-1], LiveFlow):
+        return model
+    return SentenceTransformer(modules=modules[:-1] + compile_to_dense(modules[-1].flow.eval()), device=str(model.device))
+
+
+register(Method("flow-joint", build_flow_joint_loss, pooling="mean", columns=("sentence",), defaults={"lambda_mirror": 0.3, "span_cap": 5}, citation=CITATION, finalize=compile_live_flow))
