@@ -190,14 +190,14 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
     model = with_pooling(load_model(recipe.model), method.pooling)
     if recipe.training.max_seq_length:
         model.max_seq_length = recipe.training.max_seq_length
-    columns = training_columns(recipe, method, data_dir)
+    columns = method.make_columns(recipe, data_dir) if method.make_columns else training_columns(recipe, method, data_dir)
     from datasets import Dataset
 
     dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
     extra = {"paraphrases": columns["paraphrase"]} if "paraphrase" in columns else {}
-    loss = method.build_loss(model, train_sentences=columns["sentence"], cache_dir=run_dir / "cache", **extra, **{**method.defaults, **recipe.params})
+    loss = method.build_loss(model, train_sentences=columns.get("sentence"), cache_dir=run_dir / "cache", **extra, **{**method.defaults, **recipe.params})
 
-    evaluator = DevEvaluator(recipe.eval.dev, data_dir)
+    evaluator = method.make_evaluator(loss, data_dir, "dev") if method.make_evaluator else DevEvaluator(recipe.eval.dev, data_dir)
     checkpoints = run_dir / "checkpoints"
     checkpoint = latest_complete_checkpoint(checkpoints) if resume else None
     if checkpoint is not None and (checkpoint / LOSS_STATE).exists():
@@ -220,6 +220,8 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
         model = method.finalize(model)
     results = evaluate(model, select_tasks(recipe.eval.tasks), data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"))
     results["meta"].update({"recipe": recipe.to_dict(), "best_checkpoint": best})
+    if method.make_evaluator:  # the method's own metrics of the selected model, dev and test
+        results["meta"]["method_metrics"] = {split: method.make_evaluator(loss, data_dir, split)(model) for split in ("dev", "test")}
     save_results(results, run_dir, command)
     _save_model(model, run_dir / "model", recipe, method, results, best)
     return results

@@ -21,6 +21,10 @@ class Method:
     citation: str = ""
     # Methods that train a head inside the model (a flow) turn it into saveable built-in modules here.
     finalize: Callable[[Any], Any] | None = None
+    # Methods with their own data shape: (recipe, data_dir) -> dataset columns.
+    make_columns: Callable[[Any, Any], dict] | None = None
+    # Methods selected on their own dev metric: (loss, data_dir, split) -> a sentence-transformers evaluator.
+    make_evaluator: Callable[[Any, Any, str], Any] | None = None
 
 
 METHODS: dict[str, Method] = {}
@@ -42,4 +46,4 @@ def get_method(name: str) -> Method:
 
 def _load_builtin_methods() -> None:
     # Imported here, not at package import: importing sentune stays free of side effects.
-    from sentune.methods import bert_cf, bt, mirror, sg  # noqa: F401
+    from sentune.methods import bert_cf, bt, mirror, multitask, sg  # noqa: F401

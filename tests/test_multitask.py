@@ -1,0 +1,61 @@
+"""Multitask heads: the hinge-cosine and cosine-embedding losses against naive loops, the row bundling,
+and a tiny fine-tuning run with the §5.2 dev/test metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from sentune.methods.multitask import QQP_PER_ROW, hinge_cosine, multitask_rows, paraphrase_loss
+
+
+def test_hinge_cosine_and_paraphrase_loss_match_naive():
+    g = torch.Generator().manual_seed(0)
+    u, v = torch.randn(6, 4, generator=g, dtype=torch.float64), torch.randn(6, 4, generator=g, dtype=torch.float64)
+    labels = torch.tensor([True, False, True, False, False, True])
+    h = 0.7
+    y = hinge_cosine(u, v, h)
+    naive_y, naive_loss = [], 0.0
+    for i in range(6):
+        cos = float(u[i] @ v[i] / (u[i].norm() * v[i].norm()))
+        yi = max(cos, h)
+        naive_y.append(yi)
+        naive_loss += (1 - yi) if labels[i] else (yi - h)
+    assert y.tolist() == pytest.approx(naive_y, rel=1e-9)
+    assert paraphrase_loss(y, labels, h).item() == pytest.approx(naive_loss / 6, rel=1e-9)
+    assert all(math.isclose(v, h) or v > h for v in y.tolist())
+
+
+def test_rows_bundle_one_sst_three_qqp_one_sts():
+    from sentune.data.readers import Labeled, LabeledPair, Pair, Source
+
+    src = Source("x", 1)
+    sst = [Labeled(f"s{i}", i % 5, src) for i in range(4)]
+    qqp = [LabeledPair(f"q{i}", f"r{i}", i % 2, src) for i in range(5)]
+    sts = [Pair(f"a{i}", f"b{i}", float(i), src) for i in range(3)]
+    rows = multitask_rows(sst, qqp, sts, rows=10, seed=0)
+    assert len(rows["sst"]) == 10 and all(len(label) == 2 + QQP_PER_ROW for label in rows["label"])
+    assert sorted(rows["sst"][:4]) == ["s0", "s1", "s2", "s3"]  # a full pass before any repeat
+    for k in range(QQP_PER_ROW):
+        for a, b, label in zip(rows[f"qqp_a{k}"], rows[f"qqp_b{k}"], (r[1 + k] for r in rows["label"])):
+            assert b == "r" + a[1:] and label == int(a[1:]) % 2
+
+
+def test_tiny_multitask_fine_tuning(tiny_model_dir, tiny_data_dir, tmp_path):
+    from sentune.cli import main
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"method: multitask\nmodel: {tiny_model_dir}\nparams: {{e_para: 16, e_sem: 16}}\n"
+                      "training: {batch_size: 4, max_steps: 6, eval_steps: 3, patience: 0, learning_rate: 1.0e-5, weight_decay: 0.01}\n"
+                      "eval: {tasks: STS-B}\n")
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--out", str(run), "--data", str(tiny_data_dir)]) == 0
+    meta = json.loads((run / "results.json").read_text())["meta"]
+    test = meta["method_metrics"]["test"]
+    assert set(test) == {"multitask-test_sst5_acc", "multitask-test_qqp_acc", "multitask-test_sts_pearson", "multitask-test_mean"}
+    assert 0 <= test["multitask-test_sst5_acc"] <= 100
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert any("eval_multitask-dev_mean" in m for m in metrics)
