@@ -35,6 +35,7 @@ class TrainingConfig:
     patience: int = 10  # early stopping: evaluations without a new best (seed 001: 10); 0 = never stop early
     logging_steps: int = 10
     max_sentences: int | None = None  # use only the first N training sentences (CPU-scale runs)
+    min_words: int = 0  # drop training sentences of fewer words (seed 002 drops Wiki1M lines of 5 words or less)
 
 
 @dataclass

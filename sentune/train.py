@@ -126,7 +126,8 @@ def training_columns(recipe: Recipe, method, data_dir: Path) -> dict[str, list]:
         pairs = readers.read_paraphrase_pairs(recipe.train_data[6:])[:limit]
         columns = {"sentence": [a for a, _ in pairs], "paraphrase": [b for _, b in pairs]}
     else:
-        columns = {"sentence": load_sentences(recipe.train_data, data_dir)[:limit]}
+        sentences = [x for x in load_sentences(recipe.train_data, data_dir) if len(x.split()) >= recipe.training.min_words]
+        columns = {"sentence": sentences[:limit]}
     if "masked" in method.columns:  # Mirror-BERT's character masking works on the raw text
         import random
 
@@ -134,7 +135,7 @@ def training_columns(recipe: Recipe, method, data_dir: Path) -> dict[str, list]:
 
         rng = random.Random(recipe.training.seed)
         columns["masked"] = [mask_characters(s, rng) for s in columns["sentence"]]
-    missing = [c for c in method.columns if c not in columns and c != "label"]
+    missing = [c for c in method.columns if c not in columns and c not in ("label", "positive")]
     if missing:
         raise TrainingError(f"method {method.name!r} needs column(s) {', '.join(missing)}: use train_data: pairs:PATH (sentence<TAB>paraphrase lines)")
     columns["label"] = list(range(len(columns["sentence"])))

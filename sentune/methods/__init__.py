@@ -46,4 +46,4 @@ def get_method(name: str) -> Method:
 
 def _load_builtin_methods() -> None:
     # Imported here, not at package import: importing sentune stays free of side effects.
-    from sentune.methods import bert_cf, bt, mirror, multitask, sg  # noqa: F401
+    from sentune.methods import bert_cf, bt, mirror, mnrl, multitask, sg  # noqa: F401

@@ -1,0 +1,24 @@
+"""sentence-transformers' MultipleNegativesRankingLoss on (s, s) pairs: the library's way of doing
+unsupervised SimCSE (anchors against the positives of the batch only, no anchor-anchor negatives),
+registered so sentune's own SimCSE can be compared with it on the same trainer, data and seed."""
+
+from __future__ import annotations
+
+from sentence_transformers.losses import MultipleNegativesRankingLoss
+
+from sentune.methods import Method, register
+
+
+def build_mnrl_loss(model, *, train_sentences, cache_dir, paraphrases=None, scale: float = 20.0):
+    return MultipleNegativesRankingLoss(model, scale=scale)
+
+
+def make_columns(recipe, data_dir):
+    from sentune.train import training_columns
+
+    columns = training_columns(recipe, METHOD, data_dir)
+    columns["positive"] = list(columns["sentence"])
+    return columns
+
+
+METHOD = register(Method("st-mnrl", build_mnrl_loss, pooling="mean", columns=("sentence", "positive"), make_columns=make_columns))
