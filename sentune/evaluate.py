@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 from sentence_transformers import SentenceTransformer
+from tqdm.auto import tqdm
 
 import sentune
 from sentune.data.corpora import load_sentences
@@ -150,6 +151,7 @@ def evaluate(
     _warn_truncated(encoder, sources, len(sentences), model.max_seq_length)
 
     runs: dict[str, dict] = {}
+    bar = tqdm(total=len(encoder.pooling_names) * (1 + len(postprocess)) * len(tasks), desc="evaluating", unit="task", disable=not show_progress)
     for pooling in encoder.pooling_names:
         table = EmbeddingTable(all_sentences, vectors[pooling])
         variants = [(pooling, None)] + [(f"{pooling}+{w.label}", w) for w in postprocess]
@@ -160,6 +162,8 @@ def evaluate(
                 task_start = time.perf_counter()
                 results[spec.name] = _evaluate_task(spec, examples[spec.name], embed, preset)
                 results[spec.name]["seconds"] = round(time.perf_counter() - task_start, 3)
+                bar.set_postfix_str(f"{run_name} {spec.name}", refresh=False)
+                bar.update(1)
                 if spec.kind != "sts":  # the classifiers take minutes; say where we are
                     logger.info("%s: %s done in %.1f s", run_name, spec.name, results[spec.name]["seconds"])
             run = {"pooling": pooling, "postprocess": option.label if option else None, "tasks": results, "summary": summarise(results)}
@@ -170,6 +174,7 @@ def evaluate(
                     **alignment_uniformity(embed([a for a, _ in pair_set]), embed([b for _, b in pair_set]), embed(list(dict.fromkeys(extra["__pairs__"])))),
                 }
             runs[run_name] = run
+    bar.close()
     meta = {
         "model": model_name,
         "tasks": [t.name for t in tasks],
