@@ -28,7 +28,8 @@ class TrainingConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     max_grad_norm: float = 1.0
-    scheduler: str = "linear"
+    scheduler: str = "linear"  # a transformers scheduler name, or "ct-steps"
+    optimizer: str = "adamw_torch"  # a transformers optimizer name, e.g. "rmsprop" (CT)
     max_seq_length: int | None = 128
     seed: int = 1
     eval_steps: int = 50  # evaluate on the dev task every N steps (seed 001: 50)

@@ -60,7 +60,23 @@ class DevEvaluator(SentenceEvaluator):
         return {self.primary_metric: score}
 
 
+STEP_SCHEDULES = {
+    # Contrastive Tension's stepped rate (FreddeFrallan/Contrastive-Tension): the base rate for 500 steps,
+    # then 0.8, 0.6, 0.4 of it, and 0.2 from step 2000 on (1e-5 → 8e-6 → 6e-6 → 4e-6 → 2e-6).
+    "ct-steps": lambda step: (1.0, 0.8, 0.6, 0.4, 0.2)[min(step // 500, 4)],
+}
+
+
 class SentuneTrainer(SentenceTransformerTrainer):
+    step_schedule = None  # a STEP_SCHEDULES entry, or None for the transformers scheduler named in the args
+
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        if self.step_schedule is None:
+            return super().create_scheduler(num_training_steps, optimizer)
+        if self.lr_scheduler is None:
+            self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer or self.optimizer, self.step_schedule)
+        return self.lr_scheduler
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         loss = out[0] if return_outputs else out
@@ -102,6 +118,14 @@ class RunCallback(TrainerCallback):
         (folder / COMPLETE).write_text("ok\n")
 
 
+def ordered_batch_sampler(dataset, batch_size, drop_last, valid_label_columns=None, generator=None, seed=0):
+    """Batches in dataset order, for methods whose rows are laid out batch by batch."""
+    from sentence_transformers.base.sampler import DefaultBatchSampler
+    from torch.utils.data import SequentialSampler
+
+    return DefaultBatchSampler(SequentialSampler(dataset), batch_size=batch_size, drop_last=drop_last, valid_label_columns=valid_label_columns, generator=generator, seed=seed)
+
+
 def latest_complete_checkpoint(folder: Path) -> Path | None:
     """The newest checkpoint whose save finished; half-written ones (killed mid-save) are removed."""
     if not folder.is_dir():
@@ -116,8 +140,8 @@ def latest_complete_checkpoint(folder: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-def training_columns(recipe: Recipe, method, data_dir: Path) -> dict[str, list]:
-    """The dataset columns a method reads: sentences of a named set, or `pairs:PATH` of
+def base_columns(recipe: Recipe, data_dir: Path) -> dict[str, list]:
+    """The training sentences: a named set (words below training.min_words dropped) or `pairs:PATH` of
     sentence<TAB>paraphrase lines; `label` is the row index (caches look rows up by it)."""
     from sentune.data import readers
 
@@ -128,6 +152,13 @@ def training_columns(recipe: Recipe, method, data_dir: Path) -> dict[str, list]:
     else:
         sentences = [x for x in load_sentences(recipe.train_data, data_dir) if len(x.split()) >= recipe.training.min_words]
         columns = {"sentence": sentences[:limit]}
+    columns["label"] = list(range(len(columns["sentence"])))
+    return columns
+
+
+def training_columns(recipe: Recipe, method, data_dir: Path) -> dict[str, list]:
+    """The dataset columns a method reads, for methods without their own `make_columns`."""
+    columns = base_columns(recipe, data_dir)
     if "masked" in method.columns:  # Mirror-BERT's character masking works on the raw text
         import random
 
@@ -135,12 +166,10 @@ def training_columns(recipe: Recipe, method, data_dir: Path) -> dict[str, list]:
 
         rng = random.Random(recipe.training.seed)
         columns["masked"] = [mask_characters(s, rng) for s in columns["sentence"]]
-    missing = [c for c in method.columns if c not in columns and c not in ("label", "positive")]
+    missing = [c for c in method.columns if c not in columns]
     if missing:
         raise TrainingError(f"method {method.name!r} needs column(s) {', '.join(missing)}: use train_data: pairs:PATH (sentence<TAB>paraphrase lines)")
-    columns["label"] = list(range(len(columns["sentence"])))
     return columns
-
 
 def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> SentenceTransformerTrainingArguments:
     t = recipe.training
@@ -155,7 +184,8 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> Sentenc
         adam_beta1=t.adam_beta1,
         adam_beta2=t.adam_beta2,
         max_grad_norm=t.max_grad_norm,
-        lr_scheduler_type=t.scheduler,
+        lr_scheduler_type="constant" if t.scheduler in STEP_SCHEDULES else t.scheduler,
+        optim=t.optimizer,
         seed=t.seed,
         data_seed=t.seed,
         eval_strategy="steps",
@@ -206,19 +236,26 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
     callbacks = [RunCallback(run_dir, loss)]
     if recipe.training.patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=recipe.training.patience))
+    args = _training_args(recipe, checkpoints, evaluator.primary_metric)
+    if method.ordered_batches:
+        args.batch_sampler = ordered_batch_sampler
     trainer = SentuneTrainer(
         model=model,
-        args=_training_args(recipe, checkpoints, evaluator.primary_metric),
+        args=args,
         train_dataset=dataset,
         loss=loss,
         evaluator=evaluator,
         callbacks=callbacks,
     )
+    trainer.step_schedule = STEP_SCHEDULES.get(recipe.training.scheduler)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    # load_best_model_at_end has put the best checkpoint's weights into the model.
+    # load_best_model_at_end has put the best checkpoint's weights into the model; the loss's own state
+    # (heads, CT's second tower) comes from the same checkpoint.
     best = {"step": trainer.state.best_global_step, "dev_spearman": trainer.state.best_metric}
+    if trainer.state.best_model_checkpoint and (Path(trainer.state.best_model_checkpoint) / LOSS_STATE).exists():
+        loss.load_state_dict(load_file(str(Path(trainer.state.best_model_checkpoint) / LOSS_STATE)), strict=False)
     if method.finalize is not None:
-        model = method.finalize(model)
+        model = method.finalize(model, loss, data_dir)
     results = evaluate(model, select_tasks(recipe.eval.tasks), data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"))
     results["meta"].update({"recipe": recipe.to_dict(), "best_checkpoint": best})
     if method.make_evaluator:  # the method's own metrics of the selected model, dev and test

@@ -19,8 +19,11 @@ class Method:
     columns: tuple[str, ...]  # dataset columns the loss reads, in order ("label" = per-row integer)
     defaults: dict[str, Any] = field(default_factory=dict)
     citation: str = ""
-    # Methods that train a head inside the model (a flow) turn it into saveable built-in modules here.
-    finalize: Callable[[Any], Any] | None = None
+    # After training, from the selected checkpoint: (model, loss, data_dir) -> the model to save. Methods
+    # that train a head inside the model (a flow) compile it here; CT keeps the better of its two copies.
+    finalize: Callable[[Any, Any, Any], Any] | None = None
+    # Batches in dataset order (rows already shuffled in blocks, e.g. CT's 1 positive + 7 negatives).
+    ordered_batches: bool = False
     # Methods with their own data shape: (recipe, data_dir) -> dataset columns.
     make_columns: Callable[[Any, Any], dict] | None = None
     # Methods selected on their own dev metric: (loss, data_dir, split) -> a sentence-transformers evaluator.
@@ -46,4 +49,4 @@ def get_method(name: str) -> Method:
 
 def _load_builtin_methods() -> None:
     # Imported here, not at package import: importing sentune stays free of side effects.
-    from sentune.methods import bert_cf, bt, mirror, mnrl, multitask, sg  # noqa: F401
+    from sentune.methods import bert_cf, bt, ct, mirror, mnrl, multitask, nli, sg, sts_regression  # noqa: F401

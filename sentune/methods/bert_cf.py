@@ -76,7 +76,7 @@ def build_flow_joint_loss(model, *, train_sentences, cache_dir, paraphrases=None
     return FlowJointLoss(model, **params)
 
 
-def compile_live_flow(model):
+def compile_live_flow(model, loss=None, data_dir=None):
     """Replace the trained LiveFlow by the equivalent built-in Dense modules."""
     from sentence_transformers import SentenceTransformer
 

@@ -14,11 +14,10 @@ def build_mnrl_loss(model, *, train_sentences, cache_dir, paraphrases=None, scal
 
 
 def make_columns(recipe, data_dir):
-    from sentune.train import training_columns
+    from sentune.train import base_columns
 
-    columns = training_columns(recipe, METHOD, data_dir)
-    columns["positive"] = list(columns["sentence"])
-    return columns
+    sentences = base_columns(recipe, data_dir)["sentence"]
+    return {"sentence": sentences, "positive": list(sentences)}
 
 
-METHOD = register(Method("st-mnrl", build_mnrl_loss, pooling="mean", columns=("sentence", "positive"), make_columns=make_columns))
+register(Method("st-mnrl", build_mnrl_loss, pooling="mean", columns=("sentence", "positive"), make_columns=make_columns))

@@ -1,0 +1,113 @@
+"""Contrastive Tension (Carlsson et al., "Semantic Re-tuning with Contrastive Tension", ICLR 2021), with the
+semantics of the official code (reference-implementations.md §2):
+
+Two independent copies of the same checkpoint, f₁ (inside the loss) and f₂ (the model); masked-mean
+pooling; a pair (a, b) is scored by the dot product f₁(a)·f₂(b) and trained with binary cross-entropy
+with logits, averaged over the batch:
+
+  L = −1/B Σ_(a,b) [ y log σ(f₁(a)·f₂(b)) + (1 − y) log(1 − σ(f₁(a)·f₂(b))) ],  y = 1 iff a = b
+
+Each positive (one identical sentence to both towers) comes with K = 7 negatives (two different random
+sentences), so a batch of 16 holds 2 positives and 14 negatives, in that layout (rows are built in
+blocks of 8 and batched in order). Dropout is off in both towers (the original calls them with
+training=False). Optimiser RMSprop with the stepped rate 1e-5 → 2e-6 (recipe `training.scheduler:
+ct-steps`). After training, whichever tower scores better on STS-B dev is kept.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from sentune.methods import Method, register
+
+CITATION = """@inproceedings{carlsson2021semantic,
+  title = {Semantic Re-tuning with Contrastive Tension},
+  author = {Carlsson, Fredrik and Gyllensten, Amaru Cuba and Gogoulou, Evangelia and Hellqvist, Erik Ylip{\\"a}{\\"a} and Sahlgren, Magnus},
+  booktitle = {International Conference on Learning Representations},
+  year = {2021}
+}"""
+
+
+def ct_loss(left: torch.Tensor, right: torch.Tensor, same: torch.Tensor) -> torch.Tensor:
+    logits = (left * right).sum(-1)
+    return F.binary_cross_entropy_with_logits(logits, same.to(logits.dtype))
+
+
+def no_dropout(module: nn.Module) -> None:
+    for sub in module.modules():
+        if isinstance(sub, nn.Dropout):
+            sub.p = 0.0
+
+
+def ct_rows(sentences: list[str], rows: int, seed: int, negatives: int = 7) -> dict[str, list]:
+    """Blocks of 1 positive (s, s) and `negatives` pairs of two different random sentences, in random
+    block order: `rows` rows (rounded up to whole blocks)."""
+    if len(set(sentences)) < 2:
+        raise ValueError("Contrastive Tension needs at least two different sentences")
+    rng = random.Random(seed)
+    out: dict[str, list] = {"sentence_a": [], "sentence_b": [], "label": []}
+    while len(out["label"]) < rows:
+        s = rng.choice(sentences)
+        block = [(s, s, 1)]
+        while len(block) < negatives + 1:
+            a, b = rng.choice(sentences), rng.choice(sentences)
+            if a != b:
+                block.append((a, b, 0))
+        for a, b, y in block:
+            out["sentence_a"].append(a)
+            out["sentence_b"].append(b)
+            out["label"].append(y)
+    return out
+
+
+class ContrastiveTensionLoss(nn.Module):
+    """Inputs: two text columns (sentence_a → f₁, sentence_b → f₂) and label 1/0 (identical or not)."""
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        self.model = model
+        self.model1 = copy.deepcopy(model)
+        no_dropout(self.model)
+        no_dropout(self.model1)
+
+    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> torch.Tensor:
+        left = self.model1(dict(sentence_features[0]))["sentence_embedding"]
+        right = self.model(dict(sentence_features[1]))["sentence_embedding"]
+        return ct_loss(left, right, labels)
+
+    @property
+    def citation(self) -> str:
+        return CITATION
+
+
+def build_ct_loss(model, *, train_sentences, cache_dir, paraphrases=None) -> ContrastiveTensionLoss:
+    return ContrastiveTensionLoss(model)
+
+
+def make_columns(recipe, data_dir) -> dict[str, list]:
+    from sentune.train import base_columns
+
+    sentences = base_columns(recipe, data_dir)["sentence"]
+    rows = (recipe.training.max_steps if recipe.training.max_steps > 0 else 2000) * recipe.training.batch_size
+    return ct_rows(sentences, rows, recipe.training.seed)
+
+
+def keep_better_tower(model, loss: ContrastiveTensionLoss, data_dir):
+    """The original keeps whichever tower scores better on STS-B dev."""
+    from sentune.train import DevEvaluator
+
+    evaluator = DevEvaluator("STS-B-dev", data_dir)
+    score2 = evaluator(model)[evaluator.primary_metric]
+    score1 = evaluator(loss.model1)[evaluator.primary_metric]
+    if score1 > score2:
+        model.load_state_dict(loss.model1.state_dict())
+    return model
+
+
+register(Method("ct", build_ct_loss, pooling="mean", columns=("sentence_a", "sentence_b", "label"), citation=CITATION,
+                         make_columns=make_columns, finalize=keep_better_tower, ordered_batches=True))

@@ -1,0 +1,50 @@
+"""Supervised STS regression with a tuned lower bound (seeds 003/004 §5.5): the cosine of the two sentence
+embeddings is regressed with MSE onto the gold score mapped linearly from [0, 5] to [lb, 1]:
+
+  L = 1/B Σ (cos(f(a), f(b)) − (lb + (1 − lb)·y/5))²
+
+lb = 0 is SBERT's CosineSimilarityLoss; the paper picks lb on STS-B dev from {0, 0.05, …, 0.95}
+(`params.lower_bound`, one run per value). Data: STS-B train pairs."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from sentune.methods import Method, register
+from sentune.methods.nli import CITATION
+
+
+def lower_bound_target(score: torch.Tensor, lower_bound: float) -> torch.Tensor:
+    return lower_bound + (1 - lower_bound) * score / 5.0
+
+
+class LowerBoundCosineLoss(nn.Module):
+    def __init__(self, model, lower_bound: float = 0.0) -> None:
+        super().__init__()
+        if not 0 <= lower_bound < 1:
+            raise ValueError(f"lower_bound must be in [0, 1), got {lower_bound}")
+        self.model, self.lower_bound = model, lower_bound
+
+    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> torch.Tensor:
+        a = self.model(dict(sentence_features[0]))["sentence_embedding"]
+        b = self.model(dict(sentence_features[1]))["sentence_embedding"]
+        return F.mse_loss(F.cosine_similarity(a, b, dim=-1), lower_bound_target(labels.float(), self.lower_bound))
+
+    def get_config_dict(self) -> dict:
+        return {"lower_bound": self.lower_bound}
+
+
+def build_loss(model, *, train_sentences, cache_dir, paraphrases=None, lower_bound: float = 0.0) -> LowerBoundCosineLoss:
+    return LowerBoundCosineLoss(model, lower_bound)
+
+
+def make_columns(recipe, data_dir) -> dict[str, list]:
+    from sentune.data import readers
+
+    pairs = readers.read_stsb_csv(data_dir / "senteval/STS/STSBenchmark/sts-train.csv")[: recipe.training.max_sentences]
+    return {"sentence_a": [p.a for p in pairs], "sentence_b": [p.b for p in pairs], "label": [p.score for p in pairs]}
+
+
+register(Method("sts-regression", build_loss, pooling="mean", columns=("sentence_a", "sentence_b", "label"), citation=CITATION, make_columns=make_columns))

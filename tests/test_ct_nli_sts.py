@@ -1,0 +1,87 @@
+"""Contrastive Tension, NLI softmax and the lower-bound STS regression against naive references, CT's
+batch layout, and tiny training runs of each."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from sentune.methods.ct import ContrastiveTensionLoss, ct_loss, ct_rows
+from sentune.methods.sts_regression import LowerBoundCosineLoss
+
+
+def test_ct_loss_matches_naive():
+    g = torch.Generator().manual_seed(0)
+    left, right = torch.randn(6, 4, generator=g, dtype=torch.float64), torch.randn(6, 4, generator=g, dtype=torch.float64)
+    same = torch.tensor([1, 0, 0, 1, 0, 0])
+    naive = 0.0
+    for i in range(6):
+        p = 1 / (1 + math.exp(-float(left[i] @ right[i])))
+        naive += -(math.log(p) if same[i] else math.log(1 - p))
+    assert ct_loss(left, right, same).item() == pytest.approx(naive / 6, rel=1e-9)
+
+
+def test_ct_rows_blocks_of_one_positive_seven_negatives():
+    rows = ct_rows([f"s{i}" for i in range(20)], rows=32, seed=0)
+    labels = rows["label"]
+    assert len(labels) == 32 and labels[0::8] == [1, 1, 1, 1] and sum(labels) == 4
+    for a, b, y in zip(rows["sentence_a"], rows["sentence_b"], labels):
+        assert (a == b) == (y == 1)
+
+
+def test_ct_towers_are_independent_copies_without_dropout(tiny_st):
+    from sentune.build import with_pooling
+
+    model = with_pooling(tiny_st, "mean")
+    loss = ContrastiveTensionLoss(model)
+    assert loss.model1 is not model and all(m.p == 0 for m in loss.modules() if isinstance(m, torch.nn.Dropout))
+    features = model.preprocess(["a man plays", "the dog runs"])
+    out = loss([dict(features), dict(features)], torch.tensor([1, 1]))
+    out.backward()
+    assert any(p.grad is not None for p in loss.model1.parameters()) and any(p.grad is not None for p in model.parameters())
+
+
+def test_lower_bound_regression_matches_naive(tiny_st):
+    from sentune.build import with_pooling
+
+    model = with_pooling(tiny_st, "mean").eval()
+    loss = LowerBoundCosineLoss(model, lower_bound=0.3)
+    a, b = model.preprocess(["a man plays", "two kids eat"]), model.preprocess(["a man is playing", "the dog runs"])
+    scores = torch.tensor([5.0, 1.0])
+    got = loss([dict(a), dict(b)], scores).item()
+    with torch.no_grad():
+        ea, eb = model(dict(a))["sentence_embedding"], model(dict(b))["sentence_embedding"]
+    naive = sum((float(torch.nn.functional.cosine_similarity(ea[i], eb[i], dim=0)) - (0.3 + 0.7 * float(scores[i]) / 5)) ** 2 for i in range(2)) / 2
+    assert got == pytest.approx(naive, rel=1e-5)
+
+
+def test_nli_softmax_matches_naive(tiny_st):
+    from sentune.build import with_pooling
+    from sentune.methods.nli import build_nli_loss
+
+    model = with_pooling(tiny_st, "mean").eval()
+    loss = build_nli_loss(model, train_sentences=None, cache_dir=None)
+    a, b = model.preprocess(["a man plays", "two kids eat"]), model.preprocess(["a man is playing", "the dog runs"])
+    labels = torch.tensor([0, 2])
+    got = loss([dict(a), dict(b)], labels).item()
+    with torch.no_grad():
+        u, v = model(dict(a))["sentence_embedding"], model(dict(b))["sentence_embedding"]
+        logits = torch.cat([u, v, (u - v).abs()], dim=1) @ loss.classifier.weight.T + loss.classifier.bias
+    naive = sum(-torch.log_softmax(logits[i], -1)[labels[i]].item() for i in range(2)) / 2
+    assert got == pytest.approx(naive, rel=1e-5)
+
+
+@pytest.mark.parametrize("method,extra", [("ct", "optimizer: rmsprop, scheduler: ct-steps, learning_rate: 1.0e-5"), ("nli", "warmup_ratio: 0.1, learning_rate: 2.0e-5"), ("sts-regression", "learning_rate: 2.0e-5")])
+def test_tiny_training(method, extra, tiny_model_dir, tiny_data_dir, tmp_path):
+    from sentune.cli import main
+
+    recipe = tmp_path / "r.yaml"
+    params = "params: {lower_bound: 0.2}\n" if method == "sts-regression" else ""
+    recipe.write_text(f"method: {method}\nmodel: {tiny_model_dir}\ntrain_data: wiki\n{params}"
+                      f"training: {{batch_size: 16, max_steps: 4, eval_steps: 2, patience: 0, {extra}}}\neval: {{dev: STS-B-dev, tasks: STS-B}}\n")
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--out", str(run), "--data", str(tiny_data_dir)]) == 0
+    assert "STS-B" in json.loads((run / "results.json").read_text())["runs"]["model"]["tasks"]
