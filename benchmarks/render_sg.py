@@ -1,0 +1,113 @@
+"""Render benchmarks/results/sg.md (seed 001 on the default model) from the run folders of
+benchmarks/baselines.sh and benchmarks/sg_experiments.sh. Rows whose runs have not finished are listed
+as missing, never filled in. Every number comes from a results.json; every run names its command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
+
+
+def _load(folder: Path) -> dict | None:
+    path = folder / "results.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _row(label: str, runs: list[dict], run_key: str = "model") -> str:
+    scores = np.array([[r["runs"][run_key]["tasks"][t]["all"]["spearman"] for t in STS7] for r in runs])
+    avg = scores.mean(axis=1)
+    std = (lambda v: v.std(ddof=1) if len(v) > 1 else 0.0)
+    cells = [f"{scores[:, i].mean():.2f}" + (f" ± {std(scores[:, i]):.2f}" if len(runs) > 1 else "") for i in range(len(STS7))]
+    return f"| {label} | {len(runs)} | " + " | ".join(cells) + f" | **{avg.mean():.2f}**" + (f" ± {std(avg):.2f}" if len(runs) > 1 else "") + " |"
+
+
+HEADER = "| method | runs | " + " | ".join(STS7) + " | avg |\n|" + "---|" * (len(STS7) + 3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", default="benchmarks/runs")
+    parser.add_argument("--out", default="benchmarks/results/sg.md")
+    args = parser.parse_args()
+    runs = Path(args.runs)
+    missing: list[str] = []
+
+    def group(names: list[str]) -> list[dict]:
+        found = [r for r in (_load(runs / n) for n in names) if r]
+        missing.extend(n for n in names if not (runs / n / "results.json").is_file())
+        return found
+
+    parts = ["# Seed 001 (self-guided contrastive learning) on the default model", "",
+             f"Rendered {datetime.now(timezone.utc).date()} by `python {' '.join(sys.argv)}` from the run folders of "
+             "`benchmarks/baselines.sh` and `benchmarks/sg_experiments.sh`. Spearman ×100, 'all' aggregation, cosine; "
+             "mean ± sample std over runs. The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained "
+             "for sentence similarity), not BERT-base as in the paper.", ""]
+
+    baselines = _load(runs / "baselines-sts")
+    parts += ["## Table 1", "", HEADER]
+    if baselines:
+        for key, label in (("cls", "no tuning, [CLS]"), ("mean", "no tuning, mean"), ("wk", "no tuning, WK"),
+                           ("first-last+whiten(per-task)", "whitening (first-last, per task; stand-in for Flow)"), ("model", "no tuning, the model's own pooling")):
+            if key in baselines["runs"]:
+                parts.append(_row(label, [baselines], key))
+    else:
+        missing.append("baselines-sts")
+    for label, names in (("SG (base objective)", [f"sg-s{s}" for s in (1, 2, 3)]), ("SG-OPT", [f"sg-opt-s{s}" for s in (1, 2, 3)])):
+        found = group(names)
+        if found:
+            parts.append(_row(label, found))
+    parts += [""]
+
+    parts += ["## Table 5: ablations (seed 1)", "", HEADER]
+    for label, name in (("L^opt3 (SG-OPT)", "sg-opt-s1"), ("L^opt2", "ablation-opt2"), ("L^opt1", "ablation-opt1"), ("L^base", "ablation-base"),
+                        ("τ = 0.1", "ablation-tau0.1"), ("τ = 0.01 (default)", "sg-opt-s1"), ("τ = 0.001", "ablation-tau0.001"),
+                        ("λ = 0", "ablation-lambda0"), ("λ = 0.1 (default)", "sg-opt-s1"), ("λ = 1", "ablation-lambda1"), ("without projection head", "ablation-nohead")):
+        found = group([name])
+        if found:
+            parts.append(_row(label, found))
+    parts += [""]
+
+    nli, stsb = _load(runs / "sg-opt-nli"), _load(runs / "sg-opt-s1")
+    if nli and stsb:
+        def avg(r):
+            return np.mean([r["runs"]["model"]["tasks"][t]["all"]["spearman"] for t in STS7])
+
+        def stsb_score(r):
+            return r["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"]
+
+        parts += ["## Figure 4: trained on NLI sentences instead of STS-B", "", "| method | STS-B (STS-B data) | STS-B (NLI data) | drop | avg (STS-B data) | avg (NLI data) | drop |", "|---|---|---|---|---|---|---|",
+                  f"| SG-OPT | {stsb_score(stsb):.2f} | {stsb_score(nli):.2f} | {stsb_score(stsb) - stsb_score(nli):.2f} | {avg(stsb):.2f} | {avg(nli):.2f} | {avg(stsb) - avg(nli):.2f} |"]
+        if baselines and "first-last+whiten(nli)" in baselines["runs"]:
+            per_task, on_nli = baselines["runs"]["first-last+whiten(per-task)"], baselines["runs"]["first-last+whiten(nli)"]
+            a = np.mean([per_task["tasks"][t]["all"]["spearman"] for t in STS7])
+            b = np.mean([on_nli["tasks"][t]["all"]["spearman"] for t in STS7])
+            s1, s2 = per_task["tasks"]["STS-B"]["all"]["spearman"], on_nli["tasks"]["STS-B"]["all"]["spearman"]
+            parts.append(f"| whitening (target → NLI) | {s1:.2f} | {s2:.2f} | {s1 - s2:.2f} | {a:.2f} | {b:.2f} | {a - b:.2f} |")
+        parts += [""]
+    else:
+        missing.append("sg-opt-nli")
+
+    for extra in ("sg_table6.md", "sg_speed.md"):
+        path = Path(args.out).parent / extra
+        if path.is_file():
+            parts += [f"See [{extra}]({extra}).", ""]
+    parts += ["## Commands of the runs", ""]
+    for folder in sorted(runs.glob("*")):
+        result = _load(folder)
+        if result and result["meta"].get("recipe"):
+            parts.append(f"- `{result['meta'].get('command')}` ({result['meta']['date']})")
+    if missing:
+        parts += ["", "Not measured yet (run `bash benchmarks/sg_experiments.sh` to continue): " + ", ".join(sorted(set(missing)))]
+    Path(args.out).write_text("\n".join(parts) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
