@@ -78,6 +78,14 @@ def cmd_paraphrase(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ensemble(args: argparse.Namespace) -> int:
+    from sentune.ensemble import save_ensemble
+
+    folder = save_ensemble(args.member, Path(args.out), args.pooling)
+    print(f"wrote {folder} (evaluate it with: sentune eval --model {folder})")
+    return 0
+
+
 def cmd_encode(args: argparse.Namespace) -> int:
     from sentune.encoding_io import encode_file
 
@@ -190,6 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_paraphrase)
+
+    p = sub.add_parser("ensemble", help="make a 'full ensemble' model folder: the average of several models' embeddings")
+    p.add_argument("--member", action="append", required=True, help="a member model folder; repeat")
+    p.add_argument("--pooling", default="mean", help="the members' pooling (SED: mean)")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_ensemble)
 
     p = sub.add_parser("encode", help="encode a text file (one sentence per line) to .npy or .jsonl")
     model_args(p, "one pooling name")

@@ -44,7 +44,7 @@ def _refuse_pickle_only_folder(path: Path) -> None:
         raise ModelLoadError(f"{path}: no model weights (model.safetensors or pytorch_model.bin) in this folder")
 
 
-def load_model(name: str, *, trust_remote_code: bool = False, device: str | None = None) -> SentenceTransformer:
+def load_model(name: str, *, trust_remote_code: bool = False, device: str | None = None):
     """Load a sentence-transformers or plain HF model id / local path.
 
     Weights are read with safetensors, or with `torch.load(weights_only=True)` when a checkpoint has
@@ -54,6 +54,10 @@ def load_model(name: str, *, trust_remote_code: bool = False, device: str | None
     """
     resolved = resolve_model_name(name)
     path = Path(resolved)
+    from sentune.ensemble import ENSEMBLE_FILE, load_ensemble
+
+    if (path / ENSEMBLE_FILE).is_file():  # a 'full ensemble' folder (sentune.ensemble)
+        return load_ensemble(path, lambda member: load_model(member, trust_remote_code=trust_remote_code, device=device))
     if path.exists():
         _refuse_pickle_only_folder(path)
     elif resolved.startswith((".", "/")) or os.sep in resolved and not _looks_like_hub_id(resolved):

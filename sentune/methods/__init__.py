@@ -49,4 +49,4 @@ def get_method(name: str) -> Method:
 
 def _load_builtin_methods() -> None:
     # Imported here, not at package import: importing sentune stays free of side effects.
-    from sentune.methods import bert_cf, bt, ct, mirror, mnrl, multitask, nli, sg, sts_regression  # noqa: F401
+    from sentune.methods import bert_cf, bt, ct, mirror, mnrl, multitask, nli, sed, sg, sts_regression  # noqa: F401

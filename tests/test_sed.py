@@ -1,0 +1,78 @@
+"""SED: the ensemble-target cache (correct, and reused: a second run computes nothing), the distillation
+loss against a naive reference, the learner's pooling, and the full ensemble as a model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from sentune.methods import sed
+
+from conftest import SENTENCES
+
+
+@pytest.fixture
+def members(tiny_st, tmp_path):
+    from sentune.build import save_atomic, with_pooling
+
+    paths = []
+    for seed in (0, 1):
+        model = with_pooling(tiny_st, "mean")
+        with torch.no_grad():
+            g = torch.Generator().manual_seed(seed)
+            for p in model[0].model.encoder.parameters():
+                p.add_(0.05 * torch.randn(p.shape, generator=g))
+        paths.append(str(save_atomic(model, tmp_path / f"member{seed}")))
+    return paths
+
+
+def test_targets_are_the_member_mean_and_cached(members, tmp_path, monkeypatch):
+    from sentence_transformers import SentenceTransformer
+
+    targets = sed.ensemble_targets(members, SENTENCES, tmp_path / "cache", show_progress=False)
+    expected = np.mean([SentenceTransformer(m, device="cpu").encode(SENTENCES, convert_to_numpy=True) for m in members], axis=0)
+    np.testing.assert_allclose(targets, expected, rtol=1e-4, atol=1e-5)
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("a cached run must not encode")
+
+    monkeypatch.setattr("sentune.encode.Encoder.encode_many", no_encoding)
+    again = sed.ensemble_targets(members, SENTENCES, tmp_path / "cache", show_progress=False)
+    np.testing.assert_array_equal(again, targets)
+
+
+def test_distillation_loss_matches_naive(tiny_st):
+    from sentune.build import with_pooling
+
+    model = with_pooling(tiny_st, "mean").eval()
+    targets = np.random.default_rng(0).normal(size=(4, 32)).astype(np.float32)
+    loss = sed.DistillationLoss(model, targets)
+    features = model.preprocess(SENTENCES[:2])
+    got = loss([dict(features)], torch.tensor([3, 1])).item()
+    with torch.no_grad():
+        out = model(dict(features))["sentence_embedding"].numpy()
+    assert got == pytest.approx(float(((out - targets[[3, 1]]) ** 2).mean()), rel=1e-5)
+
+
+def test_sed_training_and_full_ensemble(members, tiny_data_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.cli import main
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"method: sed\nmodel: {members[0]}\ntrain_data: wiki\nparams: {{members: {json.dumps(members)}, eval_layers: 2}}\n"
+                      "training: {batch_size: 8, max_steps: 4, eval_steps: 2, patience: 0, learning_rate: 2.0e-5, warmup_ratio: 0.1}\neval: {dev: STS-B-dev, tasks: STS-B}\n")
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--out", str(run), "--data", str(tiny_data_dir)]) == 0
+    modules = json.loads((run / "model" / "modules.json").read_text())
+    assert any("WeightedLayerPooling" in m["type"] for m in modules)  # learner saved with the last-two-layer mean
+    assert len(list((run / "cache").glob("sed-targets-*.npy"))) == 1
+    SentenceTransformer(str(run / "model"), device="cpu")
+
+    ensemble = tmp_path / "ensemble"
+    assert main(["ensemble", "--member", members[0], "--member", members[1], "--out", str(ensemble)]) == 0
+    assert main(["eval", "--model", str(ensemble), "--tasks", "STS-B", "--data", str(tiny_data_dir), "--out", str(tmp_path / "ens-eval"), "--quiet"]) == 0
+    assert "STS-B" in json.loads((tmp_path / "ens-eval" / "results.json").read_text())["runs"]["model"]["tasks"]
