@@ -78,6 +78,23 @@ def cmd_paraphrase(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pipeline(args: argparse.Namespace) -> int:
+    from sentune.pipeline import PipelineConfig, parse_stages, run_pipeline
+    from sentune.tasks.catalog import resolve_data_dir
+
+    overrides: dict[str, list[str]] = {}
+    for item in args.set:
+        stage, sep, override = item.partition(":")
+        if not sep or "=" not in override:
+            raise ValueError(f"--set {item!r}: expected STAGE:key=value, e.g. ct:training.max_steps=500")
+        overrides.setdefault(stage, []).append(override)
+    config = PipelineConfig(parse_stages(args.name), model=args.model, members=args.members, fit_on=args.fit_on, overrides=overrides)
+    out = Path(args.out or Path("runs") / args.name)
+    final = run_pipeline(config, out, data_dir=resolve_data_dir(args.data), command=_command_line())
+    print(f"pipeline {args.name}: final model {final}; every stage's results under {out}")
+    return 0
+
+
 def cmd_ensemble(args: argparse.Namespace) -> int:
     from sentune.ensemble import save_ensemble
 
@@ -198,6 +215,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_paraphrase)
+
+    p = sub.add_parser("pipeline", help="run composed stages, e.g. ct-sed-flow or nli-ct-sed-flow (resumable)")
+    p.add_argument("name", help="stages joined by '-': nli, ct, sts, sg-opt, mirror, simcse, sed, flow, whiten")
+    p.add_argument("--model", default="default")
+    p.add_argument("--members", type=int, default=5, help="SED ensemble size (the paper: 10)")
+    p.add_argument("--fit-on", default="wiki", help="sentence set for flow / whitening stages")
+    p.add_argument("--set", action="append", default=[], metavar="STAGE:key=value", help="recipe override for one stage (sed-learner for the learner); repeatable")
+    p.add_argument("--data")
+    p.add_argument("--out")
+    p.set_defaults(func=cmd_pipeline)
 
     p = sub.add_parser("ensemble", help="make a 'full ensemble' model folder: the average of several models' embeddings")
     p.add_argument("--member", action="append", required=True, help="a member model folder; repeat")
