@@ -13,7 +13,7 @@ from sentune.recipe import RECIPE_DIR, load_recipe
 
 get_method("sg")  # loads the built-in methods
 RECIPES = sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
-TRAINABLE_ON_SENTENCES = ["sg", "sg-opt", "simcse", "mirror", "mirror-char", "flow-joint", "st-mnrl"]
+TRAINABLE_ON_SENTENCES = ["sg", "sg-opt", "simcse", "mirror", "mirror-char", "flow-joint", "st-mnrl", "st-ct"]
 
 
 @pytest.mark.parametrize("name", RECIPES)
@@ -38,12 +38,12 @@ def test_every_method_is_covered_by_a_training_test():
     assert set(METHODS) <= covered, f"methods without a training test: {set(METHODS) - covered}"
 
 
-@pytest.mark.parametrize("method", ["sg", "st-mnrl"])
+@pytest.mark.parametrize("method", ["sg", "st-mnrl", "st-ct"])
 def test_methods_not_trained_elsewhere(method, tiny_model_dir, tiny_data_dir, tmp_path):
     from sentune.cli import main
 
     recipe = tmp_path / "r.yaml"
     recipe.write_text(f"method: {method}\nmodel: {tiny_model_dir}\ntrain_data: wiki\nparams: {{{'head_hidden: 16' if method == 'sg' else ''}}}\n"
-                      "training: {batch_size: 8, max_steps: 4, eval_steps: 2, patience: 0}\neval: {dev: STS-B-dev, tasks: STS-B}\n")
+                      "training: {batch_size: 16, max_steps: 4, eval_steps: 2, patience: 0}\neval: {dev: STS-B-dev, tasks: STS-B}\n")
     assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]) == 0
     assert "STS-B" in json.loads((tmp_path / "run" / "results.json").read_text())["runs"]["model"]["tasks"]

@@ -111,3 +111,15 @@ def keep_better_tower(model, loss: ContrastiveTensionLoss, data_dir):
 
 register(Method("ct", build_ct_loss, pooling="mean", columns=("sentence_a", "sentence_b", "label"), citation=CITATION,
                          make_columns=make_columns, finalize=keep_better_tower, ordered_batches=True))
+
+
+def build_st_ct_loss(model, *, train_sentences, cache_dir, paraphrases=None):
+    """sentence-transformers' own ContrastiveTensionLoss (sum-reduced BCE, dropout as the trainer leaves
+    it, the second tower `model2` = the model kept), on the same rows, for the side-by-side comparison."""
+    from sentence_transformers.losses import ContrastiveTensionLoss as LibraryContrastiveTensionLoss
+
+    return LibraryContrastiveTensionLoss(model)
+
+
+register(Method("st-ct", build_st_ct_loss, pooling="mean", columns=("sentence_a", "sentence_b", "label"),
+                citation=CITATION, make_columns=make_columns, ordered_batches=True))
