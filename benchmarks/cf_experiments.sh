@@ -2,17 +2,8 @@
 # Seed 002 on the default model: every run behind benchmarks/results/cf.md, resumable (a finished run is
 # skipped, an interrupted one resumed). CPU scale (2000 steps per contrastive stage). Run again to continue.
 set -euo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck disable=SC1091
-. "$repo/scripts/setup.sh"
-cd "$repo"
-runs=benchmarks/runs
-run() {
-  local name=$1; shift
-  local out="$runs/$name"
-  if [ -f "$out/results.json" ]; then echo "skip $name (done)"; return; fi
-  if [ -d "$out/checkpoints" ]; then sentune train "$@" --out "$out" --resume; else sentune train "$@" --out "$out"; fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # Flow on the untuned model, fitted on the target sentences, 3 seeds, next to the same pooling without it.
 [ -f "$runs/cf-flow-target/results.json" ] || sentune eval --model default --pooling mean,first-last --flow per-task:1 --flow per-task:2 --flow per-task:3 --tasks sts --out "$runs/cf-flow-target" --quiet
 # Table 1: SimCSE, Mirror, BERT-CF (Mirror → flow-joint), and the library's MNRL side by side with our SimCSE.

@@ -4,18 +4,8 @@
 # run on 2 CPU cores, so this spans sessions: run it again to continue. Then render:
 #   python benchmarks/render_seeds.py benchmarks/runs/sg-opt-s{1,2,3} ... --title ... --out ...
 set -euo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck disable=SC1091
-. "$repo/scripts/setup.sh"
-cd "$repo"
-runs=benchmarks/runs
-
-run() {
-  local name=$1; shift
-  local out="$runs/$name"
-  if [ -f "$out/results.json" ]; then echo "skip $name (done)"; return; fi
-  if [ -d "$out/checkpoints" ]; then sentune train "$@" --out "$out" --resume; else sentune train "$@" --out "$out"; fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Table 1: SG-OPT and SG, 3 seeds each (trained on all STS-B sentences, no labels).
 for seed in 1 2 3; do run "sg-opt-s$seed" 001-sg-opt "training.seed=$seed"; done

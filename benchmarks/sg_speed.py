@@ -23,6 +23,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from common import emit  # noqa: E402  (benchmarks/common.py)
+
 CONFIGS = [
     ("two-model loop, with dev evaluation", ["params.cached_views=false"]),
     ("cached views, with dev evaluation", ["params.cached_views=true"]),
@@ -76,10 +78,7 @@ def main() -> None:
     lines += [f"| {r[0]} | `{' '.join(r[1])}` | {r[2]:.1f} | {r[3]:.3f} | {r[4]:.0f} | {r[5]:.0f} |" for r in rows]
     lines += ["", f"Cached / two-model (with evaluation): **{cached / two_model:.3f}** (target ≤ 0.75); "
               f"without evaluation: **{rows[3][2] / rows[2][2]:.3f}**."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

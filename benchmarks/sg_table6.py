@@ -18,17 +18,13 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from common import emit, timed  # noqa: E402  (benchmarks/common.py)
+
 from sentune.data.corpora import load_sentences
 from sentune.encode import Encoder
 from sentune.models import load_model
 from sentune.postprocess.whitening import Whitening
 from sentune.tasks.catalog import load_task, resolve_data_dir, select_tasks
-
-
-def timed(fn):
-    start = time.perf_counter()
-    value = fn()
-    return time.perf_counter() - start, value
 
 
 def main() -> None:
@@ -72,10 +68,7 @@ def main() -> None:
     ]
     lines += [f"| {name} | {train:.1f} | {inference:.2f} |" for name, train, inference in rows]
     lines += ["", "SG-OPT's training time includes its periodic dev evaluations and the one-off view cache."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from common import emit, timed  # noqa: E402  (benchmarks/common.py)
+
 import numpy as np
 import torch
 
@@ -38,12 +40,6 @@ def naive_sts(model, tasks, data_dir):
             subsets[name] = (a, b, np.array([p.score for p in pairs]))
         out[spec.name] = evaluate_sts(subsets)["all"]["spearman"]
     return out
-
-
-def timed(fn):
-    start = time.perf_counter()
-    value = fn()
-    return time.perf_counter() - start, value
 
 
 def main() -> None:
@@ -107,10 +103,7 @@ def main() -> None:
         f"7-task average ('all' Spearman): naive {np.mean(list(naive_scores.values())):.2f}, sentune fp32 "
         f"{np.mean(list(scores(ours).values())):.2f}, bf16 {np.mean(list(scores(ours_bf16).values())):.2f}.",
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -159,3 +159,19 @@ def write_tiny_data_dir(root: Path, n: int = 24, seed: int = 0) -> Path:
 @pytest.fixture(scope="session")
 def tiny_data_dir(tmp_path_factory) -> Path:
     return write_tiny_data_dir(tmp_path_factory.mktemp("tiny-data"))
+
+
+def train_tiny(tmp_path: Path, method: str, model: str | Path, data_dir: Path, *, train_data: str = "wiki", params: dict | None = None,
+               training: dict | None = None, tasks: str = "STS-B") -> Path:
+    """Write a tiny recipe and train it through the CLI; returns the run folder (asserts success)."""
+    import json
+
+    from sentune.cli import main
+
+    settings = {"batch_size": 8, "max_steps": 4, "eval_steps": 2, "patience": 0, **(training or {})}
+    recipe = tmp_path / f"{method}.yaml"
+    recipe.write_text(json.dumps({"method": method, "model": str(model), "train_data": train_data, "params": params or {},
+                                  "training": settings, "eval": {"dev": "STS-B-dev", "tasks": tasks}}))
+    run = tmp_path / f"run-{method}"
+    assert main(["train", str(recipe), "--out", str(run), "--data", str(data_dir)]) == 0
+    return run

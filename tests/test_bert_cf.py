@@ -34,15 +34,12 @@ def test_joint_loss_parts_and_gradients(tiny_st):
 def test_flow_joint_training_saves_plain_model(tiny_model_dir, tiny_data_dir, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from sentune.cli import main
     from sentune.evaluate import evaluate
     from sentune.tasks.catalog import select_tasks
 
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"method: flow-joint\nmodel: {tiny_model_dir}\ntrain_data: wiki\nparams: {{hidden: 8}}\n"
-                      "training: {batch_size: 8, max_steps: 6, eval_steps: 3, patience: 0, learning_rate: 3.0e-4}\neval: {dev: STS-B-dev, tasks: STS-B}\n")
-    run = tmp_path / "run"
-    assert main(["train", str(recipe), "--out", str(run), "--data", str(tiny_data_dir)]) == 0
+    from conftest import train_tiny
+
+    run = train_tiny(tmp_path, "flow-joint", tiny_model_dir, tiny_data_dir, params={"hidden": 8}, training={"max_steps": 6, "eval_steps": 3, "learning_rate": 3e-4})
     modules = json.loads((run / "model" / "modules.json").read_text())
     assert all(m["type"].startswith("sentence_transformers.") for m in modules) and sum("Dense" in m["type"] for m in modules) == 7  # 2 per coupling + 1 final affine
     model = SentenceTransformer(str(run / "model"), device="cpu")

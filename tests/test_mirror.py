@@ -55,11 +55,8 @@ def test_character_masking_as_original():
 
 @pytest.mark.parametrize("method", ["simcse", "mirror", "mirror-char"])
 def test_tiny_training_runs(method, tiny_model_dir, tiny_data_dir, tmp_path):
-    from sentune.cli import main
+    from conftest import train_tiny
 
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"method: {method}\nmodel: {tiny_model_dir}\ntrain_data: wiki\n"
-                      "training: {batch_size: 8, max_steps: 4, eval_steps: 2, patience: 0}\neval: {dev: STS-B-dev, tasks: STS-B}\n")
-    assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]) == 0
-    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    run = train_tiny(tmp_path, method, tiny_model_dir, tiny_data_dir)
+    results = json.loads((run / "results.json").read_text())
     assert np.isfinite(results["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"])

@@ -40,10 +40,8 @@ def test_every_method_is_covered_by_a_training_test():
 
 @pytest.mark.parametrize("method", ["sg", "st-mnrl", "st-ct"])
 def test_methods_not_trained_elsewhere(method, tiny_model_dir, tiny_data_dir, tmp_path):
-    from sentune.cli import main
+    from conftest import train_tiny
 
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"method: {method}\nmodel: {tiny_model_dir}\ntrain_data: wiki\nparams: {{{'head_hidden: 16' if method == 'sg' else ''}}}\n"
-                      "training: {batch_size: 16, max_steps: 4, eval_steps: 2, patience: 0}\neval: {dev: STS-B-dev, tasks: STS-B}\n")
-    assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]) == 0
-    assert "STS-B" in json.loads((tmp_path / "run" / "results.json").read_text())["runs"]["model"]["tasks"]
+    params = {"head_hidden": 16} if method == "sg" else {}
+    run = train_tiny(tmp_path, method, tiny_model_dir, tiny_data_dir, params=params, training={"batch_size": 16})
+    assert "STS-B" in json.loads((run / "results.json").read_text())["runs"]["model"]["tasks"]

@@ -62,11 +62,9 @@ def test_sed_training_and_full_ensemble(members, tiny_data_dir, tmp_path):
 
     from sentune.cli import main
 
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"method: sed\nmodel: {members[0]}\ntrain_data: wiki\nparams: {{members: {json.dumps(members)}, eval_layers: 2}}\n"
-                      "training: {batch_size: 8, max_steps: 4, eval_steps: 2, patience: 0, learning_rate: 2.0e-5, warmup_ratio: 0.1}\neval: {dev: STS-B-dev, tasks: STS-B}\n")
-    run = tmp_path / "run"
-    assert main(["train", str(recipe), "--out", str(run), "--data", str(tiny_data_dir)]) == 0
+    from conftest import train_tiny
+
+    run = train_tiny(tmp_path, "sed", members[0], tiny_data_dir, params={"members": members, "eval_layers": 2}, training={"learning_rate": 2e-5, "warmup_ratio": 0.1})
     modules = json.loads((run / "model" / "modules.json").read_text())
     assert any("WeightedLayerPooling" in m["type"] for m in modules)  # learner saved with the last-two-layer mean
     assert len(list((run / "cache").glob("sed-targets-*.npy"))) == 1

@@ -14,7 +14,6 @@ full-ensemble row of Table 3.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sentune.cache import cached_array
 from sentune.methods import Method, register
 
 logger = logging.getLogger(__name__)
@@ -42,24 +42,15 @@ def ensemble_targets(members: list[str], sentences: list[str], cache_dir: Path |
     from sentune.encode import Encoder
     from sentune.models import load_model
 
+    def compute() -> np.ndarray:
+        total = None
+        for member in members:
+            vectors = Encoder(with_pooling(load_model(member), "mean"), "model", show_progress=show_progress).encode(sentences).astype(np.float64)
+            total = vectors if total is None else total + vectors
+        return (total / len(members)).astype(np.float32)
+
     key = _targets_key(members, sentences)
-    path = Path(cache_dir) / f"sed-targets-{key}.npy" if cache_dir else None
-    if path is not None and path.exists():
-        logger.info("reusing cached ensemble targets %s", path)
-        return np.load(path, mmap_mode="r")
-    total = None
-    for member in members:
-        vectors = Encoder(with_pooling(load_model(member), "mean"), "model", show_progress=show_progress).encode(sentences).astype(np.float64)
-        total = vectors if total is None else total + vectors
-    targets = (total / len(members)).astype(np.float32)
-    if path is None:
-        return targets
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as handle:
-        np.save(handle, targets)
-    tmp.rename(path)
-    return np.load(path, mmap_mode="r")
+    return cached_array(Path(cache_dir) / f"sed-targets-{key}.npy" if cache_dir else None, compute)
 
 
 def _targets_key(members: list[str], sentences: list[str]) -> str:
@@ -109,10 +100,6 @@ def learner_pooling(model, loss, data_dir=None):
     if layers not in (1, 2, 3):
         raise ValueError(f"eval_layers must be 1, 2 or 3, got {layers}")
     return with_pooling(model, "mean" if layers == 1 else f"last{layers}")
-
-
-def describe_members(members: list[str]) -> str:
-    return json.dumps(members)
 
 
 register(Method("sed", build_sed_loss, pooling="mean", columns=("sentence", "label"), citation=CITATION, finalize=learner_pooling))

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sentune.cache import cached_array
 from sentune.methods import Method, register
 
 logger = logging.getLogger(__name__)
@@ -197,21 +198,13 @@ def compute_views(model, sentences: list[str], layers: list[int], view_pooling: 
     from sentune.encode import Encoder
 
     key = _views_key(model, sentences, layers, view_pooling)
-    path = Path(cache_dir) / f"sg-views-{key}.npy" if cache_dir else None
-    if path is not None and path.exists():
-        logger.info("reusing cached views %s", path)
-        return np.load(path, mmap_mode="r")
-    names = [f"layer{k}-{view_pooling}" for k in layers]
-    vectors = Encoder(model, names, show_progress=show_progress).encode_many(sentences)
-    views = np.stack([vectors[f"layer{k}-{view_pooling}"] for k in layers], axis=1).astype(np.float32)
-    if path is None:
-        return views
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as handle:
-        np.save(handle, views)
-    tmp.rename(path)
-    return np.load(path, mmap_mode="r")
+
+    def compute() -> np.ndarray:
+        names = [f"layer{k}-{view_pooling}" for k in layers]
+        vectors = Encoder(model, names, show_progress=show_progress).encode_many(sentences)
+        return np.stack([vectors[f"layer{k}-{view_pooling}"] for k in layers], axis=1).astype(np.float32)
+
+    return cached_array(Path(cache_dir) / f"sg-views-{key}.npy" if cache_dir else None, compute)
 
 
 def _views_key(model, sentences, layers, view_pooling) -> str:
