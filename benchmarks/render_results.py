@@ -9,6 +9,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from sentune.results import render_markdown
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -22,8 +24,8 @@ def main() -> None:
     for figure in args.figure:
         parts += [f"![{Path(figure).stem}]({figure})", ""]
     for folder in map(Path, args.runs):
-        if (folder / "results.md").is_file():
-            text = (folder / "results.md").read_text(encoding="utf-8")
+        if (folder / "results.json").is_file():
+            text = render_markdown(json.loads((folder / "results.json").read_text(encoding="utf-8")))
             parts += [text.replace("\n# ", "\n## ").replace("\n## ", "\n### ").replace("# Evaluation", "## Evaluation", 1), ""]
         if (folder / "layerwise.json").is_file():
             result = json.loads((folder / "layerwise.json").read_text(encoding="utf-8"))

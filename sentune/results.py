@@ -30,6 +30,13 @@ def save_results(results: dict, out_dir: Path, command: str | None = None) -> tu
     return json_path, md_path
 
 
+def display_path(path: str) -> str:
+    """A path as a reader of the committed page should see it: relative to the working folder when it is
+    close by (../shared/data), never this machine's absolute layout."""
+    relative = os.path.relpath(path)
+    return relative if relative.count("..") <= 2 else os.path.basename(path)
+
+
 def _fmt(value) -> str:
     return "—" if value is None else f"{value:.2f}"
 
@@ -102,7 +109,7 @@ def render_markdown(results: dict) -> str:
     if meta.get("command"):
         parts += ["Command:", "", "```", meta["command"], "```", ""]
     parts += [
-        f"Date: {meta['date']} · sentune {meta['sentune_version']} · data `{meta['data_dir']}` · "
+        f"Date: {meta['date']} · sentune {meta['sentune_version']} · data `{display_path(meta['data_dir'])}` · "
         f"{meta['n_unique_sentences']} unique of {meta['n_sentences']} sentences encoded in {meta['encode_seconds']:.1f} s"
         + (f" · {meta['n_truncated']} truncated at {meta['max_seq_length']} tokens" if meta.get("n_truncated") else "")
         + (f" · precision {meta['precision']}" if meta.get("precision", "fp32") != "fp32" else ""),
