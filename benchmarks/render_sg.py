@@ -33,7 +33,7 @@ HEADER = "| method | runs | " + " | ".join(STS7) + " | avg |\n|" + "---|" * (len
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", default="benchmarks/runs")
+    parser.add_argument("--runs", default="benchmarks/results/runs", help="kept run results (benchmarks/lib.sh keep)")
     parser.add_argument("--out", default="benchmarks/results/sg.md")
     args = parser.parse_args()
     runs = Path(args.runs)

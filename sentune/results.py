@@ -132,7 +132,7 @@ def render_markdown(results: dict) -> str:
     if au:
         rows = [[n, f"{v['alignment']:.3f}", f"{v['uniformity']:.3f}", v["pairs"]] for n, v in au.items()]
         parts += ["## Alignment and uniformity (lower is better)", "", _table(["run", "alignment", "uniformity", "pairs"], rows), ""]
-    parts += ["## Per-subset Spearman ×100", ""]
+    subset_parts: list[str] = []
     for run_name, run in runs.items():
         rows = []
         for task, result in run["tasks"].items():
@@ -140,5 +140,7 @@ def render_markdown(results: dict) -> str:
                 if len(result["subsets"]) > 1:
                     rows.append([task, subset, str(r["n"]), _fmt(r["spearman"]), _fmt(r["pearson"])])
         if rows:
-            parts += [f"### {run_name}", "", _table(["task", "subset", "pairs", "Spearman", "Pearson"], rows), ""]
+            subset_parts += [f"### {run_name}", "", _table(["task", "subset", "pairs", "Spearman", "Pearson"], rows), ""]
+    if subset_parts:
+        parts += ["## Per-subset Spearman ×100", "", *subset_parts]
     return "\n".join(parts)
