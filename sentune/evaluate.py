@@ -20,7 +20,7 @@ from sentune.encode import Encoder
 from sentune.ensemble import Ensemble
 from sentune.postprocess.flow import Flow
 from sentune.postprocess.whitening import Whitening
-from sentune.results import averaged_sts_tasks
+from sentune.results import averaged_sts_tasks, display_path
 from sentune.tasks.alignment import alignment_uniformity
 from sentune.tasks.catalog import TaskSpec, load_task, sentences_of
 from sentune.tasks.relatedness import evaluate_relatedness
@@ -185,7 +185,7 @@ def evaluate(
         "poolings": list(encoder.pooling_names),
         "postprocess": [w.label for w in postprocess],
         "transfer_preset": preset if any(t.kind != "sts" for t in tasks) else None,
-        "data_dir": str(data_dir),
+        "data_dir": display_path(str(data_dir)),
         "n_sentences": len(all_sentences),
         "n_unique_sentences": len(dict.fromkeys(all_sentences)),
         "n_truncated": len(encoder.truncated_indices),
