@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from sentune.layerwise import plot_layerwise
-from sentune.results import relatedness_table, sts_summary_table, transfer_table, write_atomic
+from sentune.results import STS7, relatedness_table, sts_summary_table, transfer_table, write_atomic
 
 
 def _load(folder: Path) -> tuple[dict | None, dict | None]:
@@ -29,7 +29,9 @@ def _sts_average_plot(entries: list[tuple[str, dict]], path: Path) -> Path | Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    bars = [(f"{label} · {run}", r["summary"]["avg_all_spearman"]) for label, res in entries for run, r in res["runs"].items() if "avg_all_spearman" in r["summary"]]
+    # Only runs averaged over the 7 standard STS tasks are comparable on one axis.
+    bars = [(f"{label} · {run}", r["summary"]["avg_all_spearman"]) for label, res in entries for run, r in res["runs"].items()
+            if "avg_all_spearman" in r["summary"] and tuple(r["summary"].get("sts_tasks", ())) == STS7]
     if not bars:
         return None
     bars.sort(key=lambda b: b[1])
@@ -37,7 +39,7 @@ def _sts_average_plot(entries: list[tuple[str, dict]], path: Path) -> Path | Non
     ax.barh([b[0] for b in bars], [b[1] for b in bars], color="#4c72b0")
     for y, (_, value) in enumerate(bars):
         ax.text(value, y, f" {value:.2f}", va="center", fontsize=8)
-    ax.set_xlabel("STS average, Spearman ×100 ('all')")
+    ax.set_xlabel("average of the 7 STS tasks, Spearman ×100 ('all')")
     ax.set_xlim(min(0, min(b[1] for b in bars)), max(b[1] for b in bars) * 1.12)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
