@@ -76,6 +76,8 @@ def save_atomic(model: SentenceTransformer, out: Path, readme_extra: str | None 
     `readme_extra` is appended to the model card (README.md) before the folder becomes visible."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out.parent.glob(f".{out.name}.tmp*"):  # left by a save that was killed
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp"))
     try:
         model.save(str(tmp))

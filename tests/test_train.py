@@ -88,7 +88,7 @@ def test_resume_after_kill_matches_uninterrupted_run(recipe_file, tmp_path, env)
 
     killed = tmp_path / "killed"
     proc = _train([str(recipe_file), "--out", str(killed)], tmp_path, env)
-    target = random.Random().choice([10, 20, 30])
+    target = random.Random().choice([10, 20])  # leaves steps to run, even on a loaded machine
     deadline = time.time() + 240
     while not (killed / "checkpoints" / f"checkpoint-{target}" / "COMPLETE").exists():
         assert proc.poll() is None and time.time() < deadline, "training ended before it could be killed"
@@ -96,10 +96,11 @@ def test_resume_after_kill_matches_uninterrupted_run(recipe_file, tmp_path, env)
     time.sleep(random.uniform(0, 0.5))  # sometimes mid-step, sometimes mid-save
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert not (killed / "model").exists() and not list(killed.glob(".model*"))
+    assert not (killed / "model").exists(), "a model folder must only appear once complete"
 
     resumed = _train([str(recipe_file), "--out", str(killed), "--resume"], tmp_path, env)
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
+    assert not list(killed.glob(".model*")), "no temporary folder may be left behind"
     a, b = json.loads((straight / "results.json").read_text()), json.loads((killed / "results.json").read_text())
     assert a["meta"]["best_checkpoint"] == b["meta"]["best_checkpoint"]
     assert a["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] == pytest.approx(b["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"], abs=1e-9)
