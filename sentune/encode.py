@@ -77,8 +77,8 @@ class Encoder:
 
     @property
     def hf_model(self):
-        first = self.model[0]
-        return getattr(first, "model", None) if hasattr(first, "model") else getattr(first, "auto_model", None)
+        """The Hugging Face model inside the first (Transformer) module, or None for other encoders."""
+        return getattr(self.model[0], "model", None)
 
     @property
     def pooling_names(self) -> list[str]:
