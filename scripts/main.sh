@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: set up what is missing, train SG-OPT (seed 001, recipe 001-sg-opt) on the default model
 # (all-MiniLM-L6-v2) with every STS-B sentence, select the checkpoint on STS-B dev, evaluate it on the 7
-# STS tasks and print the table. About 15 minutes on 2 CPU cores. The run folder is runs/main-sg-opt/
+# STS tasks and print the table. About 10 minutes on 2 CPU cores. The run folder is runs/main-sg-opt/
 # (model/, results.md); re-running after an interruption resumes it. Extra arguments are recipe
 # overrides, e.g. training.seed=2.
 set -euo pipefail
