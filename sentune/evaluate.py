@@ -125,13 +125,15 @@ def evaluate(
     show_progress: bool = True,
     model_name: str | None = None,
     precision: str = "fp32",
+    examples: dict[str, dict[str, list]] | None = None,
 ) -> dict:
     """Returns {"meta": ..., "runs": {run_name: {"tasks": ..., "summary": ...}}}; one run per pooling
     and per (pooling, post-processor) combination."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose {', '.join(PRESETS)}")
     started = time.perf_counter()
-    examples = {spec.name: load_task(spec, data_dir) for spec in tasks}
+    # Callers that evaluate repeatedly (the trainer's dev evaluation) pass the examples they loaded once.
+    examples = examples or {spec.name: load_task(spec, data_dir) for spec in tasks}
     sentences, sources = [], []
     for name in examples:
         for text, source in sentences_of(examples[name]):

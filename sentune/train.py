@@ -33,7 +33,7 @@ from sentune.methods import get_method
 from sentune.models import load_model
 from sentune.recipe import Recipe
 from sentune.results import save_results, write_atomic
-from sentune.tasks.catalog import select_tasks
+from sentune.tasks.catalog import load_task, select_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +51,12 @@ class DevEvaluator(SentenceEvaluator):
     def __init__(self, task: str, data_dir: Path) -> None:
         super().__init__()
         self.task, self.data_dir = select_tasks(task)[0], data_dir
+        self.examples = {self.task.name: load_task(self.task, data_dir)}  # read once, not every N steps
         self.name = self.task.name.lower()
         self.primary_metric = f"{self.name}_spearman"
 
     def __call__(self, model, output_path=None, epoch=-1, steps=-1) -> dict[str, float]:
-        result = evaluate(model, [self.task], self.data_dir, poolings=["model"], show_progress=False)
+        result = evaluate(model, [self.task], self.data_dir, poolings=["model"], show_progress=False, examples=self.examples)
         score = result["runs"]["model"]["tasks"][self.task.name]["all"]["spearman"]
         return {self.primary_metric: score}
 
