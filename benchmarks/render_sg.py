@@ -28,6 +28,55 @@ def _row(label: str, runs: list[dict], run_key: str = "model") -> str:
     return f"| {label} | {len(runs)} | " + " | ".join(cells) + f" | **{avg.mean():.2f}**" + (f" ± {std(avg):.2f}" if len(runs) > 1 else "") + " |"
 
 
+TRANSFER7 = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
+
+
+def _transfer_row(label: str, run: dict) -> str:
+    accs = [run["tasks"][t]["acc"] for t in TRANSFER7]
+    return f"| {label} | " + " | ".join(f"{a:.2f}" for a in accs) + f" | **{np.mean(accs):.2f}** |"
+
+
+def _table4(runs: Path, *, baselines_transfer: dict | None, a3: dict | None, missing: list[str]) -> list[str]:
+    """Seed 001 Table 4: SentEval transfer of SG-OPT in the A.3 variant next to untuned mean and WK."""
+    if not (baselines_transfer and a3):
+        missing.extend(n for n, r in (("baselines-transfer-fast", baselines_transfer), ("sg-opt-a3", a3)) if not r)
+        return []
+    preset = a3["meta"].get("transfer_preset") or "fast"
+    out = ["## Table 4: SentEval transfer (accuracy; MRPC accuracy)", "",
+           f"Logistic regression, `{preset}` preset for SG-OPT, `fast` for the baselines. SG-OPT here is the A.3 variant: "
+           "trained on the NLI sentences, mean-pooled views, hidden states 0-3 (embeddings and the lower layers) left out.", "",
+           "| method | " + " | ".join(TRANSFER7) + " | avg |", "|" + "---|" * (len(TRANSFER7) + 2)]
+    for key, label in (("mean", "no tuning, mean"), ("wk", "no tuning, WK"), ("cls", "no tuning, [CLS]")):
+        out.append(_transfer_row(label, baselines_transfer["runs"][key]))
+    out += [_transfer_row("SG-OPT (A.3)", a3["runs"]["model"]), ""]
+    return out
+
+
+def _multilingual(runs: Path, missing: list[str]) -> list[str]:
+    """Seed 001 Tables 2-3 run with the English default model (no multilingual model is available here)."""
+    base, sg = _load(runs / "baselines-relatedness-multilingual"), _load(runs / "sg-opt-s1-multilingual")
+    if not (base and sg):
+        missing.extend(n for n, r in (("baselines-relatedness-multilingual", base), ("sg-opt-s1-multilingual", sg)) if not r)
+        return []
+    tasks = [t for t in sg["runs"]["model"]["tasks"] if t.startswith("STS17")]
+    out = ["## Tables 2-3: multilingual STS 2017 (Spearman ×100)", "",
+           "The paper uses multilingual BERT; no multilingual model is available offline here, so this runs the English "
+           "default model and its SG-OPT (seed 1) on the multilingual sets: it measures how the English training transfers, "
+           "not the paper's setting.", "", "| method | " + " | ".join(tasks) + " |", "|" + "---|" * (len(tasks) + 1)]
+    for label, run in (("no tuning, [CLS]", base["runs"]["cls"]), ("no tuning, mean", base["runs"]["mean"]), ("SG-OPT (seed 1)", sg["runs"]["model"])):
+        out.append(f"| {label} | " + " | ".join(f"{run['tasks'][t]['all']['spearman']:.2f}" for t in tasks) + " |")
+    return out + [""]
+
+
+def _figures(results_dir: Path) -> list[str]:
+    out = []
+    for path, caption in (("sg-report/layerwise.png", "Figure 1: STS-B Spearman of every hidden state under [CLS], mean and max token pooling, untuned (left) vs SG-OPT seed 1 (right)"),
+                          ("sg-figures/tsne.png", "Figure 5: t-SNE of 20 positive (gold 5) and 20 negative (gold 0) STS-B dev pairs, untuned vs SG-OPT (seed 1)")):
+        if (results_dir / path).is_file():
+            out += [f"![{caption}]({path})", "", caption + ".", ""]
+    return out
+
+
 HEADER = "| method | runs | " + " | ".join(STS7) + " | avg |\n|" + "---|" * (len(STS7) + 3)
 
 
@@ -94,6 +143,10 @@ def main() -> None:
     else:
         missing.append("sg-opt-nli")
 
+    parts += _table4(runs, baselines_transfer=_load(runs / "baselines-transfer-fast"), a3=_load(runs / "sg-opt-a3"), missing=missing)
+    parts += _multilingual(runs, missing)
+    parts += _figures(Path(args.out).parent)
+
     for extra in ("sg_table6.md", "sg_speed.md"):
         path = Path(args.out).parent / extra
         if path.is_file():
@@ -101,7 +154,8 @@ def main() -> None:
     parts += ["## Commands of the runs", ""]
     for folder in sorted(runs.glob("*")):
         result = _load(folder)
-        if result and result["meta"].get("recipe"):
+        # This page's runs only: the seed-001 recipes and the evaluations of their models.
+        if result and ((result["meta"].get("recipe") or {}).get("name", "").startswith("001-") or folder.name.startswith("sg-")):
             parts.append(f"- `{result['meta'].get('command')}` ({result['meta']['date']})")
     if missing:
         parts += ["", "Not measured yet (run `bash benchmarks/sg_experiments.sh` to continue): " + ", ".join(sorted(set(missing)))]

@@ -2,7 +2,7 @@
 # Seed 001 on the default model: every training run behind benchmarks/results/sg.md, resumable.
 # A run whose results.json exists is skipped; one with checkpoints is resumed. About 10-15 minutes per
 # run on 2 CPU cores, so this spans sessions: run it again to continue. Then render:
-#   python benchmarks/render_seeds.py benchmarks/runs/sg-opt-s{1,2,3} ... --title ... --out ...
+# benchmarks/results/sg.md is rendered at the end from the kept results.
 set -euo pipefail
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -21,3 +21,14 @@ run ablation-nohead 001-sg-opt params.head_hidden=null
 run sg-opt-nli 001-sg-opt train_data=nli
 # Table 4 (A.3 variant): NLI sentences, mean-pooled views, lower layers left out.
 run sg-opt-a3 001-sg-opt train_data=nli params.view_pooling=mean "params.layers=[4,5,6]" eval.tasks=sts,transfer
+
+# Tables 2-3 (multilingual STS, English default model), Figure 1 and Figure 5 for SG-OPT seed 1.
+sg=$runs/sg-opt-s1/model
+[ -f "$kept/sg-opt-s1-multilingual/results.json" ] || sentune eval --model "$sg" --tasks multilingual,relatedness --quiet --out "$kept/sg-opt-s1-multilingual"
+[ -f "$kept/layerwise-sg-opt-s1/layerwise.json" ] || sentune layerwise --model "$sg" --task STS-B --quiet --out "$kept/layerwise-sg-opt-s1"
+[ -f benchmarks/results/sg-figures/tsne.png ] || sentune tsne --model default --model "$sg" --out benchmarks/results/sg-figures
+sentune report "$kept/layerwise-default" "$kept/layerwise-sg-opt-s1" --out benchmarks/results/sg-report
+# Table 6 and the speed of the cached-view path (each measured in one run of its script).
+[ -f benchmarks/results/sg_table6.md ] || python benchmarks/sg_table6.py --sg-run "$runs/sg-opt-s1" --out benchmarks/results/sg_table6.md
+[ -f benchmarks/results/sg_speed.md ] || python benchmarks/sg_speed.py --out benchmarks/results/sg_speed.md
+python benchmarks/render_sg.py

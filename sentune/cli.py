@@ -152,6 +152,20 @@ def cmd_tsne(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pairs(args: argparse.Namespace) -> int:
+    from sentune.models import load_model
+    from sentune.pairs import pair_cosines, save_pairs
+    from sentune.tasks.catalog import resolve_data_dir
+
+    labels = args.label or []
+    if labels and len(labels) != len(args.model):
+        raise SystemExit(f"--label given {len(labels)} times for {len(args.model)} --model options: give one label per model or none")
+    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, labels or args.model)]
+    record = pair_cosines(models, args.task, resolve_data_dir(args.data), count=args.pairs, seed=args.seed)
+    print(f"wrote {save_pairs(record, Path(args.out))}")
+    return 0
+
+
 def cmd_data_check(args: argparse.Namespace) -> int:
     from sentune.data.check import check_data_dir
 
@@ -273,6 +287,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--trust-remote-code", action="store_true")
     p.set_defaults(func=cmd_tsne)
+
+    p = sub.add_parser("pairs", help="sentence pairs of an STS task with each model's cosine and the gold score (seed 002, Tables 3-6)")
+    p.add_argument("--model", action="append", required=True, help="repeat: one cosine column per model")
+    p.add_argument("--label", action="append", help="column name per --model (default: the model argument)")
+    p.add_argument("--task", default="STS13")
+    p.add_argument("--pairs", type=int, default=8, help="number of pairs, stratified by gold score")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data")
+    p.add_argument("--out", required=True)
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.set_defaults(func=cmd_pairs)
 
     data = sub.add_parser("data", help="check or download a data directory").add_subparsers(dest="data_command", required=True)
     p = data.add_parser("check", help="validate a data directory: files, counts, sha256 against SHA256SUMS")

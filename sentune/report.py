@@ -12,14 +12,15 @@ import re
 from pathlib import Path
 
 from sentune.layerwise import plot_layerwise
+from sentune.pairs import pairs_markdown
 from sentune.results import STS7, relatedness_table, sts_summary_table, transfer_table, write_atomic
 
 
 def _load(folder: Path) -> tuple[dict | None, dict | None]:
     results = folder / "results.json"
     layers = folder / "layerwise.json"
-    if not results.is_file() and not layers.is_file():
-        raise FileNotFoundError(f"{folder}: no results.json or layerwise.json (run `sentune eval --out {folder}` first)")
+    if not results.is_file() and not layers.is_file() and not (folder / "pairs.json").is_file():
+        raise FileNotFoundError(f"{folder}: no results.json, layerwise.json or pairs.json (run `sentune eval --out {folder}` first)")
     return (json.loads(results.read_text()) if results.is_file() else None, json.loads(layers.read_text()) if layers.is_file() else None)
 
 
@@ -49,9 +50,11 @@ def _sts_average_plot(entries: list[tuple[str, dict]], path: Path) -> Path | Non
 
 def build_report(folders: list[Path], out: Path) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
-    entries, layerwise = [], []
+    entries, layerwise, pair_tables = [], [], []
     for folder in folders:
         results, layers = _load(folder)
+        if (folder / "pairs.json").is_file():
+            pair_tables.append(pairs_markdown(json.loads((folder / "pairs.json").read_text())))
         if results:
             entries.append((folder.name, results))
         if layers:
@@ -68,6 +71,10 @@ def build_report(folders: list[Path], out: Path) -> tuple[Path, Path]:
         for result in layerwise:
             rows = "\n".join(f"| {k} | " + " | ".join(f"{result['scores'][t][i]:.2f}" for t in ("cls", "mean", "max")) + " |" for i, k in enumerate(result["layers"]))
             parts += [f"### {result['meta']['label']} — {result['meta']['task']}", "", "| layer | cls | mean | max |", "|---|---|---|---|", rows, ""]
+    if pair_tables:
+        parts += ["## Sentence pairs, cosine per model (seed 002, Tables 3-6 style)", ""]
+        for table in pair_tables:
+            parts += [table, ""]
     for label, results in entries:
         meta = results["meta"]
         parts += [f"## {label}: `{meta.get('model')}`", "", f"{meta['date']} · sentune {meta['sentune_version']}", ""]

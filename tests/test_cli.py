@@ -128,3 +128,31 @@ def test_tsne_figure_panels(tiny_model_dir, tiny_data_dir, tmp_path):
     record = json.loads((tmp_path / "tsne.json").read_text())
     assert len(record["panels"]) == 2 and all(len(points) == 20 for points in record["panels"].values())  # 10 pairs, 2 sentences each
     assert (tmp_path / "tsne.png").stat().st_size > 1000
+
+
+def test_pairs_table_cosines_and_stratified_sample(tiny_model_dir, tiny_data_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.pairs import sample_pairs
+
+    sample = sample_pairs("STS-B-dev", tiny_data_dir, count=6, seed=3)
+    assert len(sample) == 6 and len({(p.a, p.b) for p in sample}) == 6
+    assert min(p.score for p in sample) < 5 / 3 and max(p.score for p in sample) > 10 / 3  # low and high bands both present
+    assert [p.a for p in sample] == [p.a for p in sample_pairs("STS-B-dev", tiny_data_dir, count=6, seed=3)]  # seeded
+
+    out = tmp_path / "pairs"
+    assert main(["pairs", "--model", str(tiny_model_dir), "--model", str(tiny_model_dir), "--label", "before", "--label", "after",
+                 "--task", "STS-B-dev", "--pairs", "6", "--seed", "3", "--data", str(tiny_data_dir), "--out", str(out)]) == 0
+    record = json.loads((out / "pairs.json").read_text())
+    reference = SentenceTransformer(str(tiny_model_dir), device="cpu")
+    for row in record["pairs"]:
+        a, b = reference.encode([row["a"], row["b"]])
+        expected = float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+        assert row["cosine"]["before"] == pytest.approx(expected, abs=1e-5)
+        assert row["cosine"]["after"] == row["cosine"]["before"]
+    markdown = (out / "pairs.md").read_text()
+    assert "| cos: before | cos: after | gold |" in markdown and markdown.count("<br>") == 6
+    assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0
+    assert "cos: before" in (tmp_path / "report" / "report.md").read_text()
+    with pytest.raises(SystemExit, match="one label per model"):
+        main(["pairs", "--model", str(tiny_model_dir), "--label", "a", "--label", "b", "--data", str(tiny_data_dir), "--out", str(out)])
