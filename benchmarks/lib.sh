@@ -8,6 +8,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 runs=benchmarks/runs
 kept=benchmarks/results/runs
+export SENTUNE_CACHE=${SENTUNE_CACHE:-$repo/$runs/.cache}  # content-keyed: seeds and ablations reuse e.g. SG's views
 
 keep() {  # keep NAME: copy a finished run's small result files where they are committed
   local src="$runs/$1" dst="$kept/$1"

@@ -162,6 +162,7 @@ def cmd_pairs(args: argparse.Namespace) -> int:
         raise SystemExit(f"--label given {len(labels)} times for {len(args.model)} --model options: give one label per model or none")
     models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, labels or args.model)]
     record = pair_cosines(models, args.task, resolve_data_dir(args.data), count=args.pairs, seed=args.seed)
+    record["command"] = _command_line()
     print(f"wrote {save_pairs(record, Path(args.out))}")
     return 0
 

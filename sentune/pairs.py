@@ -49,7 +49,8 @@ def pair_cosines(models: list[tuple[str, object]], task: str, data_dir: Path, *,
 
 def pairs_markdown(record: dict) -> str:
     labels = record["models"]
-    lines = [f"Pairs of {record['task']} (seeded sample, seed {record['seed']}, stratified by gold score); cosine of each model.", "",
+    command = f" Command: `{record['command']}`." if record.get("command") else ""
+    lines = [f"Pairs of {record['task']} (seeded sample, seed {record['seed']}, stratified by gold score); cosine of each model.{command}", "",
              "| sentence pair | " + " | ".join(f"cos: {label}" for label in labels) + " | gold |", "|" + "---|" * (len(labels) + 2)]
     for row in record["pairs"]:
         pair = f"'{row['a']}'<br>'{row['b']}'".replace("|", "\\|")

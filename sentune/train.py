@@ -7,7 +7,7 @@ Run folder:
   config.yaml        the resolved recipe (a resumed run must use the same one)
   metrics.jsonl      one JSON line per log / evaluation
   checkpoints/       trainer checkpoints; a COMPLETE file marks one whose save finished
-  cache/             method caches (e.g. SG's frozen views)
+  cache/             method caches (e.g. SG's frozen views); SENTUNE_CACHE=DIR shares one across runs
   model/             the selected model, sentence-transformers format, with a model card
   results.json/.md   the final evaluation of that model
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -227,7 +228,10 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
 
     dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
     extra = {"paraphrases": columns["paraphrase"]} if "paraphrase" in columns else {}
-    loss = method.build_loss(model, train_sentences=columns.get("sentence"), cache_dir=run_dir / "cache", **extra, **{**method.defaults, **recipe.params})
+    # Caches are keyed by content (model weights, sentences, settings), so runs may share one folder:
+    # SENTUNE_CACHE lets ablations and seeds reuse e.g. SG's frozen views instead of recomputing them.
+    cache_dir = Path(os.environ["SENTUNE_CACHE"]) if os.environ.get("SENTUNE_CACHE") else run_dir / "cache"
+    loss = method.build_loss(model, train_sentences=columns.get("sentence"), cache_dir=cache_dir, **extra, **{**method.defaults, **recipe.params})
 
     evaluator = method.make_evaluator(loss, data_dir, "dev") if method.make_evaluator else DevEvaluator(recipe.eval.dev, data_dir)
     checkpoints = run_dir / "checkpoints"

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from sentune.methods import sg
+from conftest import train_tiny
 
 TAU = 0.1
 
@@ -106,3 +107,21 @@ def test_cached_views_equal_frozen_forward(tiny_st, tmp_path):
     np.testing.assert_allclose(cached.numpy(), loss_fn.frozen_views(features[0]).numpy(), rtol=1e-4, atol=1e-5)
     again = sg.compute_views(model, sentences, loss_fn.layers, "max", tmp_path)  # reused from disk
     assert isinstance(again, np.memmap) and len(list(tmp_path.glob("sg-views-*.npy"))) == 1
+
+
+def test_shared_cache_reused_across_runs(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, caplog):
+    """With SENTUNE_CACHE two runs of the same recipe share BERT_F's views: the second computes none."""
+    import logging
+
+    shared = tmp_path / "shared-cache"
+    monkeypatch.setenv("SENTUNE_CACHE", str(shared))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = train_tiny(tmp_path / "a", "sg-opt", tiny_model_dir, tiny_data_dir, params={"head_hidden": 16}, training={"max_steps": 2})
+    views = sorted(shared.glob("sg-views-*.npy"))
+    assert len(views) == 1 and not (first / "cache").exists()
+    stamp = views[0].stat().st_mtime_ns
+    with caplog.at_level(logging.INFO, logger="sentune.cache"):
+        train_tiny(tmp_path / "b", "sg-opt", tiny_model_dir, tiny_data_dir, params={"head_hidden": 16, "temperature": 0.1}, training={"max_steps": 2})
+    assert sorted(shared.glob("sg-views-*.npy")) == views and views[0].stat().st_mtime_ns == stamp
+    assert any("reusing cache" in record.getMessage() for record in caplog.records)

@@ -1,0 +1,164 @@
+"""Render benchmarks/results/cf.md (seed 002 on the default model) from the kept results of
+benchmarks/cf_experiments.sh. A row whose run has not finished is listed as missing, never filled in;
+every number comes from a results.json (or pairs.json), every run names its command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
+ENCODERS = (  # (label, training run, multitask run, alignment run)
+    ("no tuning (mean pooling)", None, "cf-multitask-untuned", "cf-align-untuned"),
+    ("SimCSE", "cf-simcse", "cf-multitask-cf-simcse", "cf-align-cf-simcse"),
+    ("Mirror-BERT", "cf-mirror", "cf-multitask-cf-mirror", "cf-align-cf-mirror"),
+    ("flow (encoder frozen, trained on wiki)", "cf-flow", "cf-multitask-cf-flow", "cf-align-cf-flow"),
+    ("BERT-CF (Mirror → joint flow)", "cf-bert-cf", "cf-multitask-cf-bert-cf", "cf-align-cf-bert-cf"),
+)
+
+
+class Runs:
+    def __init__(self, root: Path):
+        self.root, self.missing, self.used = root, [], []
+
+    def get(self, name: str | None) -> dict | None:
+        if name is None:
+            return None
+        path = self.root / name / "results.json"
+        if not path.is_file():
+            self.missing.append(name)
+            return None
+        self.used.append(name)
+        return json.loads(path.read_text())
+
+
+def sts_avg(run: dict) -> float:
+    return float(np.mean([run["tasks"][t]["all"]["spearman"] for t in STS7]))
+
+
+def dev_rho(result: dict) -> float | None:
+    best = result["meta"].get("best_checkpoint") or {}
+    return best.get("dev_spearman")
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def mean_std(values: list[float]) -> str:
+    return f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}" if len(values) > 1 else fmt(values[0])
+
+
+def table1(runs: Runs) -> list[str]:
+    baseline = runs.get("cf-flow-target")
+    out = ["## Table 1: unsupervised (STS-B dev ρ, 7-task average) and supervised dev metrics after multitask fine-tuning", "",
+           "Unsupervised: Spearman ×100, cosine, 'all' aggregation; a trained encoder's dev ρ is that of its selected "
+           "checkpoint. Supervised (§5.2, multitask fine-tuning of each encoder, dev split): SST-5 accuracy, QQP accuracy "
+           "at the (1 + h_para)/2 threshold, STS-B Pearson after rescaling to [0, 5], and their mean.", "",
+           "| encoder | STS-B dev ρ | 7-task avg | SST-5 dev acc | QQP dev acc | STS-B dev r | mean |", "|---|---|---|---|---|---|---|"]
+    for label, train, multitask, _ in ENCODERS:
+        if train is None:
+            if not baseline:
+                continue
+            dev, avg = baseline["runs"]["mean"]["tasks"].get("STS-B-dev", {}).get("all", {}).get("spearman"), sts_avg(baseline["runs"]["mean"])
+        else:
+            result = runs.get(train)
+            if not result:
+                continue
+            dev, avg = dev_rho(result), sts_avg(result["runs"]["model"])
+        sup = runs.get(multitask)
+        metrics = sup["meta"]["method_metrics"]["dev"] if sup else {}
+        cells = [metrics.get(f"multitask-dev_{k}") for k in ("sst5_acc", "qqp_acc", "sts_pearson", "mean")]
+        out.append(f"| {label} | {fmt(dev)} | {fmt(avg)} | " + " | ".join(fmt(c) for c in cells) + " |")
+    out += ["", "### Table 2: test metrics after multitask fine-tuning", "", "| encoder | SST-5 test acc | QQP test acc | STS-B test r | mean |", "|---|---|---|---|---|"]
+    for label, _, multitask, _ in ENCODERS:
+        sup = runs.get(multitask)
+        if sup:
+            metrics = sup["meta"]["method_metrics"]["test"]
+            out.append(f"| {label} | " + " | ".join(fmt(metrics.get(f"multitask-test_{k}")) for k in ("sst5_acc", "qqp_acc", "sts_pearson", "mean")) + " |")
+    return out + [""]
+
+
+def flow_target(runs: Runs) -> list[str]:
+    result = runs.get("cf-flow-target")
+    if not result:
+        return []
+    out = ["## Flow fitted on the target sentences (BERT-flow's 'target' setting), untuned default model", "",
+           "Each task's own sentences fit the flow (encoder frozen), 3 seeds; next to the same pooling without it.", "",
+           "| pooling | without flow | with flow, seeds | with flow, mean ± std | change |", "|---|---|---|---|---|"]
+    for pooling in result["meta"]["poolings"]:
+        plain = sts_avg(result["runs"][pooling])
+        seeded = [sts_avg(run) for key, run in result["runs"].items() if key.startswith(f"{pooling}+flow(")]
+        if seeded:
+            out.append(f"| {pooling} | {plain:.2f} | " + ", ".join(f"{v:.2f}" for v in seeded) + f" | {mean_std(seeded)} | {np.mean(seeded) - plain:+.2f} |")
+    return out + [""]
+
+
+def side_by_side(runs: Runs) -> list[str]:
+    ours, lib = runs.get("cf-simcse"), runs.get("cf-st-mnrl")
+    if not (ours and lib):
+        return []
+    return ["## Side by side: sentune SimCSE vs sentence-transformers MultipleNegativesRankingLoss on (s, s) pairs", "",
+            "Same model, wiki sentences, steps, batch, learning rate, seed and checkpoint selection (002-simcse.yaml vs 002-st-mnrl.yaml).", "",
+            "| loss | STS-B dev ρ | " + " | ".join(STS7) + " | avg |", "|" + "---|" * (len(STS7) + 3),
+            *(f"| {label} | {fmt(dev_rho(r))} | " + " | ".join(f"{r['runs']['model']['tasks'][t]['all']['spearman']:.2f}" for t in STS7) + f" | **{sts_avg(r['runs']['model']):.2f}** |"
+              for label, r in (("sentune simcse (τ 0.05)", ours), ("st MultipleNegativesRankingLoss (scale 20)", lib))), ""]
+
+
+def ablations(runs: Runs) -> list[str]:
+    out = ["## §6.1 ablations (STS-B dev ρ of the selected checkpoint; 7-task average)", "", "| encoder | STS-B dev ρ | 7-task avg |", "|---|---|---|"]
+    for label, name in (("SimCSE", "cf-simcse"), ("SimCSE-joint", "cf-simcse-joint"), ("Mirror", "cf-mirror"), ("Mirror-joint (BERT-CF)", "cf-bert-cf"),
+                        ("MinBERT-joint (encoder unfrozen in the joint stage)", "cf-minbert-joint"), ("Mirror-flow (no contrastive term in stage 2)", "cf-mirror-flow")):
+        result = runs.get(name)
+        if result:
+            out.append(f"| {label} | {fmt(dev_rho(result))} | {sts_avg(result['runs']['model']):.2f} |")
+    return out + [""]
+
+
+def alignment(runs: Runs) -> list[str]:
+    out = ["## Table 7: alignment and uniformity on QQP positive pairs (lower is better)", "", "| encoder | alignment | uniformity |", "|---|---|---|"]
+    for label, _, _, name in ENCODERS:
+        result = runs.get(name)
+        if result:
+            au = result["runs"]["model"]["alignment_uniformity"]
+            out.append(f"| {label} | {au['alignment']:.3f} | {au['uniformity']:.3f} |")
+    return out + [""]
+
+
+def pairs(root: Path, missing: list[str]) -> list[str]:
+    path = root / "cf-pairs" / "pairs.md"
+    if not path.is_file():
+        missing.append("cf-pairs")
+        return []
+    return ["## Tables 3-6 style: sentence pairs before and after", "", path.read_text(), ""]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", default="benchmarks/results/runs", help="kept run results (benchmarks/lib.sh keep)")
+    parser.add_argument("--out", default="benchmarks/results/cf.md")
+    args = parser.parse_args()
+    runs = Runs(Path(args.runs))
+    parts = ["# Seed 002 (contrastive flows, multitask fine-tuning) on the default model", "",
+             f"Rendered {datetime.now(timezone.utc).date()} by `python {' '.join(sys.argv)}` from the kept results of "
+             "`benchmarks/cf_experiments.sh`. The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for "
+             "sentence similarity), not the paper's MinBERT; contrastive stages run 2,000 steps (the paper 10^4) and multitask "
+             "fine-tuning the steps its recipe states. STS-B dev plays the paper's 'STS-13 dev' role (STS-13 has no dev split here).", ""]
+    parts += table1(runs) + flow_target(runs) + side_by_side(runs) + ablations(runs) + alignment(runs) + pairs(runs.root, runs.missing)
+    parts += ["## Commands of the runs", ""]
+    for name in sorted(set(runs.used)):
+        meta = json.loads((runs.root / name / "results.json").read_text())["meta"]
+        parts.append(f"- {name}: `{meta.get('command')}` ({meta['date']})")
+    if runs.missing:
+        parts += ["", "Not measured yet (run `bash benchmarks/cf_experiments.sh` to continue): " + ", ".join(sorted(set(runs.missing)))]
+    Path(args.out).write_text("\n".join(parts) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
