@@ -19,3 +19,36 @@ def emit(lines: list[str], out: str | None) -> None:
     print(text)
     if out:
         Path(out).write_text(text, encoding="utf-8")
+
+
+class KeptRuns:
+    """Kept run results (benchmarks/lib.sh keep / keep_tree) as a renderer reads them: `get` returns a run's
+    results.json or None, remembering which runs were used (for the commands list) and which are missing."""
+
+    def __init__(self, root: Path):
+        self.root, self.missing, self.used = Path(root), [], []
+
+    def get(self, rel: str | None) -> dict | None:
+        import json
+
+        if rel is None:
+            return None
+        path = self.root / rel / "results.json"
+        if not path.is_file():
+            self.missing.append(rel)
+            return None
+        self.used.append(rel)
+        return json.loads(path.read_text())
+
+    def write_page(self, parts: list[str], out: str, runner: str) -> None:
+        """Append the command of every run used and what is still missing, then write the page."""
+        import json
+
+        parts = parts + ["## Commands of the runs", ""]
+        for rel in sorted(set(self.used)):
+            meta = json.loads((self.root / rel / "results.json").read_text())["meta"]
+            parts.append(f"- {rel}: `{meta.get('command')}` ({meta['date']})")
+        if self.missing:
+            parts += ["", f"Not measured yet (run `bash {runner}` to continue): " + ", ".join(sorted(set(self.missing)))]
+        Path(out).write_text("\n".join(parts) + "\n", encoding="utf-8")
+        print(f"wrote {out}")

@@ -27,3 +27,18 @@ run() {
   if [ -d "$out/checkpoints" ]; then sentune train "$@" --out "$out" --resume; else sentune train "$@" --out "$out"; fi
   keep "$name"
 }
+
+keep_tree() {  # keep_tree SRC NAME: keep every finished stage under SRC (pipelines) as NAME/<stage path>
+  local src=$1 name=$2 f rel
+  while IFS= read -r f; do
+    rel=$(dirname "${f#"$src"/}")
+    mkdir -p "$kept/$name/$rel"
+    for g in results.json results.md metrics.jsonl config.yaml stage.json; do
+      [ -f "$(dirname "$f")/$g" ] && cp "$(dirname "$f")/$g" "$kept/$name/$rel/"
+    done
+  done < <(find "$src" -name results.json -not -path "*/checkpoints/*" -not -path "*/model/*")
+  cp "$src"/pipeline-*.json "$kept/$name/" 2>/dev/null || true
+  find "$src" -name members.json -not -path "*/model/*" | while IFS= read -r f; do
+    rel=$(dirname "${f#"$src"/}"); mkdir -p "$kept/$name/$rel"; cp "$f" "$kept/$name/$rel/"
+  done
+}

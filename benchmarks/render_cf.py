@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from common import KeptRuns  # noqa: E402  (benchmarks/common.py)
 
 STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
 ENCODERS = (  # (label, training run, multitask run, alignment run)
@@ -20,21 +21,6 @@ ENCODERS = (  # (label, training run, multitask run, alignment run)
     ("flow (encoder frozen, trained on wiki)", "cf-flow", "cf-multitask-cf-flow", "cf-align-cf-flow"),
     ("BERT-CF (Mirror → joint flow)", "cf-bert-cf", "cf-multitask-cf-bert-cf", "cf-align-cf-bert-cf"),
 )
-
-
-class Runs:
-    def __init__(self, root: Path):
-        self.root, self.missing, self.used = root, [], []
-
-    def get(self, name: str | None) -> dict | None:
-        if name is None:
-            return None
-        path = self.root / name / "results.json"
-        if not path.is_file():
-            self.missing.append(name)
-            return None
-        self.used.append(name)
-        return json.loads(path.read_text())
 
 
 def sts_avg(run: dict) -> float:
@@ -54,7 +40,7 @@ def mean_std(values: list[float]) -> str:
     return f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}" if len(values) > 1 else fmt(values[0])
 
 
-def table1(runs: Runs) -> list[str]:
+def table1(runs: KeptRuns) -> list[str]:
     baseline = runs.get("cf-flow-target")
     out = ["## Table 1: unsupervised (STS-B dev ρ, 7-task average) and supervised dev metrics after multitask fine-tuning", "",
            "Unsupervised: Spearman ×100, cosine, 'all' aggregation; a trained encoder's dev ρ is that of its selected "
@@ -84,7 +70,7 @@ def table1(runs: Runs) -> list[str]:
     return out + [""]
 
 
-def flow_target(runs: Runs) -> list[str]:
+def flow_target(runs: KeptRuns) -> list[str]:
     result = runs.get("cf-flow-target")
     if not result:
         return []
@@ -99,7 +85,7 @@ def flow_target(runs: Runs) -> list[str]:
     return out + [""]
 
 
-def side_by_side(runs: Runs) -> list[str]:
+def side_by_side(runs: KeptRuns) -> list[str]:
     ours, lib = runs.get("cf-simcse"), runs.get("cf-st-mnrl")
     if not (ours and lib):
         return []
@@ -110,7 +96,7 @@ def side_by_side(runs: Runs) -> list[str]:
               for label, r in (("sentune simcse (τ 0.05)", ours), ("st MultipleNegativesRankingLoss (scale 20)", lib))), ""]
 
 
-def ablations(runs: Runs) -> list[str]:
+def ablations(runs: KeptRuns) -> list[str]:
     out = ["## §6.1 ablations (STS-B dev ρ of the selected checkpoint; 7-task average)", "", "| encoder | STS-B dev ρ | 7-task avg |", "|---|---|---|"]
     for label, name in (("SimCSE", "cf-simcse"), ("SimCSE-joint", "cf-simcse-joint"), ("Mirror", "cf-mirror"), ("Mirror-joint (BERT-CF)", "cf-bert-cf"),
                         ("MinBERT-joint (encoder unfrozen in the joint stage)", "cf-minbert-joint"), ("Mirror-flow (no contrastive term in stage 2)", "cf-mirror-flow")):
@@ -120,7 +106,7 @@ def ablations(runs: Runs) -> list[str]:
     return out + [""]
 
 
-def alignment(runs: Runs) -> list[str]:
+def alignment(runs: KeptRuns) -> list[str]:
     out = ["## Table 7: alignment and uniformity on QQP positive pairs (lower is better)", "", "| encoder | alignment | uniformity |", "|---|---|---|"]
     for label, _, _, name in ENCODERS:
         result = runs.get(name)
@@ -143,21 +129,14 @@ def main() -> None:
     parser.add_argument("--runs", default="benchmarks/results/runs", help="kept run results (benchmarks/lib.sh keep)")
     parser.add_argument("--out", default="benchmarks/results/cf.md")
     args = parser.parse_args()
-    runs = Runs(Path(args.runs))
+    runs = KeptRuns(Path(args.runs))
     parts = ["# Seed 002 (contrastive flows, multitask fine-tuning) on the default model", "",
              f"Rendered {datetime.now(timezone.utc).date()} by `python {' '.join(sys.argv)}` from the kept results of "
              "`benchmarks/cf_experiments.sh`. The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for "
              "sentence similarity), not the paper's MinBERT; contrastive stages run 2,000 steps (the paper 10^4) and multitask "
              "fine-tuning the steps its recipe states. STS-B dev plays the paper's 'STS-13 dev' role (STS-13 has no dev split here).", ""]
     parts += table1(runs) + flow_target(runs) + side_by_side(runs) + ablations(runs) + alignment(runs) + pairs(runs.root, runs.missing)
-    parts += ["## Commands of the runs", ""]
-    for name in sorted(set(runs.used)):
-        meta = json.loads((runs.root / name / "results.json").read_text())["meta"]
-        parts.append(f"- {name}: `{meta.get('command')}` ({meta['date']})")
-    if runs.missing:
-        parts += ["", "Not measured yet (run `bash benchmarks/cf_experiments.sh` to continue): " + ", ".join(sorted(set(runs.missing)))]
-    Path(args.out).write_text("\n".join(parts) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
+    runs.write_page(parts, args.out, "benchmarks/cf_experiments.sh")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ def _csv(text: str) -> list[str]:
 def cmd_eval(args: argparse.Namespace) -> int:
     from sentune.evaluate import PostprocessOption, evaluate
     from sentune.models import load_model
+    from sentune.postprocess import postprocessor_settings
     from sentune.results import render_markdown, save_results, sts_summary_table
     from sentune.tasks.catalog import resolve_data_dir, select_tasks
 
@@ -40,7 +41,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     results = evaluate(
         model, tasks, data_dir,
         poolings=_csv(args.pooling),
-        postprocess=[PostprocessOption.parse("whitening", w) for w in args.whiten] + [PostprocessOption.parse("flow", f) for f in args.flow],
+        postprocess=[PostprocessOption.parse("whitening", w) for w in args.whiten]
+        + [PostprocessOption.parse("flow", f, postprocessor_settings("flow", args.flow_set, "--flow-set")) for f in args.flow],
         preset=args.preset,
         alignment_pairs=args.alignment_pairs,
         show_progress=not args.quiet,
@@ -88,7 +90,7 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
         if not sep or "=" not in override:
             raise ValueError(f"--set {item!r}: expected STAGE:key=value, e.g. ct:training.max_steps=500")
         overrides.setdefault(stage, []).append(override)
-    config = PipelineConfig(parse_stages(args.name), model=args.model, members=args.members, fit_on=args.fit_on, overrides=overrides)
+    config = PipelineConfig(parse_stages(args.name), model=args.model, members=args.members, learners=args.learners, fit_on=args.fit_on, overrides=overrides)
     out = Path(args.out or Path("runs") / args.name)
     final = run_pipeline(config, out, data_dir=resolve_data_dir(args.data), command=_command_line())
     print(f"pipeline {args.name}: final model {final}; every stage's results under {out}")
@@ -207,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     p.add_argument("--out", help="folder for results.json and results.md")
     p.add_argument("--whiten", action="append", default=[], metavar="SET[:k]", help="also evaluate with whitening fitted on SET (target, per-task, nli, wiki, stsb, file:PATH), keeping k dims; repeatable")
-    p.add_argument("--flow", action="append", default=[], metavar="SET[:seed]", help="also evaluate with a BERT-flow (Glow) fitted on SET (target, per-task, nli, wiki, stsb, file:PATH); repeatable")
+    p.add_argument("--flow", action="append", default=[], metavar="SET[:seed]", help="also evaluate with a BERT-flow (Glow) fitted on SET (target, per-task, nli, wiki, stsb, file:PATH, tasks:SELECTION); repeatable")
+    p.add_argument("--flow-set", action="append", default=[], metavar="NAME=VALUE", help="a Flow setting for every --flow, e.g. learning_rate=1e-3 (seeds 003/004); repeatable")
     p.add_argument("--preset", default="fast", choices=["fast", "standard"], help="SentEval transfer preset: fast (5-fold) or standard (10-fold)")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="fp32 (exact, default) or bf16 autocast (about 2x faster on CPUs with bf16 units; embeddings move by ~1e-2)")
     p.add_argument("--alignment-pairs", choices=["qqp", "stsb"], help="also report alignment and uniformity on these positive pairs")
@@ -235,8 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="stages joined by '-': nli, ct, sts, sg-opt, mirror, simcse, sed, flow, whiten")
     p.add_argument("--model", default="default")
     p.add_argument("--members", type=int, default=5, help="SED ensemble size (the paper: 10)")
-    p.add_argument("--fit-on", default="wiki", help="sentence set for flow / whitening stages")
-    p.add_argument("--set", action="append", default=[], metavar="STAGE:key=value", help="recipe override for one stage (sed-learner for the learner); repeatable")
+    p.add_argument("--learners", type=int, default=1, help="SED learners distilled from the one ensemble, seeds 1..K (Table 3: >= 3)")
+    p.add_argument("--fit-on", default="wiki", help="sentence set for flow / whitening stages (wiki, nli, stsb, file:PATH, tasks:SELECTION)")
+    p.add_argument("--set", action="append", default=[], metavar="STAGE:key=value",
+                   help="recipe override for one stage; sed: the members on top of their stage's overrides, sed-learner: the learners; repeatable")
     p.add_argument("--data")
     p.add_argument("--out")
     p.set_defaults(func=cmd_pipeline)
@@ -255,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("whiten", help="fit whitening and save the model with it (loads with SentenceTransformer(path))")
     model_args(p, "one pooling name")
-    p.add_argument("--fit-on", default="nli", help="sentence set: nli, wiki, stsb, qqp or file:PATH")
+    p.add_argument("--fit-on", default="nli", help="sentence set: nli, wiki, stsb, qqp, file:PATH or tasks:SELECTION")
     p.add_argument("--k", type=int, default=None, help="components to keep (default: all with non-zero variance)")
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     p.add_argument("--out", required=True, help="output model folder")
@@ -263,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("flow", help="fit BERT-flow (Glow) on a sentence set and save the model with it (loads with SentenceTransformer(path))")
     model_args(p, "one pooling name")
-    p.add_argument("--fit-on", default="nli", help="sentence set: nli, wiki, stsb, qqp or file:PATH")
+    p.add_argument("--fit-on", default="nli", help="sentence set: nli, wiki, stsb, qqp, file:PATH or tasks:SELECTION")
     p.add_argument("--blocks", type=int, default=3)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)

@@ -41,24 +41,27 @@ class PostprocessOption:
     kind: str
     fit_on: str
     number: int | None = None  # whitening: components kept; flow: seed
+    settings: tuple = ()  # further constructor settings as (name, value) pairs, e.g. (("learning_rate", 1e-3),)
 
     @classmethod
-    def parse(cls, kind: str, text: str) -> PostprocessOption:
+    def parse(cls, kind: str, text: str, settings: dict | None = None) -> PostprocessOption:
         head, _, tail = text.rpartition(":")
+        extra = tuple(sorted((settings or {}).items()))
         if tail.isdigit() and head:
-            return cls(kind, head, int(tail))
-        return cls(kind, text, None)
+            return cls(kind, head, int(tail), extra)
+        return cls(kind, text, None, extra)
 
     @property
     def label(self) -> str:
+        extra = "".join(f",{k}={v}" for k, v in self.settings)
         if self.kind == "whitening":
-            return f"whiten({self.fit_on}{'' if self.number is None else f',{self.number}'})"
-        return f"flow({self.fit_on}{'' if self.number is None else f',seed={self.number}'})"
+            return f"whiten({self.fit_on}{'' if self.number is None else f',{self.number}'}{extra})"
+        return f"flow({self.fit_on}{'' if self.number is None else f',seed={self.number}'}{extra})"
 
     def build(self):
         if self.kind == "whitening":
-            return Whitening(self.number)
-        return Flow(seed=self.number or 0)
+            return Whitening(self.number, **dict(self.settings))
+        return Flow(**{"seed": self.number or 0, **dict(self.settings)})
 
 
 class EmbeddingTable:

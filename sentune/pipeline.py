@@ -3,12 +3,19 @@
 
 Stages:
   nli, ct, sts, …   train the stage's recipe (stage_recipes below) on the previous stage's model
-  sed               train `members` copies of the previous training stage with seeds 1..N on the model
-                    that stage started from, then distil their mean into a learner initialised from that
-                    same model; the members also form the full ensemble (a loadable model folder)
-  flow, whiten      fit the post-processor on the previous model and save the model with it
-Every stage writes its own folder under the pipeline folder; a stage whose results.json exists is
-skipped, and one with checkpoints is resumed, so an interrupted pipeline recomputes nothing finished.
+  sed               train `members` copies of the previous training stage (its recipe and overrides, plus
+                    `sed:` overrides) with seeds 1..N on the model that stage started from, then distil
+                    their mean into `learners` learners (seeds 1..K) initialised from that same model; the
+                    members also form the full ensemble (a loadable, evaluated model folder). A member
+                    whose resolved recipe equals the previous stage's run reuses that run.
+  flow, whiten      fit the post-processor on the previous model's embeddings of --fit-on and save the
+                    model with it; `--set flow:learning_rate=1e-3` sets the post-processor's options
+
+Every stage writes its own folder named by the stages up to it (`OUT/ct`, `OUT/ct-sed`, `OUT/ct-sed-flow`),
+so pipelines given the same --out share their common prefix: `ct-flow` after `ct-sed-flow` trains no new CT
+model. A stage whose results.json exists is skipped and one with checkpoints is resumed, so an interrupted
+pipeline recomputes nothing finished. Each stage folder records its settings (stage.json); a folder
+holding a different stage is an error, never silently reused.
 """
 
 from __future__ import annotations
@@ -18,8 +25,10 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sentune.recipe import load_recipe
-from sentune.results import save_results
+import yaml
+
+from sentune.recipe import load_recipe, parse_value
+from sentune.results import save_results, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -27,11 +36,16 @@ STAGE_RECIPES = {"nli": "005-nli", "ct": "005-ct", "sts": "005-sts", "sg-opt": "
 POSTPROCESS_STAGES = ("flow", "whiten")
 
 
+class PipelineError(ValueError):
+    pass
+
+
 @dataclass
 class PipelineConfig:
     stages: list[str]
     model: str = "default"
     members: int = 5  # SED ensemble size (the paper: 10)
+    learners: int = 1  # SED learners distilled from the one ensemble (seeds 1..K; Table 3 reports >= 3)
     fit_on: str = "wiki"  # flow / whitening fit set
     overrides: dict[str, list[str]] = field(default_factory=dict)  # per stage: extra recipe overrides
 
@@ -51,35 +65,83 @@ def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: 
     from sentune.train import train
 
     out.mkdir(parents=True, exist_ok=True)
-    (out / "pipeline.json").write_text(json.dumps({"stages": config.stages, "model": config.model, "members": config.members, "fit_on": config.fit_on}, indent=2))
+    name = "-".join(config.stages)
     model = config.model
-    previous_train: tuple[str, str] | None = None  # (stage recipe, the model it started from)
+    previous: tuple[str, list[str], str, Path] | None = None  # (recipe, its overrides, start model, run folder)
     for index, stage in enumerate(config.stages):
-        folder = out / f"{index + 1}-{stage}"
+        folder = out / "-".join(config.stages[: index + 1])
         if stage in POSTPROCESS_STAGES:
+            _claim(folder, {"stage": stage, "input_model": model, "fit_on": config.fit_on, "overrides": config.overrides.get(stage, [])})
             model = _postprocess_stage(stage, model, folder, config, data_dir, command)
         elif stage == "sed":
-            if previous_train is None:
-                raise ValueError("sed needs a training stage before it")
-            recipe_name, start = previous_train
-            members = []
-            for seed in range(1, config.members + 1):
-                member_dir = folder / f"member-{seed}"
-                _train_stage(recipe_name, [f"model={start}", f"training.seed={seed}"] + config.overrides.get(stage, []), member_dir, data_dir, command, train)
-                members.append(str(member_dir / "model"))
-            from sentune.ensemble import save_ensemble
-
-            save_ensemble(members, folder / "full-ensemble")
-            overrides = [f"model={start}", f"params.members={json.dumps(members)}"] + config.overrides.get("sed-learner", [])
-            _train_stage("005-sed", overrides, folder / "learner", data_dir, command, train)
-            model = str(folder / "learner" / "model")
+            if previous is None:
+                raise PipelineError("sed needs a training stage before it")
+            model = _sed_stage(previous, folder, config, data_dir, command, train)
         else:
             recipe_name = STAGE_RECIPES[stage]
-            _train_stage(recipe_name, [f"model={model}"] + config.overrides.get(stage, []), folder, data_dir, command, train)
-            previous_train = (recipe_name, model)
+            overrides = config.overrides.get(stage, [])
+            _claim(folder, {"stage": stage, "recipe": recipe_name, "input_model": model, "overrides": overrides})
+            _train_stage(recipe_name, [f"model={model}"] + overrides, folder, data_dir, command, train)
+            previous = (recipe_name, overrides, model, folder)
             model = str(folder / "model")
-    (out / "final-model.txt").write_text(model + "\n")
+    record = {"stages": config.stages, "model": config.model, "members": config.members, "learners": config.learners,
+              "fit_on": config.fit_on, "overrides": config.overrides, "final_model": model, "command": command}
+    write_atomic(out / f"pipeline-{name}.json", json.dumps(record, indent=2))
     return Path(model)
+
+
+def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None, train) -> str:
+    from sentune.ensemble import save_ensemble
+
+    recipe_name, stage_overrides, start, trained = previous
+    member_overrides = stage_overrides + config.overrides.get("sed", [])
+    learner_overrides = config.overrides.get("sed-learner", [])
+    _claim(folder, {"stage": "sed", "recipe": recipe_name, "input_model": start, "member_overrides": member_overrides,
+                    "members": config.members, "learner_overrides": learner_overrides})
+    members = []
+    for seed in range(1, config.members + 1):
+        overrides = [f"model={start}"] + member_overrides + [f"training.seed={seed}"]
+        if _same_run(recipe_name, overrides, trained):
+            logger.info("member %d is the run of %s (same recipe and seed), reused", seed, trained)
+            members.append(str(trained / "model"))
+            continue
+        _train_stage(recipe_name, overrides, folder / f"member-{seed}", data_dir, command, train)
+        members.append(str(folder / f"member-{seed}" / "model"))
+    # Which runs form the ensemble, relative to the pipeline folder (member 1 may be the previous stage).
+    write_atomic(folder / "members.json", json.dumps([str(Path(m).parent.relative_to(folder.parent)) for m in members], indent=1))
+    ensemble = save_ensemble(members, folder / "full-ensemble")
+    if not (ensemble / "results.json").is_file():
+        from sentune.evaluate import evaluate
+        from sentune.models import load_model
+        from sentune.tasks.catalog import select_tasks
+
+        results = evaluate(load_model(str(ensemble)), select_tasks("sts"), data_dir, show_progress=False, model_name=str(ensemble))
+        results["meta"]["stage"] = {"full_ensemble": members}
+        save_results(results, ensemble, command)
+    for seed in range(1, config.learners + 1):
+        overrides = [f"model={start}", f"params.members={json.dumps(members)}", f"training.seed={seed}"] + learner_overrides
+        _train_stage("005-sed", overrides, folder / f"learner-{seed}", data_dir, command, train)
+    return str(folder / "learner-1" / "model")
+
+
+def _same_run(recipe_name: str, overrides: list[str], folder: Path) -> bool:
+    config = folder / "config.yaml"
+    return (folder / "results.json").is_file() and config.is_file() and \
+        yaml.safe_load(config.read_text()) == load_recipe(recipe_name, overrides).to_dict()
+
+
+def _claim(folder: Path, settings: dict) -> None:
+    """Record what this stage folder holds; refuse a folder that holds a different stage."""
+    path = folder / "stage.json"
+    settings = json.loads(json.dumps(settings))
+    if path.is_file():
+        held = json.loads(path.read_text())
+        if held != settings:
+            changed = sorted(k for k in set(held) | set(settings) if held.get(k) != settings.get(k))
+            raise PipelineError(f"{folder} holds a stage with other settings ({', '.join(changed)} differ: {path}); "
+                                "choose another --out or remove that folder")
+        return
+    write_atomic(path, json.dumps(settings, indent=2))
 
 
 def _train_stage(recipe_name: str, overrides: list[str], folder: Path, data_dir: Path, command: str | None, train) -> None:
@@ -94,12 +156,13 @@ def _postprocess_stage(stage: str, model: str, folder: Path, config: PipelineCon
     from sentune.build import build_postprocessed_model
     from sentune.evaluate import evaluate
     from sentune.models import load_model
-    from sentune.postprocess import Flow, Whitening
+    from sentune.postprocess import Flow, Whitening, postprocessor_settings
     from sentune.tasks.catalog import select_tasks
 
     saved = folder / "model"
     if not (folder / "results.json").is_file():
-        postprocessor = Flow() if stage == "flow" else Whitening()
+        settings = postprocessor_settings(stage, config.overrides.get(stage, []), f"--set {stage}:")
+        postprocessor = Flow(**settings) if stage == "flow" else Whitening(**settings)
         build_postprocessed_model(model, "model", postprocessor, config.fit_on, saved, data_dir=data_dir, show_progress=False)
         results = evaluate(load_model(str(saved)), select_tasks("sts"), data_dir, show_progress=False, model_name=str(saved))
         results["meta"]["stage"] = {"postprocess": stage, "fit_on": config.fit_on, "input_model": model}

@@ -4,6 +4,7 @@ the defaults next to each field. Unknown keys are an error naming the key and th
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ class TrainingConfig:
     eval_steps: int = 50  # evaluate on the dev task every N steps (seed 001: 50)
     patience: int = 10  # early stopping: evaluations without a new best (seed 001: 10); 0 = never stop early
     logging_steps: int = 10
-    max_sentences: int | None = None  # use only the first N training sentences (CPU-scale runs)
+    max_sentences: int | None = None  # use a fixed random N of the training sentences, in file order (CPU-scale runs)
     min_words: int = 0  # drop training sentences of fewer words (seed 002 drops Wiki1M lines of 5 words or less)
 
 
@@ -71,11 +72,20 @@ def resolve_recipe_path(name_or_path: str) -> Path:
     raise RecipeError(f"recipe {name_or_path!r}: no such file, nor a bundled recipe (bundled: {available})")
 
 
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)$")
+
+
+def parse_value(raw: str) -> Any:
+    """A command-line value as YAML, except that 1e-3 is a number (YAML 1.1 reads it as a string)."""
+    value = yaml.safe_load(raw) if raw else None
+    return float(value) if isinstance(value, str) and _NUMBER.match(value) else value
+
+
 def apply_override(data: dict[str, Any], override: str) -> None:
     key, sep, raw = override.partition("=")
     if not sep or not key:
         raise RecipeError(f"override {override!r}: expected key=value, e.g. training.learning_rate=3e-5")
-    value = yaml.safe_load(raw) if raw else None
+    value = parse_value(raw)
     node = data
     parts = key.split(".")
     for part in parts[:-1]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import shutil
 from pathlib import Path
 
@@ -149,21 +150,28 @@ def base_columns(recipe: Recipe, data_dir: Path) -> dict[str, list]:
 
     limit = recipe.training.max_sentences
     if recipe.train_data.startswith("pairs:"):
-        pairs = readers.read_paraphrase_pairs(recipe.train_data[6:])[:limit]
+        pairs = _subset(readers.read_paraphrase_pairs(recipe.train_data[6:]), limit)
         columns = {"sentence": [a for a, _ in pairs], "paraphrase": [b for _, b in pairs]}
     else:
         sentences = [x for x in load_sentences(recipe.train_data, data_dir) if len(x.split()) >= recipe.training.min_words]
-        columns = {"sentence": sentences[:limit]}
+        columns = {"sentence": _subset(sentences, limit)}
     columns["label"] = list(range(len(columns["sentence"])))
     return columns
+
+
+def _subset(items: list, limit: int | None) -> list:
+    """A fixed-seed random `limit` of the items, in file order. Corpora are often grouped by source, so the
+    first N would not be representative; the seed does not follow training.seed, so runs that differ only
+    in seed (ensemble members, SED learners) see the same sentences and share their caches."""
+    if limit is None or limit >= len(items):
+        return items
+    return [items[i] for i in sorted(random.Random(0).sample(range(len(items)), limit))]
 
 
 def training_columns(recipe: Recipe, method, data_dir: Path) -> dict[str, list]:
     """The dataset columns a method reads, for methods without their own `make_columns`."""
     columns = base_columns(recipe, data_dir)
     if "masked" in method.columns:  # Mirror-BERT's character masking works on the raw text
-        import random
-
         from sentune.methods.mirror import mask_characters
 
         rng = random.Random(recipe.training.seed)

@@ -156,3 +156,26 @@ def test_pairs_table_cosines_and_stratified_sample(tiny_model_dir, tiny_data_dir
     assert "cos: before" in (tmp_path / "report" / "report.md").read_text()
     with pytest.raises(SystemExit, match="one label per model"):
         main(["pairs", "--model", str(tiny_model_dir), "--label", "a", "--label", "b", "--data", str(tiny_data_dir), "--out", str(out)])
+
+
+def test_flow_settings_reach_the_flow(tiny_model_dir, tiny_data_dir, tmp_path, capsys, monkeypatch):
+    import functools
+
+    import sentune.postprocess.flow as flow_module
+
+    seen = []
+    original = flow_module.Flow.__init__
+
+    @functools.wraps(original)  # keeps the signature the option check reads
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(flow_module.Flow, "__init__", spy)
+    out = tmp_path / "run"
+    assert main(["eval", "--model", str(tiny_model_dir), "--pooling", "mean", "--tasks", "STS-B", "--data", str(tiny_data_dir), "--out", str(out),
+                 "--flow", "tasks:STS12:2", "--flow-set", "learning_rate=1e-3", "--flow-set", "max_steps=2", "--quiet"]) == 0
+    assert {"seed": 2, "learning_rate": 1e-3, "max_steps": 2}.items() <= seen[-1].items()
+    assert "mean+flow(tasks:STS12,seed=2,learning_rate=0.001,max_steps=2)" in json.loads((out / "results.json").read_text())["runs"]
+    assert main(["eval", "--model", str(tiny_model_dir), "--tasks", "STS-B", "--data", str(tiny_data_dir), "--flow", "target", "--flow-set", "lr=1"]) == 2
+    assert "--flow-set lr=1: flow takes" in capsys.readouterr().err

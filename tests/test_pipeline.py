@@ -4,6 +4,7 @@ re-run after an interruption recomputes nothing finished."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -19,25 +20,56 @@ def test_stage_names_are_parsed_as_the_paper_names_them():
         parse_stages("sed-flow")
 
 
-def test_ct_sed_flow_runs_and_resumes_without_recomputing(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+def test_ct_sed_flow_runs_and_resumes_without_recomputing(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, capsys):
     tiny = ["training.max_steps=2", "training.eval_steps=1", "training.batch_size=8"]
-    args = ["pipeline", "ct-sed-flow", "--model", str(tiny_model_dir), "--members", "2", "--data", str(tiny_data_dir), "--out", str(tmp_path / "p")]
-    for stage in ("ct", "sed", "sed-learner"):
+    common = ["--model", str(tiny_model_dir), "--members", "2", "--data", str(tiny_data_dir), "--out", str(tmp_path / "p")]
+    for stage in ("ct", "sed-learner"):
         for override in tiny:
-            args += ["--set", f"{stage}:{override}"]
+            common += ["--set", f"{stage}:{override}"]
+    args = ["pipeline", "ct-sed-flow", "--learners", "2", *common]
+    import sentune.train
+
+    trained = []
+    real_train = sentune.train.train
+    monkeypatch.setattr(sentune.train, "train", lambda recipe, folder, **k: (trained.append(Path(folder).name), real_train(recipe, folder, **k))[1])
     assert main(args) == 0
     out = tmp_path / "p"
-    assert json.loads((out / "pipeline.json").read_text())["stages"] == ["ct", "sed", "flow"]
-    for folder in ("1-ct", "2-sed/member-1", "2-sed/member-2", "2-sed/learner", "3-flow"):
+    record = json.loads((out / "pipeline-ct-sed-flow.json").read_text())
+    assert record["stages"] == ["ct", "sed", "flow"] and record["final_model"] == str(out / "ct-sed-flow" / "model")
+    # Member 1 has the CT stage's recipe and seed: that run is reused, only member 2 is trained.
+    assert trained == ["ct", "member-2", "learner-1", "learner-2"]
+    for folder in ("ct", "ct-sed/member-2", "ct-sed/learner-1", "ct-sed/learner-2", "ct-sed/full-ensemble", "ct-sed-flow"):
         assert (out / folder / "results.json").is_file(), folder
     import yaml
 
-    config = yaml.safe_load((out / "2-sed/learner/config.yaml").read_text())
-    assert config["params"]["members"] == [str(out / "2-sed/member-1/model"), str(out / "2-sed/member-2/model")]
-    assert (out / "2-sed/full-ensemble/ensemble.json").is_file()
-    assert (out / "final-model.txt").read_text().strip() == str(out / "3-flow" / "model")
+    config = yaml.safe_load((out / "ct-sed/learner-2/config.yaml").read_text())
+    assert config["params"]["members"] == [str(out / "ct/model"), str(out / "ct-sed/member-2/model")]
+    assert config["training"]["seed"] == 2 and config["training"]["max_steps"] == 2
+    member = yaml.safe_load((out / "ct-sed/member-2/config.yaml").read_text())
+    assert member["training"]["max_steps"] == 2 and member["training"]["seed"] == 2  # the CT stage's overrides carry over
+    assert json.loads((out / "ct-sed/members.json").read_text()) == ["ct", "ct-sed/member-2"]
+    ensemble = json.loads((out / "ct-sed/full-ensemble/results.json").read_text())
+    assert ensemble["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] == ensemble["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"]  # not NaN
 
-    import sentune.train
-
-    monkeypatch.setattr(sentune.train, "train", lambda *a, **k: (_ for _ in ()).throw(AssertionError("a finished stage was retrained")))
+    # A re-run, and a pipeline sharing the prefix, train nothing already trained.
+    trained.clear()
     assert main(args) == 0
+    assert main(["pipeline", "ct-flow", *common]) == 0
+    assert trained == [] and (out / "ct-flow" / "results.json").is_file()
+
+    # The same folder asked to hold a different stage is refused, naming what differs.
+    assert main(["pipeline", "ct-sed", *[a if a != "2" else "3" for a in common]]) == 2
+    assert "ct-sed holds a stage with other settings (members differ" in capsys.readouterr().err
+
+
+def test_postprocess_stage_options(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
+    from sentune.postprocess import postprocessor_settings
+
+    assert postprocessor_settings("flow", ["learning_rate=1e-3", "max_steps=3"], "--set flow:") == {"learning_rate": 1e-3, "max_steps": 3}
+    base = ["pipeline", "whiten", "--model", str(tiny_model_dir), "--data", str(tiny_data_dir), "--fit-on", "tasks:STS-B", "--out", str(tmp_path / "p")]
+    assert main([*base, "--set", "whiten:n_components=8"]) == 0
+    from sentence_transformers import SentenceTransformer
+
+    assert SentenceTransformer(str(tmp_path / "p" / "whiten" / "model"), device="cpu").encode(["a man plays"]).shape == (1, 8)
+    assert main([*base[:-1], str(tmp_path / "q"), "--set", "whiten:components=8"]) == 2
+    assert "--set whiten: components=8: whiten takes eps, n_components, normalize" in capsys.readouterr().err

@@ -95,3 +95,16 @@ def test_long_sentence_is_truncated_with_file_and_line(tiny_st, tmp_path, caplog
     assert f"{inp}:2" in caplog.text and "truncated" in caplog.text
     assert result["meta"]["n_truncated"] == 1
     assert result["runs"]["mean"]["tasks"]["toy"]["n"] == 3
+
+
+def test_task_sentence_sets(tiny_data_dir):
+    from sentune.data.corpora import load_sentences
+    from sentune.tasks.catalog import load_task, select_tasks
+
+    sts = load_sentences("tasks:STS12,STS-B", tiny_data_dir)
+    expected = [s for t in select_tasks("STS12,STS-B") for items in load_task(t, tiny_data_dir).values() for p in items for s in (p.a, p.b)]
+    assert sts == list(dict.fromkeys(expected)) and len(sts) > 10
+    mr = load_sentences("tasks:MR", tiny_data_dir)
+    assert mr == list(dict.fromkeys(item.text for item in load_task(select_tasks("MR")[0], tiny_data_dir)["all"]))
+    with pytest.raises(ValueError, match="unknown sentence set 'nope'.*tasks:SELECTION"):
+        load_sentences("nope", tiny_data_dir)

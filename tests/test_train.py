@@ -38,6 +38,8 @@ def test_recipe_overrides_and_errors(recipe_file):
     recipe = load_recipe(str(recipe_file), ["training.learning_rate=3e-5", "params.temperature=0.1", "training.seed=7"])
     assert recipe.training.learning_rate == 3e-5 and recipe.params["temperature"] == 0.1 and recipe.training.seed == 7
     assert recipe.name == "tiny"
+    assert load_recipe(str(recipe_file), ["params.temperature=1e-3"]).params["temperature"] == 0.001  # YAML 1.1 would say '1e-3'
+    assert load_recipe(str(recipe_file), ["params.tag=e5"]).params["tag"] == "e5"
     with pytest.raises(RecipeError, match=r"tiny.yaml \[training\]: unknown key\(s\) lr"):
         load_recipe(str(recipe_file), ["training.lr=1"])
     with pytest.raises(RecipeError, match="expected key=value"):
@@ -118,3 +120,16 @@ def test_existing_run_needs_resume_and_nan_stops_with_clear_error(recipe_file, t
     (run / "checkpoints").mkdir(exist_ok=True)  # as an earlier run leaves it
     proc = _train([str(recipe_file), "--out", str(run)], tmp_path, env)
     assert proc.wait(timeout=300) == 2 and "pass --resume" in proc.stderr.read()
+
+
+def test_max_sentences_is_a_fixed_random_subset_in_file_order(tiny_data_dir):
+    from sentune.data.corpora import load_sentences
+    from sentune.train import base_columns
+
+    everything = load_sentences("wiki", tiny_data_dir)
+    recipe = load_recipe("005-ct", ["training.max_sentences=5"])
+    picked = base_columns(recipe, tiny_data_dir)["sentence"]
+    assert len(picked) == 5 and set(picked) <= set(everything)
+    assert picked == sorted(picked, key=everything.index)  # file order kept
+    assert picked != everything[:5]  # not simply the head (the tiny corpus has more than 5 sentences)
+    assert base_columns(load_recipe("005-ct", ["training.max_sentences=5", "training.seed=9"]), tiny_data_dir)["sentence"] == picked

@@ -22,13 +22,22 @@ def _pairs_to_sentences(pairs) -> list[str]:
 
 
 def load_sentences(name: str, data_dir: Path, *, unique: bool = True) -> list[str]:
-    """Sentences of a named set (nli, wiki, stsb, qqp) or of `file:PATH` (one sentence per line)."""
+    """Sentences of a named set (nli, wiki, stsb, qqp), of `file:PATH` (one sentence per line), or of
+    `tasks:SELECTION` (every sentence of the evaluation tasks selected, e.g. `tasks:STS12,STS13,STS14,
+    STS15,STS16`, the set seeds 003/004 fit their flow on)."""
     if name.startswith("file:"):
         sentences = readers.read_corpus(name[5:], skip_blank=True)
+    elif name.startswith("tasks:"):
+        from sentune.tasks.catalog import load_task, select_tasks  # the catalog reads data through this package
+
+        sentences = []
+        for task in select_tasks(name[6:]):
+            for items in load_task(task, data_dir).values():
+                sentences += [s for item in items for s in ((item.text,) if isinstance(item, readers.Labeled) else (item.a, item.b))]
     else:
         catalog = corpus_catalog()
         if name not in catalog:
-            raise ValueError(f"unknown sentence set {name!r}; choose {', '.join(catalog)} or file:PATH")
+            raise ValueError(f"unknown sentence set {name!r}; choose {', '.join(catalog)}, file:PATH or tasks:SELECTION")
         sentences = []
         for part in catalog[name]:
             path = data_dir / part["path"]

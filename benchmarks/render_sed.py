@@ -1,0 +1,178 @@
+"""Render benchmarks/results/sed.md (seeds 003/004 on the default model) from the kept results of
+benchmarks/sed_experiments.sh. Rows whose runs have not finished are listed as missing, never filled in;
+every number comes from a results.json; the commands are listed at the end."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from common import KeptRuns  # noqa: E402  (benchmarks/common.py)
+
+STS5 = ("STS12", "STS13", "STS14", "STS15", "STS16")
+STS7 = STS5 + ("STS-B", "SICK-R")
+SENTEVAL = ("CR", "MR", "MPQA", "SUBJ", "SST2", "SST5", "TREC", "MRPC", "SICK-E")
+
+
+def avg(run: dict, tasks=STS5, metric: str = "spearman") -> float:
+    return float(np.mean([run["tasks"][t]["all"][metric] for t in tasks]))
+
+
+def sts_row(label: str, run: dict) -> str:
+    cells = [f"{run['tasks'][t]['all']['pearson']:.2f} / {run['tasks'][t]['all']['spearman']:.2f}" for t in STS5]
+    return (f"| {label} | " + " | ".join(cells) + f" | **{avg(run, STS5, 'pearson'):.2f} / {avg(run):.2f}** | "
+            f"{run['tasks']['STS-B']['all']['spearman']:.2f} | {run['tasks']['SICK-R']['all']['spearman']:.2f} | {avg(run, STS7):.2f} |")
+
+
+STS_HEADER = ("| model | " + " | ".join(STS5) + " | avg (5) | STS-B | SICK-R | avg (7, Spearman) |\n|" + "---|" * 10)
+
+
+def sts_table(kept: KeptRuns, title: str, rows: list[tuple[str, str]], baseline: dict | None) -> list[str]:
+    out = [f"## {title}", "", "Pearson / Spearman ×100 ('all' aggregation, cosine); avg (5) over STS12-16 as the paper; "
+           "STS-B test and SICK-R Spearman and the 7-task Spearman average added.", "", STS_HEADER]
+    if baseline:
+        out.append(sts_row("no tuning (the model's own pooling)", baseline["runs"]["model"]))
+    for label, rel in rows:
+        result = kept.get(rel)
+        if result:
+            out.append(sts_row(label, result["runs"]["model"]))
+    return out + [""]
+
+
+def spread(values: list[float]) -> str:
+    std = np.std(values, ddof=1) if len(values) > 1 else 0.0
+    return f"{max(values):.2f} | {np.mean(values):.2f} | {std:.2f} | {len(values)}"
+
+
+def stability(kept: KeptRuns, ensembles: list[tuple[str, str]]) -> list[str]:
+    out = ["## Table 3: members, full ensemble and distillation learners", "",
+           "Spearman ×100 averaged over STS12-16 (the paper's measure) and, in brackets below, over the 7 tasks. "
+           "Members: the ensemble's models (seeds 1..N); full ensemble: the average of their embeddings as one model; "
+           "learners: SED learners distilled from that ensemble with seeds 1..K.", "",
+           "| ensemble | group | max | mean | std | runs |", "|---|---|---|---|---|---|"]
+    verdicts = []
+    for label, stage in ensembles:
+        members_file = kept.root / stage / "members.json"
+        if not members_file.is_file():
+            kept.missing.append(f"{stage}/members.json")
+            continue
+        members = [r for r in (kept.get(rel) for rel in json.loads(members_file.read_text())) if r]
+        learners = [r for r in (kept.get(f"{stage}/learner-{k}") for k in range(1, 11) if (kept.root / stage / f"learner-{k}").is_dir()) if r]
+        full = kept.get(f"{stage}/full-ensemble")
+        for group, runs in (("members", members), ("learners (SED)", learners)):
+            if runs:
+                five, seven = [avg(r["runs"]["model"]) for r in runs], [avg(r["runs"]["model"], STS7) for r in runs]
+                out.append(f"| {label} | {group} | {spread(five)} |")
+                out.append(f"| | (7 tasks) | {spread(seven)} |")
+        if full:
+            out.append(f"| {label} | full ensemble | {avg(full['runs']['model']):.2f} | – | – | 1 |")
+            out.append(f"| | (7 tasks) | {avg(full['runs']['model'], STS7):.2f} | – | – | 1 |")
+        if members and learners:
+            m7, l7 = [avg(r["runs"]["model"], STS7) for r in members], [avg(r["runs"]["model"], STS7) for r in learners]
+            verdicts.append(
+                f"- {label}, 7-task average: learners' mean {np.mean(l7):.2f} vs members' mean {np.mean(m7):.2f} "
+                f"({'beats' if np.mean(l7) > np.mean(m7) else 'does not beat'} it) and best member {max(m7):.2f} "
+                f"({'matches or beats' if np.mean(l7) >= max(m7) else 'below'}); std learners {np.std(l7, ddof=1) if len(l7) > 1 else 0:.2f} "
+                f"vs members {np.std(m7, ddof=1) if len(m7) > 1 else 0:.2f}.")
+    return out + [""] + (["What the must-show asks, as measured:", ""] + verdicts + [""] if verdicts else [])
+
+
+def side_by_side(kept: KeptRuns) -> list[str]:
+    ours, lib = kept.get("sed/ct"), kept.get("sed-st-ct")
+    if not (ours and lib):
+        return []
+    return ["## Side by side: sentune CT vs sentence-transformers ContrastiveTensionLoss", "",
+            "Same model, wiki sentences, steps, batch, optimiser, rate schedule and seed (005-ct.yaml vs 005-st-ct.yaml); the library's "
+            "loss sums the BCE, keeps dropout and always keeps its second tower.", "", STS_HEADER,
+            sts_row("sentune ct", ours["runs"]["model"]), sts_row("st ContrastiveTensionLoss", lib["runs"]["model"]), ""]
+
+
+def supervised(kept: KeptRuns) -> list[str]:
+    grid = sorted((p.name for p in kept.root.glob("sed-sts-lb*") if (p / "results.json").is_file()))
+    if not grid:
+        kept.missing.append("sed-sts-lb*")
+        return []
+    by_lb: dict[float, list[tuple[float, dict]]] = {}
+    for name in grid:
+        result = kept.get(name)
+        lb = float(result["meta"]["recipe"]["params"]["lower_bound"])
+        by_lb.setdefault(lb, []).append((result["meta"]["best_checkpoint"]["dev_spearman"], result))
+    best = max(by_lb, key=lambda lb: np.mean([d for d, _ in by_lb[lb]]))
+    out = ["## Table 4: supervised STS-B (regression to a cosine target in [lb, 1])", "",
+           "Lower-bound grid (runs per value and epochs as in benchmarks/sed_experiments.sh); lb chosen by the mean STS-B dev Spearman.", "",
+           "| lb | runs | STS-B dev ρ (mean) | STS-B test r / ρ (mean) |", "|---|---|---|---|"]
+    for lb, items in sorted(by_lb.items()):
+        tests = [r["runs"]["model"]["tasks"]["STS-B"]["all"] for _, r in items]
+        mark = " **(chosen)**" if lb == best else ""
+        out.append(f"| {lb:g}{mark} | {len(items)} | {np.mean([d for d, _ in items]):.2f} | "
+                   f"{np.mean([t['pearson'] for t in tests]):.2f} / {np.mean([t['spearman'] for t in tests]):.2f} |")
+    out += ["", "| model (chosen lb, full epochs) | STS-B test r / ρ |", "|---|---|"]
+    for label, rel in (("STS", "sed-sts/sts"), ("STS-SED (learner 1)", "sed-sts/sts-sed/learner-1"), ("STS-SED-Flow", "sed-sts/sts-sed-flow")):
+        result = kept.get(rel)
+        if result:
+            t = result["runs"]["model"]["tasks"]["STS-B"]["all"]
+            out.append(f"| {label} | {t['pearson']:.2f} / {t['spearman']:.2f} |")
+    return out + [""]
+
+
+def senteval(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
+    out = ["## Table 7: SentEval (accuracy; SICK-R and STS-B: Pearson of SentEval's supervised regressor)", "",
+           "| model | " + " | ".join(SENTEVAL) + " | SICK-R | STS-B | avg |", "|" + "---|" * (len(SENTEVAL) + 4)]
+    for label, tag in tags:
+        result = kept.get(f"sed-senteval-{tag}")
+        if result:
+            run = result["runs"]["model"]
+            cells = [run["tasks"][t]["acc"] for t in SENTEVAL] + [run["tasks"][t]["pearson"] for t in ("SICK-R-reg", "STS-B-reg")]
+            out.append(f"| {label} | " + " | ".join(f"{c:.2f}" for c in cells) + f" | **{np.mean(cells):.2f}** |")
+    preset = "fast"
+    return out + ["", f"Transfer preset `{preset}` (5-fold); see benchmarks/results/baselines.md for the protocol.", ""]
+
+
+def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
+    out = ["## Table 8: pooling over the last 1, 2, 3 layers (Spearman ×100, average of STS12-16)", "",
+           "Mean pooling of the last layer, of the mean of the last two, of the last three; '+ Flow' fits a flow on the STS12-16 "
+           "sentences for each pooling (lr 1e-3, 1 epoch).", "", "| model | 1 | 2 | 3 |", "|---|---|---|---|"]
+    for label, tag in tags:
+        result = kept.get(f"sed-layers-{tag}")
+        if not result:
+            continue
+        runs = result["runs"]
+        for suffix, name in (("", label), ("+flow", f"{label}-Flow")):
+            keys = [next((k for k in runs if k == p or (suffix and k.startswith(p + suffix))), None) for p in ("mean", "last2", "last3")]
+            if all(keys):
+                out.append(f"| {name} | " + " | ".join(f"{avg(runs[k]):.2f}" for k in keys) + " |")
+    return out + [""]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", default="benchmarks/results/runs", help="kept run results (benchmarks/lib.sh keep/keep_tree)")
+    parser.add_argument("--out", default="benchmarks/results/sed.md")
+    args = parser.parse_args()
+    kept = KeptRuns(Path(args.runs))
+    baseline = json.loads((kept.root / "baselines-sts" / "results.json").read_text()) if (kept.root / "baselines-sts" / "results.json").is_file() else None
+    parts = ["# Seeds 003/004 (Contrastive Tension, NLI, Flow, Sentence Ensemble Distillation) on the default model", "",
+             f"Rendered {datetime.now(timezone.utc).date()} by `python {' '.join(sys.argv)}` from the kept results of "
+             "`benchmarks/sed_experiments.sh`, whose header states the CPU scale (ensemble size, CT steps, distillation "
+             "sentences, grid runs). The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for sentence "
+             "similarity), not BERT-Large; NLI uses the 22k NLI pairs of the data directory, not SNLI+MNLI's 1M.", ""]
+    parts += sts_table(kept, "Table 1: unsupervised", [("Flow", "sed/flow"), ("CT", "sed/ct"), ("CT-Flow", "sed/ct-flow"),
+                                                       ("CT-SED (learner 1)", "sed/ct-sed/learner-1"), ("CT-SED-Flow", "sed/ct-sed-flow")], baseline)
+    parts += sts_table(kept, "Table 2: with NLI labels", [("NLI", "sed/nli"), ("NLI-Flow", "sed/nli-flow"), ("NLI-CT", "sed/nli-ct"),
+                                                         ("NLI-CT-Flow", "sed/nli-ct-flow"), ("NLI-CT-SED (learner 1)", "sed/nli-ct-sed/learner-1"),
+                                                         ("NLI-CT-SED-Flow", "sed/nli-ct-sed-flow")], None)
+    parts += stability(kept, [("CT", "sed/ct-sed"), ("NLI-CT", "sed/nli-ct-sed"), ("STS", "sed-sts/sts-sed")])
+    parts += side_by_side(kept) + supervised(kept)
+    parts += senteval(kept, [("no tuning", "default"), ("NLI", "nli"), ("CT", "ct"), ("NLI-CT", "nli-ct"), ("CT-SED", "ct-sed-learner-1"),
+                             ("CT-SED-Flow", "ct-sed-flow"), ("NLI-CT-SED", "nli-ct-sed-learner-1"), ("NLI-CT-SED-Flow", "nli-ct-sed-flow")])
+    parts += layers(kept, [("no tuning", "default"), ("CT", "ct"), ("CT-SED", "ct-sed-learner-1"), ("NLI", "nli"), ("NLI-CT", "nli-ct"),
+                           ("NLI-CT-SED", "nli-ct-sed-learner-1")])
+    kept.write_page(parts, args.out, "benchmarks/sed_experiments.sh")
+
+
+if __name__ == "__main__":
+    main()
