@@ -48,19 +48,42 @@ def spread(values: list[float]) -> str:
     return f"{max(values):.2f} | {np.mean(values):.2f} | {std:.2f} | {len(values)}"
 
 
-def stability(kept: KeptRuns, ensembles: list[tuple[str, str]]) -> list[str]:
+def stability_plot(points: dict[str, dict[str, list[float]]], path: Path) -> Path:
+    """One row per ensemble: members, learners and the full ensemble on the 7-task average axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 0.8 * len(points) + 1.2))
+    for y, (label, groups) in enumerate(points.items()):
+        for (group, values), (colour, marker, offset) in zip(groups.items(), (("tab:grey", "o", 0.15), ("tab:blue", "D", -0.15), ("tab:red", "*", 0.0))):
+            ax.scatter(values, [y + offset] * len(values), color=colour, marker=marker, s=60 if marker == "*" else 30,
+                       label=group if y == 0 else None, alpha=0.8)
+    ax.set_yticks(range(len(points)), list(points))
+    ax.set_xlabel("average of the 7 STS tasks, Spearman ×100")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def stability(kept: KeptRuns, ensembles: list[tuple[str, str]], figure: Path | None = None) -> list[str]:
     out = ["## Table 3: members, full ensemble and distillation learners", "",
-           "Spearman ×100 averaged over STS12-16 (the paper's measure) and, in brackets below, over the 7 tasks. "
+           "Spearman ×100 averaged over STS12-16 (the paper's measure) and, in the '(7 tasks)' row under it, over the 7 tasks. "
            "Members: the ensemble's models (seeds 1..N); full ensemble: the average of their embeddings as one model; "
            "learners: SED learners distilled from that ensemble with seeds 1..K.", "",
            "| ensemble | group | max | mean | std | runs |", "|---|---|---|---|---|---|"]
-    verdicts = []
+    verdicts, points = [], {}
     for label, stage in ensembles:
         members_file = kept.root / stage / "members.json"
         if not members_file.is_file():
             kept.missing.append(f"{stage}/members.json")
             continue
-        members = [r for r in (kept.get(rel) for rel in json.loads(members_file.read_text())) if r]
+        root = Path(stage).parent  # members.json paths are relative to the pipeline folder
+        members = [r for r in (kept.get(str(root / rel)) for rel in json.loads(members_file.read_text())) if r]
         learners = [r for r in (kept.get(f"{stage}/learner-{k}") for k in range(1, 11) if (kept.root / stage / f"learner-{k}").is_dir()) if r]
         full = kept.get(f"{stage}/full-ensemble")
         for group, runs in (("members", members), ("learners (SED)", learners)):
@@ -71,6 +94,8 @@ def stability(kept: KeptRuns, ensembles: list[tuple[str, str]]) -> list[str]:
         if full:
             out.append(f"| {label} | full ensemble | {avg(full['runs']['model']):.2f} | – | – | 1 |")
             out.append(f"| | (7 tasks) | {avg(full['runs']['model'], STS7):.2f} | – | – | 1 |")
+        points[label] = {group: [avg(r["runs"]["model"], STS7) for r in runs] for group, runs in
+                         (("members", members), ("learners", learners), ("full ensemble", [full] if full else []))}
         if members and learners:
             m7, l7 = [avg(r["runs"]["model"], STS7) for r in members], [avg(r["runs"]["model"], STS7) for r in learners]
             verdicts.append(
@@ -78,6 +103,8 @@ def stability(kept: KeptRuns, ensembles: list[tuple[str, str]]) -> list[str]:
                 f"({'beats' if np.mean(l7) > np.mean(m7) else 'does not beat'} it) and best member {max(m7):.2f} "
                 f"({'matches or beats' if np.mean(l7) >= max(m7) else 'below'}); std learners {np.std(l7, ddof=1) if len(l7) > 1 else 0:.2f} "
                 f"vs members {np.std(m7, ddof=1) if len(m7) > 1 else 0:.2f}.")
+    if figure and any(any(g.values()) for g in points.values()):
+        out += ["", f"![members, learners and full ensemble]({stability_plot(points, figure).name})"]
     return out + [""] + (["What the must-show asks, as measured:", ""] + verdicts + [""] if verdicts else [])
 
 
@@ -165,7 +192,7 @@ def main() -> None:
     parts += sts_table(kept, "Table 2: with NLI labels", [("NLI", "sed/nli"), ("NLI-Flow", "sed/nli-flow"), ("NLI-CT", "sed/nli-ct"),
                                                          ("NLI-CT-Flow", "sed/nli-ct-flow"), ("NLI-CT-SED (learner 1)", "sed/nli-ct-sed/learner-1"),
                                                          ("NLI-CT-SED-Flow", "sed/nli-ct-sed-flow")], None)
-    parts += stability(kept, [("CT", "sed/ct-sed"), ("NLI-CT", "sed/nli-ct-sed"), ("STS", "sed-sts/sts-sed")])
+    parts += stability(kept, [("CT", "sed/ct-sed"), ("NLI-CT", "sed/nli-ct-sed"), ("STS", "sed-sts/sts-sed")], Path(args.out).with_name("sed_stability.png"))
     parts += side_by_side(kept) + supervised(kept)
     parts += senteval(kept, [("no tuning", "default"), ("NLI", "nli"), ("CT", "ct"), ("NLI-CT", "nli-ct"), ("CT-SED", "ct-sed-learner-1"),
                              ("CT-SED-Flow", "ct-sed-flow"), ("NLI-CT-SED", "nli-ct-sed-learner-1"), ("NLI-CT-SED-Flow", "nli-ct-sed-flow")])
