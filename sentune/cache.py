@@ -4,6 +4,7 @@ written atomically (an interrupted run never leaves half a cache), then memory-m
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,8 +22,10 @@ def cached_array(path: Path | None, compute: Callable[[], np.ndarray]) -> np.nda
         return np.load(path, mmap_mode="r")
     array = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    # A unique temporary name: two runs sharing a cache folder (SENTUNE_CACHE) may build the same entry
+    # at once; each renames a whole file into place, and the content is the same.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with tmp.open("wb") as handle:
         np.save(handle, array)
-    tmp.rename(path)
+    os.replace(tmp, path)
     return np.load(path, mmap_mode="r")
