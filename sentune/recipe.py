@@ -54,6 +54,9 @@ class Recipe:
     model: str = "default"
     train_data: str = "stsb"  # a named sentence set (sentune/data/corpora.yaml) or file:PATH
     params: dict[str, Any] = field(default_factory=dict)  # the method's loss parameters
+    # The pooling trained and saved; None = the method's own (e.g. mean for SimCSE). 'model' keeps the
+    # model's pipeline, e.g. a flow or whitening head after the pooling, so fine-tuning trains through it.
+    pooling: str | None = None
     training: TrainingConfig = field(default_factory=TrainingConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
 

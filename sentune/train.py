@@ -228,7 +228,7 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
 
     set_seed(recipe.training.seed)
     method = get_method(recipe.method)
-    model = with_pooling(load_model(recipe.model), method.pooling)
+    model = with_pooling(load_model(recipe.model), recipe.pooling or method.pooling)
     if recipe.training.max_seq_length:
         model.max_seq_length = recipe.training.max_seq_length
     columns = method.make_columns(recipe, data_dir) if method.make_columns else training_columns(recipe, method, data_dir)
@@ -284,7 +284,7 @@ def _save_model(model, out: Path, recipe: Recipe, method, results: dict, best: d
     summary = results["runs"]["model"]["summary"]
     card = "\n".join([
         "", "## Trained with sentune", "",
-        f"- method: `{recipe.method}` ({method.pooling} pooling); recipe `{recipe.name}`",
+        f"- method: `{recipe.method}` ({recipe.pooling or method.pooling} pooling); recipe `{recipe.name}`",
         f"- selected checkpoint: step {best['step']}, {recipe.eval.dev} Spearman {best['dev_spearman']:.2f}",
         f"- STS average ('all' Spearman ×100): {summary.get('avg_all_spearman', float('nan')):.2f}",
         "", "```yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False).strip(), "```", "",

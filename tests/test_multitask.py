@@ -59,3 +59,24 @@ def test_tiny_multitask_fine_tuning(tiny_model_dir, tiny_data_dir, tmp_path):
     assert 0 <= test["multitask-test_sst5_acc"] <= 100
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert any("eval_multitask-dev_mean" in m for m in metrics)
+
+
+def test_recipe_pooling_model_trains_through_a_head(tiny_model_dir, tiny_data_dir, tmp_path):
+    """`pooling: model` keeps a saved head (here whitening's Dense) under the task heads and trains it."""
+    from safetensors.torch import load_file
+
+    from sentune.cli import main
+
+    head = tmp_path / "whitened"
+    assert main(["whiten", "--model", str(tiny_model_dir), "--pooling", "mean", "--fit-on", "tasks:STS-B", "--data", str(tiny_data_dir), "--out", str(head)]) == 0
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"method: multitask\nmodel: {head}\npooling: model\nparams: {{e_para: 16, e_sem: 16}}\n"
+                      "training: {batch_size: 4, max_steps: 3, eval_steps: 3, patience: 0, learning_rate: 1.0e-3}\n"
+                      "eval: {tasks: STS-B}\n")
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--out", str(run), "--data", str(tiny_data_dir)]) == 0
+    modules = json.loads((run / "model" / "modules.json").read_text())
+    assert [m["type"].rsplit(".", 1)[-1] for m in modules] == [m["type"].rsplit(".", 1)[-1] for m in json.loads((head / "modules.json").read_text())]
+    dense = next(m["path"] for m in modules if m["type"].endswith("Dense"))
+    before, after = load_file(str(head / dense / "model.safetensors")), load_file(str(run / "model" / dense / "model.safetensors"))
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # the head was trained, not dropped
