@@ -11,11 +11,6 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 poolings=model,cls,mean,max,first-last,last2,last4,wk
 
-step() {  # step OUT_DIR command...: run unless OUT_DIR already has its result
-  local out=$1; shift
-  if [ -f "$out/results.json" ] || [ -f "$out/layerwise.json" ]; then echo "skip $out (done)"; return; fi
-  "$@" --out "$out"
-}
 
 step "$kept/baselines-sts" sentune eval --model default --pooling "$poolings" --tasks sts --whiten per-task --whiten nli --whiten nli:256 --quiet
 step "$kept/baselines-transfer-fast" sentune eval --model default --pooling "$poolings" --tasks transfer --preset fast --quiet

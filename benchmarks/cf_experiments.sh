@@ -1,37 +1,36 @@
 #!/usr/bin/env bash
 # Seed 002 on the default model: every run behind benchmarks/results/cf.md, resumable (a finished run is
 # skipped, an interrupted one resumed). CPU scale (2000 steps per contrastive stage, multitask as its
-# recipe states). Evaluation-only steps write straight to benchmarks/results/runs. Run again to continue.
+# recipe states). Evaluation-only steps write straight to benchmarks/results/runs. Run again to continue;
+# JOBS=2 runs two one-thread workers (benchmarks/lib.sh).
 set -euo pipefail
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-step() {  # step OUT_DIR command...: run unless OUT_DIR already has its result
-  local out=$1; shift
-  if [ -f "$out/results.json" ] || [ -f "$out/pairs.json" ]; then echo "skip $out (done)"; return; fi
-  "$@" --out "$out"
-}
+# Table 1 encoders that need nothing else: SimCSE, Mirror, the library's MNRL next to our SimCSE, the flow
+# alone on the untuned model (encoder frozen, trained on wiki as BERT-CF's stage 2 without the Mirror term).
+run cf-simcse 002-simcse
+run cf-mirror 002-mirror
+run cf-st-mnrl 002-st-mnrl
+run cf-flow 002-bert-cf model=default params.lambda_mirror=0
 # Flow on the untuned model, fitted on each task's sentences, 3 seeds, next to the same pooling without it.
 step "$kept/cf-flow-target" sentune eval --model default --pooling mean,first-last --flow per-task:1 --flow per-task:2 --flow per-task:3 --tasks sts,dev --quiet
-# Table 1: SimCSE, Mirror, flow alone, BERT-CF (Mirror → flow-joint), and the library's MNRL next to our SimCSE.
-run cf-simcse 002-simcse
-run cf-st-mnrl 002-st-mnrl
-run cf-mirror 002-mirror
-run cf-flow 002-bert-cf model=default params.lambda_mirror=0
+run cf-multitask-untuned 002-multitask model=default
+# BERT-CF (Mirror → flow-joint) and the §6.1 ablations.
+need cf-mirror
 run cf-bert-cf 002-bert-cf "model=$runs/cf-mirror/model"
-# §6.1 ablations.
-run cf-simcse-joint 002-bert-cf "model=$runs/cf-simcse/model" params.span_cap=0
 run cf-minbert-joint 002-bert-cf "model=$runs/cf-mirror/model" params.freeze_encoder=false training.learning_rate=1.0e-5
 run cf-mirror-flow 002-bert-cf "model=$runs/cf-mirror/model" params.lambda_mirror=0
-# Qualitative pairs (Tables 3-6 style): STS13 pairs, cosine before and after BERT-CF.
-step "$kept/cf-pairs" sentune pairs --model default --label "no tuning" --model "$runs/cf-bert-cf/model" --label BERT-CF --task STS13 --pairs 8
-# Table 7: alignment and uniformity on QQP positive pairs.
+need cf-simcse
+run cf-simcse-joint 002-bert-cf "model=$runs/cf-simcse/model" params.span_cap=0
+# Multitask fine-tuning of each encoder (supervised dev/test metrics in results.json meta.method_metrics).
+for name in cf-simcse cf-mirror cf-flow cf-bert-cf; do
+  need "$name"
+  run "cf-multitask-$name" 002-multitask "model=$runs/$name/model"
+done
+# Table 7: alignment and uniformity on QQP positive pairs; qualitative pairs (Tables 3-6 style).
 for name in untuned cf-simcse cf-mirror cf-flow cf-bert-cf; do
   model=$runs/$name/model; [ "$name" = untuned ] && model=default
   step "$kept/cf-align-$name" sentune eval --model "$model" --tasks STS-B --alignment-pairs qqp --quiet
 done
-# Multitask fine-tuning of each encoder (supervised dev/test metrics in results.json meta.method_metrics).
-for name in untuned cf-simcse cf-mirror cf-flow cf-bert-cf; do
-  model=$runs/$name/model; [ "$name" = untuned ] && model=default
-  run "cf-multitask-$name" 002-multitask "model=$model"
-done
-python benchmarks/render_cf.py
+step "$kept/cf-pairs" sentune pairs --model default --label "no tuning" --model "$runs/cf-bert-cf/model" --label BERT-CF --task STS13 --pairs 8
+python benchmarks/render_cf.py  # every worker renders when it ends: the last one sees every result

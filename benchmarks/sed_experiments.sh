@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Seeds 003/004 on the default model at CPU scale: every run behind benchmarks/results/sed.md. Resumable:
-# finished stages are skipped, interrupted ones resumed; run it again to continue.
+# finished stages are skipped, interrupted ones resumed; run it again to continue. JOBS=2 runs two
+# one-thread workers (benchmarks/lib.sh); pipelines then split ensemble members and learners between them.
 #
 # CPU scale, stated in sed.md: ensembles of MEMBERS (default 5; the paper 10) and LEARNERS learners (3);
 # CT 2000 steps per model (the paper 50,000); distillation on a fixed random 20,000 of the 66,506 wiki
@@ -17,11 +18,6 @@ pipe() {  # pipe NAME: one composed recipe in the shared folder (common prefixes
     --set flow:learning_rate=1e-3 --set sed-learner:training.max_sentences=20000 --out "$sed_root" "${@:2}"
   keep_tree "$sed_root" sed
 }
-step() {  # step OUT_DIR command...: run unless OUT_DIR already has its result
-  local out=$1; shift
-  if [ -f "$out/results.json" ]; then echo "skip $out (done)"; return; fi
-  "$@" --out "$out"
-}
 
 # Tables 1-3: unsupervised (CT, Flow, SED) and NLI-based compositions.
 for name in flow ct-sed-flow ct-flow nli-ct-sed-flow nli-ct-flow nli-flow; do pipe "$name"; done
@@ -33,6 +29,9 @@ for lb in 0 0.05 0.1 0.15 0.2 0.25 0.3 0.35 0.4 0.45 0.5 0.55 0.6 0.65 0.7 0.75 
   for seed in $(seq 1 "$runs_per_lb"); do
     run "sed-sts-lb$lb-s$seed" 005-sts "params.lower_bound=$lb" "training.seed=$seed" "training.epochs=$grid_epochs"
   done
+done
+for lb in 0 0.05 0.1 0.15 0.2 0.25 0.3 0.35 0.4 0.45 0.5 0.55 0.6 0.65 0.7 0.75 0.8 0.85 0.9 0.95; do
+  for seed in $(seq 1 "$runs_per_lb"); do need "sed-sts-lb$lb-s$seed"; done  # the whole grid, also another worker's part
 done
 best_lb=$(python benchmarks/best_lower_bound.py "$kept"/sed-sts-lb*)
 echo "lower bound chosen on STS-B dev: $best_lb"
@@ -51,4 +50,4 @@ for stage in default ct ct-sed/learner-1 nli nli-ct nli-ct-sed/learner-1; do
   tag=${stage//\//-}
   step "$kept/sed-layers-$tag" sentune eval --model "$model" --pooling mean,last2,last3 --tasks sts --flow tasks:STS12,STS13,STS14,STS15,STS16 --flow-set learning_rate=1e-3 --quiet
 done
-python benchmarks/render_sed.py
+python benchmarks/render_sed.py  # every worker renders when it ends: the last one sees every result

@@ -20,8 +20,11 @@ holding a different stage is an error, never silently reused.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,30 +101,41 @@ def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, c
     learner_overrides = config.overrides.get("sed-learner", [])
     _claim(folder, {"stage": "sed", "recipe": recipe_name, "input_model": start, "member_overrides": member_overrides,
                     "members": config.members, "learner_overrides": learner_overrides})
-    members = []
+    members, jobs = [], []
     for seed in range(1, config.members + 1):
         overrides = [f"model={start}"] + member_overrides + [f"training.seed={seed}"]
         if _same_run(recipe_name, overrides, trained):
             logger.info("member %d is the run of %s (same recipe and seed), reused", seed, trained)
             members.append(str(trained / "model"))
             continue
-        _train_stage(recipe_name, overrides, folder / f"member-{seed}", data_dir, command, train)
+        jobs.append((recipe_name, overrides, folder / f"member-{seed}"))
         members.append(str(folder / f"member-{seed}" / "model"))
+    _train_independent(jobs, data_dir, command, train)
     # Which runs form the ensemble, relative to the pipeline folder (member 1 may be the previous stage).
     write_atomic(folder / "members.json", json.dumps([str(Path(m).parent.relative_to(folder.parent)) for m in members], indent=1))
-    ensemble = save_ensemble(members, folder / "full-ensemble")
-    if not (ensemble / "results.json").is_file():
-        from sentune.evaluate import evaluate
-        from sentune.models import load_model
-        from sentune.tasks.catalog import select_tasks
+    ensemble = folder / "full-ensemble"
+    with stage_lock(ensemble):
+        save_ensemble(members, ensemble)
+        if not (ensemble / "results.json").is_file():
+            from sentune.evaluate import evaluate
+            from sentune.models import load_model
+            from sentune.tasks.catalog import select_tasks
 
-        results = evaluate(load_model(str(ensemble)), select_tasks("sts"), data_dir, show_progress=False, model_name=str(ensemble))
-        results["meta"]["stage"] = {"full_ensemble": members}
-        save_results(results, ensemble, command)
-    for seed in range(1, config.learners + 1):
-        overrides = [f"model={start}", f"params.members={json.dumps(members)}", f"training.seed={seed}"] + learner_overrides
-        _train_stage("005-sed", overrides, folder / f"learner-{seed}", data_dir, command, train)
+            results = evaluate(load_model(str(ensemble)), select_tasks("sts"), data_dir, show_progress=False, model_name=str(ensemble))
+            results["meta"]["stage"] = {"full_ensemble": members}
+            save_results(results, ensemble, command)
+    learners = [("005-sed", [f"model={start}", f"params.members={json.dumps(members)}", f"training.seed={seed}"] + learner_overrides, folder / f"learner-{seed}")
+                for seed in range(1, config.learners + 1)]
+    _train_independent(learners, data_dir, command, train)
     return str(folder / "learner-1" / "model")
+
+
+def _train_independent(jobs: list[tuple[str, list[str], Path]], data_dir: Path, command: str | None, train) -> None:
+    """Runs that do not depend on each other (ensemble members, learners): first every one no other
+    process is training, then wait for those that another process (a second pipeline worker) holds."""
+    busy = [job for job in jobs if not _train_stage(*job, data_dir, command, train, wait=False)]
+    for job in busy:
+        _train_stage(*job, data_dir, command, train)
 
 
 def _same_run(recipe_name: str, overrides: list[str], folder: Path) -> bool:
@@ -144,15 +158,46 @@ def _claim(folder: Path, settings: dict) -> None:
     write_atomic(path, json.dumps(settings, indent=2))
 
 
-def _train_stage(recipe_name: str, overrides: list[str], folder: Path, data_dir: Path, command: str | None, train) -> None:
-    if (folder / "results.json").is_file():
-        logger.info("stage %s done, skipped", folder)
-        return
-    recipe = load_recipe(recipe_name, overrides)
-    train(recipe, folder, data_dir=data_dir, resume=(folder / "checkpoints").exists(), command=command)
+@contextmanager
+def stage_lock(folder: Path, wait: bool = True):
+    """An exclusive lock on a stage folder, so pipelines run in parallel on one --out never train the same
+    stage twice at once (the OS drops it when a process dies, so a killed run leaves no stale lock).
+    Yields False instead of waiting when `wait` is False and another process holds it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / ".lock", os.O_CREAT | os.O_RDWR)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _train_stage(recipe_name: str, overrides: list[str], folder: Path, data_dir: Path, command: str | None, train, *, wait: bool = True) -> bool:
+    """Train one stage unless it is done; False when `wait` is False and another process is training it."""
+    with stage_lock(folder, wait) as held:
+        if not held:
+            logger.info("stage %s is being trained by another process; later", folder)
+            return False
+        if (folder / "results.json").is_file():
+            logger.info("stage %s done, skipped", folder)
+            return True
+        recipe = load_recipe(recipe_name, overrides)
+        train(recipe, folder, data_dir=data_dir, resume=(folder / "checkpoints").exists(), command=command)
+        return True
 
 
 def _postprocess_stage(stage: str, model: str, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None) -> str:
+    with stage_lock(folder):
+        if not (folder / "results.json").is_file():
+            _fit_postprocessor(stage, model, folder, config, data_dir, command)
+    return str(folder / "model")
+
+
+def _fit_postprocessor(stage: str, model: str, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None) -> None:
     from sentune.build import build_postprocessed_model
     from sentune.evaluate import evaluate
     from sentune.models import load_model
@@ -160,11 +205,9 @@ def _postprocess_stage(stage: str, model: str, folder: Path, config: PipelineCon
     from sentune.tasks.catalog import select_tasks
 
     saved = folder / "model"
-    if not (folder / "results.json").is_file():
-        settings = postprocessor_settings(stage, config.overrides.get(stage, []), f"--set {stage}:")
-        postprocessor = Flow(**settings) if stage == "flow" else Whitening(**settings)
-        build_postprocessed_model(model, "model", postprocessor, config.fit_on, saved, data_dir=data_dir, show_progress=False)
-        results = evaluate(load_model(str(saved)), select_tasks("sts"), data_dir, show_progress=False, model_name=str(saved))
-        results["meta"]["stage"] = {"postprocess": stage, "fit_on": config.fit_on, "input_model": model}
-        save_results(results, folder, command)
-    return str(saved)
+    settings = postprocessor_settings(stage, config.overrides.get(stage, []), f"--set {stage}:")
+    postprocessor = Flow(**settings) if stage == "flow" else Whitening(**settings)
+    build_postprocessed_model(model, "model", postprocessor, config.fit_on, saved, data_dir=data_dir, show_progress=False)
+    results = evaluate(load_model(str(saved)), select_tasks("sts"), data_dir, show_progress=False, model_name=str(saved))
+    results["meta"]["stage"] = {"postprocess": stage, "fit_on": config.fit_on, "input_model": model}
+    save_results(results, folder, command)

@@ -73,3 +73,35 @@ def test_postprocess_stage_options(tiny_model_dir, tiny_data_dir, tmp_path, caps
     assert SentenceTransformer(str(tmp_path / "p" / "whiten" / "model"), device="cpu").encode(["a man plays"]).shape == (1, 8)
     assert main([*base[:-1], str(tmp_path / "q"), "--set", "whiten:components=8"]) == 2
     assert "--set whiten: components=8: whiten takes eps, n_components, normalize" in capsys.readouterr().err
+
+
+def test_stage_lock_excludes_a_second_holder(tmp_path):
+    from sentune.pipeline import stage_lock
+
+    with stage_lock(tmp_path / "stage") as first:
+        with stage_lock(tmp_path / "stage", wait=False) as second:
+            assert first and not second
+    with stage_lock(tmp_path / "stage", wait=False) as again:
+        assert again  # released when the holder left
+
+
+def test_two_pipeline_workers_share_the_members(tiny_model_dir, tiny_data_dir, tmp_path):
+    """Two processes running the same pipeline on one folder: both finish, every member is trained once."""
+    import os
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "sentune.cli", "pipeline", "ct-sed", "--model", str(tiny_model_dir), "--members", "3", "--data", str(tiny_data_dir),
+            "--out", str(tmp_path / "p")]
+    for stage in ("ct", "sed-learner"):
+        args += ["--set", f"{stage}:training.max_steps=2", "--set", f"{stage}:training.eval_steps=1", "--set", f"{stage}:training.batch_size=8"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    workers = [subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    logs = [w.communicate(timeout=600)[1] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], "\n".join(log[-2000:] for log in logs)
+    for member in ("member-2", "member-3"):
+        assert (tmp_path / "p" / "ct-sed" / member / "results.json").is_file()
+        # one training per member: a second would have appended a second final line to its metrics
+        finals = [line for line in (tmp_path / "p" / "ct-sed" / member / "metrics.jsonl").read_text().splitlines() if "train_runtime" in line]
+        assert len(finals) == 1
+    assert (tmp_path / "p" / "ct-sed" / "learner-1" / "results.json").is_file()
