@@ -3,8 +3,8 @@
 # interrupted one, and keeps its results (results.json/.md, metrics.jsonl, config.yaml) in
 # benchmarks/results/runs/NAME, which is committed and read by the renderers.
 #
-# JOBS=2 runs the calling script as two workers of one thread each (measured here: two one-thread SG-OPT
-# runs side by side make 1.81 steps/s together, one two-thread run 1.49). Workers share the work through
+# JOBS=2 runs the calling script as two workers of one thread each (on 2 cores more steps per second in
+# total than one two-thread run: benchmarks/results/parallel_speed.md). Workers share the work through
 # locks (util-linux flock): a run another worker holds is skipped, `need NAME` waits for one, and
 # pipelines lock their own stages. Each worker logs to benchmarks/runs/worker-N.log.
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
