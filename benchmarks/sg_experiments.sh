@@ -30,7 +30,7 @@ run sg-opt-a3 001-sg-opt train_data=nli params.view_pooling=mean "params.layers=
 sg=$runs/sg-opt-s1/model
 [ -f "$kept/sg-opt-s1-multilingual/results.json" ] || sentune eval --model "$sg" --tasks multilingual,relatedness --quiet --out "$kept/sg-opt-s1-multilingual"
 [ -f "$kept/layerwise-sg-opt-s1/layerwise.json" ] || sentune layerwise --model "$sg" --task STS-B --quiet --out "$kept/layerwise-sg-opt-s1"
-[ -f benchmarks/results/sg-figures/tsne.png ] || sentune tsne --model default --model "$sg" --out benchmarks/results/sg-figures
+[ -f benchmarks/results/sg-figures/tsne.png ] || sentune tsne --model default --label "untuned (default model)" --model "$sg" --label "SG-OPT (seed 1)" --out benchmarks/results/sg-figures
 sentune report "$kept/layerwise-default" "$kept/layerwise-sg-opt-s1" --out benchmarks/results/sg-report
 # Table 6 and the speed of the cached-view path (each measured in one run of its script, machine idle).
 if [ -z "${SENTUNE_WORKER:-}" ]; then

@@ -143,12 +143,20 @@ def cmd_layerwise(args: argparse.Namespace) -> int:
     return 0
 
 
+def _labels(args: argparse.Namespace) -> list[str]:
+    """One display label per --model: the --label options, or the model arguments themselves."""
+    labels = args.label or []
+    if labels and len(labels) != len(args.model):
+        raise SystemExit(f"--label given {len(labels)} times for {len(args.model)} --model options: give one label per model or none")
+    return labels or args.model
+
+
 def cmd_tsne(args: argparse.Namespace) -> int:
     from sentune.figures import tsne_figure
     from sentune.models import load_model
     from sentune.tasks.catalog import resolve_data_dir
 
-    models = [(name, load_model(name, trust_remote_code=args.trust_remote_code)) for name in args.model]
+    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, _labels(args))]
     path = tsne_figure(models, resolve_data_dir(args.data), Path(args.out), task=args.task, count=args.pairs)
     print(f"wrote {path}")
     return 0
@@ -159,10 +167,7 @@ def cmd_pairs(args: argparse.Namespace) -> int:
     from sentune.pairs import pair_cosines, save_pairs
     from sentune.tasks.catalog import resolve_data_dir
 
-    labels = args.label or []
-    if labels and len(labels) != len(args.model):
-        raise SystemExit(f"--label given {len(labels)} times for {len(args.model)} --model options: give one label per model or none")
-    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, labels or args.model)]
+    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, _labels(args))]
     record = pair_cosines(models, args.task, resolve_data_dir(args.data), count=args.pairs, seed=args.seed)
     record["command"] = _command_line()
     print(f"wrote {save_pairs(record, Path(args.out))}")
@@ -287,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tsne", help="t-SNE of positive and negative STS pairs, one panel per model (seed 001, Figure 5)")
     p.add_argument("--model", action="append", required=True, help="repeat for before/after panels")
+    p.add_argument("--label", action="append", help="panel title per --model (default: the model argument)")
     p.add_argument("--task", default="STS-B-dev")
     p.add_argument("--pairs", type=int, default=20, help="positive and negative pairs each")
     p.add_argument("--data")

@@ -128,6 +128,9 @@ def test_tsne_figure_panels(tiny_model_dir, tiny_data_dir, tmp_path):
     record = json.loads((tmp_path / "tsne.json").read_text())
     assert len(record["panels"]) == 2 and all(len(points) == 20 for points in record["panels"].values())  # 10 pairs, 2 sentences each
     assert (tmp_path / "tsne.png").stat().st_size > 1000
+    assert main(["tsne", "--model", str(tiny_model_dir), "--label", "before", "--model", str(tiny_model_dir), "--label", "after", "--pairs", "5",
+                 "--data", str(tiny_data_dir), "--out", str(tmp_path)]) == 0
+    assert list(json.loads((tmp_path / "tsne.json").read_text())["panels"]) == ["before", "after"]
 
 
 def test_pairs_table_cosines_and_stratified_sample(tiny_model_dir, tiny_data_dir, tmp_path):
