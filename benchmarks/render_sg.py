@@ -101,10 +101,12 @@ def _tuning(runs: Path, baselines: dict | None, group) -> list[str]:
 
 def _figures(results_dir: Path) -> list[str]:
     out = []
-    for path, caption in (("sg-report/layerwise.png", "Figure 1: STS-B Spearman of every hidden state under [CLS], mean and max token pooling, untuned (left) vs SG-OPT seed 1 (right)"),
+    for path, caption in (("sg-report/layerwise.png", "Figure 1: STS-B Spearman of every hidden state under [CLS], mean and max token pooling, untuned (left) vs SG-OPT seed 1 (right); "
+                          "layer 0's [CLS] is one vector for every sentence, so it has no correlation to draw"),
                           ("sg-figures/tsne.png", "Figure 5: t-SNE of 20 positive (gold 5) and 20 negative (gold 0) STS-B dev pairs, untuned vs SG-OPT (seed 1)")):
         if (results_dir / path).is_file():
-            out += [f"![{caption}]({path})", "", caption + ".", ""]
+            out += [f"![{caption}]({path})", "", caption + ". Made by the `sentune layerwise` / `sentune tsne` lines of "
+                    "`benchmarks/sg_experiments.sh`.", ""]
     return out
 
 
