@@ -69,7 +69,9 @@ def _multilingual(runs: Path, missing: list[str]) -> list[str]:
 
 
 TUNING = (("paper defaults (Table 8: max-pooled views of every layer, τ 0.01, lr 5e-5)", "sg-opt"),
-          ("mean-pooled views (the default model's own pooling)", "tune-meanviews"))
+          ("mean-pooled views (the default model's own pooling)", "tune-meanviews"),
+          ("mean-pooled views of hidden states 4-6 only (A.3's layer choice)", "tune-a3views"),
+          ("learning rate 2e-5", "tune-lr2e-5"))
 
 
 def _tuning(runs: Path, baselines: dict | None, group) -> list[str]:

@@ -19,8 +19,11 @@ run ablation-lambda0 001-sg-opt params.reg_weight=0
 run ablation-lambda1 001-sg-opt params.reg_weight=1
 run ablation-nohead 001-sg-opt params.head_hidden=null
 # Tuning for the default model, chosen on STS-B dev (not part of the paper's tables): BERT_F's views
-# mean-pooled, the default model's own pooling.
+# mean-pooled (the default model's own pooling), also without the lower layers (A.3's choice), and a
+# lower learning rate for an encoder that is already trained.
 run tune-meanviews-s1 001-sg-opt params.view_pooling=mean
+run tune-a3views-s1 001-sg-opt params.view_pooling=mean "params.layers=[4,5,6]"
+run tune-lr2e-5-s1 001-sg-opt training.learning_rate=2e-5
 # Figure 4: trained on NLI sentences instead of STS-B.
 run sg-opt-nli 001-sg-opt train_data=nli
 # Table 4 (A.3 variant): NLI sentences, mean-pooled views, lower layers left out.
