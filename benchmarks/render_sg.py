@@ -101,6 +101,27 @@ def _tuning(runs: Path, baselines: dict | None, group) -> list[str]:
     return out + [""]
 
 
+def _drop_plot(bars: dict[str, tuple[float, float]], path: Path) -> Path:
+    """Figure 4 as bars: the drop on STS-B and on the 7-task average when the fit/training data is NLI."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    x = np.arange(len(bars))
+    for offset, (index, label) in zip((-0.2, 0.2), enumerate(("STS-B", "7-task average"))):
+        ax.bar(x + offset, [v[index] for v in bars.values()], width=0.4, label=label)
+    ax.set_xticks(x, list(bars))
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_ylabel("drop with NLI data (Spearman ×100)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _figures(results_dir: Path) -> list[str]:
     out = []
     for path, caption in (("sg-report/layerwise.png", "Figure 1: STS-B Spearman of every hidden state under [CLS], mean and max token pooling, untuned (left) vs SG-OPT seed 1 (right); "
@@ -178,6 +199,8 @@ def main() -> None:
             b = np.mean([on_nli["tasks"][t]["all"]["spearman"] for t in STS7])
             s1, s2 = per_task["tasks"]["STS-B"]["all"]["spearman"], on_nli["tasks"]["STS-B"]["all"]["spearman"]
             parts.append(f"| whitening (target → NLI) | {s1:.2f} | {s2:.2f} | {s1 - s2:.2f} | {a:.2f} | {b:.2f} | {a - b:.2f} |")
+            bars = {"SG-OPT": (stsb_score(stsb) - stsb_score(nli), avg(stsb) - avg(nli)), "whitening": (s1 - s2, a - b)}
+            parts += ["", f"![Figure 4]({_drop_plot(bars, Path(args.out).with_name('sg_figure4.png')).name})"]
         parts += [""]
     else:
         missing.append("sg-opt-nli")
