@@ -1,6 +1,6 @@
 """SG-OPT training speed: the cached-view path against the two-model reference loop, in one run.
 
-Each configuration trains the same recipe (001-sg-opt) on the same first N training sentences in a fresh
+Each configuration trains the same recipe (001-sg-opt) on the same fixed random N training sentences in a fresh
 subprocess (so peak memory is its own): (1) two-model loop (BERT_F forward every step), (2) cached views
 (computed once, memory-mapped; the cache build is included in its time), (3) and (4) the same two loops
 without evaluation overhead (dev evaluation pushed past the end). Reports wall seconds, seconds per
@@ -72,7 +72,7 @@ def main() -> None:
     two_model, cached = rows[0][2], rows[1][2]
     lines = [
         "# SG-OPT training speed: cached views vs the two-model loop", "",
-        f"Date: {datetime.now(timezone.utc).date()} · recipe `001-sg-opt` (batch 16, 4096-d head) on the first {args.sentences} "
+        f"Date: {datetime.now(timezone.utc).date()} · recipe `001-sg-opt` (batch 16, 4096-d head) on a fixed random {args.sentences} of the "
         f"STS-B sentences ({steps} steps), one subprocess per row · per-epoch seconds extrapolated to all {total} unique STS-B sentences", "",
         "Command:", "", "```", "python " + " ".join(sys.argv), "```", "",
         "| configuration | overrides | wall s | s / step | s / epoch (extrapolated) | peak RSS MB |", "|---|---|---|---|---|---|",
