@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
-from sentune.encode import Encoder
+from sentune.pairs import encode_pairs
 from sentune.results import write_atomic
 from sentune.tasks.catalog import load_task, select_tasks
 
@@ -36,20 +34,17 @@ def tsne_figure(models: list[tuple[str, object]], data_dir: Path, out_dir: Path,
     models = list(zip(labels, (m for _, m in models)))
     positives, negatives = extreme_pairs(task, data_dir, count)
     pairs = positives + negatives
-    sentences = [s for p in pairs for s in (p.a, p.b)]
     fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4.5), squeeze=False)
     record = {"task": task, "positives": [p.score for p in positives], "negatives": [p.score for p in negatives], "panels": {}}
     for ax, (label, model) in zip(axes[0], models):
-        vectors = Encoder(model, "model", show_progress=False).encode(sentences)
-        vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-        points = TSNE(n_components=2, perplexity=min(30, len(sentences) - 1), random_state=seed, init="pca").fit_transform(vectors)
+        vectors, cosines = encode_pairs(model, pairs)
+        points = TSNE(n_components=2, perplexity=min(30, len(vectors) - 1), random_state=seed, init="pca").fit_transform(vectors)
         record["panels"][label] = points.tolist()
         for i in range(len(pairs)):
             colour = "tab:blue" if i < len(positives) else "tab:red"
             a, b = points[2 * i], points[2 * i + 1]
             ax.plot([a[0], b[0]], [a[1], b[1]], color=colour, alpha=0.6, linewidth=1)
             ax.scatter([a[0], b[0]], [a[1], b[1]], color=colour, s=12)
-        cosines = (vectors[0::2] * vectors[1::2]).sum(1)
         ax.set_title(f"{label}\nmean cos: positive {cosines[:len(positives)].mean():.2f}, negative {cosines[len(positives):].mean():.2f}", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])

@@ -33,16 +33,20 @@ def sample_pairs(task: str, data_dir: Path, count: int, seed: int = 0) -> list:
     return [pairs[i] for i in sorted(chosen)]
 
 
+def encode_pairs(model, pairs: list) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors of a, b, a, b, … (the model's own pipeline) and each pair's cosine."""
+    vectors = Encoder(model, "model", show_progress=False).encode([s for p in pairs for s in (p.a, p.b)])
+    vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors, (vectors[0::2] * vectors[1::2]).sum(1)
+
+
 def pair_cosines(models: list[tuple[str, object]], task: str, data_dir: Path, *, count: int = 8, seed: int = 0) -> dict:
     """{'task', 'models': [labels], 'pairs': [{'a', 'b', 'gold', 'cosine': {label: value}}]}; each model
     encodes with its own pipeline ('model' pooling), as a user of the saved model would."""
     pairs = sample_pairs(task, data_dir, count, seed)
-    sentences = [s for p in pairs for s in (p.a, p.b)]
     rows = [{"a": p.a, "b": p.b, "gold": p.score, "cosine": {}} for p in pairs]
     for label, model in models:
-        vectors = Encoder(model, "model", show_progress=False).encode(sentences)
-        vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-        for row, cosine in zip(rows, (vectors[0::2] * vectors[1::2]).sum(1)):
+        for row, cosine in zip(rows, encode_pairs(model, pairs)[1]):
             row["cosine"][label] = float(cosine)
     return {"task": task, "seed": seed, "models": [label for label, _ in models], "pairs": rows}
 

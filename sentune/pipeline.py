@@ -201,12 +201,12 @@ def _fit_postprocessor(stage: str, model: str, folder: Path, config: PipelineCon
     from sentune.build import build_postprocessed_model
     from sentune.evaluate import evaluate
     from sentune.models import load_model
-    from sentune.postprocess import Flow, Whitening, postprocessor_settings
+    from sentune.postprocess import POSTPROCESSORS, postprocessor_settings
     from sentune.tasks.catalog import select_tasks
 
     saved = folder / "model"
     settings = postprocessor_settings(stage, config.overrides.get(stage, []), f"--set {stage}:")
-    postprocessor = Flow(**settings) if stage == "flow" else Whitening(**settings)
+    postprocessor = POSTPROCESSORS[stage](**settings)
     build_postprocessed_model(model, "model", postprocessor, config.fit_on, saved, data_dir=data_dir, show_progress=False)
     results = evaluate(load_model(str(saved)), select_tasks("sts"), data_dir, show_progress=False, model_name=str(saved))
     results["meta"]["stage"] = {"postprocess": stage, "fit_on": config.fit_on, "input_model": model}

@@ -44,15 +44,21 @@ def test_rows_bundle_one_sst_three_qqp_one_sts():
             assert b == "r" + a[1:] and label == int(a[1:]) % 2
 
 
-def test_tiny_multitask_fine_tuning(tiny_model_dir, tiny_data_dir, tmp_path):
+def _train_multitask(tmp_path, data_dir, model, *, steps: int, learning_rate: float, extra: str = ""):
+    """Train a tiny multitask recipe through the CLI; returns the run folder."""
     from sentune.cli import main
 
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"method: multitask\nmodel: {tiny_model_dir}\nparams: {{e_para: 16, e_sem: 16}}\n"
-                      "training: {batch_size: 4, max_steps: 6, eval_steps: 3, patience: 0, learning_rate: 1.0e-5, weight_decay: 0.01}\n"
+    recipe.write_text(f"method: multitask\nmodel: {model}\n{extra}params: {{e_para: 16, e_sem: 16}}\n"
+                      f"training: {{batch_size: 4, max_steps: {steps}, eval_steps: 3, patience: 0, learning_rate: {learning_rate}, weight_decay: 0.01}}\n"
                       "eval: {tasks: STS-B}\n")
     run = tmp_path / "run"
-    assert main(["train", str(recipe), "--out", str(run), "--data", str(tiny_data_dir)]) == 0
+    assert main(["train", str(recipe), "--out", str(run), "--data", str(data_dir)]) == 0
+    return run
+
+
+def test_tiny_multitask_fine_tuning(tiny_model_dir, tiny_data_dir, tmp_path):
+    run = _train_multitask(tmp_path, tiny_data_dir, tiny_model_dir, steps=6, learning_rate=1e-5)
     meta = json.loads((run / "results.json").read_text())["meta"]
     test = meta["method_metrics"]["test"]
     assert set(test) == {"multitask-test_sst5_acc", "multitask-test_qqp_acc", "multitask-test_sts_pearson", "multitask-test_mean"}
@@ -69,12 +75,7 @@ def test_recipe_pooling_model_trains_through_a_head(tiny_model_dir, tiny_data_di
 
     head = tmp_path / "whitened"
     assert main(["whiten", "--model", str(tiny_model_dir), "--pooling", "mean", "--fit-on", "tasks:STS-B", "--data", str(tiny_data_dir), "--out", str(head)]) == 0
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"method: multitask\nmodel: {head}\npooling: model\nparams: {{e_para: 16, e_sem: 16}}\n"
-                      "training: {batch_size: 4, max_steps: 3, eval_steps: 3, patience: 0, learning_rate: 1.0e-3}\n"
-                      "eval: {tasks: STS-B}\n")
-    run = tmp_path / "run"
-    assert main(["train", str(recipe), "--out", str(run), "--data", str(tiny_data_dir)]) == 0
+    run = _train_multitask(tmp_path, tiny_data_dir, head, steps=3, learning_rate=1e-3, extra="pooling: model\n")
     modules = json.loads((run / "model" / "modules.json").read_text())
     assert [m["type"].rsplit(".", 1)[-1] for m in modules] == [m["type"].rsplit(".", 1)[-1] for m in json.loads((head / "modules.json").read_text())]
     dense = next(m["path"] for m in modules if m["type"].endswith("Dense"))

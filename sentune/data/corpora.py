@@ -28,12 +28,9 @@ def load_sentences(name: str, data_dir: Path, *, unique: bool = True) -> list[st
     if name.startswith("file:"):
         sentences = readers.read_corpus(name[5:], skip_blank=True)
     elif name.startswith("tasks:"):
-        from sentune.tasks.catalog import load_task, select_tasks  # the catalog reads data through this package
+        from sentune.tasks.catalog import load_task, select_tasks, sentences_of  # the catalog reads data through this package
 
-        sentences = []
-        for task in select_tasks(name[6:]):
-            for items in load_task(task, data_dir).values():
-                sentences += [s for item in items for s in ((item.text,) if isinstance(item, readers.Labeled) else (item.a, item.b))]
+        sentences = [text for task in select_tasks(name[6:]) for text, _ in sentences_of(load_task(task, data_dir))]
     else:
         catalog = corpus_catalog()
         if name not in catalog:
