@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Seed 002 on the default model: every run behind benchmarks/results/cf.md, resumable (a finished run is
-# skipped, an interrupted one resumed). CPU scale (2000 steps per contrastive stage, multitask as its
+# skipped, an interrupted one resumed). CPU scale (500 steps per contrastive stage, multitask as its
 # recipe states). Evaluation-only steps write straight to benchmarks/results/runs. Run again to continue;
 # JOBS=2 runs two one-thread workers (benchmarks/lib.sh).
 set -euo pipefail

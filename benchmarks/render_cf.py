@@ -77,23 +77,53 @@ def flow_target(runs: KeptRuns) -> list[str]:
     out = ["## Flow fitted on the target sentences (BERT-flow's 'target' setting), untuned default model", "",
            "Each task's own sentences fit the flow (encoder frozen), 3 seeds; next to the same pooling without it.", "",
            "| pooling | without flow | with flow, seeds | with flow, mean ± std | change |", "|---|---|---|---|---|"]
+    verdicts = []
     for pooling in result["meta"]["poolings"]:
         plain = sts_avg(result["runs"][pooling])
         seeded = [sts_avg(run) for key, run in result["runs"].items() if key.startswith(f"{pooling}+flow(")]
         if seeded:
             out.append(f"| {pooling} | {plain:.2f} | " + ", ".join(f"{v:.2f}" for v in seeded) + f" | {mean_std(seeded)} | {np.mean(seeded) - plain:+.2f} |")
-    return out + [""]
+            raised = sum(v > plain for v in seeded)
+            verdicts.append(f"- {pooling}: the flow {'raises' if np.mean(seeded) > plain else 'does NOT raise'} the 7-task average "
+                            f"({plain:.2f} → {np.mean(seeded):.2f}; {raised} of {len(seeded)} seeds above the plain pooling).")
+    return out + ["", "Must show (the flow fitted on the target sentences raises the untuned model's average under the same pooling):", ""] + verdicts + [""]
+
+
+SIDE_BY_SIDE = (("sentune simcse (τ 0.05)", "cf-simcse"), ("st MultipleNegativesRankingLoss (scale 20)", "cf-st-mnrl"))
+EXTRA_SEEDS = ("-s2", "-s3")  # the recipe's seed 11711 is the plain run name
 
 
 def side_by_side(runs: KeptRuns) -> list[str]:
-    ours, lib = runs.get("cf-simcse"), runs.get("cf-st-mnrl")
-    if not (ours and lib):
+    found = {label: [r for r in (runs.get(name + suffix) for suffix in ("", *EXTRA_SEEDS)) if r] for label, name in SIDE_BY_SIDE}
+    if not all(found.values()):
         return []
-    return ["## Side by side: sentune SimCSE vs sentence-transformers MultipleNegativesRankingLoss on (s, s) pairs", "",
-            "Same model, wiki sentences, steps, batch, learning rate, seed and checkpoint selection (002-simcse.yaml vs 002-st-mnrl.yaml).", "",
-            "| loss | STS-B dev ρ | " + " | ".join(STS7) + " | avg |", "|" + "---|" * (len(STS7) + 3),
-            *(f"| {label} | {fmt(dev_rho(r))} | " + " | ".join(f"{r['runs']['model']['tasks'][t]['all']['spearman']:.2f}" for t in STS7) + f" | **{sts_avg(r['runs']['model']):.2f}** |"
-              for label, r in (("sentune simcse (τ 0.05)", ours), ("st MultipleNegativesRankingLoss (scale 20)", lib))), ""]
+    out = ["## Side by side: sentune SimCSE vs sentence-transformers MultipleNegativesRankingLoss on (s, s) pairs", "",
+           "Same model, wiki sentences, steps, batch, learning rate, seed and checkpoint selection (002-simcse.yaml vs "
+           "002-st-mnrl.yaml); one row per training seed.", "",
+           "| loss | seed | STS-B dev ρ | " + " | ".join(STS7) + " | avg |", "|" + "---|" * (len(STS7) + 4)]
+    for label, results in found.items():
+        out += [f"| {label} | {r['meta']['recipe']['training']['seed']} | {fmt(dev_rho(r))} | "
+                + " | ".join(f"{r['runs']['model']['tasks'][t]['all']['spearman']:.2f}" for t in STS7) + f" | **{sts_avg(r['runs']['model']):.2f}** |"
+                for r in results]
+    ours, lib = ([sts_avg(r["runs"]["model"]) for r in results] for results in found.values())
+    return out + ["", noise_verdict(ours, lib, runs), ""]
+
+
+def noise_verdict(ours: list[float], lib: list[float], runs: KeptRuns) -> str:
+    """Ours − library against the seed-to-seed spread: the two losses' own seeds when both have several, else
+    SG-OPT's seeds on the same model and evaluation (benchmarks/sg_experiments.sh)."""
+    diff = float(np.mean(ours) - np.mean(lib))
+    if len(ours) > 1 and len(lib) > 1:
+        spread, source = float(np.sqrt((np.var(ours, ddof=1) + np.var(lib, ddof=1)) / 2)), f"the pooled seed standard deviation of the two losses ({len(ours)} and {len(lib)} seeds)"
+    else:
+        seeds = [sts_avg(r["runs"]["model"]) for r in (runs.get(f"sg-opt-s{s}") for s in (1, 2, 3)) if r]
+        if len(seeds) < 2:
+            return f"Difference of means (ours − library): {diff:+.2f}; no seed spread measured to compare it with."
+        spread, source = float(np.std(seeds, ddof=1)), f"the seed standard deviation of SG-OPT on this model and evaluation ({len(seeds)} seeds)"
+    within = diff >= -2 * spread
+    return (f"Must show (ours within noise or better): ours {mean_std(ours)}, library {mean_std(lib)}, difference of means "
+            f"{diff:+.2f}; noise: {source}, {spread:.2f}. "
+            + ("Ours is within noise (no worse than 2 standard deviations) or better." if within else "Ours is WORSE than noise allows."))
 
 
 def ablations(runs: KeptRuns) -> list[str]:
@@ -124,6 +154,17 @@ def pairs(root: Path, missing: list[str]) -> list[str]:
     return ["## Tables 3-6 style: sentence pairs before and after", "", path.read_text(), ""]
 
 
+def run_scale(runs: KeptRuns) -> str:
+    """Steps and batch as the kept runs recorded them (the paper: 10^4 contrastive steps, 5000 multitask steps)."""
+    parts = []
+    for label, name in (("contrastive stages", "cf-simcse"), ("joint flow stages", "cf-bert-cf"), ("multitask fine-tuning", "cf-multitask-untuned")):
+        result = runs.get(name)
+        if result:
+            training = result["meta"]["recipe"]["training"]
+            parts.append(f"{label} {training['max_steps']} steps at batch {training['batch_size']}")
+    return ("; ".join(parts) + " (the paper: 10^4 contrastive steps, 5000 multitask steps).") if parts else "(no run finished yet)."
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", default="benchmarks/results/runs", help="kept run results (benchmarks/lib.sh keep)")
@@ -133,8 +174,8 @@ def main() -> None:
     parts = ["# Seed 002 (contrastive flows, multitask fine-tuning) on the default model", "",
              f"Rendered {datetime.now(timezone.utc).date()} by `python {' '.join(sys.argv)}` from the kept results of "
              "`benchmarks/cf_experiments.sh`. The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for "
-             "sentence similarity), not the paper's MinBERT; contrastive stages run 2,000 steps (the paper 10^4) and multitask "
-             "fine-tuning the steps its recipe states. STS-B dev plays the paper's 'STS-13 dev' role (STS-13 has no dev split here).", ""]
+             "sentence similarity), not the paper's MinBERT; CPU scale: " + run_scale(runs) + " STS-B dev plays the paper's "
+             "'STS-13 dev' role (STS-13 has no dev split here).", ""]
     parts += table1(runs) + flow_target(runs) + side_by_side(runs) + ablations(runs) + alignment(runs) + pairs(runs.root, runs.missing)
     runs.write_page(parts, args.out, "benchmarks/cf_experiments.sh")
 

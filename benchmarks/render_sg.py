@@ -82,9 +82,14 @@ def _tuning(runs: Path, baselines: dict | None, group) -> list[str]:
            "A configuration is chosen by its mean STS-B dev Spearman (the best checkpoint of each run); test scores are reported "
            "for every configuration tried, chosen or not.", "",
            "| configuration | runs | STS-B dev ρ | " + " | ".join(STS7) + " | avg |", "|" + "---|" * (len(STS7) + 4)]
+    # Every tried configuration runs seed 1; the paper's defaults and the tried configuration with the best
+    # seed-1 dev score run seeds 2 and 3 (benchmarks/sg_experiments.sh), so the choice among them has 3 seeds each.
+    first = {prefix: group([f"{prefix}-s1"]) for _, prefix in TUNING[1:]}
+    tried = [(found[0]["meta"]["best_checkpoint"]["dev_spearman"], prefix) for prefix, found in first.items() if found]
+    seeded = {"sg-opt", max(tried)[1]} if tried else {"sg-opt"}
     rows = []
     for label, prefix in TUNING:
-        found = group([f"{prefix}-s{seed}" for seed in (1, 2, 3)])
+        found = group([f"{prefix}-s{seed}" for seed in ((1, 2, 3) if prefix in seeded else (1,))])
         if found:
             dev = float(np.mean([r["meta"]["best_checkpoint"]["dev_spearman"] for r in found]))
             row = _row(label, found).split(" | ", 2)

@@ -4,7 +4,7 @@
 # one-thread workers (benchmarks/lib.sh); pipelines then split ensemble members and learners between them.
 #
 # CPU scale, stated in sed.md: ensembles of MEMBERS (default 5; the paper 10) and LEARNERS learners (3);
-# CT 2000 steps per model (the paper 50,000); distillation on a fixed random 20,000 of the 66,506 wiki
+# CT 500 steps per model (the paper 50,000); distillation on a fixed random 20,000 of the 66,506 wiki
 # sentences (the paper 100k); the lower-bound grid with RUNS_PER_LB runs (1; the paper 10) of GRID_EPOCHS
 # epochs (1) per value, the chosen bound's ensemble with the recipe's 4 epochs. Flow as the seeds fit it:
 # on the sentences of STS12-16, learning rate 1e-3, 1 epoch.
