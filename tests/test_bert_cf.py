@@ -31,6 +31,20 @@ def test_joint_loss_parts_and_gradients(tiny_st):
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in flow.parameters())
 
 
+@pytest.mark.parametrize("lambda_mirror", [0.0, 0.3])
+def test_flow_nll_alone_trains_the_flow(tiny_st, lambda_mirror):
+    """L_flow's own gradient reaches every flow parameter with the encoder frozen (also for Mirror-flow, λ 0)."""
+    model = with_pooling(tiny_st, "mean")
+    loss_fn = build_flow_joint_loss(model, train_sentences=[], cache_dir=None, lambda_mirror=lambda_mirror, hidden=8)
+    out = loss_fn([dict(model.preprocess(["a man plays the guitar", "the dog runs", "two kids eat food"]))], None)
+    assert set(out) == ({"flow_nll", "mirror"} if lambda_mirror else {"flow_nll"})
+    out["flow_nll"].backward()
+    flow = model[-1].flow
+    assert all(p.grad is not None for p in flow.parameters() if p.requires_grad)
+    assert sum(p.grad.abs().sum() for p in flow.parameters() if p.requires_grad) > 0
+    assert all(p.grad is None for p in model[0].parameters())
+
+
 def test_flow_joint_training_saves_plain_model(tiny_model_dir, tiny_data_dir, tmp_path):
     from sentence_transformers import SentenceTransformer
 

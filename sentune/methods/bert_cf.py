@@ -53,12 +53,11 @@ class FlowJointLoss(nn.Module):
     def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels=None) -> dict[str, torch.Tensor]:
         flow = self.model[-1].flow
         features = sentence_features[0]
-        with torch.set_grad_enabled(not self.freeze_encoder):
+        with torch.set_grad_enabled(not self.freeze_encoder):  # a frozen encoder needs no graph
             anchors = self._embed(dict(features))
-            out = {"flow_nll": flow.nll(anchors).mean()}
             if self.lambda_mirror:
-                mirror_features = self.views.masked_view(features)
-                mirrors = self._embed(mirror_features)
+                mirrors = self._embed(self.views.masked_view(features))
+        out = {"flow_nll": flow.nll(anchors).mean()}  # outside the block: the flow always trains
         if self.lambda_mirror:
             out["mirror"] = self.lambda_mirror * mirror_infonce(flow(anchors)[0], flow(mirrors)[0], self.views.temperature)
         return out
