@@ -14,6 +14,7 @@ run cf-st-mnrl 002-st-mnrl
 run cf-flow 002-bert-cf model=default params.lambda_mirror=0
 # Flow on the untuned model, fitted on each task's sentences, 3 seeds, next to the same pooling without it.
 step "$kept/cf-flow-target" sentune eval --model default --pooling mean,first-last --flow per-task:1 --flow per-task:2 --flow per-task:3 --tasks sts,dev --quiet
+step "$kept/cf-flow-target-cls" sentune eval --model default --pooling cls --flow per-task:1 --flow per-task:2 --flow per-task:3 --tasks sts,dev --quiet
 run cf-multitask-untuned 002-multitask model=default
 # BERT-CF (Mirror → flow-joint) and the §6.1 ablations.
 need cf-mirror
