@@ -60,14 +60,17 @@ from sentune.build import with_pooling
 from sentune.data.corpora import load_sentences
 from sentune.methods.sg import SelfGuidedLoss, opt3_loss, squared_distance
 from sentune.models import load_model
+from sentune.recipe import load_recipe
 from sentune.tasks.catalog import resolve_data_dir
 steps = int(sys.argv[1])
 sentences = load_sentences("stsb", resolve_data_dir(None))
 model = with_pooling(load_model("default"), "cls")
-loss = SelfGuidedLoss(model)
+recipe = load_recipe("001-sg-opt", [])
+loss = SelfGuidedLoss(model, temperature=recipe.params["temperature"], reg_weight=recipe.params["reg_weight"])
+lr, betas = recipe.training.learning_rate, (recipe.training.adam_beta1, recipe.training.adam_beta2)
 params = [p for p in loss.parameters() if p.requires_grad]
-optimizers = {"optimizer step (AdamW, foreach)": torch.optim.AdamW(params, lr=5e-5, betas=(0.9, 0.9)),
-              "optimizer step (AdamW, fused)": torch.optim.AdamW(params, lr=5e-5, betas=(0.9, 0.9), fused=True)}
+optimizers = {"optimizer step (AdamW, foreach)": torch.optim.AdamW(params, lr=lr, betas=betas),
+              "optimizer step (AdamW, fused)": torch.optim.AdamW(params, lr=lr, betas=betas, fused=True)}
 parts = ["tokenize", "BERT_F forward (views)", "BERT_T forward", "head + L^opt3", "L^reg", "backward", *optimizers]
 seconds = dict.fromkeys(parts, 0.0)
 rng = np.random.default_rng(0)
@@ -81,8 +84,8 @@ for step in range(steps + 5):
     features = model.preprocess([sentences[i] for i in rng.integers(0, len(sentences), 16)]); mark("tokenize")
     views = loss.frozen_views(features); mark("BERT_F forward (views)")
     c = model(dict(features))["sentence_embedding"]; mark("BERT_T forward")
-    value = opt3_loss(F.normalize(loss.head(c), dim=-1), F.normalize(loss.head(views), dim=-1), 0.01); mark("head + L^opt3")
-    value = value + 0.1 * squared_distance(model[0].model, loss.frozen); mark("L^reg")
+    value = opt3_loss(F.normalize(loss.head(c), dim=-1), F.normalize(loss.head(views), dim=-1), loss.temperature); mark("head + L^opt3")
+    value = value + loss.reg_weight * squared_distance(model[0].model, loss.frozen); mark("L^reg")
     value.backward(); mark("backward")
     for name, optimizer in optimizers.items():  # both timed on the same gradients; only one step's update is kept
         state = [p.detach().clone() for p in params]
