@@ -45,7 +45,9 @@ def table1(runs: KeptRuns) -> list[str]:
     out = ["## Table 1: unsupervised (STS-B dev ρ, 7-task average) and supervised dev metrics after multitask fine-tuning", "",
            "Unsupervised: Spearman ×100, cosine, 'all' aggregation; a trained encoder's dev ρ is that of its selected "
            "checkpoint. Supervised (§5.2, multitask fine-tuning of each encoder, dev split): SST-5 accuracy, QQP accuracy "
-           "at the (1 + h_para)/2 threshold, STS-B Pearson after rescaling to [0, 5], and their mean.", "",
+           "at the (1 + h_para)/2 threshold, STS-B Pearson after rescaling to [0, 5], and their mean. QQP: the data directory "
+           "has no QQP train split, so the heads train on its dev.tsv (10,000 pairs) and its test.tsv is halved into dev "
+           "and test, stratified by label with a fixed seed (5,000 pairs each, half duplicates).", "",
            "| encoder | STS-B dev ρ | 7-task avg | SST-5 dev acc | QQP dev acc | STS-B dev r | mean |", "|---|---|---|---|---|---|---|"]
     for label, train, multitask, _ in ENCODERS:
         if train is None:

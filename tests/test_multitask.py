@@ -81,3 +81,17 @@ def test_recipe_pooling_model_trains_through_a_head(tiny_model_dir, tiny_data_di
     dense = next(m["path"] for m in modules if m["type"].endswith("Dense"))
     before, after = load_file(str(head / dense / "model.safetensors")), load_file(str(run / "model" / dense / "model.safetensors"))
     assert any(not torch.equal(before[k], after[k]) for k in before)  # the head was trained, not dropped
+
+
+def test_held_out_qqp_split_keeps_both_labels_in_dev_and_test():
+    """BiMPM's QQP file alternates labels 1, 0, 1, 0: alternate rows would give one-label halves."""
+    from sentune.data.readers import LabeledPair, Source
+    from sentune.methods.multitask import split_held_out
+
+    src = Source("qqp.tsv", 1)
+    pairs = [LabeledPair(f"q{i}", f"r{i}", 1 - i % 2, src) for i in range(200)]
+    dev, test = split_held_out(pairs)
+    assert len(dev) == len(test) == 100
+    assert sum(p.label for p in dev) == sum(p.label for p in test) == 50
+    assert sorted(p.a for p in dev + test) == sorted(p.a for p in pairs)  # a partition: nothing lost or repeated
+    assert split_held_out(pairs)[0] == dev  # fixed seed: the same split every run

@@ -151,16 +151,26 @@ class MultitaskEvaluator(SentenceEvaluator):
         return {f"{self.name}_{k}": v for k, v in metrics.items()}
 
 
+def split_held_out(pairs: list, seed: int = 0) -> tuple[list, list]:
+    """Halve labelled pairs into dev and test, stratified by label with a fixed seed. The files are
+    ordered (BiMPM's QQP test.tsv alternates 1, 0, 1, 0, …), so taking alternate rows gave an
+    all-duplicate dev half and an all-non-duplicate test half."""
+    from sklearn.model_selection import train_test_split
+
+    dev, test = train_test_split(pairs, test_size=0.5, random_state=seed, stratify=[p.label for p in pairs])
+    return dev, test
+
+
 def load_multitask_data(data_dir: Path, qqp_train: str = "dev") -> dict[str, dict[str, list]]:
     """SST-5 train/dev/test, STS-B train/dev/test, QQP: `qqp_train` half for training, the other half split
-    in two for dev and test (the data directory has no QQP train split)."""
+    in two for dev and test (the data directory has no QQP train split; see split_held_out)."""
     from sentune.data import readers
 
     sst = {split: readers.read_sst(data_dir / f"senteval/SST/fine/sentiment-{split}", fine=True) for split in ("train", "dev", "test")}
     sts = {split: readers.read_stsb_csv(data_dir / f"senteval/STS/STSBenchmark/sts-{split}.csv") for split in ("train", "dev", "test")}
     other = "test" if qqp_train == "dev" else "dev"
-    held_out = readers.read_pair_tsv(data_dir / f"corpora/qqp/{other}.tsv")
-    qqp = {"train": readers.read_pair_tsv(data_dir / f"corpora/qqp/{qqp_train}.tsv"), "dev": held_out[0::2], "test": held_out[1::2]}
+    dev, test = split_held_out(readers.read_pair_tsv(data_dir / f"corpora/qqp/{other}.tsv"))
+    qqp = {"train": readers.read_pair_tsv(data_dir / f"corpora/qqp/{qqp_train}.tsv"), "dev": dev, "test": test}
     return {"sst": sst, "qqp": qqp, "sts": sts}
 
 
