@@ -244,6 +244,8 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
     evaluator = method.make_evaluator(loss, data_dir, "dev") if method.make_evaluator else DevEvaluator(recipe.eval.dev, data_dir)
     checkpoints = run_dir / "checkpoints"
     checkpoint = latest_complete_checkpoint(checkpoints) if resume else None
+    if checkpoint is not None:
+        logger.info("resuming %s from %s", run_dir, checkpoint.name)
     if checkpoint is not None and (checkpoint / LOSS_STATE).exists():
         loss.load_state_dict(load_file(str(checkpoint / LOSS_STATE)), strict=False)
     callbacks = [RunCallback(run_dir, loss)]
@@ -270,7 +272,7 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
     if method.finalize is not None:
         model = method.finalize(model, loss, data_dir)
     results = evaluate(model, select_tasks(recipe.eval.tasks), data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"))
-    results["meta"].update({"recipe": recipe.to_dict(), "best_checkpoint": best})
+    results["meta"].update({"recipe": recipe.to_dict(), "best_checkpoint": best, "resumed_from": checkpoint.name if checkpoint else None})
     if method.make_evaluator:  # the method's own metrics of the selected model, dev and test
         results["meta"]["method_metrics"] = {split: method.make_evaluator(loss, data_dir, split)(model) for split in ("dev", "test")}
     save_results(results, run_dir, command)

@@ -105,3 +105,50 @@ def test_two_pipeline_workers_share_the_members(tiny_model_dir, tiny_data_dir, t
         finals = [line for line in (tmp_path / "p" / "ct-sed" / member / "metrics.jsonl").read_text().splitlines() if "train_runtime" in line]
         assert len(finals) == 1
     assert (tmp_path / "p" / "ct-sed" / "learner-1" / "results.json").is_file()
+
+
+
+@pytest.mark.parametrize("victim", ["ct-sed/member-2", "ct-sed/learner-2", "ct-sed-flow"])
+def test_a_pipeline_killed_inside_a_stage_resumes_without_recomputing(victim, tiny_model_dir, tiny_data_dir, tmp_path):
+    """SIGKILL ct-sed-flow inside one stage (after a training stage's first checkpoint, or while the flow
+    fits); the re-run resumes that stage from its checkpoint, leaves every finished stage (and the cached
+    ensemble targets) untouched, and finishes the pipeline."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "p"
+    args = [sys.executable, "-m", "sentune.cli", "pipeline", "ct-sed-flow", "--model", str(tiny_model_dir), "--members", "2", "--learners", "2",
+            "--data", str(tiny_data_dir), "--out", str(out), "--set", "flow:max_steps=400", "--set", "flow:batch_size=4"]
+    for stage in ("ct", "sed-learner"):
+        args += ["--set", f"{stage}:training.max_steps=6", "--set", f"{stage}:training.eval_steps=1", "--set", f"{stage}:training.batch_size=8"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "SENTUNE_CACHE": str(tmp_path / "cache")}
+    training_stage = victim != "ct-sed-flow"
+    signal_file = out / victim / ("checkpoints/checkpoint-1/COMPLETE" if training_stage else "stage.json")
+
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not signal_file.exists():
+        assert proc.poll() is None and time.time() < deadline, f"the pipeline ended before {victim} could be killed: {proc.stderr.read()[-2000:]}"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / victim / "results.json").exists(), "killed too late: the stage had already finished"
+    finished = {p.parent: p.stat().st_mtime_ns for p in out.rglob("results.json")}
+    cached = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*.npy")}
+    assert finished, "nothing had finished before the kill"
+
+    again = subprocess.run(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (out / "ct-sed-flow" / "results.json").is_file()
+    for folder, mtime in finished.items():
+        assert (folder / "results.json").stat().st_mtime_ns == mtime, f"{folder} was recomputed"
+    for path, mtime in cached.items():
+        assert path.stat().st_mtime_ns == mtime, f"{path} was recomputed"
+    for metrics in out.rglob("metrics.jsonl"):  # every training stage trained to its end exactly once
+        finals = [line for line in metrics.read_text().splitlines() if "train_runtime" in line]
+        assert len(finals) == 1, metrics
+    if training_stage:
+        assert json.loads((out / victim / "results.json").read_text())["meta"]["resumed_from"].startswith("checkpoint-")
