@@ -74,6 +74,9 @@ class Encoder:
             num_hidden = hf.config.num_hidden_layers + 1
             for spec in self.specs:
                 spec.check_layers(num_hidden)
+        elif any(spec.tokens != "model" for spec in self.specs):
+            raise ValueError(f"this model's first module ({type(model[0]).__name__}) gives only its own sentence embedding, "
+                             f"no token states: use the pooling 'model', not {', '.join(self.pooling_names)}")
 
     @property
     def hf_model(self):

@@ -17,7 +17,6 @@ from tqdm.auto import tqdm
 import sentune
 from sentune.data.corpora import load_sentences
 from sentune.encode import Encoder
-from sentune.ensemble import Ensemble
 from sentune.postprocess.flow import Flow
 from sentune.postprocess.whitening import Whitening
 from sentune.results import averaged_sts_tasks, display_path
@@ -150,10 +149,7 @@ def evaluate(
         extra["__pairs__"] = [s for a, b in pair_set for s in (a, b)]
     all_sentences = sentences + [s for group in extra.values() for s in group]
 
-    if isinstance(model, Ensemble):  # the full ensemble: members' embeddings averaged
-        encoder = EnsembleEncoder(model, poolings, show_progress=show_progress, precision=precision)
-    else:
-        encoder = Encoder(model, poolings, show_progress=show_progress, precision=precision)
+    encoder = Encoder(model, poolings, show_progress=show_progress, precision=precision)
     encode_start = time.perf_counter()
     vectors = encoder.encode_many(all_sentences)
     encode_seconds = time.perf_counter() - encode_start
@@ -231,20 +227,6 @@ def _positive_pairs(name: str, data_dir: Path) -> list[tuple[str, str]]:
         pairs = readers.read_stsb_csv(data_dir / "senteval/STS/STSBenchmark/sts-test.csv")
         return [(p.a, p.b) for p in pairs if p.score >= 4.0]
     raise ValueError(f"unknown positive-pair set {name!r}; choose qqp or stsb")
-
-
-class EnsembleEncoder:
-    """Encoder's interface over an Ensemble (truncation is reported per member, not here)."""
-
-    def __init__(self, ensemble: Ensemble, poolings, **kwargs) -> None:
-        self.ensemble, self.poolings, self.kwargs = ensemble, list(poolings), kwargs
-        self.truncated_indices: list[int] = []
-        self.pooling_names: list[str] = []
-
-    def encode_many(self, sentences: list[str]) -> dict:
-        vectors = self.ensemble.encode_many(sentences, self.poolings, **self.kwargs)
-        self.pooling_names = list(vectors)
-        return vectors
 
 
 def _warn_truncated(encoder, sources: list, n_task_sentences: int, max_len: int | None) -> None:

@@ -7,6 +7,7 @@ to the hub id, which online users fetch as usual.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -44,20 +45,30 @@ def _refuse_pickle_only_folder(path: Path) -> None:
         raise ModelLoadError(f"{path}: no model weights (model.safetensors or pytorch_model.bin) in this folder")
 
 
+def _needs_only_installed_code(path: Path) -> bool:
+    """A local model folder whose modules are sentence-transformers' or sentune's own (e.g. a full
+    ensemble, WK pooling) and which ships no code files: loading it runs only the installed packages, so
+    sentune's tools load it without --trust-remote-code. Plain `SentenceTransformer(path)` still asks
+    for trust_remote_code=True, as for any class outside its namespace."""
+    modules = path / "modules.json"
+    if not modules.is_file():
+        return False
+    types = [entry.get("type", "") for entry in json.loads(modules.read_text())]
+    return any(t.startswith("sentune.") for t in types) and all(t.startswith(("sentence_transformers.", "sentune.")) for t in types) \
+        and not any(path.rglob("*.py"))
+
+
 def load_model(name: str, *, trust_remote_code: bool = False, device: str | None = None):
     """Load a sentence-transformers or plain HF model id / local path.
 
     Weights are read with safetensors, or with `torch.load(weights_only=True)` when a checkpoint has
-    only pickle files; `trust_remote_code` stays off unless the caller asks for it. A plain HF
+    only pickle files; `trust_remote_code` stays off unless the caller asks for it, except for a local
+    folder that needs only sentune's own modules (`_needs_only_installed_code`). A plain HF
     checkpoint (e.g. `bert-base-uncased`) gets sentence-transformers' default mean pooling, which
     sentune's own poolings replace where asked.
     """
     resolved = resolve_model_name(name)
     path = Path(resolved)
-    from sentune.ensemble import ENSEMBLE_FILE, load_ensemble
-
-    if (path / ENSEMBLE_FILE).is_file():  # a 'full ensemble' folder (sentune.ensemble)
-        return load_ensemble(path, lambda member: load_model(member, trust_remote_code=trust_remote_code, device=device))
     if path.exists():
         _refuse_pickle_only_folder(path)
     elif resolved.startswith((".", "/")) or os.sep in resolved and not _looks_like_hub_id(resolved):
@@ -66,7 +77,7 @@ def load_model(name: str, *, trust_remote_code: bool = False, device: str | None
         model = SentenceTransformer(
             resolved,
             device=device or "cpu",
-            trust_remote_code=trust_remote_code,
+            trust_remote_code=trust_remote_code or _needs_only_installed_code(path),
             model_kwargs={"weights_only": True},
         )
     except OSError as exc:  # hub id not reachable offline, or a folder without the expected files

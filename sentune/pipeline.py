@@ -28,9 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from sentune.recipe import load_recipe, parse_value
+from sentune.recipe import load_recipe, parse_value, same_recipe
 from sentune.results import save_results, write_atomic
 
 logger = logging.getLogger(__name__)
@@ -115,13 +113,13 @@ def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, c
     write_atomic(folder / "members.json", json.dumps([str(Path(m).parent.relative_to(folder.parent)) for m in members], indent=1))
     ensemble = folder / "full-ensemble"
     with stage_lock(ensemble):
-        save_ensemble(members, ensemble)
         if not (ensemble / "results.json").is_file():
             from sentune.evaluate import evaluate
             from sentune.models import load_model
             from sentune.tasks.catalog import select_tasks
 
-            results = evaluate(load_model(str(ensemble)), select_tasks("sts"), data_dir, show_progress=False, model_name=str(ensemble))
+            save_ensemble(members, ensemble / "model")
+            results = evaluate(load_model(str(ensemble / "model")), select_tasks("sts"), data_dir, show_progress=False, model_name=str(ensemble / "model"))
             results["meta"]["stage"] = {"full_ensemble": members}
             save_results(results, ensemble, command)
     learners = [("005-sed", [f"model={start}", f"params.members={json.dumps(members)}", f"training.seed={seed}"] + learner_overrides, folder / f"learner-{seed}")
@@ -140,8 +138,7 @@ def _train_independent(jobs: list[tuple[str, list[str], Path]], data_dir: Path, 
 
 def _same_run(recipe_name: str, overrides: list[str], folder: Path) -> bool:
     config = folder / "config.yaml"
-    return (folder / "results.json").is_file() and config.is_file() and \
-        yaml.safe_load(config.read_text()) == load_recipe(recipe_name, overrides).to_dict()
+    return (folder / "results.json").is_file() and config.is_file() and same_recipe(config, load_recipe(recipe_name, overrides))
 
 
 def _claim(folder: Path, settings: dict) -> None:

@@ -37,6 +37,7 @@ class TrainingConfig:
     patience: int = 10  # early stopping: evaluations without a new best (seed 001: 10); 0 = never stop early
     logging_steps: int = 10
     max_sentences: int | None = None  # use a fixed random N of the training sentences, in file order (CPU-scale runs)
+    keep_checkpoints: bool = False  # keep the best and last trainer checkpoints after a run finishes (they hold optimizer state: ~8x the model)
     min_words: int = 0  # drop training sentences of fewer words (seed 002 drops Wiki1M lines of 5 words or less)
 
 
@@ -128,3 +129,9 @@ def load_recipe(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) 
         apply_override(data, override)
     data.setdefault("name", path.stem)
     return _build(Recipe, data, str(path))
+
+
+def same_recipe(saved: Path, recipe: Recipe) -> bool:
+    """Whether a run's saved config.yaml holds `recipe`. Keys the saved file lacks take today's defaults,
+    so a run written before an option existed still resumes (and is still recognised as done)."""
+    return load_recipe(str(saved)).to_dict() == recipe.to_dict()

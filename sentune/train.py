@@ -33,7 +33,7 @@ from sentune.data.corpora import load_sentences
 from sentune.evaluate import evaluate
 from sentune.methods import get_method
 from sentune.models import load_model
-from sentune.recipe import Recipe
+from sentune.recipe import Recipe, same_recipe
 from sentune.results import save_results, write_atomic
 from sentune.tasks.catalog import load_task, select_tasks
 
@@ -220,8 +220,10 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "config.yaml"
     config_text = yaml.safe_dump(recipe.to_dict(), sort_keys=False)
-    if resume and config_path.exists() and config_path.read_text() != config_text:
+    if resume and config_path.exists() and not same_recipe(config_path, recipe):
         raise TrainingError(f"{config_path} differs from this recipe: resume with the same recipe and overrides")
+    if (run_dir / "results.json").exists():
+        raise TrainingError(f"{run_dir} holds a finished run (results.json): choose another --out, or remove that folder to train again")
     if not resume and (run_dir / "checkpoints").exists():
         raise TrainingError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --out")
     write_atomic(config_path, config_text)
@@ -275,8 +277,12 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
     results["meta"].update({"recipe": recipe.to_dict(), "best_checkpoint": best, "resumed_from": checkpoint.name if checkpoint else None})
     if method.make_evaluator:  # the method's own metrics of the selected model, dev and test
         results["meta"]["method_metrics"] = {split: method.make_evaluator(loss, data_dir, split)(model) for split in ("dev", "test")}
-    save_results(results, run_dir, command)
+    # The model first: results.json marks a finished run (pipelines and runners skip on it), so it must
+    # never exist without its model.
     _save_model(model, run_dir / "model", recipe, method, results, best)
+    save_results(results, run_dir, command)
+    if not recipe.training.keep_checkpoints:  # a finished run resumes nothing; each checkpoint is optimizer + weights
+        shutil.rmtree(checkpoints, ignore_errors=True)
     return results
 
 

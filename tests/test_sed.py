@@ -72,5 +72,15 @@ def test_sed_training_and_full_ensemble(members, tiny_data_dir, tmp_path):
 
     ensemble = tmp_path / "ensemble"
     assert main(["ensemble", "--member", members[0], "--member", members[1], "--out", str(ensemble)]) == 0
+    # SentenceTransformer loads it (sentune's EnsembleMean: trust_remote_code, no code in the folder) and
+    # gives the mean of the members' mean-pooled embeddings.
+    expected = np.mean([SentenceTransformer(m, device="cpu").encode(SENTENCES) for m in members], axis=0)
+    assert not list(ensemble.rglob("*.py"))
+    np.testing.assert_allclose(SentenceTransformer(str(ensemble), device="cpu", trust_remote_code=True).encode(SENTENCES), expected, rtol=1e-5, atol=1e-6)
+    for member in members:  # the folder carries the members' weights: it stands on its own
+        import shutil
+
+        shutil.rmtree(member)
+    np.testing.assert_allclose(SentenceTransformer(str(ensemble), device="cpu", trust_remote_code=True).encode(SENTENCES), expected, rtol=1e-5, atol=1e-6)
     assert main(["eval", "--model", str(ensemble), "--tasks", "STS-B", "--data", str(tiny_data_dir), "--out", str(tmp_path / "ens-eval"), "--quiet"]) == 0
     assert "STS-B" in json.loads((tmp_path / "ens-eval" / "results.json").read_text())["runs"]["model"]["tasks"]

@@ -75,6 +75,9 @@ def test_train_end_to_end_and_saved_model_reproduces_evaluation(recipe_file, tmp
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     evals = [m for m in metrics if "eval_sts-b-dev_spearman" in m]
     assert [m["step"] for m in evals] == [10, 20, 30, 40]
+    assert not (run / "checkpoints").exists(), "a finished run drops its checkpoints unless training.keep_checkpoints"
+    again = _train([str(recipe_file), "--out", str(run), "--resume"], tmp_path, env)
+    assert again.wait(timeout=300) == 2 and "holds a finished run" in again.stderr.read()
     best = max(evals, key=lambda m: m["eval_sts-b-dev_spearman"])
     assert results["meta"]["best_checkpoint"]["step"] == best["step"]
     model = SentenceTransformer(str(run / "model"), device="cpu")
@@ -120,6 +123,23 @@ def test_existing_run_needs_resume_and_nan_stops_with_clear_error(recipe_file, t
     (run / "checkpoints").mkdir(exist_ok=True)  # as an earlier run leaves it
     proc = _train([str(recipe_file), "--out", str(run)], tmp_path, env)
     assert proc.wait(timeout=300) == 2 and "pass --resume" in proc.stderr.read()
+
+
+def test_saved_config_from_before_an_option_existed_is_the_same_recipe(recipe_file, tmp_path):
+    """A run's config.yaml written by an older sentune lacks newer keys: it must still resume."""
+    import yaml
+
+    from sentune.recipe import same_recipe
+
+    recipe = load_recipe(str(recipe_file))
+    saved = recipe.to_dict()
+    del saved["training"]["keep_checkpoints"]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(saved))
+    assert same_recipe(path, recipe)
+    saved["training"]["learning_rate"] = 1.0
+    path.write_text(yaml.safe_dump(saved))
+    assert not same_recipe(path, recipe)
 
 
 def test_max_sentences_is_a_fixed_random_subset_in_file_order(tiny_data_dir):

@@ -7,8 +7,8 @@ cached on disk; a learner initialised from the base model is trained with MSE to
   L = 1/(B·d) Σ_i ‖f_learner(s_i) − (1/N) Σ_n f_n(s_i)‖²     (Adam, batch 32, lr 2e-5, 10% linear warm-up)
 
 and evaluated with the mean of its last two layers (`eval_layers`: 1, 2 or 3). Members are given as model
-folders (`params.members`); `sentune.ensemble.Ensemble` makes their average loadable for the
-full-ensemble row of Table 3.
+folders (`params.members`); `sentune.ensemble.save_ensemble` saves their average as one model (loads with
+`SentenceTransformer(path)`) for the full-ensemble row of Table 3.
 """
 
 from __future__ import annotations

@@ -1,0 +1,80 @@
+"""EnsembleMean: the 'full ensemble' of seeds 003/004 (Table 3) as one sentence-transformers module.
+
+The ensemble's embedding of a sentence is the mean of its members' embeddings (each member: its
+transformer with masked-mean pooling of the last layer, the embedding SED distils). Saved as one model
+folder with every member inside it (`0_EnsembleMean/member-1`, …), so the folder can be copied or
+uploaded on its own. No sentence-transformers built-in can average models, so this class is sentune's:
+`SentenceTransformer(path, trust_remote_code=True)` loads it (with sentune installed; the folder ships no
+code), and sentune's own tools load it without the flag (sentune.models.load_model).
+
+The members must share one tokenizer (SED's members are seeds of one recipe from one checkpoint): the
+sentences are tokenized once and every member reads the same ids.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.base.modules.module import Module
+
+
+class EnsembleMean(Module):
+    config_keys = ["num_members"]
+
+    def __init__(self, members: list[SentenceTransformer], num_members: int | None = None) -> None:
+        super().__init__()
+        if not members:
+            raise ValueError("an ensemble needs at least one member")
+        vocab = members[0].tokenizer.get_vocab()
+        for index, member in enumerate(members[1:], start=2):
+            if member.tokenizer.get_vocab() != vocab:
+                raise ValueError(f"ensemble member {index} has another tokenizer than member 1; the members must share one")
+        self.members = torch.nn.ModuleList(members)
+        self.num_members = len(members)
+
+    @property
+    def tokenizer(self):
+        return self.members[0].tokenizer
+
+    @property
+    def max_seq_length(self) -> int | None:
+        return self.members[0].max_seq_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int | None) -> None:
+        for member in self.members:
+            member.max_seq_length = value
+
+    def preprocess(self, inputs, prompt: str | None = None, **kwargs) -> dict[str, Any]:
+        return self.members[0].preprocess(inputs, prompt=prompt, **kwargs)
+
+    def tokenize(self, texts, **kwargs) -> dict[str, Any]:
+        return self.preprocess(texts, **kwargs)
+
+    def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
+        inputs = {key: value for key, value in features.items() if isinstance(value, torch.Tensor)}
+        # Each member gets its own copy of the inputs: a member's modules add their outputs to the dict.
+        embeddings = [member(dict(inputs))["sentence_embedding"] for member in self.members]
+        features["sentence_embedding"] = torch.stack(embeddings).mean(dim=0)
+        return features
+
+    def get_embedding_dimension(self) -> int:
+        return self.members[0].get_embedding_dimension()
+
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        for index, member in enumerate(self.members, start=1):
+            member.save(os.path.join(output_path, f"member-{index}"), safe_serialization=safe_serialization)
+        self.save_config(output_path)
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None, local_files_only: bool = False, **kwargs):
+        hub = {"token": token, "cache_folder": cache_folder, "revision": revision, "local_files_only": local_files_only}
+        config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub)
+        folder = cls.load_dir_path(model_name_or_path, subfolder=subfolder, **hub)
+        trust = bool(kwargs.get("trust_remote_code"))  # members with sentune poolings (e.g. WK) need it too
+        members = [SentenceTransformer(os.path.join(folder, f"member-{index}"), device="cpu", trust_remote_code=trust, model_kwargs={"weights_only": True})
+                   for index in range(1, config["num_members"] + 1)]
+        return cls(members)
