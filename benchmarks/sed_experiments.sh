@@ -50,4 +50,6 @@ for stage in default ct ct-sed/learner-1 nli nli-ct nli-ct-sed/learner-1; do
   tag=${stage//\//-}
   step "$kept/sed-layers-$tag" sentune eval --model "$model" --pooling mean,last2,last3 --tasks sts --flow tasks:STS12,STS13,STS14,STS15,STS16 --flow-set learning_rate=1e-3 --quiet
 done
+# Table 3b: members and learners each with the pooling (last 1, 2 or 3 layers) chosen on STS-B dev.
+bash benchmarks/sed_pooling.sh
 python benchmarks/render_sed.py  # every worker renders when it ends: the last one sees every result

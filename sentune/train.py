@@ -275,6 +275,8 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
         model = method.finalize(model, loss, data_dir)
     results = evaluate(model, select_tasks(recipe.eval.tasks), data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"))
     results["meta"].update({"recipe": recipe.to_dict(), "best_checkpoint": best, "resumed_from": checkpoint.name if checkpoint else None})
+    if getattr(loss, "finalize_note", None):  # what the method's finalize step chose (CT's tower, SED's pooling)
+        results["meta"]["finalize"] = loss.finalize_note
     if method.make_evaluator:  # the method's own metrics of the selected model, dev and test
         results["meta"]["method_metrics"] = {split: method.make_evaluator(loss, data_dir, split)(model) for split in ("dev", "test")}
     # The model first: results.json marks a finished run (pipelines and runners skip on it), so it must

@@ -84,3 +84,27 @@ def test_sed_training_and_full_ensemble(members, tiny_data_dir, tmp_path):
     np.testing.assert_allclose(SentenceTransformer(str(ensemble), device="cpu", trust_remote_code=True).encode(SENTENCES), expected, rtol=1e-5, atol=1e-6)
     assert main(["eval", "--model", str(ensemble), "--tasks", "STS-B", "--data", str(tiny_data_dir), "--out", str(tmp_path / "ens-eval"), "--quiet"]) == 0
     assert "STS-B" in json.loads((tmp_path / "ens-eval" / "results.json").read_text())["runs"]["model"]["tasks"]
+
+
+def test_learner_pooling_chosen_on_dev(members, tiny_data_dir):
+    """eval_layers='dev' keeps the pooling (last 1, 2 or 3 layers) with the best STS-B dev Spearman, computed
+    here independently for each, and records the choice; a fixed number is applied as given."""
+    from types import SimpleNamespace
+
+    from sentune.build import with_pooling
+    from sentune.models import load_model
+    from sentune.train import DevEvaluator
+
+    evaluator = DevEvaluator("STS-B-dev", tiny_data_dir)
+    learner = load_model(members[0])
+    expected = {n: evaluator(with_pooling(learner, p))[evaluator.primary_metric] for n, p in ((1, "mean"), (2, "last2"), (3, "last3"))}
+    assert len(set(expected.values())) == 3  # the toy members must separate the three, or the check proves nothing
+    best = max(expected, key=expected.get)
+    loss = SimpleNamespace(eval_layers="dev")
+    chosen = sed.learner_pooling(learner, loss, tiny_data_dir)
+    assert loss.finalize_note["eval_layers"] == best
+    assert evaluator(chosen)[evaluator.primary_metric] == pytest.approx(expected[best])
+    fixed = sed.learner_pooling(learner, SimpleNamespace(eval_layers=3), tiny_data_dir)
+    assert evaluator(fixed)[evaluator.primary_metric] == pytest.approx(expected[3])
+    with pytest.raises(ValueError, match="eval_layers"):
+        sed.build_sed_loss(learner, train_sentences=SENTENCES, cache_dir=None, members=members, eval_layers=4)

@@ -106,6 +106,7 @@ def keep_better_tower(model, loss: ContrastiveTensionLoss, data_dir):
     score1 = evaluator(loss.model1)[evaluator.primary_metric]
     if score1 > score2:
         model.load_state_dict(loss.model1.state_dict())
+    loss.finalize_note = {"kept_tower": 1 if score1 > score2 else 2, "dev_spearman_by_tower": {1: score1, 2: score2}}
     return model
 
 

@@ -6,7 +6,9 @@ cached on disk; a learner initialised from the base model is trained with MSE to
 
   L = 1/(B·d) Σ_i ‖f_learner(s_i) − (1/N) Σ_n f_n(s_i)‖²     (Adam, batch 32, lr 2e-5, 10% linear warm-up)
 
-and evaluated with the mean of its last two layers (`eval_layers`: 1, 2 or 3). Members are given as model
+and evaluated with the mean of its last two layers (`eval_layers`: 1, 2 or 3; `dev` picks the one of the three
+with the best STS-B dev Spearman — the paper's two layers come from its layer study on BERT-Large, and a model
+trained for last-layer mean pooling, like all-MiniLM-L6-v2, can score lower with them). Members are given as model
 folders (`params.members`); `sentune.ensemble.save_ensemble` saves their average as one model (loads with
 `SentenceTransformer(path)`) for the full-ensemble row of Table 3.
 """
@@ -84,22 +86,37 @@ class DistillationLoss(nn.Module):
         return CITATION
 
 
-def build_sed_loss(model, *, train_sentences, cache_dir, paraphrases=None, members: list[str] | None = None, eval_layers: int = 2) -> DistillationLoss:
+def build_sed_loss(model, *, train_sentences, cache_dir, paraphrases=None, members: list[str] | None = None, eval_layers: int | str = 2) -> DistillationLoss:
     if not members:
         raise ValueError("SED needs params.members: the model folders of the ensemble members")
+    if eval_layers not in EVAL_LAYERS:
+        raise ValueError(f"params.eval_layers must be 1, 2, 3 or 'dev', got {eval_layers!r}")
     loss = DistillationLoss(model, ensemble_targets(list(members), train_sentences, cache_dir))
     loss.eval_layers = eval_layers
     return loss
 
 
 def learner_pooling(model, loss, data_dir=None):
-    """Evaluate (and save) the learner with the mean of its last `eval_layers` layers."""
+    """Evaluate (and save) the learner with the mean of its last `eval_layers` layers; with 'dev', the number
+    of layers whose pooling scores best on STS-B dev (ties: fewer layers)."""
     from sentune.build import with_pooling
 
     layers = getattr(loss, "eval_layers", 2)
-    if layers not in (1, 2, 3):
-        raise ValueError(f"eval_layers must be 1, 2 or 3, got {layers}")
-    return with_pooling(model, "mean" if layers == 1 else f"last{layers}")
+    if layers != "dev":
+        return with_pooling(model, LAYER_POOLING[layers])
+    from sentune.train import DevEvaluator
+
+    evaluator = DevEvaluator("STS-B-dev", data_dir)
+    scores = {n: evaluator(with_pooling(model, LAYER_POOLING[n]))[evaluator.primary_metric] for n in (1, 2, 3)}
+    chosen = max(scores, key=lambda n: (scores[n], -n))
+    loss.finalize_note = {"eval_layers": chosen, "dev_spearman_by_layers": scores}  # into results.json's meta
+    logger.info("SED learner pooling chosen on STS-B dev: last %d layer(s) (dev Spearman %s)", chosen,
+                ", ".join(f"{n}: {score:.2f}" for n, score in scores.items()))
+    return with_pooling(model, LAYER_POOLING[chosen])
+
+
+LAYER_POOLING = {1: "mean", 2: "last2", 3: "last3"}
+EVAL_LAYERS = (*LAYER_POOLING, "dev")
 
 
 register(Method("sed", build_sed_loss, pooling="mean", columns=("sentence", "label"), citation=CITATION, finalize=learner_pooling))
