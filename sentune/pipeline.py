@@ -14,8 +14,10 @@ Stages:
 Every stage writes its own folder named by the stages up to it (`OUT/ct`, `OUT/ct-sed`, `OUT/ct-sed-flow`),
 so pipelines given the same --out share their common prefix: `ct-flow` after `ct-sed-flow` trains no new CT
 model. A stage whose results.json exists is skipped and one with checkpoints is resumed, so an interrupted
-pipeline recomputes nothing finished. Each stage folder records its settings (stage.json); a folder
-holding a different stage is an error, never silently reused.
+pipeline recomputes nothing finished. Pipelines run in parallel on one --out split the work through stage
+locks; a process that finds the stage before `sed` taken trains the other ensemble members meanwhile. Each
+stage folder records its settings (stage.json); a folder holding a different stage is an error, never
+silently reused.
 """
 
 from __future__ import annotations
@@ -82,8 +84,13 @@ def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: 
             recipe_name = STAGE_RECIPES[stage]
             overrides = config.overrides.get(stage, [])
             _claim(folder, {"stage": stage, "recipe": recipe_name, "input_model": model, "overrides": overrides})
-            _train_stage(recipe_name, [f"model={model}"] + overrides, folder, data_dir, command, train)
             previous = (recipe_name, overrides, model, folder)
+            feeds_sed = config.stages[index + 1: index + 2] == ["sed"]
+            if feeds_sed and not _train_stage(recipe_name, [f"model={model}"] + overrides, folder, data_dir, command, train, wait=False):
+                # Another process trains this stage. SED's other members start from this stage's input model,
+                # not from its output, so train them now instead of waiting idle.
+                _train_members_ahead(previous, out / "-".join(config.stages[: index + 2]), config, data_dir, command, train)
+            _train_stage(recipe_name, [f"model={model}"] + overrides, folder, data_dir, command, train)
             model = str(folder / "model")
     record = {"stages": config.stages, "model": config.model, "members": config.members, "learners": config.learners,
               "fit_on": config.fit_on, "overrides": config.overrides, "final_model": model, "command": command}
@@ -94,20 +101,7 @@ def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: 
 def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None, train) -> str:
     from sentune.ensemble import save_ensemble
 
-    recipe_name, stage_overrides, start, trained = previous
-    member_overrides = stage_overrides + config.overrides.get("sed", [])
-    learner_overrides = config.overrides.get("sed-learner", [])
-    _claim(folder, {"stage": "sed", "recipe": recipe_name, "input_model": start, "member_overrides": member_overrides,
-                    "members": config.members, "learner_overrides": learner_overrides})
-    members, jobs = [], []
-    for seed in range(1, config.members + 1):
-        overrides = [f"model={start}"] + member_overrides + [f"training.seed={seed}"]
-        if _same_run(recipe_name, overrides, trained):
-            logger.info("member %d is the run of %s (same recipe and seed), reused", seed, trained)
-            members.append(str(trained / "model"))
-            continue
-        jobs.append((recipe_name, overrides, folder / f"member-{seed}"))
-        members.append(str(folder / f"member-{seed}" / "model"))
+    members, jobs = _member_jobs(previous, folder, config)
     _train_independent(jobs, data_dir, command, train)
     # Which runs form the ensemble, relative to the pipeline folder (member 1 may be the previous stage).
     write_atomic(folder / "members.json", json.dumps([str(Path(m).parent.relative_to(folder.parent)) for m in members], indent=1))
@@ -122,10 +116,38 @@ def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, c
             results = evaluate(load_model(str(ensemble / "model")), select_tasks("sts"), data_dir, show_progress=False, model_name=str(ensemble / "model"))
             results["meta"]["stage"] = {"full_ensemble": members}
             save_results(results, ensemble, command)
+    start, learner_overrides = previous[2], config.overrides.get("sed-learner", [])
     learners = [("005-sed", [f"model={start}", f"params.members={json.dumps(members)}", f"training.seed={seed}"] + learner_overrides, folder / f"learner-{seed}")
                 for seed in range(1, config.learners + 1)]
     _train_independent(learners, data_dir, command, train)
     return str(folder / "learner-1" / "model")
+
+
+def _member_jobs(previous, folder: Path, config: PipelineConfig) -> tuple[list[str], list[tuple[str, list[str], Path]]]:
+    """Claim the SED folder; (every member's model folder, the training jobs of those not yet reusable)."""
+    recipe_name, stage_overrides, start, trained = previous
+    member_overrides = stage_overrides + config.overrides.get("sed", [])
+    _claim(folder, {"stage": "sed", "recipe": recipe_name, "input_model": start, "member_overrides": member_overrides,
+                    "members": config.members, "learner_overrides": config.overrides.get("sed-learner", [])})
+    members, jobs = [], []
+    for seed in range(1, config.members + 1):
+        overrides = [f"model={start}"] + member_overrides + [f"training.seed={seed}"]
+        if _same_run(recipe_name, overrides, trained):
+            logger.info("member %d is the run of %s (same recipe and seed), reused", seed, trained)
+            members.append(str(trained / "model"))
+            continue
+        jobs.append((recipe_name, overrides, folder / f"member-{seed}"))
+        members.append(str(folder / f"member-{seed}" / "model"))
+    return members, jobs
+
+
+def _train_members_ahead(previous, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None, train) -> None:
+    """While another process trains the stage before `sed`, train the members that are not that stage's run
+    (the member with the stage's own recipe and seed will be the stage's run, reused once it is done)."""
+    recipe_name, stage_overrides, start, _ = previous
+    stage_run = load_recipe(recipe_name, [f"model={start}"] + stage_overrides).to_dict()
+    _, jobs = _member_jobs(previous, folder, config)
+    _train_independent([job for job in jobs if load_recipe(job[0], job[1]).to_dict() != stage_run], data_dir, command, train)
 
 
 def _train_independent(jobs: list[tuple[str, list[str], Path]], data_dir: Path, command: str | None, train) -> None:

@@ -152,3 +152,33 @@ def test_a_pipeline_killed_inside_a_stage_resumes_without_recomputing(victim, ti
         assert len(finals) == 1, metrics
     if training_stage:
         assert json.loads((out / victim / "results.json").read_text())["meta"]["resumed_from"].startswith("checkpoint-")
+
+
+def test_members_train_while_another_process_holds_the_stage_before_sed(tiny_model_dir, tiny_data_dir, tmp_path):
+    """A worker that finds the stage before `sed` taken trains the other members (they start from that stage's
+    input model) instead of waiting; once the stage is free it trains it and reuses it as member 1."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from sentune.pipeline import stage_lock
+
+    out = tmp_path / "p"
+    args = [sys.executable, "-m", "sentune.cli", "pipeline", "ct-sed", "--model", str(tiny_model_dir), "--members", "3", "--data", str(tiny_data_dir),
+            "--out", str(out)]
+    for stage in ("ct", "sed-learner"):
+        args += ["--set", f"{stage}:training.max_steps=2", "--set", f"{stage}:training.eval_steps=1", "--set", f"{stage}:training.batch_size=8"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    members = [out / "ct-sed" / f"member-{k}" / "results.json" for k in (2, 3)]
+    with stage_lock(out / "ct"):  # this test process plays the worker training the CT stage
+        worker = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while not all(m.is_file() for m in members) and worker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert all(m.is_file() for m in members), "members 2 and 3 were not trained while the CT stage was held"
+        assert not (out / "ct" / "results.json").exists() and worker.poll() is None  # it waits for the stage, not past it
+    log = worker.communicate(timeout=600)[1]
+    assert worker.returncode == 0, log[-2000:]
+    assert (out / "ct" / "results.json").is_file() and not (out / "ct-sed" / "member-1").exists()  # member 1 is the CT run
+    assert json.loads((out / "ct-sed" / "members.json").read_text()) == ["ct", "ct-sed/member-2", "ct-sed/member-3"]
