@@ -3,6 +3,7 @@ written atomically (an interrupted run never leaves half a cache), then memory-m
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 from collections.abc import Callable
@@ -14,18 +15,38 @@ logger = logging.getLogger(__name__)
 
 
 def cached_array(path: Path | None, compute: Callable[[], np.ndarray]) -> np.ndarray:
-    """The array at `path` if it exists, else `compute()` saved there; no cache when path is None."""
+    """The array at `path` if it exists, else `compute()` saved there; no cache when path is None.
+    Processes sharing a cache folder (SENTUNE_CACHE, parallel pipeline workers) build an entry once: the
+    builder holds a lock beside it, and a second process asking for it waits, then reuses the file."""
     if path is None:
         return compute()
-    if path.exists():
-        logger.info("reusing cache %s", path)
-        return np.load(path, mmap_mode="r")
-    array = compute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A unique temporary name: two runs sharing a cache folder (SENTUNE_CACHE) may build the same entry
-    # at once; each renames a whole file into place, and the content is the same.
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.with_name(f".{path.name}.lock"), os.O_CREAT | os.O_RDWR)
+        try:
+            if not _try_lock(fd):
+                logger.info("cache %s is being built by another process; waiting for it", path)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if not path.exists():  # else the other process finished it while we waited
+                _save(path, compute())
+                return np.load(path, mmap_mode="r")
+        finally:
+            os.close(fd)  # releases the lock
+    logger.info("reusing cache %s", path)
+    return np.load(path, mmap_mode="r")
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _save(path: Path, array: np.ndarray) -> None:
+    """Write whole or not at all: a temporary file renamed into place (an interrupted run leaves no half cache)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with tmp.open("wb") as handle:
         np.save(handle, array)
     os.replace(tmp, path)
-    return np.load(path, mmap_mode="r")

@@ -108,3 +108,33 @@ def test_learner_pooling_chosen_on_dev(members, tiny_data_dir):
     assert evaluator(fixed)[evaluator.primary_metric] == pytest.approx(expected[3])
     with pytest.raises(ValueError, match="eval_layers"):
         sed.build_sed_loss(learner, train_sentences=SENTENCES, cache_dir=None, members=members, eval_layers=4)
+
+
+def test_a_cache_entry_is_built_once_when_two_ask_at_once(tmp_path):
+    """Two builders of one cache entry (parallel pipeline workers computing the same ensemble targets): the
+    second waits for the first and reuses its file instead of computing it again."""
+    import threading
+
+    from sentune.cache import cached_array
+
+    path = tmp_path / "cache" / "entry.npy"
+    first_started, calls, results = threading.Event(), [], {}
+
+    def slow_compute():
+        calls.append("first")
+        first_started.set()
+        threading.Event().wait(1.0)  # long enough for the second caller to arrive while the entry is being built
+        return np.arange(6.0)
+
+    def second_compute():
+        calls.append("second")
+        return np.zeros(6)
+
+    first = threading.Thread(target=lambda: results.setdefault("first", cached_array(path, slow_compute)))
+    first.start()
+    assert first_started.wait(30)
+    results["second"] = cached_array(path, second_compute)  # a separate lock handle: blocks like another process
+    first.join()
+    assert calls == ["first"]
+    np.testing.assert_array_equal(results["second"], np.arange(6.0))
+    np.testing.assert_array_equal(results["first"], np.arange(6.0))
