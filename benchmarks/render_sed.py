@@ -248,7 +248,8 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
             continue
         runs = result["runs"]
         for suffix, name in (("", label), ("+flow", f"{label}-Flow")):
-            keys = [next((k for k in runs if k == p or (suffix and k.startswith(p + suffix))), None) for p in ("mean", "last2", "last3")]
+            # the plain pooling by its exact name, the flow variant by its prefix (its key also names the flow's settings)
+            keys = [next((k for k in runs if (k.startswith(p + suffix) if suffix else k == p)), None) for p in ("mean", "last2", "last3")]
             if all(keys):
                 out.append(f"| {name} | " + " | ".join(f"{avg(runs[k]):.2f}" for k in keys) + " |")
     return out + [""]
