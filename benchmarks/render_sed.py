@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from best_lower_bound import choose  # noqa: E402  (benchmarks/best_lower_bound.py: the runner's rule)
 from common import KeptRuns  # noqa: E402  (benchmarks/common.py)
 
 STS5 = ("STS12", "STS13", "STS14", "STS15", "STS16")
@@ -167,19 +168,17 @@ def side_by_side(kept: KeptRuns) -> list[str]:
             sts_row("sentune ct", ours["runs"]["model"]), sts_row("st ContrastiveTensionLoss", lib["runs"]["model"]), ""]
 
 
-def lower_bound_plot(by_lb: dict[float, list[tuple[float, dict]]], best: float, path: Path) -> Path:
+def lower_bound_plot(grid: dict[float, dict[str, float]], best: float, path: Path) -> Path:
     """STS-B dev and test Spearman against the lower bound (the grid's shape: where the choice sits)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    lbs = sorted(by_lb)
-    dev = [np.mean([d for d, _ in by_lb[lb]]) for lb in lbs]
-    test = [np.mean([r["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] for _, r in by_lb[lb]]) for lb in lbs]
+    lbs = sorted(grid)
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    ax.plot(lbs, dev, "o-", label="STS-B dev ρ (selects lb)")
-    ax.plot(lbs, test, "s--", label="STS-B test ρ")
+    ax.plot(lbs, [grid[lb]["dev"] for lb in lbs], "o-", label="STS-B dev ρ (selects lb)")
+    ax.plot(lbs, [grid[lb]["test_rho"] for lb in lbs], "s--", label="STS-B test ρ")
     ax.axvline(best, color="grey", linestyle=":", label=f"chosen lb {best:g}")
     ax.set_xlabel("lower bound lb of the cosine target")
     ax.set_ylabel("Spearman ×100")
@@ -201,17 +200,19 @@ def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
         result = kept.get(name)
         lb = float(result["meta"]["recipe"]["params"]["lower_bound"])
         by_lb.setdefault(lb, []).append((result["meta"]["best_checkpoint"]["dev_spearman"], result))
-    best = max(by_lb, key=lambda lb: np.mean([d for d, _ in by_lb[lb]]))
+    grid = {lb: {"runs": len(items), "dev": np.mean([d for d, _ in items]),
+                 "test_r": np.mean([r["runs"]["model"]["tasks"]["STS-B"]["all"]["pearson"] for _, r in items]),
+                 "test_rho": np.mean([r["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] for _, r in items])}
+            for lb, items in sorted(by_lb.items())}
+    best = choose({lb: row["dev"] for lb, row in grid.items()})
     out = ["## Table 4: supervised STS-B (regression to a cosine target in [lb, 1])", "",
            "Lower-bound grid (runs per value and epochs as in benchmarks/sed_experiments.sh); lb chosen by the mean STS-B dev Spearman.", "",
            "| lb | runs | STS-B dev ρ (mean) | STS-B test r / ρ (mean) |", "|---|---|---|---|"]
-    for lb, items in sorted(by_lb.items()):
-        tests = [r["runs"]["model"]["tasks"]["STS-B"]["all"] for _, r in items]
+    for lb, row in grid.items():
         mark = " **(chosen)**" if lb == best else ""
-        out.append(f"| {lb:g}{mark} | {len(items)} | {np.mean([d for d, _ in items]):.2f} | "
-                   f"{np.mean([t['pearson'] for t in tests]):.2f} / {np.mean([t['spearman'] for t in tests]):.2f} |")
+        out.append(f"| {lb:g}{mark} | {row['runs']} | {row['dev']:.2f} | {row['test_r']:.2f} / {row['test_rho']:.2f} |")
     if figure:
-        out += ["", f"![STS-B dev and test against the lower bound]({lower_bound_plot(by_lb, best, figure).name})"]
+        out += ["", f"![STS-B dev and test against the lower bound]({lower_bound_plot(grid, best, figure).name})"]
     out += ["", f"The ensemble trained with the chosen lb ({best:g}); its members and learners are also in Tables 3 and 3b.", "",
             "| model | epochs | STS-B dev ρ (model selection) | STS-B test r / ρ | avg (7, Spearman) |", "|---|---|---|---|---|"]
     for label, rel in (("STS (member 1)", "sed-sts/sts"), ("STS full ensemble", "sed-sts/sts-sed/full-ensemble"),
