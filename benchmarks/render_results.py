@@ -9,7 +9,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sentune.results import render_markdown
+from sentune.core.results import render_markdown
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sentune.report import seed_table
+from sentune.analysis.report import seed_table
 
 
 def main() -> None:

@@ -42,9 +42,9 @@ CONFIGS = [  # (label, overrides, cache: None = none shared, "cold" = a fresh sh
 CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-from sentune.recipe import load_recipe
-from sentune.tasks.catalog import resolve_data_dir
-from sentune import train as t
+from sentune.train.recipe import load_recipe
+from sentune.data.catalog import resolve_data_dir
+from sentune.train import trainer as t
 recipe = load_recipe("001-sg-opt", sys.argv[2:])
 recipe.eval.tasks = "STS-B-dev"  # the final evaluation is not what is timed
 start = time.perf_counter()
@@ -57,12 +57,12 @@ BREAKDOWN = """
 import json, sys, time
 import numpy as np, torch
 import torch.nn.functional as F
-from sentune.build import with_pooling
+from sentune.core.build import with_pooling
 from sentune.data.corpora import load_sentences
 from sentune.methods.sg import SelfGuidedLoss, opt3_loss, squared_distance
-from sentune.models import load_model
-from sentune.recipe import load_recipe
-from sentune.tasks.catalog import resolve_data_dir
+from sentune.core.models import load_model
+from sentune.train.recipe import load_recipe
+from sentune.data.catalog import resolve_data_dir
 steps = int(sys.argv[1])
 sentences = load_sentences("stsb", resolve_data_dir(None))
 model = with_pooling(load_model("default"), "cls")
@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--out")
     args = parser.parse_args()
     from sentune.data.corpora import load_sentences
-    from sentune.tasks.catalog import resolve_data_dir
+    from sentune.data.catalog import resolve_data_dir
 
     total = len(load_sentences("stsb", resolve_data_dir(None)))
     steps = -(-args.sentences // 16)

@@ -21,10 +21,10 @@ from pathlib import Path
 from common import emit, timed  # noqa: E402  (benchmarks/common.py)
 
 from sentune.data.corpora import load_sentences
-from sentune.encode import Encoder
-from sentune.models import load_model
+from sentune.core.encode import Encoder
+from sentune.core.models import load_model
 from sentune.postprocess.whitening import Whitening
-from sentune.tasks.catalog import load_task, resolve_data_dir, select_tasks
+from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
 
 
 def main() -> None:
@@ -48,8 +48,8 @@ def main() -> None:
     rows.append(("whitening (first-last, fit on all STS-B sentences)", t_fit, t_inf))
     run = Path(args.sg_run) if args.sg_run else None
     if run is None:
-        from sentune.recipe import load_recipe
-        from sentune.train import train
+        from sentune.train.recipe import load_recipe
+        from sentune.train.trainer import train
 
         run = Path(tempfile.mkdtemp()) / "sg-opt"
         recipe = load_recipe("001-sg-opt")

@@ -1,6 +1,6 @@
 """Speed of sentune's evaluation against the naive way, in one run on one machine.
 
-(a) the full 7-task STS evaluation: sentune.evaluate vs. encoding each task's two sentence lists with
+(a) the full 7-task STS evaluation: sentune.tasks.evaluate vs. encoding each task's two sentence lists with
     SentenceTransformer.encode (its defaults) and scoring them; target ratio <= 0.35.
 (b) raw encoding of the unique sentences of those tasks: sentune's Encoder vs SentenceTransformer.encode;
     target ratio >= 1.0 (throughput of ours over theirs).
@@ -22,10 +22,10 @@ from common import emit, timed  # noqa: E402  (benchmarks/common.py)
 import numpy as np
 import torch
 
-from sentune.encode import Encoder
-from sentune.evaluate import evaluate
-from sentune.models import load_model
-from sentune.tasks.catalog import load_task, resolve_data_dir, select_tasks
+from sentune.core.encode import Encoder
+from sentune.tasks.evaluate import evaluate
+from sentune.core.models import load_model
+from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
 from sentune.tasks.sts import evaluate_sts
 
 

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from sentune.data.readers import DataError
-from sentune.models import ModelLoadError
-from sentune.pooling import PoolingError
-from sentune.recipe import RecipeError
+from sentune.core.models import ModelLoadError
+from sentune.core.pooling import PoolingError
+from sentune.train.recipe import RecipeError
 
 logger = logging.getLogger("sentune")
 
@@ -29,11 +29,11 @@ def _csv(text: str) -> list[str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from sentune.evaluate import PostprocessOption, evaluate
-    from sentune.models import load_model
+    from sentune.tasks.evaluate import PostprocessOption, evaluate
+    from sentune.core.models import load_model
     from sentune.postprocess import postprocessor_settings
-    from sentune.results import render_markdown, save_results, sts_summary_table
-    from sentune.tasks.catalog import resolve_data_dir, select_tasks
+    from sentune.core.results import render_markdown, save_results, sts_summary_table
+    from sentune.data.catalog import resolve_data_dir, select_tasks
 
     data_dir = resolve_data_dir(args.data)
     tasks = select_tasks(args.tasks)
@@ -59,10 +59,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from sentune.recipe import load_recipe
-    from sentune.results import sts_summary_table
-    from sentune.tasks.catalog import resolve_data_dir
-    from sentune.train import train
+    from sentune.train.recipe import load_recipe
+    from sentune.core.results import sts_summary_table
+    from sentune.data.catalog import resolve_data_dir
+    from sentune.train.trainer import train
 
     recipe = load_recipe(args.recipe, args.overrides)
     out = Path(args.out or Path("runs") / recipe.name)
@@ -73,7 +73,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_paraphrase(args: argparse.Namespace) -> int:
-    from sentune.paraphrase import write_paraphrase_file
+    from sentune.data.paraphrase import write_paraphrase_file
 
     count = write_paraphrase_file(Path(args.input), Path(args.output), args.forward, args.backward, beams=args.beams, batch_size=args.batch_size, show_progress=not args.quiet)
     print(f"wrote {count} sentence<TAB>paraphrase lines to {args.output} (train with train_data=pairs:{args.output})")
@@ -81,8 +81,8 @@ def cmd_paraphrase(args: argparse.Namespace) -> int:
 
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
-    from sentune.pipeline import PipelineConfig, parse_stages, run_pipeline
-    from sentune.tasks.catalog import resolve_data_dir
+    from sentune.train.pipeline import PipelineConfig, parse_stages, run_pipeline
+    from sentune.data.catalog import resolve_data_dir
 
     overrides: dict[str, list[str]] = {}
     for item in args.set:
@@ -98,7 +98,7 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 
 
 def cmd_ensemble(args: argparse.Namespace) -> int:
-    from sentune.ensemble import save_ensemble
+    from sentune.train.ensemble import save_ensemble
 
     folder = save_ensemble(args.member, Path(args.out), args.pooling)
     print(f"wrote {folder} (evaluate it with: sentune eval --model {folder})")
@@ -106,7 +106,7 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    from sentune.encoding_io import encode_file
+    from sentune.core.encoding_io import encode_file
 
     count = encode_file(args.model, args.pooling, Path(args.input), Path(args.output), trust_remote_code=args.trust_remote_code, show_progress=not args.quiet)
     print(f"wrote {count} embeddings to {args.output}")
@@ -114,9 +114,9 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_postprocess(args: argparse.Namespace) -> int:
-    from sentune.build import build_postprocessed_model
+    from sentune.core.build import build_postprocessed_model
     from sentune.postprocess import Flow, Whitening
-    from sentune.tasks.catalog import resolve_data_dir
+    from sentune.data.catalog import resolve_data_dir
 
     if args.command == "whiten":
         postprocessor = Whitening(args.k)
@@ -129,9 +129,9 @@ def cmd_postprocess(args: argparse.Namespace) -> int:
 
 
 def cmd_layerwise(args: argparse.Namespace) -> int:
-    from sentune.layerwise import layerwise_scores, plot_layerwise, save_layerwise
-    from sentune.models import load_model
-    from sentune.tasks.catalog import resolve_data_dir, select_tasks
+    from sentune.analysis.layerwise import layerwise_scores, plot_layerwise, save_layerwise
+    from sentune.core.models import load_model
+    from sentune.data.catalog import resolve_data_dir, select_tasks
 
     data_dir = resolve_data_dir(args.data)
     model = load_model(args.model, trust_remote_code=args.trust_remote_code)
@@ -152,9 +152,9 @@ def _labels(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_tsne(args: argparse.Namespace) -> int:
-    from sentune.figures import tsne_figure
-    from sentune.models import load_model
-    from sentune.tasks.catalog import resolve_data_dir
+    from sentune.analysis.figures import tsne_figure
+    from sentune.core.models import load_model
+    from sentune.data.catalog import resolve_data_dir
 
     models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, _labels(args))]
     path = tsne_figure(models, resolve_data_dir(args.data), Path(args.out), task=args.task, count=args.pairs)
@@ -163,9 +163,9 @@ def cmd_tsne(args: argparse.Namespace) -> int:
 
 
 def cmd_pairs(args: argparse.Namespace) -> int:
-    from sentune.models import load_model
-    from sentune.pairs import pair_cosines, save_pairs
-    from sentune.tasks.catalog import resolve_data_dir
+    from sentune.core.models import load_model
+    from sentune.analysis.pairs import pair_cosines, save_pairs
+    from sentune.data.catalog import resolve_data_dir
 
     models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, _labels(args))]
     record = pair_cosines(models, args.task, resolve_data_dir(args.data), count=args.pairs, seed=args.seed)
@@ -191,7 +191,7 @@ def cmd_data_download(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from sentune.report import build_report
+    from sentune.analysis.report import build_report
 
     md, html = build_report([Path(p) for p in args.runs], Path(args.out))
     print(f"wrote {md} and {html}")

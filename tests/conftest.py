@@ -94,7 +94,7 @@ def _sentence(rng) -> str:
 def write_tiny_data_dir(root: Path, n: int = 24, seed: int = 0) -> Path:
     """Every file the task catalog and corpora.yaml name, in SentEval's formats, n examples each."""
     from sentune.data.corpora import corpus_catalog
-    from sentune.tasks.catalog import load_catalog
+    from sentune.data.catalog import load_catalog
 
     rng = np.random.default_rng(seed)
 

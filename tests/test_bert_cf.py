@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from sentune.build import with_pooling
+from sentune.core.build import with_pooling
 from sentune.methods.bert_cf import build_flow_joint_loss
 from sentune.methods.mirror import mirror_infonce
 
@@ -48,8 +48,8 @@ def test_flow_nll_alone_trains_the_flow(tiny_st, lambda_mirror):
 def test_flow_joint_training_saves_plain_model(tiny_model_dir, tiny_data_dir, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from sentune.evaluate import evaluate
-    from sentune.tasks.catalog import select_tasks
+    from sentune.tasks.evaluate import evaluate
+    from sentune.data.catalog import select_tasks
 
     from conftest import train_tiny
 

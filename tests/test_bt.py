@@ -40,7 +40,7 @@ def test_paraphrase_command_writes_pairs(tiny_marian, tmp_path):
 
 
 def test_bt_loss_matches_naive(tiny_st):
-    from sentune.build import with_pooling
+    from sentune.core.build import with_pooling
     from sentune.methods.bt import ContrastiveBTLoss
 
     model = with_pooling(tiny_st, "cls").eval()

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from sentune.build import save_atomic, with_pooling
-from sentune.encode import Encoder
+from sentune.core.build import save_atomic, with_pooling
+from sentune.core.encode import Encoder
 
 from conftest import SENTENCES
 

@@ -102,7 +102,7 @@ def test_report_renders_tables_and_plots(tiny_model_dir, tiny_data_dir, tmp_path
 
 
 def test_seed_table_groups_runs_that_differ_only_in_seed(tmp_path):
-    from sentune.report import seed_table
+    from sentune.analysis.report import seed_table
 
     def run(name, seed, score, lr=5e-5):
         folder = tmp_path / name
@@ -120,7 +120,7 @@ def test_seed_table_groups_runs_that_differ_only_in_seed(tmp_path):
 
 
 def test_tsne_figure_panels(tiny_model_dir, tiny_data_dir, tmp_path):
-    from sentune.figures import extreme_pairs
+    from sentune.analysis.figures import extreme_pairs
 
     positives, negatives = extreme_pairs("STS-B-dev", tiny_data_dir, count=5)
     assert min(p.score for p in positives) >= max(p.score for p in negatives)
@@ -136,7 +136,7 @@ def test_tsne_figure_panels(tiny_model_dir, tiny_data_dir, tmp_path):
 def test_pairs_table_cosines_and_stratified_sample(tiny_model_dir, tiny_data_dir, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from sentune.pairs import sample_pairs
+    from sentune.analysis.pairs import sample_pairs
 
     sample = sample_pairs("STS-B-dev", tiny_data_dir, count=6, seed=3)
     assert len(sample) == 6 and len({(p.a, p.b) for p in sample}) == 6

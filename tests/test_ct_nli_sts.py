@@ -33,7 +33,7 @@ def test_ct_rows_blocks_of_one_positive_seven_negatives():
 
 
 def test_ct_towers_are_independent_copies_without_dropout(tiny_st):
-    from sentune.build import with_pooling
+    from sentune.core.build import with_pooling
 
     model = with_pooling(tiny_st, "mean")
     loss = ContrastiveTensionLoss(model)
@@ -45,7 +45,7 @@ def test_ct_towers_are_independent_copies_without_dropout(tiny_st):
 
 
 def test_lower_bound_regression_matches_naive(tiny_st):
-    from sentune.build import with_pooling
+    from sentune.core.build import with_pooling
 
     model = with_pooling(tiny_st, "mean").eval()
     loss = LowerBoundCosineLoss(model, lower_bound=0.3)
@@ -59,7 +59,7 @@ def test_lower_bound_regression_matches_naive(tiny_st):
 
 
 def test_nli_softmax_matches_naive(tiny_st):
-    from sentune.build import with_pooling
+    from sentune.core.build import with_pooling
     from sentune.methods.nli import build_nli_loss
 
     model = with_pooling(tiny_st, "mean").eval()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sentune.encode import Encoder, token_budget_batches, unique_in_order
-from sentune.pooling import PoolingSpec, pool
+from sentune.core.encode import Encoder, token_budget_batches, unique_in_order
+from sentune.core.pooling import PoolingSpec, pool
 
 from conftest import SENTENCES
 

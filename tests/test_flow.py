@@ -72,8 +72,8 @@ def test_compiled_dense_chain_equals_flow():
 def test_model_with_flow_head_reloads_identically(tiny_st, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from sentune.build import save_atomic, with_pooling
-    from sentune.encode import Encoder
+    from sentune.core.build import save_atomic, with_pooling
+    from sentune.core.encode import Encoder
 
     from conftest import SENTENCES, WORDS
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sentune.cli import main
-from sentune.pipeline import parse_stages
+from sentune.train.pipeline import parse_stages
 
 
 def test_stage_names_are_parsed_as_the_paper_names_them():
@@ -27,11 +27,11 @@ def test_ct_sed_flow_runs_and_resumes_without_recomputing(tiny_model_dir, tiny_d
         for override in tiny:
             common += ["--set", f"{stage}:{override}"]
     args = ["pipeline", "ct-sed-flow", "--learners", "2", *common]
-    import sentune.train
+    import sentune.train.trainer
 
     trained = []
-    real_train = sentune.train.train
-    monkeypatch.setattr(sentune.train, "train", lambda recipe, folder, **k: (trained.append(Path(folder).name), real_train(recipe, folder, **k))[1])
+    real_train = sentune.train.trainer.train
+    monkeypatch.setattr(sentune.train.trainer, "train", lambda recipe, folder, **k: (trained.append(Path(folder).name), real_train(recipe, folder, **k))[1])
     assert main(args) == 0
     out = tmp_path / "p"
     record = json.loads((out / "pipeline-ct-sed-flow.json").read_text())
@@ -76,7 +76,7 @@ def test_postprocess_stage_options(tiny_model_dir, tiny_data_dir, tmp_path, caps
 
 
 def test_stage_lock_excludes_a_second_holder(tmp_path):
-    from sentune.pipeline import stage_lock
+    from sentune.train.pipeline import stage_lock
 
     with stage_lock(tmp_path / "stage") as first:
         with stage_lock(tmp_path / "stage", wait=False) as second:
@@ -162,7 +162,7 @@ def test_members_train_while_another_process_holds_the_stage_before_sed(tiny_mod
     import sys
     import time
 
-    from sentune.pipeline import stage_lock
+    from sentune.train.pipeline import stage_lock
 
     out = tmp_path / "p"
     args = [sys.executable, "-m", "sentune.cli", "pipeline", "ct-sed", "--model", str(tiny_model_dir), "--members", "3", "--data", str(tiny_data_dir),

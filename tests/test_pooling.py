@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from sentune.pooling import PoolingError, PoolingSpec, pool, wk_pool
+from sentune.core.pooling import PoolingError, PoolingSpec, pool, wk_pool
 
 from conftest import SENTENCES
 
@@ -91,7 +91,7 @@ def test_wk_matches_slow_reference(tiny_st):
 
 
 def test_wk_first_layers_have_no_left_context():
-    from sentune.pooling import _window_rows
+    from sentune.core.pooling import _window_rows
 
     assert _window_rows(5, 0, 2) == [1, 2, 0]
     assert _window_rows(5, 1, 2) == [2, 3, 1]

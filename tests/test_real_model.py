@@ -18,13 +18,13 @@ needs_data = pytest.mark.skipif(not DATA or not Path(DATA, "senteval").is_dir(),
 
 @pytest.fixture(scope="module")
 def default_model():
-    from sentune.models import load_model
+    from sentune.core.models import load_model
 
     return load_model("default")
 
 
 def test_default_resolves_to_the_bundled_copy():
-    from sentune.models import resolve_model_name
+    from sentune.core.models import resolve_model_name
 
     assert resolve_model_name("default") == str(gt.get_model_path())
     assert resolve_model_name("sentence-transformers/all-MiniLM-L6-v2") == str(gt.get_model_path())
@@ -32,7 +32,7 @@ def test_default_resolves_to_the_bundled_copy():
 
 
 def test_encoder_matches_sentence_transformers(default_model):
-    from sentune.encode import Encoder
+    from sentune.core.encode import Encoder
 
     sentences = ["a man is playing a guitar .", "the cat sits on the mat .", "stocks fell sharply today ."] * 2
     ours = Encoder(default_model, "model", show_progress=False).encode(sentences)
@@ -43,8 +43,8 @@ def test_encoder_matches_sentence_transformers(default_model):
 @needs_data
 def test_stsb_matches_independent_evaluator(default_model):
     """The issue's independent evaluator: 82.03 Spearman ('all') on STS-B test with the model's own pooling."""
-    from sentune.evaluate import evaluate
-    from sentune.tasks.catalog import select_tasks
+    from sentune.tasks.evaluate import evaluate
+    from sentune.data.catalog import select_tasks
 
     result = evaluate(default_model, select_tasks("STS-B"), Path(DATA), poolings=["model"], show_progress=False)
     assert result["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] == pytest.approx(82.03, abs=0.05)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sentune.methods import METHODS, get_method
-from sentune.recipe import RECIPE_DIR, load_recipe
+from sentune.train.recipe import RECIPE_DIR, load_recipe
 
 get_method("sg")  # loads the built-in methods
 RECIPES = sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))

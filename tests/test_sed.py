@@ -16,7 +16,7 @@ from conftest import SENTENCES
 
 @pytest.fixture
 def members(tiny_st, tmp_path):
-    from sentune.build import save_atomic, with_pooling
+    from sentune.core.build import save_atomic, with_pooling
 
     paths = []
     for seed in (0, 1):
@@ -39,13 +39,13 @@ def test_targets_are_the_member_mean_and_cached(members, tmp_path, monkeypatch):
     def no_encoding(*args, **kwargs):
         raise AssertionError("a cached run must not encode")
 
-    monkeypatch.setattr("sentune.encode.Encoder.encode_many", no_encoding)
+    monkeypatch.setattr("sentune.core.encode.Encoder.encode_many", no_encoding)
     again = sed.ensemble_targets(members, SENTENCES, tmp_path / "cache", show_progress=False)
     np.testing.assert_array_equal(again, targets)
 
 
 def test_distillation_loss_matches_naive(tiny_st):
-    from sentune.build import with_pooling
+    from sentune.core.build import with_pooling
 
     model = with_pooling(tiny_st, "mean").eval()
     targets = np.random.default_rng(0).normal(size=(4, 32)).astype(np.float32)
@@ -91,9 +91,9 @@ def test_learner_pooling_chosen_on_dev(members, tiny_data_dir):
     here independently for each, and records the choice; a fixed number is applied as given."""
     from types import SimpleNamespace
 
-    from sentune.build import with_pooling
-    from sentune.models import load_model
-    from sentune.train import DevEvaluator
+    from sentune.core.build import with_pooling
+    from sentune.core.models import load_model
+    from sentune.train.trainer import DevEvaluator
 
     evaluator = DevEvaluator("STS-B-dev", tiny_data_dir)
     learner = load_model(members[0])
@@ -115,7 +115,7 @@ def test_a_cache_entry_is_built_once_when_two_ask_at_once(tmp_path):
     second waits for the first and reuses its file instead of computing it again."""
     import threading
 
-    from sentune.cache import cached_array
+    from sentune.core.cache import cached_array
 
     path = tmp_path / "cache" / "entry.npy"
     first_started, calls, results = threading.Event(), [], {}

@@ -76,7 +76,7 @@ def _batch(model, sentences):
 
 @pytest.mark.parametrize("objective", sg.OBJECTIVES)
 def test_gradients_reach_tuned_and_head_never_frozen_or_embeddings(tiny_st, objective):
-    from sentune.build import with_pooling
+    from sentune.core.build import with_pooling
 
     model = with_pooling(tiny_st, "cls")
     loss_fn = sg.SelfGuidedLoss(model, objective=objective, temperature=0.05, reg_weight=0.1, head_hidden=64)
@@ -97,7 +97,7 @@ def test_gradients_reach_tuned_and_head_never_frozen_or_embeddings(tiny_st, obje
 
 
 def test_cached_views_equal_frozen_forward(tiny_st, tmp_path):
-    from sentune.build import with_pooling
+    from sentune.core.build import with_pooling
 
     model = with_pooling(tiny_st, "cls")
     sentences = ["a man plays the guitar", "the dog runs in the park", "two kids eat food", "a"]
@@ -121,7 +121,7 @@ def test_shared_cache_reused_across_runs(tiny_model_dir, tiny_data_dir, tmp_path
     views = sorted(shared.glob("sg-views-*.npy"))
     assert len(views) == 1 and not (first / "cache").exists()
     stamp = views[0].stat().st_mtime_ns
-    with caplog.at_level(logging.INFO, logger="sentune.cache"):
+    with caplog.at_level(logging.INFO, logger="sentune.core.cache"):
         train_tiny(tmp_path / "b", "sg-opt", tiny_model_dir, tiny_data_dir, params={"head_hidden": 16, "temperature": 0.1}, training={"max_steps": 2})
     assert sorted(shared.glob("sg-views-*.npy")) == views and views[0].stat().st_mtime_ns == stamp
     assert any("reusing cache" in record.getMessage() for record in caplog.records)

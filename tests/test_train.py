@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from sentune.recipe import RecipeError, load_recipe
+from sentune.train.recipe import RecipeError, load_recipe
 
 RECIPE = """method: sg-opt
 model: {model}
@@ -65,8 +65,8 @@ def _weights(run: Path) -> dict:
 def test_train_end_to_end_and_saved_model_reproduces_evaluation(recipe_file, tmp_path, env):
     from sentence_transformers import SentenceTransformer
 
-    from sentune.evaluate import evaluate
-    from sentune.tasks.catalog import select_tasks
+    from sentune.tasks.evaluate import evaluate
+    from sentune.data.catalog import select_tasks
 
     run = tmp_path / "run"
     proc = _train([str(recipe_file), "--out", str(run)], tmp_path, env)
@@ -129,7 +129,7 @@ def test_saved_config_from_before_an_option_existed_is_the_same_recipe(recipe_fi
     """A run's config.yaml written by an older sentune lacks newer keys: it must still resume."""
     import yaml
 
-    from sentune.recipe import same_recipe
+    from sentune.train.recipe import same_recipe
 
     recipe = load_recipe(str(recipe_file))
     saved = recipe.to_dict()
@@ -144,7 +144,7 @@ def test_saved_config_from_before_an_option_existed_is_the_same_recipe(recipe_fi
 
 def test_max_sentences_is_a_fixed_random_subset_in_file_order(tiny_data_dir):
     from sentune.data.corpora import load_sentences
-    from sentune.train import base_columns
+    from sentune.train.trainer import base_columns
 
     everything = load_sentences("wiki", tiny_data_dir)
     recipe = load_recipe("005-ct", ["training.max_sentences=5"])

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from sentune.build import save_atomic, whitening_modules, with_pooling
-from sentune.encode import Encoder
+from sentune.core.build import save_atomic, whitening_modules, with_pooling
+from sentune.core.encode import Encoder
 from sentune.postprocess.whitening import Whitening
 
 from conftest import WORDS

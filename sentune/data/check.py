@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sentune.data.corpora import corpus_catalog, load_sentences
 from sentune.data.readers import DataError
-from sentune.tasks.catalog import load_catalog, load_task
+from sentune.data.catalog import load_catalog, load_task
 
 
 def sha256_of(path: Path) -> str:

@@ -28,7 +28,7 @@ def load_sentences(name: str, data_dir: Path, *, unique: bool = True) -> list[st
     if name.startswith("file:"):
         sentences = readers.read_corpus(name[5:], skip_blank=True)
     elif name.startswith("tasks:"):
-        from sentune.tasks.catalog import load_task, select_tasks, sentences_of  # the catalog reads data through this package
+        from sentune.data.catalog import load_task, select_tasks, sentences_of  # the catalog reads data through this package
 
         sentences = [text for task in select_tasks(name[6:]) for text, _ in sentences_of(load_task(task, data_dir))]
     else:

@@ -1,5 +1,5 @@
 """Method registry: a method is a loss (one file, formula and citation in its docstring) plus how its
-training data is shaped and which pooling the trained model uses. The one trainer (sentune.train) does
+training data is shaped and which pooling the trained model uses. The one trainer (sentune.train.trainer) does
 the rest."""
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def build_ct_loss(model, *, train_sentences, cache_dir, paraphrases=None) -> Con
 
 
 def make_columns(recipe, data_dir) -> dict[str, list]:
-    from sentune.train import base_columns
+    from sentune.train.trainer import base_columns
 
     sentences = base_columns(recipe, data_dir)["sentence"]
     rows = (recipe.training.max_steps if recipe.training.max_steps > 0 else 2000) * recipe.training.batch_size
@@ -99,7 +99,7 @@ def make_columns(recipe, data_dir) -> dict[str, list]:
 
 def keep_better_tower(model, loss: ContrastiveTensionLoss, data_dir):
     """The original keeps whichever tower scores better on STS-B dev."""
-    from sentune.train import DevEvaluator
+    from sentune.train.trainer import DevEvaluator
 
     evaluator = DevEvaluator("STS-B-dev", data_dir)
     score2 = evaluator(model)[evaluator.primary_metric]

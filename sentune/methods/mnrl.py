@@ -14,7 +14,7 @@ def build_mnrl_loss(model, *, train_sentences, cache_dir, paraphrases=None, scal
 
 
 def make_columns(recipe, data_dir):
-    from sentune.train import base_columns
+    from sentune.train.trainer import base_columns
 
     sentences = base_columns(recipe, data_dir)["sentence"]
     return {"sentence": sentences, "positive": list(sentences)}

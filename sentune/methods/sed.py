@@ -9,7 +9,7 @@ cached on disk; a learner initialised from the base model is trained with MSE to
 and evaluated with the mean of its last two layers (`eval_layers`: 1, 2 or 3; `dev` picks the one of the three
 with the best STS-B dev Spearman — the paper's two layers come from its layer study on BERT-Large, and a model
 trained for last-layer mean pooling, like all-MiniLM-L6-v2, can score lower with them). Members are given as model
-folders (`params.members`); `sentune.ensemble.save_ensemble` saves their average as one model (loads with
+folders (`params.members`); `sentune.train.ensemble.save_ensemble` saves their average as one model (loads with
 `SentenceTransformer(path)`) for the full-ensemble row of Table 3.
 """
 
@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sentune.cache import cached_array
+from sentune.core.cache import cached_array
 from sentune.methods import Method, register
 
 logger = logging.getLogger(__name__)
@@ -40,9 +40,9 @@ CITATION = """@article{carlsson2021sed,
 def ensemble_targets(members: list[str], sentences: list[str], cache_dir: Path | None, *, show_progress: bool = True) -> np.ndarray:
     """Mean of the members' masked-mean embeddings for every sentence, cached under cache_dir and reused
     (the key covers the member folders' weights and the sentences)."""
-    from sentune.build import with_pooling
-    from sentune.encode import Encoder
-    from sentune.models import load_model
+    from sentune.core.build import with_pooling
+    from sentune.core.encode import Encoder
+    from sentune.core.models import load_model
 
     def compute() -> np.ndarray:
         total = None
@@ -99,12 +99,12 @@ def build_sed_loss(model, *, train_sentences, cache_dir, paraphrases=None, membe
 def learner_pooling(model, loss, data_dir=None):
     """Evaluate (and save) the learner with the mean of its last `eval_layers` layers; with 'dev', the number
     of layers whose pooling scores best on STS-B dev (ties: fewer layers)."""
-    from sentune.build import with_pooling
+    from sentune.core.build import with_pooling
 
     layers = getattr(loss, "eval_layers", 2)
     if layers != "dev":
         return with_pooling(model, LAYER_POOLING[layers])
-    from sentune.train import DevEvaluator
+    from sentune.train.trainer import DevEvaluator
 
     evaluator = DevEvaluator("STS-B-dev", data_dir)
     scores = {n: evaluator(with_pooling(model, LAYER_POOLING[n]))[evaluator.primary_metric] for n in (1, 2, 3)}

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sentune.cache import cached_array
+from sentune.core.cache import cached_array
 from sentune.methods import Method, register
 
 logger = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class SelfGuidedLoss(nn.Module):
 
     def frozen_views(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
         """(b, L, d) pooled hidden states of BERT_F for this batch."""
-        from sentune.pooling import pool_tokens
+        from sentune.core.pooling import pool_tokens
 
         with torch.no_grad():
             out = self.frozen(input_ids=features["input_ids"], attention_mask=features["attention_mask"],
@@ -195,7 +195,7 @@ def compute_views(model, sentences: list[str], layers: list[int], view_pooling: 
     Keyed by model weights, tokenizer length, layers and pooling, so a cache is reused only when it is
     the same computation; written atomically so an interrupted run never leaves a half cache.
     """
-    from sentune.encode import Encoder
+    from sentune.core.encode import Encoder
 
     key = _views_key(model, sentences, layers, view_pooling)
 

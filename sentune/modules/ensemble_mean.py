@@ -5,7 +5,7 @@ transformer with masked-mean pooling of the last layer, the embedding SED distil
 folder with every member inside it (`0_EnsembleMean/member-1`, …), so the folder can be copied or
 uploaded on its own. No sentence-transformers built-in can average models, so this class is sentune's:
 `SentenceTransformer(path, trust_remote_code=True)` loads it (with sentune installed; the folder ships no
-code), and sentune's own tools load it without the flag (sentune.models.load_model).
+code), and sentune's own tools load it without the flag (sentune.core.models.load_model).
 
 The members must share one tokenizer (SED's members are seeds of one recipe from one checkpoint): the
 sentences are tokenized once and every member reads the same ids.

@@ -1,4 +1,4 @@
-"""LayerPooling: any sentune pooling (sentune.pooling) as a saved sentence-transformers module."""
+"""LayerPooling: any sentune pooling (sentune.core.pooling) as a saved sentence-transformers module."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from sentence_transformers.base.modules.module import Module
 
-from sentune.pooling import PoolingSpec, pool
+from sentune.core.pooling import PoolingSpec, pool
 
 
 class LayerPooling(Module):

@@ -11,7 +11,7 @@ POSTPROCESSORS = {"whitening": Whitening, "whiten": Whitening, "flow": Flow}
 def postprocessor_settings(kind: str, overrides: list[str], where: str) -> dict:
     """`["learning_rate=1e-3"]` → {"learning_rate": 0.001} for the post-processor `kind`; a name it does not
     take is a ValueError naming `where` (the option) and the names it takes."""
-    from sentune.recipe import parse_value
+    from sentune.train.recipe import parse_value
 
     accepted = set(inspect.signature(POSTPROCESSORS[kind]).parameters)
     settings = {}

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sentune.pairs import encode_pairs
-from sentune.results import write_atomic
-from sentune.tasks.catalog import load_task, select_tasks
+from sentune.analysis.pairs import encode_pairs
+from sentune.core.results import write_atomic
+from sentune.data.catalog import load_task, select_tasks
 
 
 def extreme_pairs(task: str, data_dir: Path, count: int = 20) -> tuple[list, list]:

@@ -30,8 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sentune.recipe import load_recipe, parse_value, same_recipe
-from sentune.results import save_results, write_atomic
+from sentune.train.recipe import load_recipe, parse_value, same_recipe
+from sentune.core.results import save_results, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def parse_stages(name: str) -> list[str]:
 
 
 def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: str | None = None) -> Path:
-    from sentune.train import train
+    from sentune.train.trainer import train
 
     out.mkdir(parents=True, exist_ok=True)
     name = "-".join(config.stages)
@@ -99,7 +99,7 @@ def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: 
 
 
 def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None, train) -> str:
-    from sentune.ensemble import save_ensemble
+    from sentune.train.ensemble import save_ensemble
 
     members, jobs = _member_jobs(previous, folder, config)
     _train_independent(jobs, data_dir, command, train)
@@ -108,9 +108,9 @@ def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, c
     ensemble = folder / "full-ensemble"
     with stage_lock(ensemble):
         if not (ensemble / "results.json").is_file():
-            from sentune.evaluate import evaluate
-            from sentune.models import load_model
-            from sentune.tasks.catalog import select_tasks
+            from sentune.tasks.evaluate import evaluate
+            from sentune.core.models import load_model
+            from sentune.data.catalog import select_tasks
 
             save_ensemble(members, ensemble / "model")
             results = evaluate(load_model(str(ensemble / "model")), select_tasks("sts"), data_dir, show_progress=False, model_name=str(ensemble / "model"))
@@ -217,11 +217,11 @@ def _postprocess_stage(stage: str, model: str, folder: Path, config: PipelineCon
 
 
 def _fit_postprocessor(stage: str, model: str, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None) -> None:
-    from sentune.build import build_postprocessed_model
-    from sentune.evaluate import evaluate
-    from sentune.models import load_model
+    from sentune.core.build import build_postprocessed_model
+    from sentune.tasks.evaluate import evaluate
+    from sentune.core.models import load_model
     from sentune.postprocess import POSTPROCESSORS, postprocessor_settings
-    from sentune.tasks.catalog import select_tasks
+    from sentune.data.catalog import select_tasks
 
     saved = folder / "model"
     settings = postprocessor_settings(stage, config.overrides.get(stage, []), f"--set {stage}:")

@@ -15,7 +15,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 from tqdm.auto import tqdm
 
-from sentune.pooling import PoolingSpec, pool
+from sentune.core.pooling import PoolingSpec, pool
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def token_budget_batches(lengths: np.ndarray, max_tokens: int, max_batch: int) -
 
 
 class Encoder:
-    """Encode sentences with a sentence-transformers model under named poolings (see sentune.pooling).
+    """Encode sentences with a sentence-transformers model under named poolings (see sentune.core.pooling).
 
     `encode_many` returns one float32 array per pooling, rows in input order. Sentences longer than
     the model's max_seq_length are truncated (as every STS/SentEval evaluation does); their input

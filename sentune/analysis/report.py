@@ -11,9 +11,9 @@ import json
 import re
 from pathlib import Path
 
-from sentune.layerwise import plot_layerwise
-from sentune.pairs import pairs_markdown
-from sentune.results import STS7, relatedness_table, sts_summary_table, transfer_table, write_atomic
+from sentune.analysis.layerwise import plot_layerwise
+from sentune.analysis.pairs import pairs_markdown
+from sentune.core.results import STS7, relatedness_table, sts_summary_table, transfer_table, write_atomic
 
 
 def _load(folder: Path) -> tuple[dict | None, dict | None]:

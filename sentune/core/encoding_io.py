@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from sentune.data.readers import read_lines
-from sentune.encode import Encoder
-from sentune.models import load_model
+from sentune.core.encode import Encoder
+from sentune.core.models import load_model
 
 
 def encode_file(model_name: str, pooling: str, input_path: Path, output_path: Path, *, trust_remote_code: bool = False, show_progress: bool = True) -> int:

@@ -1,4 +1,4 @@
-"""The task catalog (catalog.yaml) as typed records, and loading a task's examples from a data directory."""
+"""The task catalog (tasks.yaml) as typed records, and loading a task's examples from a data directory."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import yaml
 from sentune.data import readers
 from sentune.data.readers import DataError
 
-CATALOG_FILE = Path(__file__).with_name("catalog.yaml")
+CATALOG_FILE = Path(__file__).with_name("tasks.yaml")
 KINDS = ("sts", "classification", "pair-classification", "relatedness")
 DATA_ENV = "SENTUNE_DATA"
 

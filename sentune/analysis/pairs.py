@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sentune.encode import Encoder
-from sentune.results import write_atomic
-from sentune.tasks.catalog import load_task, select_tasks
+from sentune.core.encode import Encoder
+from sentune.core.results import write_atomic
+from sentune.data.catalog import load_task, select_tasks
 
 
 def sample_pairs(task: str, data_dir: Path, count: int, seed: int = 0) -> list:

@@ -23,10 +23,10 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.models import Dense, Normalize, Pooling, WeightedLayerPooling
 
 from sentune.data.corpora import load_sentences
-from sentune.encode import Encoder
-from sentune.models import load_model
+from sentune.core.encode import Encoder
+from sentune.core.models import load_model
 from sentune.modules.layer_pooling import LayerPooling, enable_hidden_states
-from sentune.pooling import PoolingSpec
+from sentune.core.pooling import PoolingSpec
 from sentune.postprocess.whitening import Whitening
 
 logger = logging.getLogger(__name__)

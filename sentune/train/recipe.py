@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-RECIPE_DIR = Path(__file__).with_name("recipes")
+RECIPE_DIR = Path(__file__).parents[1] / "recipes"  # sentune/recipes
 
 
 class RecipeError(ValueError):

@@ -28,14 +28,14 @@ from sentence_transformers import SentenceTransformerTrainer, SentenceTransforme
 from sentence_transformers.evaluation import SentenceEvaluator
 from transformers import EarlyStoppingCallback, TrainerCallback, set_seed
 
-from sentune.build import with_pooling
+from sentune.core.build import with_pooling
 from sentune.data.corpora import load_sentences
-from sentune.evaluate import evaluate
+from sentune.tasks.evaluate import evaluate
 from sentune.methods import get_method
-from sentune.models import load_model
-from sentune.recipe import Recipe, same_recipe
-from sentune.results import save_results, write_atomic
-from sentune.tasks.catalog import load_task, select_tasks
+from sentune.core.models import load_model
+from sentune.train.recipe import Recipe, same_recipe
+from sentune.core.results import save_results, write_atomic
+from sentune.data.catalog import load_task, select_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -289,7 +289,7 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
 
 
 def _save_model(model, out: Path, recipe: Recipe, method, results: dict, best: dict) -> None:
-    from sentune.build import save_atomic
+    from sentune.core.build import save_atomic
 
     summary = results["runs"]["model"]["summary"]
     card = "\n".join([

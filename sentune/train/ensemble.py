@@ -11,8 +11,8 @@ def build_ensemble(members: list[str], pooling: str = "mean"):
     """A SentenceTransformer whose embedding is the mean of the members' embeddings under `pooling`."""
     from sentence_transformers import SentenceTransformer
 
-    from sentune.build import with_pooling
-    from sentune.models import load_model
+    from sentune.core.build import with_pooling
+    from sentune.core.models import load_model
     from sentune.modules.ensemble_mean import EnsembleMean
 
     if not members:
@@ -22,7 +22,7 @@ def build_ensemble(members: list[str], pooling: str = "mean"):
 
 def save_ensemble(members: list[str], folder: Path, pooling: str = "mean") -> Path:
     """Save the full ensemble of `members` into `folder` (atomically; every member's weights inside)."""
-    from sentune.build import save_atomic
+    from sentune.core.build import save_atomic
 
     card = "\n## Full ensemble (sentune)\n\nThe mean of these models' embeddings (" + pooling + " pooling):\n\n" + \
         "\n".join(f"- `{m}`" for m in members) + "\n"

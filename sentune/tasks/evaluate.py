@@ -16,12 +16,12 @@ from tqdm.auto import tqdm
 
 import sentune
 from sentune.data.corpora import load_sentences
-from sentune.encode import Encoder
+from sentune.core.encode import Encoder
 from sentune.postprocess.flow import Flow
 from sentune.postprocess.whitening import Whitening
-from sentune.results import averaged_sts_tasks, display_path
+from sentune.core.results import averaged_sts_tasks, display_path
 from sentune.tasks.alignment import alignment_uniformity
-from sentune.tasks.catalog import TaskSpec, load_task, sentences_of
+from sentune.data.catalog import TaskSpec, load_task, sentences_of
 from sentune.tasks.relatedness import evaluate_relatedness
 from sentune.tasks.sts import evaluate_sts
 from sentune.tasks.transfer import PRESETS, evaluate_transfer

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 import sentune
-from sentune.encode import Encoder
-from sentune.results import write_atomic
-from sentune.tasks.catalog import TaskSpec, load_task
+from sentune.core.encode import Encoder
+from sentune.core.results import write_atomic
+from sentune.data.catalog import TaskSpec, load_task
 from sentune.tasks.sts import evaluate_sts
 
 TOKEN_POOLINGS = ("cls", "mean", "max")
