@@ -11,9 +11,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from sentune.data.catalog import group_tasks
 from common import KeptRuns  # noqa: E402  (benchmarks/common.py)
 
-STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
+STS7 = group_tasks("sts")  # the catalog's 7 STS tasks
 ENCODERS = (  # (label, training run, multitask run, alignment run)
     ("no tuning (mean pooling)", None, "cf-multitask-untuned", "cf-align-untuned"),
     ("SimCSE", "cf-simcse", "cf-multitask-cf-simcse", "cf-align-cf-simcse"),

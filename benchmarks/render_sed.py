@@ -11,11 +11,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from sentune.data.catalog import group_tasks
 from best_lower_bound import choose  # noqa: E402  (benchmarks/best_lower_bound.py: the runner's rule)
 from common import KeptRuns  # noqa: E402  (benchmarks/common.py)
 
-STS5 = ("STS12", "STS13", "STS14", "STS15", "STS16")
-STS7 = STS5 + ("STS-B", "SICK-R")
+STS5 = group_tasks("sts12-16")  # the catalog's groups
+STS7 = group_tasks("sts")
 SENTEVAL = ("CR", "MR", "MPQA", "SUBJ", "SST2", "SST5", "TREC", "MRPC", "SICK-E")
 
 

@@ -11,8 +11,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from sentune.data.catalog import group_tasks
 
-STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
+STS7 = group_tasks("sts")  # the catalog's 7 STS tasks
 
 
 def _load(folder: Path) -> dict | None:
@@ -28,7 +29,7 @@ def _row(label: str, runs: list[dict], run_key: str = "model") -> str:
     return f"| {label} | {len(runs)} | " + " | ".join(cells) + f" | **{avg.mean():.2f}**" + (f" ± {std(avg):.2f}" if len(runs) > 1 else "") + " |"
 
 
-TRANSFER7 = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
+TRANSFER7 = group_tasks("senteval7")  # seed 001 Table 4's transfer tasks
 
 
 def _transfer_row(label: str, run: dict) -> str:

@@ -58,7 +58,7 @@ import json, sys, time
 import numpy as np, torch
 import torch.nn.functional as F
 from sentune.core.build import with_pooling
-from sentune.data.corpora import load_sentences
+from sentune.data.catalog import load_sentences
 from sentune.methods.sg import SelfGuidedLoss, opt3_loss, squared_distance
 from sentune.core.models import load_model
 from sentune.train.recipe import load_recipe
@@ -128,7 +128,7 @@ def main() -> None:
                         "slower repeats measure other load, e.g. disk writeback of a checkpoint, not the code)")
     parser.add_argument("--out")
     args = parser.parse_args()
-    from sentune.data.corpora import load_sentences
+    from sentune.data.catalog import load_sentences
     from sentune.data.catalog import resolve_data_dir
 
     total = len(load_sentences("stsb", resolve_data_dir(None)))

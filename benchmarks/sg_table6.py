@@ -20,7 +20,7 @@ from pathlib import Path
 
 from common import emit, timed  # noqa: E402  (benchmarks/common.py)
 
-from sentune.data.corpora import load_sentences
+from sentune.data.catalog import load_sentences
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
 from sentune.postprocess.whitening import Whitening

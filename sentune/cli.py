@@ -8,10 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from sentune.data.readers import DataError
-from sentune.core.models import ModelLoadError
-from sentune.core.pooling import PoolingError
-from sentune.train.recipe import RecipeError
+from sentune.errors import UserError
 
 logger = logging.getLogger("sentune")
 
@@ -59,14 +56,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from sentune.train.recipe import load_recipe
     from sentune.core.results import sts_summary_table
     from sentune.data.catalog import resolve_data_dir
-    from sentune.train.trainer import train
+    from sentune.train.recipe import load_recipe
 
-    recipe = load_recipe(args.recipe, args.overrides)
+    recipe = load_recipe(args.recipe, args.overrides)  # every key and value checked before any work
+    data_dir = resolve_data_dir(args.data)
     out = Path(args.out or Path("runs") / recipe.name)
-    results = train(recipe, out, data_dir=resolve_data_dir(args.data), resume=args.resume, command=_command_line())
+    from sentune.train.trainer import check_run_dir, train
+
+    check_run_dir(out, recipe, args.resume)
+    results = train(recipe, out, data_dir=data_dir, resume=args.resume, command=_command_line())
     print(sts_summary_table(results["runs"]) or "")
     print(f"\nmodel: {out / 'model'} (SentenceTransformer({str(out / 'model')!r})); results: {out / 'results.md'}")
     return 0
@@ -88,7 +88,7 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
     for item in args.set:
         stage, sep, override = item.partition(":")
         if not sep or "=" not in override:
-            raise ValueError(f"--set {item!r}: expected STAGE:key=value, e.g. ct:training.max_steps=500")
+            raise UserError(f"--set {item!r}: expected STAGE:key=value, e.g. ct:training.max_steps=500")
         overrides.setdefault(stage, []).append(override)
     config = PipelineConfig(parse_stages(args.name), model=args.model, members=args.members, learners=args.learners, fit_on=args.fit_on, overrides=overrides)
     out = Path(args.out or Path("runs") / args.name)
@@ -114,7 +114,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_postprocess(args: argparse.Namespace) -> int:
-    from sentune.core.build import build_postprocessed_model
+    from sentune.postprocess.save import build_postprocessed_model
     from sentune.postprocess import Flow, Whitening
     from sentune.data.catalog import resolve_data_dir
 
@@ -198,18 +198,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sentune", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def _model_args(p: argparse.ArgumentParser, pooling_help: str = "pooling name(s), comma-separated") -> None:
+    p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
+    p.add_argument("--pooling", default="model", help=pooling_help + " (model, cls, mean, max, first-last, last2, lastN, layerK-mean, wk)")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow code shipped with the model (off by default)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
 
-    def model_args(p: argparse.ArgumentParser, pooling_help: str = "pooling name(s), comma-separated") -> None:
-        p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
-        p.add_argument("--pooling", default="model", help=pooling_help + " (model, cls, mean, max, first-last, last2, lastN, layerK-mean, wk)")
-        p.add_argument("--trust-remote-code", action="store_true", help="allow code shipped with the model (off by default)")
-        p.add_argument("--quiet", action="store_true", help="no progress bars")
 
+def _add_eval(sub) -> None:
     p = sub.add_parser("eval", help="evaluate a model on STS / transfer / multilingual tasks")
-    model_args(p)
+    _model_args(p)
     p.add_argument("--tasks", default="sts", help="task or group names, comma-separated: sts, dev, transfer, relatedness, multilingual, STS12, ...")
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     p.add_argument("--out", help="folder for results.json and results.md")
@@ -221,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alignment-pairs", choices=["qqp", "stsb"], help="also report alignment and uniformity on these positive pairs")
     p.set_defaults(func=cmd_eval)
 
+
+def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train a recipe (YAML) with dotted overrides, e.g. training.seed=2")
     p.add_argument("recipe", help="a recipe file or a bundled recipe name (sentune/recipes/)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. params.temperature=0.1")
@@ -229,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue an interrupted run from its last complete checkpoint")
     p.set_defaults(func=cmd_train)
 
+
+def _add_paraphrase(sub) -> None:
     p = sub.add_parser("paraphrase", help="back-translate a sentence file into sentence<TAB>paraphrase pairs")
     p.add_argument("input", help="one sentence per line")
     p.add_argument("output", help="output .tsv")
@@ -239,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_paraphrase)
 
+
+def _add_pipeline(sub) -> None:
     p = sub.add_parser("pipeline", help="run composed stages, e.g. ct-sed-flow or nli-ct-sed-flow (resumable)")
     p.add_argument("name", help="stages joined by '-': nli, ct, sts, sg-opt, mirror, simcse, sed, flow, whiten")
     p.add_argument("--model", default="default")
@@ -251,28 +255,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out")
     p.set_defaults(func=cmd_pipeline)
 
+
+def _add_ensemble(sub) -> None:
     p = sub.add_parser("ensemble", help="make a 'full ensemble' model folder: the average of several models' embeddings")
     p.add_argument("--member", action="append", required=True, help="a member model folder; repeat")
     p.add_argument("--pooling", default="mean", help="the members' pooling (SED: mean)")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_ensemble)
 
+
+def _add_encode(sub) -> None:
     p = sub.add_parser("encode", help="encode a text file (one sentence per line) to .npy or .jsonl")
-    model_args(p, "one pooling name")
+    _model_args(p, "one pooling name")
     p.add_argument("input", help="text file, one sentence per line")
     p.add_argument("output", help="output .npy or .jsonl")
     p.set_defaults(func=cmd_encode)
 
+
+def _add_whiten(sub) -> None:
     p = sub.add_parser("whiten", help="fit whitening and save the model with it (loads with SentenceTransformer(path))")
-    model_args(p, "one pooling name")
+    _model_args(p, "one pooling name")
     p.add_argument("--fit-on", default="nli", help="sentence set: nli, wiki, stsb, qqp, file:PATH or tasks:SELECTION")
     p.add_argument("--k", type=int, default=None, help="components to keep (default: all with non-zero variance)")
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     p.add_argument("--out", required=True, help="output model folder")
     p.set_defaults(func=cmd_postprocess)
 
+
+def _add_flow(sub) -> None:
     p = sub.add_parser("flow", help="fit BERT-flow (Glow) on a sentence set and save the model with it (loads with SentenceTransformer(path))")
-    model_args(p, "one pooling name")
+    _model_args(p, "one pooling name")
     p.add_argument("--fit-on", default="nli", help="sentence set: nli, wiki, stsb, qqp, file:PATH or tasks:SELECTION")
     p.add_argument("--blocks", type=int, default=3)
     p.add_argument("--epochs", type=int, default=1)
@@ -281,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output model folder")
     p.set_defaults(func=cmd_postprocess)
 
+
+def _add_layerwise(sub) -> None:
     p = sub.add_parser("layerwise", help="Spearman of every layer under cls/mean/max pooling (seed 001, Figure 1)")
     p.add_argument("--model", default="default")
     p.add_argument("--task", default="STS-B")
@@ -290,6 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_layerwise)
 
+
+def _add_tsne(sub) -> None:
     p = sub.add_parser("tsne", help="t-SNE of positive and negative STS pairs, one panel per model (seed 001, Figure 5)")
     p.add_argument("--model", action="append", required=True, help="repeat for before/after panels")
     p.add_argument("--label", action="append", help="panel title per --model (default: the model argument)")
@@ -300,6 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust-remote-code", action="store_true")
     p.set_defaults(func=cmd_tsne)
 
+
+def _add_pairs(sub) -> None:
     p = sub.add_parser("pairs", help="sentence pairs of an STS task with each model's cosine and the gold score (seed 002, Tables 3-6)")
     p.add_argument("--model", action="append", required=True, help="repeat: one cosine column per model")
     p.add_argument("--label", action="append", help="column name per --model (default: the model argument)")
@@ -311,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust-remote-code", action="store_true")
     p.set_defaults(func=cmd_pairs)
 
+
+def _add_data(sub) -> None:
     data = sub.add_parser("data", help="check or download a data directory").add_subparsers(dest="data_command", required=True)
     p = data.add_parser("check", help="validate a data directory: files, counts, sha256 against SHA256SUMS")
     p.add_argument("dir")
@@ -323,10 +343,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_data_download)
 
+
+def _add_report(sub) -> None:
     p = sub.add_parser("report", help="turn run folders into one Markdown and one HTML page with tables and plots")
     p.add_argument("runs", nargs="+", help="run folders (with results.json and/or layerwise.json)")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_report)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sentune", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show the traceback of user errors too")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_eval, _add_train, _add_paraphrase, _add_pipeline, _add_ensemble, _add_encode, _add_whiten, _add_flow, _add_layerwise, _add_tsne, _add_pairs, _add_data, _add_report):
+        add(sub)
     return parser
 
 
@@ -345,8 +375,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
-    except (DataError, ModelLoadError, PoolingError, RecipeError, ValueError, OSError, RuntimeError) as exc:
+    except UserError as exc:  # a mistake the user can fix: one line (the traceback with --debug)
+        if args.debug:
+            raise
         print(f"sentune: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file or folder the command could not read or write (permissions, disk full)
+        if args.debug:
+            raise
+        print(f"sentune: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 2
 
 

@@ -92,8 +92,8 @@ def _sentence(rng) -> str:
 
 
 def write_tiny_data_dir(root: Path, n: int = 24, seed: int = 0) -> Path:
-    """Every file the task catalog and corpora.yaml name, in SentEval's formats, n examples each."""
-    from sentune.data.corpora import corpus_catalog
+    """Every file the task catalog and sets.yaml name, in SentEval's formats, n examples each."""
+    from sentune.data.catalog import set_catalog
     from sentune.data.catalog import load_catalog
 
     rng = np.random.default_rng(seed)
@@ -142,17 +142,19 @@ def write_tiny_data_dir(root: Path, n: int = 24, seed: int = 0) -> Path:
             for path in f.values():
                 write(path, ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"] + [f"{i % 2}\t{i}\t{i + 1}\t{_sentence(rng)}\t{_sentence(rng)}" for i in range(n)])
     nli = ["entailment", "neutral", "contradiction"]
-    for part in (p for parts in corpus_catalog().values() for p in parts):
-        if part["format"] == "lines":
-            write(part["path"], [_sentence(rng) for _ in range(3 * n)])
-        elif part["format"] == "pair-tsv":
-            labels = nli if "nli" in part["path"].lower() else ["0", "1"]
-            write(part["path"], [f"{_sentence(rng)}\t{_sentence(rng)}\t{labels[i % len(labels)]}" for i in range(n)])
-        elif part["format"] == "nli-senteval":
-            for split in part["splits"]:
-                write(f"{part['path']}/s1.{split}", [_sentence(rng) for _ in range(n)])
-                write(f"{part['path']}/s2.{split}", [_sentence(rng) for _ in range(n)])
-                write(f"{part['path']}/labels.{split}", [nli[i % 3] for i in range(n)])
+    for part in (p for parts in set_catalog().values() for p in parts):
+        if part.format == "lines":
+            for path in part.files.values():
+                write(path, [_sentence(rng) for _ in range(3 * n)])
+        elif part.format == "pair-tsv":
+            for path in part.files.values():
+                labels = nli if "nli" in path.lower() else ["0", "1"]
+                write(path, [f"{_sentence(rng)}\t{_sentence(rng)}\t{labels[i % len(labels)]}" for i in range(n)])
+        elif part.format == "nli-senteval":
+            for split in part.subsets:
+                write(f"{part.dir}/s1.{split}", [_sentence(rng) for _ in range(n)])
+                write(f"{part.dir}/s2.{split}", [_sentence(rng) for _ in range(n)])
+                write(f"{part.dir}/labels.{split}", [nli[i % 3] for i in range(n)])
     return root
 
 
@@ -175,3 +177,14 @@ def train_tiny(tmp_path: Path, method: str, model: str | Path, data_dir: Path, *
     run = tmp_path / f"run-{method}"
     assert main(["train", str(recipe), "--out", str(run), "--data", str(data_dir)]) == 0
     return run
+
+
+def method_context(method: str, params: dict | None = None, *, data_dir: Path | None = None, cache_dir: Path | None = None, dev_score=None, **recipe_fields):
+    """The TrainContext the trainer would hand `method` for a recipe with these params (for loss-level tests)."""
+    from sentune.methods.base import TrainContext
+    from sentune.methods.registry import get_method
+    from sentune.train.recipe import Recipe
+
+    recipe = Recipe(method=method, params=params or {}, **recipe_fields)
+    return TrainContext(recipe=recipe, params=get_method(method).resolve_params(params), data_dir=data_dir or Path("."),
+                        cache_dir=cache_dir, dev_score=dev_score, show_progress=False)

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import method_context
 
 from sentune.core.build import with_pooling
 from sentune.methods.bert_cf import build_flow_joint_loss
@@ -16,7 +17,7 @@ from sentune.methods.mirror import mirror_infonce
 
 def test_joint_loss_parts_and_gradients(tiny_st):
     model = with_pooling(tiny_st, "mean")
-    loss_fn = build_flow_joint_loss(model, train_sentences=[], cache_dir=None, lambda_mirror=0.3, span_cap=0, hidden=8)
+    loss_fn = build_flow_joint_loss(model, {}, method_context("flow-joint", {"lambda_mirror": 0.3, "span_cap": 0, "hidden": 8}))
     model.eval()  # no dropout: both views identical, so the parts can be recomputed exactly
     features = model.preprocess(["a man plays the guitar", "the dog runs", "two kids eat food"])
     out = loss_fn([dict(features)], None)
@@ -35,7 +36,7 @@ def test_joint_loss_parts_and_gradients(tiny_st):
 def test_flow_nll_alone_trains_the_flow(tiny_st, lambda_mirror):
     """L_flow's own gradient reaches every flow parameter with the encoder frozen (also for Mirror-flow, λ 0)."""
     model = with_pooling(tiny_st, "mean")
-    loss_fn = build_flow_joint_loss(model, train_sentences=[], cache_dir=None, lambda_mirror=lambda_mirror, hidden=8)
+    loss_fn = build_flow_joint_loss(model, {}, method_context("flow-joint", {"lambda_mirror": lambda_mirror, "hidden": 8}))
     out = loss_fn([dict(model.preprocess(["a man plays the guitar", "the dog runs", "two kids eat food"]))], None)
     assert set(out) == ({"flow_nll", "mirror"} if lambda_mirror else {"flow_nll"})
     out["flow_nll"].backward()

@@ -60,10 +60,12 @@ def test_lower_bound_regression_matches_naive(tiny_st):
 
 def test_nli_softmax_matches_naive(tiny_st):
     from sentune.core.build import with_pooling
+    from conftest import method_context
+
     from sentune.methods.nli import build_nli_loss
 
     model = with_pooling(tiny_st, "mean").eval()
-    loss = build_nli_loss(model, train_sentences=None, cache_dir=None)
+    loss = build_nli_loss(model, {}, method_context("nli"))
     a, b = model.preprocess(["a man plays", "two kids eat"]), model.preprocess(["a man is playing", "the dog runs"])
     labels = torch.tensor([0, 2])
     got = loss([dict(a), dict(b)], labels).item()

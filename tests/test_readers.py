@@ -98,7 +98,7 @@ def test_long_sentence_is_truncated_with_file_and_line(tiny_st, tmp_path, caplog
 
 
 def test_task_sentence_sets(tiny_data_dir):
-    from sentune.data.corpora import load_sentences
+    from sentune.data.catalog import load_sentences
     from sentune.data.catalog import load_task, select_tasks
 
     sts = load_sentences("tasks:STS12,STS-B", tiny_data_dir)

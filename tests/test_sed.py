@@ -89,25 +89,28 @@ def test_sed_training_and_full_ensemble(members, tiny_data_dir, tmp_path):
 def test_learner_pooling_chosen_on_dev(members, tiny_data_dir):
     """eval_layers='dev' keeps the pooling (last 1, 2 or 3 layers) with the best STS-B dev Spearman, computed
     here independently for each, and records the choice; a fixed number is applied as given."""
-    from types import SimpleNamespace
-
     from sentune.core.build import with_pooling
     from sentune.core.models import load_model
-    from sentune.train.trainer import DevEvaluator
+    from conftest import method_context
+
+    from sentune.core.options import OptionError
+    from sentune.tasks.dev import DevEvaluator
 
     evaluator = DevEvaluator("STS-B-dev", tiny_data_dir)
     learner = load_model(members[0])
     expected = {n: evaluator(with_pooling(learner, p))[evaluator.primary_metric] for n, p in ((1, "mean"), (2, "last2"), (3, "last3"))}
     assert len(set(expected.values())) == 3  # the toy members must separate the three, or the check proves nothing
     best = max(expected, key=expected.get)
-    loss = SimpleNamespace(eval_layers="dev")
-    chosen = sed.learner_pooling(learner, loss, tiny_data_dir)
-    assert loss.finalize_note["eval_layers"] == best
+    ctx = method_context("sed", {"members": members, "eval_layers": "dev"}, data_dir=tiny_data_dir, dev_score=evaluator.score)
+    chosen, note = sed.learner_pooling(learner, None, ctx)
+    assert note["eval_layers"] == best
     assert evaluator(chosen)[evaluator.primary_metric] == pytest.approx(expected[best])
-    fixed = sed.learner_pooling(learner, SimpleNamespace(eval_layers=3), tiny_data_dir)
-    assert evaluator(fixed)[evaluator.primary_metric] == pytest.approx(expected[3])
-    with pytest.raises(ValueError, match="eval_layers"):
-        sed.build_sed_loss(learner, train_sentences=SENTENCES, cache_dir=None, members=members, eval_layers=4)
+    fixed, note = sed.learner_pooling(learner, None, method_context("sed", {"members": members, "eval_layers": 3}))
+    assert note is None and evaluator(fixed)[evaluator.primary_metric] == pytest.approx(expected[3])
+    with pytest.raises(OptionError, match="eval_layers"):
+        method_context("sed", {"members": members, "eval_layers": 4})
+    with pytest.raises(OptionError, match="params.members"):
+        method_context("sed", {})
 
 
 def test_a_cache_entry_is_built_once_when_two_ask_at_once(tmp_path):

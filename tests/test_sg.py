@@ -10,6 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import method_context
+
 from sentune.methods import sg
 from conftest import train_tiny
 
@@ -101,7 +103,7 @@ def test_cached_views_equal_frozen_forward(tiny_st, tmp_path):
 
     model = with_pooling(tiny_st, "cls")
     sentences = ["a man plays the guitar", "the dog runs in the park", "two kids eat food", "a"]
-    loss_fn = sg.build_sg_loss(model, train_sentences=sentences, cache_dir=tmp_path, head_hidden=64)
+    loss_fn = sg.build_sg_loss(model, {"sentence": sentences}, method_context("sg-opt", {"head_hidden": 64}, cache_dir=tmp_path))
     features, labels = _batch(model, sentences)
     cached = torch.from_numpy(np.asarray(loss_fn.views[labels.numpy()]))
     np.testing.assert_allclose(cached.numpy(), loss_fn.frozen_views(features[0]).numpy(), rtol=1e-4, atol=1e-5)

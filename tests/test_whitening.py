@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from sentune.core.build import save_atomic, whitening_modules, with_pooling
+from sentune.core.build import save_atomic, with_pooling
 from sentune.core.encode import Encoder
 from sentune.postprocess.whitening import Whitening
 
@@ -45,7 +45,7 @@ def test_saved_whitening_model_reloads_identically(tiny_st, tmp_path):
     encoder = Encoder(pooled, "model", show_progress=False)
     whitening = Whitening(n_components=16).fit(encoder.encode(sentences))
     expected = whitening.transform(encoder.encode(sentences[:20]))
-    model = SentenceTransformer(modules=list(pooled) + whitening_modules(whitening), device="cpu")
+    model = SentenceTransformer(modules=list(pooled) + whitening.to_modules(), device="cpu")
     path = save_atomic(model, tmp_path / "whitened")
     reloaded = SentenceTransformer(str(path), device="cpu")
     got = reloaded.encode(sentences[:20], convert_to_numpy=True)

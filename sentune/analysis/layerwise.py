@@ -13,13 +13,14 @@ from sentune.core.encode import Encoder
 from sentune.core.results import write_atomic
 from sentune.data.catalog import TaskSpec, load_task
 from sentune.tasks.sts import evaluate_sts
+from sentune.errors import UserError
 
 TOKEN_POOLINGS = ("cls", "mean", "max")
 
 
 def layerwise_scores(model, task: TaskSpec, data_dir: Path, *, show_progress: bool = True, model_name: str | None = None) -> dict:
     if task.kind != "sts":
-        raise ValueError(f"layer-wise scores need an STS task, {task.name} is {task.kind}")
+        raise UserError(f"layer-wise scores need an STS task, {task.name} is {task.kind}")
     examples = load_task(task, data_dir)
     num_layers = model[0].model.config.num_hidden_layers + 1
     poolings = [f"layer{k}-{tok}" for k in range(num_layers) for tok in TOKEN_POOLINGS]

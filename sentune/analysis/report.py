@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sentune.analysis.layerwise import plot_layerwise
 from sentune.analysis.pairs import pairs_markdown
-from sentune.core.results import STS7, relatedness_table, sts_summary_table, transfer_table, write_atomic
+from sentune.core.results import relatedness_table, sts7, sts_summary_table, transfer_table, write_atomic
 
 
 def _load(folder: Path) -> tuple[dict | None, dict | None]:
@@ -32,7 +32,7 @@ def _sts_average_plot(entries: list[tuple[str, dict]], path: Path) -> Path | Non
 
     # Only runs averaged over the 7 standard STS tasks are comparable on one axis.
     bars = [(f"{label} · {run}", r["summary"]["avg_all_spearman"]) for label, res in entries for run, r in res["runs"].items()
-            if "avg_all_spearman" in r["summary"] and tuple(r["summary"].get("sts_tasks", ())) == STS7]
+            if "avg_all_spearman" in r["summary"] and tuple(r["summary"].get("sts_tasks", ())) == sts7()]
     if not bars:
         return None
     bars.sort(key=lambda b: b[1])
@@ -133,9 +133,11 @@ def markdown_to_html(markdown: str) -> str:
     return f"<!doctype html><html><head><meta charset='utf-8'><title>sentune report</title><style>{style}</style></head><body>{''.join(body)}</body></html>\n"
 
 
-def seed_table(run_dirs: list[Path], tasks: tuple[str, ...] = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")) -> str:
+def seed_table(run_dirs: list[Path], tasks: tuple[str, ...] | None = None) -> str:
     """Mean ± std over runs that differ only in their seed, one row per recipe+overrides ('all' Spearman)."""
     import numpy as np
+
+    tasks = tasks or sts7()
 
     groups: dict[str, list[dict]] = {}
     for folder in run_dirs:

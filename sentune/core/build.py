@@ -6,7 +6,6 @@ trust_remote_code=True, so every pooling that built-in modules can express is sa
   cls / mean / max                 -> Pooling(mode)
   first-last, lastN, layerK-tok    -> WeightedLayerPooling with fixed 0/1 weights -> Pooling(mode)
                                      (mean and CLS commute with averaging layers, so this is exact)
-  whitening                        -> Dense(W = kernelᵀ, b = −μ·kernel, identity) -> Normalize
 Only WK pooling and lastN-max (max does not commute with the layer average) need sentune's
 LayerPooling, and such a model then loads with trust_remote_code=True (a warning says so).
 """
@@ -20,14 +19,10 @@ from pathlib import Path
 
 import torch
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.models import Dense, Normalize, Pooling, WeightedLayerPooling
+from sentence_transformers.models import Pooling, WeightedLayerPooling
 
-from sentune.data.corpora import load_sentences
-from sentune.core.encode import Encoder
-from sentune.core.models import load_model
 from sentune.modules.layer_pooling import LayerPooling, enable_hidden_states
 from sentune.core.pooling import PoolingSpec
-from sentune.postprocess.whitening import Whitening
 
 logger = logging.getLogger(__name__)
 
@@ -62,15 +57,6 @@ def with_pooling(model: SentenceTransformer, pooling: str) -> SentenceTransforme
     return pooled
 
 
-def whitening_modules(whitening: Whitening) -> list:
-    """Whitening as built-in modules: Dense computes x·W − μ·W = (x − μ)·W, then Normalize."""
-    whitening._check_fitted()
-    kernel = torch.from_numpy(whitening.kernel_).float()
-    bias = -(torch.from_numpy(whitening.mean_).float() @ kernel)
-    dense = Dense(kernel.shape[0], kernel.shape[1], bias=True, activation_function=torch.nn.Identity(), init_weight=kernel.T.contiguous(), init_bias=bias)
-    return [dense, Normalize()] if whitening.normalize else [dense]
-
-
 def save_atomic(model: SentenceTransformer, out: Path, readme_extra: str | None = None) -> Path:
     """Save into a temporary sibling folder, then rename: an interrupted save never leaves a half model.
     `readme_extra` is appended to the model card (README.md) before the folder becomes visible."""
@@ -96,14 +82,3 @@ def save_atomic(model: SentenceTransformer, out: Path, readme_extra: str | None 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
-
-
-def build_postprocessed_model(
-    model_name: str, pooling: str, postprocessor, fit_on: str, out: Path, *, data_dir: Path | None, show_progress: bool = True
-) -> Path:
-    """Fit a post-processor (Whitening, Flow) on a sentence set and save the model with it as built-in modules."""
-    base = with_pooling(load_model(model_name), pooling)
-    sentences = load_sentences(fit_on, data_dir or Path("."))
-    fitted = postprocessor.fit(Encoder(base, "model", show_progress=show_progress).encode(sentences))
-    modules = whitening_modules(fitted) if isinstance(fitted, Whitening) else fitted.to_modules()
-    return save_atomic(SentenceTransformer(modules=list(base) + modules, device="cpu"), out)

@@ -16,6 +16,7 @@ from sentence_transformers import SentenceTransformer
 from tqdm.auto import tqdm
 
 from sentune.core.pooling import PoolingSpec, pool
+from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class Encoder:
         precision: str = "fp32",
     ) -> None:
         if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+            raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         self.model = model
         names = [poolings] if isinstance(poolings, str) else list(poolings)
         self.specs = [PoolingSpec.parse(name) for name in names]
@@ -75,7 +76,7 @@ class Encoder:
             for spec in self.specs:
                 spec.check_layers(num_hidden)
         elif any(spec.tokens != "model" for spec in self.specs):
-            raise ValueError(f"this model's first module ({type(model[0]).__name__}) gives only its own sentence embedding, "
+            raise UserError(f"this model's first module ({type(model[0]).__name__}) gives only its own sentence embedding, "
                              f"no token states: use the pooling 'model', not {', '.join(self.pooling_names)}")
 
     @property

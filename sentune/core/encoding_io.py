@@ -10,11 +10,12 @@ import numpy as np
 from sentune.data.readers import read_lines
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
+from sentune.errors import UserError
 
 
 def encode_file(model_name: str, pooling: str, input_path: Path, output_path: Path, *, trust_remote_code: bool = False, show_progress: bool = True) -> int:
     if output_path.suffix not in (".npy", ".jsonl"):
-        raise ValueError(f"output {output_path}: use a .npy or .jsonl file name")
+        raise UserError(f"output {output_path}: use a .npy or .jsonl file name")
     # Every line is encoded, blank ones too, so row i of the output is line i of the input.
     sentences = read_lines(input_path)
     encoder = Encoder(load_model(model_name, trust_remote_code=trust_remote_code), pooling, show_progress=show_progress)

@@ -14,12 +14,14 @@ from pathlib import Path
 
 from sentence_transformers import SentenceTransformer
 
+from sentune.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(UserError):
     """A model name or path could not be loaded; the message says which and why."""
 
 

@@ -12,10 +12,13 @@ the expected type, raised while the command is still parsing its input.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import MISSING, dataclass, field
 from typing import Any, Literal, TypeVar, Union
+
+import yaml
 
 from sentune.errors import UserError
 
@@ -27,9 +30,10 @@ class OptionError(UserError):
 
 
 def option(default: Any = MISSING, help: str = "", *, minimum: float | None = None, exclusive: bool = False,
-           choices: tuple | None = None, default_factory: Any = MISSING) -> Any:
-    """A dataclass field with its meaning and limits (`minimum`, strict when `exclusive`; `choices`)."""
-    metadata = {"help": help, "minimum": minimum, "exclusive": exclusive, "choices": choices}
+           below: float | None = None, choices: tuple | None = None, default_factory: Any = MISSING) -> Any:
+    """A dataclass field with its meaning and limits (`minimum`, strict when `exclusive`; a strict upper
+    bound `below`; `choices`)."""
+    metadata = {"help": help, "minimum": minimum, "exclusive": exclusive, "below": below, "choices": choices}
     if default_factory is not MISSING:
         return field(default_factory=default_factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -61,10 +65,14 @@ def build_options(cls: type[T], values: dict[str, Any] | None, where: str) -> T:
     unknown = sorted(set(values) - set(fields))
     if unknown:
         allowed = ", ".join(f"{n} ({type_name(h)})" for n, h in typing.get_type_hints(cls).items() if n in fields) or "none"
-        raise OptionError(f"{where}.{unknown[0]}: unknown key; {where} takes: {allowed}")
+        raise OptionError(f"{_join(where, unknown[0])}: unknown key; {where or 'it'} takes: {allowed}")
     hints = typing.get_type_hints(cls)
-    kwargs = {name: check_value(f"{where}.{name}", value, hints[name], fields[name].metadata) for name, value in values.items()}
+    kwargs = {name: check_value(_join(where, name), value, hints[name], fields[name].metadata) for name, value in values.items()}
     return cls(**kwargs)
+
+
+def _join(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else name
 
 
 def check_value(key: str, value: Any, annotation: Any, metadata: Any = None) -> Any:
@@ -80,6 +88,9 @@ def check_value(key: str, value: Any, annotation: Any, metadata: Any = None) -> 
         if coerced < minimum or (metadata.get("exclusive") and coerced == minimum):
             bound = f"> {minimum}" if metadata.get("exclusive") else f">= {minimum}"
             raise OptionError(f"{key}: expected a number {bound}, got {value!r}")
+    below = metadata.get("below")
+    if below is not None and isinstance(coerced, (int, float)) and coerced >= below:
+        raise OptionError(f"{key}: expected a number < {below}, got {value!r}")
     return coerced
 
 
@@ -99,6 +110,10 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
         if value in args and not (isinstance(value, bool) and not any(isinstance(a, bool) for a in args)):
             return value
         raise OptionError(f"{key}: expected one of {', '.join(map(repr, args))}, got {value!r}")
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise OptionError(f"{key}: expected a section (key: value lines), got {value!r}")
+        return dict(value)
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
             raise OptionError(f"{key}: expected a list ({type_name(annotation)}), got {value!r}")
@@ -131,6 +146,7 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
             return value
         raise OptionError(f"{key}: expected a string, got {value!r}")
     if dataclasses.is_dataclass(annotation):
+        value = {} if value is None else value  # an empty section in YAML
         if not isinstance(value, dict):
             raise OptionError(f"{key}: expected a section (key: value lines), got {value!r}")
         return build_options(annotation, value, key)  # type: ignore[type-var]
@@ -148,3 +164,12 @@ def type_name(annotation: Any) -> str:
     if annotation is type(None):
         return "null"
     return getattr(annotation, "__name__", str(annotation))
+
+
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)$")
+
+
+def parse_value(raw: str) -> Any:
+    """A command-line value as YAML, except that 1e-3 is a number (YAML 1.1 reads it as a string)."""
+    value = yaml.safe_load(raw) if raw else None
+    return float(value) if isinstance(value, str) and _NUMBER.match(value) else value

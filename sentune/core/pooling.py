@@ -26,10 +26,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from sentune.errors import UserError
+
 TOKEN_POOLINGS = ("cls", "mean", "max")
 
 
-class PoolingError(ValueError):
+class PoolingError(UserError):
     """An unknown pooling name, or a pooling that needs more layers than the model has."""
 
 
@@ -84,6 +86,14 @@ class PoolingSpec:
                 )
         if self.tokens == "wk" and self.wk_layer_start >= num_hidden_states:
             raise PoolingError(f"wk pooling starts at layer {self.wk_layer_start}; model has {num_hidden_states}")
+
+
+def check_trainable(name: str) -> PoolingSpec:
+    """A pooling training can run through: any but SBERT-WK (an SVD per sentence, no useful gradient)."""
+    spec = PoolingSpec.parse(name)
+    if spec.tokens == "wk":
+        raise PoolingError("pooling: 'wk' (SBERT-WK) is an evaluation-only pooling; train with cls, mean, max, first-last, lastN or layerK")
+    return spec
 
 
 def pool_tokens(hidden: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:

@@ -7,8 +7,12 @@ import os
 import tempfile
 from pathlib import Path
 
-STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
-TRANSFER = ("MR", "CR", "SUBJ", "MPQA", "SST2", "SST5", "TREC", "MRPC", "SICK-E")
+from sentune.data.catalog import group_tasks
+
+
+def sts7() -> tuple[str, ...]:
+    """The papers' 7 STS tasks: the catalog's `sts` group."""
+    return group_tasks("sts")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -59,14 +63,14 @@ def sts_summary_table(runs: dict[str, dict], aggregation: str = "all", metric: s
         present = [run["tasks"][t][aggregation][metric] for t in averaged if t in run["tasks"]]
         avg = sum(present) / len(present) if present else None
         rows.append([run_name] + [_fmt(v) for v in values] + [_fmt(avg)])
-    label = "avg (7 STS)" if averaged == list(STS7) else f"avg ({len(averaged)})"
+    label = "avg (7 STS)" if averaged == list(sts7()) else f"avg ({len(averaged)})"
     return _table(["run"] + names + [label], rows)
 
 
 def averaged_sts_tasks(names: list[str]) -> list[str]:
     """The papers' average is over the 7 STS tasks; dev and multilingual sets are shown, not averaged in,
     unless no standard task is present."""
-    standard = [t for t in STS7 if t in names]
+    standard = [t for t in sts7() if t in names]
     return standard or list(names)
 
 

@@ -1,4 +1,12 @@
-"""The task catalog (tasks.yaml) as typed records, and loading a task's examples from a data directory."""
+"""The data catalog: every file sentune reads is a named record here, never a path built in code.
+
+- tasks.yaml: evaluation tasks (name, `kind` = the evaluator, `format` = the reader, files, groups such
+  as `sts` or `transfer`, the official example count, the gold score range);
+- sets.yaml: named sets of sentences or labelled pairs (training corpora, fit sets, QQP halves).
+
+Both are read through one registry of formats (sentune.data.readers.FORMATS). Groups of tasks (`sts`,
+`transfer`, ...) are defined only here; code asks `group_tasks("sts")` instead of writing the list out.
+"""
 
 from __future__ import annotations
 
@@ -11,55 +19,90 @@ from typing import Any
 import yaml
 
 from sentune.data import readers
-from sentune.data.readers import DataError
+from sentune.data.readers import FORMATS, DataError, Source, sentences_of
 
-CATALOG_FILE = Path(__file__).with_name("tasks.yaml")
+TASKS_FILE = Path(__file__).with_name("tasks.yaml")
+SETS_FILE = Path(__file__).with_name("sets.yaml")
 KINDS = ("sts", "classification", "pair-classification", "relatedness")
 DATA_ENV = "SENTUNE_DATA"
 
+__all__ = ["DataError", "Source", "sentences_of"]  # re-exported for callers of the catalog
 
-@dataclass(frozen=True)
-class TaskSpec:
-    name: str
-    kind: str
+
+@dataclass(frozen=True, kw_only=True)
+class FileRecord:
+    """Files in one format: `files` by split, or SemEval's `dir` + `subsets`, with the reader's options."""
+
     format: str
-    groups: tuple[str, ...] = ()
+    files: dict[str, str] = field(default_factory=dict)
     dir: str | None = None
     subsets: tuple[str, ...] = ()
-    files: dict[str, str] = field(default_factory=dict)
-    protocol: str | None = None
-    keep_blank: bool = False
-    expected_examples: int | None = None
+    keep_blank: bool = False  # binary tasks: SentEval keeps blank lines as empty examples
+    labels: tuple[str, ...] | None = None  # pair-tsv: the allowed labels
+    optional: bool = False  # sets: read only when the files exist
 
     def paths(self, data_dir: Path) -> list[Path]:
-        """Every file this task reads, for `sentune data check`."""
-        if self.format == "semeval":
-            base = data_dir / self.dir
-            return [base / f"STS.{kind}.{s}.txt" for s in self.subsets for kind in ("input", "gs")]
-        return [data_dir / p for p in self.files.values()]
+        """Every file this record reads, for `sentune data check`."""
+        return FORMATS[self.format].paths(self, data_dir)
+
+    def load(self, data_dir: Path) -> dict[str, list]:
+        """The examples by split (STS: by subset). Each reader raises DataError naming file and line."""
+        return FORMATS[self.format].read(self, data_dir)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskSpec(FileRecord):
+    name: str
+    kind: str
+    groups: tuple[str, ...] = ()
+    protocol: str | None = None  # transfer: nested-cv, split, cv-then-test
+    expected_examples: int | None = None  # the official size, checked before scoring
+    score_range: tuple[float, float] | None = None  # relatedness: the gold scale
+
+
+def _record(cls: type, source: Path, where: str, entry: Any) -> Any:
+    if not isinstance(entry, dict):
+        raise ValueError(f"{source}: {where}: expected a mapping, got {entry!r}")
+    entry = dict(entry)
+    for key in ("groups", "subsets", "labels", "score_range"):
+        if entry.get(key) is not None:
+            entry[key] = tuple(entry[key])
+    if entry.get("format") not in FORMATS:
+        raise ValueError(f"{source}: {where}: format must be one of {', '.join(FORMATS)}, got {entry.get('format')!r}")
+    try:
+        return cls(**entry)
+    except TypeError as exc:
+        raise ValueError(f"{source}: {where}: {exc}") from None
 
 
 @lru_cache(maxsize=None)
 def load_catalog(path: str | None = None) -> dict[str, TaskSpec]:
     """All tasks by name; duplicate names are an error (the registry must be unambiguous)."""
-    source = Path(path) if path else CATALOG_FILE
-    entries = yaml.safe_load(source.read_text(encoding="utf-8"))
+    source = Path(path) if path else TASKS_FILE
     catalog: dict[str, TaskSpec] = {}
-    for number, entry in enumerate(entries, start=1):
-        spec = _spec_from_entry(source, number, entry)
+    for number, entry in enumerate(yaml.safe_load(source.read_text(encoding="utf-8")), start=1):
+        spec = _record(TaskSpec, source, f"entry {number} ({entry.get('name')})", entry)
+        if spec.kind not in KINDS:
+            raise ValueError(f"{source}: entry {number} ({spec.name}): kind must be one of {KINDS}")
         if spec.name in catalog:
             raise ValueError(f"{source}: task {spec.name!r} declared twice")
         catalog[spec.name] = spec
     return catalog
 
 
-def _spec_from_entry(source: Path, number: int, entry: dict[str, Any]) -> TaskSpec:
-    if entry.get("kind") not in KINDS:
-        raise ValueError(f"{source}: entry {number} ({entry.get('name')}): kind must be one of {KINDS}")
-    entry = dict(entry)
-    entry["groups"] = tuple(entry.get("groups", ()))
-    entry["subsets"] = tuple(entry.get("subsets", ()))
-    return TaskSpec(**entry)
+@lru_cache(maxsize=None)
+def set_catalog() -> dict[str, tuple[FileRecord, ...]]:
+    """Named sets by name, each a tuple of file records read in order."""
+    entries = yaml.safe_load(SETS_FILE.read_text(encoding="utf-8"))
+    return {name: tuple(_record(FileRecord, SETS_FILE, f"set {name!r}", part) for part in parts) for name, parts in entries.items()}
+
+
+def group_tasks(group: str) -> tuple[str, ...]:
+    """The task names of a group, in catalog order (`sts`: the papers' 7 STS tasks)."""
+    names = tuple(t.name for t in load_catalog().values() if group in t.groups)
+    if not names:
+        raise ValueError(f"no task is in group {group!r}")
+    return names
 
 
 def select_tasks(names: str | list[str]) -> list[TaskSpec]:
@@ -71,7 +114,7 @@ def select_tasks(names: str | list[str]) -> list[TaskSpec]:
         members = [t.name for t in catalog.values() if name in t.groups] or ([name] if name in catalog else [])
         if not members:
             groups = sorted({g for t in catalog.values() for g in t.groups})
-            raise ValueError(f"unknown task or group {name!r}; groups: {', '.join(groups)}; tasks: {', '.join(catalog)}")
+            raise DataError("--tasks", None, f"unknown task or group {name!r}; groups: {', '.join(groups)}; tasks: {', '.join(catalog)}")
         chosen.extend(m for m in members if m not in chosen)
     return [catalog[name] for name in chosen]
 
@@ -92,40 +135,50 @@ def resolve_data_dir(option: str | os.PathLike | None = None) -> Path:
 
 
 def load_task(spec: TaskSpec, data_dir: Path) -> dict[str, list]:
-    """A task's examples by split (STS: by subset). Each reader raises DataError naming file and line."""
-    fmt, files = spec.format, {k: data_dir / v for k, v in spec.files.items()}
-    if fmt == "semeval":
-        base = data_dir / spec.dir
-        return {s: readers.read_sts_pairs(base / f"STS.input.{s}.txt", base / f"STS.gs.{s}.txt") for s in spec.subsets}
-    if fmt == "semeval-files":
-        return {"test": readers.read_sts_pairs(files["input"], files["gold"])}
-    if fmt == "stsb":
-        return {split: readers.read_stsb_csv(path) for split, path in files.items()}
-    if fmt == "sick":
-        return {split: readers.read_sick_relatedness(path) for split, path in files.items()}
-    if fmt == "sick-e":
-        return {split: readers.read_sick_entailment(path) for split, path in files.items()}
-    if fmt == "binary":
-        pos = readers.read_labeled_lines(files["pos"], 1, keep_blank=spec.keep_blank)
-        neg = readers.read_labeled_lines(files["neg"], 0, keep_blank=spec.keep_blank)
-        return {"all": pos + neg}
-    if fmt in ("sst2", "sst5"):
-        return {split: readers.read_sst(path, fine=fmt == "sst5") for split, path in files.items()}
-    if fmt == "trec":
-        return {split: readers.read_trec(path) for split, path in files.items()}
-    if fmt == "mrpc":
-        return {split: readers.read_mrpc(path) for split, path in files.items()}
-    raise ValueError(f"task {spec.name}: unknown format {fmt!r}")
+    """A task's examples by split (STS: by subset)."""
+    return spec.load(data_dir)
 
 
-def sentences_of(examples: dict[str, list]) -> list[tuple[str, readers.Source]]:
-    """Every sentence a task encodes, with its source line (pairs give two)."""
-    out = []
-    for items in examples.values():
-        for ex in items:
-            if hasattr(ex, "text"):
-                out.append((ex.text, ex.source))
-            else:
-                out.append((ex.a, ex.source))
-                out.append((ex.b, ex.source))
+def load_set(name: str, data_dir: Path) -> dict[str, list]:
+    """A named set's examples by split, its records' splits merged in order (e.g. qqp-test → {'test': pairs})."""
+    catalog = set_catalog()
+    if name not in catalog:
+        raise DataError("<set>", None, f"unknown set {name!r}; sets: {', '.join(catalog)}")
+    out: dict[str, list] = {}
+    for record in catalog[name]:
+        if record.optional and not all(p.exists() for p in record.paths(data_dir)):
+            continue
+        for split, items in record.load(data_dir).items():
+            out.setdefault(split, []).extend(items)
     return out
+
+
+def load_examples(name: str, data_dir: Path) -> list:
+    """Every example of a named set, all splits in order (e.g. the NLI pairs)."""
+    return [ex for items in load_set(name, data_dir).values() for ex in items]
+
+
+def load_sentences(name: str, data_dir: Path, *, unique: bool = True) -> list[str]:
+    """Sentences of a named set (sets.yaml: nli, wiki, stsb, qqp, ...), of `file:PATH` (one sentence per
+    line, blank lines skipped) or of `tasks:SELECTION` (every sentence of the evaluation tasks selected,
+    e.g. `tasks:STS12,STS13,STS14,STS15,STS16`, the set seeds 003/004 fit their flow on)."""
+    if name.startswith("file:"):
+        sentences = readers.read_corpus(name[5:], skip_blank=True)
+    elif name.startswith("tasks:"):
+        sentences = [text for task in select_tasks(name[6:]) for text, _ in sentences_of(load_task(task, data_dir))]
+    else:
+        if name not in set_catalog():
+            raise DataError("<set>", None, f"unknown sentence set {name!r}; choose {', '.join(set_catalog())}, file:PATH or tasks:SELECTION")
+        sentences = [text for text, _ in sentences_of(load_set(name, data_dir))]
+    return list(dict.fromkeys(sentences)) if unique else sentences
+
+
+def check_sentence_set(name: str, where: str) -> None:
+    """Validate a sentence-set name without reading data (for recipes and options, before any work)."""
+    if name.startswith("file:"):
+        if not Path(name[5:]).is_file():
+            raise DataError(name[5:], None, f"{where}: file not found")
+    elif name.startswith("tasks:"):
+        select_tasks(name[6:])
+    elif name not in set_catalog():
+        raise DataError(where, None, f"unknown sentence set {name!r}; choose {', '.join(set_catalog())}, file:PATH or tasks:SELECTION")

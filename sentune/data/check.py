@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from sentune.data.corpora import corpus_catalog, load_sentences
+from sentune.data.catalog import load_sentences, set_catalog
 from sentune.data.readers import DataError
 from sentune.data.catalog import load_catalog, load_task
 
@@ -62,7 +62,7 @@ def check_data_dir(data_dir: Path, *, verify_checksums: bool = True) -> tuple[st
             ok = False
         else:
             lines.append(f"ok   {spec.name:<12} {count} examples")
-    for name in corpus_catalog():
+    for name in set_catalog():
         try:
             lines.append(f"ok   {'set ' + name:<12} {len(load_sentences(name, data_dir))} unique sentences")
         except DataError as exc:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 from tqdm.auto import tqdm
+from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
 SOURCES_FILE = Path(__file__).with_name("sources.yaml")
@@ -60,7 +61,7 @@ def _safe_zip_members(archive: zipfile.ZipFile) -> list[str]:
     names = archive.namelist()
     for name in names:
         if name.startswith("/") or ".." in Path(name).parts:
-            raise ValueError(f"refusing archive member with an unsafe path: {name}")
+            raise UserError(f"refusing archive member with an unsafe path: {name}")
     return names
 
 
@@ -70,7 +71,7 @@ def convert_senteval_tar(path: Path, data_dir: Path) -> None:
         members = archive.getmembers()
         marker = next((m.name for m in members if m.name.endswith("STS/STSBenchmark/sts-test.csv")), None)
         if marker is None:
-            raise ValueError(f"{path}: no STS/STSBenchmark/sts-test.csv inside; not the SentEval archive")
+            raise UserError(f"{path}: no STS/STSBenchmark/sts-test.csv inside; not the SentEval archive")
         root = marker[: -len("STS/STSBenchmark/sts-test.csv")]
         staging = data_dir / ".downloads" / "senteval-extract"
         shutil.rmtree(staging, ignore_errors=True)

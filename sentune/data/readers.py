@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """Bad or missing input; str() is `path:line: what is wrong` (or `path: ...` for whole-file problems)."""
 
     def __init__(self, path: str | Path, line: int | None, message: str) -> None:
@@ -305,4 +309,81 @@ def read_paraphrase_pairs(path: str | Path) -> list[tuple[str, str]]:
         if len(f) != 2:
             raise DataError(path, number, f"malformed row: expected 2 tab-separated fields (sentence, paraphrase), got {len(f)}")
         out.append((_nonempty(path, number, f[0], "sentence"), _nonempty(path, number, f[1], "paraphrase")))
+    return out
+
+
+# One registry from a catalog record's `format` to its reader, shared by evaluation tasks (tasks.yaml)
+# and named sets (sets.yaml). A reader takes the record (its `files` by split, or SemEval's `dir` and
+# `subsets`, and options such as `keep_blank` and `labels`) and the data directory, and returns the
+# examples by split. A new file format is one function and one line here.
+
+
+def _each_file(read: Callable[..., list]) -> Callable[[Any, Path], dict[str, list]]:
+    """A reader of one file, applied to each of the record's files (one per split)."""
+    return lambda record, data_dir: {split: read(data_dir / rel) for split, rel in record.files.items()}
+
+
+def _read_semeval(record: Any, data_dir: Path) -> dict[str, list]:
+    base = data_dir / record.dir
+    return {s: read_sts_pairs(base / f"STS.input.{s}.txt", base / f"STS.gs.{s}.txt") for s in record.subsets}
+
+
+def _semeval_paths(record: Any, data_dir: Path) -> list[Path]:
+    base = data_dir / record.dir
+    return [base / f"STS.{kind}.{s}.txt" for s in record.subsets for kind in ("input", "gs")]
+
+
+def _read_binary(record: Any, data_dir: Path) -> dict[str, list]:
+    pos = read_labeled_lines(data_dir / record.files["pos"], 1, keep_blank=record.keep_blank)
+    neg = read_labeled_lines(data_dir / record.files["neg"], 0, keep_blank=record.keep_blank)
+    return {"all": pos + neg}
+
+
+def _read_nli_senteval(record: Any, data_dir: Path) -> dict[str, list]:
+    return {split: read_nli_senteval(data_dir / record.dir, split) for split in record.subsets}
+
+
+def _nli_paths(record: Any, data_dir: Path) -> list[Path]:
+    return [data_dir / record.dir / f"{name}.{split}" for split in record.subsets for name in ("s1", "s2", "labels")]
+
+
+def _file_paths(record: Any, data_dir: Path) -> list[Path]:
+    return [data_dir / rel for rel in record.files.values()]
+
+
+@dataclass(frozen=True)
+class Format:
+    read: Callable[[Any, Path], dict[str, list]]
+    paths: Callable[[Any, Path], list[Path]] = _file_paths  # every file the record reads (data check)
+
+
+FORMATS: dict[str, Format] = {
+    "semeval": Format(_read_semeval, _semeval_paths),  # STS12-16: dir + subsets
+    "semeval-files": Format(lambda r, d: {"test": read_sts_pairs(d / r.files["input"], d / r.files["gold"])}),
+    "stsb": Format(_each_file(read_stsb_csv)),
+    "sick": Format(_each_file(read_sick_relatedness)),
+    "sick-e": Format(_each_file(read_sick_entailment)),
+    "binary": Format(_read_binary),  # files pos / neg
+    "sst2": Format(_each_file(lambda path: read_sst(path, fine=False))),
+    "sst5": Format(_each_file(lambda path: read_sst(path, fine=True))),
+    "trec": Format(_each_file(read_trec)),
+    "mrpc": Format(_each_file(read_mrpc)),
+    "nli-senteval": Format(_read_nli_senteval, _nli_paths),  # dir + subsets (the splits)
+    "pair-tsv": Format(lambda r, d: {split: read_pair_tsv(d / rel, labels=r.labels) for split, rel in r.files.items()}),
+    "lines": Format(_each_file(read_corpus)),
+}
+
+
+def sentences_of(examples: dict[str, list]) -> list[tuple[str, Source | None]]:
+    """Every sentence of a record's examples, with its source line (pairs give two; plain lines have none)."""
+    out: list[tuple[str, Source | None]] = []
+    for items in examples.values():
+        for ex in items:
+            if isinstance(ex, str):
+                out.append((ex, None))
+            elif hasattr(ex, "text"):
+                out.append((ex.text, ex.source))
+            else:
+                out.append((ex.a, ex.source))
+                out.append((ex.b, ex.source))
     return out

@@ -14,10 +14,14 @@ SimCSE-joint `span_cap: 0`; MinBERT-joint `freeze_encoder: false`; Mirror-flow `
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 from torch import nn
 
-from sentune.methods import Method, register
+from sentune.core.options import option
+from sentune.methods.base import Columns, Method, TrainContext
 from sentune.methods.mirror import CITATION as MIRROR_CITATION
 from sentune.methods.mirror import MirrorLoss, mirror_infonce
 from sentune.modules.live_flow import LiveFlow
@@ -70,12 +74,27 @@ class FlowJointLoss(nn.Module):
         return CITATION
 
 
-def build_flow_joint_loss(model, *, train_sentences, cache_dir, paraphrases=None, n_blocks: int = 3, hidden: int = 32, permutation: str = "lu", flow_seed: int = 0, **params) -> FlowJointLoss:
-    model.append(LiveFlow(model.get_embedding_dimension(), n_blocks, hidden, permutation, flow_seed))
-    return FlowJointLoss(model, **params)
+@dataclass
+class FlowJointParams:
+    lambda_mirror: float = option(0.3, "λ_mirror, the weight of the contrastive regulariser (0: Mirror-flow ablation)", minimum=0)
+    temperature: float = option(0.05, "τ of L_mirror", minimum=0, exclusive=True)
+    span_p: float = option(0.3, "p_g of the masked span length", minimum=0, exclusive=True, below=1)
+    span_cap: int = option(5, "longest masked span (0: SimCSE-joint ablation)", minimum=0)
+    freeze_encoder: bool = option(True, "train only the flow (false: MinBERT-joint ablation)")
+    n_blocks: int = option(3, "flow blocks (ActNorm → 1×1 → coupling)", minimum=1)
+    hidden: int = option(32, "hidden width of each coupling network", minimum=1)
+    permutation: Literal["lu", "reverse"] = option("lu", "the invertible 1×1 (LU-decomposed) or Glow's fixed reversal")
+    flow_seed: int = option(0, "seed of the flow's initialisation")
 
 
-def compile_live_flow(model, loss=None, data_dir=None):
+def build_flow_joint_loss(model, columns: Columns, ctx: TrainContext) -> FlowJointLoss:
+    p: FlowJointParams = ctx.params
+    model.append(LiveFlow(model.get_embedding_dimension(), p.n_blocks, p.hidden, p.permutation, p.flow_seed))
+    return FlowJointLoss(model, lambda_mirror=p.lambda_mirror, temperature=p.temperature, span_p=p.span_p, span_cap=p.span_cap,
+                         freeze_encoder=p.freeze_encoder)
+
+
+def compile_live_flow(model, loss=None, ctx=None):
     """Replace the trained LiveFlow by the equivalent built-in Dense modules."""
     from sentence_transformers import SentenceTransformer
 
@@ -83,8 +102,9 @@ def compile_live_flow(model, loss=None, data_dir=None):
 
     modules = list(model)
     if not modules or not isinstance(modules[-1], LiveFlow):
-        return model
-    return SentenceTransformer(modules=modules[:-1] + compile_to_dense(modules[-1].flow.eval()), device=str(model.device))
+        return model, None
+    return SentenceTransformer(modules=modules[:-1] + compile_to_dense(modules[-1].flow.eval()), device=str(model.device)), None
 
 
-register(Method("flow-joint", build_flow_joint_loss, pooling="mean", columns=("sentence",), defaults={"lambda_mirror": 0.3, "span_cap": 5}, citation=CITATION, finalize=compile_live_flow))
+FLOW_JOINT = Method("flow-joint", build_flow_joint_loss, pooling="mean", columns=("sentence",), params=FlowJointParams,
+                    finalize=compile_live_flow, poolings=("mean", "cls", "max", "first-last"), citation=CITATION)

@@ -17,8 +17,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from sentune.methods import Method, register
-from sentune.methods.sg import CITATION, SelfGuidedLoss, build_sg_loss, nt_xent_base
+from dataclasses import dataclass
+
+from sentune.core.options import option
+from sentune.methods.base import Columns, Method, TrainContext
+from sentune.methods.sg import CITATION, SelfGuidedLoss, SGParams, build_sg_loss, nt_xent_base, squared_distance
 
 
 class ContrastiveBTLoss(SelfGuidedLoss):
@@ -31,20 +34,21 @@ class ContrastiveBTLoss(SelfGuidedLoss):
         c_para = F.normalize(self.head(self.model(dict(sentence_features[1]))["sentence_embedding"]), dim=-1)
         out = {"contrastive": nt_xent_base(c, c_para, self.temperature)}
         if self.reg_weight:
-            from sentune.methods.sg import squared_distance
-
             out["regularizer"] = self.reg_weight * squared_distance(self.model[0].model, self.frozen)
         return out
 
 
-def build_bt_loss(model, *, train_sentences, cache_dir, paraphrases=None, cached_views: bool = False, **params) -> ContrastiveBTLoss:
-    return ContrastiveBTLoss(model, **params)
+@dataclass
+class BTParams(SGParams):
+    cached_views: bool = option(False, "unused: BT's positives go through BERT_T every step")
 
 
-def build_bt_sg_loss(model, *, train_sentences, cache_dir, paraphrases=None, cached_views: bool = True, **params):
-    """SG-OPT whose views come from BERT_F(paraphrase): with a cache, the paraphrases' views are cached."""
-    return build_sg_loss(model, train_sentences=paraphrases, cache_dir=cache_dir, cached_views=cached_views, **params)
+def build_bt_loss(model, columns: Columns, ctx: TrainContext) -> ContrastiveBTLoss:
+    return ContrastiveBTLoss(model, **ctx.params.loss_settings())
 
 
-register(Method("bt", build_bt_loss, pooling="cls", columns=("sentence", "paraphrase"), defaults={"objective": "base"}, citation=CITATION))
-register(Method("bt-sg-opt", build_bt_sg_loss, pooling="cls", columns=("sentence", "paraphrase", "label"), defaults={"objective": "opt3"}, citation=CITATION))
+BT = Method("bt", build_bt_loss, pooling="cls", columns=("sentence", "paraphrase"), params=BTParams, defaults={"objective": "base"},
+            needs_pairs=True, citation=CITATION)
+# SG-OPT whose views come from BERT_F(paraphrase): build_sg_loss caches the paraphrases' views.
+BT_SG_OPT = Method("bt-sg-opt", build_sg_loss, pooling="cls", columns=("sentence", "paraphrase", "label"), params=SGParams,
+                   needs_pairs=True, citation=CITATION)

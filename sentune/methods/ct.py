@@ -11,7 +11,7 @@ Each positive (one identical sentence to both towers) comes with K = 7 negatives
 sentences), so a batch of 16 holds 2 positives and 14 negatives, in that layout (rows are built in
 blocks of 8 and batched in order). Dropout is off in both towers (the original calls them with
 training=False). Optimiser RMSprop with the stepped rate 1e-5 → 2e-6 (recipe `training.scheduler:
-ct-steps`). After training, whichever tower scores better on STS-B dev is kept.
+ct-steps`). After training, whichever tower scores better on the recipe's dev task (STS-B dev) is kept.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sentune.methods import Method, register
+from sentune.methods.base import Columns, Method, TrainContext, training_sentences
+from sentune.errors import UserError
 
 CITATION = """@inproceedings{carlsson2021semantic,
   title = {Semantic Re-tuning with Contrastive Tension},
@@ -48,7 +49,7 @@ def ct_rows(sentences: list[str], rows: int, seed: int, negatives: int = 7) -> d
     """Blocks of 1 positive (s, s) and `negatives` pairs of two different random sentences, in random
     block order: `rows` rows (rounded up to whole blocks)."""
     if len(set(sentences)) < 2:
-        raise ValueError("Contrastive Tension needs at least two different sentences")
+        raise UserError("Contrastive Tension needs at least two different sentences")
     rng = random.Random(seed)
     out: dict[str, list] = {"sentence_a": [], "sentence_b": [], "label": []}
     while len(out["label"]) < rows:
@@ -85,36 +86,28 @@ class ContrastiveTensionLoss(nn.Module):
         return CITATION
 
 
-def build_ct_loss(model, *, train_sentences, cache_dir, paraphrases=None) -> ContrastiveTensionLoss:
+def build_ct_loss(model, columns: Columns, ctx: TrainContext) -> ContrastiveTensionLoss:
     return ContrastiveTensionLoss(model)
 
 
-def make_columns(recipe, data_dir) -> dict[str, list]:
-    from sentune.train.trainer import base_columns
-
-    sentences = base_columns(recipe, data_dir)["sentence"]
-    rows = (recipe.training.max_steps if recipe.training.max_steps > 0 else 2000) * recipe.training.batch_size
-    return ct_rows(sentences, rows, recipe.training.seed)
+def ct_view(ctx: TrainContext) -> Columns:
+    """Blocks of 1 positive + 7 negatives, max_steps × batch rows (2000 steps by default), batched in order."""
+    return ct_rows(training_sentences(ctx), ctx.planned_rows(2000), ctx.training.seed)
 
 
-def keep_better_tower(model, loss: ContrastiveTensionLoss, data_dir):
-    """The original keeps whichever tower scores better on STS-B dev."""
-    from sentune.train.trainer import DevEvaluator
-
-    evaluator = DevEvaluator("STS-B-dev", data_dir)
-    score2 = evaluator(model)[evaluator.primary_metric]
-    score1 = evaluator(loss.model1)[evaluator.primary_metric]
+def keep_better_tower(model, loss: ContrastiveTensionLoss, ctx: TrainContext):
+    """The original keeps whichever tower scores better on the dev task (STS-B dev)."""
+    score2, score1 = ctx.score_on_dev(model), ctx.score_on_dev(loss.model1)
     if score1 > score2:
         model.load_state_dict(loss.model1.state_dict())
-    loss.finalize_note = {"kept_tower": 1 if score1 > score2 else 2, "dev_spearman_by_tower": {1: score1, 2: score2}}
-    return model
+    return model, {"kept_tower": 1 if score1 > score2 else 2, "dev_spearman_by_tower": {1: score1, 2: score2}}
 
 
-register(Method("ct", build_ct_loss, pooling="mean", columns=("sentence_a", "sentence_b", "label"), citation=CITATION,
-                         make_columns=make_columns, finalize=keep_better_tower, ordered_batches=True))
+CT = Method("ct", build_ct_loss, pooling="mean", columns=("sentence_a", "sentence_b", "label"), data_view=ct_view,
+            finalize=keep_better_tower, ordered_batches=True, citation=CITATION)
 
 
-def build_st_ct_loss(model, *, train_sentences, cache_dir, paraphrases=None):
+def build_st_ct_loss(model, columns: Columns, ctx: TrainContext):
     """sentence-transformers' own ContrastiveTensionLoss (sum-reduced BCE, dropout as the trainer leaves
     it, the second tower `model2` = the model kept), on the same rows, for the side-by-side comparison."""
     from sentence_transformers.losses import ContrastiveTensionLoss as LibraryContrastiveTensionLoss
@@ -122,5 +115,5 @@ def build_st_ct_loss(model, *, train_sentences, cache_dir, paraphrases=None):
     return LibraryContrastiveTensionLoss(model)
 
 
-register(Method("st-ct", build_st_ct_loss, pooling="mean", columns=("sentence_a", "sentence_b", "label"),
-                citation=CITATION, make_columns=make_columns, ordered_batches=True))
+ST_CT = Method("st-ct", build_st_ct_loss, pooling="mean", columns=("sentence_a", "sentence_b", "label"), data_view=ct_view,
+               ordered_batches=True, citation=CITATION)

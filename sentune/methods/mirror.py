@@ -16,12 +16,15 @@ it needs the text, so it happens when the dataset is built (one draw per example
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sentune.methods import Method, register
+from sentune.core.options import option
+from sentune.methods.base import Columns, Method, TrainContext, sentence_rows
 
 CITATION = """@inproceedings{liu-etal-2021-fast,
   title = {Fast, Effective, and Self-Supervised: Transforming Masked Language Models into Universal Lexical and Sentence Encoders},
@@ -105,10 +108,27 @@ class MirrorLoss(nn.Module):
         return CITATION
 
 
-def build_mirror_loss(model, *, train_sentences, cache_dir, paraphrases=None, **params) -> MirrorLoss:
-    return MirrorLoss(model, **params)
+@dataclass
+class MirrorParams:
+    temperature: float = option(0.05, "τ of the InfoNCE softmax", minimum=0, exclusive=True)
+    span_p: float = option(0.3, "p_g of the Geometric span length", minimum=0, exclusive=True, below=1)
+    span_cap: int = option(5, "longest masked span in tokens (0: SimCSE, dropout only)", minimum=0)
+    masking: Literal["token", "char"] = option("token", "token spans masked per batch, or 5 characters masked in the text (original code)")
 
 
-register(Method("mirror", build_mirror_loss, pooling="mean", columns=("sentence",), defaults={"span_cap": 5}, citation=CITATION))
-register(Method("simcse", build_mirror_loss, pooling="mean", columns=("sentence",), defaults={"span_cap": 0}, citation=CITATION))
-register(Method("mirror-char", build_mirror_loss, pooling="mean", columns=("sentence", "masked"), defaults={"masking": "char"}, citation=CITATION))
+def build_mirror_loss(model, columns: Columns, ctx: TrainContext) -> MirrorLoss:
+    return MirrorLoss(model, **vars(ctx.params))
+
+
+def char_masked_rows(ctx: TrainContext) -> Columns:
+    """The sentences and their character-masked copies (one draw per row, seeded by training.seed)."""
+    columns = sentence_rows(ctx)
+    rng = random.Random(ctx.training.seed)
+    columns["masked"] = [mask_characters(s, rng) for s in columns["sentence"]]
+    return columns
+
+
+MIRROR = Method("mirror", build_mirror_loss, pooling="mean", columns=("sentence",), params=MirrorParams, citation=CITATION)
+SIMCSE = Method("simcse", build_mirror_loss, pooling="mean", columns=("sentence",), params=MirrorParams, defaults={"span_cap": 0}, citation=CITATION)
+MIRROR_CHAR = Method("mirror-char", build_mirror_loss, pooling="mean", columns=("sentence", "masked"), params=MirrorParams,
+                     defaults={"masking": "char"}, data_view=char_masked_rows, citation=CITATION)

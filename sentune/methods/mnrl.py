@@ -4,20 +4,26 @@ registered so sentune's own SimCSE can be compared with it on the same trainer, 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sentence_transformers.losses import MultipleNegativesRankingLoss
 
-from sentune.methods import Method, register
+from sentune.core.options import option
+from sentune.methods.base import Columns, Method, TrainContext, training_sentences
 
 
-def build_mnrl_loss(model, *, train_sentences, cache_dir, paraphrases=None, scale: float = 20.0):
-    return MultipleNegativesRankingLoss(model, scale=scale)
+@dataclass
+class MNRLParams:
+    scale: float = option(20.0, "1/τ of the library's loss", minimum=0, exclusive=True)
 
 
-def make_columns(recipe, data_dir):
-    from sentune.train.trainer import base_columns
+def build_mnrl_loss(model, columns: Columns, ctx: TrainContext):
+    return MultipleNegativesRankingLoss(model, scale=ctx.params.scale)
 
-    sentences = base_columns(recipe, data_dir)["sentence"]
+
+def pair_view(ctx: TrainContext) -> Columns:
+    sentences = training_sentences(ctx)
     return {"sentence": sentences, "positive": list(sentences)}
 
 
-register(Method("st-mnrl", build_mnrl_loss, pooling="mean", columns=("sentence", "positive"), make_columns=make_columns))
+ST_MNRL = Method("st-mnrl", build_mnrl_loss, pooling="mean", columns=("sentence", "positive"), params=MNRLParams, data_view=pair_view)

@@ -16,7 +16,9 @@ The data directory holds QQP's dev and test halves only: training uses one, repo
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -25,7 +27,9 @@ from scipy.stats import pearsonr
 from sentence_transformers.evaluation import SentenceEvaluator
 from torch import nn
 
-from sentune.methods import Method, register
+from sentune.core.options import option
+from sentune.data.catalog import load_catalog, load_examples, load_task
+from sentune.methods.base import Columns, Method, TrainContext
 
 QQP_PER_ROW = 3
 CITATION = """@misc{bert-cf,
@@ -162,34 +166,48 @@ def split_held_out(pairs: list, seed: int = 0) -> tuple[list, list]:
 
 
 def load_multitask_data(data_dir: Path, qqp_train: str = "dev") -> dict[str, dict[str, list]]:
-    """SST-5 train/dev/test, STS-B train/dev/test, QQP: `qqp_train` half for training, the other half split
-    in two for dev and test (the data directory has no QQP train split; see split_held_out)."""
-    from sentune.data import readers
-
-    sst = {split: readers.read_sst(data_dir / f"senteval/SST/fine/sentiment-{split}", fine=True) for split in ("train", "dev", "test")}
-    sts = {split: readers.read_stsb_csv(data_dir / f"senteval/STS/STSBenchmark/sts-{split}.csv") for split in ("train", "dev", "test")}
+    """SST-5 train/dev/test (task SST5), STS-B train/dev/test (task STS-B-reg), QQP: the `qqp-{qqp_train}`
+    half for training, the other half split in two for dev and test (the data directory has no QQP train
+    split; see split_held_out)."""
+    catalog = load_catalog()
+    sst = load_task(catalog["SST5"], data_dir)
+    sts = load_task(catalog["STS-B-reg"], data_dir)
     other = "test" if qqp_train == "dev" else "dev"
-    dev, test = split_held_out(readers.read_pair_tsv(data_dir / f"corpora/qqp/{other}.tsv"))
-    qqp = {"train": readers.read_pair_tsv(data_dir / f"corpora/qqp/{qqp_train}.tsv"), "dev": dev, "test": test}
+    dev, test = split_held_out(load_examples(f"qqp-{other}", data_dir))
+    qqp = {"train": load_examples(f"qqp-{qqp_train}", data_dir), "dev": dev, "test": test}
     return {"sst": sst, "qqp": qqp, "sts": sts}
 
 
-def make_columns(recipe, data_dir: Path) -> dict[str, list]:
-    data = load_multitask_data(data_dir, recipe.params.get("qqp_train", "dev"))
-    steps = recipe.training.max_steps if recipe.training.max_steps > 0 else 5000
-    return multitask_rows(data["sst"]["train"], data["qqp"]["train"], data["sts"]["train"], steps * recipe.training.batch_size, recipe.training.seed)
+@dataclass
+class MultitaskParams:
+    h_para: float = option(0.7, "hinge h_para of the paraphrase head")
+    h_sem: float = option(0.0, "hinge h_sem of the similarity head")
+    weights: tuple[float, ...] = option((5.0, 20.0, 1.0), "weights of L_sent, L_para, L_sem")
+    e_para: int = option(768, "output size of W_para", minimum=1)
+    e_sem: int = option(768, "output size of W_sem", minimum=1)
+    qqp_train: Literal["dev", "test"] = option("dev", "the QQP half trained on (the other is split into dev and test)")
+
+    def __post_init__(self) -> None:
+        if len(self.weights) != 3:
+            from sentune.core.options import OptionError
+
+            raise OptionError(f"params.weights: expected 3 numbers (sentiment, paraphrase, similarity), got {list(self.weights)}")
 
 
-def make_evaluator(loss: MultitaskLoss, data_dir: Path, split: str) -> MultitaskEvaluator:
-    data = load_multitask_data(data_dir, getattr(loss, "qqp_train", "dev"))
+def multitask_view(ctx: TrainContext) -> Columns:
+    data = load_multitask_data(ctx.data_dir, ctx.params.qqp_train)
+    return multitask_rows(data["sst"]["train"], data["qqp"]["train"], data["sts"]["train"], ctx.planned_rows(5000), ctx.training.seed)
+
+
+def make_evaluator(loss: MultitaskLoss, ctx: TrainContext, split: str) -> MultitaskEvaluator:
+    data = load_multitask_data(ctx.data_dir, ctx.params.qqp_train)
     return MultitaskEvaluator(loss, data["sst"][split], data["qqp"][split], data["sts"][split], name=f"multitask-{split}")
 
 
-def build_multitask_loss(model, *, train_sentences, cache_dir, paraphrases=None, qqp_train: str = "dev", **params) -> MultitaskLoss:
-    loss = MultitaskLoss(model, **params)
-    loss.qqp_train = qqp_train
-    return loss
+def build_multitask_loss(model, columns: Columns, ctx: TrainContext) -> MultitaskLoss:
+    p: MultitaskParams = ctx.params
+    return MultitaskLoss(model, h_para=p.h_para, h_sem=p.h_sem, weights=p.weights, e_para=p.e_para, e_sem=p.e_sem)
 
 
-register(Method("multitask", build_multitask_loss, pooling="mean", columns=multitask_columns(), citation=CITATION,
-                make_columns=make_columns, make_evaluator=make_evaluator))
+MULTITASK = Method("multitask", build_multitask_loss, pooling="mean", columns=multitask_columns(), params=MultitaskParams,
+                   data_view=multitask_view, evaluator=make_evaluator, citation=CITATION)

@@ -7,7 +7,7 @@ cached on disk; a learner initialised from the base model is trained with MSE to
   L = 1/(B·d) Σ_i ‖f_learner(s_i) − (1/N) Σ_n f_n(s_i)‖²     (Adam, batch 32, lr 2e-5, 10% linear warm-up)
 
 and evaluated with the mean of its last two layers (`eval_layers`: 1, 2 or 3; `dev` picks the one of the three
-with the best STS-B dev Spearman — the paper's two layers come from its layer study on BERT-Large, and a model
+with the best Spearman on the recipe's dev task (STS-B dev) — the paper's two layers come from its layer study on BERT-Large, and a model
 trained for last-layer mean pooling, like all-MiniLM-L6-v2, can score lower with them). Members are given as model
 folders (`params.members`); `sentune.train.ensemble.save_ensemble` saves their average as one model (loads with
 `SentenceTransformer(path)`) for the full-ensemble row of Table 3.
@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -25,7 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from sentune.core.cache import cached_array
-from sentune.methods import Method, register
+from sentune.core.options import OptionError, option
+from sentune.methods.base import Columns, Method, TrainContext
 
 logger = logging.getLogger(__name__)
 
@@ -86,37 +89,42 @@ class DistillationLoss(nn.Module):
         return CITATION
 
 
-def build_sed_loss(model, *, train_sentences, cache_dir, paraphrases=None, members: list[str] | None = None, eval_layers: int | str = 2) -> DistillationLoss:
-    if not members:
-        raise ValueError("SED needs params.members: the model folders of the ensemble members")
-    if eval_layers not in EVAL_LAYERS:
-        raise ValueError(f"params.eval_layers must be 1, 2, 3 or 'dev', got {eval_layers!r}")
-    loss = DistillationLoss(model, ensemble_targets(list(members), train_sentences, cache_dir))
-    loss.eval_layers = eval_layers
-    return loss
+LAYER_POOLING = {1: "mean", 2: "last2", 3: "last3"}
 
 
-def learner_pooling(model, loss, data_dir=None):
+@dataclass
+class SEDParams:
+    members: list[str] = option(default_factory=list, help="model folders of the ensemble members")
+    eval_layers: Literal[1, 2, 3, "dev"] = option(2, "the learner's pooling: mean of its last 1, 2 or 3 layers, or 'dev' to choose on the dev task")
+
+    def __post_init__(self) -> None:
+        if not self.members:
+            raise OptionError("params.members: SED needs the model folders of the ensemble members (a list)")
+
+
+def build_sed_loss(model, columns: Columns, ctx: TrainContext) -> DistillationLoss:
+    targets = ensemble_targets(list(ctx.params.members), columns["sentence"], ctx.cache_dir, show_progress=ctx.show_progress)
+    return DistillationLoss(model, targets)
+
+
+def choose_layers(scores: dict[int, float]) -> int:
+    """The number of last layers whose mean pooling scores best on dev; ties go to fewer layers."""
+    return max(scores, key=lambda n: (scores[n], -n))
+
+
+def learner_pooling(model, loss, ctx: TrainContext):
     """Evaluate (and save) the learner with the mean of its last `eval_layers` layers; with 'dev', the number
-    of layers whose pooling scores best on STS-B dev (ties: fewer layers)."""
+    of layers whose pooling scores best on the recipe's dev task (choose_layers)."""
     from sentune.core.build import with_pooling
 
-    layers = getattr(loss, "eval_layers", 2)
+    layers = ctx.params.eval_layers
     if layers != "dev":
-        return with_pooling(model, LAYER_POOLING[layers])
-    from sentune.train.trainer import DevEvaluator
-
-    evaluator = DevEvaluator("STS-B-dev", data_dir)
-    scores = {n: evaluator(with_pooling(model, LAYER_POOLING[n]))[evaluator.primary_metric] for n in (1, 2, 3)}
-    chosen = max(scores, key=lambda n: (scores[n], -n))
-    loss.finalize_note = {"eval_layers": chosen, "dev_spearman_by_layers": scores}  # into results.json's meta
-    logger.info("SED learner pooling chosen on STS-B dev: last %d layer(s) (dev Spearman %s)", chosen,
+        return with_pooling(model, LAYER_POOLING[layers]), None
+    scores = {n: ctx.score_on_dev(with_pooling(model, LAYER_POOLING[n])) for n in (1, 2, 3)}
+    chosen = choose_layers(scores)
+    logger.info("SED learner pooling chosen on %s: last %d layer(s) (dev Spearman %s)", ctx.dev_task, chosen,
                 ", ".join(f"{n}: {score:.2f}" for n, score in scores.items()))
-    return with_pooling(model, LAYER_POOLING[chosen])
+    return with_pooling(model, LAYER_POOLING[chosen]), {"eval_layers": chosen, "dev_spearman_by_layers": scores}
 
 
-LAYER_POOLING = {1: "mean", 2: "last2", 3: "last3"}
-EVAL_LAYERS = (*LAYER_POOLING, "dev")
-
-
-register(Method("sed", build_sed_loss, pooling="mean", columns=("sentence", "label"), citation=CITATION, finalize=learner_pooling))
+SED = Method("sed", build_sed_loss, pooling="mean", columns=("sentence", "label"), params=SEDParams, finalize=learner_pooling, citation=CITATION)

@@ -33,7 +33,9 @@ import copy
 import hashlib
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -41,7 +43,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from sentune.core.cache import cached_array
-from sentune.methods import Method, register
+from sentune.core.options import option
+from sentune.methods.base import Columns, Method, TrainContext
 
 logger = logging.getLogger(__name__)
 
@@ -220,12 +223,28 @@ def _views_key(model, sentences, layers, view_pooling) -> str:
     return digest.hexdigest()[:16]
 
 
-def build_sg_loss(model, *, train_sentences: list[str], cache_dir: Path | None, cached_views: bool = True, **params) -> SelfGuidedLoss:
-    loss = SelfGuidedLoss(model, **params)
-    if cached_views:
-        loss.views = compute_views(model, train_sentences, loss.layers, loss.view_pooling, cache_dir)
+@dataclass
+class SGParams:
+    objective: Literal["base", "opt1", "opt2", "opt3"] = option("opt3", "L^base (SG) or L^opt1/2/3 (SG-OPT)")
+    temperature: float = option(0.01, "τ of φ", minimum=0, exclusive=True)
+    reg_weight: float = option(0.1, "λ of L^reg = λ‖BERT_F − BERT_T‖²", minimum=0)
+    view_pooling: Literal["max", "mean", "cls"] = option("max", "token pooling of BERT_F's hidden states (the views)")
+    layers: list[int] | None = option(None, "hidden states used as views (null: every one, 0..l)")
+    head_hidden: int | None = option(4096, "width of the projection head f (null: no head)", minimum=1)
+    cached_views: bool = option(True, "compute BERT_F's views once for the training set instead of every step")
+
+    def loss_settings(self) -> dict:
+        return {k: v for k, v in vars(self).items() if k != "cached_views"}
+
+
+def build_sg_loss(model, columns: Columns, ctx: TrainContext) -> SelfGuidedLoss:
+    params: SGParams = ctx.params
+    loss = SelfGuidedLoss(model, **params.loss_settings())
+    if params.cached_views:  # BT + SG-OPT guides with the paraphrase: its views are the paraphrases'
+        guide = columns.get("paraphrase", columns["sentence"])
+        loss.views = compute_views(model, guide, loss.layers, loss.view_pooling, ctx.cache_dir, ctx.show_progress)
     return loss
 
 
-register(Method("sg", build_sg_loss, pooling="cls", columns=("sentence", "label"), defaults={"objective": "base"}, citation=CITATION))
-register(Method("sg-opt", build_sg_loss, pooling="cls", columns=("sentence", "label"), defaults={"objective": "opt3"}, citation=CITATION))
+SG = Method("sg", build_sg_loss, pooling="cls", columns=("sentence", "label"), params=SGParams, defaults={"objective": "base"}, citation=CITATION)
+SG_OPT = Method("sg-opt", build_sg_loss, pooling="cls", columns=("sentence", "label"), params=SGParams, citation=CITATION)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules.module import Module
+from sentune.errors import UserError
 
 
 class EnsembleMean(Module):
@@ -31,7 +32,7 @@ class EnsembleMean(Module):
         vocab = members[0].tokenizer.get_vocab()
         for index, member in enumerate(members[1:], start=2):
             if member.tokenizer.get_vocab() != vocab:
-                raise ValueError(f"ensemble member {index} has another tokenizer than member 1; the members must share one")
+                raise UserError(f"ensemble member {index} has another tokenizer than member 1; the members must share one")
         self.members = torch.nn.ModuleList(members)
         self.num_members = len(members)
 

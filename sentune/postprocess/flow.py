@@ -28,6 +28,7 @@ import math
 import numpy as np
 import torch
 from torch import nn
+from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -218,6 +219,8 @@ class Flow:
     """fit / transform post-processor around GlowFlow. Hyper-parameters default to seed 002 §5.3:
     batch 16, AdamW lr 3e-4, weight decay 0.01, 3 blocks; gradient clipping 1.0; fp32."""
 
+    label_name, number_setting, number_label = "flow", "seed", "seed={}"  # --flow SET:N sets the seed
+
     def __init__(
         self,
         n_blocks: int = 3,
@@ -241,7 +244,7 @@ class Flow:
 
         data = torch.as_tensor(np.asarray(x), dtype=torch.float32)
         if data.ndim != 2 or len(data) < 2:
-            raise ValueError(f"the flow needs a 2-d array of at least two embeddings, got shape {tuple(data.shape)}")
+            raise UserError(f"the flow needs a 2-d array of at least two embeddings, got shape {tuple(data.shape)}")
         torch.manual_seed(self.seed)
         generator = torch.Generator().manual_seed(self.seed)
         self.flow_ = GlowFlow(data.shape[1], self.n_blocks, self.hidden, self.permutation, self.seed)

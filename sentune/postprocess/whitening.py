@@ -13,6 +13,7 @@ naming the fix, never a silent inf.
 from __future__ import annotations
 
 import logging
+from sentune.errors import UserError
 
 import numpy as np
 
@@ -20,6 +21,8 @@ logger = logging.getLogger(__name__)
 
 
 class Whitening:
+    label_name, number_setting, number_label = "whiten", "n_components", "{}"  # --whiten SET:k keeps k components
+
     def __init__(self, n_components: int | None = None, normalize: bool = True, eps: float = 1e-10) -> None:
         self.n_components = n_components
         self.normalize = normalize
@@ -28,15 +31,15 @@ class Whitening:
     def fit(self, x: np.ndarray) -> Whitening:
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or len(x) < 2:
-            raise ValueError(f"whitening needs a 2-d array of at least two embeddings, got shape {x.shape}")
+            raise UserError(f"whitening needs a 2-d array of at least two embeddings, got shape {x.shape}")
         if self.n_components is not None and not 0 < self.n_components <= x.shape[1]:
-            raise ValueError(f"n_components={self.n_components} must be between 1 and the embedding size {x.shape[1]}")
+            raise UserError(f"n_components={self.n_components} must be between 1 and the embedding size {x.shape[1]}")
         self.mean_ = x.mean(axis=0)
         u, s, _ = np.linalg.svd(np.cov(x.T))
         rank = int((s > self.eps * s[0]).sum())
         k = self.n_components or rank
         if k > rank:
-            raise ValueError(
+            raise UserError(
                 f"covariance of {len(x)} embeddings has only {rank} non-zero components, fewer than the {k} asked for; "
                 "fit on more sentences than dimensions or keep fewer components"
             )
@@ -61,3 +64,14 @@ class Whitening:
 
     def fit_transform(self, x: np.ndarray) -> np.ndarray:
         return self.fit(x).transform(x)
+
+    def to_modules(self) -> list:
+        """Built-in modules: Dense computes x·W − μ·W = (x − μ)·W, then Normalize (when normalising)."""
+        import torch
+        from sentence_transformers.models import Dense, Normalize
+
+        self._check_fitted()
+        kernel = torch.from_numpy(self.kernel_).float()
+        bias = -(torch.from_numpy(self.mean_).float() @ kernel)
+        dense = Dense(kernel.shape[0], kernel.shape[1], bias=True, activation_function=torch.nn.Identity(), init_weight=kernel.T.contiguous(), init_bias=bias)
+        return [dense, Normalize()] if self.normalize else [dense]

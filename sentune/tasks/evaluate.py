@@ -15,21 +15,16 @@ from sentence_transformers import SentenceTransformer
 from tqdm.auto import tqdm
 
 import sentune
-from sentune.data.corpora import load_sentences
 from sentune.core.encode import Encoder
-from sentune.postprocess.flow import Flow
-from sentune.postprocess.whitening import Whitening
 from sentune.core.results import averaged_sts_tasks, display_path
+from sentune.data.catalog import TaskSpec, load_examples, load_sentences, load_task, sentences_of
+from sentune.postprocess import get_postprocessor
 from sentune.tasks.alignment import alignment_uniformity
-from sentune.data.catalog import TaskSpec, load_task, sentences_of
-from sentune.tasks.relatedness import evaluate_relatedness
-from sentune.tasks.sts import evaluate_sts
-from sentune.tasks.transfer import PRESETS, evaluate_transfer
+from sentune.tasks.evaluators import evaluate_task
+from sentune.tasks.transfer import PRESETS
+from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
-
-SCORE_RANGES = {"stsb": (0.0, 5.0), "sick": (1.0, 5.0)}
-
 
 @dataclass(frozen=True)
 class PostprocessOption:
@@ -52,15 +47,15 @@ class PostprocessOption:
 
     @property
     def label(self) -> str:
+        cls = get_postprocessor(self.kind)
+        number = "" if self.number is None else "," + cls.number_label.format(self.number)
         extra = "".join(f",{k}={v}" for k, v in self.settings)
-        if self.kind == "whitening":
-            return f"whiten({self.fit_on}{'' if self.number is None else f',{self.number}'}{extra})"
-        return f"flow({self.fit_on}{'' if self.number is None else f',seed={self.number}'}{extra})"
+        return f"{cls.label_name}({self.fit_on}{number}{extra})"
 
     def build(self):
-        if self.kind == "whitening":
-            return Whitening(self.number, **dict(self.settings))
-        return Flow(**{"seed": self.number or 0, **dict(self.settings)})
+        cls = get_postprocessor(self.kind)
+        number = {} if self.number is None else {cls.number_setting: self.number}
+        return cls(**{**number, **dict(self.settings)})
 
 
 class EmbeddingTable:
@@ -82,20 +77,6 @@ class EmbeddingTable:
         table = object.__new__(EmbeddingTable)
         table.index, table.vectors = self.index, transform(self.vectors)
         return table
-
-
-def _evaluate_task(spec: TaskSpec, examples: dict[str, list], embed, preset_name: str) -> dict:
-    if spec.kind == "sts":
-        subsets = {
-            name: (embed([p.a for p in pairs]), embed([p.b for p in pairs]), np.array([p.score for p in pairs]))
-            for name, pairs in examples.items()
-        }
-        return evaluate_sts(subsets)
-    if spec.kind in ("classification", "pair-classification"):
-        return evaluate_transfer(spec, examples, embed, PRESETS[preset_name])
-    if spec.kind == "relatedness":
-        return evaluate_relatedness(examples, embed, score_range=SCORE_RANGES[spec.format])
-    raise ValueError(f"task {spec.name}: unknown kind {spec.kind}")
 
 
 def summarise(tasks: dict[str, dict]) -> dict:
@@ -132,7 +113,7 @@ def evaluate(
     """Returns {"meta": ..., "runs": {run_name: {"tasks": ..., "summary": ...}}}; one run per pooling
     and per (pooling, post-processor) combination."""
     if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose {', '.join(PRESETS)}")
+        raise UserError(f"unknown preset {preset!r}; choose {', '.join(PRESETS)}")
     started = time.perf_counter()
     # Callers that evaluate repeatedly (the trainer's dev evaluation) pass the examples they loaded once.
     examples = examples or {spec.name: load_task(spec, data_dir) for spec in tasks}
@@ -165,7 +146,7 @@ def evaluate(
             for spec in tasks:
                 embed = _embedder(table, option, examples, spec, sentences, extra)
                 task_start = time.perf_counter()
-                results[spec.name] = _evaluate_task(spec, examples[spec.name], embed, preset)
+                results[spec.name] = evaluate_task(spec, examples[spec.name], embed, preset)
                 results[spec.name]["seconds"] = round(time.perf_counter() - task_start, 3)
                 bar.set_postfix_str(f"{run_name} {spec.name}", refresh=False)
                 bar.update(1)
@@ -217,16 +198,16 @@ def _embedder(table: EmbeddingTable, option: PostprocessOption | None, examples,
 
 
 def _positive_pairs(name: str, data_dir: Path) -> list[tuple[str, str]]:
-    """Positive pairs for alignment: `qqp` (duplicates, label 1) or `stsb` (gold score >= 4)."""
-    from sentune.data import readers
-
+    """Positive pairs for alignment: `qqp` (duplicates, label 1, both held-out halves) or `stsb` (STS-B
+    test pairs with gold score >= 4)."""
     if name == "qqp":
-        pairs = readers.read_pair_tsv(data_dir / "corpora/qqp/dev.tsv") + readers.read_pair_tsv(data_dir / "corpora/qqp/test.tsv")
+        pairs = load_examples("qqp-dev", data_dir) + load_examples("qqp-test", data_dir)
         return [(p.a, p.b) for p in pairs if p.label == 1]
     if name == "stsb":
-        pairs = readers.read_stsb_csv(data_dir / "senteval/STS/STSBenchmark/sts-test.csv")
-        return [(p.a, p.b) for p in pairs if p.score >= 4.0]
-    raise ValueError(f"unknown positive-pair set {name!r}; choose qqp or stsb")
+        from sentune.data.catalog import load_catalog
+
+        return [(p.a, p.b) for p in load_task(load_catalog()["STS-B"], data_dir)["test"] if p.score >= 4.0]
+    raise UserError(f"unknown positive-pair set {name!r}; choose qqp or stsb")
 
 
 def _warn_truncated(encoder, sources: list, n_task_sentences: int, max_len: int | None) -> None:

@@ -21,6 +21,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
+from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ def evaluate_transfer(spec, examples: dict[str, list], embed, preset: TransferPr
         labels = offsets["all" if spec.protocol == "nested-cv" else "train"]
         smallest = int(np.bincount(labels).min())
         if smallest < preset.kfold:
-            raise ValueError(f"task {spec.name}: a class has only {smallest} examples, fewer than the {preset.kfold} folds of preset {preset.name!r}")
+            raise UserError(f"task {spec.name}: a class has only {smallest} examples, fewer than the {preset.kfold} folds of preset {preset.name!r}")
     if spec.protocol == "nested-cv":
         result = nested_cv(*xy("all"), preset)
     elif spec.protocol == "split":

@@ -5,6 +5,7 @@ saved as one sentence-transformers model (sentune.modules.ensemble_mean.Ensemble
 from __future__ import annotations
 
 from pathlib import Path
+from sentune.errors import UserError
 
 
 def build_ensemble(members: list[str], pooling: str = "mean"):
@@ -16,7 +17,7 @@ def build_ensemble(members: list[str], pooling: str = "mean"):
     from sentune.modules.ensemble_mean import EnsembleMean
 
     if not members:
-        raise ValueError("an ensemble needs at least one member")
+        raise UserError("an ensemble needs at least one member")
     return SentenceTransformer(modules=[EnsembleMean([with_pooling(load_model(m), pooling) for m in members])], device="cpu")
 
 

@@ -30,8 +30,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sentune.train.recipe import load_recipe, parse_value, same_recipe
+from sentune.core.options import parse_value
+from sentune.train.recipe import load_recipe, same_recipe
 from sentune.core.results import save_results, write_atomic
+from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ STAGE_RECIPES = {"nli": "005-nli", "ct": "005-ct", "sts": "005-sts", "sg-opt": "
 POSTPROCESS_STAGES = ("flow", "whiten")
 
 
-class PipelineError(ValueError):
+class PipelineError(UserError):
     pass
 
 
@@ -58,9 +60,9 @@ def parse_stages(name: str) -> list[str]:
     known = set(STAGE_RECIPES) | set(POSTPROCESS_STAGES) | {"sed"}
     unknown = [s for s in stages if s not in known]
     if unknown or not stages:
-        raise ValueError(f"pipeline {name!r}: unknown stage(s) {unknown}; stages: {', '.join(sorted(known))}")
+        raise UserError(f"pipeline {name!r}: unknown stage(s) {unknown}; stages: {', '.join(sorted(known))}")
     if stages[0] == "sed":
-        raise ValueError("sed distils an ensemble of the stage before it, so it cannot come first")
+        raise UserError("sed distils an ensemble of the stage before it, so it cannot come first")
     return stages
 
 
@@ -217,7 +219,7 @@ def _postprocess_stage(stage: str, model: str, folder: Path, config: PipelineCon
 
 
 def _fit_postprocessor(stage: str, model: str, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None) -> None:
-    from sentune.core.build import build_postprocessed_model
+    from sentune.postprocess.save import build_postprocessed_model
     from sentune.tasks.evaluate import evaluate
     from sentune.core.models import load_model
     from sentune.postprocess import POSTPROCESSORS, postprocessor_settings

@@ -1,65 +1,74 @@
 """Recipes: a YAML file plus dotted overrides (`training.learning_rate=3e-5`), as typed dataclasses with
-the defaults next to each field. Unknown keys are an error naming the key and the file."""
+the defaults and meaning next to each field.
+
+`load_recipe` checks every key and value against these records and the method's declared parameters
+(`sentune.methods.base`), the pooling against what the method can train, and the data and task names
+against the catalog, all before anything is read or created: an unknown or mistyped key is one
+RecipeError naming the file, the key, the allowed keys and the expected type.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
+from sentune.core.options import OptionError, build_options, option, parse_value
+from sentune.errors import UserError
+
 RECIPE_DIR = Path(__file__).parents[1] / "recipes"  # sentune/recipes
+PRECISIONS = ("fp32", "bf16", "fp16")
 
 
-class RecipeError(ValueError):
+class RecipeError(UserError):
     """A recipe file or override that cannot be used; the message names the file or the option."""
 
 
 @dataclass
 class TrainingConfig:
-    batch_size: int = 16
-    learning_rate: float = 5e-5
-    epochs: float = 1.0
-    max_steps: int = -1  # > 0 overrides epochs
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    max_grad_norm: float = 1.0
-    scheduler: str = "linear"  # a transformers scheduler name, or "ct-steps"
-    optimizer: str = "adamw_torch"  # a transformers optimizer name, e.g. "rmsprop" (CT)
-    max_seq_length: int | None = 128
-    seed: int = 1
-    eval_steps: int = 50  # evaluate on the dev task every N steps (seed 001: 50)
-    patience: int = 10  # early stopping: evaluations without a new best (seed 001: 10); 0 = never stop early
-    logging_steps: int = 10
-    max_sentences: int | None = None  # use a fixed random N of the training sentences, in file order (CPU-scale runs)
-    keep_checkpoints: bool = False  # keep the best and last trainer checkpoints after a run finishes (they hold optimizer state: ~8x the model)
-    min_words: int = 0  # drop training sentences of fewer words (seed 002 drops Wiki1M lines of 5 words or less)
+    batch_size: int = option(16, "sentences (rows) per step", minimum=1)
+    learning_rate: float = option(5e-5, "peak learning rate", minimum=0, exclusive=True)
+    epochs: float = option(1.0, "passes over the training rows (max_steps > 0 overrides)", minimum=0, exclusive=True)
+    max_steps: int = option(-1, "> 0: train this many steps; -1: use epochs", minimum=-1)
+    warmup_ratio: float = option(0.1, "fraction of the steps with a linear warm-up", minimum=0, below=1)
+    weight_decay: float = option(0.0, "AdamW weight decay", minimum=0)
+    adam_beta1: float = option(0.9, "Adam β1", minimum=0, below=1)
+    adam_beta2: float = option(0.999, "Adam β2", minimum=0, below=1)
+    max_grad_norm: float = option(1.0, "gradient clipping norm", minimum=0)
+    scheduler: str = option("linear", "a transformers scheduler name, or 'ct-steps' (CT's stepped rate)")
+    optimizer: str = option("adamw_torch", "a transformers optimizer name, e.g. adamw_torch_fused, rmsprop (CT)")
+    max_seq_length: int | None = option(128, "tokens per sentence (longer ones are truncated)", minimum=1)
+    seed: int = option(1, "seed of the run (weights of new heads, dropout, data order)", minimum=0)
+    eval_steps: int = option(50, "evaluate on the dev task every N steps (seed 001: 50)", minimum=1)
+    patience: int = option(10, "early stopping: evaluations without a new best (seed 001: 10); 0 = never stop early", minimum=0)
+    logging_steps: int = option(10, "log the loss every N steps", minimum=1)
+    max_sentences: int | None = option(None, "use a fixed random N of the training sentences, in file order (CPU-scale runs)", minimum=1)
+    keep_checkpoints: bool = option(False, "keep the best and last checkpoints after the run (they hold optimizer state: ~8x the model)")
+    min_words: int = option(0, "drop training sentences of fewer words (seed 002 drops Wiki1M lines of 5 words or less)", minimum=0)
 
 
 @dataclass
 class EvalConfig:
-    dev: str = "STS-B-dev"  # model selection
-    tasks: str = "sts"  # final evaluation of the selected model
-    preset: str = "fast"
+    dev: str = option("STS-B-dev", "the task that selects the checkpoint (and CT's tower, SED's pooling)")
+    tasks: str = option("sts", "final evaluation of the selected model: task or group names")
+    preset: Literal["fast", "standard"] = option("fast", "SentEval transfer preset")
 
 
 @dataclass
 class Recipe:
-    method: str
-    name: str = ""
-    model: str = "default"
-    train_data: str = "stsb"  # a named sentence set (sentune/data/corpora.yaml) or file:PATH
-    params: dict[str, Any] = field(default_factory=dict)  # the method's loss parameters
-    # The pooling trained and saved; None = the method's own (e.g. mean for SimCSE). 'model' keeps the
-    # model's pipeline, e.g. a flow or whitening head after the pooling, so fine-tuning trains through it.
-    pooling: str | None = None
-    training: TrainingConfig = field(default_factory=TrainingConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
+    method: str = option(help="a registered method (sentune.methods.registry)")
+    name: str = option("", "the recipe's name (default: the file's stem)")
+    model: str = option("default", "'default', a hub id or a local folder")
+    train_data: str = option("stsb", "a named set (sentune/data/sets.yaml), file:PATH, tasks:SELECTION or pairs:PATH")
+    params: dict[str, Any] = option(default_factory=dict, help="the method's parameters (checked against its record)")
+    # None = the method's own (e.g. mean for SimCSE). 'model' keeps the model's pipeline, e.g. a flow or
+    # whitening head after the pooling, so fine-tuning trains through it.
+    pooling: str | None = option(None, "the pooling trained and saved (null: the method's own)")
+    training: TrainingConfig = option(default_factory=TrainingConfig, help="the training loop")
+    eval: EvalConfig = option(default_factory=EvalConfig, help="model selection and final evaluation")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -76,15 +85,6 @@ def resolve_recipe_path(name_or_path: str) -> Path:
     raise RecipeError(f"recipe {name_or_path!r}: no such file, nor a bundled recipe (bundled: {available})")
 
 
-_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)$")
-
-
-def parse_value(raw: str) -> Any:
-    """A command-line value as YAML, except that 1e-3 is a number (YAML 1.1 reads it as a string)."""
-    value = yaml.safe_load(raw) if raw else None
-    return float(value) if isinstance(value, str) and _NUMBER.match(value) else value
-
-
 def apply_override(data: dict[str, Any], override: str) -> None:
     key, sep, raw = override.partition("=")
     if not sep or not key:
@@ -99,25 +99,9 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     node[parts[-1]] = value
 
 
-def _build(cls, data: dict[str, Any], where: str):
-    names = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = set(data) - set(names)
-    if unknown:
-        raise RecipeError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(names)}")
-    kwargs = {}
-    for key, value in data.items():
-        if key in ("training", "eval") and cls is Recipe:
-            value = _build(TrainingConfig if key == "training" else EvalConfig, value or {}, f"{where} [{key}]")
-        elif isinstance(value, str) and names[key].type in ("float", "float | None"):
-            try:
-                value = float(value)  # YAML reads 5e-5 (no dot) as a string
-            except ValueError:
-                raise RecipeError(f"{where}: {key} must be a number, got {value!r}") from None
-        kwargs[key] = value
-    return cls(**kwargs)
-
-
-def load_recipe(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
+def load_recipe(name_or_path: str, overrides: list[str] | tuple[str, ...] = (), *, check: bool = True) -> Recipe:
+    """The recipe with its overrides, every value typed; with `check`, also validated against the method,
+    the poolings and the catalog (validate_recipe)."""
     path = resolve_recipe_path(name_or_path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -128,10 +112,46 @@ def load_recipe(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) 
     for override in overrides:
         apply_override(data, override)
     data.setdefault("name", path.stem)
-    return _build(Recipe, data, str(path))
+    try:
+        recipe = build_options(Recipe, data, "")
+    except OptionError as exc:
+        raise RecipeError(f"{path}: {exc}") from None
+    if check:
+        validate_recipe(recipe, str(path))
+    return recipe
+
+
+def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
+    """Check what the typed records cannot: the method exists and takes these params, the pooling is one
+    it can train, the data and tasks are in the catalog. Returns the method's typed parameters."""
+    from sentune.core.pooling import PoolingError, check_trainable
+    from sentune.data.catalog import check_sentence_set, select_tasks
+    from sentune.methods.registry import get_method
+
+    try:
+        method = get_method(recipe.method)
+        params = method.resolve_params(recipe.params)
+        pooling = recipe.pooling or method.pooling
+        check_trainable(pooling)
+        if method.poolings is not None and recipe.pooling not in (None, *method.poolings):
+            raise PoolingError(f"pooling: method {method.name!r} trains {', '.join(method.poolings)}, not {recipe.pooling!r}")
+        if method.needs_pairs and not recipe.train_data.startswith("pairs:"):
+            raise RecipeError(f"train_data: method {method.name!r} needs train_data: pairs:PATH (sentence<TAB>paraphrase lines)")
+        if recipe.train_data.startswith("pairs:"):
+            if not Path(recipe.train_data[6:]).is_file():
+                raise RecipeError(f"train_data: {recipe.train_data[6:]}: file not found")
+        else:
+            check_sentence_set(recipe.train_data, "train_data")
+        select_tasks(recipe.eval.dev)
+        select_tasks(recipe.eval.tasks)
+    except RecipeError:
+        raise
+    except UserError as exc:
+        raise RecipeError(f"{where}: {exc}") from None
+    return params
 
 
 def same_recipe(saved: Path, recipe: Recipe) -> bool:
     """Whether a run's saved config.yaml holds `recipe`. Keys the saved file lacks take today's defaults,
     so a run written before an option existed still resumes (and is still recognised as done)."""
-    return load_recipe(str(saved)).to_dict() == recipe.to_dict()
+    return load_recipe(str(saved), check=False).to_dict() == recipe.to_dict()

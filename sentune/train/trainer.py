@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import shutil
 from pathlib import Path
 
@@ -25,17 +24,18 @@ import torch
 import yaml
 from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-from sentence_transformers.evaluation import SentenceEvaluator
 from transformers import EarlyStoppingCallback, TrainerCallback, set_seed
 
-from sentune.core.build import with_pooling
-from sentune.data.corpora import load_sentences
-from sentune.tasks.evaluate import evaluate
-from sentune.methods import get_method
+from sentune.core.build import save_atomic, with_pooling
 from sentune.core.models import load_model
-from sentune.train.recipe import Recipe, same_recipe
 from sentune.core.results import save_results, write_atomic
-from sentune.data.catalog import load_task, select_tasks
+from sentune.data.catalog import select_tasks
+from sentune.errors import UserError
+from sentune.methods.base import Method, TrainContext
+from sentune.methods.registry import get_method
+from sentune.tasks.dev import DevEvaluator
+from sentune.tasks.evaluate import evaluate
+from sentune.train.recipe import Recipe, same_recipe, validate_recipe
 
 logger = logging.getLogger(__name__)
 
@@ -43,24 +43,8 @@ COMPLETE = "COMPLETE"
 LOSS_STATE = "loss_state.safetensors"
 
 
-class TrainingError(RuntimeError):
+class TrainingError(UserError):
     """Training cannot go on (non-finite loss, mismatched resume); the message says why and what to try."""
-
-
-class DevEvaluator(SentenceEvaluator):
-    """Spearman ('all', cosine) of the model's own embedding on the dev task: the model-selection metric."""
-
-    def __init__(self, task: str, data_dir: Path) -> None:
-        super().__init__()
-        self.task, self.data_dir = select_tasks(task)[0], data_dir
-        self.examples = {self.task.name: load_task(self.task, data_dir)}  # read once, not every N steps
-        self.name = self.task.name.lower()
-        self.primary_metric = f"{self.name}_spearman"
-
-    def __call__(self, model, output_path=None, epoch=-1, steps=-1) -> dict[str, float]:
-        result = evaluate(model, [self.task], self.data_dir, poolings=["model"], show_progress=False, examples=self.examples)
-        score = result["runs"]["model"]["tasks"][self.task.name]["all"]["spearman"]
-        return {self.primary_metric: score}
 
 
 STEP_SCHEDULES = {
@@ -143,43 +127,6 @@ def latest_complete_checkpoint(folder: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-def base_columns(recipe: Recipe, data_dir: Path) -> dict[str, list]:
-    """The training sentences: a named set (words below training.min_words dropped) or `pairs:PATH` of
-    sentence<TAB>paraphrase lines; `label` is the row index (caches look rows up by it)."""
-    from sentune.data import readers
-
-    limit = recipe.training.max_sentences
-    if recipe.train_data.startswith("pairs:"):
-        pairs = _subset(readers.read_paraphrase_pairs(recipe.train_data[6:]), limit)
-        columns = {"sentence": [a for a, _ in pairs], "paraphrase": [b for _, b in pairs]}
-    else:
-        sentences = [x for x in load_sentences(recipe.train_data, data_dir) if len(x.split()) >= recipe.training.min_words]
-        columns = {"sentence": _subset(sentences, limit)}
-    columns["label"] = list(range(len(columns["sentence"])))
-    return columns
-
-
-def _subset(items: list, limit: int | None) -> list:
-    """A fixed-seed random `limit` of the items, in file order. Corpora are often grouped by source, so the
-    first N would not be representative; the seed does not follow training.seed, so runs that differ only
-    in seed (ensemble members, SED learners) see the same sentences and share their caches."""
-    if limit is None or limit >= len(items):
-        return items
-    return [items[i] for i in sorted(random.Random(0).sample(range(len(items)), limit))]
-
-
-def training_columns(recipe: Recipe, method, data_dir: Path) -> dict[str, list]:
-    """The dataset columns a method reads, for methods without their own `make_columns`."""
-    columns = base_columns(recipe, data_dir)
-    if "masked" in method.columns:  # Mirror-BERT's character masking works on the raw text
-        from sentune.methods.mirror import mask_characters
-
-        rng = random.Random(recipe.training.seed)
-        columns["masked"] = [mask_characters(s, rng) for s in columns["sentence"]]
-    missing = [c for c in method.columns if c not in columns]
-    if missing:
-        raise TrainingError(f"method {method.name!r} needs column(s) {', '.join(missing)}: use train_data: pairs:PATH (sentence<TAB>paraphrase lines)")
-    return columns
 
 def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> SentenceTransformerTrainingArguments:
     t = recipe.training
@@ -214,56 +161,77 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> Sentenc
     )
 
 
-def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False, command: str | None = None) -> dict:
-    """Train `recipe` into `run_dir`; returns the final evaluation results."""
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+def check_run_dir(run_dir: Path, recipe: Recipe, resume: bool) -> None:
+    """Refuse a folder holding a finished run, another recipe's run, or a run to resume without --resume."""
     config_path = run_dir / "config.yaml"
-    config_text = yaml.safe_dump(recipe.to_dict(), sort_keys=False)
-    if resume and config_path.exists() and not same_recipe(config_path, recipe):
-        raise TrainingError(f"{config_path} differs from this recipe: resume with the same recipe and overrides")
     if (run_dir / "results.json").exists():
         raise TrainingError(f"{run_dir} holds a finished run (results.json): choose another --out, or remove that folder to train again")
+    if resume and config_path.exists() and not same_recipe(config_path, recipe):
+        raise TrainingError(f"{config_path} differs from this recipe: resume with the same recipe and overrides")
     if not resume and (run_dir / "checkpoints").exists():
         raise TrainingError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --out")
-    write_atomic(config_path, config_text)
+
+
+def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False, command: str | None = None) -> dict:
+    """Train `recipe` into `run_dir`; returns the final evaluation results. The recipe is validated and the
+    folder checked before anything is written."""
+    run_dir = Path(run_dir)
+    params = validate_recipe(recipe)
+    check_run_dir(run_dir, recipe, resume)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(run_dir / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
 
     set_seed(recipe.training.seed)
     method = get_method(recipe.method)
     model = with_pooling(load_model(recipe.model), recipe.pooling or method.pooling)
     if recipe.training.max_seq_length:
         model.max_seq_length = recipe.training.max_seq_length
-    columns = method.make_columns(recipe, data_dir) if method.make_columns else training_columns(recipe, method, data_dir)
-    from datasets import Dataset
-
-    dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
-    extra = {"paraphrases": columns["paraphrase"]} if "paraphrase" in columns else {}
+    dev = DevEvaluator(recipe.eval.dev, data_dir)
     # Caches are keyed by content (model weights, sentences, settings), so runs may share one folder:
     # SENTUNE_CACHE lets ablations and seeds reuse e.g. SG's frozen views instead of recomputing them.
     cache_dir = Path(os.environ["SENTUNE_CACHE"]) if os.environ.get("SENTUNE_CACHE") else run_dir / "cache"
-    loss = method.build_loss(model, train_sentences=columns.get("sentence"), cache_dir=cache_dir, **extra, **{**method.defaults, **recipe.params})
+    ctx = TrainContext(recipe=recipe, params=params, data_dir=data_dir, cache_dir=cache_dir, dev_score=dev.score)
+    columns = method.data_view(ctx)
+    from datasets import Dataset
 
-    evaluator = method.make_evaluator(loss, data_dir, "dev") if method.make_evaluator else DevEvaluator(recipe.eval.dev, data_dir)
-    checkpoints = run_dir / "checkpoints"
-    checkpoint = latest_complete_checkpoint(checkpoints) if resume else None
+    dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
+    loss = method.build_loss(model, columns, ctx)
+    evaluator = method.evaluator(loss, ctx, "dev") if method.evaluator else dev
+
+    checkpoint = latest_complete_checkpoint(run_dir / "checkpoints") if resume else None
+    trainer, best = _fit(recipe, method, model, loss, dataset, evaluator, run_dir, checkpoint)
+    note = None
+    if method.finalize is not None:  # e.g. compile a flow head, keep CT's better tower, choose SED's pooling
+        model, note = method.finalize(model, loss, ctx)
+    results = evaluate(model, select_tasks(recipe.eval.tasks), data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"))
+    results["meta"].update({"recipe": recipe.to_dict(), "best_checkpoint": best, "resumed_from": checkpoint.name if checkpoint else None})
+    if note:
+        results["meta"]["finalize"] = note
+    if method.evaluator:  # the method's own metrics of the selected model, dev and test
+        results["meta"]["method_metrics"] = {split: method.evaluator(loss, ctx, split)(model) for split in ("dev", "test")}
+    # The model first: results.json marks a finished run (pipelines and runners skip on it), so it must
+    # never exist without its model.
+    _save_model(model, run_dir / "model", recipe, method, results, best)
+    save_results(results, run_dir, command)
+    if not recipe.training.keep_checkpoints:  # a finished run resumes nothing; each checkpoint is optimizer + weights
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    return results
+
+
+def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_dir: Path, checkpoint: Path | None):
+    """The Trainer run, from `checkpoint` when resuming; leaves the best checkpoint's weights in the model
+    and the loss. Returns the trainer and the best step with its dev score."""
     if checkpoint is not None:
         logger.info("resuming %s from %s", run_dir, checkpoint.name)
-    if checkpoint is not None and (checkpoint / LOSS_STATE).exists():
-        loss.load_state_dict(load_file(str(checkpoint / LOSS_STATE)), strict=False)
-    callbacks = [RunCallback(run_dir, loss)]
+        if (checkpoint / LOSS_STATE).exists():
+            loss.load_state_dict(load_file(str(checkpoint / LOSS_STATE)), strict=False)
+    callbacks: list[TrainerCallback] = [RunCallback(run_dir, loss)]
     if recipe.training.patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=recipe.training.patience))
-    args = _training_args(recipe, checkpoints, evaluator.primary_metric)
+    args = _training_args(recipe, run_dir / "checkpoints", evaluator.primary_metric)
     if method.ordered_batches:
         args.batch_sampler = ordered_batch_sampler
-    trainer = SentuneTrainer(
-        model=model,
-        args=args,
-        train_dataset=dataset,
-        loss=loss,
-        evaluator=evaluator,
-        callbacks=callbacks,
-    )
+    trainer = SentuneTrainer(model=model, args=args, train_dataset=dataset, loss=loss, evaluator=evaluator, callbacks=callbacks)
     trainer.step_schedule = STEP_SCHEDULES.get(recipe.training.scheduler)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     # load_best_model_at_end has put the best checkpoint's weights into the model; the loss's own state
@@ -271,26 +239,10 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
     best = {"step": trainer.state.best_global_step, "dev_spearman": trainer.state.best_metric}
     if trainer.state.best_model_checkpoint and (Path(trainer.state.best_model_checkpoint) / LOSS_STATE).exists():
         loss.load_state_dict(load_file(str(Path(trainer.state.best_model_checkpoint) / LOSS_STATE)), strict=False)
-    if method.finalize is not None:
-        model = method.finalize(model, loss, data_dir)
-    results = evaluate(model, select_tasks(recipe.eval.tasks), data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"))
-    results["meta"].update({"recipe": recipe.to_dict(), "best_checkpoint": best, "resumed_from": checkpoint.name if checkpoint else None})
-    if getattr(loss, "finalize_note", None):  # what the method's finalize step chose (CT's tower, SED's pooling)
-        results["meta"]["finalize"] = loss.finalize_note
-    if method.make_evaluator:  # the method's own metrics of the selected model, dev and test
-        results["meta"]["method_metrics"] = {split: method.make_evaluator(loss, data_dir, split)(model) for split in ("dev", "test")}
-    # The model first: results.json marks a finished run (pipelines and runners skip on it), so it must
-    # never exist without its model.
-    _save_model(model, run_dir / "model", recipe, method, results, best)
-    save_results(results, run_dir, command)
-    if not recipe.training.keep_checkpoints:  # a finished run resumes nothing; each checkpoint is optimizer + weights
-        shutil.rmtree(checkpoints, ignore_errors=True)
-    return results
+    return trainer, best
 
 
-def _save_model(model, out: Path, recipe: Recipe, method, results: dict, best: dict) -> None:
-    from sentune.core.build import save_atomic
-
+def _save_model(model, out: Path, recipe: Recipe, method: Method, results: dict, best: dict) -> None:
     summary = results["runs"]["model"]["summary"]
     card = "\n".join([
         "", "## Trained with sentune", "",

@@ -1,0 +1,133 @@
+"""The method contract: what one method file declares, and the context the trainer hands it.
+
+A method is one file in this folder that registers one or more `Method` records:
+
+- `params`: a dataclass of its typed parameters (`sentune.core.options.option`: type, default, meaning,
+  limits). A recipe's `params:` section is checked against it before anything is created on disk.
+- `data_view(ctx) -> columns`: the dataset columns it trains on, built from the recipe and the data
+  catalog (default: the training sentences plus their row index). Mirror's character masking, BT's
+  paraphrases, CT's ordered blocks and the multitask rows live in their method's view.
+- `build_loss(model, columns, ctx) -> nn.Module`: the loss (it calls the model; a second tower, a frozen
+  guide or a cache of targets lives in the loss).
+- `finalize(model, loss, ctx) -> (model, note)`: optional, after the best checkpoint is restored (compile
+  a flow head, keep CT's better tower, choose SED's pooling on the recipe's dev task). The note goes into
+  results.json's meta.finalize.
+- `evaluator(loss, ctx, split)`: optional, for methods selected on their own metric (multitask heads).
+
+The trainer (sentune.train.trainer) knows nothing else about a method.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sentune.core.options import build_options
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.evaluation import SentenceEvaluator
+    from torch import nn
+
+Columns = dict[str, list]
+
+
+@dataclass
+class TrainContext:
+    """What a method may read: the resolved recipe, its typed parameters, the data directory, the cache
+    folder and the recipe's dev task (with a scorer, so a method never imports the trainer)."""
+
+    recipe: Any  # sentune.train.recipe.Recipe (not imported: methods sit below the training layer)
+    params: Any  # an instance of the method's params dataclass
+    data_dir: Path
+    cache_dir: Path | None = None
+    dev_score: Callable[[SentenceTransformer], float] | None = None  # Spearman ×100 on recipe.eval.dev
+    show_progress: bool = True
+
+    @property
+    def dev_task(self) -> str:
+        return self.recipe.eval.dev
+
+    @property
+    def training(self) -> Any:
+        return self.recipe.training
+
+    def score_on_dev(self, model: SentenceTransformer) -> float:
+        if self.dev_score is None:
+            raise RuntimeError("this context has no dev scorer (the trainer provides one)")
+        return self.dev_score(model)
+
+    def planned_rows(self, default_steps: int) -> int:
+        """Rows for methods that build a fixed number of rows: max_steps (or `default_steps`) × batch."""
+        steps = self.training.max_steps if self.training.max_steps > 0 else default_steps
+        return steps * self.training.batch_size
+
+
+@dataclass
+class NoParams:
+    """A method without parameters."""
+
+
+def training_sentences(ctx: TrainContext) -> list[str]:
+    """The recipe's training sentences: a named set, `file:PATH` or `tasks:SELECTION` (sentences of fewer
+    than training.min_words words dropped), or the first column of `pairs:PATH`; a fixed-seed random
+    training.max_sentences of them, in file order."""
+    return sentence_rows(ctx)["sentence"]
+
+
+def sentence_rows(ctx: TrainContext) -> Columns:
+    """The default data view: `sentence` and `label` = the row index (caches look rows up by it); with
+    `train_data: pairs:PATH`, also `paraphrase`."""
+    from sentune.data import readers
+    from sentune.data.catalog import load_sentences
+
+    recipe, limit = ctx.recipe, ctx.training.max_sentences
+    columns: Columns
+    if recipe.train_data.startswith("pairs:"):
+        pairs = subset(readers.read_paraphrase_pairs(recipe.train_data[6:]), limit)
+        columns = {"sentence": [a for a, _ in pairs], "paraphrase": [b for _, b in pairs]}
+    else:
+        sentences = [x for x in load_sentences(recipe.train_data, ctx.data_dir) if len(x.split()) >= ctx.training.min_words]
+        columns = {"sentence": subset(sentences, limit)}
+    columns["label"] = list(range(len(columns["sentence"])))
+    return columns
+
+
+def subset(items: list, limit: int | None) -> list:
+    """A fixed-seed random `limit` of the items, in file order. Corpora are often grouped by source, so the
+    first N would not be representative; the seed does not follow training.seed, so runs that differ only
+    in seed (ensemble members, SED learners) see the same sentences and share their caches."""
+    if limit is None or limit >= len(items):
+        return items
+    return [items[i] for i in sorted(random.Random(0).sample(range(len(items)), limit))]
+
+
+Finalize = Callable[["SentenceTransformer", "nn.Module", TrainContext], "tuple[SentenceTransformer, dict | None]"]
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    build_loss: Callable[[SentenceTransformer, Columns, TrainContext], nn.Module]
+    pooling: str  # the sentence embedding the trained model outputs (saved with the model)
+    columns: tuple[str, ...]  # dataset columns the loss reads, in order ("label" = per-row value)
+    params: type = NoParams  # a dataclass of typed parameters (sentune.core.options.option fields)
+    defaults: dict[str, Any] = field(default_factory=dict)  # this method's defaults over the record's (sg vs sg-opt)
+    data_view: Callable[[TrainContext], Columns] = sentence_rows
+    finalize: Finalize | None = None
+    evaluator: Callable[[nn.Module, TrainContext, str], SentenceEvaluator] | None = None
+    ordered_batches: bool = False  # batches in dataset order (rows laid out in blocks, e.g. CT's 1 + 7)
+    poolings: tuple[str, ...] | None = None  # poolings it can train; None: any trainable pooling
+    needs_pairs: bool = False  # trains on `train_data: pairs:PATH` (sentence<TAB>paraphrase)
+    citation: str = ""
+
+    def resolve_params(self, values: dict[str, Any] | None) -> Any:
+        """The typed parameters: the record's defaults, this method's defaults, then the recipe's values."""
+        return build_options(self.params, {**self.defaults, **(values or {})}, "params")
+
+    def param_names(self) -> list[str]:
+        return [f.name for f in dataclasses.fields(self.params)]

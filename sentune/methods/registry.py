@@ -1,0 +1,45 @@
+"""Method registry: one line per method, `name: "module:RECORD"` (a `Method` in sentune/methods/MODULE.py).
+Only the method asked for is imported, so importing sentune stays fast and free of side effects."""
+
+from __future__ import annotations
+
+import importlib
+
+from sentune.errors import UserError
+from sentune.methods.base import Method
+
+REGISTRY: dict[str, str] = {
+    "sg": "sg:SG",
+    "sg-opt": "sg:SG_OPT",
+    "bt": "bt:BT",
+    "bt-sg-opt": "bt:BT_SG_OPT",
+    "mirror": "mirror:MIRROR",
+    "simcse": "mirror:SIMCSE",
+    "mirror-char": "mirror:MIRROR_CHAR",
+    "flow-joint": "bert_cf:FLOW_JOINT",
+    "multitask": "multitask:MULTITASK",
+    "ct": "ct:CT",
+    "st-ct": "ct:ST_CT",
+    "st-mnrl": "mnrl:ST_MNRL",
+    "nli": "nli:NLI",
+    "sts-regression": "sts_regression:STS_REGRESSION",
+    "sed": "sed:SED",
+}
+
+
+class UnknownMethodError(UserError):
+    pass
+
+
+def method_names() -> list[str]:
+    return sorted(REGISTRY)
+
+
+def get_method(name: str) -> Method:
+    if name not in REGISTRY:
+        raise UnknownMethodError(f"method: unknown method {name!r}; choose {', '.join(method_names())}")
+    module, record = REGISTRY[name].split(":")
+    method = getattr(importlib.import_module(f"sentune.methods.{module}"), record)
+    if method.name != name:  # a registry line pointing at the wrong record
+        raise RuntimeError(f"registry entry {name!r} points at method {method.name!r}")
+    return method

@@ -1,0 +1,28 @@
+"""The model-selection metric: Spearman ('all', cosine ×100) of the model's own embedding on one dev task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sentence_transformers.evaluation import SentenceEvaluator
+
+from sentune.data.catalog import load_task, select_tasks
+from sentune.tasks.evaluate import evaluate
+
+
+class DevEvaluator(SentenceEvaluator):
+    """A sentence-transformers evaluator (the Trainer calls it every eval_steps); also a plain scorer."""
+
+    def __init__(self, task: str, data_dir: Path) -> None:
+        super().__init__()
+        self.task, self.data_dir = select_tasks(task)[0], data_dir
+        self.examples = {self.task.name: load_task(self.task, data_dir)}  # read once, not every N steps
+        self.name = self.task.name.lower()
+        self.primary_metric = f"{self.name}_spearman"
+
+    def __call__(self, model, output_path=None, epoch=-1, steps=-1) -> dict[str, float]:
+        return {self.primary_metric: self.score(model)}
+
+    def score(self, model) -> float:
+        result = evaluate(model, [self.task], self.data_dir, poolings=["model"], show_progress=False, examples=self.examples)
+        return result["runs"]["model"]["tasks"][self.task.name]["all"]["spearman"]
