@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from common import emit  # noqa: E402  (benchmarks/common.py)
@@ -25,8 +25,18 @@ from common import emit  # noqa: E402  (benchmarks/common.py)
 def _start(out: Path, sentences: int, threads: int, seed: int) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "SENTUNE_CACHE"}
     env.update(OMP_NUM_THREADS=str(threads), HF_HUB_OFFLINE="1")
-    cmd = ["sentune", "train", "001-sg-opt", f"training.max_sentences={sentences}", "training.eval_steps=100000", "training.patience=0",
-           "eval.tasks=STS-B", f"training.seed={seed}", "--out", str(out)]
+    cmd = [
+        "sentune",
+        "train",
+        "001-sg-opt",
+        f"training.max_sentences={sentences}",
+        "training.eval_steps=100000",
+        "training.patience=0",
+        "eval.tasks=STS-B",
+        f"training.seed={seed}",
+        "--out",
+        str(out),
+    ]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -49,14 +59,23 @@ def main() -> None:
         single = _steps_per_second(Path(tmp) / "single", _start(Path(tmp) / "single", args.sentences, cores, 1))
         runs = [Path(tmp) / f"worker-{i}" for i in range(args.workers)]
         procs = [_start(run, args.sentences, 1, i + 1) for i, run in enumerate(runs)]
-        parallel = [_steps_per_second(run, proc) for run, proc in zip(runs, procs)]
+        parallel = [_steps_per_second(run, proc) for run, proc in zip(runs, procs, strict=False)]
     lines = [
-        "# One all-core training run against one-thread runs side by side", "",
-        f"Date: {datetime.now(timezone.utc).date()} · {cores} cores · recipe `001-sg-opt` on {args.sentences} STS-B sentences, no dev evaluation", "",
-        "Command:", "", "```", "python " + " ".join(sys.argv), "```", "",
-        "| configuration | steps/s per run | steps/s in total |", "|---|---|---|",
+        "# One all-core training run against one-thread runs side by side",
+        "",
+        f"Date: {datetime.now(UTC).date()} · {cores} cores · recipe `001-sg-opt` on {args.sentences} STS-B sentences, no dev evaluation",
+        "",
+        "Command:",
+        "",
+        "```",
+        "python " + " ".join(sys.argv),
+        "```",
+        "",
+        "| configuration | steps/s per run | steps/s in total |",
+        "|---|---|---|",
         f"| 1 run, {cores} threads | {single:.3f} | {single:.3f} |",
-        f"| {args.workers} runs at once, 1 thread each | " + ", ".join(f"{v:.3f}" for v in parallel) + f" | {sum(parallel):.3f} |", "",
+        f"| {args.workers} runs at once, 1 thread each | " + ", ".join(f"{v:.3f}" for v in parallel) + f" | {sum(parallel):.3f} |",
+        "",
         f"Total throughput ratio (parallel / single): **{sum(parallel) / single:.2f}**.",
     ]
     emit(lines, args.out)

@@ -5,14 +5,14 @@ every number comes from a results.json (or pairs.json), every run names its comm
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from sentune.data.catalog import group_tasks
 from common import KeptRuns  # noqa: E402  (benchmarks/common.py)
+
+from sentune.data.catalog import group_tasks
 
 STS7 = group_tasks("sts")  # the catalog's 7 STS tasks
 ENCODERS = (  # (label, training run, multitask run, alignment run)
@@ -43,13 +43,18 @@ def mean_std(values: list[float]) -> str:
 
 def table1(runs: KeptRuns) -> list[str]:
     baseline = runs.get("cf-flow-target")
-    out = ["## Table 1: unsupervised (STS-B dev ρ, 7-task average) and supervised dev metrics after multitask fine-tuning", "",
-           "Unsupervised: Spearman ×100, cosine, 'all' aggregation; a trained encoder's dev ρ is that of its selected "
-           "checkpoint. Supervised (§5.2, multitask fine-tuning of each encoder, dev split): SST-5 accuracy, QQP accuracy "
-           "at the (1 + h_para)/2 threshold, STS-B Pearson after rescaling to [0, 5], and their mean. QQP: the data directory "
-           "has no QQP train split, so the heads train on its dev.tsv (10,000 pairs) and its test.tsv is halved into dev "
-           "and test, stratified by label with a fixed seed (5,000 pairs each, half duplicates).", "",
-           "| encoder | STS-B dev ρ | 7-task avg | SST-5 dev acc | QQP dev acc | STS-B dev r | mean |", "|---|---|---|---|---|---|---|"]
+    out = [
+        "## Table 1: unsupervised (STS-B dev ρ, 7-task average) and supervised dev metrics after multitask fine-tuning",
+        "",
+        "Unsupervised: Spearman ×100, cosine, 'all' aggregation; a trained encoder's dev ρ is that of its selected "
+        "checkpoint. Supervised (§5.2, multitask fine-tuning of each encoder, dev split): SST-5 accuracy, QQP accuracy "
+        "at the (1 + h_para)/2 threshold, STS-B Pearson after rescaling to [0, 5], and their mean. QQP: the data directory "
+        "has no QQP train split, so the heads train on its dev.tsv (10,000 pairs) and its test.tsv is halved into dev "
+        "and test, stratified by label with a fixed seed (5,000 pairs each, half duplicates).",
+        "",
+        "| encoder | STS-B dev ρ | 7-task avg | SST-5 dev acc | QQP dev acc | STS-B dev r | mean |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for label, train, multitask, _ in ENCODERS:
         if train is None:
             if not baseline:
@@ -64,7 +69,13 @@ def table1(runs: KeptRuns) -> list[str]:
         metrics = sup["meta"]["method_metrics"]["dev"] if sup else {}
         cells = [metrics.get(f"multitask-dev_{k}") for k in ("sst5_acc", "qqp_acc", "sts_pearson", "mean")]
         out.append(f"| {label} | {fmt(dev)} | {fmt(avg)} | " + " | ".join(fmt(c) for c in cells) + " |")
-    out += ["", "### Table 2: test metrics after multitask fine-tuning", "", "| encoder | SST-5 test acc | QQP test acc | STS-B test r | mean |", "|---|---|---|---|---|"]
+    out += [
+        "",
+        "### Table 2: test metrics after multitask fine-tuning",
+        "",
+        "| encoder | SST-5 test acc | QQP test acc | STS-B test r | mean |",
+        "|---|---|---|---|---|",
+    ]
     for label, _, multitask, _ in ENCODERS:
         sup = runs.get(multitask)
         if sup:
@@ -77,10 +88,15 @@ def flow_target(runs: KeptRuns) -> list[str]:
     results = [r for r in (runs.get("cf-flow-target"), runs.get("cf-flow-target-cls")) if r]
     if not results:
         return []
-    out = ["## Flow fitted on the target sentences (BERT-flow's 'target' setting), untuned default model", "",
-           "Each task's own sentences fit the flow (encoder frozen), 3 seeds; next to the same pooling without it: mean of "
-           "the last layer (seed 002's pooling), first-last average (BERT-flow's) and [CLS].", "",
-           "| pooling | without flow | with flow, seeds | with flow, mean ± std | change |", "|---|---|---|---|---|"]
+    out = [
+        "## Flow fitted on the target sentences (BERT-flow's 'target' setting), untuned default model",
+        "",
+        "Each task's own sentences fit the flow (encoder frozen), 3 seeds; next to the same pooling without it: mean of "
+        "the last layer (seed 002's pooling), first-last average (BERT-flow's) and [CLS].",
+        "",
+        "| pooling | without flow | with flow, seeds | with flow, mean ± std | change |",
+        "|---|---|---|---|---|",
+    ]
     verdicts = []
     for result, pooling in ((r, p) for r in results for p in r["meta"]["poolings"]):
         plain = sts_avg(result["runs"][pooling])
@@ -88,12 +104,17 @@ def flow_target(runs: KeptRuns) -> list[str]:
         if seeded:
             out.append(f"| {pooling} | {plain:.2f} | " + ", ".join(f"{v:.2f}" for v in seeded) + f" | {mean_std(seeded)} | {np.mean(seeded) - plain:+.2f} |")
             raised = sum(v > plain for v in seeded)
-            verdicts.append(f"- {pooling}: the flow {'raises' if np.mean(seeded) > plain else 'does NOT raise'} the 7-task average "
-                            f"({plain:.2f} → {np.mean(seeded):.2f}; {raised} of {len(seeded)} seeds above the plain pooling).")
+            verdicts.append(
+                f"- {pooling}: the flow {'raises' if np.mean(seeded) > plain else 'does NOT raise'} the 7-task average "
+                f"({plain:.2f} → {np.mean(seeded):.2f}; {raised} of {len(seeded)} seeds above the plain pooling)."
+            )
     whitened = runs.get("baselines-sts")
     if whitened:  # the linear counterpart of the flow, fitted on the same sentences (benchmarks/baselines.sh)
-        pairs = [f"{p} {sts_avg(whitened['runs'][p]):.2f} → {sts_avg(whitened['runs'][p + '+whiten(per-task)']):.2f}"
-                 for p in ("mean", "first-last", "cls") if p + "+whiten(per-task)" in whitened["runs"]]
+        pairs = [
+            f"{p} {sts_avg(whitened['runs'][p]):.2f} → {sts_avg(whitened['runs'][p + '+whiten(per-task)']):.2f}"
+            for p in ("mean", "first-last", "cls")
+            if p + "+whiten(per-task)" in whitened["runs"]
+        ]
         out += ["", "Whitening fitted on the same per-task sentences, for comparison: " + "; ".join(pairs) + "."]
     return out + ["", "Must show (the flow fitted on the target sentences raises the untuned model's average under the same pooling):", ""] + verdicts + [""]
 
@@ -105,13 +126,20 @@ def side_by_side(runs: KeptRuns) -> list[str]:
     found = {label: runs.get(name) for label, name in SIDE_BY_SIDE}
     if not all(found.values()):
         return []
-    out = ["## Side by side: sentune SimCSE vs sentence-transformers MultipleNegativesRankingLoss on (s, s) pairs", "",
-           "Same model, wiki sentences, steps, batch, learning rate, seed and checkpoint selection (002-simcse.yaml vs "
-           "002-st-mnrl.yaml).", "",
-           "| loss | seed | STS-B dev ρ | " + " | ".join(STS7) + " | avg |", "|" + "---|" * (len(STS7) + 4)]
-    out += [f"| {label} | {r['meta']['recipe']['training']['seed']} | {fmt(dev_rho(r))} | "
-            + " | ".join(f"{r['runs']['model']['tasks'][t]['all']['spearman']:.2f}" for t in STS7) + f" | **{sts_avg(r['runs']['model']):.2f}** |"
-            for label, r in found.items()]
+    out = [
+        "## Side by side: sentune SimCSE vs sentence-transformers MultipleNegativesRankingLoss on (s, s) pairs",
+        "",
+        "Same model, wiki sentences, steps, batch, learning rate, seed and checkpoint selection (002-simcse.yaml vs 002-st-mnrl.yaml).",
+        "",
+        "| loss | seed | STS-B dev ρ | " + " | ".join(STS7) + " | avg |",
+        "|" + "---|" * (len(STS7) + 4),
+    ]
+    out += [
+        f"| {label} | {r['meta']['recipe']['training']['seed']} | {fmt(dev_rho(r))} | "
+        + " | ".join(f"{r['runs']['model']['tasks'][t]['all']['spearman']:.2f}" for t in STS7)
+        + f" | **{sts_avg(r['runs']['model']):.2f}** |"
+        for label, r in found.items()
+    ]
     ours, lib = (sts_avg(r["runs"]["model"]) for r in found.values())
     return out + ["", noise_verdict(ours - lib, runs), ""]
 
@@ -124,15 +152,23 @@ def noise_verdict(diff: float, runs: KeptRuns) -> str:
         return f"Difference (ours − library): {diff:+.2f}; no seed spread measured to compare it with."
     spread = float(np.std(seeds, ddof=1))
     verdict = "within noise (no worse than 2 standard deviations) or better" if diff >= -2 * spread else "WORSE than noise allows"
-    return (f"Must show (ours within noise or better): difference (ours − library) {diff:+.2f} points of 7-task average, one "
-            f"seed each; noise: the seed standard deviation of SG-OPT on this model and evaluation, {spread:.2f} "
-            f"({len(seeds)} seeds). Ours is {verdict}.")
+    return (
+        f"Must show (ours within noise or better): difference (ours − library) {diff:+.2f} points of 7-task average, one "
+        f"seed each; noise: the seed standard deviation of SG-OPT on this model and evaluation, {spread:.2f} "
+        f"({len(seeds)} seeds). Ours is {verdict}."
+    )
 
 
 def ablations(runs: KeptRuns) -> list[str]:
     out = ["## §6.1 ablations (STS-B dev ρ of the selected checkpoint; 7-task average)", "", "| encoder | STS-B dev ρ | 7-task avg |", "|---|---|---|"]
-    for label, name in (("SimCSE", "cf-simcse"), ("SimCSE-joint", "cf-simcse-joint"), ("Mirror", "cf-mirror"), ("Mirror-joint (BERT-CF)", "cf-bert-cf"),
-                        ("MinBERT-joint (encoder unfrozen in the joint stage)", "cf-minbert-joint"), ("Mirror-flow (no contrastive term in stage 2)", "cf-mirror-flow")):
+    for label, name in (
+        ("SimCSE", "cf-simcse"),
+        ("SimCSE-joint", "cf-simcse-joint"),
+        ("Mirror", "cf-mirror"),
+        ("Mirror-joint (BERT-CF)", "cf-bert-cf"),
+        ("MinBERT-joint (encoder unfrozen in the joint stage)", "cf-minbert-joint"),
+        ("Mirror-flow (no contrastive term in stage 2)", "cf-mirror-flow"),
+    ):
         result = runs.get(name)
         if result:
             out.append(f"| {label} | {fmt(dev_rho(result))} | {sts_avg(result['runs']['model']):.2f} |")
@@ -174,12 +210,16 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/cf.md")
     args = parser.parse_args()
     runs = KeptRuns(Path(args.runs))
-    parts = ["# Seed 002 (contrastive flows, multitask fine-tuning) on the default model", "",
-             f"Rendered {datetime.now(timezone.utc).date()} by `python {' '.join(sys.argv)}` from the kept results of "
-             "`benchmarks/cf_experiments.sh`. The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for "
-             "sentence similarity), not the paper's MinBERT; CPU scale: " + run_scale(runs) + " STS-B dev plays the paper's "
-             "'STS-13 dev' role (STS-13 has no dev split here). The default model's card lists its training data, among them "
-             "Quora Question Triplets (103,663) and AllNLI: its QQP accuracies are those of a model that has seen Quora duplicates.", ""]
+    parts = [
+        "# Seed 002 (contrastive flows, multitask fine-tuning) on the default model",
+        "",
+        f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from the kept results of "
+        "`benchmarks/cf_experiments.sh`. The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for "
+        "sentence similarity), not the paper's MinBERT; CPU scale: " + run_scale(runs) + " STS-B dev plays the paper's "
+        "'STS-13 dev' role (STS-13 has no dev split here). The default model's card lists its training data, among them "
+        "Quora Question Triplets (103,663) and AllNLI: its QQP accuracies are those of a model that has seen Quora duplicates.",
+        "",
+    ]
     parts += table1(runs) + flow_target(runs) + side_by_side(runs) + ablations(runs) + alignment(runs) + pairs(runs.root, runs.missing)
     runs.write_page(parts, args.out, "benchmarks/cf_experiments.sh")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sentune.core.results import render_markdown
@@ -19,8 +19,13 @@ def main() -> None:
     parser.add_argument("--figure", action="append", default=[], help="image path relative to the output file")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    parts = [f"# {args.title}", "", f"Rendered {datetime.now(timezone.utc).date()} by `python {' '.join(sys.argv)}` from the run folders below;",
-             "each section names the command that produced it.", ""]
+    parts = [
+        f"# {args.title}",
+        "",
+        f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from the run folders below;",
+        "each section names the command that produced it.",
+        "",
+    ]
     for figure in args.figure:
         parts += [f"![{Path(figure).stem}]({figure})", ""]
     for folder in map(Path, args.runs):
@@ -30,8 +35,18 @@ def main() -> None:
         if (folder / "layerwise.json").is_file():
             result = json.loads((folder / "layerwise.json").read_text(encoding="utf-8"))
             meta = result["meta"]
-            parts += [f"## Layer-wise {meta['task']} Spearman ×100, `{meta['model']}` ({meta['date']})", "", "Command:", "", "```", meta.get("command", ""), "```", "",
-                      "| hidden state | cls | mean | max |", "|---|---|---|---|"]
+            parts += [
+                f"## Layer-wise {meta['task']} Spearman ×100, `{meta['model']}` ({meta['date']})",
+                "",
+                "Command:",
+                "",
+                "```",
+                meta.get("command", ""),
+                "```",
+                "",
+                "| hidden state | cls | mean | max |",
+                "|---|---|---|---|",
+            ]
             parts += [f"| {k} | " + " | ".join(f"{result['scores'][t][i]:.2f}" for t in ("cls", "mean", "max")) + " |" for i, k in enumerate(result["layers"])]
             parts += ["", "Hidden state 0 is the embedding layer, k the output of block k.", ""]
     Path(args.out).write_text("\n".join(parts), encoding="utf-8")

@@ -7,13 +7,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from sentune.data.catalog import group_tasks
 from best_lower_bound import choose  # noqa: E402  (benchmarks/best_lower_bound.py: the runner's rule)
 from common import KeptRuns  # noqa: E402  (benchmarks/common.py)
+
+from sentune.data.catalog import group_tasks
+from sentune.methods.sed import LAYER_POOLING, choose_layers
 
 STS5 = group_tasks("sts12-16")  # the catalog's groups
 STS7 = group_tasks("sts")
@@ -26,16 +28,24 @@ def avg(run: dict, tasks=STS5, metric: str = "spearman") -> float:
 
 def sts_row(label: str, run: dict) -> str:
     cells = [f"{run['tasks'][t]['all']['pearson']:.2f} / {run['tasks'][t]['all']['spearman']:.2f}" for t in STS5]
-    return (f"| {label} | " + " | ".join(cells) + f" | **{avg(run, STS5, 'pearson'):.2f} / {avg(run):.2f}** | "
-            f"{run['tasks']['STS-B']['all']['spearman']:.2f} | {run['tasks']['SICK-R']['all']['spearman']:.2f} | {avg(run, STS7):.2f} |")
+    return (
+        f"| {label} | " + " | ".join(cells) + f" | **{avg(run, STS5, 'pearson'):.2f} / {avg(run):.2f}** | "
+        f"{run['tasks']['STS-B']['all']['spearman']:.2f} | {run['tasks']['SICK-R']['all']['spearman']:.2f} | {avg(run, STS7):.2f} |"
+    )
 
 
-STS_HEADER = ("| model | " + " | ".join(STS5) + " | avg (5) | STS-B | SICK-R | avg (7, Spearman) |\n|" + "---|" * 10)
+STS_HEADER = "| model | " + " | ".join(STS5) + " | avg (5) | STS-B | SICK-R | avg (7, Spearman) |\n|" + "---|" * 10
 
 
 def sts_table(kept: KeptRuns, title: str, rows: list[tuple[str, str]], baseline: dict | None) -> list[str]:
-    out = [f"## {title}", "", "Pearson / Spearman ×100 ('all' aggregation, cosine); avg (5) over STS12-16 as the paper; "
-           "STS-B test and SICK-R Spearman and the 7-task Spearman average added.", "", STS_HEADER]
+    out = [
+        f"## {title}",
+        "",
+        "Pearson / Spearman ×100 ('all' aggregation, cosine); avg (5) over STS12-16 as the paper; "
+        "STS-B test and SICK-R Spearman and the 7-task Spearman average added.",
+        "",
+        STS_HEADER,
+    ]
     if baseline:
         out.append(sts_row("no tuning (the model's own pooling)", baseline["runs"]["model"]))
     for label, rel in rows:
@@ -58,10 +68,13 @@ def stability_plot(points: dict[str, dict[str, list[float]]], path: Path) -> Pat
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 0.8 * len(points) + 1.2))
-    for y, (label, groups) in enumerate(points.items()):
-        for (group, values), (colour, marker, offset) in zip(groups.items(), (("tab:grey", "o", 0.15), ("tab:blue", "D", -0.15), ("tab:red", "*", 0.0))):
-            ax.scatter(values, [y + offset] * len(values), color=colour, marker=marker, s=60 if marker == "*" else 30,
-                       label=group if y == 0 else None, alpha=0.8)
+    for y, (_label, groups) in enumerate(points.items()):
+        for (group, values), (colour, marker, offset) in zip(
+            groups.items(), (("tab:grey", "o", 0.15), ("tab:blue", "D", -0.15), ("tab:red", "*", 0.0)), strict=False
+        ):
+            ax.scatter(
+                values, [y + offset] * len(values), color=colour, marker=marker, s=60 if marker == "*" else 30, label=group if y == 0 else None, alpha=0.8
+            )
     ax.set_yticks(range(len(points)), list(points))
     ax.set_xlabel("average of the 7 STS tasks, Spearman ×100")
     ax.grid(axis="x", alpha=0.3)
@@ -75,9 +88,11 @@ def stability_plot(points: dict[str, dict[str, list[float]]], path: Path) -> Pat
 def verdict(label: str, m7: list[float], l7: list[float]) -> str:
     """The must-show: do the learners beat the members' mean and match the best member (7-task average)?"""
     std = lambda values: np.std(values, ddof=1) if len(values) > 1 else 0.0  # noqa: E731
-    return (f"- {label}, 7-task average: learners' mean {np.mean(l7):.2f} vs members' mean {np.mean(m7):.2f} "
-            f"({'beats' if np.mean(l7) > np.mean(m7) else 'does not beat'} it) and best member {max(m7):.2f} "
-            f"({'matches or beats' if np.mean(l7) >= max(m7) else 'below'}); std learners {std(l7):.2f} vs members {std(m7):.2f}.")
+    return (
+        f"- {label}, 7-task average: learners' mean {np.mean(l7):.2f} vs members' mean {np.mean(m7):.2f} "
+        f"({'beats' if np.mean(l7) > np.mean(m7) else 'does not beat'} it) and best member {max(m7):.2f} "
+        f"({'matches or beats' if np.mean(l7) >= max(m7) else 'below'}); std learners {std(l7):.2f} vs members {std(m7):.2f}."
+    )
 
 
 def ensemble_models(kept: KeptRuns, stage: str) -> tuple[list[str], list[str]] | None:
@@ -92,32 +107,40 @@ def ensemble_models(kept: KeptRuns, stage: str) -> tuple[list[str], list[str]] |
     return members, learners
 
 
-POOLING_LAYERS = {"mean": 1, "last2": 2, "last3": 3}
-
-
 def dev_chosen(result: dict) -> tuple[int, dict]:
     """(layers, run) of the pooling with the best STS-B dev Spearman (ties: fewer layers) in a sed-pool result."""
     runs = result["runs"]
-    name = max(POOLING_LAYERS, key=lambda p: (runs[p]["tasks"]["STS-B-dev"]["all"]["spearman"], -POOLING_LAYERS[p]))
-    return POOLING_LAYERS[name], runs[name]
+    layers = choose_layers({n: runs[pooling]["tasks"]["STS-B-dev"]["all"]["spearman"] for n, pooling in LAYER_POOLING.items()})
+    return layers, runs[LAYER_POOLING[layers]]
 
 
 def stability_dev_pooling(kept: KeptRuns, ensembles: list[tuple[str, str]], baseline: dict | None) -> list[str]:
-    untuned = (f" (untuned: {avg(baseline['runs']['last2'], STS7):.2f} with two layers vs {avg(baseline['runs']['mean'], STS7):.2f} "
-               "with one on the 7 tasks, baselines.md)") if baseline else ""
-    out = ["## Table 3b: the same, each model with the pooling chosen on STS-B dev", "",
-           "Every member and learner evaluated with the mean of its last 1, 2 and 3 layers (`benchmarks/sed_pooling.sh`); each "
-           "model keeps the one with the best STS-B dev Spearman, one rule for members and learners. Table 3 uses the paper's "
-           "fixed rule (members: last layer; learners: last two layers), chosen on BERT-Large; on the default model, trained for "
-           f"last-layer mean pooling, two layers score lower{untuned}.", "",
-           "| ensemble | group | max | mean | std | runs | layers chosen |", "|---|---|---|---|---|---|---|"]
+    untuned = (
+        (
+            f" (untuned: {avg(baseline['runs']['last2'], STS7):.2f} with two layers vs {avg(baseline['runs']['mean'], STS7):.2f} "
+            "with one on the 7 tasks, baselines.md)"
+        )
+        if baseline
+        else ""
+    )
+    out = [
+        "## Table 3b: the same, each model with the pooling chosen on STS-B dev",
+        "",
+        "Every member and learner evaluated with the mean of its last 1, 2 and 3 layers (`benchmarks/sed_pooling.sh`); each "
+        "model keeps the one with the best STS-B dev Spearman, one rule for members and learners. Table 3 uses the paper's "
+        "fixed rule (members: last layer; learners: last two layers), chosen on BERT-Large; on the default model, trained for "
+        f"last-layer mean pooling, two layers score lower{untuned}.",
+        "",
+        "| ensemble | group | max | mean | std | runs | layers chosen |",
+        "|---|---|---|---|---|---|---|",
+    ]
     verdicts = []
     for label, stage in ensembles:
         found = ensemble_models(kept, stage)
         if not found:
             continue
         scores = {}
-        for group, stages in zip(("members", "learners (SED)"), found):
+        for group, stages in zip(("members", "learners (SED)"), found, strict=False):
             chosen = [dev_chosen(r) for r in (kept.get(f"sed-pool/{s.replace('/', '-')}") for s in stages) if r]
             if chosen:
                 layers = ", ".join(str(n) for n, _ in chosen)
@@ -130,11 +153,16 @@ def stability_dev_pooling(kept: KeptRuns, ensembles: list[tuple[str, str]], base
 
 
 def stability(kept: KeptRuns, ensembles: list[tuple[str, str]], figure: Path | None = None) -> list[str]:
-    out = ["## Table 3: members, full ensemble and distillation learners", "",
-           "Spearman ×100 averaged over STS12-16 (the paper's measure) and, in the '(7 tasks)' row under it, over the 7 tasks. "
-           "Members: the ensemble's models (seeds 1..N); full ensemble: the average of their embeddings as one model; "
-           "learners: SED learners distilled from that ensemble with seeds 1..K.", "",
-           "| ensemble | group | max | mean | std | runs |", "|---|---|---|---|---|---|"]
+    out = [
+        "## Table 3: members, full ensemble and distillation learners",
+        "",
+        "Spearman ×100 averaged over STS12-16 (the paper's measure) and, in the '(7 tasks)' row under it, over the 7 tasks. "
+        "Members: the ensemble's models (seeds 1..N); full ensemble: the average of their embeddings as one model; "
+        "learners: SED learners distilled from that ensemble with seeds 1..K.",
+        "",
+        "| ensemble | group | max | mean | std | runs |",
+        "|---|---|---|---|---|---|",
+    ]
     verdicts, points = [], {}
     for label, stage in ensembles:
         found = ensemble_models(kept, stage)
@@ -150,8 +178,10 @@ def stability(kept: KeptRuns, ensembles: list[tuple[str, str]], figure: Path | N
         if full:
             out.append(f"| {label} | full ensemble | {avg(full['runs']['model']):.2f} | – | – | 1 |")
             out.append(f"| | (7 tasks) | {avg(full['runs']['model'], STS7):.2f} | – | – | 1 |")
-        points[label] = {group: [avg(r["runs"]["model"], STS7) for r in runs] for group, runs in
-                         (("members", members), ("learners", learners), ("full ensemble", [full] if full else []))}
+        points[label] = {
+            group: [avg(r["runs"]["model"], STS7) for r in runs]
+            for group, runs in (("members", members), ("learners", learners), ("full ensemble", [full] if full else []))
+        }
         if members and learners:
             verdicts.append(verdict(label, [avg(r["runs"]["model"], STS7) for r in members], [avg(r["runs"]["model"], STS7) for r in learners]))
     if figure and any(any(g.values()) for g in points.values()):
@@ -163,10 +193,17 @@ def side_by_side(kept: KeptRuns) -> list[str]:
     ours, lib = kept.get("sed/ct"), kept.get("sed-st-ct")
     if not (ours and lib):
         return []
-    return ["## Side by side: sentune CT vs sentence-transformers ContrastiveTensionLoss", "",
-            "Same model, wiki sentences, steps, batch, optimiser, rate schedule and seed (005-ct.yaml vs 005-st-ct.yaml); the library's "
-            "loss sums the BCE, keeps dropout and always keeps its second tower.", "", STS_HEADER,
-            sts_row("sentune ct", ours["runs"]["model"]), sts_row("st ContrastiveTensionLoss", lib["runs"]["model"]), ""]
+    return [
+        "## Side by side: sentune CT vs sentence-transformers ContrastiveTensionLoss",
+        "",
+        "Same model, wiki sentences, steps, batch, optimiser, rate schedule and seed (005-ct.yaml vs 005-st-ct.yaml); the library's "
+        "loss sums the BCE, keeps dropout and always keeps its second tower.",
+        "",
+        STS_HEADER,
+        sts_row("sentune ct", ours["runs"]["model"]),
+        sts_row("st ContrastiveTensionLoss", lib["runs"]["model"]),
+        "",
+    ]
 
 
 def lower_bound_plot(grid: dict[float, dict[str, float]], best: float, path: Path) -> Path:
@@ -192,7 +229,7 @@ def lower_bound_plot(grid: dict[float, dict[str, float]], best: float, path: Pat
 
 
 def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
-    grid = sorted((p.name for p in kept.root.glob("sed-sts-lb*") if (p / "results.json").is_file()))
+    grid = sorted(p.name for p in kept.root.glob("sed-sts-lb*") if (p / "results.json").is_file())
     if not grid:
         kept.missing.append("sed-sts-lb*")
         return []
@@ -201,35 +238,60 @@ def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
         result = kept.get(name)
         lb = float(result["meta"]["recipe"]["params"]["lower_bound"])
         by_lb.setdefault(lb, []).append((result["meta"]["best_checkpoint"]["dev_spearman"], result))
-    grid = {lb: {"runs": len(items), "dev": np.mean([d for d, _ in items]),
-                 "test_r": np.mean([r["runs"]["model"]["tasks"]["STS-B"]["all"]["pearson"] for _, r in items]),
-                 "test_rho": np.mean([r["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] for _, r in items])}
-            for lb, items in sorted(by_lb.items())}
+    grid = {
+        lb: {
+            "runs": len(items),
+            "dev": np.mean([d for d, _ in items]),
+            "test_r": np.mean([r["runs"]["model"]["tasks"]["STS-B"]["all"]["pearson"] for _, r in items]),
+            "test_rho": np.mean([r["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] for _, r in items]),
+        }
+        for lb, items in sorted(by_lb.items())
+    }
     best = choose({lb: row["dev"] for lb, row in grid.items()})
-    out = ["## Table 4: supervised STS-B (regression to a cosine target in [lb, 1])", "",
-           "Lower-bound grid (runs per value and epochs as in benchmarks/sed_experiments.sh); lb chosen by the mean STS-B dev Spearman.", "",
-           "| lb | runs | STS-B dev ρ (mean) | STS-B test r / ρ (mean) |", "|---|---|---|---|"]
+    out = [
+        "## Table 4: supervised STS-B (regression to a cosine target in [lb, 1])",
+        "",
+        "Lower-bound grid (runs per value and epochs as in benchmarks/sed_experiments.sh); lb chosen by the mean STS-B dev Spearman.",
+        "",
+        "| lb | runs | STS-B dev ρ (mean) | STS-B test r / ρ (mean) |",
+        "|---|---|---|---|",
+    ]
     for lb, row in grid.items():
         mark = " **(chosen)**" if lb == best else ""
         out.append(f"| {lb:g}{mark} | {row['runs']} | {row['dev']:.2f} | {row['test_r']:.2f} / {row['test_rho']:.2f} |")
     if figure:
         out += ["", f"![STS-B dev and test against the lower bound]({lower_bound_plot(grid, best, figure).name})"]
-    out += ["", f"The ensemble trained with the chosen lb ({best:g}); its members and learners are also in Tables 3 and 3b.", "",
-            "| model | epochs | STS-B dev ρ (model selection) | STS-B test r / ρ | avg (7, Spearman) |", "|---|---|---|---|---|"]
-    for label, rel in (("STS (member 1)", "sed-sts/sts"), ("STS full ensemble", "sed-sts/sts-sed/full-ensemble"),
-                       ("STS-SED (learner 1)", "sed-sts/sts-sed/learner-1"), ("STS-SED-Flow", "sed-sts/sts-sed-flow")):
+    out += [
+        "",
+        f"The ensemble trained with the chosen lb ({best:g}); its members and learners are also in Tables 3 and 3b.",
+        "",
+        "| model | epochs | STS-B dev ρ (model selection) | STS-B test r / ρ | avg (7, Spearman) |",
+        "|---|---|---|---|---|",
+    ]
+    for label, rel in (
+        ("STS (member 1)", "sed-sts/sts"),
+        ("STS full ensemble", "sed-sts/sts-sed/full-ensemble"),
+        ("STS-SED (learner 1)", "sed-sts/sts-sed/learner-1"),
+        ("STS-SED-Flow", "sed-sts/sts-sed-flow"),
+    ):
         result = kept.get(rel)
         if result:
             run, training = result["runs"]["model"], (result["meta"].get("recipe") or {}).get("training", {})
             t, dev = run["tasks"]["STS-B"]["all"], (result["meta"].get("best_checkpoint") or {}).get("dev_spearman")
-            out.append(f"| {label} | {training.get('epochs', '–')} | {'–' if dev is None else f'{dev:.2f}'} | "
-                       f"{t['pearson']:.2f} / {t['spearman']:.2f} | {avg(run, STS7):.2f} |")
+            out.append(
+                f"| {label} | {training.get('epochs', '–')} | {'–' if dev is None else f'{dev:.2f}'} | "
+                f"{t['pearson']:.2f} / {t['spearman']:.2f} | {avg(run, STS7):.2f} |"
+            )
     return out + [""]
 
 
 def senteval(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
-    out = ["## Table 7: SentEval (accuracy; SICK-R and STS-B: Pearson of SentEval's supervised regressor)", "",
-           "| model | " + " | ".join(SENTEVAL) + " | SICK-R | STS-B | avg |", "|" + "---|" * (len(SENTEVAL) + 4)]
+    out = [
+        "## Table 7: SentEval (accuracy; SICK-R and STS-B: Pearson of SentEval's supervised regressor)",
+        "",
+        "| model | " + " | ".join(SENTEVAL) + " | SICK-R | STS-B | avg |",
+        "|" + "---|" * (len(SENTEVAL) + 4),
+    ]
     for label, tag in tags:
         result = kept.get(f"sed-senteval-{tag}")
         if result:
@@ -241,9 +303,15 @@ def senteval(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
 
 
 def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
-    out = ["## Table 8: pooling over the last 1, 2, 3 layers (Spearman ×100, average of STS12-16)", "",
-           "Mean pooling of the last layer, of the mean of the last two, of the last three; '+ Flow' fits a flow on the STS12-16 "
-           "sentences for each pooling (lr 1e-3, 1 epoch).", "", "| model | 1 | 2 | 3 |", "|---|---|---|---|"]
+    out = [
+        "## Table 8: pooling over the last 1, 2, 3 layers (Spearman ×100, average of STS12-16)",
+        "",
+        "Mean pooling of the last layer, of the mean of the last two, of the last three; '+ Flow' fits a flow on the STS12-16 "
+        "sentences for each pooling (lr 1e-3, 1 epoch).",
+        "",
+        "| model | 1 | 2 | 3 |",
+        "|---|---|---|---|",
+    ]
     for label, tag in tags:
         result = kept.get(f"sed-layers-{tag}")
         if not result:
@@ -264,23 +332,60 @@ def main() -> None:
     args = parser.parse_args()
     kept = KeptRuns(Path(args.runs))
     baseline = json.loads((kept.root / "baselines-sts" / "results.json").read_text()) if (kept.root / "baselines-sts" / "results.json").is_file() else None
-    parts = ["# Seeds 003/004 (Contrastive Tension, NLI, Flow, Sentence Ensemble Distillation) on the default model", "",
-             f"Rendered {datetime.now(timezone.utc).date()} by `python {' '.join(sys.argv)}` from the kept results of "
-             "`benchmarks/sed_experiments.sh`, whose header states the CPU scale (ensemble size, CT steps, distillation "
-             "sentences, grid runs). The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for sentence "
-             "similarity), not BERT-Large; NLI uses the 22k NLI pairs of the data directory, not SNLI+MNLI's 1M.", ""]
-    parts += sts_table(kept, "Table 1: unsupervised", [("Flow", "sed/flow"), ("CT", "sed/ct"), ("CT-Flow", "sed/ct-flow"),
-                                                       ("CT-SED (learner 1)", "sed/ct-sed/learner-1"), ("CT-SED-Flow", "sed/ct-sed-flow")], baseline)
-    parts += sts_table(kept, "Table 2: with NLI labels", [("NLI", "sed/nli"), ("NLI-Flow", "sed/nli-flow"), ("NLI-CT", "sed/nli-ct"),
-                                                         ("NLI-CT-Flow", "sed/nli-ct-flow"), ("NLI-CT-SED (learner 1)", "sed/nli-ct-sed/learner-1"),
-                                                         ("NLI-CT-SED-Flow", "sed/nli-ct-sed-flow")], None)
+    parts = [
+        "# Seeds 003/004 (Contrastive Tension, NLI, Flow, Sentence Ensemble Distillation) on the default model",
+        "",
+        f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from the kept results of "
+        "`benchmarks/sed_experiments.sh`, whose header states the CPU scale (ensemble size, CT steps, distillation "
+        "sentences, grid runs). The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for sentence "
+        "similarity), not BERT-Large; NLI uses the 22k NLI pairs of the data directory, not SNLI+MNLI's 1M.",
+        "",
+    ]
+    parts += sts_table(
+        kept,
+        "Table 1: unsupervised",
+        [
+            ("Flow", "sed/flow"),
+            ("CT", "sed/ct"),
+            ("CT-Flow", "sed/ct-flow"),
+            ("CT-SED (learner 1)", "sed/ct-sed/learner-1"),
+            ("CT-SED-Flow", "sed/ct-sed-flow"),
+        ],
+        baseline,
+    )
+    parts += sts_table(
+        kept,
+        "Table 2: with NLI labels",
+        [
+            ("NLI", "sed/nli"),
+            ("NLI-Flow", "sed/nli-flow"),
+            ("NLI-CT", "sed/nli-ct"),
+            ("NLI-CT-Flow", "sed/nli-ct-flow"),
+            ("NLI-CT-SED (learner 1)", "sed/nli-ct-sed/learner-1"),
+            ("NLI-CT-SED-Flow", "sed/nli-ct-sed-flow"),
+        ],
+        None,
+    )
     ensembles = [("CT", "sed/ct-sed"), ("NLI-CT", "sed/nli-ct-sed"), ("STS", "sed-sts/sts-sed")]
     parts += stability(kept, ensembles, Path(args.out).with_name("sed_stability.png")) + stability_dev_pooling(kept, ensembles, baseline)
     parts += side_by_side(kept) + supervised(kept, Path(args.out).with_name("sed_lower_bound.png"))
-    parts += senteval(kept, [("no tuning", "default"), ("NLI", "nli"), ("CT", "ct"), ("NLI-CT", "nli-ct"), ("CT-SED", "ct-sed-learner-1"),
-                             ("CT-SED-Flow", "ct-sed-flow"), ("NLI-CT-SED", "nli-ct-sed-learner-1"), ("NLI-CT-SED-Flow", "nli-ct-sed-flow")])
-    parts += layers(kept, [("no tuning", "default"), ("CT", "ct"), ("CT-SED", "ct-sed-learner-1"), ("NLI", "nli"), ("NLI-CT", "nli-ct"),
-                           ("NLI-CT-SED", "nli-ct-sed-learner-1")])
+    parts += senteval(
+        kept,
+        [
+            ("no tuning", "default"),
+            ("NLI", "nli"),
+            ("CT", "ct"),
+            ("NLI-CT", "nli-ct"),
+            ("CT-SED", "ct-sed-learner-1"),
+            ("CT-SED-Flow", "ct-sed-flow"),
+            ("NLI-CT-SED", "nli-ct-sed-learner-1"),
+            ("NLI-CT-SED-Flow", "nli-ct-sed-flow"),
+        ],
+    )
+    parts += layers(
+        kept,
+        [("no tuning", "default"), ("CT", "ct"), ("CT-SED", "ct-sed-learner-1"), ("NLI", "nli"), ("NLI-CT", "nli-ct"), ("NLI-CT-SED", "nli-ct-sed-learner-1")],
+    )
     kept.write_page(parts, args.out, "benchmarks/sed_experiments.sh")
 
 

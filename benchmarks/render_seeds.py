@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sentune.analysis.report import seed_table
@@ -20,8 +20,17 @@ def main() -> None:
     args = parser.parse_args()
     runs = [Path(r) for r in args.runs if (Path(r) / "results.json").is_file()]
     missing = [r for r in args.runs if Path(r) not in runs]
-    parts = [f"## {args.title}", "", f"Rendered {datetime.now(timezone.utc).date()} by `python {' '.join(sys.argv)}`.",
-             "Spearman ×100, 'all' aggregation, cosine; mean ± sample std over seeds.", "", seed_table(runs), "", "Runs:", ""]
+    parts = [
+        f"## {args.title}",
+        "",
+        f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}`.",
+        "Spearman ×100, 'all' aggregation, cosine; mean ± sample std over seeds.",
+        "",
+        seed_table(runs),
+        "",
+        "Runs:",
+        "",
+    ]
     for run in runs:
         meta = json.loads((run / "results.json").read_text())["meta"]
         best = meta.get("best_checkpoint", {})

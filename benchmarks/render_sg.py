@@ -7,10 +7,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+
 from sentune.data.catalog import group_tasks
 
 STS7 = group_tasks("sts")  # the catalog's 7 STS tasks
@@ -24,7 +25,7 @@ def _load(folder: Path) -> dict | None:
 def _row(label: str, runs: list[dict], run_key: str = "model") -> str:
     scores = np.array([[r["runs"][run_key]["tasks"][t]["all"]["spearman"] for t in STS7] for r in runs])
     avg = scores.mean(axis=1)
-    std = (lambda v: v.std(ddof=1) if len(v) > 1 else 0.0)
+    std = lambda v: v.std(ddof=1) if len(v) > 1 else 0.0
     cells = [f"{scores[:, i].mean():.2f}" + (f" ± {std(scores[:, i]):.2f}" if len(runs) > 1 else "") for i in range(len(STS7))]
     return f"| {label} | {len(runs)} | " + " | ".join(cells) + f" | **{avg.mean():.2f}**" + (f" ± {std(avg):.2f}" if len(runs) > 1 else "") + " |"
 
@@ -43,10 +44,15 @@ def _table4(runs: Path, *, baselines_transfer: dict | None, a3: dict | None, mis
         missing.extend(n for n, r in (("baselines-transfer-fast", baselines_transfer), ("sg-opt-a3", a3)) if not r)
         return []
     preset = a3["meta"].get("transfer_preset") or "fast"
-    out = ["## Table 4: SentEval transfer (accuracy; MRPC accuracy)", "",
-           f"Logistic regression, `{preset}` preset for SG-OPT, `fast` for the baselines. SG-OPT here is the A.3 variant: "
-           "trained on the NLI sentences, mean-pooled views, hidden states 0-3 (embeddings and the lower layers) left out.", "",
-           "| method | " + " | ".join(TRANSFER7) + " | avg |", "|" + "---|" * (len(TRANSFER7) + 2)]
+    out = [
+        "## Table 4: SentEval transfer (accuracy; MRPC accuracy)",
+        "",
+        f"Logistic regression, `{preset}` preset for SG-OPT, `fast` for the baselines. SG-OPT here is the A.3 variant: "
+        "trained on the NLI sentences, mean-pooled views, hidden states 0-3 (embeddings and the lower layers) left out.",
+        "",
+        "| method | " + " | ".join(TRANSFER7) + " | avg |",
+        "|" + "---|" * (len(TRANSFER7) + 2),
+    ]
     for key, label in (("mean", "no tuning, mean"), ("wk", "no tuning, WK"), ("cls", "no tuning, [CLS]")):
         out.append(_transfer_row(label, baselines_transfer["runs"][key]))
     out += [_transfer_row("SG-OPT (A.3)", a3["runs"]["model"]), ""]
@@ -60,29 +66,42 @@ def _multilingual(runs: Path, missing: list[str]) -> list[str]:
         missing.extend(n for n, r in (("baselines-relatedness-multilingual", base), ("sg-opt-s1-multilingual", sg)) if not r)
         return []
     tasks = [t for t in sg["runs"]["model"]["tasks"] if t.startswith("STS17")]
-    out = ["## Tables 2-3: multilingual STS 2017 (Spearman ×100)", "",
-           "The paper uses multilingual BERT; no multilingual model is available offline here, so this runs the English "
-           "default model and its SG-OPT (seed 1) on the multilingual sets: it measures how the English training transfers, "
-           "not the paper's setting.", "", "| method | " + " | ".join(tasks) + " |", "|" + "---|" * (len(tasks) + 1)]
+    out = [
+        "## Tables 2-3: multilingual STS 2017 (Spearman ×100)",
+        "",
+        "The paper uses multilingual BERT; no multilingual model is available offline here, so this runs the English "
+        "default model and its SG-OPT (seed 1) on the multilingual sets: it measures how the English training transfers, "
+        "not the paper's setting.",
+        "",
+        "| method | " + " | ".join(tasks) + " |",
+        "|" + "---|" * (len(tasks) + 1),
+    ]
     for label, run in (("no tuning, [CLS]", base["runs"]["cls"]), ("no tuning, mean", base["runs"]["mean"]), ("SG-OPT (seed 1)", sg["runs"]["model"])):
         out.append(f"| {label} | " + " | ".join(f"{run['tasks'][t]['all']['spearman']:.2f}" for t in tasks) + " |")
     return out + [""]
 
 
-TUNING = (("paper defaults (Table 8: max-pooled views of every layer, τ 0.01, lr 5e-5)", "sg-opt"),
-          ("mean-pooled views (the default model's own pooling)", "tune-meanviews"),
-          ("mean-pooled views of hidden states 4-6 only (A.3's layer choice)", "tune-a3views"),
-          ("learning rate 2e-5", "tune-lr2e-5"))
+TUNING = (
+    ("paper defaults (Table 8: max-pooled views of every layer, τ 0.01, lr 5e-5)", "sg-opt"),
+    ("mean-pooled views (the default model's own pooling)", "tune-meanviews"),
+    ("mean-pooled views of hidden states 4-6 only (A.3's layer choice)", "tune-a3views"),
+    ("learning rate 2e-5", "tune-lr2e-5"),
+)
 
 
 def _tuning(runs: Path, baselines: dict | None, group) -> list[str]:
     """SG-OPT configurations for the default model, chosen by STS-B dev (never test), and the must-show:
     the 7-task average against untuned [CLS] + 5."""
-    out = ["## SG-OPT configurations for the default model, selected on STS-B dev", "",
-           "The paper's hyper-parameters were tuned for BERT-base; the default model is already a trained sentence encoder. "
-           "A configuration is chosen by its mean STS-B dev Spearman (the best checkpoint of each run); test scores are reported "
-           "for every configuration tried, chosen or not.", "",
-           "| configuration | runs | STS-B dev ρ | " + " | ".join(STS7) + " | avg |", "|" + "---|" * (len(STS7) + 4)]
+    out = [
+        "## SG-OPT configurations for the default model, selected on STS-B dev",
+        "",
+        "The paper's hyper-parameters were tuned for BERT-base; the default model is already a trained sentence encoder. "
+        "A configuration is chosen by its mean STS-B dev Spearman (the best checkpoint of each run); test scores are reported "
+        "for every configuration tried, chosen or not.",
+        "",
+        "| configuration | runs | STS-B dev ρ | " + " | ".join(STS7) + " | avg |",
+        "|" + "---|" * (len(STS7) + 4),
+    ]
     # Every tried configuration runs seed 1; the paper's defaults and the tried configuration with the best
     # seed-1 dev score run seeds 2 and 3 (benchmarks/sg_experiments.sh), so the choice among them has 3 seeds each.
     first = {prefix: group([f"{prefix}-s1"]) for _, prefix in TUNING[1:]}
@@ -102,8 +121,11 @@ def _tuning(runs: Path, baselines: dict | None, group) -> list[str]:
         avgs = [np.mean([r["runs"]["model"]["tasks"][t]["all"]["spearman"] for t in STS7]) for r in found]
         std = np.std(avgs, ddof=1) if len(avgs) > 1 else 0.0
         verdict = "met" if np.mean(avgs) >= cls + 5 else "NOT met"
-        out += ["", f"Chosen by dev among configurations with 3 seeds: **{label}**: 7-task average {np.mean(avgs):.2f} ± {std:.2f} "
-                f"over {len(avgs)} seeds vs untuned [CLS] {cls:.2f}: {np.mean(avgs) - cls:+.2f} (target +5.00: {verdict})."]
+        out += [
+            "",
+            f"Chosen by dev among configurations with 3 seeds: **{label}**: 7-task average {np.mean(avgs):.2f} ± {std:.2f} "
+            f"over {len(avgs)} seeds vs untuned [CLS] {cls:.2f}: {np.mean(avgs) - cls:+.2f} (target +5.00: {verdict}).",
+        ]
     return out + [""]
 
 
@@ -116,7 +138,7 @@ def _drop_plot(bars: dict[str, tuple[float, float]], path: Path) -> Path:
 
     fig, ax = plt.subplots(figsize=(5, 3))
     x = np.arange(len(bars))
-    for offset, (index, label) in zip((-0.2, 0.2), enumerate(("STS-B", "7-task average"))):
+    for offset, (index, label) in zip((-0.2, 0.2), enumerate(("STS-B", "7-task average")), strict=False):
         ax.bar(x + offset, [v[index] for v in bars.values()], width=0.4, label=label)
     ax.set_xticks(x, list(bars))
     ax.axhline(0, color="black", linewidth=0.8)
@@ -130,12 +152,16 @@ def _drop_plot(bars: dict[str, tuple[float, float]], path: Path) -> Path:
 
 def _figures(results_dir: Path) -> list[str]:
     out = []
-    for path, caption in (("sg-report/layerwise.png", "Figure 1: STS-B Spearman of every hidden state under [CLS], mean and max token pooling, untuned (left) vs SG-OPT seed 1 (right); "
-                          "layer 0's [CLS] is one vector for every sentence, so it has no correlation to draw"),
-                          ("sg-figures/tsne.png", "Figure 5: t-SNE of 20 positive (gold 5) and 20 negative (gold 0) STS-B dev pairs, untuned vs SG-OPT (seed 1)")):
+    for path, caption in (
+        (
+            "sg-report/layerwise.png",
+            "Figure 1: STS-B Spearman of every hidden state under [CLS], mean and max token pooling, untuned (left) vs SG-OPT seed 1 (right); "
+            "layer 0's [CLS] is one vector for every sentence, so it has no correlation to draw",
+        ),
+        ("sg-figures/tsne.png", "Figure 5: t-SNE of 20 positive (gold 5) and 20 negative (gold 0) STS-B dev pairs, untuned vs SG-OPT (seed 1)"),
+    ):
         if (results_dir / path).is_file():
-            out += [f"![{caption}]({path})", "", caption + ". Made by the `sentune layerwise` / `sentune tsne` lines of "
-                    "`benchmarks/sg_experiments.sh`.", ""]
+            out += [f"![{caption}]({path})", "", caption + ". Made by the `sentune layerwise` / `sentune tsne` lines of `benchmarks/sg_experiments.sh`.", ""]
     return out
 
 
@@ -155,17 +181,26 @@ def main() -> None:
         missing.extend(n for n in names if not (runs / n / "results.json").is_file())
         return found
 
-    parts = ["# Seed 001 (self-guided contrastive learning) on the default model", "",
-             f"Rendered {datetime.now(timezone.utc).date()} by `python {' '.join(sys.argv)}` from the run folders of "
-             "`benchmarks/baselines.sh` and `benchmarks/sg_experiments.sh`. Spearman ×100, 'all' aggregation, cosine; "
-             "mean ± sample std over runs. The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained "
-             "for sentence similarity), not BERT-base as in the paper.", ""]
+    parts = [
+        "# Seed 001 (self-guided contrastive learning) on the default model",
+        "",
+        f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from the run folders of "
+        "`benchmarks/baselines.sh` and `benchmarks/sg_experiments.sh`. Spearman ×100, 'all' aggregation, cosine; "
+        "mean ± sample std over runs. The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained "
+        "for sentence similarity), not BERT-base as in the paper.",
+        "",
+    ]
 
     baselines = _load(runs / "baselines-sts")
     parts += ["## Table 1", "", HEADER]
     if baselines:
-        for key, label in (("cls", "no tuning, [CLS]"), ("mean", "no tuning, mean"), ("wk", "no tuning, WK"),
-                           ("first-last+whiten(per-task)", "whitening (first-last, per task; stand-in for Flow)"), ("model", "no tuning, the model's own pooling")):
+        for key, label in (
+            ("cls", "no tuning, [CLS]"),
+            ("mean", "no tuning, mean"),
+            ("wk", "no tuning, WK"),
+            ("first-last+whiten(per-task)", "whitening (first-last, per task; stand-in for Flow)"),
+            ("model", "no tuning, the model's own pooling"),
+        ):
             if key in baselines["runs"]:
                 parts.append(_row(label, [baselines], key))
     else:
@@ -178,12 +213,27 @@ def main() -> None:
 
     parts += _tuning(runs, baselines, group)
 
-    parts += ["## Table 5: ablations (seed 1)", "",
-              "One run per row, seed 1, every other setting as SG-OPT's. L^base with every hidden state's view is the SG "
-              "objective, so its row and SG's seed-1 run are the same computation (equal scores confirm the determinism).", "", HEADER]
-    for label, name in (("L^opt3 (SG-OPT)", "sg-opt-s1"), ("L^opt2", "ablation-opt2"), ("L^opt1", "ablation-opt1"), ("L^base", "ablation-base"),
-                        ("τ = 0.1", "ablation-tau0.1"), ("τ = 0.01 (default)", "sg-opt-s1"), ("τ = 0.001", "ablation-tau0.001"),
-                        ("λ = 0", "ablation-lambda0"), ("λ = 0.1 (default)", "sg-opt-s1"), ("λ = 1", "ablation-lambda1"), ("without projection head", "ablation-nohead")):
+    parts += [
+        "## Table 5: ablations (seed 1)",
+        "",
+        "One run per row, seed 1, every other setting as SG-OPT's. L^base with every hidden state's view is the SG "
+        "objective, so its row and SG's seed-1 run are the same computation (equal scores confirm the determinism).",
+        "",
+        HEADER,
+    ]
+    for label, name in (
+        ("L^opt3 (SG-OPT)", "sg-opt-s1"),
+        ("L^opt2", "ablation-opt2"),
+        ("L^opt1", "ablation-opt1"),
+        ("L^base", "ablation-base"),
+        ("τ = 0.1", "ablation-tau0.1"),
+        ("τ = 0.01 (default)", "sg-opt-s1"),
+        ("τ = 0.001", "ablation-tau0.001"),
+        ("λ = 0", "ablation-lambda0"),
+        ("λ = 0.1 (default)", "sg-opt-s1"),
+        ("λ = 1", "ablation-lambda1"),
+        ("without projection head", "ablation-nohead"),
+    ):
         found = group([name])
         if found:
             parts.append(_row(label, found))
@@ -191,14 +241,20 @@ def main() -> None:
 
     nli, stsb = _load(runs / "sg-opt-nli"), _load(runs / "sg-opt-s1")
     if nli and stsb:
+
         def avg(r):
             return np.mean([r["runs"]["model"]["tasks"][t]["all"]["spearman"] for t in STS7])
 
         def stsb_score(r):
             return r["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"]
 
-        parts += ["## Figure 4: trained on NLI sentences instead of STS-B", "", "| method | STS-B (STS-B data) | STS-B (NLI data) | drop | avg (STS-B data) | avg (NLI data) | drop |", "|---|---|---|---|---|---|---|",
-                  f"| SG-OPT | {stsb_score(stsb):.2f} | {stsb_score(nli):.2f} | {stsb_score(stsb) - stsb_score(nli):.2f} | {avg(stsb):.2f} | {avg(nli):.2f} | {avg(stsb) - avg(nli):.2f} |"]
+        parts += [
+            "## Figure 4: trained on NLI sentences instead of STS-B",
+            "",
+            "| method | STS-B (STS-B data) | STS-B (NLI data) | drop | avg (STS-B data) | avg (NLI data) | drop |",
+            "|---|---|---|---|---|---|---|",
+            f"| SG-OPT | {stsb_score(stsb):.2f} | {stsb_score(nli):.2f} | {stsb_score(stsb) - stsb_score(nli):.2f} | {avg(stsb):.2f} | {avg(nli):.2f} | {avg(stsb) - avg(nli):.2f} |",
+        ]
         if baselines and "first-last+whiten(nli)" in baselines["runs"]:
             per_task, on_nli = baselines["runs"]["first-last+whiten(per-task)"], baselines["runs"]["first-last+whiten(nli)"]
             a = np.mean([per_task["tasks"][t]["all"]["spearman"] for t in STS7])

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from common import emit  # noqa: E402  (benchmarks/common.py)
@@ -56,10 +56,9 @@ print(json.dumps({"seconds": time.perf_counter() - start, "peak_rss_mb": resourc
 BREAKDOWN = """
 import json, sys, time
 import numpy as np, torch
-import torch.nn.functional as F
-from sentune.core.build import with_pooling
+from sentune.modules.build import with_pooling
 from sentune.data.catalog import load_sentences
-from sentune.methods.sg import SelfGuidedLoss, opt3_loss, squared_distance
+from sentune.methods.sg import SelfGuidedLoss
 from sentune.core.models import load_model
 from sentune.train.recipe import load_recipe
 from sentune.data.catalog import resolve_data_dir
@@ -83,10 +82,10 @@ for step in range(steps + 5):
         timings.append((part, time.perf_counter()))
     mark(None)
     features = model.preprocess([sentences[i] for i in rng.integers(0, len(sentences), 16)]); mark("tokenize")
-    views = loss.frozen_views(features); mark("BERT_F forward (views)")
+    views = loss.batch_views(features, None, torch.device("cpu")); mark("BERT_F forward (views)")
     c = model(dict(features))["sentence_embedding"]; mark("BERT_T forward")
-    value = opt3_loss(F.normalize(loss.head(c), dim=-1), F.normalize(loss.head(views), dim=-1), loss.temperature); mark("head + L^opt3")
-    value = value + loss.reg_weight * squared_distance(model[0].model, loss.frozen); mark("L^reg")
+    value = loss.contrastive(c, views); mark("head + L^opt3")
+    value = value + loss.regularizer(); mark("L^reg")
     value.backward(); mark("backward")
     for name, optimizer in optimizers.items():  # both timed on the same gradients; only one step's update is kept
         state = [p.detach().clone() for p in params]
@@ -114,8 +113,10 @@ def breakdown_lines(per_part: dict) -> tuple[list[str], float]:
     """Markdown table of one step's parts (foreach AdamW in the total) and BERT_F's share of that step."""
     total = sum(v for k, v in per_part.items() if "fused" not in k)
     lines = ["| part of one step | ms | share of the step (foreach AdamW) |", "|---|---|---|"]
-    lines += [f"| {part} | {1000 * s:.1f} | " + ("(instead of the foreach step)" if "fused" in part else f"{100 * s / total:.1f} %") + " |"
-              for part, s in per_part.items()]
+    lines += [
+        f"| {part} | {1000 * s:.1f} | " + ("(instead of the foreach step)" if "fused" in part else f"{100 * s / total:.1f} %") + " |"
+        for part, s in per_part.items()
+    ]
     frozen = per_part["BERT_F forward (views)"] / total
     return lines + [f"| total | {1000 * total:.1f} | 100 % |"], frozen
 
@@ -124,12 +125,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sentences", type=int, default=1600)
     parser.add_argument("--breakdown-steps", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=2, help="runs per configuration; the fastest is reported (timeit's rule: "
-                        "slower repeats measure other load, e.g. disk writeback of a checkpoint, not the code)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=2,
+        help="runs per configuration; the fastest is reported (timeit's rule: "
+        "slower repeats measure other load, e.g. disk writeback of a checkpoint, not the code)",
+    )
     parser.add_argument("--out")
     args = parser.parse_args()
-    from sentune.data.catalog import load_sentences
-    from sentune.data.catalog import resolve_data_dir
+    from sentune.data.catalog import load_sentences, resolve_data_dir
 
     total = len(load_sentences("stsb", resolve_data_dir(None)))
     steps = -(-args.sentences // 16)
@@ -158,26 +163,42 @@ def main() -> None:
         return f"**{seconds[cached] / seconds[reference]:.3f}**"
 
     lines = [
-        "# SG-OPT training speed: cached views vs the two-model loop", "",
-        f"Date: {datetime.now(timezone.utc).date()} · recipe `001-sg-opt` (batch 16, 4096-d head) on a fixed random {args.sentences} of the "
+        "# SG-OPT training speed: cached views vs the two-model loop",
+        "",
+        f"Date: {datetime.now(UTC).date()} · recipe `001-sg-opt` (batch 16, 4096-d head) on a fixed random {args.sentences} of the "
         f"STS-B sentences ({steps} steps), one subprocess per row · per-epoch seconds extrapolated to all {total} unique STS-B sentences. "
         "Cold: the cached row builds its views (one forward per sentence, as the two-model loop does once per epoch); warm: the "
-        "views are already in the shared cache (later epochs, and every seed or ablation after the first in a sweep).", "",
-        "Command:", "", "```", "python " + " ".join(sys.argv), "```", "",
-        f"Each row ran {args.repeats} times; wall s is the fastest (every run listed), the per-step and per-epoch columns follow from it.", "",
-        "| configuration | overrides | wall s | every run, s | s / step | s / epoch (extrapolated) | peak RSS MB |", "|---|---|---|---|---|---|---|",
+        "views are already in the shared cache (later epochs, and every seed or ablation after the first in a sweep).",
+        "",
+        "Command:",
+        "",
+        "```",
+        "python " + " ".join(sys.argv),
+        "```",
+        "",
+        f"Each row ran {args.repeats} times; wall s is the fastest (every run listed), the per-step and per-epoch columns follow from it.",
+        "",
+        "| configuration | overrides | wall s | every run, s | s / step | s / epoch (extrapolated) | peak RSS MB |",
+        "|---|---|---|---|---|---|---|",
     ]
     lines += [f"| {r[0]} | `{' '.join(r[1])}` | {r[2]:.1f} | {', '.join(f'{w:.1f}' for w in r[6])} | {r[3]:.3f} | {r[4]:.0f} | {r[5]:.0f} |" for r in rows]
-    lines += ["", "Cached / two-model (target ≤ 0.75):", "",
-              f"- cold, with evaluation (one epoch, the paper's setting): {ratio(CONFIGS[1][0], CONFIGS[0][0])}",
-              f"- cold, no evaluation: {ratio(CONFIGS[3][0], CONFIGS[2][0])}",
-              f"- warm, no evaluation: {ratio(CONFIGS[4][0], CONFIGS[2][0])}",
-              f"- warm, no evaluation, both with fused AdamW: {ratio(CONFIGS[6][0], CONFIGS[5][0])}",
-              f"- warm with fused AdamW against the two-model loop as the recipe runs it (foreach AdamW): {ratio(CONFIGS[6][0], CONFIGS[2][0])}", "",
-              f"## Where one step's time goes (two-model path, {args.breakdown_steps} steps after 5 warm-up steps, default model)", "",
-              *part_lines, "",
-              f"BERT_F's forward is {100 * frozen_share:.1f} % of a step, so a view cache that costs nothing can at best bring a step to "
-              f"{1 - frozen_share:.2f}× the two-model loop; the 4096-d head, BERT_T's backward and the optimizer are what remains."]
+    lines += [
+        "",
+        "Cached / two-model (target ≤ 0.75):",
+        "",
+        f"- cold, with evaluation (one epoch, the paper's setting): {ratio(CONFIGS[1][0], CONFIGS[0][0])}",
+        f"- cold, no evaluation: {ratio(CONFIGS[3][0], CONFIGS[2][0])}",
+        f"- warm, no evaluation: {ratio(CONFIGS[4][0], CONFIGS[2][0])}",
+        f"- warm, no evaluation, both with fused AdamW: {ratio(CONFIGS[6][0], CONFIGS[5][0])}",
+        f"- warm with fused AdamW against the two-model loop as the recipe runs it (foreach AdamW): {ratio(CONFIGS[6][0], CONFIGS[2][0])}",
+        "",
+        f"## Where one step's time goes (two-model path, {args.breakdown_steps} steps after 5 warm-up steps, default model)",
+        "",
+        *part_lines,
+        "",
+        f"BERT_F's forward is {100 * frozen_share:.1f} % of a step, so a view cache that costs nothing can at best bring a step to "
+        f"{1 - frozen_share:.2f}× the two-model loop; the 4096-d head, BERT_T's backward and the optimizer are what remains.",
+    ]
     emit(lines, args.out)
 
 

@@ -14,17 +14,15 @@ import argparse
 import json
 import sys
 import tempfile
-import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from common import emit, timed  # noqa: E402  (benchmarks/common.py)
 
-from sentune.data.catalog import load_sentences
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
+from sentune.data.catalog import load_sentences, load_task, resolve_data_dir, select_tasks
 from sentune.postprocess.whitening import Whitening
-from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
 
 
 def main() -> None:
@@ -61,10 +59,18 @@ def main() -> None:
     t_inf, _ = timed(lambda: Encoder(tuned, "model", show_progress=False).encode(test))
     rows.append((f"SG-OPT ({run})", float(train_seconds), t_inf))
     lines = [
-        "# Seed 001, Table 6 on the default model: training and inference seconds", "",
-        f"Date: {datetime.now(timezone.utc).date()} · STS-B test: {len(test)} sentences to encode · whitening fit set: {len(fit_set)} sentences", "",
-        "Command:", "", "```", "python " + " ".join(sys.argv), "```", "",
-        "| method | training s | inference s |", "|---|---|---|",
+        "# Seed 001, Table 6 on the default model: training and inference seconds",
+        "",
+        f"Date: {datetime.now(UTC).date()} · STS-B test: {len(test)} sentences to encode · whitening fit set: {len(fit_set)} sentences",
+        "",
+        "Command:",
+        "",
+        "```",
+        "python " + " ".join(sys.argv),
+        "```",
+        "",
+        "| method | training s | inference s |",
+        "|---|---|---|",
     ]
     lines += [f"| {name} | {train:.1f} | {inference:.2f} |" for name, train, inference in rows]
     lines += ["", "SG-OPT's training time includes its periodic dev evaluations and the one-off view cache."]

@@ -13,19 +13,16 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
-import time
-from datetime import datetime, timezone
-from pathlib import Path
-
-from common import emit, timed  # noqa: E402  (benchmarks/common.py)
+from datetime import UTC, datetime
 
 import numpy as np
 import torch
+from common import emit, timed  # noqa: E402  (benchmarks/common.py)
 
 from sentune.core.encode import Encoder
-from sentune.tasks.evaluate import evaluate
 from sentune.core.models import load_model
 from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
+from sentune.tasks.evaluate import evaluate
 from sentune.tasks.sts import evaluate_sts
 
 
@@ -82,7 +79,7 @@ def main() -> None:
     lines = [
         "# Evaluation speed: sentune vs the naive way",
         "",
-        f"Date: {datetime.now(timezone.utc).date()} · machine: {platform.machine()}, {torch.get_num_threads()} torch threads, "
+        f"Date: {datetime.now(UTC).date()} · machine: {platform.machine()}, {torch.get_num_threads()} torch threads, "
         f"torch {torch.__version__} · model `{args.model}` · median of {args.repeats} run(s)",
         "",
         "Command:",

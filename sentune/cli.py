@@ -26,17 +26,19 @@ def _csv(text: str) -> list[str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from sentune.tasks.evaluate import PostprocessOption, evaluate
     from sentune.core.models import load_model
-    from sentune.postprocess import postprocessor_settings
     from sentune.core.results import render_markdown, save_results, sts_summary_table
     from sentune.data.catalog import resolve_data_dir, select_tasks
+    from sentune.postprocess import postprocessor_settings
+    from sentune.tasks.evaluate import PostprocessOption, evaluate
 
     data_dir = resolve_data_dir(args.data)
     tasks = select_tasks(args.tasks)
     model = load_model(args.model, trust_remote_code=args.trust_remote_code)
     results = evaluate(
-        model, tasks, data_dir,
+        model,
+        tasks,
+        data_dir,
         poolings=_csv(args.pooling),
         postprocess=[PostprocessOption.parse("whitening", w) for w in args.whiten]
         + [PostprocessOption.parse("flow", f, postprocessor_settings("flow", args.flow_set, "--flow-set")) for f in args.flow],
@@ -75,14 +77,16 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_paraphrase(args: argparse.Namespace) -> int:
     from sentune.data.paraphrase import write_paraphrase_file
 
-    count = write_paraphrase_file(Path(args.input), Path(args.output), args.forward, args.backward, beams=args.beams, batch_size=args.batch_size, show_progress=not args.quiet)
+    count = write_paraphrase_file(
+        Path(args.input), Path(args.output), args.forward, args.backward, beams=args.beams, batch_size=args.batch_size, show_progress=not args.quiet
+    )
     print(f"wrote {count} sentence<TAB>paraphrase lines to {args.output} (train with train_data=pairs:{args.output})")
     return 0
 
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
-    from sentune.train.pipeline import PipelineConfig, parse_stages, run_pipeline
     from sentune.data.catalog import resolve_data_dir
+    from sentune.train.pipeline import PipelineConfig, parse_stages, run_pipeline
 
     overrides: dict[str, list[str]] = {}
     for item in args.set:
@@ -114,10 +118,11 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_postprocess(args: argparse.Namespace) -> int:
-    from sentune.postprocess.save import build_postprocessed_model
-    from sentune.postprocess import Flow, Whitening
     from sentune.data.catalog import resolve_data_dir
+    from sentune.modules.build import build_postprocessed_model
+    from sentune.postprocess import Flow, Whitening
 
+    postprocessor: Whitening | Flow
     if args.command == "whiten":
         postprocessor = Whitening(args.k)
     else:
@@ -156,18 +161,18 @@ def cmd_tsne(args: argparse.Namespace) -> int:
     from sentune.core.models import load_model
     from sentune.data.catalog import resolve_data_dir
 
-    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, _labels(args))]
+    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, _labels(args), strict=True)]
     path = tsne_figure(models, resolve_data_dir(args.data), Path(args.out), task=args.task, count=args.pairs)
     print(f"wrote {path}")
     return 0
 
 
 def cmd_pairs(args: argparse.Namespace) -> int:
-    from sentune.core.models import load_model
     from sentune.analysis.pairs import pair_cosines, save_pairs
+    from sentune.core.models import load_model
     from sentune.data.catalog import resolve_data_dir
 
-    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, _labels(args))]
+    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, _labels(args), strict=True)]
     record = pair_cosines(models, args.task, resolve_data_dir(args.data), count=args.pairs, seed=args.seed)
     record["command"] = _command_line()
     print(f"wrote {save_pairs(record, Path(args.out))}")
@@ -211,11 +216,34 @@ def _add_eval(sub) -> None:
     p.add_argument("--tasks", default="sts", help="task or group names, comma-separated: sts, dev, transfer, relatedness, multilingual, STS12, ...")
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     p.add_argument("--out", help="folder for results.json and results.md")
-    p.add_argument("--whiten", action="append", default=[], metavar="SET[:k]", help="also evaluate with whitening fitted on SET (target, per-task, nli, wiki, stsb, file:PATH), keeping k dims; repeatable")
-    p.add_argument("--flow", action="append", default=[], metavar="SET[:seed]", help="also evaluate with a BERT-flow (Glow) fitted on SET (target, per-task, nli, wiki, stsb, file:PATH, tasks:SELECTION); repeatable")
-    p.add_argument("--flow-set", action="append", default=[], metavar="NAME=VALUE", help="a Flow setting for every --flow, e.g. learning_rate=1e-3 (seeds 003/004); repeatable")
+    p.add_argument(
+        "--whiten",
+        action="append",
+        default=[],
+        metavar="SET[:k]",
+        help="also evaluate with whitening fitted on SET (target, per-task, nli, wiki, stsb, file:PATH), keeping k dims; repeatable",
+    )
+    p.add_argument(
+        "--flow",
+        action="append",
+        default=[],
+        metavar="SET[:seed]",
+        help="also evaluate with a BERT-flow (Glow) fitted on SET (target, per-task, nli, wiki, stsb, file:PATH, tasks:SELECTION); repeatable",
+    )
+    p.add_argument(
+        "--flow-set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Flow setting for every --flow, e.g. learning_rate=1e-3 (seeds 003/004); repeatable",
+    )
     p.add_argument("--preset", default="fast", choices=["fast", "standard"], help="SentEval transfer preset: fast (5-fold) or standard (10-fold)")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="fp32 (exact, default) or bf16 autocast (about 2x faster on CPUs with bf16 units; embeddings move by ~1e-2)")
+    p.add_argument(
+        "--precision",
+        default="fp32",
+        choices=["fp32", "bf16"],
+        help="fp32 (exact, default) or bf16 autocast (about 2x faster on CPUs with bf16 units; embeddings move by ~1e-2)",
+    )
     p.add_argument("--alignment-pairs", choices=["qqp", "stsb"], help="also report alignment and uniformity on these positive pairs")
     p.set_defaults(func=cmd_eval)
 
@@ -249,8 +277,13 @@ def _add_pipeline(sub) -> None:
     p.add_argument("--members", type=int, default=5, help="SED ensemble size (the paper: 10)")
     p.add_argument("--learners", type=int, default=1, help="SED learners distilled from the one ensemble, seeds 1..K (Table 3: >= 3)")
     p.add_argument("--fit-on", default="wiki", help="sentence set for flow / whitening stages (wiki, nli, stsb, file:PATH, tasks:SELECTION)")
-    p.add_argument("--set", action="append", default=[], metavar="STAGE:key=value",
-                   help="recipe override for one stage; sed: the members on top of their stage's overrides, sed-learner: the learners; repeatable")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="STAGE:key=value",
+        help="recipe override for one stage; sed: the members on top of their stage's overrides, sed-learner: the learners; repeatable",
+    )
     p.add_argument("--data")
     p.add_argument("--out")
     p.set_defaults(func=cmd_pipeline)
@@ -355,7 +388,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sentune", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show the traceback of user errors too")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_eval, _add_train, _add_paraphrase, _add_pipeline, _add_ensemble, _add_encode, _add_whiten, _add_flow, _add_layerwise, _add_tsne, _add_pairs, _add_data, _add_report):
+    for add in (
+        _add_eval,
+        _add_train,
+        _add_paraphrase,
+        _add_pipeline,
+        _add_ensemble,
+        _add_encode,
+        _add_whiten,
+        _add_flow,
+        _add_layerwise,
+        _add_tsne,
+        _add_pairs,
+        _add_data,
+        _add_report,
+    ):
         add(sub)
     return parser
 

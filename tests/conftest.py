@@ -37,8 +37,14 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     assert tokenizer.unk_token_id not in tokenizer("a man plays the guitar")["input_ids"]
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=5, num_attention_heads=4,
-        intermediate_size=37, max_position_embeddings=64, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=5,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
     )
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -93,8 +99,7 @@ def _sentence(rng) -> str:
 
 def write_tiny_data_dir(root: Path, n: int = 24, seed: int = 0) -> Path:
     """Every file the task catalog and sets.yaml name, in SentEval's formats, n examples each."""
-    from sentune.data.catalog import set_catalog
-    from sentune.data.catalog import load_catalog
+    from sentune.data.catalog import load_catalog, set_catalog
 
     rng = np.random.default_rng(seed)
 
@@ -163,8 +168,17 @@ def tiny_data_dir(tmp_path_factory) -> Path:
     return write_tiny_data_dir(tmp_path_factory.mktemp("tiny-data"))
 
 
-def train_tiny(tmp_path: Path, method: str, model: str | Path, data_dir: Path, *, train_data: str = "wiki", params: dict | None = None,
-               training: dict | None = None, tasks: str = "STS-B") -> Path:
+def train_tiny(
+    tmp_path: Path,
+    method: str,
+    model: str | Path,
+    data_dir: Path,
+    *,
+    train_data: str = "wiki",
+    params: dict | None = None,
+    training: dict | None = None,
+    tasks: str = "STS-B",
+) -> Path:
     """Write a tiny recipe and train it through the CLI; returns the run folder (asserts success)."""
     import json
 
@@ -172,8 +186,18 @@ def train_tiny(tmp_path: Path, method: str, model: str | Path, data_dir: Path, *
 
     settings = {"batch_size": 8, "max_steps": 4, "eval_steps": 2, "patience": 0, **(training or {})}
     recipe = tmp_path / f"{method}.yaml"
-    recipe.write_text(json.dumps({"method": method, "model": str(model), "train_data": train_data, "params": params or {},
-                                  "training": settings, "eval": {"dev": "STS-B-dev", "tasks": tasks}}))
+    recipe.write_text(
+        json.dumps(
+            {
+                "method": method,
+                "model": str(model),
+                "train_data": train_data,
+                "params": params or {},
+                "training": settings,
+                "eval": {"dev": "STS-B-dev", "tasks": tasks},
+            }
+        )
+    )
     run = tmp_path / f"run-{method}"
     assert main(["train", str(recipe), "--out", str(run), "--data", str(data_dir)]) == 0
     return run
@@ -186,5 +210,11 @@ def method_context(method: str, params: dict | None = None, *, data_dir: Path | 
     from sentune.train.recipe import Recipe
 
     recipe = Recipe(method=method, params=params or {}, **recipe_fields)
-    return TrainContext(recipe=recipe, params=get_method(method).resolve_params(params), data_dir=data_dir or Path("."),
-                        cache_dir=cache_dir, dev_score=dev_score, show_progress=False)
+    return TrainContext(
+        recipe=recipe,
+        params=get_method(method).resolve_params(params),
+        data_dir=data_dir or Path("."),
+        cache_dir=cache_dir,
+        dev_score=dev_score,
+        show_progress=False,
+    )

@@ -10,9 +10,9 @@ import pytest
 import torch
 from conftest import method_context
 
-from sentune.core.build import with_pooling
 from sentune.methods.bert_cf import build_flow_joint_loss
 from sentune.methods.mirror import mirror_infonce
+from sentune.modules.build import with_pooling
 
 
 def test_joint_loss_parts_and_gradients(tiny_st):
@@ -47,16 +47,19 @@ def test_flow_nll_alone_trains_the_flow(tiny_st, lambda_mirror):
 
 
 def test_flow_joint_training_saves_plain_model(tiny_model_dir, tiny_data_dir, tmp_path):
+    from conftest import train_tiny
     from sentence_transformers import SentenceTransformer
 
-    from sentune.tasks.evaluate import evaluate
     from sentune.data.catalog import select_tasks
+    from sentune.tasks.evaluate import evaluate
 
-    from conftest import train_tiny
-
-    run = train_tiny(tmp_path, "flow-joint", tiny_model_dir, tiny_data_dir, params={"hidden": 8}, training={"max_steps": 6, "eval_steps": 3, "learning_rate": 3e-4})
+    run = train_tiny(
+        tmp_path, "flow-joint", tiny_model_dir, tiny_data_dir, params={"hidden": 8}, training={"max_steps": 6, "eval_steps": 3, "learning_rate": 3e-4}
+    )
     modules = json.loads((run / "model" / "modules.json").read_text())
-    assert all(m["type"].startswith("sentence_transformers.") for m in modules) and sum("Dense" in m["type"] for m in modules) == 7  # 2 per coupling + 1 final affine
+    assert (
+        all(m["type"].startswith("sentence_transformers.") for m in modules) and sum("Dense" in m["type"] for m in modules) == 7
+    )  # 2 per coupling + 1 final affine
     model = SentenceTransformer(str(run / "model"), device="cpu")
     again = evaluate(model, select_tasks("STS-B"), tiny_data_dir, show_progress=False)["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"]
     saved = json.loads((run / "results.json").read_text())["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"]

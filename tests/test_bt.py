@@ -19,10 +19,21 @@ def tiny_marian(tiny_model_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny-marian")
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     torch.manual_seed(0)
-    config = MarianConfig(vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                          decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=256,
-                          pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.sep_token_id, decoder_start_token_id=tokenizer.pad_token_id,
-                          forced_eos_token_id=tokenizer.sep_token_id)
+    config = MarianConfig(
+        vocab_size=len(tokenizer),
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_position_embeddings=256,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
+        forced_eos_token_id=tokenizer.sep_token_id,
+    )
     MarianMTModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -40,8 +51,8 @@ def test_paraphrase_command_writes_pairs(tiny_marian, tmp_path):
 
 
 def test_bt_loss_matches_naive(tiny_st):
-    from sentune.core.build import with_pooling
     from sentune.methods.bt import ContrastiveBTLoss
+    from sentune.modules.build import with_pooling
 
     model = with_pooling(tiny_st, "cls").eval()
     loss_fn = ContrastiveBTLoss(model, temperature=0.1, reg_weight=0.0, head_hidden=None)
@@ -68,7 +79,9 @@ def test_train_on_paraphrase_file(method, tiny_model_dir, tiny_data_dir, tmp_pat
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("".join(f"a man plays {w}\ta man is playing {w}\n" for w in ["guitar", "piano", "ball", "food", "car", "cat", "dog", "kids"]))
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"method: {method}\nmodel: {tiny_model_dir}\ntrain_data: pairs:{pairs}\nparams: {{head_hidden: 16, temperature: 0.1}}\n"
-                      "training: {batch_size: 4, max_steps: 4, eval_steps: 2, patience: 0}\neval: {dev: STS-B-dev, tasks: STS-B}\n")
+    recipe.write_text(
+        f"method: {method}\nmodel: {tiny_model_dir}\ntrain_data: pairs:{pairs}\nparams: {{head_hidden: 16, temperature: 0.1}}\n"
+        "training: {batch_size: 4, max_steps: 4, eval_steps: 2, patience: 0}\neval: {dev: STS-B-dev, tasks: STS-B}\n"
+    )
     assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]) == 0
     assert "STS-B" in json.loads((tmp_path / "run" / "results.json").read_text())["runs"]["model"]["tasks"]

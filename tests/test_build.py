@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import SENTENCES
 from sentence_transformers import SentenceTransformer
 
-from sentune.core.build import save_atomic, with_pooling
 from sentune.core.encode import Encoder
-
-from conftest import SENTENCES
+from sentune.modules.build import save_atomic, with_pooling
 
 
 @pytest.mark.parametrize("pooling", ["cls", "mean", "max", "first-last", "last2", "last3-cls", "layer2-max", "layer0-mean"])

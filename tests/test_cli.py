@@ -12,8 +12,26 @@ from sentune.cli import main
 
 def test_eval_writes_json_and_markdown(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["eval", "--model", str(tiny_model_dir), "--pooling", "cls,mean", "--tasks", "sts,dev", "--data", str(tiny_data_dir),
-                 "--out", str(out), "--whiten", "target:8", "--flow", "per-task:1", "--quiet"])
+    code = main(
+        [
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--pooling",
+            "cls,mean",
+            "--tasks",
+            "sts,dev",
+            "--data",
+            str(tiny_data_dir),
+            "--out",
+            str(out),
+            "--whiten",
+            "target:8",
+            "--flow",
+            "per-task:1",
+            "--quiet",
+        ]
+    )
     assert code == 0
     results = json.loads((out / "results.json").read_text())
     assert set(results["runs"]) == {"cls", "mean", "cls+whiten(target,8)", "mean+whiten(target,8)", "cls+flow(per-task,seed=1)", "mean+flow(per-task,seed=1)"}
@@ -26,8 +44,27 @@ def test_eval_writes_json_and_markdown(tiny_model_dir, tiny_data_dir, tmp_path, 
 
 def test_eval_transfer_and_alignment(tiny_model_dir, tiny_data_dir, tmp_path):
     out = tmp_path / "run"
-    assert main(["eval", "--model", str(tiny_model_dir), "--pooling", "mean", "--tasks", "transfer,relatedness,multilingual",
-                 "--data", str(tiny_data_dir), "--out", str(out), "--alignment-pairs", "qqp", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(tiny_model_dir),
+                "--pooling",
+                "mean",
+                "--tasks",
+                "transfer,relatedness,multilingual",
+                "--data",
+                str(tiny_data_dir),
+                "--out",
+                str(out),
+                "--alignment-pairs",
+                "qqp",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     run = json.loads((out / "results.json").read_text())["runs"]["mean"]
     assert {"MR", "SST5", "TREC", "MRPC", "SICK-E", "STS-B-reg", "STS17-es-es"} <= set(run["tasks"])
     assert "f1" in run["tasks"]["MRPC"] and run["tasks"]["MR"]["preset"] == "fast"
@@ -63,8 +100,10 @@ def test_data_check_counts_and_checksums(tiny_data_dir, tmp_path, capsys):
     (good / "x").mkdir(parents=True)
     (good / "x" / "a.txt").write_text("hello\n")
     import hashlib
+
     (good / "SHA256SUMS").write_text(f"{hashlib.sha256(b'hello' + bytes([10])).hexdigest()}  x/a.txt\n{'0' * 64}  x/missing.txt\n")
     from sentune.data.check import checksum_report
+
     lines, ok = checksum_report(good)
     assert not ok and any("x/missing.txt: missing" in line for line in lines)
 
@@ -73,10 +112,33 @@ def test_whiten_command_saves_loadable_model(tiny_model_dir, tiny_data_dir, tmp_
     from sentence_transformers import SentenceTransformer
 
     out = tmp_path / "w"
-    assert main(["whiten", "--model", str(tiny_model_dir), "--pooling", "first-last", "--fit-on", "wiki", "--k", "8", "--data", str(tiny_data_dir), "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "whiten",
+                "--model",
+                str(tiny_model_dir),
+                "--pooling",
+                "first-last",
+                "--fit-on",
+                "wiki",
+                "--k",
+                "8",
+                "--data",
+                str(tiny_data_dir),
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert SentenceTransformer(str(out), device="cpu").encode(["a man"]).shape == (1, 8)
     flow_out = tmp_path / "f"
-    assert main(["flow", "--model", str(tiny_model_dir), "--pooling", "mean", "--fit-on", "wiki", "--data", str(tiny_data_dir), "--out", str(flow_out), "--quiet"]) == 0
+    assert (
+        main(["flow", "--model", str(tiny_model_dir), "--pooling", "mean", "--fit-on", "wiki", "--data", str(tiny_data_dir), "--out", str(flow_out), "--quiet"])
+        == 0
+    )
     assert SentenceTransformer(str(flow_out), device="cpu").encode(["a man"]).shape == (1, 32)
 
 
@@ -89,7 +151,10 @@ def test_layerwise_writes_scores_and_plot(tiny_model_dir, tiny_data_dir, tmp_pat
 
 def test_report_renders_tables_and_plots(tiny_model_dir, tiny_data_dir, tmp_path):
     run = tmp_path / "run"
-    assert main(["eval", "--model", str(tiny_model_dir), "--pooling", "cls,mean", "--tasks", "sts", "--data", str(tiny_data_dir), "--out", str(run), "--quiet"]) == 0
+    assert (
+        main(["eval", "--model", str(tiny_model_dir), "--pooling", "cls,mean", "--tasks", "sts", "--data", str(tiny_data_dir), "--out", str(run), "--quiet"])
+        == 0
+    )
     assert main(["layerwise", "--model", str(tiny_model_dir), "--data", str(tiny_data_dir), "--out", str(run), "--quiet"]) == 0
     report = tmp_path / "report"
     assert main(["report", str(run), "--out", str(report)]) == 0
@@ -124,12 +189,35 @@ def test_tsne_figure_panels(tiny_model_dir, tiny_data_dir, tmp_path):
 
     positives, negatives = extreme_pairs("STS-B-dev", tiny_data_dir, count=5)
     assert min(p.score for p in positives) >= max(p.score for p in negatives)
-    assert main(["tsne", "--model", str(tiny_model_dir), "--model", str(tiny_model_dir), "--pairs", "5", "--data", str(tiny_data_dir), "--out", str(tmp_path)]) == 0
+    assert (
+        main(["tsne", "--model", str(tiny_model_dir), "--model", str(tiny_model_dir), "--pairs", "5", "--data", str(tiny_data_dir), "--out", str(tmp_path)])
+        == 0
+    )
     record = json.loads((tmp_path / "tsne.json").read_text())
     assert len(record["panels"]) == 2 and all(len(points) == 20 for points in record["panels"].values())  # 10 pairs, 2 sentences each
     assert (tmp_path / "tsne.png").stat().st_size > 1000
-    assert main(["tsne", "--model", str(tiny_model_dir), "--label", "before", "--model", str(tiny_model_dir), "--label", "after", "--pairs", "5",
-                 "--data", str(tiny_data_dir), "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "tsne",
+                "--model",
+                str(tiny_model_dir),
+                "--label",
+                "before",
+                "--model",
+                str(tiny_model_dir),
+                "--label",
+                "after",
+                "--pairs",
+                "5",
+                "--data",
+                str(tiny_data_dir),
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     assert list(json.loads((tmp_path / "tsne.json").read_text())["panels"]) == ["before", "after"]
 
 
@@ -144,8 +232,32 @@ def test_pairs_table_cosines_and_stratified_sample(tiny_model_dir, tiny_data_dir
     assert [p.a for p in sample] == [p.a for p in sample_pairs("STS-B-dev", tiny_data_dir, count=6, seed=3)]  # seeded
 
     out = tmp_path / "pairs"
-    assert main(["pairs", "--model", str(tiny_model_dir), "--model", str(tiny_model_dir), "--label", "before", "--label", "after",
-                 "--task", "STS-B-dev", "--pairs", "6", "--seed", "3", "--data", str(tiny_data_dir), "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "pairs",
+                "--model",
+                str(tiny_model_dir),
+                "--model",
+                str(tiny_model_dir),
+                "--label",
+                "before",
+                "--label",
+                "after",
+                "--task",
+                "STS-B-dev",
+                "--pairs",
+                "6",
+                "--seed",
+                "3",
+                "--data",
+                str(tiny_data_dir),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     record = json.loads((out / "pairs.json").read_text())
     reference = SentenceTransformer(str(tiny_model_dir), device="cpu")
     for row in record["pairs"]:
@@ -176,8 +288,31 @@ def test_flow_settings_reach_the_flow(tiny_model_dir, tiny_data_dir, tmp_path, c
 
     monkeypatch.setattr(flow_module.Flow, "__init__", spy)
     out = tmp_path / "run"
-    assert main(["eval", "--model", str(tiny_model_dir), "--pooling", "mean", "--tasks", "STS-B", "--data", str(tiny_data_dir), "--out", str(out),
-                 "--flow", "tasks:STS12:2", "--flow-set", "learning_rate=1e-3", "--flow-set", "max_steps=2", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(tiny_model_dir),
+                "--pooling",
+                "mean",
+                "--tasks",
+                "STS-B",
+                "--data",
+                str(tiny_data_dir),
+                "--out",
+                str(out),
+                "--flow",
+                "tasks:STS12:2",
+                "--flow-set",
+                "learning_rate=1e-3",
+                "--flow-set",
+                "max_steps=2",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert {"seed": 2, "learning_rate": 1e-3, "max_steps": 2}.items() <= seen[-1].items()
     assert "mean+flow(tasks:STS12,seed=2,learning_rate=0.001,max_steps=2)" in json.loads((out / "results.json").read_text())["runs"]
     assert main(["eval", "--model", str(tiny_model_dir), "--tasks", "STS-B", "--data", str(tiny_data_dir), "--flow", "target", "--flow-set", "lr=1"]) == 2

@@ -28,12 +28,12 @@ def test_ct_rows_blocks_of_one_positive_seven_negatives():
     rows = ct_rows([f"s{i}" for i in range(20)], rows=32, seed=0)
     labels = rows["label"]
     assert len(labels) == 32 and labels[0::8] == [1, 1, 1, 1] and sum(labels) == 4
-    for a, b, y in zip(rows["sentence_a"], rows["sentence_b"], labels):
+    for a, b, y in zip(rows["sentence_a"], rows["sentence_b"], labels, strict=True):
         assert (a == b) == (y == 1)
 
 
 def test_ct_towers_are_independent_copies_without_dropout(tiny_st):
-    from sentune.core.build import with_pooling
+    from sentune.modules.build import with_pooling
 
     model = with_pooling(tiny_st, "mean")
     loss = ContrastiveTensionLoss(model)
@@ -45,7 +45,7 @@ def test_ct_towers_are_independent_copies_without_dropout(tiny_st):
 
 
 def test_lower_bound_regression_matches_naive(tiny_st):
-    from sentune.core.build import with_pooling
+    from sentune.modules.build import with_pooling
 
     model = with_pooling(tiny_st, "mean").eval()
     loss = LowerBoundCosineLoss(model, lower_bound=0.3)
@@ -59,10 +59,10 @@ def test_lower_bound_regression_matches_naive(tiny_st):
 
 
 def test_nli_softmax_matches_naive(tiny_st):
-    from sentune.core.build import with_pooling
     from conftest import method_context
 
     from sentune.methods.nli import build_nli_loss
+    from sentune.modules.build import with_pooling
 
     model = with_pooling(tiny_st, "mean").eval()
     loss = build_nli_loss(model, {}, method_context("nli"))
@@ -76,14 +76,23 @@ def test_nli_softmax_matches_naive(tiny_st):
     assert got == pytest.approx(naive, rel=1e-5)
 
 
-@pytest.mark.parametrize("method,extra", [("ct", "optimizer: rmsprop, scheduler: ct-steps, learning_rate: 1.0e-5"), ("nli", "warmup_ratio: 0.1, learning_rate: 2.0e-5"), ("sts-regression", "learning_rate: 2.0e-5")])
+@pytest.mark.parametrize(
+    "method,extra",
+    [
+        ("ct", "optimizer: rmsprop, scheduler: ct-steps, learning_rate: 1.0e-5"),
+        ("nli", "warmup_ratio: 0.1, learning_rate: 2.0e-5"),
+        ("sts-regression", "learning_rate: 2.0e-5"),
+    ],
+)
 def test_tiny_training(method, extra, tiny_model_dir, tiny_data_dir, tmp_path):
     from sentune.cli import main
 
     recipe = tmp_path / "r.yaml"
     params = "params: {lower_bound: 0.2}\n" if method == "sts-regression" else ""
-    recipe.write_text(f"method: {method}\nmodel: {tiny_model_dir}\ntrain_data: wiki\n{params}"
-                      f"training: {{batch_size: 16, max_steps: 4, eval_steps: 2, patience: 0, {extra}}}\neval: {{dev: STS-B-dev, tasks: STS-B}}\n")
+    recipe.write_text(
+        f"method: {method}\nmodel: {tiny_model_dir}\ntrain_data: wiki\n{params}"
+        f"training: {{batch_size: 16, max_steps: 4, eval_steps: 2, patience: 0, {extra}}}\neval: {{dev: STS-B-dev, tasks: STS-B}}\n"
+    )
     run = tmp_path / "run"
     assert main(["train", str(recipe), "--out", str(run), "--data", str(tiny_data_dir)]) == 0
     assert "STS-B" in json.loads((run / "results.json").read_text())["runs"]["model"]["tasks"]

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from conftest import SENTENCES
 
 from sentune.core.encode import Encoder, token_budget_batches, unique_in_order
 from sentune.core.pooling import PoolingSpec, pool
-
-from conftest import SENTENCES
 
 POOLINGS = ["model", "cls", "mean", "max", "first-last", "last2", "layer0-max", "wk"]
 

@@ -70,12 +70,11 @@ def test_compiled_dense_chain_equals_flow():
 
 
 def test_model_with_flow_head_reloads_identically(tiny_st, tmp_path):
+    from conftest import SENTENCES, WORDS
     from sentence_transformers import SentenceTransformer
 
-    from sentune.core.build import save_atomic, with_pooling
     from sentune.core.encode import Encoder
-
-    from conftest import SENTENCES, WORDS
+    from sentune.modules.build import save_atomic, with_pooling
 
     rng = np.random.default_rng(0)
     fit_sentences = [" ".join(rng.choice(WORDS, size=rng.integers(3, 10))) for _ in range(200)]

@@ -40,7 +40,7 @@ def test_rows_bundle_one_sst_three_qqp_one_sts():
     assert len(rows["sst"]) == 10 and all(len(label) == 2 + QQP_PER_ROW for label in rows["label"])
     assert sorted(rows["sst"][:4]) == ["s0", "s1", "s2", "s3"]  # a full pass before any repeat
     for k in range(QQP_PER_ROW):
-        for a, b, label in zip(rows[f"qqp_a{k}"], rows[f"qqp_b{k}"], (r[1 + k] for r in rows["label"])):
+        for a, b, label in zip(rows[f"qqp_a{k}"], rows[f"qqp_b{k}"], (r[1 + k] for r in rows["label"]), strict=True):
             assert b == "r" + a[1:] and label == int(a[1:]) % 2
 
 
@@ -49,9 +49,11 @@ def _train_multitask(tmp_path, data_dir, model, *, steps: int, learning_rate: fl
     from sentune.cli import main
 
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"method: multitask\nmodel: {model}\n{extra}params: {{e_para: 16, e_sem: 16}}\n"
-                      f"training: {{batch_size: 4, max_steps: {steps}, eval_steps: 3, patience: 0, learning_rate: {learning_rate}, weight_decay: 0.01}}\n"
-                      "eval: {tasks: STS-B}\n")
+    recipe.write_text(
+        f"method: multitask\nmodel: {model}\n{extra}params: {{e_para: 16, e_sem: 16}}\n"
+        f"training: {{batch_size: 4, max_steps: {steps}, eval_steps: 3, patience: 0, learning_rate: {learning_rate}, weight_decay: 0.01}}\n"
+        "eval: {tasks: STS-B}\n"
+    )
     run = tmp_path / "run"
     assert main(["train", str(recipe), "--out", str(run), "--data", str(data_dir)]) == 0
     return run
@@ -74,7 +76,9 @@ def test_recipe_pooling_model_trains_through_a_head(tiny_model_dir, tiny_data_di
     from sentune.cli import main
 
     head = tmp_path / "whitened"
-    assert main(["whiten", "--model", str(tiny_model_dir), "--pooling", "mean", "--fit-on", "tasks:STS-B", "--data", str(tiny_data_dir), "--out", str(head)]) == 0
+    assert (
+        main(["whiten", "--model", str(tiny_model_dir), "--pooling", "mean", "--fit-on", "tasks:STS-B", "--data", str(tiny_data_dir), "--out", str(head)]) == 0
+    )
     run = _train_multitask(tmp_path, tiny_data_dir, head, steps=3, learning_rate=1e-3, extra="pooling: model\n")
     modules = json.loads((run / "model" / "modules.json").read_text())
     assert [m["type"].rsplit(".", 1)[-1] for m in modules] == [m["type"].rsplit(".", 1)[-1] for m in json.loads((head / "modules.json").read_text())]

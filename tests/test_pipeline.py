@@ -91,8 +91,21 @@ def test_two_pipeline_workers_share_the_members(tiny_model_dir, tiny_data_dir, t
     import subprocess
     import sys
 
-    args = [sys.executable, "-m", "sentune.cli", "pipeline", "ct-sed", "--model", str(tiny_model_dir), "--members", "3", "--data", str(tiny_data_dir),
-            "--out", str(tmp_path / "p")]
+    args = [
+        sys.executable,
+        "-m",
+        "sentune.cli",
+        "pipeline",
+        "ct-sed",
+        "--model",
+        str(tiny_model_dir),
+        "--members",
+        "3",
+        "--data",
+        str(tiny_data_dir),
+        "--out",
+        str(tmp_path / "p"),
+    ]
     for stage in ("ct", "sed-learner"):
         args += ["--set", f"{stage}:training.max_steps=2", "--set", f"{stage}:training.eval_steps=1", "--set", f"{stage}:training.batch_size=8"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
@@ -107,7 +120,6 @@ def test_two_pipeline_workers_share_the_members(tiny_model_dir, tiny_data_dir, t
     assert (tmp_path / "p" / "ct-sed" / "learner-1" / "results.json").is_file()
 
 
-
 @pytest.mark.parametrize("victim", ["ct-sed/member-2", "ct-sed/learner-2", "ct-sed-flow"])
 def test_a_pipeline_killed_inside_a_stage_resumes_without_recomputing(victim, tiny_model_dir, tiny_data_dir, tmp_path):
     """SIGKILL ct-sed-flow inside one stage (after a training stage's first checkpoint, or while the flow
@@ -120,8 +132,27 @@ def test_a_pipeline_killed_inside_a_stage_resumes_without_recomputing(victim, ti
     import time
 
     out = tmp_path / "p"
-    args = [sys.executable, "-m", "sentune.cli", "pipeline", "ct-sed-flow", "--model", str(tiny_model_dir), "--members", "2", "--learners", "2",
-            "--data", str(tiny_data_dir), "--out", str(out), "--set", "flow:max_steps=400", "--set", "flow:batch_size=4"]
+    args = [
+        sys.executable,
+        "-m",
+        "sentune.cli",
+        "pipeline",
+        "ct-sed-flow",
+        "--model",
+        str(tiny_model_dir),
+        "--members",
+        "2",
+        "--learners",
+        "2",
+        "--data",
+        str(tiny_data_dir),
+        "--out",
+        str(out),
+        "--set",
+        "flow:max_steps=400",
+        "--set",
+        "flow:batch_size=4",
+    ]
     for stage in ("ct", "sed-learner"):
         args += ["--set", f"{stage}:training.max_steps=6", "--set", f"{stage}:training.eval_steps=1", "--set", f"{stage}:training.batch_size=8"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "SENTUNE_CACHE": str(tmp_path / "cache")}
@@ -165,8 +196,21 @@ def test_members_train_while_another_process_holds_the_stage_before_sed(tiny_mod
     from sentune.train.pipeline import stage_lock
 
     out = tmp_path / "p"
-    args = [sys.executable, "-m", "sentune.cli", "pipeline", "ct-sed", "--model", str(tiny_model_dir), "--members", "3", "--data", str(tiny_data_dir),
-            "--out", str(out)]
+    args = [
+        sys.executable,
+        "-m",
+        "sentune.cli",
+        "pipeline",
+        "ct-sed",
+        "--model",
+        str(tiny_model_dir),
+        "--members",
+        "3",
+        "--data",
+        str(tiny_data_dir),
+        "--out",
+        str(out),
+    ]
     for stage in ("ct", "sed-learner"):
         args += ["--set", f"{stage}:training.max_steps=2", "--set", f"{stage}:training.eval_steps=1", "--set", f"{stage}:training.batch_size=8"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}

@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import SENTENCES
 
 from sentune.core.pooling import PoolingError, PoolingSpec, pool, wk_pool
-
-from conftest import SENTENCES
 
 
 def _hidden_states(model, sentences):

@@ -84,8 +84,8 @@ def test_crlf_bom_and_latin1(tmp_path):
 
 def test_long_sentence_is_truncated_with_file_and_line(tiny_st, tmp_path, caplog):
     """A 10,000-word sentence is encoded truncated to max_seq_length, and the warning names file:line."""
-    from sentune.tasks.evaluate import evaluate
     from sentune.data.catalog import TaskSpec
+    from sentune.tasks.evaluate import evaluate
 
     long = " ".join(["man"] * 10_000)
     inp, gs = _sts(tmp_path, f"a man\ta dog\n{long}\ta man\nthe cat\ta cat\n", "1\n2\n3\n")
@@ -98,8 +98,7 @@ def test_long_sentence_is_truncated_with_file_and_line(tiny_st, tmp_path, caplog
 
 
 def test_task_sentence_sets(tiny_data_dir):
-    from sentune.data.catalog import load_sentences
-    from sentune.data.catalog import load_task, select_tasks
+    from sentune.data.catalog import load_sentences, load_task, select_tasks
 
     sts = load_sentences("tasks:STS12,STS-B", tiny_data_dir)
     expected = [s for t in select_tasks("STS12,STS-B") for items in load_task(t, tiny_data_dir).values() for p in items for s in (p.a, p.b)]

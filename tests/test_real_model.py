@@ -43,8 +43,8 @@ def test_encoder_matches_sentence_transformers(default_model):
 @needs_data
 def test_stsb_matches_independent_evaluator(default_model):
     """The issue's independent evaluator: 82.03 Spearman ('all') on STS-B test with the model's own pooling."""
-    from sentune.tasks.evaluate import evaluate
     from sentune.data.catalog import select_tasks
+    from sentune.tasks.evaluate import evaluate
 
     result = evaluate(default_model, select_tasks("STS-B"), Path(DATA), poolings=["model"], show_progress=False)
     assert result["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] == pytest.approx(82.03, abs=0.05)

@@ -8,15 +8,14 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import SENTENCES
 
 from sentune.methods import sed
-
-from conftest import SENTENCES
 
 
 @pytest.fixture
 def members(tiny_st, tmp_path):
-    from sentune.core.build import save_atomic, with_pooling
+    from sentune.modules.build import save_atomic, with_pooling
 
     paths = []
     for seed in (0, 1):
@@ -45,7 +44,7 @@ def test_targets_are_the_member_mean_and_cached(members, tmp_path, monkeypatch):
 
 
 def test_distillation_loss_matches_naive(tiny_st):
-    from sentune.core.build import with_pooling
+    from sentune.modules.build import with_pooling
 
     model = with_pooling(tiny_st, "mean").eval()
     targets = np.random.default_rng(0).normal(size=(4, 32)).astype(np.float32)
@@ -58,13 +57,14 @@ def test_distillation_loss_matches_naive(tiny_st):
 
 
 def test_sed_training_and_full_ensemble(members, tiny_data_dir, tmp_path):
+    from conftest import train_tiny
     from sentence_transformers import SentenceTransformer
 
     from sentune.cli import main
 
-    from conftest import train_tiny
-
-    run = train_tiny(tmp_path, "sed", members[0], tiny_data_dir, params={"members": members, "eval_layers": 2}, training={"learning_rate": 2e-5, "warmup_ratio": 0.1})
+    run = train_tiny(
+        tmp_path, "sed", members[0], tiny_data_dir, params={"members": members, "eval_layers": 2}, training={"learning_rate": 2e-5, "warmup_ratio": 0.1}
+    )
     modules = json.loads((run / "model" / "modules.json").read_text())
     assert any("WeightedLayerPooling" in m["type"] for m in modules)  # learner saved with the last-two-layer mean
     assert len(list((run / "cache").glob("sed-targets-*.npy"))) == 1
@@ -89,11 +89,11 @@ def test_sed_training_and_full_ensemble(members, tiny_data_dir, tmp_path):
 def test_learner_pooling_chosen_on_dev(members, tiny_data_dir):
     """eval_layers='dev' keeps the pooling (last 1, 2 or 3 layers) with the best STS-B dev Spearman, computed
     here independently for each, and records the choice; a fixed number is applied as given."""
-    from sentune.core.build import with_pooling
-    from sentune.core.models import load_model
     from conftest import method_context
 
+    from sentune.core.models import load_model
     from sentune.core.options import OptionError
+    from sentune.modules.build import with_pooling
     from sentune.tasks.dev import DevEvaluator
 
     evaluator = DevEvaluator("STS-B-dev", tiny_data_dir)

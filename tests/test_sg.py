@@ -9,11 +9,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
-from conftest import method_context
+from conftest import method_context, train_tiny
 
 from sentune.methods import sg
-from conftest import train_tiny
 
 TAU = 0.1
 
@@ -67,7 +65,7 @@ def test_opt3_matches_naive():
 def test_regulariser_matches_naive():
     torch.manual_seed(0)
     tuned, frozen = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
-    naive = sum(((a - b) ** 2).sum().item() for a, b in zip(tuned.parameters(), frozen.parameters()))
+    naive = sum(((a - b) ** 2).sum().item() for a, b in zip(tuned.parameters(), frozen.parameters(), strict=True))
     assert sg.squared_distance(tuned, frozen).item() == pytest.approx(naive, rel=1e-6)
 
 
@@ -78,7 +76,7 @@ def _batch(model, sentences):
 
 @pytest.mark.parametrize("objective", sg.OBJECTIVES)
 def test_gradients_reach_tuned_and_head_never_frozen_or_embeddings(tiny_st, objective):
-    from sentune.core.build import with_pooling
+    from sentune.modules.build import with_pooling
 
     model = with_pooling(tiny_st, "cls")
     loss_fn = sg.SelfGuidedLoss(model, objective=objective, temperature=0.05, reg_weight=0.1, head_hidden=64)
@@ -99,7 +97,7 @@ def test_gradients_reach_tuned_and_head_never_frozen_or_embeddings(tiny_st, obje
 
 
 def test_cached_views_equal_frozen_forward(tiny_st, tmp_path):
-    from sentune.core.build import with_pooling
+    from sentune.modules.build import with_pooling
 
     model = with_pooling(tiny_st, "cls")
     sentences = ["a man plays the guitar", "the dog runs in the park", "two kids eat food", "a"]

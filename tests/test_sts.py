@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import ToyEncoder, unit_at
 
 from sentune.tasks.sts import aggregate, cosine_scores, evaluate_sts
-
-from conftest import ToyEncoder, unit_at
 
 
 def _toy_subsets():

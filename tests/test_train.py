@@ -51,7 +51,9 @@ def test_recipe_overrides_and_errors(recipe_file):
 
 
 def _train(args, cwd, env, **kw):
-    return subprocess.Popen([sys.executable, "-m", "sentune.cli", "train", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sentune.cli", "train", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **kw
+    )
 
 
 @pytest.fixture
@@ -66,8 +68,8 @@ def _weights(run: Path) -> dict:
 def test_train_end_to_end_and_saved_model_reproduces_evaluation(recipe_file, tmp_path, env):
     from sentence_transformers import SentenceTransformer
 
-    from sentune.tasks.evaluate import evaluate
     from sentune.data.catalog import select_tasks
+    from sentune.tasks.evaluate import evaluate
 
     run = tmp_path / "run"
     proc = _train([str(recipe_file), "--out", str(run)], tmp_path, env)
@@ -144,9 +146,9 @@ def test_saved_config_from_before_an_option_existed_is_the_same_recipe(recipe_fi
 
 
 def test_max_sentences_is_a_fixed_random_subset_in_file_order(tiny_data_dir):
-    from sentune.data.catalog import load_sentences
     from conftest import method_context
 
+    from sentune.data.catalog import load_sentences
     from sentune.methods.base import training_sentences
 
     everything = load_sentences("wiki", tiny_data_dir)

@@ -41,8 +41,9 @@ def test_pair_features_are_senteval_s():
 
 
 def test_tai_encoding_known_values():
-    np.testing.assert_allclose(relatedness.tai_encode(np.array([1.0, 2.5, 5.0, 4.2])), [
-        [1, 0, 0, 0, 0], [0, 0.5, 0.5, 0, 0], [0, 0, 0, 0, 1], [0, 0, 0, 0.8, 0.2]], atol=1e-6)
+    np.testing.assert_allclose(
+        relatedness.tai_encode(np.array([1.0, 2.5, 5.0, 4.2])), [[1, 0, 0, 0, 0], [0, 0.5, 0.5, 0, 0], [0, 0, 0, 0, 1], [0, 0, 0, 0.8, 0.2]], atol=1e-6
+    )
     np.testing.assert_allclose(relatedness.to_one_five(np.array([0.0, 2.5, 5.0]), 0, 5), [1, 3, 5])
 
 

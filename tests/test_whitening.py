@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import WORDS
 from sentence_transformers import SentenceTransformer
 
-from sentune.core.build import save_atomic, with_pooling
 from sentune.core.encode import Encoder
+from sentune.modules.build import save_atomic, with_pooling
 from sentune.postprocess.whitening import Whitening
-
-from conftest import WORDS
 
 
 def test_whitening_matches_numpy_formula():

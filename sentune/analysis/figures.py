@@ -30,22 +30,23 @@ def tsne_figure(models: list[tuple[str, object]], data_dir: Path, out_dir: Path,
     import matplotlib.pyplot as plt
     from sklearn.manifold import TSNE
 
-    labels = [label if [l for l, _ in models[:i]].count(label) == 0 else f"{label} #{i + 1}" for i, (label, _) in enumerate(models)]
-    models = list(zip(labels, (m for _, m in models)))
+    labels = [label if [seen for seen, _ in models[:i]].count(label) == 0 else f"{label} #{i + 1}" for i, (label, _) in enumerate(models)]
+    models = list(zip(labels, (m for _, m in models), strict=True))
     positives, negatives = extreme_pairs(task, data_dir, count)
     pairs = positives + negatives
     fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4.5), squeeze=False)
-    record = {"task": task, "positives": [p.score for p in positives], "negatives": [p.score for p in negatives], "panels": {}}
-    for ax, (label, model) in zip(axes[0], models):
+    panels: dict[str, list] = {}
+    record = {"task": task, "positives": [p.score for p in positives], "negatives": [p.score for p in negatives], "panels": panels}
+    for ax, (label, model) in zip(axes[0], models, strict=True):
         vectors, cosines = encode_pairs(model, pairs)
         points = TSNE(n_components=2, perplexity=min(30, len(vectors) - 1), random_state=seed, init="pca").fit_transform(vectors)
-        record["panels"][label] = points.tolist()
+        panels[label] = points.tolist()
         for i in range(len(pairs)):
             colour = "tab:blue" if i < len(positives) else "tab:red"
             a, b = points[2 * i], points[2 * i + 1]
             ax.plot([a[0], b[0]], [a[1], b[1]], color=colour, alpha=0.6, linewidth=1)
             ax.scatter([a[0], b[0]], [a[1], b[1]], color=colour, s=12)
-        ax.set_title(f"{label}\nmean cos: positive {cosines[:len(positives)].mean():.2f}, negative {cosines[len(positives):].mean():.2f}", fontsize=9)
+        ax.set_title(f"{label}\nmean cos: positive {cosines[: len(positives)].mean():.2f}, negative {cosines[len(positives) :].mean():.2f}", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
     fig.tight_layout()

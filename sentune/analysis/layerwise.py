@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +12,8 @@ import sentune
 from sentune.core.encode import Encoder
 from sentune.core.results import write_atomic
 from sentune.data.catalog import TaskSpec, load_task
-from sentune.tasks.sts import evaluate_sts
 from sentune.errors import UserError
+from sentune.tasks.sts import evaluate_sts
 
 TOKEN_POOLINGS = ("cls", "mean", "max")
 
@@ -36,9 +36,12 @@ def layerwise_scores(model, task: TaskSpec, data_dir: Path, *, show_progress: bo
             scores[tok].append(evaluate_sts({"all": (v[:n], v[n:], gold)})["all"]["spearman"])
     return {
         "meta": {
-            "model": model_name, "task": task.name, "metric": "Spearman x100 (cosine)",
+            "model": model_name,
+            "task": task.name,
+            "metric": "Spearman x100 (cosine)",
             "layers": "0 = embedding layer, k = output of block k",
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "sentune_version": sentune.__version__,
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "sentune_version": sentune.__version__,
         },
         "layers": list(range(num_layers)),
         "scores": scores,
@@ -58,8 +61,8 @@ def plot_layerwise(results: list[dict], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 3.6), squeeze=False, sharey=True)
-    for ax, result in zip(axes[0], results):
-        for tok, marker in zip(TOKEN_POOLINGS, "o^s"):
+    for ax, result in zip(axes[0], results, strict=True):
+        for tok, marker in zip(TOKEN_POOLINGS, "o^s", strict=True):
             ax.plot(result["layers"], result["scores"][tok], marker=marker, label=tok)
         ax.set_title(f"{result['meta'].get('label') or result['meta']['model']} — {result['meta']['task']}", fontsize=9)
         ax.set_xlabel("layer (0 = embeddings)")

@@ -46,7 +46,7 @@ def pair_cosines(models: list[tuple[str, object]], task: str, data_dir: Path, *,
     pairs = sample_pairs(task, data_dir, count, seed)
     rows = [{"a": p.a, "b": p.b, "gold": p.score, "cosine": {}} for p in pairs]
     for label, model in models:
-        for row, cosine in zip(rows, encode_pairs(model, pairs)[1]):
+        for row, cosine in zip(rows, encode_pairs(model, pairs)[1], strict=True):
             row["cosine"][label] = float(cosine)
     return {"task": task, "seed": seed, "models": [label for label, _ in models], "pairs": rows}
 
@@ -54,8 +54,12 @@ def pair_cosines(models: list[tuple[str, object]], task: str, data_dir: Path, *,
 def pairs_markdown(record: dict) -> str:
     labels = record["models"]
     command = f" Command: `{record['command']}`." if record.get("command") else ""
-    lines = [f"Pairs of {record['task']} (seeded sample, seed {record['seed']}, stratified by gold score); cosine of each model.{command}", "",
-             "| sentence pair | " + " | ".join(f"cos: {label}" for label in labels) + " | gold |", "|" + "---|" * (len(labels) + 2)]
+    lines = [
+        f"Pairs of {record['task']} (seeded sample, seed {record['seed']}, stratified by gold score); cosine of each model.{command}",
+        "",
+        "| sentence pair | " + " | ".join(f"cos: {label}" for label in labels) + " | gold |",
+        "|" + "---|" * (len(labels) + 2),
+    ]
     for row in record["pairs"]:
         pair = f"'{row['a']}'<br>'{row['b']}'".replace("|", "\\|")
         lines.append(f"| {pair} | " + " | ".join(f"{row['cosine'][label]:.3f}" for label in labels) + f" | {row['gold']:.1f} |")

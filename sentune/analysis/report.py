@@ -31,8 +31,12 @@ def _sts_average_plot(entries: list[tuple[str, dict]], path: Path) -> Path | Non
     import matplotlib.pyplot as plt
 
     # Only runs averaged over the 7 standard STS tasks are comparable on one axis.
-    bars = [(f"{label} · {run}", r["summary"]["avg_all_spearman"]) for label, res in entries for run, r in res["runs"].items()
-            if "avg_all_spearman" in r["summary"] and tuple(r["summary"].get("sts_tasks", ())) == sts7()]
+    bars = [
+        (f"{label} · {run}", r["summary"]["avg_all_spearman"])
+        for label, res in entries
+        for run, r in res["runs"].items()
+        if "avg_all_spearman" in r["summary"] and tuple(r["summary"].get("sts_tasks", ())) == sts7()
+    ]
     if not bars:
         return None
     bars.sort(key=lambda b: b[1])
@@ -69,12 +73,14 @@ def build_report(folders: list[Path], out: Path) -> tuple[Path, Path]:
         png = plot_layerwise(layerwise, out / "layerwise.png")
         parts += ["## Layer-wise STS (seed 001, Figure 1)", "", f"![layer-wise Spearman]({png.name})", ""]
         for result in layerwise:
-            rows = "\n".join(f"| {k} | " + " | ".join(f"{result['scores'][t][i]:.2f}" for t in ("cls", "mean", "max")) + " |" for i, k in enumerate(result["layers"]))
+            rows = "\n".join(
+                f"| {k} | " + " | ".join(f"{result['scores'][t][i]:.2f}" for t in ("cls", "mean", "max")) + " |" for i, k in enumerate(result["layers"])
+            )
             parts += [f"### {result['meta']['label']} — {result['meta']['task']}", "", "| layer | cls | mean | max |", "|---|---|---|---|", rows, ""]
     if pair_tables:
         parts += ["## Sentence pairs, cosine per model (seed 002, Tables 3-6 style)", ""]
-        for table in pair_tables:
-            parts += [table, ""]
+        for pair_table in pair_tables:
+            parts += [pair_table, ""]
     for label, results in entries:
         meta = results["meta"]
         parts += [f"## {label}: `{meta.get('model')}`", "", f"{meta['date']} · sentune {meta['sentune_version']}", ""]

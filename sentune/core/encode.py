@@ -76,8 +76,10 @@ class Encoder:
             for spec in self.specs:
                 spec.check_layers(num_hidden)
         elif any(spec.tokens != "model" for spec in self.specs):
-            raise UserError(f"this model's first module ({type(model[0]).__name__}) gives only its own sentence embedding, "
-                             f"no token states: use the pooling 'model', not {', '.join(self.pooling_names)}")
+            raise UserError(
+                f"this model's first module ({type(model[0]).__name__}) gives only its own sentence embedding, "
+                f"no token states: use the pooling 'model', not {', '.join(self.pooling_names)}"
+            )
 
     @property
     def hf_model(self):
@@ -123,9 +125,10 @@ class Encoder:
                 for batch in token_budget_batches(lengths, self.max_tokens, self.max_batch):
                     pooled = self._forward([unique[i] for i in batch])
                     for name, vectors in pooled.items():
-                        if outputs[name] is None:
-                            outputs[name] = np.zeros((len(unique), vectors.shape[1]), dtype=np.float32)
-                        outputs[name][batch] = vectors
+                        table = outputs[name]
+                        if table is None:
+                            table = outputs[name] = np.zeros((len(unique), vectors.shape[1]), dtype=np.float32)
+                        table[batch] = vectors
                     bar.update(len(batch))
         finally:
             if hf is not None:

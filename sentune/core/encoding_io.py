@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sentune.data.readers import read_lines
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
+from sentune.data.readers import read_lines
 from sentune.errors import UserError
 
 
@@ -25,7 +25,7 @@ def encode_file(model_name: str, pooling: str, input_path: Path, output_path: Pa
         np.save(output_path, vectors)
     else:
         with output_path.open("w", encoding="utf-8") as handle:
-            for sentence, vector in zip(sentences, vectors):
+            for sentence, vector in zip(sentences, vectors, strict=True):
                 handle.write(json.dumps({"text": sentence, "embedding": [round(float(x), 7) for x in vector]}) + "\n")
     if encoder.truncated_indices:
         lines = ", ".join(f"{input_path}:{i + 1}" for i in encoder.truncated_indices[:5])

@@ -56,8 +56,11 @@ def _needs_only_installed_code(path: Path) -> bool:
     if not modules.is_file():
         return False
     types = [entry.get("type", "") for entry in json.loads(modules.read_text())]
-    return any(t.startswith("sentune.") for t in types) and all(t.startswith(("sentence_transformers.", "sentune.")) for t in types) \
+    return (
+        any(t.startswith("sentune.") for t in types)
+        and all(t.startswith(("sentence_transformers.", "sentune.")) for t in types)
         and not any(path.rglob("*.py"))
+    )
 
 
 def load_model(name: str, *, trust_remote_code: bool = False, device: str | None = None):

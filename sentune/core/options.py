@@ -29,8 +29,16 @@ class OptionError(UserError):
     """A key or value that a typed option record does not accept; the message names the key."""
 
 
-def option(default: Any = MISSING, help: str = "", *, minimum: float | None = None, exclusive: bool = False,
-           below: float | None = None, choices: tuple | None = None, default_factory: Any = MISSING) -> Any:
+def option(
+    default: Any = MISSING,
+    help: str = "",
+    *,
+    minimum: float | None = None,
+    exclusive: bool = False,
+    below: float | None = None,
+    choices: tuple | None = None,
+    default_factory: Any = MISSING,
+) -> Any:
     """A dataclass field with its meaning and limits (`minimum`, strict when `exclusive`; a strict upper
     bound `below`; `choices`)."""
     metadata = {"help": help, "minimum": minimum, "exclusive": exclusive, "below": below, "choices": choices}
@@ -149,7 +157,7 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
         value = {} if value is None else value  # an empty section in YAML
         if not isinstance(value, dict):
             raise OptionError(f"{key}: expected a section (key: value lines), got {value!r}")
-        return build_options(annotation, value, key)  # type: ignore[type-var]
+        return build_options(typing.cast(type, annotation), value, key)
     raise TypeError(f"{key}: option type {annotation!r} is not supported")  # a bug in a record, not a user error
 
 

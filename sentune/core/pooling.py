@@ -71,10 +71,7 @@ class PoolingSpec:
         if match:
             layer, tokens = int(match.group(1)), match.group(2) or "mean"
             return cls(f"layer{layer}-{tokens}", tokens, (layer,))
-        raise PoolingError(
-            f"unknown pooling {name!r}; choose model, cls, mean, max, first-last, last2, lastN[-cls|-max], "
-            "layerK[-cls|-mean|-max] or wk"
-        )
+        raise PoolingError(f"unknown pooling {name!r}; choose model, cls, mean, max, first-last, last2, lastN[-cls|-max], layerK[-cls|-mean|-max] or wk")
 
     def check_layers(self, num_hidden_states: int) -> None:
         """Fail early, naming the pooling, when a layer index does not exist in this model."""

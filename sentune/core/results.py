@@ -84,7 +84,7 @@ def transfer_table(runs: dict[str, dict]) -> str | None:
         present = [v for v in values if v is not None]
         rows.append([run_name] + [_fmt(v) for v in values] + [_fmt(sum(present) / len(present) if present else None)])
     header = ["run"] + [f"{t} (acc/F1)" if t == "MRPC" else t for t in names] + ["avg"]
-    for row, run in zip(rows, runs.values()):
+    for row, run in zip(rows, runs.values(), strict=True):
         if "MRPC" in names and "f1" in run["tasks"].get("MRPC", {}):
             i = names.index("MRPC") + 1
             row[i] = f"{row[i]} / {_fmt(run['tasks']['MRPC']['f1'])}"
@@ -119,7 +119,11 @@ def render_markdown(results: dict) -> str:
         + (f" · precision {meta['precision']}" if meta.get("precision", "fp32") != "fp32" else ""),
         "",
     ]
-    for aggregation, title in (("all", "'all' (concatenated subsets; headline)"), ("wmean", "'wmean' (size-weighted mean of subsets)"), ("mean", "'mean' (plain mean of subsets)")):
+    for aggregation, title in (
+        ("all", "'all' (concatenated subsets; headline)"),
+        ("wmean", "'wmean' (size-weighted mean of subsets)"),
+        ("mean", "'mean' (plain mean of subsets)"),
+    ):
         table = sts_summary_table(runs, aggregation)
         if table:
             parts += [f"## STS Spearman ×100, {title}", "", table, ""]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ def _record(cls: type, source: Path, where: str, entry: Any) -> Any:
         raise ValueError(f"{source}: {where}: {exc}") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_catalog(path: str | None = None) -> dict[str, TaskSpec]:
     """All tasks by name; duplicate names are an error (the registry must be unambiguous)."""
     source = Path(path) if path else TASKS_FILE
@@ -90,7 +90,7 @@ def load_catalog(path: str | None = None) -> dict[str, TaskSpec]:
     return catalog
 
 
-@lru_cache(maxsize=None)
+@cache
 def set_catalog() -> dict[str, tuple[FileRecord, ...]]:
     """Named sets by name, each a tuple of file records read in order."""
     entries = yaml.safe_load(SETS_FILE.read_text(encoding="utf-8"))
@@ -124,7 +124,8 @@ def resolve_data_dir(option: str | os.PathLike | None = None) -> Path:
     value = option or os.environ.get(DATA_ENV)
     if not value:
         raise DataError(
-            "<data directory>", None,
+            "<data directory>",
+            None,
             f"no data directory given: pass --data DIR or set {DATA_ENV} (`sentune data download DIR` fetches the canonical sets)",
         )
     path = Path(value).expanduser()

@@ -6,9 +6,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from sentune.data.catalog import load_sentences, set_catalog
+from sentune.data.catalog import load_catalog, load_sentences, load_task, set_catalog
 from sentune.data.readers import DataError
-from sentune.data.catalog import load_catalog, load_task
 
 
 def sha256_of(path: Path) -> str:

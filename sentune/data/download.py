@@ -15,18 +15,19 @@ import tarfile
 import urllib.parse
 import urllib.request
 import zipfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
 from tqdm.auto import tqdm
+
 from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
 SOURCES_FILE = Path(__file__).with_name("sources.yaml")
 
 
-@lru_cache(maxsize=None)
+@cache
 def sources() -> list[dict]:
     return yaml.safe_load(SOURCES_FILE.read_text(encoding="utf-8"))
 

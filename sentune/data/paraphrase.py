@@ -34,7 +34,9 @@ def translate(sentences: list[str], tokenizer, model, *, beams: int, batch_size:
     return out
 
 
-def back_translate(sentences: list[str], forward: str, backward: str, *, beams: int = 5, batch_size: int = 16, max_length: int = 128, show_progress: bool = True) -> list[str]:
+def back_translate(
+    sentences: list[str], forward: str, backward: str, *, beams: int = 5, batch_size: int = 16, max_length: int = 128, show_progress: bool = True
+) -> list[str]:
     pivot = translate(sentences, *_load(forward), beams=beams, batch_size=batch_size, max_length=max_length, desc="to pivot", show_progress=show_progress)
     back = translate(pivot, *_load(backward), beams=beams, batch_size=batch_size, max_length=max_length, desc="back", show_progress=show_progress)
     empty = [i for i, text in enumerate(back) if not text.strip()]
@@ -50,5 +52,5 @@ def write_paraphrase_file(input_path: Path, output_path: Path, forward: str, bac
     sentences = read_corpus(input_path)
     paraphrases = back_translate(sentences, forward, backward, **kwargs)
     output_path.parent.mkdir(parents=True, exist_ok=True)
-    output_path.write_text("".join(f"{s}\t{p}\n" for s, p in zip(sentences, paraphrases)), encoding="utf-8")
+    output_path.write_text("".join(f"{s}\t{p}\n" for s, p in zip(sentences, paraphrases, strict=True)), encoding="utf-8")
     return len(sentences)

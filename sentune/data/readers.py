@@ -86,9 +86,7 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
         try:
             text = line.decode(encoding)
         except UnicodeDecodeError as exc:
-            raise DataError(
-                path, number, f"not valid {encoding}: byte 0x{line[exc.start]:02x} at column {exc.start + 1}"
-            ) from None
+            raise DataError(path, number, f"not valid {encoding}: byte 0x{line[exc.start]:02x} at column {exc.start + 1}") from None
         out.append(text.rstrip("\r"))
     if out and out[0].startswith("\ufeff"):
         out[0] = out[0][1:]
@@ -131,7 +129,7 @@ def read_sts_pairs(input_path: str | Path, gold_path: str | Path) -> list[Pair]:
     if len(inputs) != len(golds):
         raise DataError(gold_path, None, f"{len(golds)} gold lines but {input_path.name} has {len(inputs)} lines")
     pairs, unscored = [], 0
-    for number, (line, gold) in enumerate(zip(inputs, golds), start=1):
+    for number, (line, gold) in enumerate(zip(inputs, golds, strict=True), start=1):
         fields = _fields(input_path, number, line, 2, "two sentences")
         if not gold.strip():
             unscored += 1
@@ -278,11 +276,18 @@ def read_nli_senteval(folder: str | Path, split: str) -> list[LabeledPair]:
     if not len(s1) == len(s2) == len(labels):
         raise DataError(folder / f"labels.{split}", None, f"line counts differ: s1 {len(s1)}, s2 {len(s2)}, labels {len(labels)}")
     out = []
-    for number, (a, b, label) in enumerate(zip(s1, s2, labels), start=1):
+    for number, (a, b, label) in enumerate(zip(s1, s2, labels, strict=True), start=1):
         label = label.strip()
         if label not in NLI_LABELS:
             raise DataError(folder / f"labels.{split}", number, f"unknown NLI label {label!r}")
-        out.append(LabeledPair(_nonempty(folder / f"s1.{split}", number, a, "premise"), _nonempty(folder / f"s2.{split}", number, b, "hypothesis"), label, Source(str(folder / f"labels.{split}"), number)))
+        out.append(
+            LabeledPair(
+                _nonempty(folder / f"s1.{split}", number, a, "premise"),
+                _nonempty(folder / f"s2.{split}", number, b, "hypothesis"),
+                label,
+                Source(str(folder / f"labels.{split}"), number),
+            )
+        )
     return out
 
 

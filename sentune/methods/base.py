@@ -106,7 +106,8 @@ def subset(items: list, limit: int | None) -> list:
     return [items[i] for i in sorted(random.Random(0).sample(range(len(items)), limit))]
 
 
-Finalize = Callable[["SentenceTransformer", "nn.Module", TrainContext], "tuple[SentenceTransformer, dict | None]"]
+# (model, loss, context) -> (the model to save, a note for results.json or None); the loss is the method's own class.
+Finalize = Callable[["SentenceTransformer", Any, TrainContext], "tuple[SentenceTransformer, dict | None]"]
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ class Method:
     defaults: dict[str, Any] = field(default_factory=dict)  # this method's defaults over the record's (sg vs sg-opt)
     data_view: Callable[[TrainContext], Columns] = sentence_rows
     finalize: Finalize | None = None
-    evaluator: Callable[[nn.Module, TrainContext, str], SentenceEvaluator] | None = None
+    evaluator: Callable[[Any, TrainContext, str], SentenceEvaluator] | None = None  # (loss, context, split)
     ordered_batches: bool = False  # batches in dataset order (rows laid out in blocks, e.g. CT's 1 + 7)
     poolings: tuple[str, ...] | None = None  # poolings it can train; None: any trainable pooling
     needs_pairs: bool = False  # trains on `train_data: pairs:PATH` (sentence<TAB>paraphrase)

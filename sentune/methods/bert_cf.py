@@ -26,19 +26,24 @@ from sentune.methods.mirror import CITATION as MIRROR_CITATION
 from sentune.methods.mirror import MirrorLoss, mirror_infonce
 from sentune.modules.live_flow import LiveFlow
 
-CITATION = MIRROR_CITATION + """
+CITATION = (
+    MIRROR_CITATION
+    + """
 @inproceedings{li-etal-2020-sentence,
   title = {On the Sentence Embeddings from Pre-trained Language Models},
   author = {Li, Bohan and Zhou, Hao and He, Junxian and Wang, Mingxuan and Yang, Yiming and Li, Lei},
   booktitle = {Proceedings of EMNLP 2020},
   year = {2020}
 }"""
+)
 
 
 class FlowJointLoss(nn.Module):
     """Inputs: one text column. The model's last module must be a LiveFlow (build_flow_joint_loss adds it)."""
 
-    def __init__(self, model, lambda_mirror: float = 0.3, temperature: float = 0.05, span_p: float = 0.3, span_cap: int = 5, freeze_encoder: bool = True) -> None:
+    def __init__(
+        self, model, lambda_mirror: float = 0.3, temperature: float = 0.05, span_p: float = 0.3, span_cap: int = 5, freeze_encoder: bool = True
+    ) -> None:
         super().__init__()
         if not isinstance(model[-1], LiveFlow):
             raise ValueError("the flow-joint loss needs a model ending in a LiveFlow module")
@@ -90,8 +95,7 @@ class FlowJointParams:
 def build_flow_joint_loss(model, columns: Columns, ctx: TrainContext) -> FlowJointLoss:
     p: FlowJointParams = ctx.params
     model.append(LiveFlow(model.get_embedding_dimension(), p.n_blocks, p.hidden, p.permutation, p.flow_seed))
-    return FlowJointLoss(model, lambda_mirror=p.lambda_mirror, temperature=p.temperature, span_p=p.span_p, span_cap=p.span_cap,
-                         freeze_encoder=p.freeze_encoder)
+    return FlowJointLoss(model, lambda_mirror=p.lambda_mirror, temperature=p.temperature, span_p=p.span_p, span_cap=p.span_cap, freeze_encoder=p.freeze_encoder)
 
 
 def compile_live_flow(model, loss=None, ctx=None):
@@ -106,5 +110,13 @@ def compile_live_flow(model, loss=None, ctx=None):
     return SentenceTransformer(modules=modules[:-1] + compile_to_dense(modules[-1].flow.eval()), device=str(model.device)), None
 
 
-FLOW_JOINT = Method("flow-joint", build_flow_joint_loss, pooling="mean", columns=("sentence",), params=FlowJointParams,
-                    finalize=compile_live_flow, poolings=("mean", "cls", "max", "first-last"), citation=CITATION)
+FLOW_JOINT = Method(
+    "flow-joint",
+    build_flow_joint_loss,
+    pooling="mean",
+    columns=("sentence",),
+    params=FlowJointParams,
+    finalize=compile_live_flow,
+    poolings=("mean", "cls", "max", "first-last"),
+    citation=CITATION,
+)

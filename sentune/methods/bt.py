@@ -14,10 +14,10 @@ Data: a file of `sentence<TAB>paraphrase` lines (train_data: pairs:PATH), made o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
-
-from dataclasses import dataclass
 
 from sentune.core.options import option
 from sentune.methods.base import Columns, Method, TrainContext
@@ -47,8 +47,8 @@ def build_bt_loss(model, columns: Columns, ctx: TrainContext) -> ContrastiveBTLo
     return ContrastiveBTLoss(model, **ctx.params.loss_settings())
 
 
-BT = Method("bt", build_bt_loss, pooling="cls", columns=("sentence", "paraphrase"), params=BTParams, defaults={"objective": "base"},
-            needs_pairs=True, citation=CITATION)
+BT = Method(
+    "bt", build_bt_loss, pooling="cls", columns=("sentence", "paraphrase"), params=BTParams, defaults={"objective": "base"}, needs_pairs=True, citation=CITATION
+)
 # SG-OPT whose views come from BERT_F(paraphrase): build_sg_loss caches the paraphrases' views.
-BT_SG_OPT = Method("bt-sg-opt", build_sg_loss, pooling="cls", columns=("sentence", "paraphrase", "label"), params=SGParams,
-                   needs_pairs=True, citation=CITATION)
+BT_SG_OPT = Method("bt-sg-opt", build_sg_loss, pooling="cls", columns=("sentence", "paraphrase", "label"), params=SGParams, needs_pairs=True, citation=CITATION)

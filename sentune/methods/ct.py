@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sentune.methods.base import Columns, Method, TrainContext, training_sentences
 from sentune.errors import UserError
+from sentune.methods.base import Columns, Method, TrainContext, training_sentences
 
 CITATION = """@inproceedings{carlsson2021semantic,
   title = {Semantic Re-tuning with Contrastive Tension},
@@ -103,8 +103,16 @@ def keep_better_tower(model, loss: ContrastiveTensionLoss, ctx: TrainContext):
     return model, {"kept_tower": 1 if score1 > score2 else 2, "dev_spearman_by_tower": {1: score1, 2: score2}}
 
 
-CT = Method("ct", build_ct_loss, pooling="mean", columns=("sentence_a", "sentence_b", "label"), data_view=ct_view,
-            finalize=keep_better_tower, ordered_batches=True, citation=CITATION)
+CT = Method(
+    "ct",
+    build_ct_loss,
+    pooling="mean",
+    columns=("sentence_a", "sentence_b", "label"),
+    data_view=ct_view,
+    finalize=keep_better_tower,
+    ordered_batches=True,
+    citation=CITATION,
+)
 
 
 def build_st_ct_loss(model, columns: Columns, ctx: TrainContext):
@@ -115,5 +123,6 @@ def build_st_ct_loss(model, columns: Columns, ctx: TrainContext):
     return LibraryContrastiveTensionLoss(model)
 
 
-ST_CT = Method("st-ct", build_st_ct_loss, pooling="mean", columns=("sentence_a", "sentence_b", "label"), data_view=ct_view,
-               ordered_batches=True, citation=CITATION)
+ST_CT = Method(
+    "st-ct", build_st_ct_loss, pooling="mean", columns=("sentence_a", "sentence_b", "label"), data_view=ct_view, ordered_batches=True, citation=CITATION
+)

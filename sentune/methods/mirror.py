@@ -49,7 +49,9 @@ def mirror_infonce(anchors: torch.Tensor, mirrors: torch.Tensor, temperature: fl
     return F.cross_entropy(logits, torch.arange(len(a), device=a.device))
 
 
-def mask_token_spans(input_ids: torch.Tensor, attention_mask: torch.Tensor, special: torch.Tensor, mask_id: int, p: float, cap: int, generator: torch.Generator | None = None) -> torch.Tensor:
+def mask_token_spans(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, special: torch.Tensor, mask_id: int, p: float, cap: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """One span per sentence of length min(Geometric(p), cap, real tokens) set to [MASK]; special tokens kept."""
     out = input_ids.clone()
     if cap <= 0:
@@ -130,5 +132,13 @@ def char_masked_rows(ctx: TrainContext) -> Columns:
 
 MIRROR = Method("mirror", build_mirror_loss, pooling="mean", columns=("sentence",), params=MirrorParams, citation=CITATION)
 SIMCSE = Method("simcse", build_mirror_loss, pooling="mean", columns=("sentence",), params=MirrorParams, defaults={"span_cap": 0}, citation=CITATION)
-MIRROR_CHAR = Method("mirror-char", build_mirror_loss, pooling="mean", columns=("sentence", "masked"), params=MirrorParams,
-                     defaults={"masking": "char"}, data_view=char_masked_rows, citation=CITATION)
+MIRROR_CHAR = Method(
+    "mirror-char",
+    build_mirror_loss,
+    pooling="mean",
+    columns=("sentence", "masked"),
+    params=MirrorParams,
+    defaults={"masking": "char"},
+    data_view=char_masked_rows,
+    citation=CITATION,
+)

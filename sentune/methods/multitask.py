@@ -75,7 +75,7 @@ class MultitaskLoss(nn.Module):
 
     def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> dict[str, torch.Tensor]:
         sst, qqp, sts = sentence_features[0], sentence_features[1 : 1 + 2 * QQP_PER_ROW], sentence_features[-2:]
-        logits, y_para, y_sem = self.scores(sst, list(zip(qqp[0::2], qqp[1::2])), sts)
+        logits, y_para, y_sem = self.scores(sst, list(zip(qqp[0::2], qqp[1::2], strict=True)), sts)
         sst_labels = labels[:, 0].long()
         qqp_labels = labels[:, 1 : 1 + QQP_PER_ROW].T.reshape(-1) > 0.5  # pair-major, as y_para
         sem_target = self.h_sem + (1 - self.h_sem) * labels[:, -1] / 5.0
@@ -209,5 +209,13 @@ def build_multitask_loss(model, columns: Columns, ctx: TrainContext) -> Multitas
     return MultitaskLoss(model, h_para=p.h_para, h_sem=p.h_sem, weights=p.weights, e_para=p.e_para, e_sem=p.e_sem)
 
 
-MULTITASK = Method("multitask", build_multitask_loss, pooling="mean", columns=multitask_columns(), params=MultitaskParams,
-                   data_view=multitask_view, evaluator=make_evaluator, citation=CITATION)
+MULTITASK = Method(
+    "multitask",
+    build_multitask_loss,
+    pooling="mean",
+    columns=multitask_columns(),
+    params=MultitaskParams,
+    data_view=multitask_view,
+    evaluator=make_evaluator,
+    citation=CITATION,
+)

@@ -20,8 +20,13 @@ CITATION = """@inproceedings{reimers-gurevych-2019-sentence,
 
 
 def build_nli_loss(model, columns: Columns, ctx: TrainContext) -> SoftmaxLoss:
-    return SoftmaxLoss(model, sentence_embedding_dimension=model.get_embedding_dimension(), num_labels=len(LABELS),
-                       concatenation_sent_rep=True, concatenation_sent_difference=True)
+    return SoftmaxLoss(
+        model,
+        sentence_embedding_dimension=model.get_embedding_dimension(),
+        num_labels=len(LABELS),
+        concatenation_sent_rep=True,
+        concatenation_sent_difference=True,
+    )
 
 
 def nli_view(ctx: TrainContext) -> Columns:

@@ -1,9 +1,11 @@
-"""Method registry: one line per method, `name: "module:RECORD"` (a `Method` in sentune/methods/MODULE.py).
-Only the method asked for is imported, so importing sentune stays fast and free of side effects."""
+"""Method registry: one line per method, `name: "module:RECORD"` (a `Method` in sentune/methods/MODULE.py,
+or in any importable module when MODULE has a dot or lives outside the package). Only the method asked for
+is imported, so importing sentune stays fast and free of side effects."""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from sentune.errors import UserError
 from sentune.methods.base import Method
@@ -39,7 +41,8 @@ def get_method(name: str) -> Method:
     if name not in REGISTRY:
         raise UnknownMethodError(f"method: unknown method {name!r}; choose {', '.join(method_names())}")
     module, record = REGISTRY[name].split(":")
-    method = getattr(importlib.import_module(f"sentune.methods.{module}"), record)
+    builtin = f"sentune.methods.{module}"
+    method = getattr(importlib.import_module(builtin if importlib.util.find_spec(builtin) else module), record)
     if method.name != name:  # a registry line pointing at the wrong record
         raise RuntimeError(f"registry entry {name!r} points at method {method.name!r}")
     return method

@@ -43,15 +43,15 @@ CITATION = """@article{carlsson2021sed,
 def ensemble_targets(members: list[str], sentences: list[str], cache_dir: Path | None, *, show_progress: bool = True) -> np.ndarray:
     """Mean of the members' masked-mean embeddings for every sentence, cached under cache_dir and reused
     (the key covers the member folders' weights and the sentences)."""
-    from sentune.core.build import with_pooling
     from sentune.core.encode import Encoder
     from sentune.core.models import load_model
+    from sentune.modules.build import with_pooling
 
     def compute() -> np.ndarray:
-        total = None
-        for member in members:
+        total = np.zeros((0,))
+        for index, member in enumerate(members):
             vectors = Encoder(with_pooling(load_model(member), "mean"), "model", show_progress=show_progress).encode(sentences).astype(np.float64)
-            total = vectors if total is None else total + vectors
+            total = vectors if index == 0 else total + vectors
         return (total / len(members)).astype(np.float32)
 
     key = _targets_key(members, sentences)
@@ -115,15 +115,19 @@ def choose_layers(scores: dict[int, float]) -> int:
 def learner_pooling(model, loss, ctx: TrainContext):
     """Evaluate (and save) the learner with the mean of its last `eval_layers` layers; with 'dev', the number
     of layers whose pooling scores best on the recipe's dev task (choose_layers)."""
-    from sentune.core.build import with_pooling
+    from sentune.modules.build import with_pooling
 
     layers = ctx.params.eval_layers
     if layers != "dev":
         return with_pooling(model, LAYER_POOLING[layers]), None
     scores = {n: ctx.score_on_dev(with_pooling(model, LAYER_POOLING[n])) for n in (1, 2, 3)}
     chosen = choose_layers(scores)
-    logger.info("SED learner pooling chosen on %s: last %d layer(s) (dev Spearman %s)", ctx.dev_task, chosen,
-                ", ".join(f"{n}: {score:.2f}" for n, score in scores.items()))
+    logger.info(
+        "SED learner pooling chosen on %s: last %d layer(s) (dev Spearman %s)",
+        ctx.dev_task,
+        chosen,
+        ", ".join(f"{n}: {score:.2f}" for n, score in scores.items()),
+    )
     return with_pooling(model, LAYER_POOLING[chosen]), {"eval_layers": chosen, "dev_spearman_by_layers": scores}
 
 

@@ -30,9 +30,11 @@ up by row index, instead of a second forward pass every step. The two-model path
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import logging
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -97,11 +99,8 @@ def opt3_loss(c: torch.Tensor, views: torch.Tensor, temperature: float) -> torch
 def squared_distance(tuned: nn.Module, frozen: nn.Module) -> torch.Tensor:
     """‖θ_T − θ_F‖² over parameters with the same name."""
     reference = dict(frozen.named_parameters())
-    total = None
-    for name, param in tuned.named_parameters():
-        term = (param - reference[name]).pow(2).sum()
-        total = term if total is None else total + term
-    return total
+    # Summed left to right, term by term: the order the kept results were computed with.
+    return functools.reduce(operator.add, [(param - reference[name]).pow(2).sum() for name, param in tuned.named_parameters()])
 
 
 class SelfGuidedLoss(nn.Module):
@@ -148,8 +147,12 @@ class SelfGuidedLoss(nn.Module):
         from sentune.core.pooling import pool_tokens
 
         with torch.no_grad():
-            out = self.frozen(input_ids=features["input_ids"], attention_mask=features["attention_mask"],
-                              token_type_ids=features.get("token_type_ids"), output_hidden_states=True)
+            out = self.frozen(
+                input_ids=features["input_ids"],
+                attention_mask=features["attention_mask"],
+                token_type_ids=features.get("token_type_ids"),
+                output_hidden_states=True,
+            )
         mask = features["attention_mask"]
         return torch.stack([pool_tokens(out.hidden_states[k], mask, self.view_pooling) for k in self.layers], dim=1)
 
@@ -157,27 +160,43 @@ class SelfGuidedLoss(nn.Module):
         tuned_features = sentence_features[0]
         guide_features = sentence_features[-1]  # == tuned_features unless a paraphrase column guides (BT)
         c = self.model(dict(tuned_features))["sentence_embedding"]  # (b, d): last-layer [CLS] of BERT_T
-        if self.views is not None:
-            if labels is None:
-                raise ValueError("cached views need the row index in the 'label' column")
-            views = torch.from_numpy(np.ascontiguousarray(self.views[labels.cpu().numpy()])).to(c.device)
-        else:
-            views = self.frozen_views(guide_features)
-        c = F.normalize(self.head(c), dim=-1)
-        if self.objective == "opt3":
-            loss = opt3_loss(c, F.normalize(self.head(views), dim=-1), self.temperature)
-        else:
-            sampled = torch.randint(len(self.layers), (len(views),), device=views.device)  # σ: uniform
-            h = F.normalize(self.head(views[torch.arange(len(views)), sampled]), dim=-1)
-            loss = {"base": nt_xent_base, "opt1": opt1_loss, "opt2": opt2_loss}[self.objective](c, h, self.temperature)
-        out = {"contrastive": loss}
+        views = self.batch_views(guide_features, labels, c.device)
+        out = {"contrastive": self.contrastive(c, views)}
         if self.reg_weight:
-            out["regularizer"] = self.reg_weight * squared_distance(self.model[0].model, self.frozen)
+            out["regularizer"] = self.regularizer()
         return out
 
+    # The parts of a step, also timed one by one by benchmarks/sg_speed.py.
+    def batch_views(self, features: dict[str, torch.Tensor], labels: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+        """(b, L, d) views of this batch: looked up in the cache by row index, or BERT_F's forward pass."""
+        if self.views is None:
+            return self.frozen_views(features)
+        if labels is None:
+            raise ValueError("cached views need the row index in the 'label' column")
+        return torch.from_numpy(np.ascontiguousarray(self.views[labels.cpu().numpy()])).to(device)
+
+    def contrastive(self, c: torch.Tensor, views: torch.Tensor) -> torch.Tensor:
+        """The objective on BERT_T's vectors c (b, d) and the views (b, L, d), through the head f."""
+        c = F.normalize(self.head(c), dim=-1)
+        if self.objective == "opt3":
+            return opt3_loss(c, F.normalize(self.head(views), dim=-1), self.temperature)
+        sampled = torch.randint(len(self.layers), (len(views),), device=views.device)  # σ: uniform
+        h = F.normalize(self.head(views[torch.arange(len(views)), sampled]), dim=-1)
+        return {"base": nt_xent_base, "opt1": opt1_loss, "opt2": opt2_loss}[self.objective](c, h, self.temperature)
+
+    def regularizer(self) -> torch.Tensor:
+        """λ‖BERT_F − BERT_T‖²."""
+        return self.reg_weight * squared_distance(self.model[0].model, self.frozen)
+
     def get_config_dict(self) -> dict:
-        return {"objective": self.objective, "temperature": self.temperature, "reg_weight": self.reg_weight,
-                "view_pooling": self.view_pooling, "layers": self.layers, "cached_views": self.views is not None}
+        return {
+            "objective": self.objective,
+            "temperature": self.temperature,
+            "reg_weight": self.reg_weight,
+            "view_pooling": self.view_pooling,
+            "layers": self.layers,
+            "cached_views": self.views is not None,
+        }
 
     @property
     def citation(self) -> str:

@@ -55,5 +55,12 @@ def sts_train_view(ctx: TrainContext) -> Columns:
     return {"sentence_a": [p.a for p in pairs], "sentence_b": [p.b for p in pairs], "label": [p.score for p in pairs]}
 
 
-STS_REGRESSION = Method("sts-regression", build_loss, pooling="mean", columns=("sentence_a", "sentence_b", "label"),
-                        params=STSRegressionParams, data_view=sts_train_view, citation=CITATION)
+STS_REGRESSION = Method(
+    "sts-regression",
+    build_loss,
+    pooling="mean",
+    columns=("sentence_a", "sentence_b", "label"),
+    params=STSRegressionParams,
+    data_view=sts_train_view,
+    citation=CITATION,
+)

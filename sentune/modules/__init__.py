@@ -2,7 +2,7 @@
 
 sentence-transformers >= 6 loads classes outside its own namespace only with trust_remote_code=True,
 so sentune saves every pooling and post-processor it can as built-in modules (Pooling,
-WeightedLayerPooling, Dense, Normalize: see sentune.core.build) and falls back to these classes only where no
+WeightedLayerPooling, Dense, Normalize: see sentune.modules.build) and falls back to these classes only where no
 built-in can express the computation (WK pooling, max over several layers).
 """
 

@@ -14,11 +14,13 @@ sentences are tokenized once and every member reads the same ids.
 from __future__ import annotations
 
 import os
+import typing
 from typing import Any
 
 import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules.module import Module
+
 from sentune.errors import UserError
 
 
@@ -36,21 +38,24 @@ class EnsembleMean(Module):
         self.members = torch.nn.ModuleList(members)
         self.num_members = len(members)
 
+    def member(self, index: int) -> SentenceTransformer:
+        return typing.cast(SentenceTransformer, self.members[index])
+
     @property
     def tokenizer(self):
-        return self.members[0].tokenizer
+        return self.member(0).tokenizer
 
     @property
     def max_seq_length(self) -> int | None:
-        return self.members[0].max_seq_length
+        return self.member(0).max_seq_length
 
     @max_seq_length.setter
     def max_seq_length(self, value: int | None) -> None:
-        for member in self.members:
-            member.max_seq_length = value
+        for index in range(self.num_members):
+            self.member(index).max_seq_length = value
 
     def preprocess(self, inputs, prompt: str | None = None, **kwargs) -> dict[str, Any]:
-        return self.members[0].preprocess(inputs, prompt=prompt, **kwargs)
+        return self.member(0).preprocess(inputs, prompt=prompt, **kwargs)
 
     def tokenize(self, texts, **kwargs) -> dict[str, Any]:
         return self.preprocess(texts, **kwargs)
@@ -63,19 +68,34 @@ class EnsembleMean(Module):
         return features
 
     def get_embedding_dimension(self) -> int:
-        return self.members[0].get_embedding_dimension()
+        dim = self.member(0).get_embedding_dimension()
+        if dim is None:
+            raise RuntimeError("the first ensemble member does not report its embedding size")
+        return dim
 
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
-        for index, member in enumerate(self.members, start=1):
-            member.save(os.path.join(output_path, f"member-{index}"), safe_serialization=safe_serialization)
+        for index in range(self.num_members):
+            self.member(index).save(os.path.join(output_path, f"member-{index + 1}"), safe_serialization=safe_serialization)
         self.save_config(output_path)
 
     @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None, local_files_only: bool = False, **kwargs):
-        hub = {"token": token, "cache_folder": cache_folder, "revision": revision, "local_files_only": local_files_only}
+    def load(
+        cls,
+        model_name_or_path: str,
+        subfolder: str = "",
+        token: bool | str | None = None,
+        cache_folder: str | None = None,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        init_defaults: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> EnsembleMean:
+        hub: dict[str, Any] = {"token": token, "cache_folder": cache_folder, "revision": revision, "local_files_only": local_files_only}
         config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub)
-        folder = cls.load_dir_path(model_name_or_path, subfolder=subfolder, **hub)
+        folder = str(cls.load_dir_path(model_name_or_path, subfolder=subfolder, **hub))
         trust = bool(kwargs.get("trust_remote_code"))  # members with sentune poolings (e.g. WK) need it too
-        members = [SentenceTransformer(os.path.join(folder, f"member-{index}"), device="cpu", trust_remote_code=trust, model_kwargs={"weights_only": True})
-                   for index in range(1, config["num_members"] + 1)]
+        members = [
+            SentenceTransformer(os.path.join(folder, f"member-{index}"), device="cpu", trust_remote_code=trust, model_kwargs={"weights_only": True})
+            for index in range(1, config["num_members"] + 1)
+        ]
         return cls(members)

@@ -31,8 +31,18 @@ class LiveFlow(Module):
         self.save_torch_weights(output_path, safe_serialization=safe_serialization)
 
     @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> LiveFlow:
-        hub = {k: kwargs[k] for k in ("token", "cache_folder", "revision", "local_files_only") if k in kwargs}
+    def load(
+        cls,
+        model_name_or_path: str,
+        subfolder: str = "",
+        token: bool | str | None = None,
+        cache_folder: str | None = None,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        init_defaults: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> LiveFlow:
+        hub: dict[str, Any] = {"token": token, "cache_folder": cache_folder, "revision": revision, "local_files_only": local_files_only}
         config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub)
         module = cls(**{k: config[k] for k in cls.config_keys if k in config})
         return cls.load_torch_weights(model_name_or_path, subfolder=subfolder, model=module, **hub)

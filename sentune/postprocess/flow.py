@@ -24,16 +24,20 @@ from __future__ import annotations
 
 import logging
 import math
+import typing
 
 import numpy as np
 import torch
 from torch import nn
+
 from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
 
 
 class ActNorm(nn.Module):
+    initialized: torch.Tensor  # a buffer: set from the first batch (data-dependent init)
+
     def __init__(self, dim: int) -> None:
         super().__init__()
         self.bias = nn.Parameter(torch.zeros(dim))
@@ -63,6 +67,11 @@ class ActNorm(nn.Module):
 
 
 class InvertibleLinear(nn.Module):
+    fixed: torch.Tensor  # buffers (mypy cannot see register_buffer)
+    p: torch.Tensor
+    sign_s: torch.Tensor
+    lower_mask: torch.Tensor
+
     """The '1×1 convolution' on a vector: u ↦ W u, LU-parametrised (learned) or a fixed reversal."""
 
     def __init__(self, dim: int, permutation: str = "lu", seed: int = 0) -> None:
@@ -165,7 +174,7 @@ class GlowFlow(nn.Module):
 
     def inverse(self, z: torch.Tensor) -> torch.Tensor:
         for layer in reversed(self.layers):
-            z = layer.inverse(z)
+            z = typing.cast(ActNorm | InvertibleLinear | AdditiveCoupling, layer).inverse(z)
         return z
 
     def nll(self, x: torch.Tensor) -> torch.Tensor:
@@ -186,7 +195,9 @@ def compile_to_dense(flow: GlowFlow) -> list:
 
     def emit(weight, bias, activation):
         weight, bias = weight.float(), bias.float()
-        dense.append(Dense(weight.shape[1], weight.shape[0], bias=True, activation_function=activation, init_weight=weight.contiguous(), init_bias=bias.contiguous()))
+        dense.append(
+            Dense(weight.shape[1], weight.shape[0], bias=True, activation_function=activation, init_weight=weight.contiguous(), init_bias=bias.contiguous())
+        )
 
     with torch.no_grad():
         for layer in flow.layers:
@@ -194,6 +205,7 @@ def compile_to_dense(flow: GlowFlow) -> list:
                 a, c = (t.double() for t in layer.affine())
                 matrix, offset = a @ matrix, a @ offset + c
                 continue
+            assert isinstance(layer, AdditiveCoupling)
             (w1, b1), (w2, b2), (w3, b3) = ((w.double(), b.double()) for w, b in layer.net.folded())
             d, hidden = layer.split, w1.shape[0]
             # Layer a: [h1; u; −u] with ReLU, where u = pending affine of the input.

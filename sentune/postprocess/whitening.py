@@ -13,9 +13,10 @@ naming the fix, never a silent inf.
 from __future__ import annotations
 
 import logging
-from sentune.errors import UserError
 
 import numpy as np
+
+from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
 

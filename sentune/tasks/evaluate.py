@@ -7,7 +7,7 @@ import logging
 import platform
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -18,13 +18,14 @@ import sentune
 from sentune.core.encode import Encoder
 from sentune.core.results import averaged_sts_tasks, display_path
 from sentune.data.catalog import TaskSpec, load_examples, load_sentences, load_task, sentences_of
+from sentune.errors import UserError
 from sentune.postprocess import get_postprocessor
 from sentune.tasks.alignment import alignment_uniformity
 from sentune.tasks.evaluators import evaluate_task
 from sentune.tasks.transfer import PRESETS
-from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class PostprocessOption:
@@ -63,7 +64,7 @@ class EmbeddingTable:
 
     def __init__(self, sentences: list[str], vectors: np.ndarray) -> None:
         self.index: dict[str, int] = {}
-        rows = []
+        rows: list[int] = []
         for position, sentence in enumerate(sentences):
             if sentence not in self.index:
                 self.index[sentence] = len(rows)
@@ -176,7 +177,7 @@ def evaluate(
         "encode_seconds": encode_seconds,
         "total_seconds": time.perf_counter() - started,
         "sentune_version": sentune.__version__,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "similarity": "cosine",
         "sts_protocol": "STS12-16 with SentEval subsets, pairs without gold skipped; STS-B and SICK-R test; Spearman/Pearson x100",
@@ -216,5 +217,8 @@ def _warn_truncated(encoder, sources: list, n_task_sentences: int, max_len: int 
         shown = ", ".join(str(s) for s in hits[:5])
         logger.warning(
             "%d sentences are longer than max_seq_length=%s tokens and were truncated (as SentEval/ST do): %s%s",
-            len(hits), max_len, shown, " ..." if len(hits) > 5 else "",
+            len(hits),
+            max_len,
+            shown,
+            " ..." if len(hits) > 5 else "",
         )

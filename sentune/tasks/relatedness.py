@@ -61,7 +61,8 @@ def fit_regressor(train: tuple, dev: tuple, *, seed: int = 1111, chunk_epochs: i
             best, best_state, bad = score, copy.deepcopy(model.state_dict()), 0
         else:
             bad += 1
-    model.load_state_dict(best_state)
+    if best_state is not None:  # None only when no chunk ran (max_epochs < chunk_epochs)
+        model.load_state_dict(best_state)
     return model, best
 
 

@@ -5,6 +5,7 @@ saved as one sentence-transformers model (sentune.modules.ensemble_mean.Ensemble
 from __future__ import annotations
 
 from pathlib import Path
+
 from sentune.errors import UserError
 
 
@@ -12,8 +13,8 @@ def build_ensemble(members: list[str], pooling: str = "mean"):
     """A SentenceTransformer whose embedding is the mean of the members' embeddings under `pooling`."""
     from sentence_transformers import SentenceTransformer
 
-    from sentune.core.build import with_pooling
     from sentune.core.models import load_model
+    from sentune.modules.build import with_pooling
     from sentune.modules.ensemble_mean import EnsembleMean
 
     if not members:
@@ -23,8 +24,7 @@ def build_ensemble(members: list[str], pooling: str = "mean"):
 
 def save_ensemble(members: list[str], folder: Path, pooling: str = "mean") -> Path:
     """Save the full ensemble of `members` into `folder` (atomically; every member's weights inside)."""
-    from sentune.core.build import save_atomic
+    from sentune.modules.build import save_atomic
 
-    card = "\n## Full ensemble (sentune)\n\nThe mean of these models' embeddings (" + pooling + " pooling):\n\n" + \
-        "\n".join(f"- `{m}`" for m in members) + "\n"
+    card = "\n## Full ensemble (sentune)\n\nThe mean of these models' embeddings (" + pooling + " pooling):\n\n" + "\n".join(f"- `{m}`" for m in members) + "\n"
     return save_atomic(build_ensemble(members, pooling), Path(folder), readme_extra=card)

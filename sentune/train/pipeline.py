@@ -30,10 +30,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sentune.core.options import parse_value
-from sentune.train.recipe import load_recipe, same_recipe
 from sentune.core.results import save_results, write_atomic
 from sentune.errors import UserError
+from sentune.train.recipe import load_recipe, same_recipe
 
 logger = logging.getLogger(__name__)
 
@@ -87,15 +86,23 @@ def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: 
             overrides = config.overrides.get(stage, [])
             _claim(folder, {"stage": stage, "recipe": recipe_name, "input_model": model, "overrides": overrides})
             previous = (recipe_name, overrides, model, folder)
-            feeds_sed = config.stages[index + 1: index + 2] == ["sed"]
+            feeds_sed = config.stages[index + 1 : index + 2] == ["sed"]
             if feeds_sed and not _train_stage(recipe_name, [f"model={model}"] + overrides, folder, data_dir, command, train, wait=False):
                 # Another process trains this stage. SED's other members start from this stage's input model,
                 # not from its output, so train them now instead of waiting idle.
                 _train_members_ahead(previous, out / "-".join(config.stages[: index + 2]), config, data_dir, command, train)
             _train_stage(recipe_name, [f"model={model}"] + overrides, folder, data_dir, command, train)
             model = str(folder / "model")
-    record = {"stages": config.stages, "model": config.model, "members": config.members, "learners": config.learners,
-              "fit_on": config.fit_on, "overrides": config.overrides, "final_model": model, "command": command}
+    record = {
+        "stages": config.stages,
+        "model": config.model,
+        "members": config.members,
+        "learners": config.learners,
+        "fit_on": config.fit_on,
+        "overrides": config.overrides,
+        "final_model": model,
+        "command": command,
+    }
     write_atomic(out / f"pipeline-{name}.json", json.dumps(record, indent=2))
     return Path(model)
 
@@ -110,17 +117,19 @@ def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, c
     ensemble = folder / "full-ensemble"
     with stage_lock(ensemble):
         if not (ensemble / "results.json").is_file():
-            from sentune.tasks.evaluate import evaluate
             from sentune.core.models import load_model
             from sentune.data.catalog import select_tasks
+            from sentune.tasks.evaluate import evaluate
 
             save_ensemble(members, ensemble / "model")
             results = evaluate(load_model(str(ensemble / "model")), select_tasks("sts"), data_dir, show_progress=False, model_name=str(ensemble / "model"))
             results["meta"]["stage"] = {"full_ensemble": members}
             save_results(results, ensemble, command)
     start, learner_overrides = previous[2], config.overrides.get("sed-learner", [])
-    learners = [("005-sed", [f"model={start}", f"params.members={json.dumps(members)}", f"training.seed={seed}"] + learner_overrides, folder / f"learner-{seed}")
-                for seed in range(1, config.learners + 1)]
+    learners = [
+        ("005-sed", [f"model={start}", f"params.members={json.dumps(members)}", f"training.seed={seed}"] + learner_overrides, folder / f"learner-{seed}")
+        for seed in range(1, config.learners + 1)
+    ]
     _train_independent(learners, data_dir, command, train)
     return str(folder / "learner-1" / "model")
 
@@ -129,8 +138,17 @@ def _member_jobs(previous, folder: Path, config: PipelineConfig) -> tuple[list[s
     """Claim the SED folder; (every member's model folder, the training jobs of those not yet reusable)."""
     recipe_name, stage_overrides, start, trained = previous
     member_overrides = stage_overrides + config.overrides.get("sed", [])
-    _claim(folder, {"stage": "sed", "recipe": recipe_name, "input_model": start, "member_overrides": member_overrides,
-                    "members": config.members, "learner_overrides": config.overrides.get("sed-learner", [])})
+    _claim(
+        folder,
+        {
+            "stage": "sed",
+            "recipe": recipe_name,
+            "input_model": start,
+            "member_overrides": member_overrides,
+            "members": config.members,
+            "learner_overrides": config.overrides.get("sed-learner", []),
+        },
+    )
     members, jobs = [], []
     for seed in range(1, config.members + 1):
         overrides = [f"model={start}"] + member_overrides + [f"training.seed={seed}"]
@@ -173,8 +191,7 @@ def _claim(folder: Path, settings: dict) -> None:
         held = json.loads(path.read_text())
         if held != settings:
             changed = sorted(k for k in set(held) | set(settings) if held.get(k) != settings.get(k))
-            raise PipelineError(f"{folder} holds a stage with other settings ({', '.join(changed)} differ: {path}); "
-                                "choose another --out or remove that folder")
+            raise PipelineError(f"{folder} holds a stage with other settings ({', '.join(changed)} differ: {path}); choose another --out or remove that folder")
         return
     write_atomic(path, json.dumps(settings, indent=2))
 
@@ -219,11 +236,11 @@ def _postprocess_stage(stage: str, model: str, folder: Path, config: PipelineCon
 
 
 def _fit_postprocessor(stage: str, model: str, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None) -> None:
-    from sentune.postprocess.save import build_postprocessed_model
-    from sentune.tasks.evaluate import evaluate
     from sentune.core.models import load_model
-    from sentune.postprocess import POSTPROCESSORS, postprocessor_settings
     from sentune.data.catalog import select_tasks
+    from sentune.modules.build import build_postprocessed_model
+    from sentune.postprocess import POSTPROCESSORS, postprocessor_settings
+    from sentune.tasks.evaluate import evaluate
 
     saved = folder / "model"
     settings = postprocessor_settings(stage, config.overrides.get(stage, []), f"--set {stage}:")

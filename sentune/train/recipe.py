@@ -10,7 +10,7 @@ RecipeError naming the file, the key, the allowed keys and the expected type.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -26,13 +27,13 @@ from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 from transformers import EarlyStoppingCallback, TrainerCallback, set_seed
 
-from sentune.core.build import save_atomic, with_pooling
 from sentune.core.models import load_model
 from sentune.core.results import save_results, write_atomic
 from sentune.data.catalog import select_tasks
 from sentune.errors import UserError
 from sentune.methods.base import Method, TrainContext
 from sentune.methods.registry import get_method
+from sentune.modules.build import save_atomic, with_pooling
 from sentune.tasks.dev import DevEvaluator
 from sentune.tasks.evaluate import evaluate
 from sentune.train.recipe import Recipe, same_recipe, validate_recipe
@@ -55,22 +56,24 @@ STEP_SCHEDULES = {
 
 
 class SentuneTrainer(SentenceTransformerTrainer):
-    step_schedule = None  # a STEP_SCHEDULES entry, or None for the transformers scheduler named in the args
+    step_schedule: Callable[[int], float] | None = None  # a STEP_SCHEDULES entry, or None for the transformers scheduler named in the args
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         if self.step_schedule is None:
             return super().create_scheduler(num_training_steps, optimizer)
         if self.lr_scheduler is None:
-            self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer or self.optimizer, self.step_schedule)
+            optimizer = optimizer or self.optimizer
+            assert optimizer is not None  # the Trainer creates the optimizer before the scheduler
+            self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self.step_schedule)
         return self.lr_scheduler
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        loss = out[0] if return_outputs else out
+        loss = out[0] if isinstance(out, tuple) else out
+        assert isinstance(loss, torch.Tensor)
         if not torch.isfinite(loss):
             raise TrainingError(
-                f"the loss is {loss.item()} at step {self.state.global_step}: training stopped. "
-                "Try a lower training.learning_rate or a higher temperature."
+                f"the loss is {loss.item()} at step {self.state.global_step}: training stopped. Try a lower training.learning_rate or a higher temperature."
             )
         return out
 
@@ -110,7 +113,9 @@ def ordered_batch_sampler(dataset, batch_size, drop_last, valid_label_columns=No
     from sentence_transformers.base.sampler import DefaultBatchSampler
     from torch.utils.data import SequentialSampler
 
-    return DefaultBatchSampler(SequentialSampler(dataset), batch_size=batch_size, drop_last=drop_last, valid_label_columns=valid_label_columns, generator=generator, seed=seed)
+    return DefaultBatchSampler(
+        SequentialSampler(dataset), batch_size=batch_size, drop_last=drop_last, valid_label_columns=valid_label_columns, generator=generator, seed=seed
+    )
 
 
 def latest_complete_checkpoint(folder: Path) -> Path | None:
@@ -125,7 +130,6 @@ def latest_complete_checkpoint(folder: Path) -> Path | None:
             logger.warning("removing incomplete checkpoint %s (its save was interrupted)", path)
             shutil.rmtree(path, ignore_errors=True)
     return max(found)[1] if found else None
-
 
 
 def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> SentenceTransformerTrainingArguments:
@@ -224,7 +228,7 @@ def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_di
     if checkpoint is not None:
         logger.info("resuming %s from %s", run_dir, checkpoint.name)
         if (checkpoint / LOSS_STATE).exists():
-            loss.load_state_dict(load_file(str(checkpoint / LOSS_STATE)), strict=False)
+            loss.load_state_dict(load_file(str(checkpoint / LOSS_STATE)), strict=True)
     callbacks: list[TrainerCallback] = [RunCallback(run_dir, loss)]
     if recipe.training.patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=recipe.training.patience))
@@ -238,18 +242,31 @@ def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_di
     # (heads, CT's second tower) comes from the same checkpoint.
     best = {"step": trainer.state.best_global_step, "dev_spearman": trainer.state.best_metric}
     if trainer.state.best_model_checkpoint and (Path(trainer.state.best_model_checkpoint) / LOSS_STATE).exists():
-        loss.load_state_dict(load_file(str(Path(trainer.state.best_model_checkpoint) / LOSS_STATE)), strict=False)
+        loss.load_state_dict(load_file(str(Path(trainer.state.best_model_checkpoint) / LOSS_STATE)), strict=True)
     return trainer, best
 
 
 def _save_model(model, out: Path, recipe: Recipe, method: Method, results: dict, best: dict) -> None:
     summary = results["runs"]["model"]["summary"]
-    card = "\n".join([
-        "", "## Trained with sentune", "",
-        f"- method: `{recipe.method}` ({recipe.pooling or method.pooling} pooling); recipe `{recipe.name}`",
-        f"- selected checkpoint: step {best['step']}, {recipe.eval.dev} Spearman {best['dev_spearman']:.2f}",
-        f"- STS average ('all' Spearman ×100): {summary.get('avg_all_spearman', float('nan')):.2f}",
-        "", "```yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False).strip(), "```", "",
-        "Citation:", "", "```bibtex", method.citation, "```", "",
-    ])
+    card = "\n".join(
+        [
+            "",
+            "## Trained with sentune",
+            "",
+            f"- method: `{recipe.method}` ({recipe.pooling or method.pooling} pooling); recipe `{recipe.name}`",
+            f"- selected checkpoint: step {best['step']}, {recipe.eval.dev} Spearman {best['dev_spearman']:.2f}",
+            f"- STS average ('all' Spearman ×100): {summary.get('avg_all_spearman', float('nan')):.2f}",
+            "",
+            "```yaml",
+            yaml.safe_dump(recipe.to_dict(), sort_keys=False).strip(),
+            "```",
+            "",
+            "Citation:",
+            "",
+            "```bibtex",
+            method.citation,
+            "```",
+            "",
+        ]
+    )
     save_atomic(model, out, readme_extra=card)

@@ -1,4 +1,4 @@
-"""Build saved models whose pipeline carries sentune's pooling and post-processors, so that plain
+"""Build saved models (the modules of this package after a transformer) whose pipeline carries sentune's pooling and post-processors, so that plain
 `SentenceTransformer(path)` reproduces the embeddings sentune evaluated.
 
 sentence-transformers >= 6 imports module classes outside its namespace only with
@@ -16,13 +16,18 @@ import logging
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.models import Pooling, WeightedLayerPooling
 
-from sentune.modules.layer_pooling import LayerPooling, enable_hidden_states
+from sentune.core.encode import Encoder
+from sentune.core.models import load_model
 from sentune.core.pooling import PoolingSpec
+from sentune.data.catalog import load_sentences
+from sentune.modules.layer_pooling import LayerPooling, enable_hidden_states
+from sentune.postprocess.base import PostProcessor
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +42,9 @@ def pooling_modules(spec: PoolingSpec, dim: int, num_hidden_states: int) -> list
         start = layers[0]
         weights = torch.zeros(num_hidden_states - start)
         weights[[layer - start for layer in layers]] = 1.0
-        weighted = WeightedLayerPooling(dim, num_hidden_layers=num_hidden_states - 1, layer_start=start, layer_weights=torch.nn.Parameter(weights, requires_grad=False))
+        weighted = WeightedLayerPooling(
+            dim, num_hidden_layers=num_hidden_states - 1, layer_start=start, layer_weights=torch.nn.Parameter(weights, requires_grad=False)
+        )
         return [weighted, Pooling(dim, spec.tokens)]
     logger.warning("pooling %r has no sentence-transformers built-in; the saved model needs trust_remote_code=True", spec.name)
     return [LayerPooling(spec.name, dim, spec.wk_layer_start, spec.wk_window)]
@@ -48,9 +55,9 @@ def with_pooling(model: SentenceTransformer, pooling: str) -> SentenceTransforme
     spec = PoolingSpec.parse(pooling)
     if spec.tokens == "model":
         return model
-    transformer = model[0]
-    num_hidden_states = transformer.model.config.num_hidden_layers + 1
-    modules = pooling_modules(spec, transformer.get_embedding_dimension(), num_hidden_states)
+    transformer: Any = model[0]
+    num_hidden_states = int(transformer.model.config.num_hidden_layers) + 1
+    modules = pooling_modules(spec, int(transformer.get_embedding_dimension()), num_hidden_states)
     pooled = SentenceTransformer(modules=[transformer, *modules], device=str(model.device))
     if spec.needs_all_layers:
         enable_hidden_states(pooled)
@@ -82,3 +89,12 @@ def save_atomic(model: SentenceTransformer, out: Path, readme_extra: str | None 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def build_postprocessed_model(
+    model_name: str, pooling: str, postprocessor: PostProcessor, fit_on: str, out: Path, *, data_dir: Path | None, show_progress: bool = True
+) -> Path:
+    base = with_pooling(load_model(model_name), pooling)
+    sentences = load_sentences(fit_on, data_dir or Path("."))
+    fitted = postprocessor.fit(Encoder(base, "model", show_progress=show_progress).encode(sentences))
+    return save_atomic(SentenceTransformer(modules=list(base) + fitted.to_modules(), device="cpu"), out)
