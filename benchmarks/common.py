@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -11,6 +12,11 @@ def timed(fn):
     start = time.perf_counter()
     value = fn()
     return time.perf_counter() - start, value
+
+
+def command_block() -> list[str]:
+    """The Markdown lines that show the command which produced a result page."""
+    return ["Command:", "", "```", "python " + " ".join(sys.argv), "```", ""]
 
 
 def emit(lines: list[str], out: str | None) -> None:

@@ -19,7 +19,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import emit  # noqa: E402  (benchmarks/common.py)
+from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
 
 
 def _start(out: Path, sentences: int, threads: int, seed: int) -> subprocess.Popen:
@@ -65,12 +65,7 @@ def main() -> None:
         "",
         f"Date: {datetime.now(UTC).date()} · {cores} cores · recipe `001-sg-opt` on {args.sentences} STS-B sentences, no dev evaluation",
         "",
-        "Command:",
-        "",
-        "```",
-        "python " + " ".join(sys.argv),
-        "```",
-        "",
+        *command_block(),
         "| configuration | steps/s per run | steps/s in total |",
         "|---|---|---|",
         f"| 1 run, {cores} threads | {single:.3f} | {single:.3f} |",

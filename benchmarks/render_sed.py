@@ -19,7 +19,8 @@ from sentune.methods.sed import LAYER_POOLING, choose_layers
 
 STS5 = group_tasks("sts12-16")  # the catalog's groups
 STS7 = group_tasks("sts")
-SENTEVAL = ("CR", "MR", "MPQA", "SUBJ", "SST2", "SST5", "TREC", "MRPC", "SICK-E")
+SENTEVAL = ("CR", "MR", "MPQA", "SUBJ", "SST2", "SST5", "TREC", "MRPC", "SICK-E")  # the paper's column order
+assert set(SENTEVAL) == set(group_tasks("transfer")), "the catalog's transfer group changed: update the column order"
 
 
 def avg(run: dict, tasks=STS5, metric: str = "spearman") -> float:

@@ -25,7 +25,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import emit  # noqa: E402  (benchmarks/common.py)
+from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
 
 NO_EVAL = "training.eval_steps=100000"
 FUSED = "training.optimizer=adamw_torch_fused"
@@ -170,12 +170,7 @@ def main() -> None:
         "Cold: the cached row builds its views (one forward per sentence, as the two-model loop does once per epoch); warm: the "
         "views are already in the shared cache (later epochs, and every seed or ablation after the first in a sweep).",
         "",
-        "Command:",
-        "",
-        "```",
-        "python " + " ".join(sys.argv),
-        "```",
-        "",
+        *command_block(),
         f"Each row ran {args.repeats} times; wall s is the fastest (every run listed), the per-step and per-epoch columns follow from it.",
         "",
         "| configuration | overrides | wall s | every run, s | s / step | s / epoch (extrapolated) | peak RSS MB |",

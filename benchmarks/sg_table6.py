@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import emit, timed  # noqa: E402  (benchmarks/common.py)
+from common import command_block, emit, timed  # noqa: E402  (benchmarks/common.py)
 
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
@@ -63,12 +62,7 @@ def main() -> None:
         "",
         f"Date: {datetime.now(UTC).date()} · STS-B test: {len(test)} sentences to encode · whitening fit set: {len(fit_set)} sentences",
         "",
-        "Command:",
-        "",
-        "```",
-        "python " + " ".join(sys.argv),
-        "```",
-        "",
+        *command_block(),
         "| method | training s | inference s |",
         "|---|---|---|",
     ]

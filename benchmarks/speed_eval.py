@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import platform
-import sys
 from datetime import UTC, datetime
 
 import numpy as np
 import torch
-from common import emit, timed  # noqa: E402  (benchmarks/common.py)
+from common import command_block, emit, timed  # noqa: E402  (benchmarks/common.py)
 
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
@@ -82,12 +81,7 @@ def main() -> None:
         f"Date: {datetime.now(UTC).date()} · machine: {platform.machine()}, {torch.get_num_threads()} torch threads, "
         f"torch {torch.__version__} · model `{args.model}` · median of {args.repeats} run(s)",
         "",
-        "Command:",
-        "",
-        "```",
-        "python " + " ".join(sys.argv),
-        "```",
-        "",
+        *command_block(),
         "| measurement | naive / sentence-transformers | sentune | ratio | target |",
         "|---|---|---|---|---|",
         f"| (a) 7-task STS evaluation, seconds (fp32, default) | {naive:.1f} | {mine:.1f} | {mine / naive:.3f} (time) | ≤ 0.35 |",

@@ -120,13 +120,13 @@ def cmd_encode(args: argparse.Namespace) -> int:
 def cmd_postprocess(args: argparse.Namespace) -> int:
     from sentune.data.catalog import resolve_data_dir
     from sentune.modules.build import build_postprocessed_model
-    from sentune.postprocess import Flow, Whitening
+    from sentune.postprocess import get_postprocessor
 
-    postprocessor: Whitening | Flow
     if args.command == "whiten":
-        postprocessor = Whitening(args.k)
+        settings = {"n_components": args.k}
     else:
-        postprocessor = Flow(n_blocks=args.blocks, seed=args.seed, epochs=args.epochs, show_progress=not args.quiet)
+        settings = {"n_blocks": args.blocks, "seed": args.seed, "epochs": args.epochs, "show_progress": not args.quiet}
+    postprocessor = get_postprocessor(args.command)(**settings)
     data_dir = resolve_data_dir(args.data) if not args.fit_on.startswith("file:") else None
     path = build_postprocessed_model(args.model, args.pooling, postprocessor, args.fit_on, Path(args.out), data_dir=data_dir, show_progress=not args.quiet)
     print(f"saved model to {path} (load it with SentenceTransformer({str(path)!r}))")

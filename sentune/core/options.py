@@ -128,6 +128,17 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
         item = args[0] if args else Any
         items = [_coerce(f"{key}[{i}]", v, item) for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
+    if annotation in (Any, bool, int, float, str):
+        return _coerce_scalar(key, value, annotation)
+    if dataclasses.is_dataclass(annotation):
+        value = {} if value is None else value  # an empty section in YAML
+        if not isinstance(value, dict):
+            raise OptionError(f"{key}: expected a section (key: value lines), got {value!r}")
+        return build_options(typing.cast(type, annotation), value, key)
+    raise TypeError(f"{key}: option type {annotation!r} is not supported")  # a bug in a record, not a user error
+
+
+def _coerce_scalar(key: str, value: Any, annotation: Any) -> Any:
     if annotation is Any:
         return value
     if annotation is bool:
@@ -153,12 +164,7 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
         if isinstance(value, str):
             return value
         raise OptionError(f"{key}: expected a string, got {value!r}")
-    if dataclasses.is_dataclass(annotation):
-        value = {} if value is None else value  # an empty section in YAML
-        if not isinstance(value, dict):
-            raise OptionError(f"{key}: expected a section (key: value lines), got {value!r}")
-        return build_options(typing.cast(type, annotation), value, key)
-    raise TypeError(f"{key}: option type {annotation!r} is not supported")  # a bug in a record, not a user error
+    raise TypeError(f"{key}: {annotation!r}")  # unreachable: the caller passes only these types
 
 
 def type_name(annotation: Any) -> str:

@@ -19,12 +19,12 @@ from typing import Any
 
 import torch
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.base.modules.module import Module
 
 from sentune.errors import UserError
+from sentune.modules.base import SentuneModule
 
 
-class EnsembleMean(Module):
+class EnsembleMean(SentuneModule):
     config_keys = ["num_members"]
 
     def __init__(self, members: list[SentenceTransformer], num_members: int | None = None) -> None:
@@ -79,19 +79,7 @@ class EnsembleMean(Module):
         self.save_config(output_path)
 
     @classmethod
-    def load(
-        cls,
-        model_name_or_path: str,
-        subfolder: str = "",
-        token: bool | str | None = None,
-        cache_folder: str | None = None,
-        revision: str | None = None,
-        local_files_only: bool = False,
-        init_defaults: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> EnsembleMean:
-        hub: dict[str, Any] = {"token": token, "cache_folder": cache_folder, "revision": revision, "local_files_only": local_files_only}
-        config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub)
+    def restore(cls, model_name_or_path: str, subfolder: str, hub: dict[str, Any], config: dict[str, Any], **kwargs: Any) -> EnsembleMean:
         folder = str(cls.load_dir_path(model_name_or_path, subfolder=subfolder, **hub))
         trust = bool(kwargs.get("trust_remote_code"))  # members with sentune poolings (e.g. WK) need it too
         members = [

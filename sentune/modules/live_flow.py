@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sentence_transformers.base.modules.module import Module
-
+from sentune.modules.base import SentuneModule
 from sentune.postprocess.flow import GlowFlow
 
 
-class LiveFlow(Module):
+class LiveFlow(SentuneModule):
     config_keys = ["dim", "n_blocks", "hidden", "permutation", "seed"]
 
     def __init__(self, dim: int, n_blocks: int = 3, hidden: int = 32, permutation: str = "lu", seed: int = 0) -> None:
@@ -31,18 +30,6 @@ class LiveFlow(Module):
         self.save_torch_weights(output_path, safe_serialization=safe_serialization)
 
     @classmethod
-    def load(
-        cls,
-        model_name_or_path: str,
-        subfolder: str = "",
-        token: bool | str | None = None,
-        cache_folder: str | None = None,
-        revision: str | None = None,
-        local_files_only: bool = False,
-        init_defaults: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> LiveFlow:
-        hub: dict[str, Any] = {"token": token, "cache_folder": cache_folder, "revision": revision, "local_files_only": local_files_only}
-        config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub)
+    def restore(cls, model_name_or_path: str, subfolder: str, hub: dict[str, Any], config: dict[str, Any], **kwargs: Any) -> LiveFlow:
         module = cls(**{k: config[k] for k in cls.config_keys if k in config})
         return cls.load_torch_weights(model_name_or_path, subfolder=subfolder, model=module, **hub)

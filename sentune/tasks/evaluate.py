@@ -97,6 +97,39 @@ def summarise(tasks: dict[str, dict]) -> dict:
     return summary
 
 
+@dataclass
+class _Inputs:
+    """Every sentence an evaluation encodes: the tasks' (with their source lines), the fit sets of the
+    post-processors, and the alignment pairs."""
+
+    examples: dict[str, dict[str, list]]
+    sentences: list[str]  # the tasks' sentences, in task order
+    sources: list  # their source lines (truncation warnings)
+    extra: dict[str, list[str]]  # fit sets by name; "__pairs__": the alignment pairs' sentences
+    pair_set: list[tuple[str, str]] | None
+
+    @property
+    def all_sentences(self) -> list[str]:
+        return self.sentences + [s for group in self.extra.values() for s in group]
+
+
+def _gather(tasks, data_dir, postprocess, alignment_pairs, examples) -> _Inputs:
+    # Callers that evaluate repeatedly (the trainer's dev evaluation) pass the examples they loaded once.
+    examples = examples or {spec.name: load_task(spec, data_dir) for spec in tasks}
+    sentences, sources = [], []
+    for name in examples:
+        for text, source in sentences_of(examples[name]):
+            sentences.append(text)
+            sources.append(source)
+    extra_sets = {w.fit_on for w in postprocess if w.fit_on not in ("target", "per-task")}
+    extra = {name: load_sentences(name, data_dir) for name in extra_sets}
+    pair_set = None
+    if alignment_pairs:
+        pair_set = _positive_pairs(alignment_pairs, data_dir)
+        extra["__pairs__"] = [s for a, b in pair_set for s in (a, b)]
+    return _Inputs(examples, sentences, sources, extra, pair_set)
+
+
 def evaluate(
     model: SentenceTransformer,
     tasks: list[TaskSpec],
@@ -116,51 +149,20 @@ def evaluate(
     if preset not in PRESETS:
         raise UserError(f"unknown preset {preset!r}; choose {', '.join(PRESETS)}")
     started = time.perf_counter()
-    # Callers that evaluate repeatedly (the trainer's dev evaluation) pass the examples they loaded once.
-    examples = examples or {spec.name: load_task(spec, data_dir) for spec in tasks}
-    sentences, sources = [], []
-    for name in examples:
-        for text, source in sentences_of(examples[name]):
-            sentences.append(text)
-            sources.append(source)
-    extra_sets = {w.fit_on for w in postprocess if w.fit_on not in ("target", "per-task")}
-    extra = {name: load_sentences(name, data_dir) for name in extra_sets}
-    pair_set = None
-    if alignment_pairs:
-        pair_set = _positive_pairs(alignment_pairs, data_dir)
-        extra["__pairs__"] = [s for a, b in pair_set for s in (a, b)]
-    all_sentences = sentences + [s for group in extra.values() for s in group]
-
+    inputs = _gather(tasks, data_dir, postprocess, alignment_pairs, examples)
+    all_sentences = inputs.all_sentences
     encoder = Encoder(model, poolings, show_progress=show_progress, precision=precision)
     encode_start = time.perf_counter()
     vectors = encoder.encode_many(all_sentences)
     encode_seconds = time.perf_counter() - encode_start
-    _warn_truncated(encoder, sources, len(sentences), model.max_seq_length)
+    _warn_truncated(encoder, inputs.sources, len(inputs.sentences), model.max_seq_length)
 
     runs: dict[str, dict] = {}
     bar = tqdm(total=len(encoder.pooling_names) * (1 + len(postprocess)) * len(tasks), desc="evaluating", unit="task", disable=not show_progress)
     for pooling in encoder.pooling_names:
         table = EmbeddingTable(all_sentences, vectors[pooling])
-        variants = [(pooling, None)] + [(f"{pooling}+{w.label}", w) for w in postprocess]
-        for run_name, option in variants:
-            results = {}
-            for spec in tasks:
-                embed = _embedder(table, option, examples, spec, sentences, extra)
-                task_start = time.perf_counter()
-                results[spec.name] = evaluate_task(spec, examples[spec.name], embed, preset)
-                results[spec.name]["seconds"] = round(time.perf_counter() - task_start, 3)
-                bar.set_postfix_str(f"{run_name} {spec.name}", refresh=False)
-                bar.update(1)
-                if spec.kind != "sts":  # the classifiers take minutes; say where we are
-                    logger.info("%s: %s done in %.1f s", run_name, spec.name, results[spec.name]["seconds"])
-            run = {"pooling": pooling, "postprocess": option.label if option else None, "tasks": results, "summary": summarise(results)}
-            if pair_set is not None:
-                embed = _embedder(table, option, examples, None, sentences, extra)
-                run["alignment_uniformity"] = {
-                    "pairs": alignment_pairs,
-                    **alignment_uniformity(embed([a for a, _ in pair_set]), embed([b for _, b in pair_set]), embed(list(dict.fromkeys(extra["__pairs__"])))),
-                }
-            runs[run_name] = run
+        for run_name, option in [(pooling, None)] + [(f"{pooling}+{w.label}", w) for w in postprocess]:
+            runs[run_name] = _run(pooling, run_name, option, table, tasks, inputs, preset, alignment_pairs, bar)
     bar.close()
     meta = {
         "model": model_name,
@@ -183,6 +185,27 @@ def evaluate(
         "sts_protocol": "STS12-16 with SentEval subsets, pairs without gold skipped; STS-B and SICK-R test; Spearman/Pearson x100",
     }
     return {"meta": meta, "runs": runs}
+
+
+def _run(pooling, run_name, option, table, tasks, inputs: _Inputs, preset, alignment_pairs, bar) -> dict:
+    """Every task under one pooling and post-processor (fitted per task or once, as the option says)."""
+    results = {}
+    for spec in tasks:
+        embed = _embedder(table, option, inputs.examples, spec, inputs.sentences, inputs.extra)
+        task_start = time.perf_counter()
+        results[spec.name] = evaluate_task(spec, inputs.examples[spec.name], embed, preset)
+        results[spec.name]["seconds"] = round(time.perf_counter() - task_start, 3)
+        bar.set_postfix_str(f"{run_name} {spec.name}", refresh=False)
+        bar.update(1)
+        if spec.kind != "sts":  # the classifiers take minutes; say where we are
+            logger.info("%s: %s done in %.1f s", run_name, spec.name, results[spec.name]["seconds"])
+    run = {"pooling": pooling, "postprocess": option.label if option else None, "tasks": results, "summary": summarise(results)}
+    if inputs.pair_set is not None:
+        embed = _embedder(table, option, inputs.examples, None, inputs.sentences, inputs.extra)
+        pairs = inputs.pair_set
+        everything = embed(list(dict.fromkeys(inputs.extra["__pairs__"])))
+        run["alignment_uniformity"] = {"pairs": alignment_pairs, **alignment_uniformity(embed([a for a, _ in pairs]), embed([b for _, b in pairs]), everything)}
+    return run
 
 
 def _embedder(table: EmbeddingTable, option: PostprocessOption | None, examples, spec, task_sentences, extra):
