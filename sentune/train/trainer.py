@@ -227,8 +227,8 @@ def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_di
     and the loss. Returns the trainer and the best step with its dev score."""
     if checkpoint is not None:
         logger.info("resuming %s from %s", run_dir, checkpoint.name)
-        if (checkpoint / LOSS_STATE).exists():
-            loss.load_state_dict(load_file(str(checkpoint / LOSS_STATE)), strict=True)
+        if (checkpoint / LOSS_STATE).exists():  # the loss's own parameters (heads), not the model's: strict=False
+            loss.load_state_dict(load_file(str(checkpoint / LOSS_STATE)), strict=False)
     callbacks: list[TrainerCallback] = [RunCallback(run_dir, loss)]
     if recipe.training.patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=recipe.training.patience))
@@ -242,7 +242,7 @@ def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_di
     # (heads, CT's second tower) comes from the same checkpoint.
     best = {"step": trainer.state.best_global_step, "dev_spearman": trainer.state.best_metric}
     if trainer.state.best_model_checkpoint and (Path(trainer.state.best_model_checkpoint) / LOSS_STATE).exists():
-        loss.load_state_dict(load_file(str(Path(trainer.state.best_model_checkpoint) / LOSS_STATE)), strict=True)
+        loss.load_state_dict(load_file(str(Path(trainer.state.best_model_checkpoint) / LOSS_STATE)), strict=False)
     return trainer, best
 
 

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Re-render every kept results page from its kept run results and fail if any number changed: the pages
+# are rewritten in place and compared with git, ignoring only their "Rendered <date> by ..." line.
+# Run from the repository root on a clean checkout; `git checkout benchmarks/results` restores the dates.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kept=benchmarks/results/runs
+python benchmarks/render_sg.py >/dev/null
+python benchmarks/render_cf.py >/dev/null
+python benchmarks/render_sed.py >/dev/null
+python benchmarks/render_results.py --title "Baselines: the untuned default model" "$kept/baselines-sts" "$kept/baselines-transfer-fast" \
+  "$kept/baselines-relatedness-multilingual" "$kept/layerwise-default" --figure baselines-report/layerwise.png \
+  --figure baselines-report/sts_average.png --out benchmarks/results/baselines.md >/dev/null
+folders=()
+for name in baselines-sts baselines-transfer-fast baselines-transfer-standard baselines-relatedness-multilingual layerwise-default; do
+  if [ -d "$kept/$name" ]; then folders+=("$kept/$name"); fi
+done
+sentune report "${folders[@]}" --out benchmarks/results/baselines-report >/dev/null
+sentune report "$kept/layerwise-default" "$kept/layerwise-sg-opt-s1" --out benchmarks/results/sg-report >/dev/null
+if git diff --exit-code --stat -I '^Rendered ' -- '*.md'; then
+  echo "check_renders: every kept page re-renders with the same numbers"
+else
+  echo "check_renders: a page changed (git diff -I '^Rendered ' -- benchmarks/results)" >&2
+  exit 1
+fi
