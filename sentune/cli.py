@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -28,12 +29,13 @@ def _csv(text: str) -> list[str]:
 def cmd_eval(args: argparse.Namespace) -> int:
     from sentune.core.models import load_model
     from sentune.core.results import render_markdown, save_results, sts_summary_table
-    from sentune.data.catalog import resolve_data_dir, select_tasks
+    from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
     from sentune.postprocess import postprocessor_settings
     from sentune.tasks.evaluate import PostprocessOption, evaluate
 
     data_dir = resolve_data_dir(args.data)
     tasks = select_tasks(args.tasks)
+    examples = {spec.name: load_task(spec, data_dir) for spec in tasks}  # read and checked before the model loads
     model = load_model(args.model, trust_remote_code=args.trust_remote_code)
     results = evaluate(
         model,
@@ -47,6 +49,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         show_progress=not args.quiet,
         model_name=args.model,
         precision=args.precision,
+        examples=examples,
     )
     if args.out:
         json_path, md_path = save_results(results, Path(args.out), _command_line())
@@ -68,6 +71,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from sentune.train.trainer import check_run_dir, train
 
     check_run_dir(out, recipe, args.resume)
+    if args.resume and not any((out / "checkpoints").glob("checkpoint-*/COMPLETE")):
+        print(f"sentune: nothing to resume in {out} (no complete checkpoint): training starts at step 0", file=sys.stderr)
     results = train(recipe, out, data_dir=data_dir, resume=args.resume, command=_command_line())
     print(sts_summary_table(results["runs"]) or "")
     print(f"\nmodel: {out / 'model'} (SentenceTransformer({str(out / 'model')!r})); results: {out / 'results.md'}")
@@ -384,6 +389,37 @@ def _add_report(sub) -> None:
     p.set_defaults(func=cmd_report)
 
 
+def check_writable(path: Path, where: str) -> None:
+    """Fail now, not after the model has loaded and encoded everything, when `path` cannot be written. Nothing
+    is created: the nearest existing folder on the way must be a folder that takes a file."""
+    import tempfile
+
+    existing = next(p for p in (path, *path.parents) if p.exists() or p == p.parent)
+    if existing != path and not existing.is_dir():
+        raise UserError(f"{where} {path}: {existing} is a file, not a folder")
+    folder = existing if existing.is_dir() else existing.parent
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".sentune-write-check-"):
+            pass
+    except OSError as exc:
+        raise UserError(f"{where} {path}: cannot write in {folder} ({exc.strerror or exc})") from None
+
+
+def _preflight(args: argparse.Namespace) -> None:
+    """Checks that need no model and no data, run before any: the model names and the output paths."""
+    from sentune.core.models import check_model_name
+
+    models = args.model if isinstance(getattr(args, "model", None), list) else [getattr(args, "model", None)]
+    for name in filter(None, models):
+        check_model_name(name)
+    if getattr(args, "output", None) and args.command == "encode":
+        if Path(args.output).suffix not in (".npy", ".jsonl"):
+            raise UserError(f"output {args.output}: use a .npy or .jsonl file name")
+        check_writable(Path(args.output), "output")
+    elif getattr(args, "out", None):
+        check_writable(Path(args.out), "--out")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sentune", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show the traceback of user errors too")
@@ -404,6 +440,10 @@ def build_parser() -> argparse.ArgumentParser:
         _add_report,
     ):
         add(sub)
+    for name in ("eval", "train", "pipeline", "layerwise", "tsne", "pairs"):  # the commands that score catalogued tasks
+        sub.choices[name].add_argument(
+            "--allow-modified-data", action="store_true", help="score tasks whose files differ from the catalog (counts, SHA256SUMS); recorded in results.json"
+        )
     return parser
 
 
@@ -420,6 +460,15 @@ def main(argv: list[str] | None = None) -> int:
         extra = [e for e in extra if e not in args.overrides]
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        _preflight(args)
+    except UserError as exc:
+        print(f"sentune: error: {exc}", file=sys.stderr)
+        return 2
+    if getattr(args, "allow_modified_data", False):
+        from sentune.data.catalog import ALLOW_MODIFIED_ENV
+
+        os.environ[ALLOW_MODIFIED_ENV] = "1"  # also for the processes a command starts
     try:
         return args.func(args)
     except UserError as exc:  # a mistake the user can fix: one line (the traceback with --debug)

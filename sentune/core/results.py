@@ -15,12 +15,21 @@ def sts7() -> tuple[str, ...]:
     return group_tasks("sts")
 
 
+def umask_mode(directory: bool) -> int:
+    """The mode a plain open()/mkdir() would give under the user's umask (tempfile's files are 0600 and its
+    folders 0700: results, configs and models must be readable by whoever may read the user's other files)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return (0o777 if directory else 0o666) & ~umask
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write via a temporary file and rename, so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
+    os.chmod(tmp, umask_mode(directory=False))
     os.replace(tmp, path)
 
 

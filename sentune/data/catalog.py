@@ -135,9 +135,74 @@ def resolve_data_dir(option: str | os.PathLike | None = None) -> Path:
     return path
 
 
-def load_task(spec: TaskSpec, data_dir: Path) -> dict[str, list]:
-    """A task's examples by split (STS: by subset)."""
-    return spec.load(data_dir)
+ALLOW_MODIFIED_ENV = "SENTUNE_ALLOW_MODIFIED_DATA"  # set by --allow-modified-data
+
+
+def modified_data_allowed() -> bool:
+    return os.environ.get(ALLOW_MODIFIED_ENV, "") not in ("", "0")
+
+
+def load_task(spec: TaskSpec, data_dir: Path, *, verify: bool = True) -> dict[str, list]:
+    """A task's examples by split (STS: by subset). With `verify`, the example count must be the catalog's
+    official size and every file listed in the data directory's SHA256SUMS must match it: a cut or edited
+    file is an error naming the file and the fix, never a silently different score (unless modified data
+    is allowed: --allow-modified-data, recorded in results.json)."""
+    examples = spec.load(data_dir)
+    if verify and not modified_data_allowed():
+        problem = data_problem(spec, data_dir, examples)
+        if problem:
+            raise DataError(*problem)
+    return examples
+
+
+def data_problem(spec: TaskSpec, data_dir: Path, examples: dict[str, list]) -> tuple[Path | str, None, str] | None:
+    """(file, None, what differs) when the task's data is not the catalogued data; None when it is."""
+    fix = f"check the data directory with `sentune data check {data_dir}`, or pass --allow-modified-data to score it anyway"
+    count = sum(len(v) for v in examples.values())
+    if spec.expected_examples is not None and count != spec.expected_examples:
+        files = ", ".join(str(p) for p in spec.paths(data_dir))
+        return files, None, f"{spec.name} has {count} examples, the catalog expects {spec.expected_examples} (a cut or modified file?); {fix}"
+    for path in spec.paths(data_dir):
+        expected = _listed_sums(data_dir).get(path.resolve())
+        if expected is not None and _sha256(path) != expected:
+            return path, None, f"{spec.name}: the file differs from {data_dir / 'SHA256SUMS'}; {fix}"
+    return None
+
+
+@cache
+def _listed_sums_cached(sums: Path, stamp: tuple[int, int]) -> dict[Path, str]:
+    listed = {}
+    for line in sums.read_text(encoding="utf-8").splitlines():
+        parts = line.split(maxsplit=1)
+        if len(parts) == 2:
+            listed[(sums.parent / parts[1].lstrip("*")).resolve()] = parts[0]
+    return listed
+
+
+def _listed_sums(data_dir: Path) -> dict[Path, str]:
+    sums = data_dir / "SHA256SUMS"
+    if not sums.is_file():
+        return {}
+    stat = sums.stat()
+    return _listed_sums_cached(sums.resolve(), (stat.st_size, stat.st_mtime_ns))
+
+
+_HASHES: dict[tuple[Path, int, int], str] = {}
+
+
+def _sha256(path: Path) -> str:
+    """sha256 of a file, remembered per (path, size, mtime): repeated evaluations hash each file once."""
+    import hashlib
+
+    stat = path.stat()
+    key = (path.resolve(), stat.st_size, stat.st_mtime_ns)
+    if key not in _HASHES:
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        _HASHES[key] = digest.hexdigest()
+    return _HASHES[key]
 
 
 def load_set(name: str, data_dir: Path) -> dict[str, list]:

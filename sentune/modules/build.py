@@ -25,6 +25,7 @@ from sentence_transformers.models import Pooling, WeightedLayerPooling
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
 from sentune.core.pooling import PoolingSpec
+from sentune.core.results import umask_mode
 from sentune.data.catalog import load_sentences
 from sentune.modules.layer_pooling import LayerPooling, enable_hidden_states
 from sentune.postprocess.base import PostProcessor
@@ -72,8 +73,11 @@ def save_atomic(model: SentenceTransformer, out: Path, readme_extra: str | None 
     for stale in out.parent.glob(f".{out.name}.tmp*"):  # left by a save that was killed
         shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp"))
+    tmp.chmod(umask_mode(directory=True))  # mkdtemp's 0700 would hide the model from other users and containers
     try:
         model.save(str(tmp))
+        for item in tmp.rglob("*"):  # some writers (safetensors) create their files 0600
+            item.chmod(umask_mode(directory=item.is_dir()))
         if readme_extra:
             with (tmp / "README.md").open("a", encoding="utf-8") as card:
                 card.write(readme_extra)

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 import sentune
 from sentune.core.encode import Encoder
 from sentune.core.results import averaged_sts_tasks, display_path
-from sentune.data.catalog import TaskSpec, load_examples, load_sentences, load_task, sentences_of
+from sentune.data.catalog import TaskSpec, data_problem, load_examples, load_sentences, load_task, modified_data_allowed, sentences_of
 from sentune.errors import UserError
 from sentune.postprocess import get_postprocessor
 from sentune.tasks.alignment import alignment_uniformity
@@ -130,6 +130,14 @@ def _gather(tasks, data_dir, postprocess, alignment_pairs, examples) -> _Inputs:
     return _Inputs(examples, sentences, sources, extra, pair_set)
 
 
+def _modified_data(tasks: list[TaskSpec], data_dir: Path, examples: dict[str, dict[str, list]]) -> list[str]:
+    """What differs from the catalogued data, for results.json, when --allow-modified-data let it through."""
+    if not modified_data_allowed():
+        return []
+    problems = [data_problem(spec, data_dir, examples[spec.name]) for spec in tasks]
+    return [f"{where}: {what.split('; check the data directory')[0]}" for where, _, what in filter(None, problems)]
+
+
 def evaluate(
     model: SentenceTransformer,
     tasks: list[TaskSpec],
@@ -184,6 +192,9 @@ def evaluate(
         "similarity": "cosine",
         "sts_protocol": "STS12-16 with SentEval subsets, pairs without gold skipped; STS-B and SICK-R test; Spearman/Pearson x100",
     }
+    modified = _modified_data(tasks, data_dir, inputs.examples)
+    if modified:  # scored anyway (--allow-modified-data): say so wherever the numbers go
+        meta["modified_data"] = modified
     return {"meta": meta, "runs": runs}
 
 
