@@ -71,12 +71,32 @@ def cmd_train(args: argparse.Namespace) -> int:
     from sentune.train.trainer import check_run_dir, train
 
     check_run_dir(out, recipe, args.resume)
+    _train_banner(recipe, out, data_dir)
     if args.resume and not any((out / "checkpoints").glob("checkpoint-*/COMPLETE")):
         print(f"sentune: nothing to resume in {out} (no complete checkpoint): training starts at step 0", file=sys.stderr)
     results = train(recipe, out, data_dir=data_dir, resume=args.resume, command=_command_line())
     print(sts_summary_table(results["runs"]) or "")
     print(f"\nmodel: {out / 'model'} (SentenceTransformer({str(out / 'model')!r})); results: {out / 'results.md'}")
     return 0
+
+
+def _device() -> str:
+    import torch
+
+    return f"cuda ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)"
+
+
+def _train_banner(recipe, out: Path, data_dir: Path) -> None:
+    t = recipe.training
+    length = f"{t.max_steps} steps" if t.max_steps > 0 else f"{t.epochs:g} epoch(s)"
+    stop = f", stops after {t.patience} without a new best" if t.patience else ""
+    print(
+        f"sentune train: method {recipe.method} (recipe {recipe.name}) on model {recipe.model}\n"
+        f"  data: {recipe.train_data} from {data_dir}; device: {_device()}\n"
+        f"  {length} at batch {t.batch_size}, evaluated on {recipe.eval.dev} every {t.eval_steps} steps{stop}; the bar shows the time left\n"
+        f"  run folder: {out}",
+        flush=True,
+    )
 
 
 def cmd_paraphrase(args: argparse.Namespace) -> int:
@@ -197,6 +217,42 @@ def cmd_data_download(args: argparse.Namespace) -> int:
 
     download_all(Path(args.dir), base_urls=args.mirror, only=_csv(args.only) if args.only else None, show_progress=not args.quiet)
     print(f"data ready in {args.dir}; use it with --data {args.dir} or SENTUNE_DATA={args.dir}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    import json
+
+    from sentune.core.results import sts_summary_table
+
+    runs = {}
+    for item in args.entries:
+        label, sep, where = item.rpartition("=")
+        folder, _, run = where.partition("#")
+        path = Path(folder) / "results.json"
+        if not path.is_file():
+            raise UserError(f"{item}: no results.json in {folder}")
+        results = json.loads(path.read_text(encoding="utf-8"))["runs"]
+        run = run or "model"
+        if run not in results:
+            raise UserError(f"{item}: {path} has no run {run!r}; it has {', '.join(results)}")
+        runs[label if sep else f"{folder}#{run}"] = results[run]
+    print(sts_summary_table(runs) or "no STS results to compare")
+    return 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from sentune.core.cache import cache_dir, cache_entries, clear_cache
+
+    if args.cache_command == "clear":
+        removed = clear_cache(args.older_than)
+        print(f"removed {len(removed)} cache entries from {cache_dir()}")
+        return 0
+    entries = cache_entries()
+    total = sum(size for _, size, _ in entries)
+    print(f"{cache_dir()}: {len(entries)} entries, {total / 2**20:.1f} MiB (SENTUNE_CACHE sets the folder)")
+    for path, size, age in entries:
+        print(f"  {size / 2**20:8.1f} MiB  {age:6.1f} days  {path.name}")
     return 0
 
 
@@ -382,6 +438,21 @@ def _add_data(sub) -> None:
     p.set_defaults(func=cmd_data_download)
 
 
+def _add_cache(sub) -> None:
+    cache = sub.add_parser("cache", help="list or clear the method caches (SG's views, SED's targets)").add_subparsers(dest="cache_command", required=True)
+    p = cache.add_parser("list", help="every entry with its size and age")
+    p.set_defaults(func=cmd_cache)
+    p = cache.add_parser("clear", help="remove entries")
+    p.add_argument("--older-than", type=float, default=0.0, metavar="DAYS", help="only entries not written for DAYS days")
+    p.set_defaults(func=cmd_cache)
+
+
+def _add_compare(sub) -> None:
+    p = sub.add_parser("compare", help="one STS table (Spearman x100, 'all') of runs side by side")
+    p.add_argument("entries", nargs="+", metavar="[LABEL=]DIR[#RUN]", help="a results folder and the run in it (default: model)")
+    p.set_defaults(func=cmd_compare)
+
+
 def _add_report(sub) -> None:
     p = sub.add_parser("report", help="turn run folders into one Markdown and one HTML page with tables and plots")
     p.add_argument("runs", nargs="+", help="run folders (with results.json and/or layerwise.json)")
@@ -423,6 +494,7 @@ def _preflight(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sentune", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show the traceback of user errors too")
+    parser.add_argument("-v", "--verbose", action="store_true", help="also show the libraries' logs and warnings")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (
         _add_eval,
@@ -438,6 +510,8 @@ def build_parser() -> argparse.ArgumentParser:
         _add_pairs,
         _add_data,
         _add_report,
+        _add_compare,
+        _add_cache,
     ):
         add(sub)
     for name in ("eval", "train", "pipeline", "layerwise", "tsne", "pairs"):  # the commands that score catalogued tasks
@@ -447,14 +521,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+LIBRARIES = ("sentence_transformers", "transformers", "datasets", "accelerate", "httpx", "httpx2", "huggingface_hub", "urllib3", "py.warnings")
+
+
+def configure_output(verbose: bool) -> None:
+    """sentune's own messages (INFO and up) on stderr; the libraries' logs and Python warnings only with -v:
+    stdout carries results, tables and one line per evaluation."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.captureWarnings(True)  # library warnings become log records of 'py.warnings', shown with -v
+    for name in LIBRARIES:
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.ERROR)
+    if not verbose:  # read when transformers / datasets are first imported
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("DATASETS_VERBOSITY", "error")
+
+
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("sentence_transformers", "transformers", "httpx", "huggingface_hub"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     argv = sys.argv[1:] if argv is None else argv
     _ARGV[:] = argv
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    configure_output(args.verbose)
     if args.command == "train":  # overrides may also follow the options: train R --out D key=value
         args.overrides += [e for e in extra if "=" in e and not e.startswith("-")]
         extra = [e for e in extra if e not in args.overrides]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The tiny data directories are not the catalogued data (24 examples a task): score them anyway. The tests of
 # the check itself unset this.
 os.environ["SENTUNE_ALLOW_MODIFIED_DATA"] = "1"
+# Method caches go to a folder of this test session, never the user's cache.
+os.environ["SENTUNE_CACHE"] = tempfile.mkdtemp(prefix="sentune-test-cache-")
 
 WORDS = (
     "a the man woman dog cat is are was plays playing guitar piano runs running eats food on in with and "

@@ -142,3 +142,25 @@ def test_data_check_says_which_files_failed(tmp_path):
     lines, ok = checksum_report(tmp_path)
     assert not ok
     assert lines[-1] == "FAIL sha256: 3 of 3 files listed in SHA256SUMS failed (a.txt, b.txt, missing.txt)"
+
+
+def test_caches_live_in_one_folder_and_can_be_listed_and_cleared(tmp_path, monkeypatch, capsys):
+    import time as clock
+
+    from sentune.core.cache import cache_dir
+
+    monkeypatch.delenv("SENTUNE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "sentune"
+    monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path / "c"))
+    (tmp_path / "c").mkdir()
+    np.save(tmp_path / "c" / "sg-views-old.npy", np.zeros(10))
+    np.save(tmp_path / "c" / "sed-targets-new.npy", np.zeros(1000))
+    old = clock.time() - 10 * 86400
+    os.utime(tmp_path / "c" / "sg-views-old.npy", (old, old))
+    assert main(["cache", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert f"{tmp_path / 'c'}: 2 entries" in listing and listing.index("sed-targets-new") < listing.index("sg-views-old")
+    assert main(["cache", "clear", "--older-than", "5"]) == 0
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["sed-targets-new.npy"]
+    assert main(["cache", "clear"]) == 0 and not list((tmp_path / "c").iterdir())

@@ -21,7 +21,7 @@ def _sts(tmp_path, inputs: str | bytes, gold: str):
 
 def test_reads_sts_and_skips_unscored_pairs(tmp_path, caplog):
     inp, gs = _sts(tmp_path, "a man\ta  man\nx\ty\nthe dog\ta cat\n", "5\n\n1.5\n")
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.DEBUG):
         pairs = readers.read_sts_pairs(inp, gs)
     assert [(p.a, p.b, p.score, p.source.line) for p in pairs] == [("a man", "a man", 5.0, 1), ("the dog", "a cat", 1.5, 3)]
     assert "1 pairs without a gold score skipped" in caplog.text

@@ -56,18 +56,19 @@ def test_distillation_loss_matches_naive(tiny_st):
     assert got == pytest.approx(float(((out - targets[[3, 1]]) ** 2).mean()), rel=1e-5)
 
 
-def test_sed_training_and_full_ensemble(members, tiny_data_dir, tmp_path):
+def test_sed_training_and_full_ensemble(members, tiny_data_dir, tmp_path, monkeypatch):
     from conftest import train_tiny
     from sentence_transformers import SentenceTransformer
 
     from sentune.cli import main
 
+    monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path / "cache"))
     run = train_tiny(
         tmp_path, "sed", members[0], tiny_data_dir, params={"members": members, "eval_layers": 2}, training={"learning_rate": 2e-5, "warmup_ratio": 0.1}
     )
     modules = json.loads((run / "model" / "modules.json").read_text())
     assert any("WeightedLayerPooling" in m["type"] for m in modules)  # learner saved with the last-two-layer mean
-    assert len(list((run / "cache").glob("sed-targets-*.npy"))) == 1
+    assert len(list((tmp_path / "cache").glob("sed-targets-*.npy"))) == 1 and not (run / "cache").exists()
     SentenceTransformer(str(run / "model"), device="cpu")
 
     ensemble = tmp_path / "ensemble"

@@ -26,7 +26,7 @@ def layerwise_scores(model, task: TaskSpec, data_dir: Path, *, show_progress: bo
     poolings = [f"layer{k}-{tok}" for k in range(num_layers) for tok in TOKEN_POOLINGS]
     pairs = [p for items in examples.values() for p in items]
     sentences = [p.a for p in pairs] + [p.b for p in pairs]
-    vectors = Encoder(model, poolings, show_progress=show_progress).encode_many(sentences)
+    vectors = Encoder(model, poolings, show_progress=show_progress, desc="encoding every layer").encode_many(sentences)
     n = len(pairs)
     scores: dict[str, list[float]] = {tok: [] for tok in TOKEN_POOLINGS}
     gold = np.array([p.score for p in pairs])

@@ -1,17 +1,53 @@
 """On-disk array caches shared by methods (SG's frozen views, SED's ensemble targets): computed once,
-written atomically (an interrupted run never leaves half a cache), then memory-mapped."""
+written atomically (an interrupted run never leaves half a cache), then memory-mapped.
+
+They live in one folder, `SENTUNE_CACHE` or the user's cache folder (`$XDG_CACHE_HOME/sentune`, by default
+`~/.cache/sentune`), never in run folders; entries are keyed by their content (model weights, sentences,
+settings), so runs that need the same entry share it. `sentune cache list` shows them, `sentune cache clear
+[--older-than DAYS]` removes them."""
 
 from __future__ import annotations
 
 import fcntl
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 logger = logging.getLogger(__name__)
+
+
+CACHE_ENV = "SENTUNE_CACHE"
+
+
+def cache_dir() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sentune"
+
+
+def cache_entries(folder: Path | None = None) -> list[tuple[Path, int, float]]:
+    """(path, bytes, age in days) of every entry, largest first (lock files are not entries)."""
+    folder = folder or cache_dir()
+    if not folder.is_dir():
+        return []
+    now = time.time()
+    entries = [(p, p.stat().st_size, (now - p.stat().st_mtime) / 86400) for p in folder.glob("*.npy")]
+    return sorted(entries, key=lambda e: -e[1])
+
+
+def clear_cache(older_than_days: float = 0.0, folder: Path | None = None) -> list[Path]:
+    """Remove the entries (and their lock files) older than `older_than_days`; returns what was removed."""
+    removed = []
+    for path, _, age in cache_entries(folder):
+        if age >= older_than_days:
+            path.unlink(missing_ok=True)
+            path.with_name(f".{path.name}.lock").unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def cached_array(path: Path | None, compute: Callable[[], np.ndarray]) -> np.ndarray:

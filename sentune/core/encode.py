@@ -59,10 +59,12 @@ class Encoder:
         max_batch: int = 128,
         show_progress: bool = True,
         precision: str = "fp32",
+        desc: str = "encoding",
     ) -> None:
         if precision not in PRECISIONS:
             raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         self.model = model
+        self.desc = desc  # the progress bar's name: what is being encoded, and why
         names = [poolings] if isinstance(poolings, str) else list(poolings)
         self.specs = [PoolingSpec.parse(name) for name in names]
         self.max_tokens = max_tokens
@@ -121,7 +123,7 @@ class Encoder:
             hf.config.output_hidden_states = True
         outputs: dict[str, np.ndarray | None] = {spec.name: None for spec in self.specs}
         try:
-            with tqdm(total=len(unique), desc="encoding", unit="sent", disable=not self.show_progress) as bar:
+            with tqdm(total=len(unique), desc=self.desc, unit="sent", disable=not self.show_progress) as bar:
                 for batch in token_budget_batches(lengths, self.max_tokens, self.max_batch):
                     pooled = self._forward([unique[i] for i in batch])
                     for name, vectors in pooled.items():

@@ -139,7 +139,7 @@ def read_sts_pairs(input_path: str | Path, gold_path: str | Path) -> list[Pair]:
         b = _nonempty(input_path, number, fields[1], "second sentence")
         pairs.append(Pair(a, b, score, Source(str(input_path), number)))
     if unscored:
-        logger.info("%s: %d pairs without a gold score skipped (SentEval protocol)", input_path, unscored)
+        logger.debug("%s: %d pairs without a gold score skipped (SentEval protocol)", input_path, unscored)
     return pairs
 
 

@@ -50,7 +50,8 @@ def ensemble_targets(members: list[str], sentences: list[str], cache_dir: Path |
     def compute() -> np.ndarray:
         total = np.zeros((0,))
         for index, member in enumerate(members):
-            vectors = Encoder(with_pooling(load_model(member), "mean"), "model", show_progress=show_progress).encode(sentences).astype(np.float64)
+            desc = f"SED: ensemble targets, member {index + 1}/{len(members)} (cached)"
+            vectors = Encoder(with_pooling(load_model(member), "mean"), "model", show_progress=show_progress, desc=desc).encode(sentences).astype(np.float64)
             total = vectors if index == 0 else total + vectors
         return (total / len(members)).astype(np.float32)
 

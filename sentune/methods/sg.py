@@ -223,7 +223,7 @@ def compute_views(model, sentences: list[str], layers: list[int], view_pooling: 
 
     def compute() -> np.ndarray:
         names = [f"layer{k}-{view_pooling}" for k in layers]
-        vectors = Encoder(model, names, show_progress=show_progress).encode_many(sentences)
+        vectors = Encoder(model, names, show_progress=show_progress, desc="SG: BERT_F views of the training sentences (cached)").encode_many(sentences)
         return np.stack([vectors[f"layer{k}-{view_pooling}"] for k in layers], axis=1).astype(np.float32)
 
     return cached_array(Path(cache_dir) / f"sg-views-{key}.npy" if cache_dir else None, compute)

@@ -100,5 +100,7 @@ def build_postprocessed_model(
 ) -> Path:
     base = with_pooling(load_model(model_name), pooling)
     sentences = load_sentences(fit_on, data_dir or Path("."))
-    fitted = postprocessor.fit(Encoder(base, "model", show_progress=show_progress).encode(sentences))
+    fitted = postprocessor.fit(
+        Encoder(base, "model", show_progress=show_progress, desc=f"encoding {fit_on} to fit {type(postprocessor).__name__}").encode(sentences)
+    )
     return save_atomic(SentenceTransformer(modules=list(base) + fitted.to_modules(), device="cpu"), out)

@@ -159,7 +159,7 @@ def evaluate(
     started = time.perf_counter()
     inputs = _gather(tasks, data_dir, postprocess, alignment_pairs, examples)
     all_sentences = inputs.all_sentences
-    encoder = Encoder(model, poolings, show_progress=show_progress, precision=precision)
+    encoder = Encoder(model, poolings, show_progress=show_progress, precision=precision, desc="encoding the tasks' sentences")
     encode_start = time.perf_counter()
     vectors = encoder.encode_many(all_sentences)
     encode_seconds = time.perf_counter() - encode_start
@@ -249,10 +249,6 @@ def _warn_truncated(encoder, sources: list, n_task_sentences: int, max_len: int 
     hits = [sources[i] for i in encoder.truncated_indices if i < n_task_sentences]
     if hits:
         shown = ", ".join(str(s) for s in hits[:5])
-        logger.warning(
-            "%d sentences are longer than max_seq_length=%s tokens and were truncated (as SentEval/ST do): %s%s",
-            len(hits),
-            max_len,
-            shown,
-            " ..." if len(hits) > 5 else "",
-        )
+        what = "1 sentence is" if len(hits) == 1 else f"{len(hits)} sentences are"
+        more = " ..." if len(hits) > 5 else ""
+        logger.warning("%s longer than max_seq_length=%s tokens and truncated, as SentEval and sentence-transformers do: %s%s", what, max_len, shown, more)

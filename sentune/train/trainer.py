@@ -7,7 +7,6 @@ Run folder:
   config.yaml        the resolved recipe (a resumed run must use the same one)
   metrics.jsonl      one JSON line per log / evaluation
   checkpoints/       trainer checkpoints; a COMPLETE file marks one whose save finished
-  cache/             method caches (e.g. SG's frozen views); SENTUNE_CACHE=DIR shares one across runs
   model/             the selected model, sentence-transformers format, with a model card
   results.json/.md   the final evaluation of that model
 """
@@ -16,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -25,8 +23,9 @@ import torch
 import yaml
 from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-from transformers import EarlyStoppingCallback, TrainerCallback, set_seed
+from transformers import EarlyStoppingCallback, ProgressCallback, TrainerCallback, set_seed
 
+from sentune.core.cache import cache_dir as default_cache_dir
 from sentune.core.models import load_model
 from sentune.core.results import save_results, write_atomic
 from sentune.data.catalog import select_tasks
@@ -81,6 +80,30 @@ class SentuneTrainer(SentenceTransformerTrainer):
 def loss_state(loss: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Trainable parameters the loss owns beyond the model (projection heads, classifiers)."""
     return {name: p.detach().contiguous() for name, p in loss.named_parameters() if p.requires_grad and not name.startswith("model.")}
+
+
+class TidyProgress(ProgressCallback):
+    """The Trainer's progress bar, with one readable line per evaluation instead of a raw dict per log
+    (every logged value stays in metrics.jsonl)."""
+
+    def __init__(self, dev_metric: str, dev_title: str) -> None:
+        super().__init__()
+        self.key, self.title = f"eval_{dev_metric}", dev_title
+
+        self.best: tuple[float, int] | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        super().on_train_begin(args, state, control, **kwargs)
+        if state.best_metric is not None:  # a resumed run: its best so far
+            self.best = (state.best_metric, state.best_global_step)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or self.training_bar is None or not logs or self.key not in logs:
+            return
+        score = logs[self.key]
+        if self.best is None or score > self.best[0]:
+            self.best = (score, state.global_step)
+        self.training_bar.write(f"step {state.global_step}: {self.title} {score:.2f} (best {self.best[0]:.2f} at step {self.best[1]})")
 
 
 class RunCallback(TrainerCallback):
@@ -192,8 +215,8 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
         model.max_seq_length = recipe.training.max_seq_length
     dev = DevEvaluator(recipe.eval.dev, data_dir)
     # Caches are keyed by content (model weights, sentences, settings), so runs may share one folder:
-    # SENTUNE_CACHE lets ablations and seeds reuse e.g. SG's frozen views instead of recomputing them.
-    cache_dir = Path(os.environ["SENTUNE_CACHE"]) if os.environ.get("SENTUNE_CACHE") else run_dir / "cache"
+    # Seeds and ablations of one recipe reuse e.g. SG's frozen views instead of recomputing them.
+    cache_dir = default_cache_dir()  # SENTUNE_CACHE, or the user's cache folder: never the run folder
     ctx = TrainContext(recipe=recipe, params=params, data_dir=data_dir, cache_dir=cache_dir, dev_score=dev.score)
     columns = method.data_view(ctx)
     from datasets import Dataset
@@ -235,7 +258,14 @@ def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_di
     args = _training_args(recipe, run_dir / "checkpoints", evaluator.primary_metric)
     if method.ordered_batches:
         args.batch_sampler = ordered_batch_sampler
+    # Widget examples are for the hub's inference widget; sentune's cards do not use them, and computing
+    # them shows an anonymous progress bar.
+    model.model_card_data.set_widget_examples = lambda dataset: None
     trainer = SentuneTrainer(model=model, args=args, train_dataset=dataset, loss=loss, evaluator=evaluator, callbacks=callbacks)
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(
+        TidyProgress(evaluator.primary_metric, f"{recipe.eval.dev} Spearman" if isinstance(evaluator, DevEvaluator) else evaluator.primary_metric)
+    )
     trainer.step_schedule = STEP_SCHEDULES.get(recipe.training.scheduler)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     # load_best_model_at_end has put the best checkpoint's weights into the model; the loss's own state
