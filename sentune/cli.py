@@ -70,11 +70,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("runs") / recipe.name)
     from sentune.train.trainer import check_run_dir, train
 
+    if args.overwrite and (out / "results.json").is_file() and int(os.environ.get("RANK", "0")) == 0:
+        import shutil
+
+        print(f"sentune: --overwrite: removing the finished run in {out}", file=sys.stderr)
+        shutil.rmtree(out)
     check_run_dir(out, recipe, args.resume)
-    _train_banner(recipe, out, data_dir)
+    from sentune.core.distributed import rank
+
+    main_process = rank() == 0  # data parallel (torchrun): one process speaks and writes
+    if main_process:
+        _train_banner(recipe, out, data_dir)
     if args.resume and not any((out / "checkpoints").glob("checkpoint-*/COMPLETE")):
         print(f"sentune: nothing to resume in {out} (no complete checkpoint): training starts at step 0", file=sys.stderr)
     results = train(recipe, out, data_dir=data_dir, resume=args.resume, command=_command_line())
+    if not main_process:
+        return 0
     print(sts_summary_table(results["runs"]) or "")
     print(f"\nmodel: {out / 'model'} (SentenceTransformer({str(out / 'model')!r})); results: {out / 'results.md'}")
     return 0
@@ -316,6 +327,7 @@ def _add_train(sub) -> None:
     p.add_argument("--out", help="run folder (default runs/RECIPE_NAME)")
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run from its last complete checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace a finished run in --out (otherwise refused)")
     p.set_defaults(func=cmd_train)
 
 

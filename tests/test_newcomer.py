@@ -164,3 +164,25 @@ def test_caches_live_in_one_folder_and_can_be_listed_and_cleared(tmp_path, monke
     assert main(["cache", "clear", "--older-than", "5"]) == 0
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["sed-targets-new.npy"]
     assert main(["cache", "clear"]) == 0 and not list((tmp_path / "c").iterdir())
+
+
+def test_overwrite_replaces_a_finished_run_only_when_asked(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        json.dumps(
+            {
+                "method": "simcse",
+                "model": str(tiny_model_dir),
+                "train_data": "wiki",
+                "training": {"batch_size": 8, "max_steps": 2, "eval_steps": 2, "patience": 0},
+                "eval": {"tasks": "STS-B"},
+            }
+        )
+    )
+    args = ["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]
+    assert main(args) == 0
+    first = (tmp_path / "run" / "results.json").stat().st_mtime_ns
+    capsys.readouterr()
+    assert main(args) == 2 and "holds a finished run (results.json): choose another --out, or pass --overwrite" in capsys.readouterr().err
+    assert main([*args, "--overwrite"]) == 0
+    assert (tmp_path / "run" / "results.json").stat().st_mtime_ns != first

@@ -32,7 +32,7 @@ class ContrastiveBTLoss(SelfGuidedLoss):
             raise ValueError("Contrastive (BT) needs two text columns: sentence and paraphrase")
         c = F.normalize(self.head(self.model(dict(sentence_features[0]))["sentence_embedding"]), dim=-1)
         c_para = F.normalize(self.head(self.model(dict(sentence_features[1]))["sentence_embedding"]), dim=-1)
-        out = {"contrastive": nt_xent_base(c, c_para, self.temperature)}
+        out = {"contrastive": nt_xent_base(c, c_para, self.temperature, self.gather_negatives)}
         if self.reg_weight:
             out["regularizer"] = self.reg_weight * squared_distance(self.model[0].model, self.frozen)
         return out

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sentune.core.distributed import gather, offset, own_columns
 from sentune.core.options import option
 from sentune.methods.base import Columns, Method, TrainContext, sentence_rows
 
@@ -40,13 +41,16 @@ CITATION = """@inproceedings{liu-etal-2021-fast,
 }"""
 
 
-def mirror_infonce(anchors: torch.Tensor, mirrors: torch.Tensor, temperature: float) -> torch.Tensor:
-    """anchors f(x_i), mirrors f'(x'_i): (b, d), any scale (cosine inside)."""
+def mirror_infonce(anchors: torch.Tensor, mirrors: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
+    """anchors f(x_i), mirrors f'(x'_i): (b, d), any scale (cosine inside). Under data parallel training the
+    candidates are every process's (sentune.core.distributed); one process gives the formula above."""
     a, m = F.normalize(anchors, dim=-1), F.normalize(mirrors, dim=-1)
-    to_mirrors = a @ m.T / temperature  # (b, b): the positive on the diagonal, f'(x'_j) negatives off it
-    to_anchors = (a @ a.T / temperature).masked_fill(torch.eye(len(a), dtype=torch.bool, device=a.device), float("-inf"))
-    logits = torch.cat([to_mirrors, to_anchors], dim=1)  # 2b columns, one of them -inf: 2b − 1 candidates
-    return F.cross_entropy(logits, torch.arange(len(a), device=a.device))
+    all_a, all_m, start = gather(a, gather_negatives), gather(m, gather_negatives), offset(len(a), gather_negatives)
+    own = own_columns(len(a), len(all_a), start, a.device)
+    to_mirrors = a @ all_m.T / temperature  # (b, B): the positive at the row's own column, f'(x'_j) negatives elsewhere
+    to_anchors = (a @ all_a.T / temperature).masked_fill(own, float("-inf"))
+    logits = torch.cat([to_mirrors, to_anchors], dim=1)  # 2B columns, one of them -inf: 2B − 1 candidates
+    return F.cross_entropy(logits, start + torch.arange(len(a), device=a.device))
 
 
 def mask_token_spans(
@@ -79,11 +83,12 @@ class MirrorLoss(nn.Module):
     """Inputs: one text column (token masking, or none for SimCSE) or two (the sentence and its
     character-masked copy, `masking: char`)."""
 
-    def __init__(self, model, temperature: float = 0.05, span_p: float = 0.3, span_cap: int = 5, masking: str = "token") -> None:
+    def __init__(self, model, temperature: float = 0.05, span_p: float = 0.3, span_cap: int = 5, masking: str = "token", gather_negatives: bool = True) -> None:
         super().__init__()
         if masking not in ("token", "char"):
             raise ValueError(f"masking must be token or char, got {masking!r}")
         self.model, self.temperature, self.span_p, self.span_cap, self.masking = model, temperature, span_p, span_cap, masking
+        self.gather_negatives = gather_negatives
 
     def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels=None) -> torch.Tensor:
         features = sentence_features[0]
@@ -91,7 +96,7 @@ class MirrorLoss(nn.Module):
         # char-masked copy prepared in the dataset, or token spans masked here
         mirror_features = dict(sentence_features[1]) if len(sentence_features) > 1 else self.masked_view(features)
         mirrors = self.model(mirror_features)["sentence_embedding"]  # a second pass: independent dropout
-        return mirror_infonce(anchors, mirrors, self.temperature)
+        return mirror_infonce(anchors, mirrors, self.temperature, self.gather_negatives)
 
     def masked_view(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         view = dict(features)
@@ -103,7 +108,13 @@ class MirrorLoss(nn.Module):
         return view
 
     def get_config_dict(self) -> dict:
-        return {"temperature": self.temperature, "span_p": self.span_p, "span_cap": self.span_cap, "masking": self.masking}
+        return {
+            "temperature": self.temperature,
+            "span_p": self.span_p,
+            "span_cap": self.span_cap,
+            "masking": self.masking,
+            "gather_negatives": self.gather_negatives,
+        }
 
     @property
     def citation(self) -> str:
@@ -116,6 +127,7 @@ class MirrorParams:
     span_p: float = option(0.3, "p_g of the Geometric span length", minimum=0, exclusive=True, below=1)
     span_cap: int = option(5, "longest masked span in tokens (0: SimCSE, dropout only)", minimum=0)
     masking: Literal["token", "char"] = option("token", "token spans masked per batch, or 5 characters masked in the text (original code)")
+    gather_negatives: bool = option(True, "data parallel: every process's rows are candidates (false: this process's only)")
 
 
 def build_mirror_loss(model, columns: Columns, ctx: TrainContext) -> MirrorLoss:

@@ -15,10 +15,11 @@ from sentune.methods.base import Columns, Method, TrainContext, training_sentenc
 @dataclass
 class MNRLParams:
     scale: float = option(20.0, "1/τ of the library's loss", minimum=0, exclusive=True)
+    gather_negatives: bool = option(True, "data parallel: every process's positives are negatives (the library's gather_across_devices)")
 
 
 def build_mnrl_loss(model, columns: Columns, ctx: TrainContext):
-    return MultipleNegativesRankingLoss(model, scale=ctx.params.scale)
+    return MultipleNegativesRankingLoss(model, scale=ctx.params.scale, gather_across_devices=ctx.params.gather_negatives)
 
 
 def pair_view(ctx: TrainContext) -> Columns:

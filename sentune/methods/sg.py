@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from sentune.core.cache import cached_array
+from sentune.core.distributed import gather, offset, own_columns
 from sentune.core.options import option
 from sentune.methods.base import Columns, Method, TrainContext
 
@@ -64,33 +65,42 @@ class ProjectionHead(nn.Sequential):
                 nn.init.zeros_(layer.bias)
 
 
-def nt_xent_base(c: torch.Tensor, h: torch.Tensor, temperature: float) -> torch.Tensor:
+# Each objective takes this process's rows and, under data parallel training, contrasts them with every
+# process's (sentune.core.distributed.gather): one process gives the formulas below exactly.
+
+
+def nt_xent_base(c: torch.Tensor, h: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
     """L^base over X = [c; h] (2b rows): unit vectors c, h of shape (b, D)."""
-    x = torch.cat([c, h])  # (2b, D)
-    logits = x @ x.T / temperature
-    logits.fill_diagonal_(float("-inf"))
     b = c.shape[0]
-    positives = torch.cat([torch.arange(b, 2 * b), torch.arange(0, b)]).to(c.device)
+    x = torch.cat([c, h])  # (2b, D): this process's rows
+    everything = torch.cat([gather(c, gather_negatives), gather(h, gather_negatives)])  # (2B, D): [C; H]
+    big_b, start = len(everything) // 2, offset(b, gather_negatives)
+    logits = x @ everything.T / temperature
+    mine = torch.cat([start + torch.arange(b), big_b + start + torch.arange(b)]).to(c.device)  # each row's own column
+    logits = logits.masked_fill(torch.nn.functional.one_hot(mine, len(everything)).bool(), float("-inf"))
+    positives = torch.cat([big_b + start + torch.arange(b), start + torch.arange(b)]).to(c.device)
     return F.cross_entropy(logits, positives)
 
 
-def opt1_loss(c: torch.Tensor, h: torch.Tensor, temperature: float) -> torch.Tensor:
-    cc = c @ c.T / temperature  # (b, b)
-    ch = c @ h.T / temperature
-    cc = cc.masked_fill(torch.eye(len(c), dtype=torch.bool, device=c.device), float("-inf"))
-    return (torch.logsumexp(torch.cat([cc, ch], dim=1), dim=1) - ch.diagonal()).mean()
+def opt1_loss(c: torch.Tensor, h: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
+    all_c, all_h, start = gather(c, gather_negatives), gather(h, gather_negatives), offset(len(c), gather_negatives)
+    own = own_columns(len(c), len(all_c), start, c.device)
+    cc = (c @ all_c.T / temperature).masked_fill(own, float("-inf"))  # (b, B)
+    ch = c @ all_h.T / temperature
+    return (torch.logsumexp(torch.cat([cc, ch], dim=1), dim=1) - ch[own]).mean()
 
 
-def opt2_loss(c: torch.Tensor, h: torch.Tensor, temperature: float) -> torch.Tensor:
-    ch = c @ h.T / temperature
-    return (torch.logsumexp(ch, dim=1) - ch.diagonal()).mean()
+def opt2_loss(c: torch.Tensor, h: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
+    all_h, start = gather(h, gather_negatives), offset(len(c), gather_negatives)
+    ch = c @ all_h.T / temperature
+    return (torch.logsumexp(ch, dim=1) - ch[own_columns(len(c), len(all_h), start, c.device)]).mean()
 
 
-def opt3_loss(c: torch.Tensor, views: torch.Tensor, temperature: float) -> torch.Tensor:
+def opt3_loss(c: torch.Tensor, views: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
     """c: (b, D) unit; views: (b, L, D) unit. Mean of L^opt3_{i,k} over the b·L (sentence, layer) pairs."""
-    b = c.shape[0]
-    scores = torch.einsum("id,mnd->imn", c, views) / temperature  # (b, b, L): c_i · h_{m,n}
-    own = torch.eye(b, dtype=torch.bool, device=c.device)
+    all_views, start = gather(views, gather_negatives), offset(len(c), gather_negatives)
+    scores = torch.einsum("id,mnd->imn", c, all_views) / temperature  # (b, B, L): c_i · h_{m,n}
+    own = own_columns(len(c), len(all_views), start, c.device)
     positives = scores[own]  # (b, L): c_i · h_{i,k}
     negatives = torch.logsumexp(scores.masked_fill(own.unsqueeze(-1), float("-inf")).flatten(1), dim=1)  # (b,)
     return (torch.logaddexp(positives, negatives.unsqueeze(1)) - positives).mean()
@@ -117,6 +127,7 @@ class SelfGuidedLoss(nn.Module):
         layers: list[int] | None = None,
         head_hidden: int | None = 4096,
         views: np.ndarray | None = None,
+        gather_negatives: bool = True,
     ) -> None:
         super().__init__()
         if objective not in OBJECTIVES:
@@ -136,6 +147,7 @@ class SelfGuidedLoss(nn.Module):
         dim = tuned.config.hidden_size
         self.head = ProjectionHead(dim, head_hidden) if head_hidden else nn.Identity()
         self.views = views  # (N, len(layers), d) float32, possibly memory-mapped
+        self.gather_negatives = gather_negatives  # data parallel: negatives from every process's rows
 
     def train(self, mode: bool = True):
         super().train(mode)
@@ -179,10 +191,10 @@ class SelfGuidedLoss(nn.Module):
         """The objective on BERT_T's vectors c (b, d) and the views (b, L, d), through the head f."""
         c = F.normalize(self.head(c), dim=-1)
         if self.objective == "opt3":
-            return opt3_loss(c, F.normalize(self.head(views), dim=-1), self.temperature)
+            return opt3_loss(c, F.normalize(self.head(views), dim=-1), self.temperature, self.gather_negatives)
         sampled = torch.randint(len(self.layers), (len(views),), device=views.device)  # σ: uniform
         h = F.normalize(self.head(views[torch.arange(len(views)), sampled]), dim=-1)
-        return {"base": nt_xent_base, "opt1": opt1_loss, "opt2": opt2_loss}[self.objective](c, h, self.temperature)
+        return {"base": nt_xent_base, "opt1": opt1_loss, "opt2": opt2_loss}[self.objective](c, h, self.temperature, self.gather_negatives)
 
     def regularizer(self) -> torch.Tensor:
         """λ‖BERT_F − BERT_T‖²."""
@@ -251,6 +263,7 @@ class SGParams:
     layers: list[int] | None = option(None, "hidden states used as views (null: every one, 0..l)")
     head_hidden: int | None = option(4096, "width of the projection head f (null: no head)", minimum=1)
     cached_views: bool = option(True, "compute BERT_F's views once for the training set instead of every step")
+    gather_negatives: bool = option(True, "data parallel: every process's rows are negatives (false: this process's only)")
 
     def loss_settings(self) -> dict:
         return {k: v for k, v in vars(self).items() if k != "cached_views"}

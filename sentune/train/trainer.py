@@ -26,6 +26,7 @@ from sentence_transformers import SentenceTransformerTrainer, SentenceTransforme
 from transformers import EarlyStoppingCallback, ProgressCallback, TrainerCallback, set_seed
 
 from sentune.core.cache import cache_dir as default_cache_dir
+from sentune.core.distributed import rank, world_size
 from sentune.core.models import load_model
 from sentune.core.results import save_results, write_atomic
 from sentune.data.catalog import select_tasks
@@ -94,6 +95,8 @@ class TidyProgress(ProgressCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         super().on_train_begin(args, state, control, **kwargs)
+        if self.training_bar is not None:
+            self.training_bar.set_description("training (steps)")
         if state.best_metric is not None:  # a resumed run: its best so far
             self.best = (state.best_metric, state.best_global_step)
 
@@ -115,15 +118,19 @@ class RunCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         # A resumed run re-logs the steps after its checkpoint: drop those lines first.
-        if self.metrics.exists():
+        if state.is_world_process_zero and self.metrics.exists():
             kept = [line for line in self.metrics.read_text().splitlines() if json.loads(line).get("step", 0) <= state.global_step]
             write_atomic(self.metrics, "".join(line + "\n" for line in kept))
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero:  # data parallel: one process writes the run folder
+            return
         with self.metrics.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps({"step": state.global_step, "epoch": state.epoch, **(logs or {})}) + "\n")
 
     def on_save(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero:
+            return
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         state_dict = loss_state(self.loss)
         if state_dict:
@@ -142,14 +149,15 @@ def ordered_batch_sampler(dataset, batch_size, drop_last, valid_label_columns=No
 
 
 def latest_complete_checkpoint(folder: Path) -> Path | None:
-    """The newest checkpoint whose save finished; half-written ones (killed mid-save) are removed."""
+    """The newest checkpoint whose save finished; half-written ones (killed mid-save) are removed (by the
+    first process only, under data parallel training)."""
     if not folder.is_dir():
         return None
     found = []
     for path in folder.glob("checkpoint-*"):
         if (path / COMPLETE).is_file():
             found.append((int(path.name.split("-")[1]), path))
-        else:
+        elif rank() == 0:
             logger.warning("removing incomplete checkpoint %s (its save was interrupted)", path)
             shutil.rmtree(path, ignore_errors=True)
     return max(found)[1] if found else None
@@ -183,7 +191,8 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> Sentenc
         logging_steps=t.logging_steps,
         report_to="none",
         use_cpu=not torch.cuda.is_available(),
-        dataloader_drop_last=False,
+        # Data parallel: every process must hold as many rows for the negatives' all-gather.
+        dataloader_drop_last=world_size() > 1,
         disable_tqdm=False,
     )
 
@@ -192,7 +201,7 @@ def check_run_dir(run_dir: Path, recipe: Recipe, resume: bool) -> None:
     """Refuse a folder holding a finished run, another recipe's run, or a run to resume without --resume."""
     config_path = run_dir / "config.yaml"
     if (run_dir / "results.json").exists():
-        raise TrainingError(f"{run_dir} holds a finished run (results.json): choose another --out, or remove that folder to train again")
+        raise TrainingError(f"{run_dir} holds a finished run (results.json): choose another --out, or pass --overwrite to train it again")
     if resume and config_path.exists() and not same_recipe(config_path, recipe):
         raise TrainingError(f"{config_path} differs from this recipe: resume with the same recipe and overrides")
     if not resume and (run_dir / "checkpoints").exists():
@@ -206,7 +215,8 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
     params = validate_recipe(recipe)
     check_run_dir(run_dir, recipe, resume)
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(run_dir / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
+    if rank() == 0:
+        write_atomic(run_dir / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
 
     set_seed(recipe.training.seed)
     method = get_method(recipe.method)
@@ -227,6 +237,8 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
 
     checkpoint = latest_complete_checkpoint(run_dir / "checkpoints") if resume else None
     trainer, best = _fit(recipe, method, model, loss, dataset, evaluator, run_dir, checkpoint)
+    if rank() != 0:  # data parallel: the first process selects, evaluates and saves; the others are done
+        return {}
     note = None
     if method.finalize is not None:  # e.g. compile a flow head, keep CT's better tower, choose SED's pooling
         model, note = method.finalize(model, loss, ctx)
