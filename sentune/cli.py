@@ -526,6 +526,8 @@ def build_parser() -> argparse.ArgumentParser:
         _add_cache,
     ):
         add(sub)
+    for name in ("eval", "encode", "whiten", "flow", "layerwise", "tsne", "pairs", "pipeline", "ensemble"):  # the commands that run models
+        sub.choices[name].add_argument("--device", help="auto (CUDA when present, the default), cpu, cuda or cuda:N; training takes training.device")
     for name in ("eval", "train", "pipeline", "layerwise", "tsne", "pairs"):  # the commands that score catalogued tasks
         sub.choices[name].add_argument(
             "--allow-modified-data", action="store_true", help="score tasks whose files differ from the catalog (counts, SHA256SUMS); recorded in results.json"
@@ -564,6 +566,14 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"sentune: error: {exc}", file=sys.stderr)
         return 2
+    if getattr(args, "device", None):
+        from sentune.core.device import DEVICE_ENV, resolve_device
+
+        try:
+            os.environ[DEVICE_ENV] = resolve_device(args.device)  # every model this command loads
+        except UserError as exc:
+            print(f"sentune: error: {exc}", file=sys.stderr)
+            return 2
     if getattr(args, "allow_modified_data", False):
         from sentune.data.catalog import ALLOW_MODIFIED_ENV
 

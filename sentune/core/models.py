@@ -12,6 +12,7 @@ import logging
 import os
 from pathlib import Path
 
+from sentune.core.device import resolve_device
 from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def _needs_only_installed_code(path: Path) -> bool:
     )
 
 
-def load_model(name: str, *, trust_remote_code: bool = False, device: str | None = None):
+def load_model(name: str, *, trust_remote_code: bool = False, device: str | None = None):  # device None: SENTUNE_DEVICE / auto
     """Load a sentence-transformers or plain HF model id / local path.
 
     Weights are read with safetensors, or with `torch.load(weights_only=True)` when a checkpoint has
@@ -79,7 +80,7 @@ def load_model(name: str, *, trust_remote_code: bool = False, device: str | None
     try:
         model = SentenceTransformer(
             resolved,
-            device=device or "cpu",
+            device=resolve_device(device),
             trust_remote_code=trust_remote_code or _needs_only_installed_code(path),
             model_kwargs={"weights_only": True},
         )

@@ -20,6 +20,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from sentune.core.device import full_precision
 from sentune.core.options import option
 from sentune.methods.base import Columns, Method, TrainContext
 from sentune.methods.mirror import CITATION as MIRROR_CITATION
@@ -66,9 +67,11 @@ class FlowJointLoss(nn.Module):
             anchors = self._embed(dict(features))
             if self.lambda_mirror:
                 mirrors = self._embed(self.views.masked_view(features))
-        out = {"flow_nll": flow.nll(anchors).mean()}  # outside the block: the flow always trains
+        with full_precision(anchors) as (anchors,):  # the flow and its log-determinant in float32
+            out = {"flow_nll": flow.nll(anchors).mean()}  # outside the no-grad block: the flow always trains
         if self.lambda_mirror:
-            out["mirror"] = self.lambda_mirror * mirror_infonce(flow(anchors)[0], flow(mirrors)[0], self.views.temperature)
+            with full_precision(mirrors) as (mirrors,):
+                out["mirror"] = self.lambda_mirror * mirror_infonce(flow(anchors)[0], flow(mirrors)[0], self.views.temperature)
         return out
 
     def get_config_dict(self) -> dict:
@@ -94,7 +97,7 @@ class FlowJointParams:
 
 def build_flow_joint_loss(model, columns: Columns, ctx: TrainContext) -> FlowJointLoss:
     p: FlowJointParams = ctx.params
-    model.append(LiveFlow(model.get_embedding_dimension(), p.n_blocks, p.hidden, p.permutation, p.flow_seed))
+    model.append(LiveFlow(model.get_embedding_dimension(), p.n_blocks, p.hidden, p.permutation, p.flow_seed).to(model.device))
     return FlowJointLoss(model, lambda_mirror=p.lambda_mirror, temperature=p.temperature, span_p=p.span_p, span_cap=p.span_cap, freeze_encoder=p.freeze_encoder)
 
 

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sentune.core.device import full_precision
 from sentune.errors import UserError
 from sentune.methods.base import Columns, Method, TrainContext, training_sentences
 
@@ -35,8 +36,9 @@ CITATION = """@inproceedings{carlsson2021semantic,
 
 
 def ct_loss(left: torch.Tensor, right: torch.Tensor, same: torch.Tensor) -> torch.Tensor:
-    logits = (left * right).sum(-1)
-    return F.binary_cross_entropy_with_logits(logits, same.to(logits.dtype))
+    with full_precision(left, right) as (left, right):
+        logits = (left * right).sum(-1)
+        return F.binary_cross_entropy_with_logits(logits, same.to(logits.dtype))
 
 
 def no_dropout(module: nn.Module) -> None:

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sentune.core.device import full_precision
 from sentune.core.distributed import gather, offset, own_columns
 from sentune.core.options import option
 from sentune.methods.base import Columns, Method, TrainContext, sentence_rows
@@ -44,6 +45,11 @@ CITATION = """@inproceedings{liu-etal-2021-fast,
 def mirror_infonce(anchors: torch.Tensor, mirrors: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
     """anchors f(x_i), mirrors f'(x'_i): (b, d), any scale (cosine inside). Under data parallel training the
     candidates are every process's (sentune.core.distributed); one process gives the formula above."""
+    with full_precision(anchors, mirrors) as (anchors, mirrors):
+        return _mirror_infonce(anchors, mirrors, temperature, gather_negatives)
+
+
+def _mirror_infonce(anchors: torch.Tensor, mirrors: torch.Tensor, temperature: float, gather_negatives: bool) -> torch.Tensor:
     a, m = F.normalize(anchors, dim=-1), F.normalize(mirrors, dim=-1)
     all_a, all_m, start = gather(a, gather_negatives), gather(m, gather_negatives), offset(len(a), gather_negatives)
     own = own_columns(len(a), len(all_a), start, a.device)

@@ -60,7 +60,7 @@ class MultitaskLoss(nn.Module):
     def __init__(self, model, h_para: float = 0.7, h_sem: float = 0.0, weights: tuple = (5.0, 20.0, 1.0), e_para: int = 768, e_sem: int = 768) -> None:
         super().__init__()
         self.model, self.h_para, self.h_sem, self.weights = model, h_para, h_sem, tuple(weights)
-        self.heads = MultitaskHeads(model.get_embedding_dimension(), 5, e_para, e_sem)
+        self.heads = MultitaskHeads(model.get_embedding_dimension(), 5, e_para, e_sem).to(model.device)
 
     def _embed(self, features: dict) -> torch.Tensor:
         return self.model(dict(features))["sentence_embedding"]
@@ -140,13 +140,17 @@ class MultitaskEvaluator(SentenceEvaluator):
         was_training = self.loss.training
         self.loss.eval()
         try:
-            embed = lambda texts: torch.cat([self.loss._embed(model.preprocess(texts[i : i + self.batch_size])) for i in range(0, len(texts), self.batch_size)])  # noqa: E731
+
+            def embed(texts: list[str]) -> torch.Tensor:
+                batches = (model.preprocess(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size))
+                return torch.cat([self.loss._embed({k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in b.items()}) for b in batches])
+
             heads = self.loss.heads
-            predicted = heads.sent(embed([e.text for e in self.sst])).argmax(-1).numpy()
+            predicted = heads.sent(embed([e.text for e in self.sst])).argmax(-1).cpu().numpy()
             sst_acc = float((predicted == np.array([e.label for e in self.sst])).mean())
-            y_para = hinge_cosine(heads.para(embed([p.a for p in self.qqp])), heads.para(embed([p.b for p in self.qqp])), self.loss.h_para).numpy()
+            y_para = hinge_cosine(heads.para(embed([p.a for p in self.qqp])), heads.para(embed([p.b for p in self.qqp])), self.loss.h_para).cpu().numpy()
             qqp_acc = float(((y_para >= (1 + self.loss.h_para) / 2) == np.array([p.label == 1 for p in self.qqp])).mean())
-            y_sem = hinge_cosine(heads.sem(embed([p.a for p in self.sts])), heads.sem(embed([p.b for p in self.sts])), self.loss.h_sem).numpy()
+            y_sem = hinge_cosine(heads.sem(embed([p.a for p in self.sts])), heads.sem(embed([p.b for p in self.sts])), self.loss.h_sem).cpu().numpy()
             sts_pearson = float(pearsonr(5 * (y_sem - self.loss.h_sem) / (1 - self.loss.h_sem), [p.score for p in self.sts])[0])
         finally:
             self.loss.train(was_training)

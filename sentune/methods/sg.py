@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from sentune.core.cache import cached_array
+from sentune.core.device import full_precision
 from sentune.core.distributed import gather, offset, own_columns
 from sentune.core.options import option
 from sentune.methods.base import Columns, Method, TrainContext
@@ -70,6 +71,11 @@ class ProjectionHead(nn.Sequential):
 
 
 def nt_xent_base(c: torch.Tensor, h: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
+    with full_precision(c, h) as (c, h):
+        return _nt_xent_base(c, h, temperature, gather_negatives)
+
+
+def _nt_xent_base(c: torch.Tensor, h: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
     """L^base over X = [c; h] (2b rows): unit vectors c, h of shape (b, D)."""
     b = c.shape[0]
     x = torch.cat([c, h])  # (2b, D): this process's rows
@@ -83,6 +89,11 @@ def nt_xent_base(c: torch.Tensor, h: torch.Tensor, temperature: float, gather_ne
 
 
 def opt1_loss(c: torch.Tensor, h: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
+    with full_precision(c, h) as (c, h):
+        return _opt1_loss(c, h, temperature, gather_negatives)
+
+
+def _opt1_loss(c: torch.Tensor, h: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
     all_c, all_h, start = gather(c, gather_negatives), gather(h, gather_negatives), offset(len(c), gather_negatives)
     own = own_columns(len(c), len(all_c), start, c.device)
     cc = (c @ all_c.T / temperature).masked_fill(own, float("-inf"))  # (b, B)
@@ -91,12 +102,22 @@ def opt1_loss(c: torch.Tensor, h: torch.Tensor, temperature: float, gather_negat
 
 
 def opt2_loss(c: torch.Tensor, h: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
+    with full_precision(c, h) as (c, h):
+        return _opt2_loss(c, h, temperature, gather_negatives)
+
+
+def _opt2_loss(c: torch.Tensor, h: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
     all_h, start = gather(h, gather_negatives), offset(len(c), gather_negatives)
     ch = c @ all_h.T / temperature
     return (torch.logsumexp(ch, dim=1) - ch[own_columns(len(c), len(all_h), start, c.device)]).mean()
 
 
 def opt3_loss(c: torch.Tensor, views: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
+    with full_precision(c, views) as (c, views):
+        return _opt3_loss(c, views, temperature, gather_negatives)
+
+
+def _opt3_loss(c: torch.Tensor, views: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
     """c: (b, D) unit; views: (b, L, D) unit. Mean of L^opt3_{i,k} over the b·L (sentence, layer) pairs."""
     all_views, start = gather(views, gather_negatives), offset(len(c), gather_negatives)
     scores = torch.einsum("id,mnd->imn", c, all_views) / temperature  # (b, B, L): c_i · h_{m,n}
@@ -188,13 +209,18 @@ class SelfGuidedLoss(nn.Module):
         return torch.from_numpy(np.ascontiguousarray(self.views[labels.cpu().numpy()])).to(device)
 
     def contrastive(self, c: torch.Tensor, views: torch.Tensor) -> torch.Tensor:
-        """The objective on BERT_T's vectors c (b, d) and the views (b, L, d), through the head f."""
-        c = F.normalize(self.head(c), dim=-1)
+        """The objective on BERT_T's vectors c (b, d) and the views (b, L, d), through the head f (the head may
+        run under autocast; normalisation and similarities are in float32)."""
+        c = self.head(c)
         if self.objective == "opt3":
-            return opt3_loss(c, F.normalize(self.head(views), dim=-1), self.temperature, self.gather_negatives)
+            projected = self.head(views)
+            with full_precision(c, projected) as (c, projected):
+                return opt3_loss(F.normalize(c, dim=-1), F.normalize(projected, dim=-1), self.temperature, self.gather_negatives)
         sampled = torch.randint(len(self.layers), (len(views),), device=views.device)  # σ: uniform
-        h = F.normalize(self.head(views[torch.arange(len(views)), sampled]), dim=-1)
-        return {"base": nt_xent_base, "opt1": opt1_loss, "opt2": opt2_loss}[self.objective](c, h, self.temperature, self.gather_negatives)
+        h = self.head(views[torch.arange(len(views)), sampled])
+        objective = {"base": nt_xent_base, "opt1": opt1_loss, "opt2": opt2_loss}[self.objective]
+        with full_precision(c, h) as (c, h):
+            return objective(F.normalize(c, dim=-1), F.normalize(h, dim=-1), self.temperature, self.gather_negatives)
 
     def regularizer(self) -> torch.Tensor:
         """λ‖BERT_F − BERT_T‖²."""

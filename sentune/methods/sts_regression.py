@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sentune.core.device import full_precision
 from sentune.core.options import option
 from sentune.data.catalog import load_examples
 from sentune.methods.base import Columns, Method, TrainContext
@@ -34,7 +35,8 @@ class LowerBoundCosineLoss(nn.Module):
     def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> torch.Tensor:
         a = self.model(dict(sentence_features[0]))["sentence_embedding"]
         b = self.model(dict(sentence_features[1]))["sentence_embedding"]
-        return F.mse_loss(F.cosine_similarity(a, b, dim=-1), lower_bound_target(labels.float(), self.lower_bound))
+        with full_precision(a, b) as (a, b):
+            return F.mse_loss(F.cosine_similarity(a, b, dim=-1), lower_bound_target(labels.float(), self.lower_bound))
 
     def get_config_dict(self) -> dict:
         return {"lower_bound": self.lower_bound}

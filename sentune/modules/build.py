@@ -103,4 +103,4 @@ def build_postprocessed_model(
     fitted = postprocessor.fit(
         Encoder(base, "model", show_progress=show_progress, desc=f"encoding {fit_on} to fit {type(postprocessor).__name__}").encode(sentences)
     )
-    return save_atomic(SentenceTransformer(modules=list(base) + fitted.to_modules(), device="cpu"), out)
+    return save_atomic(SentenceTransformer(modules=list(base) + fitted.to_modules(), device=str(base.device)), out)

@@ -184,6 +184,7 @@ def evaluate(
         "n_truncated": len(encoder.truncated_indices),
         "max_seq_length": model.max_seq_length,
         "precision": precision,
+        "device": str(model.device),
         "encode_seconds": encode_seconds,
         "total_seconds": time.perf_counter() - started,
         "sentune_version": sentune.__version__,

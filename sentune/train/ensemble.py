@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sentune.core.device import resolve_device
 from sentune.errors import UserError
 
 
@@ -19,7 +20,7 @@ def build_ensemble(members: list[str], pooling: str = "mean"):
 
     if not members:
         raise UserError("an ensemble needs at least one member")
-    return SentenceTransformer(modules=[EnsembleMean([with_pooling(load_model(m), pooling) for m in members])], device="cpu")
+    return SentenceTransformer(modules=[EnsembleMean([with_pooling(load_model(m), pooling) for m in members])], device=resolve_device())
 
 
 def save_ensemble(members: list[str], folder: Path, pooling: str = "mean") -> Path:

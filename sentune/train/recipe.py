@@ -10,6 +10,7 @@ RecipeError naming the file, the key, the allowed keys and the expected type.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -48,6 +49,10 @@ class TrainingConfig:
     max_sentences: int | None = option(None, "use a fixed random N of the training sentences, in file order (CPU-scale runs)", minimum=1)
     keep_checkpoints: bool = option(False, "keep the best and last checkpoints after the run (they hold optimizer state: ~8x the model)")
     min_words: int = option(0, "drop training sentences of fewer words (seed 002 drops Wiki1M lines of 5 words or less)", minimum=0)
+    device: str = option("auto", "auto (CUDA when present), cpu or cuda; under torchrun each process takes its LOCAL_RANK's GPU")
+    precision: Literal["fp32", "bf16", "fp16"] = option(
+        "fp32", "autocast for training (losses and similarities stay fp32); fp16 adds a loss scaler and needs CUDA"
+    )
 
 
 @dataclass
@@ -131,6 +136,12 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
     try:
         method = get_method(recipe.method)
         params = method.resolve_params(recipe.params)
+        from sentune.core.device import check_precision, resolve_device
+
+        device = resolve_device(recipe.training.device, "training.device")
+        if ":" in device and "LOCAL_RANK" not in os.environ and device != "cuda:0":
+            raise RecipeError(f"training.device {device}: train on one GPU with CUDA_VISIBLE_DEVICES={device.split(':')[1]} and training.device=cuda")
+        check_precision(recipe.training.precision, device, "training.precision")
         pooling = recipe.pooling or method.pooling
         check_trainable(pooling)
         if method.poolings is not None and recipe.pooling not in (None, *method.poolings):

@@ -26,6 +26,7 @@ from sentence_transformers import SentenceTransformerTrainer, SentenceTransforme
 from transformers import EarlyStoppingCallback, ProgressCallback, TrainerCallback, set_seed
 
 from sentune.core.cache import cache_dir as default_cache_dir
+from sentune.core.device import resolve_device
 from sentune.core.distributed import rank, world_size
 from sentune.core.models import load_model
 from sentune.core.results import save_results, write_atomic
@@ -190,7 +191,9 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> Sentenc
         greater_is_better=True,
         logging_steps=t.logging_steps,
         report_to="none",
-        use_cpu=not torch.cuda.is_available(),
+        use_cpu=resolve_device(t.device, "training.device") == "cpu",
+        bf16=t.precision == "bf16",
+        fp16=t.precision == "fp16",  # with the Trainer's loss scaler
         # Data parallel: every process must hold as many rows for the negatives' all-gather.
         dataloader_drop_last=world_size() > 1,
         disable_tqdm=False,
@@ -220,7 +223,8 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
 
     set_seed(recipe.training.seed)
     method = get_method(recipe.method)
-    model = with_pooling(load_model(recipe.model), recipe.pooling or method.pooling)
+    device = resolve_device(recipe.training.device, "training.device")  # the caches and dev evaluation run there too
+    model = with_pooling(load_model(recipe.model, device=device), recipe.pooling or method.pooling)
     if recipe.training.max_seq_length:
         model.max_seq_length = recipe.training.max_seq_length
     dev = DevEvaluator(recipe.eval.dev, data_dir)
@@ -243,7 +247,16 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
     if method.finalize is not None:  # e.g. compile a flow head, keep CT's better tower, choose SED's pooling
         model, note = method.finalize(model, loss, ctx)
     results = evaluate(model, select_tasks(recipe.eval.tasks), data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"))
-    results["meta"].update({"recipe": recipe.to_dict(), "best_checkpoint": best, "resumed_from": checkpoint.name if checkpoint else None})
+    results["meta"].update(
+        {
+            "recipe": recipe.to_dict(),
+            "best_checkpoint": best,
+            "resumed_from": checkpoint.name if checkpoint else None,
+            "training_device": device,
+            "training_precision": recipe.training.precision,
+            "processes": world_size(),
+        }
+    )
     if note:
         results["meta"]["finalize"] = note
     if method.evaluator:  # the method's own metrics of the selected model, dev and test
@@ -298,6 +311,7 @@ def _save_model(model, out: Path, recipe: Recipe, method: Method, results: dict,
             f"- method: `{recipe.method}` ({recipe.pooling or method.pooling} pooling); recipe `{recipe.name}`",
             f"- selected checkpoint: step {best['step']}, {recipe.eval.dev} Spearman {best['dev_spearman']:.2f}",
             f"- STS average ('all' Spearman ×100): {summary.get('avg_all_spearman', float('nan')):.2f}",
+            f"- trained on {results['meta']['training_device']} ({results['meta']['processes']} process(es)), precision {recipe.training.precision}",
             "",
             "```yaml",
             yaml.safe_dump(recipe.to_dict(), sort_keys=False).strip(),
