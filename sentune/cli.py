@@ -104,7 +104,7 @@ def _train_banner(recipe, out: Path, data_dir: Path) -> None:
     print(
         f"sentune train: method {recipe.method} (recipe {recipe.name}) on model {recipe.model}\n"
         f"  data: {recipe.train_data} from {data_dir}; device: {_device()}\n"
-        f"  {length} at batch {t.batch_size}, evaluated on {recipe.eval.dev} every {t.eval_steps} steps{stop}; the bar shows the time left\n"
+        f"  {length} at batch {t.batch_size}, evaluated on {recipe.eval.dev} every {t.eval_steps} steps{stop}\n"
         f"  run folder: {out}",
         flush=True,
     )

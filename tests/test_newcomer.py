@@ -186,3 +186,25 @@ def test_overwrite_replaces_a_finished_run_only_when_asked(tiny_model_dir, tiny_
     assert main(args) == 2 and "holds a finished run (results.json): choose another --out, or pass --overwrite" in capsys.readouterr().err
     assert main([*args, "--overwrite"]) == 0
     assert (tmp_path / "run" / "results.json").stat().st_mtime_ns != first
+
+
+def test_training_output_is_a_banner_and_one_line_per_evaluation(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        json.dumps(
+            {
+                "method": "simcse",
+                "model": str(tiny_model_dir),
+                "train_data": "wiki",
+                "training": {"batch_size": 8, "max_steps": 10, "eval_steps": 5, "patience": 0, "logging_steps": 1},
+                "eval": {"tasks": "STS-B"},
+            }
+        )
+    )
+    assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"sentune train: method simcse (recipe r) on model {tiny_model_dir}\n")
+    assert "10 steps at batch 8, evaluated on STS-B-dev every 5 steps" in out
+    assert "expected: " in out and " s a step, so about " in out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("step ")] == ["step 5", "step 10"]
+    assert "{'" not in out and "Warning" not in out  # no raw Trainer dicts, no library warnings on stdout

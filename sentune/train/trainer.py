@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -84,6 +85,9 @@ def loss_state(loss: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: p.detach().contiguous() for name, p in loss.named_parameters() if p.requires_grad and not name.startswith("model.")}
 
 
+ESTIMATE_AFTER_STEPS = 5
+
+
 class TidyProgress(ProgressCallback):
     """The Trainer's progress bar, with one readable line per evaluation instead of a raw dict per log
     (every logged value stays in metrics.jsonl)."""
@@ -91,8 +95,22 @@ class TidyProgress(ProgressCallback):
     def __init__(self, dev_metric: str, dev_title: str) -> None:
         super().__init__()
         self.key, self.title = f"eval_{dev_metric}", dev_title
-
         self.best: tuple[float, int] | None = None
+        self.clock: tuple[int, float] | None = None  # (first step, when it ended): for the expected time
+
+    def on_step_end(self, args, state, control, **kwargs):
+        super().on_step_end(args, state, control, **kwargs)
+        if not state.is_world_process_zero or self.training_bar is None:
+            return
+        if self.clock is None:  # the first step pays for warm-up: time the next ones
+            self.clock = (state.global_step, time.perf_counter())
+        elif state.global_step == self.clock[0] + ESTIMATE_AFTER_STEPS:
+            per_step = (time.perf_counter() - self.clock[1]) / ESTIMATE_AFTER_STEPS
+            left = state.max_steps - state.global_step
+            self.training_bar.write(
+                f"expected: {per_step:.2f} s a step, so about {per_step * left / 60:.1f} min for the {left} steps left "
+                f"(plus the dev evaluations; early stopping may end sooner)"
+            )
 
     def on_train_begin(self, args, state, control, **kwargs):
         super().on_train_begin(args, state, control, **kwargs)
