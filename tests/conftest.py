@@ -174,6 +174,25 @@ def tiny_data_dir(tmp_path_factory) -> Path:
     return write_tiny_data_dir(tmp_path_factory.mktemp("tiny-data"))
 
 
+def tiny_recipe(
+    path: Path, method: str, model: str | Path, *, train_data: str = "wiki", params: dict | None = None, training: dict | None = None, tasks: str = "STS-B"
+) -> Path:
+    """A recipe for a few steps on the tiny model, written to `path` (steps and batch overridable in `training`)."""
+    import json
+
+    settings = {"batch_size": 8, "max_steps": 4, "eval_steps": 2, "patience": 0, **(training or {})}
+    recipe = {
+        "method": method,
+        "model": str(model),
+        "train_data": train_data,
+        "params": params or {},
+        "training": settings,
+        "eval": {"dev": "STS-B-dev", "tasks": tasks},
+    }
+    path.write_text(json.dumps(recipe))
+    return path
+
+
 def train_tiny(
     tmp_path: Path,
     method: str,
@@ -186,41 +205,9 @@ def train_tiny(
     tasks: str = "STS-B",
 ) -> Path:
     """Write a tiny recipe and train it through the CLI; returns the run folder (asserts success)."""
-    import json
-
     from sentune.cli import main
 
-    settings = {"batch_size": 8, "max_steps": 4, "eval_steps": 2, "patience": 0, **(training or {})}
-    recipe = tmp_path / f"{method}.yaml"
-    recipe.write_text(
-        json.dumps(
-            {
-                "method": method,
-                "model": str(model),
-                "train_data": train_data,
-                "params": params or {},
-                "training": settings,
-                "eval": {"dev": "STS-B-dev", "tasks": tasks},
-            }
-        )
-    )
+    recipe = tiny_recipe(tmp_path / f"{method}.yaml", method, model, train_data=train_data, params=params, training=training, tasks=tasks)
     run = tmp_path / f"run-{method}"
     assert main(["train", str(recipe), "--out", str(run), "--data", str(data_dir)]) == 0
     return run
-
-
-def method_context(method: str, params: dict | None = None, *, data_dir: Path | None = None, cache_dir: Path | None = None, dev_score=None, **recipe_fields):
-    """The TrainContext the trainer would hand `method` for a recipe with these params (for loss-level tests)."""
-    from sentune.methods.base import TrainContext
-    from sentune.methods.registry import get_method
-    from sentune.train.recipe import Recipe
-
-    recipe = Recipe(method=method, params=params or {}, **recipe_fields)
-    return TrainContext(
-        recipe=recipe,
-        params=get_method(method).resolve_params(params),
-        data_dir=data_dir or Path("."),
-        cache_dir=cache_dir,
-        dev_score=dev_score,
-        show_progress=False,
-    )

@@ -108,20 +108,10 @@ def test_two_process_training_writes_one_model_and_resumes_after_kill(tiny_model
     import subprocess
     import time
 
+    from conftest import tiny_recipe
     from safetensors.torch import load_file
 
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(
-        json.dumps(
-            {
-                "method": "simcse",
-                "model": str(tiny_model_dir),
-                "train_data": "wiki",
-                "eval": {"tasks": "STS-B"},
-                "training": {"batch_size": 8, "max_steps": 60, "eval_steps": 4, "patience": 0},
-            }
-        )
-    )
+    recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"max_steps": 60, "eval_steps": 4})
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "SENTUNE_DATA": str(tiny_data_dir)}
     straight = _torchrun([str(recipe), "--out", "straight"], tmp_path, env)
     out, err = straight.communicate(timeout=300)

@@ -14,25 +14,12 @@ from sentune.cli import main
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 SENTENCE_METHODS = ["sg", "sg-opt", "simcse", "mirror", "mirror-char", "flow-joint", "st-mnrl", "st-ct", "ct"]
-TINY = {"batch_size": 8, "max_steps": 4, "eval_steps": 2, "patience": 0, "device": "cuda"}
 
 
 def _train(tmp_path, method, model, data_dir, train_data="wiki", params=None, training=None):
-    recipe = tmp_path / f"{method}.yaml"
-    recipe.write_text(
-        json.dumps(
-            {
-                "method": method,
-                "model": str(model),
-                "train_data": train_data,
-                "params": params or {},
-                "training": {**TINY, **(training or {})},
-                "eval": {"tasks": "STS-B"},
-            }
-        )
-    )
-    run = tmp_path / f"run-{method}"
-    assert main(["train", str(recipe), "--out", str(run), "--data", str(data_dir)]) == 0
+    from conftest import train_tiny
+
+    run = train_tiny(tmp_path, method, model, data_dir, train_data=train_data, params=params, training={"device": "cuda", **(training or {})})
     meta = json.loads((run / "results.json").read_text())["meta"]
     assert meta["training_device"].startswith("cuda") and meta["device"].startswith("cuda")
     return run

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import tiny_recipe
 
 from sentune.cli import main
 
@@ -117,18 +118,7 @@ def test_blank_lines_in_encode_are_reported_and_keep_row_alignment(tiny_model_di
 
 
 def test_resume_with_nothing_to_resume_says_so(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(
-        json.dumps(
-            {
-                "method": "simcse",
-                "model": str(tiny_model_dir),
-                "train_data": "wiki",
-                "training": {"batch_size": 8, "max_steps": 2, "eval_steps": 2, "patience": 0},
-                "eval": {"tasks": "STS-B"},
-            }
-        )
-    )
+    recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"batch_size": 8, "max_steps": 2, "eval_steps": 2, "patience": 0})
     assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir), "--resume"]) == 0
     assert "nothing to resume in" in capsys.readouterr().err
 
@@ -167,18 +157,7 @@ def test_caches_live_in_one_folder_and_can_be_listed_and_cleared(tmp_path, monke
 
 
 def test_overwrite_replaces_a_finished_run_only_when_asked(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(
-        json.dumps(
-            {
-                "method": "simcse",
-                "model": str(tiny_model_dir),
-                "train_data": "wiki",
-                "training": {"batch_size": 8, "max_steps": 2, "eval_steps": 2, "patience": 0},
-                "eval": {"tasks": "STS-B"},
-            }
-        )
-    )
+    recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"batch_size": 8, "max_steps": 2, "eval_steps": 2, "patience": 0})
     args = ["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]
     assert main(args) == 0
     first = (tmp_path / "run" / "results.json").stat().st_mtime_ns
@@ -189,17 +168,8 @@ def test_overwrite_replaces_a_finished_run_only_when_asked(tiny_model_dir, tiny_
 
 
 def test_training_output_is_a_banner_and_one_line_per_evaluation(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(
-        json.dumps(
-            {
-                "method": "simcse",
-                "model": str(tiny_model_dir),
-                "train_data": "wiki",
-                "training": {"batch_size": 8, "max_steps": 10, "eval_steps": 5, "patience": 0, "logging_steps": 1},
-                "eval": {"tasks": "STS-B"},
-            }
-        )
+    recipe = tiny_recipe(
+        tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"batch_size": 8, "max_steps": 10, "eval_steps": 5, "patience": 0, "logging_steps": 1}
     )
     assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]) == 0
     out = capsys.readouterr().out
