@@ -211,3 +211,20 @@ def train_tiny(
     run = tmp_path / f"run-{method}"
     assert main(["train", str(recipe), "--out", str(run), "--data", str(data_dir)]) == 0
     return run
+
+
+def method_context(method: str, params: dict | None = None, *, data_dir: Path | None = None, cache_dir: Path | None = None, dev_score=None, **recipe_fields):
+    """The TrainContext the trainer would hand `method` for a recipe with these params (for loss-level tests)."""
+    from sentune.methods.base import TrainContext
+    from sentune.methods.registry import get_method
+    from sentune.train.recipe import Recipe
+
+    recipe = Recipe(method=method, params=params or {}, **recipe_fields)
+    return TrainContext(
+        recipe=recipe,
+        params=get_method(method).resolve_params(params),
+        data_dir=data_dir or Path("."),
+        cache_dir=cache_dir,
+        dev_score=dev_score,
+        show_progress=False,
+    )
