@@ -62,9 +62,11 @@ def _step(rank: int, world: int, init_file: str, model_dir: str, method: str, ou
             grad /= world
         dist.all_reduce(loss)
         loss /= world
-        dist.destroy_process_group()
     if rank == 0:
         torch.save({"loss": loss, "grads": grads}, out)
+    if world > 1:  # no process leaves while another still talks to it (gloo aborts on such a teardown)
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("method", ["simcse", "sg-opt", "ct"])
