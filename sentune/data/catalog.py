@@ -164,7 +164,7 @@ def data_problem(spec: TaskSpec, data_dir: Path, examples: dict[str, list]) -> t
         return files, None, f"{spec.name} has {count} examples, the catalog expects {spec.expected_examples} (a cut or modified file?); {fix}"
     for path in spec.paths(data_dir):
         expected = _listed_sums(data_dir).get(path.resolve())
-        if expected is not None and _sha256(path) != expected:
+        if expected is not None and sha256_of(path) != expected:
             return path, None, f"{spec.name}: the file differs from {data_dir / 'SHA256SUMS'}; {fix}"
     return None
 
@@ -190,7 +190,7 @@ def _listed_sums(data_dir: Path) -> dict[Path, str]:
 _HASHES: dict[tuple[Path, int, int], str] = {}
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
     """sha256 of a file, remembered per (path, size, mtime): repeated evaluations hash each file once."""
     import hashlib
 

@@ -3,19 +3,10 @@ sizes, and sha256 of every file listed in SHA256SUMS when the folder has one."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
-from sentune.data.catalog import load_catalog, load_sentences, load_task, set_catalog
+from sentune.data.catalog import load_catalog, load_sentences, load_task, set_catalog, sha256_of
 from sentune.data.readers import DataError
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def checksum_report(data_dir: Path) -> tuple[list[str], bool]:
