@@ -562,18 +562,14 @@ def main(argv: list[str] | None = None) -> int:
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        if getattr(args, "device", None):  # the cheapest check first: an option's spelling, before any model name
+            from sentune.core.device import DEVICE_ENV, resolve_device
+
+            os.environ[DEVICE_ENV] = resolve_device(args.device)  # every model this command loads
         _preflight(args)
     except UserError as exc:
         print(f"sentune: error: {exc}", file=sys.stderr)
         return 2
-    if getattr(args, "device", None):
-        from sentune.core.device import DEVICE_ENV, resolve_device
-
-        try:
-            os.environ[DEVICE_ENV] = resolve_device(args.device)  # every model this command loads
-        except UserError as exc:
-            print(f"sentune: error: {exc}", file=sys.stderr)
-            return 2
     if getattr(args, "allow_modified_data", False):
         from sentune.data.catalog import ALLOW_MODIFIED_ENV
 

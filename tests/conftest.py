@@ -17,6 +17,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The tiny data directories are not the catalogued data (24 examples a task): score them anyway. The tests of
 # the check itself unset this.
 os.environ["SENTUNE_ALLOW_MODIFIED_DATA"] = "1"
+# The tiny model runs faster on the CPU than a GPU can start: tests (and the processes they start) stay on the
+# CPU unless they ask for CUDA by name (tests/test_gpu.py), so a GPU machine initialises CUDA only where it is tested.
+os.environ["SENTUNE_DEVICE"] = "cpu"
 # Method caches go to a folder of this test session, never the user's cache.
 os.environ["SENTUNE_CACHE"] = tempfile.mkdtemp(prefix="sentune-test-cache-")
 

@@ -48,10 +48,25 @@ def test_bf16_training_on_the_cpu_records_device_and_precision(tiny_model_dir, t
 
 
 @pytest.mark.parametrize("device", ["cpu", "auto"])
-def test_eval_records_its_device(device, tiny_model_dir, tiny_data_dir, tmp_path):
+def test_eval_records_its_device(device, tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+    monkeypatch.delenv("SENTUNE_DEVICE")  # conftest keeps tests on the CPU; auto must find CUDA where there is one
     out = tmp_path / "eval"
     assert (
         main(["eval", "--device", device, "--model", str(tiny_model_dir), "--tasks", "STS-B", "--data", str(tiny_data_dir), "--out", str(out), "--quiet"]) == 0
     )
     expected = "cuda:0" if device == "auto" and torch.cuda.is_available() else "cpu"
     assert json.loads((out / "results.json").read_text())["meta"]["device"] == expected
+
+
+def test_auto_follows_the_device_a_command_or_the_user_chose(monkeypatch):
+    """A recipe's `training.device: auto` (or a post-processor's None) takes SENTUNE_DEVICE, which --device sets;
+    an explicit device wins over it."""
+    from sentune.core.device import resolve_device
+
+    monkeypatch.setenv("SENTUNE_DEVICE", "cpu")
+    assert resolve_device("auto") == resolve_device(None) == "cpu"
+    monkeypatch.delenv("SENTUNE_DEVICE")
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setenv("SENTUNE_DEVICE", "tpu")
+    with pytest.raises(Exception, match="--device tpu: expected auto, cpu, cuda or cuda:N"):
+        resolve_device(None)

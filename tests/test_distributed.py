@@ -113,7 +113,9 @@ def test_two_process_training_writes_one_model_and_resumes_after_kill(tiny_model
     from conftest import tiny_recipe
     from safetensors.torch import load_file
 
-    recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"max_steps": 60, "eval_steps": 4})
+    recipe = tiny_recipe(
+        tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"max_steps": 60, "eval_steps": 4, "device": "cpu"}
+    )  # gloo on the CPU, GPUs or not
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "SENTUNE_DATA": str(tiny_data_dir)}
     straight = _torchrun([str(recipe), "--out", "straight"], tmp_path, env)
     out, err = straight.communicate(timeout=300)

@@ -37,8 +37,8 @@ def test_encode_many_matches_naive_per_sentence(tiny_st):
 def test_duplicates_encoded_once_and_order_kept(tiny_st):
     calls = []
     encoder = Encoder(tiny_st, "mean", show_progress=False)
-    original = encoder._forward
-    encoder._forward = lambda texts: calls.append(list(texts)) or original(texts)
+    original = tiny_st.preprocess
+    tiny_st.preprocess = lambda texts, *args, **kwargs: calls.append(list(texts)) or original(texts, *args, **kwargs)
     out = encoder.encode(SENTENCES)
     encoded = [t for batch in calls for t in batch]
     assert sorted(encoded) == sorted(set(SENTENCES))
@@ -66,3 +66,29 @@ def test_helpers():
     assert unique == ["b", "a", "c"] and inverse.tolist() == [0, 1, 0, 2]
     batches = token_budget_batches(np.array([3, 10, 5, 10]), max_tokens=20, max_batch=8)
     assert [b.tolist() for b in batches] == [[1, 3], [2, 0]]
+
+
+def test_several_devices_share_the_batches_and_give_the_same_vectors(tiny_st):
+    """The multi-GPU path (a model copy per device, the batches dealt out, one thread each), run with two CPU
+    "devices": every sentence is encoded once, by one of them, and the vectors equal one device's."""
+    calls = []
+    one = Encoder(tiny_st, ["mean", "cls"], show_progress=False, max_batch=2).encode_many(SENTENCES)
+    two = Encoder(tiny_st, ["mean", "cls"], show_progress=False, max_batch=2, devices=["cpu", "cpu"])
+    replicas = two._replicas()
+    assert len(replicas) == 2 and replicas[1] is not tiny_st
+    for replica in replicas:
+        original = replica.preprocess
+        replica.preprocess = lambda texts, *a, _o=original, _r=replica, **k: calls.append((id(_r), list(texts))) or _o(texts, *a, **k)
+    shared = two.encode_many(SENTENCES)
+    assert {who for who, _ in calls} == {id(r) for r in replicas}  # both devices took batches
+    assert sorted(t for _, texts in calls for t in texts) == sorted(set(SENTENCES))
+    for name in ("mean", "cls"):
+        np.testing.assert_allclose(shared[name], one[name], rtol=1e-5, atol=1e-6)
+
+
+def test_encode_devices_follow_the_device_request(tiny_st, monkeypatch):
+    from sentune.core.encode import encode_devices
+
+    assert encode_devices(tiny_st) == [torch.device("cpu")]  # a CPU model: one device
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert encode_devices(tiny_st) == [torch.device("cpu")]  # GPUs present, but the model was put on the CPU

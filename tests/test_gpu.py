@@ -19,6 +19,7 @@ SENTENCE_METHODS = ["sg", "sg-opt", "simcse", "mirror", "mirror-char", "flow-joi
 def _train(tmp_path, method, model, data_dir, train_data="wiki", params=None, training=None):
     from conftest import train_tiny
 
+    tmp_path.mkdir(parents=True, exist_ok=True)
     run = train_tiny(tmp_path, method, model, data_dir, train_data=train_data, params=params, training={"device": "cuda", **(training or {})})
     meta = json.loads((run / "results.json").read_text())["meta"]
     assert meta["training_device"].startswith("cuda") and meta["device"].startswith("cuda")
@@ -85,3 +86,39 @@ def test_eval_encode_and_postprocessors_on_cuda(tiny_model_dir, tiny_data_dir, t
             main([command, *base, "--pooling", "mean", "--fit-on", "tasks:STS-B", "--data", str(tiny_data_dir), "--out", str(tmp_path / command), "--quiet"])
             == 0
         )
+
+
+def test_regulariser_on_cuda_matches_the_cpu_sum_and_its_gradient():
+    """SG's λ‖θ_T − θ_F‖² takes the foreach kernels on a GPU: the same value and gradient as the CPU's term-by-term sum."""
+    from sentune.methods.sg import squared_distance
+
+    torch.manual_seed(0)
+    tuned, frozen = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Linear(4, 3)), torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Linear(4, 3))
+    on_cpu = squared_distance(tuned, frozen)
+    on_cpu.backward()
+    expected = [p.grad.clone() for p in tuned.parameters()]
+    tuned.zero_grad()
+    tuned, frozen = tuned.cuda(), frozen.cuda()
+    on_gpu = squared_distance(tuned, frozen)
+    on_gpu.backward()
+    torch.testing.assert_close(on_gpu.cpu(), on_cpu.detach(), rtol=1e-6, atol=0)
+    for grad, want in zip((p.grad.cpu() for p in tuned.parameters()), expected, strict=True):
+        torch.testing.assert_close(grad, want, rtol=1e-6, atol=1e-7)
+
+
+def test_whitening_covariance_on_cuda_equals_numpy():
+    from sentune.postprocess.whitening import mean_and_covariance
+
+    x = np.random.default_rng(0).standard_normal((500, 16))
+    mean, covariance = mean_and_covariance(x, "cuda")
+    np.testing.assert_allclose(mean, x.mean(axis=0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(covariance, np.cov(x.T), rtol=1e-10, atol=1e-12)
+
+
+def test_a_nan_loss_on_cuda_stops_training_with_the_step(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
+    """On a GPU the NaN guard reads each loss one step late (no sync a step): the run still stops, naming step 0."""
+    from conftest import tiny_recipe
+
+    recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, params={"temperature": 1e-45}, training={"device": "cuda", "max_steps": 3})
+    assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]) == 2
+    assert "the loss is nan at step 0" in capsys.readouterr().err

@@ -18,7 +18,9 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def resolve_device(option: str | None = None, where: str = "--device") -> str:
-    value = (option or os.environ.get(DEVICE_ENV) or "auto").strip().lower()
+    value = (option or "auto").strip().lower()
+    if value == "auto":  # SENTUNE_DEVICE (set by a command's --device, or by the user) refines auto: a recipe's auto follows it
+        value = os.environ.get(DEVICE_ENV, "").strip().lower() or "auto"
     if value == "auto":
         value = "cuda" if torch.cuda.is_available() else "cpu"
     if not re.fullmatch(r"cpu|cuda(:\d+)?", value):

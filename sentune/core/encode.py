@@ -7,14 +7,20 @@ than sorting by characters), and every pooling asked for is read off the same fo
 
 from __future__ import annotations
 
+import copy
 import logging
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 from tqdm.auto import tqdm
 
+from sentune.core.device import DEVICE_ENV
+from sentune.core.distributed import world_size
 from sentune.core.pooling import PoolingSpec, pool
 from sentune.errors import UserError
 
@@ -55,11 +61,12 @@ class Encoder:
         model: SentenceTransformer,
         poolings: Sequence[str] | str = "model",
         *,
-        max_tokens: int = 4096,
-        max_batch: int = 128,
+        max_tokens: int | None = None,
+        max_batch: int | None = None,
         show_progress: bool = True,
         precision: str = "fp32",
         desc: str = "encoding",
+        devices: Sequence[str | torch.device] | None = None,
     ) -> None:
         if precision not in PRECISIONS:
             raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
@@ -67,8 +74,12 @@ class Encoder:
         self.desc = desc  # the progress bar's name: what is being encoded, and why
         names = [poolings] if isinstance(poolings, str) else list(poolings)
         self.specs = [PoolingSpec.parse(name) for name in names]
-        self.max_tokens = max_tokens
-        self.max_batch = max_batch
+        # A GPU wants few large batches (each costs a launch of every kernel); on the CPU the smaller ones measured best.
+        on_gpu = model.device.type == "cuda"
+        self.max_tokens = max_tokens or (65536 if on_gpu else 4096)
+        self.max_batch = max_batch or (1024 if on_gpu else 128)
+        # Several devices: the model is copied to each and the batches dealt out (tested on the CPU with two "cpu"s).
+        self.devices = [torch.device(d) for d in devices] if devices else encode_devices(model)
         self.show_progress = show_progress
         self.precision = precision
         self.truncated_indices: list[int] = []
@@ -115,52 +126,118 @@ class Encoder:
         return {name: array[inverse] for name, array in results.items()}
 
     def _encode_unique(self, unique: list[str], lengths: np.ndarray) -> dict[str, np.ndarray]:
-        self.model.eval()
-        hf = self.hf_model
-        need_layers = any(spec.needs_all_layers for spec in self.specs)
+        batches = token_budget_batches(lengths, self.max_tokens, self.max_batch)
+        replicas = self._replicas()
+        shards = [batches[i :: len(replicas)] for i in range(len(replicas))]  # several GPUs: a share each
+        with tqdm(total=len(unique), desc=self.desc, unit="sent", disable=not self.show_progress) as bar:
+            if len(replicas) == 1:
+                parts = self._run(replicas[0], unique, shards[0], bar)
+            else:  # one thread a GPU: CUDA work releases the GIL, so the devices run side by side
+                with ThreadPoolExecutor(len(replicas)) as pool:
+                    futures = [pool.submit(self._run, model, unique, shard, bar) for model, shard in zip(replicas, shards, strict=True)]
+                    parts = [part for future in futures for part in future.result()]
+        outputs: dict[str, np.ndarray] = {}
+        for batch, pooled in parts:
+            for name, vectors in pooled.items():
+                if name not in outputs:
+                    outputs[name] = np.zeros((len(unique), vectors.shape[1]), dtype=np.float32)
+                outputs[name][batch] = vectors
+        return {spec.name: outputs.get(spec.name, np.zeros((0, 0), np.float32)) for spec in self.specs}
+
+    def _replicas(self) -> list[SentenceTransformer]:
+        """The model on each device that takes a share of the sentences (copies made once per Encoder)."""
+        if not hasattr(self, "_replica_models"):
+            self._replica_models = [self.model] + [copy.deepcopy(self.model).to(device) for device in self.devices[1:]]
+        return self._replica_models
+
+    def _run(self, model: SentenceTransformer, unique: list[str], batches: list[np.ndarray], bar) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+        """Encode `batches` on one model's device. On a GPU the next batches are tokenized in a thread while the
+        current one runs, and vectors stay on the device until the end (no wait for each batch to finish)."""
+        model.eval()
+        hf = getattr(model[0], "model", None)
         previous = hf.config.output_hidden_states if hf is not None else None
-        if hf is not None and need_layers:
+        if hf is not None and any(spec.needs_all_layers for spec in self.specs):
             hf.config.output_hidden_states = True
-        outputs: dict[str, np.ndarray | None] = {spec.name: None for spec in self.specs}
+        on_gpu = model.device.type == "cuda"
+        done: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
+        pending: list[tuple[np.ndarray, dict[str, torch.Tensor]]] = []
         try:
-            with tqdm(total=len(unique), desc=self.desc, unit="sent", disable=not self.show_progress) as bar:
-                for batch in token_budget_batches(lengths, self.max_tokens, self.max_batch):
-                    pooled = self._forward([unique[i] for i in batch])
-                    for name, vectors in pooled.items():
-                        table = outputs[name]
-                        if table is None:
-                            table = outputs[name] = np.zeros((len(unique), vectors.shape[1]), dtype=np.float32)
-                        table[batch] = vectors
-                    bar.update(len(batch))
+            for batch, features in self._tokenized(model, unique, batches, prefetch=on_gpu):
+                pending.append((batch, self._forward(model, features)))
+                bar.update(len(batch))
+                if not on_gpu or len(pending) >= FLUSH_EVERY:
+                    done += _to_numpy(pending)
+                    pending = []
+            done += _to_numpy(pending)
         finally:
             if hf is not None:
                 hf.config.output_hidden_states = previous
-        return {name: (array if array is not None else np.zeros((0, 0), np.float32)) for name, array in outputs.items()}
+        return done
 
-    def _forward(self, texts: list[str]) -> dict[str, np.ndarray]:
+    @staticmethod
+    def _tokenized(model: SentenceTransformer, unique: list[str], batches: list[np.ndarray], prefetch: bool) -> Iterator[tuple[np.ndarray, dict]]:
+        tokenize = lambda batch: model.preprocess([unique[i] for i in batch])
+        if not prefetch:
+            yield from ((batch, tokenize(batch)) for batch in batches)
+            return
+        with ThreadPoolExecutor(1) as pool:  # the Rust tokenizer releases the GIL
+            ahead = [pool.submit(tokenize, batch) for batch in batches[:PREFETCH]]
+            for i, batch in enumerate(batches):
+                features = ahead[i].result()
+                if i + PREFETCH < len(batches):
+                    ahead.append(pool.submit(tokenize, batches[i + PREFETCH]))
+                yield batch, features
+
+    @torch.inference_mode()
+    def _forward(self, model: SentenceTransformer, features: dict) -> dict[str, torch.Tensor]:
         if self.precision == "bf16":
             # Opt-in: bfloat16 matmuls (AMX/AVX512-BF16 on CPUs that have them) are ~2x faster here but
             # move embeddings by ~1e-2 absolute; the default fp32 path is exact.
-            with torch.autocast(self.model.device.type, dtype=torch.bfloat16):
-                return self._forward_exact(texts)
-        return self._forward_exact(texts)
+            with torch.autocast(model.device.type, dtype=torch.bfloat16):
+                return self._forward_exact(model, features)
+        return self._forward_exact(model, features)
 
-    def _forward_exact(self, texts: list[str]) -> dict[str, np.ndarray]:
-        features = self.model.preprocess(texts)
-        features = {k: (v.to(self.model.device) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
-        features = self.model[0](features)
+    def _forward_exact(self, model: SentenceTransformer, features: dict) -> dict[str, torch.Tensor]:
+        features = {k: (v.to(model.device, non_blocking=True) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
+        features = model[0](features)
         mask = features["attention_mask"]
-        out: dict[str, np.ndarray] = {}
-        hidden = features.get("all_layer_embeddings")
+        out: dict[str, torch.Tensor] = {}
+        hidden_states: Any
+        hidden_states = features.get("all_layer_embeddings")
         for spec in self.specs:
             if spec.tokens == "model":
                 continue
-            states = hidden if spec.needs_all_layers else (features["token_embeddings"],)
-            out[spec.name] = pool(spec, states, mask).float().cpu().numpy()
+            states = hidden_states if spec.needs_all_layers else (features["token_embeddings"],)
+            out[spec.name] = pool(spec, states, mask).float()
         # The model's own modules run last: sentence-transformers' max Pooling writes into token_embeddings.
         if any(spec.tokens == "model" for spec in self.specs):
             rest = dict(features)
-            for module in list(self.model)[1:]:
+            for module in list(model)[1:]:
                 rest = module(rest)
-            out["model"] = rest["sentence_embedding"].float().cpu().numpy()
+            out["model"] = rest["sentence_embedding"].float()
         return out
+
+
+FLUSH_EVERY = 64  # batches whose vectors wait on a GPU before one copy to the host
+PREFETCH = 2  # batches tokenized ahead of the GPU
+
+
+def _to_numpy(pending: list[tuple[np.ndarray, dict[str, torch.Tensor]]]) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """One device-to-host copy per pooling for all pending batches."""
+    if not pending:
+        return []
+    names = list(pending[0][1])
+    joined = {name: torch.cat([pooled[name] for _, pooled in pending]).cpu().numpy() for name in names}
+    rows = np.concatenate([batch for batch, _ in pending])
+    return [(rows, joined)]
+
+
+def encode_devices(model: SentenceTransformer) -> list[torch.device]:
+    """Where the sentences are encoded: the model's device; with several GPUs visible, a model on `cuda` (not a
+    numbered one: --device auto or cuda) and no data-parallel launcher, every GPU takes a share."""
+    device = model.device
+    if device.type != "cuda" or world_size() > 1 or torch.cuda.device_count() < 2:
+        return [device]
+    if os.environ.get(DEVICE_ENV, "auto").strip().lower() not in ("auto", "cuda", ""):
+        return [device]
+    return [device] + [torch.device(f"cuda:{i}") for i in range(torch.cuda.device_count()) if i != (device.index or 0)]

@@ -202,11 +202,11 @@ def compile_to_dense(flow: GlowFlow) -> list:
     with torch.no_grad():
         for layer in flow.layers:
             if isinstance(layer, (ActNorm, InvertibleLinear)):
-                a, c = (t.double() for t in layer.affine())
+                a, c = (t.detach().cpu().double() for t in layer.affine())  # compiled on the CPU, wherever the flow was fitted
                 matrix, offset = a @ matrix, a @ offset + c
                 continue
             assert isinstance(layer, AdditiveCoupling)
-            (w1, b1), (w2, b2), (w3, b3) = ((w.double(), b.double()) for w, b in layer.net.folded())
+            (w1, b1), (w2, b2), (w3, b3) = ((w.detach().cpu().double(), b.detach().cpu().double()) for w, b in layer.net.folded())
             d, hidden = layer.split, w1.shape[0]
             # Layer a: [h1; u; −u] with ReLU, where u = pending affine of the input.
             first = torch.cat([w1 @ matrix[:d], matrix, -matrix])
@@ -246,42 +246,58 @@ class Flow:
         clip: float = 1.0,
         seed: int = 0,
         show_progress: bool = False,
+        device: str | None = None,
     ) -> None:
         self.n_blocks, self.hidden, self.permutation = n_blocks, hidden, permutation
         self.learning_rate, self.weight_decay, self.batch_size = learning_rate, weight_decay, batch_size
         self.epochs, self.max_steps, self.clip, self.seed, self.show_progress = epochs, max_steps, clip, seed, show_progress
+        self.device = device  # None: SENTUNE_DEVICE / auto, where the command's models run
 
     def fit(self, x: np.ndarray) -> Flow:
         from tqdm.auto import tqdm
 
+        from sentune.core.device import resolve_device
+
+        device = torch.device(resolve_device(self.device, "flow device"))
         data = torch.as_tensor(np.asarray(x), dtype=torch.float32)
         if data.ndim != 2 or len(data) < 2:
             raise UserError(f"the flow needs a 2-d array of at least two embeddings, got shape {tuple(data.shape)}")
+        data = data.to(device)
         torch.manual_seed(self.seed)
-        generator = torch.Generator().manual_seed(self.seed)
-        self.flow_ = GlowFlow(data.shape[1], self.n_blocks, self.hidden, self.permutation, self.seed)
+        generator = torch.Generator().manual_seed(self.seed)  # the CPU's: the same batches on every device
+        self.flow_ = GlowFlow(data.shape[1], self.n_blocks, self.hidden, self.permutation, self.seed).to(device)
         optimiser = torch.optim.AdamW(self.flow_.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
         steps_per_epoch = math.ceil(len(data) / self.batch_size)
         total = self.max_steps or steps_per_epoch * self.epochs
-        self.history_ = []
+        losses: list[torch.Tensor] = []  # read back every CHECK_EVERY steps: a per-step .item() would stall a GPU
         step = 0
         with tqdm(total=total, desc="flow", disable=not self.show_progress) as bar:
             while step < total:
                 for batch in torch.randperm(len(data), generator=generator).split(self.batch_size):
-                    loss = self.flow_.nll(data[batch]).mean()
-                    if not torch.isfinite(loss):
-                        raise FloatingPointError(f"flow loss is {loss.item()} at step {step}; try a lower learning_rate")
+                    loss = self.flow_.nll(data[batch.to(device)]).mean()
                     optimiser.zero_grad()
                     loss.backward()
                     torch.nn.utils.clip_grad_norm_(self.flow_.parameters(), self.clip)
                     optimiser.step()
-                    self.history_.append(loss.item())
+                    losses.append(loss.detach())
                     step += 1
                     bar.update(1)
+                    if step % self.CHECK_EVERY == 0 or step >= total:
+                        self._check_finite(losses, step)
                     if step >= total:
                         break
+        self.history_ = torch.stack(losses).cpu().tolist()
         self.flow_.eval()
         return self
+
+    CHECK_EVERY = 50
+
+    def _check_finite(self, losses: list[torch.Tensor], step: int) -> None:
+        recent = torch.stack(losses[-self.CHECK_EVERY :]).cpu()
+        bad = torch.nonzero(~torch.isfinite(recent)).flatten()
+        if len(bad):
+            first = step - len(recent) + int(bad[0])  # 0-based, as the steps count
+            raise FloatingPointError(f"flow loss is {recent[bad[0]].item()} at step {first}; try a lower learning_rate")
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "flow_"):
@@ -290,12 +306,15 @@ class Flow:
     @torch.no_grad()
     def transform(self, x: np.ndarray) -> np.ndarray:
         self._check_fitted()
-        return self.flow_(torch.as_tensor(np.asarray(x), dtype=torch.float32))[0].numpy()
+        return self.flow_(self._on_flow_device(x))[0].cpu().numpy()
 
     @torch.no_grad()
     def inverse_transform(self, z: np.ndarray) -> np.ndarray:
         self._check_fitted()
-        return self.flow_.inverse(torch.as_tensor(np.asarray(z), dtype=torch.float32)).numpy()
+        return self.flow_.inverse(self._on_flow_device(z)).cpu().numpy()
+
+    def _on_flow_device(self, x: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(x), dtype=torch.float32).to(next(self.flow_.parameters()).device)
 
     def fit_transform(self, x: np.ndarray) -> np.ndarray:
         return self.fit(x).transform(x)

@@ -69,15 +69,33 @@ class SentuneTrainer(SentenceTransformerTrainer):
             self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self.step_schedule)
         return self.lr_scheduler
 
+    _unchecked_loss: tuple[torch.Tensor, int] | None = None  # on a GPU: the last step's loss, checked one step late
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         loss = out[0] if isinstance(out, tuple) else out
         assert isinstance(loss, torch.Tensor)
-        if not torch.isfinite(loss):
-            raise TrainingError(
-                f"the loss is {loss.item()} at step {self.state.global_step}: training stopped. Try a lower training.learning_rate or a higher temperature."
-            )
+        if not model.training:
+            return out
+        # Reading a GPU loss waits for its step to finish, which empties the queue of kernels: the NaN guard reads the
+        # previous step's loss instead (done by now), so the GPU never idles; on the CPU reading is free.
+        previous, self._unchecked_loss = self._unchecked_loss, (loss.detach(), self.state.global_step)
+        if loss.device.type == "cpu":
+            self.check_finite_loss()
+        elif previous is not None:
+            self._check_finite(*previous)
         return out
+
+    def check_finite_loss(self) -> None:
+        """Check the loss not yet checked (the last step's); training calls it at the end too."""
+        if self._unchecked_loss is not None:
+            pending, self._unchecked_loss = self._unchecked_loss, None
+            self._check_finite(*pending)
+
+    @staticmethod
+    def _check_finite(loss: torch.Tensor, step: int) -> None:
+        if not torch.isfinite(loss):
+            raise TrainingError(f"the loss is {loss.item()} at step {step}: training stopped. Try a lower training.learning_rate or a higher temperature.")
 
 
 def loss_state(loss: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -215,6 +233,8 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> Sentenc
         # Data parallel: every process must hold as many rows for the negatives' all-gather.
         dataloader_drop_last=world_size() > 1,
         disable_tqdm=False,
+        # The Trainer's own NaN filter reads every step's loss (a GPU sync a step); SentuneTrainer stops on a NaN instead.
+        logging_nan_inf_filter=False,
     )
 
 
@@ -229,9 +249,11 @@ def check_run_dir(run_dir: Path, recipe: Recipe, resume: bool) -> None:
         raise TrainingError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --out")
 
 
-def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False, command: str | None = None) -> dict:
+def train(
+    recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False, command: str | None = None, callbacks: list[TrainerCallback] | None = None
+) -> dict:
     """Train `recipe` into `run_dir`; returns the final evaluation results. The recipe is validated and the
-    folder checked before anything is written."""
+    folder checked before anything is written. `callbacks`: more transformers TrainerCallbacks (e.g. a step timer)."""
     run_dir = Path(run_dir)
     params = validate_recipe(recipe)
     check_run_dir(run_dir, recipe, resume)
@@ -258,7 +280,7 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
     evaluator = method.evaluator(loss, ctx, "dev") if method.evaluator else dev
 
     checkpoint = latest_complete_checkpoint(run_dir / "checkpoints") if resume else None
-    trainer, best = _fit(recipe, method, model, loss, dataset, evaluator, run_dir, checkpoint)
+    trainer, best = _fit(recipe, method, model, loss, dataset, evaluator, run_dir, checkpoint, callbacks or [])
     if rank() != 0:  # data parallel: the first process selects, evaluates and saves; the others are done
         return {}
     note = None
@@ -288,14 +310,14 @@ def train(recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False
     return results
 
 
-def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_dir: Path, checkpoint: Path | None):
+def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_dir: Path, checkpoint: Path | None, extra: list[TrainerCallback]):
     """The Trainer run, from `checkpoint` when resuming; leaves the best checkpoint's weights in the model
     and the loss. Returns the trainer and the best step with its dev score."""
     if checkpoint is not None:
         logger.info("resuming %s from %s", run_dir, checkpoint.name)
         if (checkpoint / LOSS_STATE).exists():  # the loss's own parameters (heads), not the model's: strict=False
             loss.load_state_dict(load_file(str(checkpoint / LOSS_STATE)), strict=False)
-    callbacks: list[TrainerCallback] = [RunCallback(run_dir, loss)]
+    callbacks: list[TrainerCallback] = [RunCallback(run_dir, loss), *extra]
     if recipe.training.patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=recipe.training.patience))
     args = _training_args(recipe, run_dir / "checkpoints", evaluator.primary_metric)
@@ -311,6 +333,7 @@ def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_di
     )
     trainer.step_schedule = STEP_SCHEDULES.get(recipe.training.scheduler)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    trainer.check_finite_loss()
     # load_best_model_at_end has put the best checkpoint's weights into the model; the loss's own state
     # (heads, CT's second tower) comes from the same checkpoint.
     best = {"step": trainer.state.best_global_step, "dev_spearman": trainer.state.best_metric}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Regenerates benchmarks/results/gpu.md on a CUDA machine in one go: the benchmark (gpu_bench.py: rows a, b, c, e),
+# then the whole test suite, whose closing line and device are appended to the page.
+# Usage: bash benchmarks/gpu_session.sh DATA_DIR TOKENIZER_DIR OUT_DIR   (DATA_DIR: at least senteval/STS and SICK)
+set -uo pipefail
+data=$1 tokenizer=$2 out=$3
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 SENTUNE_CACHE="${SENTUNE_CACHE:-$(mktemp -d)}"
+cd "$repo/benchmarks"
+timeout "${BENCH_TIMEOUT:-330}" python3 gpu_bench.py --data "$data" --tokenizer "$tokenizer" --repeats 2 --out "$out/gpu.md" --json "$out/gpu.json" 2>"$out/bench.err" >/dev/null
+echo "benchmark exit $?"
+cd "$repo"
+
+workers=${SUITE_WORKERS:+-n $SUITE_WORKERS}  # pytest-xdist workers, when asked (6 did not finish the suite within 150 s there)
+timeout "${SUITE_TIMEOUT:-480}" python3 -m pytest -q -p no:cacheprovider $workers --durations=15 >"$out/suite.log" 2>&1
+echo "suite exit $?"
+{
+  echo
+  echo "## The test suite on this machine"
+  echo
+  echo "Command: \`python3 -m pytest -q $workers\` (tests/, with CUDA present: the gpu-marked tests run; the tiny-model tests stay on the CPU), on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(date -u +%F):"
+  echo
+  echo '```'
+  grep -E "passed|failed" "$out/suite.log" | tail -1
+  echo '```'
+} >>"$out/gpu.md"
+tail -25 "$out/gpu.md"
