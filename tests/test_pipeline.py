@@ -72,7 +72,7 @@ def test_postprocess_stage_options(tiny_model_dir, tiny_data_dir, tmp_path, caps
 
     assert SentenceTransformer(str(tmp_path / "p" / "whiten" / "model"), device="cpu").encode(["a man plays"]).shape == (1, 8)
     assert main([*base[:-1], str(tmp_path / "q"), "--set", "whiten:components=8"]) == 2
-    assert "--set whiten: components=8: whiten takes eps, n_components, normalize" in capsys.readouterr().err
+    assert "--set whiten: components=8: whiten takes device, eps, n_components, normalize" in capsys.readouterr().err
 
 
 def test_stage_lock_excludes_a_second_holder(tmp_path):

@@ -93,11 +93,11 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
     return out
 
 
-def _fields(path: Path, number: int, line: str, minimum: int, what: str) -> list[str]:
+def _fields(path: Path, number: int, line: str, minimum: int, what: str, exact: bool = False) -> list[str]:
     if not line.strip():
         raise DataError(path, number, "blank line")
     fields = line.split("\t")
-    if len(fields) < minimum:
+    if len(fields) < minimum or (exact and len(fields) != minimum):
         raise DataError(path, number, f"malformed row: expected {what} ({minimum} tab-separated fields), got {len(fields)}")
     return fields
 
@@ -310,9 +310,7 @@ def read_paraphrase_pairs(path: str | Path) -> list[tuple[str, str]]:
     path = Path(path)
     out = []
     for number, line in enumerate(read_lines(path), start=1):
-        f = _fields(path, number, line, 2, "sentence, paraphrase")
-        if len(f) != 2:
-            raise DataError(path, number, f"malformed row: expected 2 tab-separated fields (sentence, paraphrase), got {len(f)}")
+        f = _fields(path, number, line, 2, "sentence, paraphrase", exact=True)
         out.append((_nonempty(path, number, f[0], "sentence"), _nonempty(path, number, f[1], "paraphrase")))
     return out
 

@@ -1,0 +1,122 @@
+"""A user's own data for `sentune adapt` (issue 15): an unlabelled corpus and scored sentence pairs.
+
+Corpus: one sentence per line (.txt), a JSON object per line with a text field (.jsonl), or a column of a CSV file
+with a header (.csv); blank lines are skipped and counted, duplicates removed (first occurrence kept).
+Pairs: `s1<TAB>s2<TAB>label` per line. The labels decide the metric: all 0 or 1 → duplicate-style data ("binary":
+average precision and best-threshold accuracy); otherwise numbers → graded similarity ("scores": Spearman).
+Every problem is a DataError naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from sentune.data.readers import DataError, Pair, Source, _fields, _nonempty, normalise, read_lines
+
+logger = logging.getLogger(__name__)
+
+CORPUS_TEXT_FIELDS = ("text", "sentence")  # the .jsonl field tried when none is named
+
+
+@dataclass(frozen=True)
+class ScoredPairs:
+    pairs: list[Pair]
+    kind: Literal["scores", "binary"]
+    path: str
+
+    @property
+    def metric(self) -> str:
+        return "spearman" if self.kind == "scores" else "average_precision"
+
+
+def read_scored_pairs(path: str | Path) -> ScoredPairs:
+    """`s1<TAB>s2<TAB>label` lines; see the module docstring for how the labels choose the metric."""
+    path = Path(path)
+    pairs = []
+    for number, line in enumerate(read_lines(path), start=1):
+        fields = _fields(path, number, line, 3, "s1, s2, label", exact=True)
+        raw = fields[2].strip()
+        try:
+            label = float(raw)
+        except ValueError:
+            raise DataError(path, number, f"label {raw!r} is neither a score (a number) nor 0/1") from None
+        if not math.isfinite(label):
+            raise DataError(path, number, f"label {raw!r} is not a finite number")
+        pairs.append(Pair(_nonempty(path, number, fields[0], "s1"), _nonempty(path, number, fields[1], "s2"), label, Source(str(path), number)))
+    labels = {p.score for p in pairs}
+    if len(labels) < 2:
+        raise DataError(path, None, f"every pair has the label {pairs[0].score:g}: a metric needs at least two different labels")
+    return ScoredPairs(pairs, "binary" if labels <= {0.0, 1.0} else "scores", str(path))
+
+
+def read_user_corpus(path: str | Path, column: str | None = None) -> list[str]:
+    """The corpus's unique sentences in first-seen order (see the module docstring for the formats)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        rows = _jsonl_texts(path, column)
+    elif suffix == ".csv":
+        rows = _csv_texts(path, column)
+    else:
+        if column is not None:
+            raise DataError(path, None, f"a column ({column!r}) is only for .jsonl and .csv corpora; this one is read as one sentence per line")
+        rows = [(number, line) for number, line in enumerate(read_lines(path), start=1)]
+    sentences: dict[str, None] = {}
+    blank = 0
+    for _, text in rows:
+        text = normalise(text)
+        if not text:
+            blank += 1
+            continue
+        sentences.setdefault(text, None)
+    if not sentences:
+        raise DataError(path, None, "the corpus has no sentences")
+    duplicates = len(rows) - blank - len(sentences)
+    if blank or duplicates:
+        logger.warning("%s: %d sentences kept; %d blank lines skipped, %d duplicates removed", path, len(sentences), blank, duplicates)
+    return list(sentences)
+
+
+def _jsonl_texts(path: Path, column: str | None) -> list[tuple[int, str]]:
+    rows = []
+    for number, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            rows.append((number, ""))
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(path, number, f"not a JSON object: {exc.msg}") from None
+        if not isinstance(record, dict):
+            raise DataError(path, number, "not a JSON object")
+        names = [column] if column else [n for n in CORPUS_TEXT_FIELDS if n in record]
+        if not names or names[0] not in record:
+            wanted = repr(column) if column else " or ".join(repr(n) for n in CORPUS_TEXT_FIELDS)
+            raise DataError(path, number, f"no field {wanted} (fields: {', '.join(record) or 'none'}); name it with --corpus-column")
+        value = record[names[0]]
+        if not isinstance(value, str):
+            raise DataError(path, number, f"field {names[0]!r} is not a string")
+        rows.append((number, value))
+    return rows
+
+
+def _csv_texts(path: Path, column: str | None) -> list[tuple[int, str]]:
+    lines = read_lines(path)
+    reader = csv.reader(lines)
+    header = next(reader)
+    wanted = column or next((n for n in CORPUS_TEXT_FIELDS if n in header), None)
+    if wanted is None or wanted not in header:
+        raise DataError(path, 1, f"no column {wanted or 'text or sentence'!r} in the header ({', '.join(header)}); name it with --corpus-column")
+    index = header.index(wanted)
+    rows = []
+    for number, fields in enumerate(reader, start=2):
+        if fields and len(fields) <= index:
+            raise DataError(path, number, f"malformed row: {len(fields)} fields, column {wanted!r} is field {index + 1}")
+        rows.append((number, fields[index] if fields else ""))
+    return rows

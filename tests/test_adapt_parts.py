@@ -1,0 +1,90 @@
+"""The parts `sentune adapt` stands on (issue 15): the user's pairs and corpus, the metrics the labels choose, and
+the paired bootstrap that keeps the unchanged model unless a candidate is better with 95 % confidence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+from sklearn.metrics import average_precision_score
+
+from sentune.data.readers import DataError
+from sentune.data.user_data import read_scored_pairs, read_user_corpus
+from sentune.tasks.bootstrap import average_precision, best_threshold_accuracy, choose, paired_bootstrap, resamples, spearman
+
+
+def test_metrics_match_reference_implementations():
+    rng = np.random.default_rng(0)
+    gold = rng.integers(0, 6, size=200).astype(float)  # ties in the gold scores, as STS has
+    predicted = gold + rng.normal(0, 2, size=200)
+    assert spearman(gold, predicted) == pytest.approx(spearmanr(gold, predicted)[0] * 100, rel=1e-12)
+    labels = (rng.random(200) < 0.4).astype(float)
+    scores = labels + rng.normal(0, 1, size=200)
+    assert average_precision(labels, scores) == pytest.approx(average_precision_score(labels, scores) * 100, rel=1e-12)
+    naive = max(((scores > t) == (labels == 1)).mean() for t in np.concatenate([[np.inf], scores])) * 100
+    assert best_threshold_accuracy(labels, scores) == pytest.approx(naive, rel=1e-12)
+
+
+def test_paired_bootstrap_matches_a_naive_loop():
+    rng = np.random.default_rng(1)
+    gold = rng.normal(size=60)
+    a, b = gold + rng.normal(0, 1, 60), gold + rng.normal(0, 1.2, 60)
+    draws = resamples(60, count=200, seed=3)
+    found = paired_bootstrap(gold, a, b, spearman, draws)
+    differences = []
+    for row in draws:
+        differences.append(spearmanr(gold[row], a[row])[0] * 100 - spearmanr(gold[row], b[row])[0] * 100)
+    assert found.confidence == pytest.approx(np.mean(np.array(differences) > 0))
+    assert found.difference_low == pytest.approx(np.percentile(differences, 2.5), rel=1e-9)
+    assert found.difference_high == pytest.approx(np.percentile(differences, 97.5), rel=1e-9)
+
+
+def test_choice_keeps_the_baseline_on_ties_and_takes_a_planted_better_candidate():
+    rng = np.random.default_rng(2)
+    gold = rng.normal(size=300)
+    baseline = gold + rng.normal(0, 1.5, 300)
+    tied = choose(gold, ("unchanged", baseline), [("a", baseline.copy()), ("b", baseline * 2 + 1)], spearman)
+    assert tied.name == "unchanged" and "is kept" in tied.reason
+    assert all(c.confidence == 0 for c in tied.comparisons.values())
+    better = gold + rng.normal(0, 0.3, 300)
+    slightly_worse = baseline + rng.normal(0, 0.5, 300)
+    picked = choose(gold, ("unchanged", baseline), [("worse", slightly_worse), ("better", better)], spearman)
+    assert picked.name == "better" and picked.comparisons["better"].confidence >= 0.95
+
+
+def _write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_pairs_choose_their_metric_and_bad_lines_name_file_and_line(tmp_path):
+    scores = read_scored_pairs(_write(tmp_path / "s.tsv", "a man\ta guy\t4.5\nthe dog\ta cat\t1.0\n"))
+    assert scores.kind == "scores" and scores.metric == "spearman" and scores.pairs[1].score == 1.0
+    binary = read_scored_pairs(_write(tmp_path / "b.tsv", "a\tb\t1\nc\td\t0\n"))
+    assert binary.kind == "binary" and binary.metric == "average_precision"
+    bad = {
+        "a\tb\t1\nc\td\n": "m.tsv:2: malformed row: expected s1, s2, label (3 tab-separated fields), got 2",
+        "a\tb\t1\nc\td\tyes\n": "m.tsv:2: label 'yes' is neither a score (a number) nor 0/1",
+        "a\tb\t1\n\tb\t0\n": "m.tsv:2: empty s1",
+        "a\tb\t1\nc\td\t1\n": "m.tsv: every pair has the label 1",
+        "": "m.tsv: file is empty",
+    }
+    for text, message in bad.items():
+        with pytest.raises(DataError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            read_scored_pairs(_write(tmp_path / "m.tsv", text))
+
+
+def test_corpus_formats_deduplicate_and_reject_empty_input(tmp_path):
+    assert read_user_corpus(_write(tmp_path / "c.txt", "one  two\n\nthree\none two\n")) == ["one two", "three"]
+    assert read_user_corpus(_write(tmp_path / "c.jsonl", '{"text": "a b"}\n{"text": "c"}\n{"text": "a b"}\n')) == ["a b", "c"]
+    assert read_user_corpus(_write(tmp_path / "c.csv", 'id,body\n1,"x, y"\n2,z\n'), column="body") == ["x, y", "z"]
+    with pytest.raises(DataError, match="e.txt: file is empty"):
+        read_user_corpus(_write(tmp_path / "e.txt", "\n \n"))
+    with pytest.raises(DataError, match="e.jsonl: the corpus has no sentences"):
+        read_user_corpus(_write(tmp_path / "e.jsonl", '{"text": " "}\n'))
+    with pytest.raises(DataError, match=r"j.jsonl:2: no field 'text' or 'sentence' \(fields: body\)"):
+        read_user_corpus(_write(tmp_path / "j.jsonl", '{"text": "a"}\n{"body": "b"}\n'))
+    with pytest.raises(DataError, match="j2.jsonl:1: not a JSON object"):
+        read_user_corpus(_write(tmp_path / "j2.jsonl", "plain text\n"))
+    with pytest.raises(DataError, match="k.csv:1: no column 'text'"):
+        read_user_corpus(_write(tmp_path / "k.csv", "id,body\n1,a\n"), column="text")
