@@ -107,27 +107,6 @@ def eval_and_encode(folder: Path, data_dir: Path, repeats: int) -> dict:
 # ---------------------------------------------------------------- (c)
 
 
-class StepTimer(TrainerCallback):
-    """Seconds of steps WARM+1 .. WARM+TIMED of a transformers Trainer run (the GPU synchronised at both ends)."""
-
-    def __init__(self) -> None:
-        self.start = self.end = 0.0
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == WARM_STEPS:
-            sync()
-            self.start = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == WARM_STEPS + TIMED_STEPS:
-            sync()
-            self.end = time.perf_counter()
-
-    @property
-    def seconds(self) -> float:
-        return self.end - self.start
-
-
 class FlopCounter:
     """Model FLOPs of the trained encoder's forward passes (counted from the padded shapes a hook sees), times 3 for
     forward and backward: 2·N per token for the weight matrices and 4·layers·d·L per token for attention."""
@@ -143,6 +122,34 @@ class FlopCounter:
         if self.counting and module.training:
             b, length = args[0]["input_ids"].shape
             self.flops += 3 * (2 * self.n * b * length + 4 * self.layers * self.dim * b * length * length)
+
+
+class TimedSteps(TrainerCallback):
+    """Seconds and model FLOPs of steps WARM+1 .. WARM+TIMED of a transformers Trainer run (the GPU synchronised at
+    both ends); the FLOP counter goes on the model the Trainer trains when training begins."""
+
+    def __init__(self) -> None:
+        self.start = self.end = 0.0
+        self.counter: FlopCounter | None = None
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.counter = FlopCounter(model)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        assert self.counter is not None
+        self.counter.counting = WARM_STEPS <= state.global_step < WARM_STEPS + TIMED_STEPS
+        if state.global_step == WARM_STEPS:
+            sync()
+            self.start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == WARM_STEPS + TIMED_STEPS:
+            sync()
+            self.end = time.perf_counter()
+
+    def result(self) -> dict:
+        assert self.counter is not None
+        return {"seconds": self.end - self.start, "flops": self.counter.flops}
 
 
 def recipe_for(method: str, folder: Path, precision: str):
@@ -170,27 +177,35 @@ def recipe_for(method: str, folder: Path, precision: str):
 
 
 def sentune_trainer(recipe, data_dir: Path, root: Path) -> dict:
-    from sentune.train import trainer as trainer_module
+    from sentune.train.trainer import train
 
-    timer = StepTimer()
-    counter: dict[str, FlopCounter] = {}
-    original = trainer_module.with_pooling
+    timer = TimedSteps()
+    train(recipe, root / f"run-{time.time_ns()}", data_dir=data_dir, callbacks=[timer])
+    return timer.result()
 
-    def counted(model, pooling):  # the FLOP counter on the model the trainer builds
-        model = original(model, pooling)
-        counter["c"] = FlopCounter(model)
-        return model
 
-    class Counting(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            counter["c"].counting = WARM_STEPS <= state.global_step < WARM_STEPS + TIMED_STEPS
+def model_and_loss(recipe, data_dir: Path):
+    """The model, the method's record, its training columns and its loss, built as the trainer builds them."""
+    from sentune.core.cache import cache_dir
+    from sentune.methods.base import TrainContext
+    from sentune.methods.registry import get_method
+    from sentune.modules.build import with_pooling
+    from sentune.train.recipe import validate_recipe
 
-    trainer_module.with_pooling = counted
-    try:
-        trainer_module.train(recipe, root / f"run-{time.time_ns()}", data_dir=data_dir, callbacks=[timer, Counting()])
-    finally:
-        trainer_module.with_pooling = original
-    return {"seconds": timer.seconds, "flops": counter["c"].flops}
+    method = get_method(recipe.method)
+    model = with_pooling(load_model(recipe.model, device=DEVICE), recipe.pooling or method.pooling)
+    model.max_seq_length = recipe.training.max_seq_length
+    ctx = TrainContext(recipe=recipe, params=validate_recipe(recipe), data_dir=data_dir, cache_dir=cache_dir(), dev_score=None, show_progress=False)
+    columns = method.data_view(ctx)
+    return model, method, columns, method.build_loss(model, columns, ctx).to(DEVICE).train()
+
+
+def batch_inputs(model, method, columns, rows) -> tuple[list[dict], torch.Tensor | None]:
+    """One batch as the Trainer's collator makes it: each text column tokenized, the `label` column as a tensor."""
+    texts = [c for c in method.columns if c != "label"]
+    features = [{k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in model.preprocess([columns[c][i] for i in rows]).items()} for c in texts]
+    labels = torch.tensor([columns["label"][i] for i in rows], device=DEVICE) if "label" in method.columns else None
+    return features, labels
 
 
 def hand_loop(recipe, data_dir: Path) -> dict:
@@ -198,28 +213,15 @@ def hand_loop(recipe, data_dir: Path) -> dict:
     that tokenizes each batch as the Trainer's collator does."""
     from transformers import get_scheduler, set_seed
 
-    from sentune.core.cache import cache_dir
-    from sentune.methods.base import TrainContext
-    from sentune.methods.registry import get_method
-    from sentune.modules.build import with_pooling
-    from sentune.train.recipe import validate_recipe
-
     t = recipe.training
-    params = validate_recipe(recipe)
-    method = get_method(recipe.method)
     set_seed(t.seed)
-    model = with_pooling(load_model(recipe.model, device=DEVICE), recipe.pooling or method.pooling)
-    model.max_seq_length = t.max_seq_length
-    ctx = TrainContext(recipe=recipe, params=params, data_dir=data_dir, cache_dir=cache_dir(), dev_score=None, show_progress=False)
-    columns = method.data_view(ctx)
-    loss = method.build_loss(model, columns, ctx).to(DEVICE).train()
+    model, method, columns, loss = model_and_loss(recipe, data_dir)
     counter = FlopCounter(model)
     trainable = [p for p in loss.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=t.learning_rate, betas=(t.adam_beta1, t.adam_beta2), weight_decay=t.weight_decay)
     steps = WARM_STEPS + TIMED_STEPS
     scheduler = get_scheduler(t.scheduler, optimizer, num_warmup_steps=int(t.warmup_ratio * steps), num_training_steps=steps)
-    texts = [c for c in method.columns if c != "label"]
-    order = list(range(len(columns[texts[0]])))
+    order = list(range(len(columns[method.columns[0]])))
     random.Random(t.seed).shuffle(order)  # shuffled as the Trainer's sampler does: batches of mixed lengths
     start = 0.0
     for step in range(steps):
@@ -227,11 +229,7 @@ def hand_loop(recipe, data_dir: Path) -> dict:
             sync()
             start = time.perf_counter()
         counter.counting = step >= WARM_STEPS
-        rows = order[step * t.batch_size : (step + 1) * t.batch_size]
-        features = [
-            {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in model.preprocess([columns[c][i] for i in rows]).items()} for c in texts
-        ]
-        labels = torch.tensor([columns["label"][i] for i in rows], device=DEVICE) if "label" in method.columns else None
+        features, labels = batch_inputs(model, method, columns, order[step * t.batch_size : (step + 1) * t.batch_size])
         with torch.autocast(DEVICE.split(":")[0], dtype=torch.bfloat16, enabled=t.precision == "bf16"):
             value = loss(features, labels)
         value = sum(value.values()) if isinstance(value, dict) else value
@@ -257,13 +255,8 @@ def st_mnrl(recipe, data_dir: Path, root: Path) -> dict:
     t = recipe.training
     model = with_pooling(load_model(recipe.model, device=DEVICE), "mean")
     model.max_seq_length = t.max_seq_length
-    counter = FlopCounter(model)
     sentences = subset(load_sentences("stsb", data_dir), t.max_sentences)  # the sentences sentune's runs train on
-    timer = StepTimer()
-
-    class Counting(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            counter.counting = WARM_STEPS <= state.global_step < WARM_STEPS + TIMED_STEPS
+    timer = TimedSteps()
 
     args = SentenceTransformerTrainingArguments(
         output_dir=str(root / f"st-{time.time_ns()}"),
@@ -279,9 +272,9 @@ def st_mnrl(recipe, data_dir: Path, root: Path) -> dict:
         seed=t.seed,
     )
     dataset = Dataset.from_dict({"anchor": sentences, "positive": sentences})
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=MultipleNegativesRankingLoss(model), callbacks=[timer, Counting()])
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=MultipleNegativesRankingLoss(model), callbacks=[timer])
     trainer.train()
-    return {"seconds": timer.seconds, "flops": counter.flops}
+    return timer.result()
 
 
 def training_rows(folder: Path, data_dir: Path, root: Path) -> list[dict]:
@@ -314,28 +307,16 @@ def training_rows(folder: Path, data_dir: Path, root: Path) -> list[dict]:
     return rows
 
 
-def profile_step(folder: Path, data_dir: Path, method: str, precision: str) -> None:
+def profile_step(folder: Path, data_dir: Path, method_name: str, precision: str) -> None:
     """Where a training step's time goes: each part timed with the GPU synchronised around it, then the profiler's
     top operators (a diagnostic: `--parts p`)."""
     from torch.profiler import ProfilerActivity, profile
 
-    from sentune.core.cache import cache_dir
-    from sentune.methods.base import TrainContext
-    from sentune.methods.registry import get_method
-    from sentune.modules.build import with_pooling
-    from sentune.train.recipe import validate_recipe
-
-    recipe = recipe_for(method, folder, precision)
+    recipe = recipe_for(method_name, folder, precision)
     t = recipe.training
-    method_record = get_method(recipe.method)
-    model = with_pooling(load_model(recipe.model, device=DEVICE), recipe.pooling or method_record.pooling)
-    model.max_seq_length = t.max_seq_length
-    ctx = TrainContext(recipe=recipe, params=validate_recipe(recipe), data_dir=data_dir, cache_dir=cache_dir(), dev_score=None, show_progress=False)
-    columns = method_record.data_view(ctx)
-    loss = method_record.build_loss(model, columns, ctx).to(DEVICE).train()
+    model, method, columns, loss = model_and_loss(recipe, data_dir)
     trainable = [p for p in loss.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=t.learning_rate)
-    texts = [c for c in method_record.columns if c != "label"]
     parts: dict[str, list[float]] = {}
 
     def part(name, fn):
@@ -348,13 +329,7 @@ def profile_step(folder: Path, data_dir: Path, method: str, precision: str) -> N
 
     def step(i):
         rows = range(i * t.batch_size, (i + 1) * t.batch_size)
-        features = part(
-            "tokenize + copy",
-            lambda: [
-                {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in model.preprocess([columns[c][j] for j in rows]).items()} for c in texts
-            ],
-        )
-        labels = torch.tensor([columns["label"][j] for j in rows], device=DEVICE) if "label" in method_record.columns else None
+        features, labels = part("tokenize + copy", lambda: batch_inputs(model, method, columns, rows))
         with torch.autocast(DEVICE.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16"):
             value = part("forward + loss", lambda: loss(features, labels))
         value = sum(value.values()) if isinstance(value, dict) else value
@@ -365,7 +340,7 @@ def profile_step(folder: Path, data_dir: Path, method: str, precision: str) -> N
 
     for i in range(12):
         step(i)
-    print(f"## profile: {method} {precision}, median seconds of steps 3-12 per part")
+    print(f"## profile: {method_name} {precision}, median seconds of steps 3-12 per part")
     for name, times in parts.items():
         print(f"{name}: {statistics.median(times[2:]) * 1000:.1f} ms")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

@@ -3,11 +3,13 @@
 # then the whole test suite, whose closing line and device are appended to the page.
 # Usage: bash benchmarks/gpu_session.sh DATA_DIR TOKENIZER_DIR OUT_DIR   (DATA_DIR: at least senteval/STS and SICK)
 set -uo pipefail
-data=$1 tokenizer=$2 out=$3
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Paths as the benchmark sees them from benchmarks/: relative, so the page's command names no machine's folders.
+data=$(realpath --relative-to="$repo/benchmarks" "$1") tokenizer=$(realpath --relative-to="$repo/benchmarks" "$2") out=$3
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 SENTUNE_CACHE="${SENTUNE_CACHE:-$(mktemp -d)}"
 cd "$repo/benchmarks"
-timeout "${BENCH_TIMEOUT:-330}" python3 gpu_bench.py --data "$data" --tokenizer "$tokenizer" --repeats 2 --out "$out/gpu.md" --json "$out/gpu.json" 2>"$out/bench.err" >/dev/null
+timeout "${BENCH_TIMEOUT:-330}" python3 gpu_bench.py --data "$data" --tokenizer "$tokenizer" --repeats 2 --out gpu.md --json gpu.json 2>"$out/bench.err" >/dev/null
+mv gpu.md gpu.json "$out/"
 echo "benchmark exit $?"
 cd "$repo"
 

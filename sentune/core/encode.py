@@ -80,6 +80,7 @@ class Encoder:
         self.max_batch = max_batch or (1024 if on_gpu else 128)
         # Several devices: the model is copied to each and the batches dealt out (tested on the CPU with two "cpu"s).
         self.devices = [torch.device(d) for d in devices] if devices else encode_devices(model)
+        self._replica_models: list[SentenceTransformer] | None = None  # made on first use
         self.show_progress = show_progress
         self.precision = precision
         self.truncated_indices: list[int] = []
@@ -146,7 +147,7 @@ class Encoder:
 
     def _replicas(self) -> list[SentenceTransformer]:
         """The model on each device that takes a share of the sentences (copies made once per Encoder)."""
-        if not hasattr(self, "_replica_models"):
+        if self._replica_models is None:
             self._replica_models = [self.model] + [copy.deepcopy(self.model).to(device) for device in self.devices[1:]]
         return self._replica_models
 

@@ -66,11 +66,10 @@ def read_user_corpus(path: str | Path, column: str | None = None) -> list[str]:
     else:
         if column is not None:
             raise DataError(path, None, f"a column ({column!r}) is only for .jsonl and .csv corpora; this one is read as one sentence per line")
-        rows = [(number, line) for number, line in enumerate(read_lines(path), start=1)]
+        rows = read_lines(path)
     sentences: dict[str, None] = {}
     blank = 0
-    for _, text in rows:
-        text = normalise(text)
+    for text in map(normalise, rows):
         if not text:
             blank += 1
             continue
@@ -83,11 +82,11 @@ def read_user_corpus(path: str | Path, column: str | None = None) -> list[str]:
     return list(sentences)
 
 
-def _jsonl_texts(path: Path, column: str | None) -> list[tuple[int, str]]:
+def _jsonl_texts(path: Path, column: str | None) -> list[str]:
     rows = []
     for number, line in enumerate(read_lines(path), start=1):
         if not line.strip():
-            rows.append((number, ""))
+            rows.append("")
             continue
         try:
             record = json.loads(line)
@@ -102,11 +101,11 @@ def _jsonl_texts(path: Path, column: str | None) -> list[tuple[int, str]]:
         value = record[names[0]]
         if not isinstance(value, str):
             raise DataError(path, number, f"field {names[0]!r} is not a string")
-        rows.append((number, value))
+        rows.append(value)
     return rows
 
 
-def _csv_texts(path: Path, column: str | None) -> list[tuple[int, str]]:
+def _csv_texts(path: Path, column: str | None) -> list[str]:
     lines = read_lines(path)
     reader = csv.reader(lines)
     header = next(reader)
@@ -118,5 +117,5 @@ def _csv_texts(path: Path, column: str | None) -> list[tuple[int, str]]:
     for number, fields in enumerate(reader, start=2):
         if fields and len(fields) <= index:
             raise DataError(path, number, f"malformed row: {len(fields)} fields, column {wanted!r} is field {index + 1}")
-        rows.append((number, fields[index] if fields else ""))
+        rows.append(fields[index] if fields else "")
     return rows

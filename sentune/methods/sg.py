@@ -222,7 +222,7 @@ class SelfGuidedLoss(nn.Module):
             # Looking rows up on the host would read the labels back from the GPU every step (a sync that empties
             # its queue of kernels): a cache that fits is copied to the device once and indexed there.
             if self._device_views is None or self._device_views.device != labels.device:
-                self._device_views = torch.from_numpy(np.ascontiguousarray(self.views)).to(labels.device)
+                self._device_views = torch.from_numpy(np.array(self.views, dtype=np.float32)).to(labels.device)  # a writable copy of the memory map
             return self._device_views[labels]
         return torch.from_numpy(np.ascontiguousarray(self.views[labels.cpu().numpy()])).to(device)
 

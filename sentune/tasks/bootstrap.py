@@ -17,27 +17,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
+from scipy.stats import spearmanr
+from sklearn.metrics import average_precision_score
 
 Metric = Callable[[np.ndarray, np.ndarray], float]  # (gold labels, predicted similarities) -> score ×100
 
 
 def spearman(gold: np.ndarray, predicted: np.ndarray) -> float:
-    """Spearman ×100 (Pearson of average ranks); 0 where either side is constant (a resample can be)."""
-    a, b = rankdata(gold), rankdata(predicted)
-    a, b = a - a.mean(), b - b.mean()
-    denominator = np.sqrt((a * a).sum() * (b * b).sum())
-    return float((a * b).sum() / denominator * 100) if denominator > 0 else 0.0
+    """Spearman ×100; 0 where either side is constant (a resample can be), where SciPy gives NaN."""
+    if np.ptp(gold) == 0 or np.ptp(predicted) == 0:
+        return 0.0
+    return float(spearmanr(gold, predicted)[0] * 100)
 
 
 def average_precision(gold: np.ndarray, predicted: np.ndarray) -> float:
-    """Average precision ×100 of ranking the pairs by similarity, positives = label 1 (ties broken by order)."""
-    order = np.argsort(-predicted, kind="stable")
-    hits = gold[order] == 1
-    if not hits.any():
-        return 0.0
-    precision = np.cumsum(hits) / np.arange(1, len(hits) + 1)
-    return float(precision[hits].mean() * 100)
+    """Average precision ×100 of ranking the pairs by similarity, positives = label 1 (scikit-learn's); 0 without positives."""
+    return float(average_precision_score(gold == 1, predicted) * 100) if (gold == 1).any() else 0.0
 
 
 def best_threshold_accuracy(gold: np.ndarray, predicted: np.ndarray) -> float:
