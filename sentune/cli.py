@@ -1,4 +1,4 @@
-"""Command line: sentune train | eval | encode | whiten | layerwise | data check | data download | report."""
+"""Command line: sentune train | eval | adapt | encode | whiten | layerwise | data check | data download | report."""
 
 from __future__ import annotations
 
@@ -267,6 +267,55 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_adapt(args: argparse.Namespace) -> int:
+    from sentune.adapt.candidates import parse_methods
+    from sentune.adapt.run import AdaptConfig, Budget, adapt, prune
+
+    methods, budget = parse_methods(args.methods), Budget.parse(args.budget)  # checked before any file is read
+    if args.sed_members < 2:
+        raise UserError(f"--sed-members {args.sed_members}: an ensemble needs at least 2 members")
+    out = Path(args.out)
+    data_dir = None
+    if args.example or not args.dev:  # the data directory is read only for an example or the default dev pairs
+        from sentune.data.catalog import resolve_data_dir
+
+        data_dir = resolve_data_dir(args.data)
+    corpus, dev, test = (Path(args.corpus) if args.corpus else None), (Path(args.dev) if args.dev else None), (Path(args.test) if args.test else None)
+    if args.example:
+        from sentune.adapt.examples import write_example
+
+        assert data_dir is not None
+        files = write_example(args.example, data_dir, out / "example")
+        print(f"example {args.example}: {files.about}", flush=True)
+        corpus, dev, test = files.corpus, files.dev, files.test
+    if corpus is None:
+        raise UserError("--corpus FILE (or --example NAME) is required")
+    config = AdaptConfig(
+        corpus=corpus,
+        model=args.model,
+        corpus_column=args.corpus_column,
+        dev=dev,
+        test=test,
+        methods=methods,
+        budget=budget,
+        sed_members=args.sed_members,
+        baseline=not args.no_baseline,
+        bootstrap_seed=args.seed,
+        example=args.example,
+        show_progress=not args.quiet,
+    )
+    results = adapt(config, out, data_dir=data_dir, command=_command_line())
+    from sentune.adapt.report import candidate_table
+
+    print("\n" + candidate_table(results))
+    print(f"\nchosen: {results['choice']['name']}: {results['choice']['reason']}")
+    if args.prune:
+        removed = prune(out, results["choice"]["name"])
+        print(f"--prune: removed {len(removed)} model folders of candidates not chosen", file=sys.stderr)
+    print(f"model: {out / 'model'} (SentenceTransformer({str(out / 'model')!r})); results: {out / 'results.md'}, {out / 'report.html'}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from sentune.analysis.report import build_report
 
@@ -465,6 +514,26 @@ def _add_compare(sub) -> None:
     p.set_defaults(func=cmd_compare)
 
 
+def _add_adapt(sub) -> None:
+    p = sub.add_parser("adapt", help="adapt a model to your unlabelled text: try every method, select on your dev pairs, keep the model unless one is better")
+    p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
+    p.add_argument("--corpus", help="your unlabelled sentences: .txt (one a line), .jsonl (a text field) or .csv (a column); de-duplicated")
+    p.add_argument("--corpus-column", help="the .jsonl field or .csv column holding the text (default: text or sentence)")
+    p.add_argument("--dev", help="scored pairs s1<TAB>s2<TAB>label that select (0/1 labels: average precision; scores: Spearman); default STS-B dev")
+    p.add_argument("--test", help="scored pairs, scored for every candidate and reported, never used for the choice")
+    p.add_argument("--example", help="a ready-made domain built from the data directory: sick, qqp, mrpc or stsb (replaces --corpus/--dev/--test)")
+    p.add_argument("--methods", help="comma-separated subset of: poolings, whitening, flow, simcse, mirror, ct, sg-opt, tsdae, sed (default: all)")
+    p.add_argument("--budget", help="per candidate: STEPS, MINUTESm, both (500,10m) or epoch (default: one pass over the corpus)")
+    p.add_argument("--sed-members", type=int, default=3, help="seeds of the best trained candidate that SED distils (default 3)")
+    p.add_argument("--no-baseline", action="store_true", help="skip the reference run of sentence-transformers' SimCSE recipe")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resamples")
+    p.add_argument("--prune", action="store_true", help="remove the model folders of candidates not chosen once the choice is saved")
+    p.add_argument("--data", help="data directory (default: $SENTUNE_DATA), for --example and the default dev pairs")
+    p.add_argument("--out", required=True, help="the output folder; run the same command again to resume")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_adapt)
+
+
 def _add_report(sub) -> None:
     p = sub.add_parser("report", help="turn run folders into one Markdown and one HTML page with tables and plots")
     p.add_argument("runs", nargs="+", help="run folders (with results.json and/or layerwise.json)")
@@ -524,11 +593,12 @@ def build_parser() -> argparse.ArgumentParser:
         _add_report,
         _add_compare,
         _add_cache,
+        _add_adapt,
     ):
         add(sub)
-    for name in ("eval", "encode", "whiten", "flow", "layerwise", "tsne", "pairs", "pipeline", "ensemble"):  # the commands that run models
+    for name in ("eval", "encode", "whiten", "flow", "layerwise", "tsne", "pairs", "pipeline", "ensemble", "adapt"):  # the commands that run models
         sub.choices[name].add_argument("--device", help="auto (CUDA when present, the default), cpu, cuda or cuda:N; training takes training.device")
-    for name in ("eval", "train", "pipeline", "layerwise", "tsne", "pairs"):  # the commands that score catalogued tasks
+    for name in ("eval", "train", "pipeline", "layerwise", "tsne", "pairs", "adapt"):  # the commands that score catalogued tasks
         sub.choices[name].add_argument(
             "--allow-modified-data", action="store_true", help="score tasks whose files differ from the catalog (counts, SHA256SUMS); recorded in results.json"
         )

@@ -119,3 +119,13 @@ def _csv_texts(path: Path, column: str | None) -> list[str]:
             raise DataError(path, number, f"malformed row: {len(fields)} fields, column {wanted!r} is field {index + 1}")
         rows.append(fields[index] if fields else "")
     return rows
+
+
+def write_scored_pairs(path: str | Path, rows: list[tuple[str, str, float]]) -> None:
+    """`s1<TAB>s2<TAB>label` lines, the format read_scored_pairs reads (labels written as integers when they are)."""
+    lines = [f"{normalise(a)}\t{normalise(b)}\t{int(y) if float(y).is_integer() else y}" for a, b, y in rows]
+    Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def write_corpus(path: str | Path, sentences: list[str]) -> None:
+    Path(path).write_text("".join(normalise(s) + "\n" for s in sentences), encoding="utf-8")

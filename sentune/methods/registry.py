@@ -26,6 +26,7 @@ REGISTRY: dict[str, str] = {
     "nli": "nli:NLI",
     "sts-regression": "sts_regression:STS_REGRESSION",
     "sed": "sed:SED",
+    "tsdae": "tsdae:TSDAE",
 }
 
 

@@ -82,6 +82,12 @@ def paired_bootstrap(gold: np.ndarray, candidate: np.ndarray, baseline: np.ndarr
     )
 
 
+def score_interval(gold: np.ndarray, predicted: np.ndarray, metric: Metric, draws: np.ndarray) -> tuple[float, float]:
+    """95 % percentile interval of one system's score over the resamples."""
+    scores = np.array([metric(gold[i], predicted[i]) for i in draws])
+    return float(np.percentile(scores, 2.5)), float(np.percentile(scores, 97.5))
+
+
 @dataclass(frozen=True)
 class Choice:
     name: str  # the chosen candidate, or the baseline's name

@@ -1,4 +1,5 @@
-"""The model-selection metric: Spearman ('all', cosine ×100) of the model's own embedding on one dev task."""
+"""The model-selection metric: Spearman ('all', cosine ×100) of the model's own embedding on one dev task of the
+catalog, or, for `pairs:PATH`, the metric a user's own pairs choose (sentune.tasks.user_pairs)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from sentence_transformers.evaluation import SentenceEvaluator
 
 from sentune.data.catalog import load_task, select_tasks
 from sentune.tasks.evaluate import evaluate
+from sentune.tasks.user_pairs import PAIRS_PREFIX, PairsEvaluator
 
 
 class DevEvaluator(SentenceEvaluator):
@@ -18,7 +20,9 @@ class DevEvaluator(SentenceEvaluator):
         self.task, self.data_dir = select_tasks(task)[0], data_dir
         self.examples = {self.task.name: load_task(self.task, data_dir)}  # read once, not every N steps
         self.name = self.task.name.lower()
+        self.metric = "spearman"
         self.primary_metric = f"{self.name}_spearman"
+        self.title = f"{self.task.name} Spearman"
 
     def __call__(self, model, output_path=None, epoch=-1, steps=-1) -> dict[str, float]:
         return {self.primary_metric: self.score(model)}
@@ -26,3 +30,10 @@ class DevEvaluator(SentenceEvaluator):
     def score(self, model) -> float:
         result = evaluate(model, [self.task], self.data_dir, poolings=["model"], show_progress=False, examples=self.examples)
         return result["runs"]["model"]["tasks"][self.task.name]["all"]["spearman"]
+
+
+def dev_evaluator(dev: str, data_dir: Path) -> DevEvaluator | PairsEvaluator:
+    """The evaluator of a recipe's `eval.dev`: a catalog task name, or `pairs:PATH` (a user's scored pairs)."""
+    if dev.startswith(PAIRS_PREFIX):
+        return PairsEvaluator(dev[len(PAIRS_PREFIX) :])
+    return DevEvaluator(dev, data_dir)

@@ -22,6 +22,7 @@ from sentune.errors import UserError
 
 RECIPE_DIR = Path(__file__).parents[1] / "recipes"  # sentune/recipes
 PRECISIONS = ("fp32", "bf16", "fp16")
+NO_TASKS = "none"  # eval.tasks: no final evaluation (e.g. `sentune adapt` scores its candidates on the user's pairs itself)
 
 
 class RecipeError(UserError):
@@ -53,12 +54,16 @@ class TrainingConfig:
     precision: Literal["fp32", "bf16", "fp16"] = option(
         "fp32", "autocast for training (losses and similarities stay fp32); fp16 adds a loss scaler and needs CUDA"
     )
+    checkpoint: Literal["best", "last"] = option("best", "the model kept: the best on the dev task, or the last step's (sentence-transformers' default)")
+    max_minutes: float | None = option(
+        None, "stop training after this many minutes of training (summed over resumes), evaluating the step it stops at", minimum=0, exclusive=True
+    )
 
 
 @dataclass
 class EvalConfig:
-    dev: str = option("STS-B-dev", "the task that selects the checkpoint (and CT's tower, SED's pooling)")
-    tasks: str = option("sts", "final evaluation of the selected model: task or group names")
+    dev: str = option("STS-B-dev", "the task that selects the checkpoint (and CT's tower, SED's pooling), or pairs:PATH (s1<TAB>s2<TAB>label lines)")
+    tasks: str = option("sts", "final evaluation of the selected model: task or group names, or none")
     preset: Literal["fast", "standard"] = option("fast", "SentEval transfer preset")
 
 
@@ -131,7 +136,9 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
     it can train, the data and tasks are in the catalog. Returns the method's typed parameters."""
     from sentune.core.pooling import PoolingError, check_trainable
     from sentune.data.catalog import check_sentence_set, select_tasks
+    from sentune.data.user_data import read_scored_pairs
     from sentune.methods.registry import get_method
+    from sentune.tasks.user_pairs import PAIRS_PREFIX
 
     try:
         method = get_method(recipe.method)
@@ -153,8 +160,12 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
                 raise RecipeError(f"train_data: {recipe.train_data[6:]}: file not found")
         else:
             check_sentence_set(recipe.train_data, "train_data")
-        select_tasks(recipe.eval.dev)
-        select_tasks(recipe.eval.tasks)
+        if recipe.eval.dev.startswith(PAIRS_PREFIX):
+            read_scored_pairs(recipe.eval.dev[len(PAIRS_PREFIX) :])  # a malformed line is named now, not at the first evaluation
+        else:
+            select_tasks(recipe.eval.dev)
+        if recipe.eval.tasks != NO_TASKS:
+            select_tasks(recipe.eval.tasks)
     except RecipeError:
         raise
     except UserError as exc:

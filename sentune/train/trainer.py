@@ -36,14 +36,15 @@ from sentune.errors import UserError
 from sentune.methods.base import Method, TrainContext
 from sentune.methods.registry import get_method
 from sentune.modules.build import save_atomic, with_pooling
-from sentune.tasks.dev import DevEvaluator
+from sentune.tasks.dev import dev_evaluator
 from sentune.tasks.evaluate import evaluate
-from sentune.train.recipe import Recipe, same_recipe, validate_recipe
+from sentune.train.recipe import NO_TASKS, Recipe, same_recipe, validate_recipe
 
 logger = logging.getLogger(__name__)
 
 COMPLETE = "COMPLETE"
 LOSS_STATE = "loss_state.safetensors"
+TRAINING_TIME = "training_seconds.json"  # in each checkpoint: training time so far, for training.max_minutes across resumes
 
 
 class TrainingError(UserError):
@@ -146,12 +147,30 @@ class TidyProgress(ProgressCallback):
         self.training_bar.write(f"step {state.global_step}: {self.title} {score:.2f} (best {self.best[0]:.2f} at step {self.best[1]})")
 
 
-class RunCallback(TrainerCallback):
-    """Metrics log, and the loss's own state saved into each checkpoint before marking it complete."""
+class TimeBudget(TrainerCallback):
+    """training.max_minutes: stop once the training time (this process's plus what the resumed checkpoint had used)
+    reaches the budget, and evaluate and save that step so it can be selected."""
 
-    def __init__(self, run_dir: Path, loss: torch.nn.Module) -> None:
+    def __init__(self, minutes: float | None, seconds_before: float = 0.0) -> None:
+        self.budget = None if minutes is None else minutes * 60
+        self.before, self.started = seconds_before, time.perf_counter()
+
+    def seconds(self) -> float:
+        return self.before + time.perf_counter() - self.started
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.budget is not None and self.seconds() >= self.budget and not control.should_training_stop:
+            control.should_training_stop = control.should_evaluate = control.should_save = True
+            logger.info("training.max_minutes: %.1f min used, training stops at step %d", self.seconds() / 60, state.global_step)
+
+
+class RunCallback(TrainerCallback):
+    """Metrics log, and the loss's own state and the training time saved into each checkpoint before marking it complete."""
+
+    def __init__(self, run_dir: Path, loss: torch.nn.Module, clock: TimeBudget) -> None:
         self.metrics = run_dir / "metrics.jsonl"
         self.loss = loss
+        self.clock = clock
 
     def on_train_begin(self, args, state, control, **kwargs):
         # A resumed run re-logs the steps after its checkpoint: drop those lines first.
@@ -172,6 +191,7 @@ class RunCallback(TrainerCallback):
         state_dict = loss_state(self.loss)
         if state_dict:
             save_file(state_dict, str(folder / LOSS_STATE))
+        (folder / TRAINING_TIME).write_text(json.dumps({"seconds": self.clock.seconds()}))
         (folder / COMPLETE).write_text("ok\n")
 
 
@@ -222,7 +242,7 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> Sentenc
         save_strategy="steps",
         save_steps=t.eval_steps,
         save_total_limit=2,  # the best and the latest
-        load_best_model_at_end=True,
+        load_best_model_at_end=t.checkpoint == "best",
         metric_for_best_model=f"eval_{dev_metric}",
         greater_is_better=True,
         logging_steps=t.logging_steps,
@@ -267,7 +287,7 @@ def train(
     model = with_pooling(load_model(recipe.model, device=device), recipe.pooling or method.pooling)
     if recipe.training.max_seq_length:
         model.max_seq_length = recipe.training.max_seq_length
-    dev = DevEvaluator(recipe.eval.dev, data_dir)
+    dev = dev_evaluator(recipe.eval.dev, data_dir)
     # Caches are keyed by content (model weights, sentences, settings), so runs may share one folder:
     # Seeds and ablations of one recipe reuse e.g. SG's frozen views instead of recomputing them.
     cache_dir = default_cache_dir()  # SENTUNE_CACHE, or the user's cache folder: never the run folder
@@ -286,7 +306,8 @@ def train(
     note = None
     if method.finalize is not None:  # e.g. compile a flow head, keep CT's better tower, choose SED's pooling
         model, note = method.finalize(model, loss, ctx)
-    results = evaluate(model, select_tasks(recipe.eval.tasks), data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"))
+    tasks = [] if recipe.eval.tasks == NO_TASKS else select_tasks(recipe.eval.tasks)
+    results = evaluate(model, tasks, data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"))
     results["meta"].update(
         {
             "recipe": recipe.to_dict(),
@@ -317,7 +338,9 @@ def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_di
         logger.info("resuming %s from %s", run_dir, checkpoint.name)
         if (checkpoint / LOSS_STATE).exists():  # the loss's own parameters (heads), not the model's: strict=False
             loss.load_state_dict(load_file(str(checkpoint / LOSS_STATE)), strict=False)
-    callbacks: list[TrainerCallback] = [RunCallback(run_dir, loss), *extra]
+    spent = json.loads((checkpoint / TRAINING_TIME).read_text())["seconds"] if checkpoint and (checkpoint / TRAINING_TIME).is_file() else 0.0
+    clock = TimeBudget(recipe.training.max_minutes, spent)
+    callbacks: list[TrainerCallback] = [RunCallback(run_dir, loss, clock), clock, *extra]
     if recipe.training.patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=recipe.training.patience))
     args = _training_args(recipe, run_dir / "checkpoints", evaluator.primary_metric)
@@ -328,15 +351,22 @@ def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_di
     model.model_card_data.set_widget_examples = lambda dataset: None
     trainer = SentuneTrainer(model=model, args=args, train_dataset=dataset, loss=loss, evaluator=evaluator, callbacks=callbacks)
     trainer.remove_callback(ProgressCallback)
-    trainer.add_callback(
-        TidyProgress(evaluator.primary_metric, f"{recipe.eval.dev} Spearman" if isinstance(evaluator, DevEvaluator) else evaluator.primary_metric)
-    )
+    trainer.add_callback(TidyProgress(evaluator.primary_metric, getattr(evaluator, "title", evaluator.primary_metric)))
     trainer.step_schedule = STEP_SCHEDULES.get(recipe.training.scheduler)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     trainer.check_finite_loss()
     # load_best_model_at_end has put the best checkpoint's weights into the model; the loss's own state
     # (heads, CT's second tower) comes from the same checkpoint.
-    best = {"step": trainer.state.best_global_step, "dev_spearman": trainer.state.best_metric}
+    metric = getattr(evaluator, "metric", evaluator.primary_metric)
+    step: int | None = trainer.state.best_global_step
+    score = trainer.state.best_metric
+    if recipe.training.checkpoint == "last":  # the last step's weights, scored as they are kept
+        step, score = trainer.state.global_step, evaluator(model)[evaluator.primary_metric]
+    best = {"step": step, "dev_score": score, "dev_metric": metric, "training_seconds": clock.seconds()}
+    if metric == "spearman":  # the key results pages and runners read
+        best["dev_spearman"] = score
+    if recipe.training.checkpoint == "last":
+        return trainer, best
     if trainer.state.best_model_checkpoint and (Path(trainer.state.best_model_checkpoint) / LOSS_STATE).exists():
         loss.load_state_dict(load_file(str(Path(trainer.state.best_model_checkpoint) / LOSS_STATE)), strict=False)
     return trainer, best
@@ -350,7 +380,7 @@ def _save_model(model, out: Path, recipe: Recipe, method: Method, results: dict,
             "## Trained with sentune",
             "",
             f"- method: `{recipe.method}` ({recipe.pooling or method.pooling} pooling); recipe `{recipe.name}`",
-            f"- selected checkpoint: step {best['step']}, {recipe.eval.dev} Spearman {best['dev_spearman']:.2f}",
+            f"- {'selected' if recipe.training.checkpoint == 'best' else 'last'} checkpoint: step {best['step']}, {recipe.eval.dev} {best['dev_metric']} {best['dev_score']:.2f}",
             f"- STS average ('all' Spearman ×100): {summary.get('avg_all_spearman', float('nan')):.2f}",
             f"- trained on {results['meta']['training_device']} ({results['meta']['processes']} process(es)), precision {recipe.training.precision}",
             "",

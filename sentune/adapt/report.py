@@ -1,0 +1,147 @@
+"""results.json, results.md and report.html of `sentune adapt`: the choice and why, a table of every candidate's dev and
+test score with its 95 % interval and its comparison with the unchanged model, the time each took, the dev curve of
+every trained candidate and a plot of the scores with their intervals. Everything is rendered from results.json and
+the candidates' metrics.jsonl, so the page can always be rebuilt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sentune.analysis.report import markdown_to_html
+from sentune.core.results import write_atomic
+
+METRIC_NAMES = {"spearman": "Spearman ×100", "average_precision": "average precision ×100"}
+
+
+def _interval(row: dict | None) -> str:
+    return "—" if not row else f"{row['score']:.2f} [{row['low']:.2f}, {row['high']:.2f}]"
+
+
+def _versus(row: dict | None) -> str:
+    if not row or "vs_unchanged" not in row:
+        return "—"
+    v = row["vs_unchanged"]
+    return f"{v['candidate'] - v['baseline']:+.2f} [{v['difference_low']:+.2f}, {v['difference_high']:+.2f}], {v['confidence']:.0%}"
+
+
+def candidate_table(results: dict) -> str:
+    has_test = results["meta"]["test"] is not None
+    binary = results["meta"]["dev"]["metric"] == "average_precision"
+    header = ["candidate", "dev [95 % CI]", "dev vs unchanged [CI], P(better)"]
+    if has_test:
+        header += ["test [95 % CI]", "test vs unchanged [CI], P(better)"] + (["test accuracy"] if binary else [])
+    header += ["minutes", "note"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for name, c in results["candidates"].items():
+        note = "**chosen**" if c["chosen"] else ("reference, never chosen" if not c["eligible"] else c.get("skipped", ""))
+        if c.get("best_checkpoint"):
+            note += f"{'; ' if note else ''}step {c['best_checkpoint']['step']}"
+        row = [f"`{name}`", _interval(c["dev"]), _versus(c["dev"])]
+        if has_test:
+            row += [_interval(c["test"]), _versus(c["test"])]
+            if binary:
+                row.append(f"{c['test']['accuracy']:.2f}" if c["test"] else "—")
+        row += [f"{c['seconds'] / 60:.1f}", note]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def render_markdown(results: dict, plots: list[tuple[str, str]]) -> str:
+    meta = results["meta"]
+    dev = meta["dev"]
+    parts = ["# sentune adapt" + (f" — example `{meta['example']}`" if meta.get("example") else ""), ""]
+    if meta.get("command"):
+        parts += ["Command:", "", "```", meta["command"], "```", ""]
+    budget = meta["budget"]
+    limits = ", ".join(
+        filter(None, [f"{budget['steps']} steps" if budget["steps"] else "one pass over the corpus", f"{budget['minutes']:g} min" if budget["minutes"] else ""])
+    )
+    parts += [
+        f"Date: {meta['date']} · sentune {meta['sentune_version']} · model `{meta['model']}` · corpus {meta['corpus']['sentences']} sentences · "
+        f"budget per candidate: {limits}",
+        "",
+        f"Dev: {dev['label']}, {dev['pairs']} pairs, {METRIC_NAMES[dev['metric']]}."
+        + (f" Test: {meta['test']['pairs']} pairs, {METRIC_NAMES[meta['test']['metric']]} (never used for the choice)." if meta["test"] else " No test pairs."),
+        "",
+        f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.",
+        "",
+        "Intervals: 95 % percentile bootstrap over 1,000 resamples of the pairs; 'vs unchanged' is the paired difference and "
+        "the share of resamples where the candidate scores higher (a candidate replaces the unchanged model only at ≥ 95 % on dev).",
+        "",
+        candidate_table(results),
+        "",
+    ]
+    for title, image in plots:
+        parts += [f"## {title}", "", f"![{title}]({image})", ""]
+    return "\n".join(parts)
+
+
+def dev_curves(results: dict, out: Path) -> Path | None:
+    """Dev score against training step for every trained candidate, the unchanged model's as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = {}
+    for name, c in results["candidates"].items():
+        metrics = out / c["run"] / "metrics.jsonl" if c.get("run") else None
+        if metrics and metrics.is_file():
+            key = f"eval_dev_{results['meta']['dev']['metric']}"
+            points = [(m["step"], m[key]) for m in map(json.loads, metrics.read_text().splitlines()) if key in m]
+            if points:
+                curves[name] = points
+    if not curves:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, points in curves.items():
+        ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=name)
+    unchanged = results["candidates"]["unchanged"]["dev"]["score"]
+    ax.axhline(unchanged, color="black", linestyle="--", linewidth=1, label="unchanged")
+    ax.set_xlabel("training step")
+    ax.set_ylabel(f"dev {METRIC_NAMES[results['meta']['dev']['metric']]}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "dev_curves.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def score_plot(results: dict, out: Path) -> Path:
+    """Each candidate's dev (and test) score with its 95 % interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [(n, c) for n, c in results["candidates"].items() if c["dev"]]
+    splits = ["dev"] + (["test"] if results["meta"]["test"] else [])
+    fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 0.35 * len(rows) + 1.5), squeeze=False)
+    for ax, split in zip(axes[0], splits, strict=True):
+        for y, (_, c) in enumerate(rows):
+            r = c[split]
+            color = "#c44e52" if c["chosen"] else ("#999999" if not c["eligible"] else "#4c72b0")
+            ax.errorbar(r["score"], y, xerr=[[r["score"] - r["low"]], [r["high"] - r["score"]]], fmt="o", color=color, capsize=3)
+        ax.axvline(results["candidates"]["unchanged"][split]["score"], color="black", linestyle="--", linewidth=1)
+        ax.set_yticks(range(len(rows)), [n for n, _ in rows])
+        ax.set_xlabel(f"{split} {METRIC_NAMES[results['meta'][split]['metric']]}")
+    fig.tight_layout()
+    path = out / "scores.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_results(results: dict, out: Path, command: str | None) -> None:
+    if command:
+        results["meta"]["command"] = command
+    write_atomic(out / "results.json", json.dumps(results, indent=2))
+    plots = [("Scores with 95 % intervals (chosen in red, the reference in grey)", score_plot(results, out).name)]
+    curves = dev_curves(results, out)
+    if curves:
+        plots.append(("Dev curves of the trained candidates", curves.name))
+    markdown = render_markdown(results, plots)
+    write_atomic(out / "results.md", markdown)
+    write_atomic(out / "report.html", markdown_to_html(markdown))

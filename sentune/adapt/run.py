@@ -1,0 +1,366 @@
+"""`sentune adapt`: try every candidate on the user's corpus, score each on the dev (and test) pairs, and keep the
+unchanged model unless the best candidate on dev beats it with ≥ 95 % confidence (paired bootstrap, sentune.tasks.bootstrap).
+
+Output folder:
+  adapt.json              the settings (model, data hashes, budget); a resume with other settings is refused
+  data/                   corpus.txt (de-duplicated), dev.tsv, test.tsv: exactly what was used
+  candidates/NAME/        one per candidate: candidate.json (its record, written last: marks it done), scores.npz (the
+                          cosine of every dev and test pair), run/ (a trained candidate's run folder) or model/
+  model/                  the chosen model (SentenceTransformer(path) loads it)
+  results.json/.md, report.html and its plots
+
+A killed run continues where it stopped: finished candidates are read back, a training candidate resumes from its last
+checkpoint. Test pairs are scored for every candidate but never reach the choice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from sentune.adapt.candidates import SED, TRAINED, Candidate, own_pooling, plan
+from sentune.core.encode import Encoder
+from sentune.core.models import load_model
+from sentune.core.results import write_atomic
+from sentune.data.catalog import load_task, select_tasks, sha256_of
+from sentune.data.user_data import ScoredPairs, read_scored_pairs, read_user_corpus, write_corpus, write_scored_pairs
+from sentune.errors import UserError
+from sentune.modules.build import save_atomic, with_pooling
+from sentune.postprocess import get_postprocessor
+from sentune.tasks.sts import cosine_scores
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DEV = "STS-B-dev"  # without --dev (the report says so)
+PATIENCE = 3  # evaluations without a new best on dev before a candidate stops early
+EVALUATIONS = 10  # dev evaluations per candidate's planned steps
+
+
+class AdaptError(UserError):
+    pass
+
+
+@dataclass
+class Budget:
+    """Per candidate: at most `steps` optimiser steps (None: one pass over the corpus) and `minutes` of training."""
+
+    steps: int | None = None
+    minutes: float | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> Budget:
+        """`500` (steps), `10m` (minutes), `500,10m` (both), `epoch` or nothing (one pass over the corpus)."""
+        budget = cls()
+        for part in (p.strip() for p in (text or "epoch").split(",")):
+            try:
+                if part == "epoch":
+                    continue
+                if part.endswith(("m", "min")):
+                    budget.minutes = float(part.rstrip("min"))
+                    if not budget.minutes > 0:
+                        raise ValueError
+                else:
+                    budget.steps = int(part)
+                    if budget.steps < 1:
+                        raise ValueError
+            except ValueError:
+                raise AdaptError(f"--budget {text!r}: expected STEPS, MINUTESm, both (500,10m) or epoch") from None
+        return budget
+
+
+@dataclass
+class AdaptConfig:
+    corpus: Path
+    model: str = "default"
+    corpus_column: str | None = None
+    dev: Path | None = None  # None: STS-B dev from the data directory
+    test: Path | None = None
+    methods: tuple[str, ...] = ()
+    budget: Budget = field(default_factory=Budget)
+    sed_members: int = 3
+    baseline: bool = True
+    bootstrap_seed: int = 0
+    example: str | None = None  # the --example it came from, for the report
+    show_progress: bool = True
+
+
+@dataclass
+class Inputs:
+    corpus: list[str]
+    dev: ScoredPairs
+    test: ScoredPairs | None
+    dev_label: str  # what the dev pairs are, for the report
+
+
+def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
+    """Read and check the user's files (every problem names file:line before any model loads), write what is used under
+    OUT/data, and claim the folder for these settings."""
+    corpus = read_user_corpus(config.corpus, config.corpus_column)
+    if config.dev is not None:
+        dev, dev_label = read_scored_pairs(config.dev), str(config.dev)
+    else:
+        if data_dir is None:
+            raise AdaptError("--dev not given and no data directory (--data or SENTUNE_DATA) for the STS-B dev pairs it then uses")
+        examples = load_task(select_tasks(DEFAULT_DEV)[0], data_dir)
+        pairs = [p for split in examples.values() for p in split]
+        data = out / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        write_scored_pairs(data / "dev.tsv", [(p.a, p.b, p.score) for p in pairs])
+        dev, dev_label = read_scored_pairs(data / "dev.tsv"), f"{DEFAULT_DEV} (no --dev given)"
+    test = read_scored_pairs(config.test) if config.test is not None else None
+    data = out / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    write_corpus(data / "corpus.txt", corpus)
+    write_scored_pairs(data / "dev.tsv", [(p.a, p.b, p.score) for p in dev.pairs])
+    if test is not None:
+        write_scored_pairs(data / "test.tsv", [(p.a, p.b, p.score) for p in test.pairs])
+    _claim(out, config, data)
+    return Inputs(corpus, read_scored_pairs(data / "dev.tsv"), read_scored_pairs(data / "test.tsv") if test else None, dev_label)
+
+
+def _claim(out: Path, config: AdaptConfig, data: Path) -> None:
+    """Record the settings every candidate depends on; a folder holding other settings is refused, never mixed. The
+    methods are not among them: a second run may add candidates to a finished one."""
+    settings = {
+        "model": config.model,
+        "corpus_sha256": sha256_of(data / "corpus.txt"),
+        "dev_sha256": sha256_of(data / "dev.tsv"),
+        "test_sha256": sha256_of(data / "test.tsv") if (data / "test.tsv").is_file() and config.test else None,
+        "budget": asdict(config.budget),
+        "sed_members": config.sed_members,
+        "bootstrap_seed": config.bootstrap_seed,
+    }
+    path = out / "adapt.json"
+    if path.is_file():
+        held = json.loads(path.read_text())
+        changed = sorted(k for k in settings if held.get(k) != settings[k])
+        if changed:
+            raise AdaptError(f"{out} holds an adapt run with other {', '.join(changed)} ({path}): choose another --out, or remove that folder")
+        return
+    write_atomic(path, json.dumps(settings, indent=2))
+
+
+class Scorer:
+    """The cosine of every dev and test pair under a model's own pipeline, or of embeddings already computed."""
+
+    def __init__(self, inputs: Inputs, show_progress: bool) -> None:
+        self.inputs, self.show_progress = inputs, show_progress
+        self.splits = {"dev": inputs.dev} | ({"test": inputs.test} if inputs.test else {})
+        self.sentences = [s for pairs in self.splits.values() for p in pairs.pairs for s in (p.a, p.b)]
+
+    def of_vectors(self, vectors: np.ndarray) -> dict[str, np.ndarray]:
+        out, start = {}, 0
+        for split, pairs in self.splits.items():
+            rows = vectors[start : start + 2 * len(pairs.pairs)]
+            out[split] = cosine_scores(rows[0::2], rows[1::2])
+            start += 2 * len(pairs.pairs)
+        return out
+
+    def encode(self, model, poolings: list[str], desc: str) -> dict[str, np.ndarray]:
+        return Encoder(model, poolings, show_progress=self.show_progress, desc=desc).encode_many(self.sentences)
+
+    def of_model(self, model, desc: str) -> dict[str, np.ndarray]:
+        return self.of_vectors(self.encode(model, ["model"], desc)["model"])
+
+
+def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str | None = None) -> dict:
+    """Run (or resume) every candidate, choose, save the chosen model and the results; returns results.json's content."""
+    from sentune.adapt.report import write_results
+    from sentune.adapt.select import select
+
+    out.mkdir(parents=True, exist_ok=True)
+    inputs = prepare(config, out, data_dir)
+    base = load_model(config.model)
+    candidates = plan(config.methods, own_pooling(base), config.baseline)
+    scorer = Scorer(inputs, config.show_progress)
+    print(
+        f"sentune adapt: {len(candidates)} candidates for {config.model} on {len(inputs.corpus)} corpus sentences; "
+        f"dev {inputs.dev_label} ({len(inputs.dev.pairs)} pairs, {inputs.dev.metric}); "
+        + (f"test {config.test} ({len(inputs.test.pairs)} pairs)" if inputs.test else "no test pairs"),
+        flush=True,
+    )
+    records: dict[str, dict] = {}
+    for index, candidate in enumerate(candidates, start=1):
+        records[candidate.name] = _run_candidate(candidate, index, len(candidates), base, config, inputs, scorer, out, data_dir, records)
+    results = select(records, candidates, inputs, out, config)
+    _save_choice(results, candidates, base, out)
+    write_results(results, out, command)
+    return results
+
+
+def _run_candidate(candidate, index, total, base, config, inputs, scorer, out, data_dir, records) -> dict:
+    folder = out / "candidates" / candidate.name
+    done = folder / "candidate.json"
+    if done.is_file():
+        record = json.loads(done.read_text())
+        print(f"[{index}/{total}] {candidate.name}: done before, read back", flush=True)
+        return record
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"[{index}/{total}] {candidate.name}: {_what(candidate, config, inputs)}", flush=True)
+    started = time.perf_counter()
+    detail: dict = {}
+    if candidate.kind in ("unchanged", "pooling"):
+        scores = _untuned(candidate, base, scorer, out)
+    elif candidate.kind == "postprocess":
+        scores = _postprocessed(candidate, base, scorer, inputs, folder, config)
+    else:
+        members = _sed_members(config, inputs, out, data_dir, records) if candidate.kind == "sed" else None
+        if candidate.kind == "sed" and not members:
+            scores, detail = {}, {"skipped": "no trained candidate to take an ensemble from (add one of " + ", ".join(TRAINED) + " to --methods)"}
+        else:
+            detail = _train(candidate, config, inputs, folder / "run", data_dir, members=members)
+            scores = scorer.of_model(load_model(str(folder / "run" / "model")), f"{candidate.name}: scoring the pairs")
+    if scores:
+        np.savez(str(folder / "scores.npz"), **scores)  # type: ignore[arg-type]  # numpy stubs type **kwds as bool
+    record = {"name": candidate.name, "kind": candidate.kind, "setting": candidate.setting, "seconds": time.perf_counter() - started, **detail}
+    if scores:
+        from sentune.tasks.bootstrap import METRICS
+
+        record["dev_score"] = METRICS[inputs.dev.metric](np.array([p.score for p in inputs.dev.pairs]), scores["dev"])
+        print(f"[{index}/{total}] {candidate.name}: dev {inputs.dev.metric} {record['dev_score']:.2f} ({record['seconds'] / 60:.1f} min)", flush=True)
+    write_atomic(done, json.dumps(record, indent=2))
+    return record
+
+
+def _what(candidate: Candidate, config: AdaptConfig, inputs: Inputs) -> str:
+    if candidate.kind in ("unchanged", "pooling"):
+        return "scoring the untuned model" + (f" with {candidate.setting} pooling" if candidate.kind == "pooling" else "")
+    if candidate.kind == "postprocess":
+        return f"fitting {candidate.setting} on the corpus"
+    if candidate.kind == "baseline":
+        return "training sentence-transformers' SimCSE recipe (reported, never chosen)"
+    limit = ", ".join(
+        filter(
+            None,
+            [
+                f"{config.budget.steps} steps" if config.budget.steps else "one pass over the corpus",
+                f"{config.budget.minutes:g} min" if config.budget.minutes else "",
+            ],
+        )
+    )
+    return f"training ({limit}; early stop on dev)" + (f", {config.sed_members} members" if candidate.kind == "sed" else "")
+
+
+def _untuned(candidate: Candidate, base, scorer: Scorer, out: Path) -> dict[str, np.ndarray]:
+    """Every untuned pooling in one forward pass (cached for the others), then this candidate's column."""
+    cache = out / "candidates" / ".untuned.npz"
+    if not cache.is_file():
+        from sentune.adapt.candidates import UNTUNED_POOLINGS
+
+        vectors = scorer.encode(base, ["model", *UNTUNED_POOLINGS], "scoring the untuned poolings")
+        flat = {f"{name}/{split}": sims for name, v in vectors.items() for split, sims in scorer.of_vectors(v).items()}
+        np.savez(str(cache), **flat)  # type: ignore[arg-type]
+    flat = dict(np.load(cache))
+    return {split: flat[f"{candidate.setting}/{split}"] for split in scorer.splits}
+
+
+def _postprocessed(candidate: Candidate, base, scorer: Scorer, inputs: Inputs, folder: Path, config: AdaptConfig) -> dict[str, np.ndarray]:
+    """Fit on the corpus's embeddings (the model's own pipeline), score the transformed pairs, and save the model with
+    the post-processor as its last modules (SentenceTransformer(path) loads it)."""
+    from sentence_transformers import SentenceTransformer
+
+    settings = {"show_progress": config.show_progress} if candidate.setting == "flow" else {}
+    corpus = Encoder(base, "model", show_progress=config.show_progress, desc=f"encoding the corpus to fit {candidate.setting}").encode(inputs.corpus)
+    fitted = get_postprocessor(candidate.setting)(**settings).fit(corpus)
+    pairs = scorer.encode(base, ["model"], f"{candidate.name}: scoring the pairs")["model"]
+    save_atomic(SentenceTransformer(modules=list(base) + fitted.to_modules(), device=str(base.device)), folder / "model")
+    return scorer.of_vectors(fitted.transform(pairs))
+
+
+def _overrides(config: AdaptConfig, inputs: Inputs, out: Path, recipe_name: str) -> list[str]:
+    """What adapt sets on a bundled candidate recipe: the model, the corpus, the dev pairs, the steps and early stopping."""
+    from sentune.train.recipe import load_recipe
+
+    data = out / "data"
+    batch = load_recipe(recipe_name, check=False).training.batch_size
+    steps = config.budget.steps or max(1, math.ceil(len(inputs.corpus) / batch))
+    overrides = [
+        f"model={config.model}",
+        f"train_data=file:{data / 'corpus.txt'}",
+        f"eval.dev=pairs:{data / 'dev.tsv'}",
+        f"training.max_steps={steps}",
+        f"training.eval_steps={max(1, math.ceil(steps / EVALUATIONS))}",
+        f"training.patience={PATIENCE}",
+    ]
+    if config.budget.minutes:
+        overrides.append(f"training.max_minutes={config.budget.minutes}")
+    return overrides
+
+
+def _train(candidate: Candidate, config, inputs, run: Path, data_dir, *, members: list[str] | None = None, seed: int | None = None) -> dict:
+    from sentune.train.recipe import load_recipe
+    from sentune.train.trainer import train
+
+    if candidate.kind == "baseline":  # its own defaults: one epoch, the last checkpoint, no budget, no early stop
+        data = run.parents[2] / "data"
+        overrides = [f"model={config.model}", f"train_data=file:{data / 'corpus.txt'}", f"eval.dev=pairs:{data / 'dev.tsv'}"]
+        overrides.append(f"training.eval_steps={max(1, math.ceil(len(inputs.corpus) / 64 / EVALUATIONS))}")
+    else:
+        overrides = _overrides(config, inputs, run.parents[2], candidate.setting)
+    if members is not None:
+        overrides.append(f"params.members={json.dumps(members)}")
+    if seed is not None:
+        overrides.append(f"training.seed={seed}")
+    recipe = load_recipe(candidate.setting, overrides)
+    if not (run / "results.json").is_file():
+        train(recipe, run, data_dir=data_dir or Path("."), resume=(run / "checkpoints").exists())
+    results = json.loads((run / "results.json").read_text())
+    return {
+        "run": str(run.relative_to(run.parents[2])),
+        "recipe": recipe.to_dict(),
+        "best_checkpoint": results["meta"]["best_checkpoint"],
+        "finalize": results["meta"].get("finalize"),
+    }
+
+
+def _sed_members(config: AdaptConfig, inputs: Inputs, out: Path, data_dir, records: dict) -> list[str]:
+    """Seeds 1..N of the trained candidate with the best dev score: seed 1 is that candidate's own run, the others
+    are trained with its recipe and budget under candidates/sed/member-K."""
+    trained = [r for r in records.values() if r["kind"] == "trained" and "dev_score" in r]
+    if not trained:
+        return []
+    best = max(trained, key=lambda r: r["dev_score"])
+    print(f"    sed: members are seeds 1..{config.sed_members} of {best['name']} (the best trained candidate on dev)", flush=True)
+    members = [str(out / best["run"] / "model")]
+    source = Candidate(best["name"], "trained", best["setting"])
+    for seed in range(2, config.sed_members + 1):
+        run = out / "candidates" / SED / f"member-{seed}"
+        _train(source, config, inputs, run, data_dir, seed=seed)
+        members.append(str(run / "model"))
+    return members
+
+
+def _save_choice(results: dict, candidates: list[Candidate], base, out: Path) -> None:
+    """OUT/model: the chosen candidate, loadable with SentenceTransformer(path), its card saying why it was chosen."""
+    chosen = results["choice"]["name"]
+    candidate = next(c for c in candidates if c.name == chosen)
+    card = f"\n\n## Chosen by sentune adapt\n\n{results['choice']['reason']}\n"
+    folder = out / "candidates" / chosen
+    if candidate.kind == "unchanged":
+        save_atomic(base, out / "model", readme_extra=card)
+    elif candidate.kind == "pooling":
+        save_atomic(with_pooling(base, candidate.setting), out / "model", readme_extra=card)
+    else:
+        source = folder / "model" if candidate.kind == "postprocess" else folder / "run" / "model"
+        save_atomic(load_model(str(source)), out / "model", readme_extra=card)
+    logger.info("saved the chosen model (%s) to %s", chosen, out / "model")
+
+
+def prune(out: Path, chosen: str) -> list[Path]:
+    """Remove the model folders of candidates not chosen (--prune); their scores and records stay."""
+    removed = []
+    for folder in (out / "candidates").glob("*"):
+        if folder.name == chosen:
+            continue
+        for model in [folder / "model", *folder.glob("*/model")]:
+            if model.is_dir():
+                shutil.rmtree(model)
+                removed.append(model)
+    return removed

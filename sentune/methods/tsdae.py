@@ -1,0 +1,84 @@
+"""TSDAE: a transformer-based sequential denoising auto-encoder (Wang, Reimers & Gurevych, Findings of EMNLP 2021),
+the method sentence-transformers points users to for adapting an encoder to a domain's unlabelled text.
+
+Each sentence x is damaged by deleting every word with probability p = 0.6 (at least one word kept), giving x̃.
+The encoder turns x̃ into one vector s = f(x̃); a decoder initialised from the same checkpoint (its weights tied
+to the encoder's, cross-attention added) must rebuild x token by token while attending only to s:
+
+  L_TSDAE = − 1/|T| Σ_{x} Σ_{t=1..|x|−1} log P_dec(x_{t+1} | x_{≤t}, s = f(x̃))      (padding ignored; T = the tokens)
+
+The loss is sentence-transformers' own DenoisingAutoEncoderLoss; this file supplies the damaged copies (seeded by
+training.seed, one draw per row as for one epoch of the library's DenoisingAutoEncoderDataset) and keeps the decoder's
+own weights (cross-attention, LM head) in the checkpoints. The paper pools with [CLS]; sentune keeps whatever pooling the
+recipe trains (`pooling: model` keeps the model's own, which suits an already sentence-tuned encoder). Words are split on
+white space and punctuation (the paper uses NLTK's tokenizer, not a dependency here); the encoder's WordPiece splits
+punctuation the same way, so the damaged input differs at most in spacing.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+import torch
+from sentence_transformers.losses import DenoisingAutoEncoderLoss
+from torch import nn
+
+from sentune.core.options import option
+from sentune.methods.base import Columns, Method, TrainContext, training_sentences
+
+CITATION = """@inproceedings{wang-2021-tsdae,
+  title = {{TSDAE}: Using Transformer-based Sequential Denoising Auto-Encoder for Unsupervised Sentence Embedding Learning},
+  author = {Wang, Kexin and Reimers, Nils and Gurevych, Iryna},
+  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2021},
+  year = {2021}
+}"""
+
+WORD = re.compile(r"\w+|[^\w\s]")
+
+
+def delete_words(text: str, ratio: float, rng: random.Random) -> str:
+    """The sentence with each word deleted with probability `ratio`; one word (chosen at random) survives if none would."""
+    words = WORD.findall(text)
+    if not words:
+        return text
+    kept = [w for w in words if rng.random() >= ratio]
+    return " ".join(kept) if kept else rng.choice(words)
+
+
+class TSDAELoss(nn.Module):
+    """sentence-transformers' DenoisingAutoEncoderLoss with the encoder under `model` (so the checkpoint's loss state
+    holds only the decoder's own weights) and the decoder on the model's device."""
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        self.model = model
+        self.denoising = DenoisingAutoEncoderLoss(model, tie_encoder_decoder=True)
+        self.denoising.decoder.to(model.device)
+
+    def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor | None = None) -> torch.Tensor:
+        return self.denoising(sentence_features, labels)
+
+    @property
+    def citation(self) -> str:
+        return CITATION
+
+
+@dataclass
+class TSDAEParams:
+    deletion_ratio: float = option(0.6, "probability of deleting each word of the input (the paper's best: 0.6)", minimum=0, below=1)
+
+
+def damaged_rows(ctx: TrainContext) -> Columns:
+    """`noisy` (the damaged copy, the encoder's input) and `sentence` (the decoder's target), one draw per row."""
+    sentences = training_sentences(ctx)
+    rng = random.Random(ctx.training.seed)
+    return {"noisy": [delete_words(s, ctx.params.deletion_ratio, rng) for s in sentences], "sentence": sentences}
+
+
+def build_tsdae_loss(model, columns: Columns, ctx: TrainContext) -> TSDAELoss:
+    return TSDAELoss(model)
+
+
+TSDAE = Method("tsdae", build_tsdae_loss, pooling="cls", columns=("noisy", "sentence"), params=TSDAEParams, data_view=damaged_rows, citation=CITATION)
