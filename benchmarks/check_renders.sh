@@ -8,6 +8,7 @@ kept=benchmarks/results/runs
 python benchmarks/render_sg.py >/dev/null
 python benchmarks/render_cf.py >/dev/null
 python benchmarks/render_sed.py >/dev/null
+python benchmarks/render_adapt.py >/dev/null
 python benchmarks/render_results.py --title "Baselines: the untuned default model" "$kept/baselines-sts" "$kept/baselines-transfer-fast" \
   "$kept/baselines-relatedness-multilingual" "$kept/layerwise-default" --figure baselines-report/layerwise.png \
   --figure baselines-report/sts_average.png --out benchmarks/results/baselines.md >/dev/null

@@ -159,3 +159,41 @@ def test_max_sentences_is_a_fixed_random_subset_in_file_order(tiny_data_dir):
     assert picked != everything[:5]  # not simply the head (the tiny corpus has more than 5 sentences)
     reseeded = load_recipe("005-ct", ["training.max_sentences=5", "training.seed=9"])
     assert training_sentences(method_context("ct", data_dir=tiny_data_dir, training=reseeded.training, train_data=reseeded.train_data)) == picked
+
+
+def test_user_pairs_select_last_checkpoint_and_time_budget(tiny_model_dir, tiny_data_dir, tmp_path):
+    """eval.dev: pairs:PATH selects on a user's pairs (0/1 labels: average precision), training.checkpoint=last keeps the
+    last step, training.max_minutes stops early and evaluates the step it stopped at; eval.tasks: none skips the final
+    evaluation."""
+    from conftest import tiny_recipe
+
+    from sentune.data.user_data import read_scored_pairs
+    from sentune.tasks.user_pairs import PairsEvaluator
+    from sentune.train.trainer import train
+
+    pairs = tmp_path / "dev.tsv"
+    pairs.write_text("".join(f"{a}\t{b}\t{y}\n" for a, b, y in [("a man plays", "a man plays the guitar", 1), ("the dog runs", "stock market price", 0)] * 6))
+    assert read_scored_pairs(pairs).metric == "average_precision"
+    recipe_path = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"max_steps": 6, "eval_steps": 2, "checkpoint": "last"})
+    recipe = load_recipe(str(recipe_path), [f"eval.dev=pairs:{pairs}", "eval.tasks=none"])
+    results = train(recipe, tmp_path / "last", data_dir=tiny_data_dir)
+    best = results["meta"]["best_checkpoint"]
+    assert best["step"] == 6 and best["dev_metric"] == "average_precision" and "dev_spearman" not in best
+    from sentence_transformers import SentenceTransformer
+
+    saved = SentenceTransformer(str(tmp_path / "last" / "model"), device="cpu")
+    assert best["dev_score"] == pytest.approx(PairsEvaluator(pairs).score(saved), abs=1e-6)  # the kept model is the last one
+    assert results["runs"]["model"]["tasks"] == {}
+    logged = [json.loads(line) for line in (tmp_path / "last" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in logged if "eval_dev_average_precision" in m] == [2, 4, 6]
+
+    timed = load_recipe(str(recipe_path), [f"eval.dev=pairs:{pairs}", "eval.tasks=none", "training.max_minutes=1e-6", "training.checkpoint=best"])
+    results = train(timed, tmp_path / "timed", data_dir=tiny_data_dir)
+    logged = [json.loads(line) for line in (tmp_path / "timed" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in logged if "eval_dev_average_precision" in m] == [1]  # stopped after one step, which was evaluated
+    assert results["meta"]["best_checkpoint"]["step"] == 1 and results["meta"]["training_seconds"] > 0
+
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("a\tb\t1\nc\td\n")
+    with pytest.raises(RecipeError, match=r"bad.tsv:2: malformed row"):
+        load_recipe(str(recipe_path), [f"eval.dev=pairs:{bad}"])

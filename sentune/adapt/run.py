@@ -316,6 +316,7 @@ def _train(candidate: Candidate, config, inputs, run: Path, data_dir, *, members
         "run": str(run.relative_to(run.parents[2])),
         "recipe": recipe.to_dict(),
         "best_checkpoint": results["meta"]["best_checkpoint"],
+        "training_seconds": results["meta"].get("training_seconds"),
         "finalize": results["meta"].get("finalize"),
     }
 

@@ -60,6 +60,7 @@ STEP_SCHEDULES = {
 
 class SentuneTrainer(SentenceTransformerTrainer):
     step_schedule: Callable[[int], float] | None = None  # a STEP_SCHEDULES entry, or None for the transformers scheduler named in the args
+    training_seconds: float = 0.0  # the time spent training, summed over resumes (training.max_minutes counts it)
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         if self.step_schedule is None:
@@ -313,6 +314,7 @@ def train(
             "recipe": recipe.to_dict(),
             "best_checkpoint": best,
             "resumed_from": checkpoint.name if checkpoint else None,
+            "training_seconds": trainer.training_seconds,  # summed over resumes
             "training_device": device,
             "training_precision": recipe.training.precision,
             "processes": world_size(),
@@ -362,9 +364,10 @@ def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_di
     score = trainer.state.best_metric
     if recipe.training.checkpoint == "last":  # the last step's weights, scored as they are kept
         step, score = trainer.state.global_step, evaluator(model)[evaluator.primary_metric]
-    best = {"step": step, "dev_score": score, "dev_metric": metric, "training_seconds": clock.seconds()}
+    best = {"step": step, "dev_score": score, "dev_metric": metric}
     if metric == "spearman":  # the key results pages and runners read
         best["dev_spearman"] = score
+    trainer.training_seconds = clock.seconds()
     if recipe.training.checkpoint == "last":
         return trainer, best
     if trainer.state.best_model_checkpoint and (Path(trainer.state.best_model_checkpoint) / LOSS_STATE).exists():

@@ -1,0 +1,200 @@
+"""`sentune adapt` on the tiny model: the choice (ties keep the unchanged model, a planted better candidate wins, test
+labels never change it), the saved model is the one scored, resume after SIGKILL retrains nothing finished, bad inputs
+are one line naming file:line, and the ready-made examples."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from sentune.adapt.candidates import Candidate, parse_methods, plan
+from sentune.adapt.run import AdaptError, Budget
+from sentune.adapt.select import select
+from sentune.cli import main
+from sentune.data.user_data import read_scored_pairs, write_corpus, write_scored_pairs
+from sentune.errors import UserError
+
+WORDS = "a the man woman dog cat plays runs eats guitar piano park food car street ball kid red blue big small".split()
+
+
+def _sentence(rng) -> str:
+    return " ".join(rng.choice(WORDS, size=int(rng.integers(3, 8))))
+
+
+@pytest.fixture
+def user_files(tmp_path):
+    """A corpus, dev pairs with graded scores, test pairs: random tiny-vocabulary sentences."""
+    rng = np.random.default_rng(0)
+    write_corpus(tmp_path / "corpus.txt", [_sentence(rng) for _ in range(80)])
+    write_scored_pairs(tmp_path / "dev.tsv", [(_sentence(rng), _sentence(rng), float(rng.uniform(0, 5))) for _ in range(40)])
+    write_scored_pairs(tmp_path / "test.tsv", [(_sentence(rng), _sentence(rng), float(rng.uniform(0, 5))) for _ in range(40)])
+    return tmp_path
+
+
+def _adapt(args: list[str]) -> int:
+    return main(["adapt", "--quiet", *args])
+
+
+def _planted(tmp_path: Path, dev_scores: dict[str, np.ndarray], gold: np.ndarray):
+    """select()'s inputs for candidates whose dev cosines are given."""
+    candidates = [Candidate(n, "unchanged" if n == "unchanged" else "pooling", n) for n in dev_scores]
+    records = {}
+    for name, scores in dev_scores.items():
+        folder = tmp_path / "candidates" / name
+        folder.mkdir(parents=True)
+        np.savez(folder / "scores.npz", dev=scores)
+        records[name] = {"name": name, "kind": "pooling", "seconds": 0.0, "dev_score": 0.0}
+    pairs = SimpleNamespace(pairs=[SimpleNamespace(score=g) for g in gold], metric="spearman")
+    inputs = SimpleNamespace(dev=pairs, test=None, corpus=["x"], dev_label="dev")
+    config = SimpleNamespace(model="m", example=None, test=None, budget=Budget(), sed_members=3, bootstrap_seed=0)
+    return records, candidates, inputs, tmp_path, config
+
+
+def test_selection_keeps_unchanged_on_ties_and_takes_a_planted_better_candidate(tmp_path):
+    rng = np.random.default_rng(3)
+    gold = rng.normal(size=300)
+    unchanged = gold + rng.normal(0, 1.5, 300)
+    # "a" is the same vectors, "b" a rescaling: the same ranking, so the same Spearman on every resample.
+    tied = select(*_planted(tmp_path / "tie", {"unchanged": unchanged, "a": unchanged.copy(), "b": unchanged * 2}, gold))
+    assert tied["choice"]["name"] == "unchanged" and "is kept" in tied["choice"]["reason"]
+    assert tied["candidates"]["a"]["dev"]["vs_unchanged"]["confidence"] == 0.0
+
+    better = gold + rng.normal(0, 0.5, 300)
+    args = _planted(tmp_path / "planted", {"unchanged": unchanged, "noisy": unchanged + rng.normal(0, 1, 300), "better": better}, gold)
+    found = select(*args)
+    assert found["choice"]["name"] == "better" and found["candidates"]["better"]["chosen"]
+    assert found["candidates"]["better"]["dev"]["vs_unchanged"]["confidence"] >= 0.95
+    row = found["candidates"]["better"]["dev"]
+    assert row["low"] <= row["score"] <= row["high"]
+
+
+def test_budget_and_methods_are_checked():
+    assert Budget.parse(None) == Budget() and Budget.parse("epoch") == Budget()
+    assert Budget.parse("500") == Budget(steps=500) and Budget.parse("10m") == Budget(minutes=10.0) and Budget.parse("300,2.5m") == Budget(300, 2.5)
+    for bad in ("0", "ten", "-3m", "5s"):
+        with pytest.raises(AdaptError, match="--budget"):
+            Budget.parse(bad)
+    assert parse_methods("ct,simcse,ct") == ("ct", "simcse")
+    with pytest.raises(UserError, match="--methods: unknown bert-flow"):
+        parse_methods("simcse,bert-flow")
+    names = [c.name for c in plan(parse_methods(None), "mean", baseline=True)]
+    assert names[0] == "unchanged" and "pooling-mean" not in names and "pooling-cls" in names  # the model's own pooling is not tried twice
+    assert names[-2:] == ["sed", "st-simcse"]
+
+
+def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_choice(tiny_model_dir, user_files, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.tasks.sts import cosine_scores
+
+    common = ["--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv")]
+    common += ["--methods", "poolings,whitening,flow,simcse,tsdae,sed", "--budget", "4", "--sed-members", "2"]
+    out = tmp_path / "run"
+    assert _adapt([*common, "--test", str(user_files / "test.tsv"), "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    names = list(results["candidates"])
+    assert names[:2] == ["unchanged", "pooling-cls"] and {"whitening", "flow", "simcse", "tsdae", "sed", "st-simcse"} <= set(names)
+    assert not results["candidates"]["st-simcse"]["eligible"] and not results["candidates"]["st-simcse"]["chosen"]
+    assert sum(c["chosen"] for c in results["candidates"].values()) == 1
+    assert all(c["dev"] and c["test"] for c in results["candidates"].values())
+    for page in ("results.md", "report.html", "scores.png", "dev_curves.png"):
+        assert (out / page).is_file(), page
+
+    # The saved model gives exactly the dev cosines its candidate was chosen on.
+    chosen = results["choice"]["name"]
+    model = SentenceTransformer(str(out / "model"), device="cpu")
+    dev = read_scored_pairs(out / "data" / "dev.tsv")
+    vectors = model.encode([s for p in dev.pairs for s in (p.a, p.b)], convert_to_numpy=True)
+    stored = np.load(out / "candidates" / chosen / "scores.npz")["dev"]
+    np.testing.assert_allclose(cosine_scores(vectors[0::2], vectors[1::2]), stored, atol=1e-4)
+
+    # Shuffled test labels: the same choice and dev rows; only the test rows move.
+    rows = [line.split("\t") for line in (user_files / "test.tsv").read_text().splitlines()]
+    labels = [r[2] for r in rows]
+    np.random.default_rng(1).shuffle(labels)
+    (user_files / "shuffled.tsv").write_text("".join(f"{a}\t{b}\t{y}\n" for (a, b, _), y in zip(rows, labels, strict=True)))
+    again = tmp_path / "shuffled"
+    assert _adapt([*common, "--test", str(user_files / "shuffled.tsv"), "--no-baseline", "--out", str(again)]) == 0
+    other = json.loads((again / "results.json").read_text())
+    assert other["choice"] == results["choice"]
+    for name in other["candidates"]:
+        assert other["candidates"][name]["dev"] == results["candidates"][name]["dev"], name
+
+
+def test_bad_inputs_are_one_line_naming_file_and_line(tiny_model_dir, user_files, tmp_path, capsys):
+    (tmp_path / "empty.txt").write_text("\n  \n")
+    (tmp_path / "malformed.tsv").write_text("a man\ta guy\t4\nthe dog runs\t3\n")
+    (tmp_path / "words.tsv").write_text("a man\ta guy\t4\nthe dog\ta cat\tsimilar\n")
+    base = ["--model", str(tiny_model_dir), "--out", str(tmp_path / "out")]
+    cases = {
+        ("--corpus", str(tmp_path / "empty.txt"), "--dev", str(user_files / "dev.tsv")): "empty.txt: file is empty",
+        ("--corpus", str(user_files / "corpus.txt"), "--dev", str(tmp_path / "malformed.tsv")): "malformed.tsv:2: malformed row",
+        (
+            "--corpus",
+            str(user_files / "corpus.txt"),
+            "--dev",
+            str(user_files / "dev.tsv"),
+            "--test",
+            str(tmp_path / "words.tsv"),
+        ): "words.tsv:2: label 'similar'",
+        ("--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv"), "--budget", "5x"): "--budget '5x'",
+    }
+    for args, message in cases.items():
+        assert _adapt([*base, *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and err.count("\n") == 0 and "Traceback" not in err, err
+    assert not (tmp_path / "out" / "candidates").exists()  # nothing ran
+
+
+def test_resume_after_kill_retrains_no_finished_candidate(tiny_model_dir, user_files, tmp_path):
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "sentune", "adapt", "--quiet", "--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt")]
+    args += ["--dev", str(user_files / "dev.tsv"), "--methods", "simcse,mirror", "--budget", "30", "--no-baseline", "--out", str(out)]
+    env = {**os.environ, "SENTUNE_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    mirror = out / "candidates" / "mirror" / "run" / "checkpoints"
+    deadline = time.time() + 240
+    while not any(mirror.glob("checkpoint-*/COMPLETE")):
+        assert proc.poll() is None and time.time() < deadline, f"adapt ended before it could be killed: {proc.stderr.read() if proc.poll() is not None else ''}"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = out / "candidates" / "simcse" / "candidate.json"
+    assert finished.is_file() and not (out / "candidates" / "mirror" / "candidate.json").exists()
+    before = (finished.read_text(), finished.stat().st_mtime_ns, (out / "candidates" / "simcse" / "run" / "metrics.jsonl").read_text())
+
+    resumed = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "simcse: done before, read back" in resumed.stdout
+    assert before == (finished.read_text(), finished.stat().st_mtime_ns, (out / "candidates" / "simcse" / "run" / "metrics.jsonl").read_text())
+    mirror_record = json.loads((out / "candidates" / "mirror" / "candidate.json").read_text())
+    assert mirror_record["best_checkpoint"]["step"] >= 1
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["candidates"]) == {"unchanged", "simcse", "mirror"} and (out / "model" / "modules.json").is_file()
+
+
+def test_examples_write_the_users_formats_from_the_catalog(tiny_data_dir, tmp_path):
+    from sentune.adapt.examples import example_names, write_example
+
+    assert example_names() == ["sick", "qqp", "mrpc", "stsb"]
+    for name in example_names():
+        files = write_example(name, tiny_data_dir, tmp_path / name)
+        corpus = files.corpus.read_text().splitlines()
+        dev, test = read_scored_pairs(files.dev), read_scored_pairs(files.test)
+        assert corpus and len(corpus) == len(set(corpus))
+        assert dev.pairs and test.pairs
+        assert dev.kind == ("binary" if name in ("qqp", "mrpc") else "scores"), name
+    # The sampled dev pairs are a fixed subset of their set: the same on every call.
+    first = (tmp_path / "qqp" / "dev.tsv").read_text()
+    assert write_example("qqp", tiny_data_dir, tmp_path / "again").dev.read_text() == first
+    with pytest.raises(UserError, match="--example 'bank': unknown; examples: sick, qqp, mrpc, stsb"):
+        write_example("bank", tiny_data_dir, tmp_path / "x")
