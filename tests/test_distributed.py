@@ -145,3 +145,32 @@ def test_two_process_training_writes_one_model_and_resumes_after_kill(tiny_model
     wa, wb = (load_file(str(tmp_path / run / "model" / "model.safetensors")) for run in ("straight", "killed"))
     for name in wa:
         torch.testing.assert_close(wb[name], wa[name], rtol=0, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_accelerate_launch_trains_like_torchrun(tiny_model_dir, tiny_data_dir, tmp_path):
+    """`accelerate launch --multi_gpu --num_processes 2 -m sentune train` (the other standard launcher; with
+    training.device=cpu its processes use gloo, GPUs or not): one run folder, two processes recorded, and the weights of
+    the same two-process run under torchrun. (accelerate's `--cpu` starts one process unless an MPI host file is given.)"""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import tiny_recipe
+    from safetensors.torch import load_file
+
+    recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"max_steps": 6, "eval_steps": 3, "device": "cpu"})
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "SENTUNE_DATA": str(tiny_data_dir)}
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no"]
+    launch += ["--dynamo_backend", "no", "-m", "sentune", "train", str(recipe), "--out", "accelerate"]
+    done = subprocess.run(launch, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("sentune train: method simcse") == 1  # one process speaks
+    reference = _torchrun([str(recipe), "--out", "torchrun"], tmp_path, env)
+    _, err = reference.communicate(timeout=300)
+    assert reference.returncode == 0, err[-3000:]
+    a, b = (json.loads((tmp_path / run / "results.json").read_text()) for run in ("accelerate", "torchrun"))
+    assert a["meta"]["processes"] == b["meta"]["processes"] == 2 and a["meta"]["best_checkpoint"] == b["meta"]["best_checkpoint"]
+    wa, wb = (load_file(str(tmp_path / run / "model" / "model.safetensors")) for run in ("accelerate", "torchrun"))
+    for name in wa:
+        torch.testing.assert_close(wa[name], wb[name], rtol=0, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}")
