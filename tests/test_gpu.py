@@ -13,7 +13,7 @@ from sentune.cli import main
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
-SENTENCE_METHODS = ["sg", "sg-opt", "simcse", "mirror", "mirror-char", "flow-joint", "st-mnrl", "st-ct", "ct"]
+SENTENCE_METHODS = ["sg", "sg-opt", "simcse", "mirror", "mirror-char", "flow-joint", "st-mnrl", "st-ct", "ct", "tsdae"]
 
 
 def _train(tmp_path, method, model, data_dir, train_data="wiki", params=None, training=None):
@@ -122,3 +122,29 @@ def test_a_nan_loss_on_cuda_stops_training_with_the_step(tiny_model_dir, tiny_da
     recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, params={"temperature": 1e-45}, training={"device": "cuda", "max_steps": 3})
     assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]) == 2
     assert "the loss is nan at step 0" in capsys.readouterr().err
+
+
+def test_adapt_runs_on_cuda(tiny_model_dir, tmp_path):
+    """`sentune adapt --device cuda`: the untuned scoring, the post-processor fits and the trained candidates on the GPU."""
+    rng = np.random.default_rng(0)
+    words = "a the man woman dog cat plays runs eats guitar piano park food car street ball".split()
+    sentence = lambda: " ".join(rng.choice(words, size=5))
+    (tmp_path / "corpus.txt").write_text("".join(sentence() + "\n" for _ in range(64)))
+    (tmp_path / "dev.tsv").write_text("".join(f"{sentence()}\t{sentence()}\t{rng.uniform(0, 5):.2f}\n" for _ in range(30)))
+    out = tmp_path / "run"
+    args = [
+        "adapt",
+        "--quiet",
+        "--device",
+        "cuda",
+        "--model",
+        str(tiny_model_dir),
+        "--corpus",
+        str(tmp_path / "corpus.txt"),
+        "--dev",
+        str(tmp_path / "dev.tsv"),
+    ]
+    assert main([*args, "--methods", "poolings,whitening,flow,simcse", "--budget", "3", "--out", str(out)]) == 0
+    run = json.loads((out / "candidates" / "simcse" / "run" / "results.json").read_text())
+    assert run["meta"]["training_device"].startswith("cuda")
+    assert json.loads((out / "results.json").read_text())["choice"]["name"]
