@@ -103,3 +103,26 @@ def test_corpus_formats_deduplicate_and_reject_empty_input(tmp_path):
         read_user_corpus(_write(tmp_path / "j2.jsonl", "plain text\n"))
     with pytest.raises(DataError, match="k.csv:1: no column 'text'"):
         read_user_corpus(_write(tmp_path / "k.csv", "id,body\n1,a\n"), column="text")
+
+
+def test_pairs_evaluator_known_answers_and_naive_cosines(tiny_st, tmp_path):
+    """Identical sentences have cosine 1 and different ones less, so pairs labelled 1 exactly when identical rank
+    perfectly (average precision 100); the cosines equal a naive per-sentence encode."""
+    from sentune.tasks.user_pairs import PairsEvaluator
+
+    sentences = ["a man plays the guitar", "the dog runs in the park", "two kids eat food", "stock market price rises today"]
+    rows = [(s, s, 1) for s in sentences] + [(a, b, 0) for a, b in zip(sentences, sentences[1:] + sentences[:1], strict=True)]
+    path = _write(tmp_path / "pairs.tsv", "".join(f"{a}\t{b}\t{y}\n" for a, b, y in rows))
+    evaluator = PairsEvaluator(path)
+    assert evaluator.primary_metric == "dev_average_precision"
+    assert evaluator(tiny_st) == {"dev_average_precision": pytest.approx(100.0)}
+    found = evaluator.similarities(tiny_st)
+    naive = []
+    for a, b, _ in rows:
+        u, v = (tiny_st.encode([s], convert_to_numpy=True)[0].astype(np.float64) for s in (a, b))
+        naive.append(u @ v / (np.linalg.norm(u) * np.linalg.norm(v)))
+    np.testing.assert_allclose(found, naive, atol=1e-5)
+    # Graded scores on the pairs of different sentences (identical ones tie at cosine 1 up to float noise).
+    gold = np.array([1.0, 3.0, 2.0, 4.0])
+    graded = _write(tmp_path / "graded.tsv", "".join(f"{a}\t{b}\t{g}\n" for (a, b, _), g in zip(rows[4:], gold, strict=True)))
+    assert PairsEvaluator(graded).score(tiny_st) == pytest.approx(_naive_spearman(gold, np.array(naive[4:])), abs=1e-6)
