@@ -53,7 +53,8 @@ def render(kept: Path = KEPT) -> str:
         "Default model (all-MiniLM-L6-v2), default budget (one pass over the corpus per candidate, dev evaluated 10 times, "
         "early stop after 3 without a new best), 2 CPU cores. The choice reads only the dev pairs; test is scored afterwards. "
         "`st-simcse` is sentence-transformers' own SimCSE recipe (MNRL on (s, s), batch 64, lr 3e-5, one epoch, last "
-        "checkpoint), reported beside the candidates and never chosen.",
+        "checkpoint), reported beside the candidates and never chosen. Minutes are wall-clock on a 2-core machine that at times "
+        "also ran the test suite or another domain: they overstate a candidate's cost on an idle machine.",
         "",
         "## Summary (test set)",
         "",

@@ -198,3 +198,23 @@ def test_examples_write_the_users_formats_from_the_catalog(tiny_data_dir, tmp_pa
     assert write_example("qqp", tiny_data_dir, tmp_path / "again").dev.read_text() == first
     with pytest.raises(UserError, match="--example 'bank': unknown; examples: sick, qqp, mrpc, stsb"):
         write_example("bank", tiny_data_dir, tmp_path / "x")
+
+
+def test_a_normalising_pipeline_trains_raw_and_is_saved_normalised(tiny_st, tmp_path):
+    """A base model ending in Normalize (as all-MiniLM-L6-v2) trains its own pooling without it (CT's dot product and
+    TSDAE's decoder need the raw vector) and the chosen model gets it back, so users' dot products stay cosines."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize
+
+    from sentune.adapt.candidates import own_pooling
+    from sentune.adapt.run import _save_choice
+
+    base = SentenceTransformer(modules=[*tiny_st, Normalize()], device="cpu")
+    assert own_pooling(base) == "mean" and own_pooling(tiny_st) == "mean"
+    results = {"choice": {"name": "pooling-cls", "reason": "planted"}}
+    _save_choice(results, [Candidate("pooling-cls", "pooling", "cls")], base, tmp_path)
+    saved = SentenceTransformer(str(tmp_path / "model"), device="cpu")
+    assert [type(m).__name__ for m in saved][-2:] == ["Pooling", "Normalize"]
+    vectors = saved.encode(["a man plays the guitar", "the dog runs"])
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert "## Chosen by sentune adapt" in (tmp_path / "model" / "README.md").read_text()

@@ -78,7 +78,7 @@ def render_markdown(results: dict, plots: list[tuple[str, str]]) -> str:
 
 
 def dev_curves(results: dict, out: Path) -> Path | None:
-    """Dev score against training step for every trained candidate, the unchanged model's as a dashed line."""
+    """Dev score against training rows seen (steps × batch) for every trained candidate, the unchanged model's as a dashed line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -89,7 +89,8 @@ def dev_curves(results: dict, out: Path) -> Path | None:
         metrics = out / c["run"] / "metrics.jsonl" if c.get("run") else None
         if metrics and metrics.is_file():
             key = f"eval_dev_{results['meta']['dev']['metric']}"
-            points = [(m["step"], m[key]) for m in map(json.loads, metrics.read_text().splitlines()) if key in m]
+            batch = c["recipe"]["training"]["batch_size"]  # methods differ in batch size: compare them by sentences seen
+            points = [(m["step"] * batch, m[key]) for m in map(json.loads, metrics.read_text().splitlines()) if key in m]
             if points:
                 curves[name] = points
     if not curves:
@@ -99,7 +100,7 @@ def dev_curves(results: dict, out: Path) -> Path | None:
         ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=name)
     unchanged = results["candidates"]["unchanged"]["dev"]["score"]
     ax.axhline(unchanged, color="black", linestyle="--", linewidth=1, label="unchanged")
-    ax.set_xlabel("training step")
+    ax.set_xlabel("training rows seen (steps × batch size)")
     ax.set_ylabel(f"dev {METRIC_NAMES[results['meta']['dev']['metric']]}")
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -20,7 +20,7 @@ import logging
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +89,9 @@ class AdaptConfig:
     bootstrap_seed: int = 0
     example: str | None = None  # the --example it came from, for the report
     show_progress: bool = True
+    # What training candidates train: the model's own token pooling without its trailing Normalize when its pipeline is
+    # that simple (set by adapt(); CT's dot product and TSDAE's decoder need the raw vector), else 'model'.
+    training_pooling: str = "model"
 
 
 @dataclass
@@ -178,7 +181,9 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
     out.mkdir(parents=True, exist_ok=True)
     inputs = prepare(config, out, data_dir)
     base = load_model(config.model)
-    candidates = plan(config.methods, own_pooling(base), config.baseline)
+    own = own_pooling(base)
+    config = replace(config, training_pooling=own or "model")
+    candidates = plan(config.methods, own, config.baseline)
     scorer = Scorer(inputs, config.show_progress)
     print(
         f"sentune adapt: {len(candidates)} candidates for {config.model} on {len(inputs.corpus)} corpus sentences; "
@@ -285,6 +290,7 @@ def _overrides(config: AdaptConfig, inputs: Inputs, out: Path, recipe_name: str)
         f"model={config.model}",
         f"train_data=file:{data / 'corpus.txt'}",
         f"eval.dev=pairs:{data / 'dev.tsv'}",
+        f"pooling={config.training_pooling}",
         f"training.max_steps={steps}",
         f"training.eval_steps={max(1, math.ceil(steps / EVALUATIONS))}",
         f"training.patience={PATIENCE}",
@@ -339,18 +345,25 @@ def _sed_members(config: AdaptConfig, inputs: Inputs, out: Path, data_dir, recor
 
 
 def _save_choice(results: dict, candidates: list[Candidate], base, out: Path) -> None:
-    """OUT/model: the chosen candidate, loadable with SentenceTransformer(path), its card saying why it was chosen."""
+    """OUT/model: the chosen candidate, loadable with SentenceTransformer(path), its card saying why it was chosen. A
+    base model whose pipeline ends by normalising (all-MiniLM-L6-v2) keeps doing so: candidates trained or pooled without
+    it get it back (the cosines they were scored on do not change)."""
     chosen = results["choice"]["name"]
     candidate = next(c for c in candidates if c.name == chosen)
     card = f"\n\n## Chosen by sentune adapt\n\n{results['choice']['reason']}\n"
     folder = out / "candidates" / chosen
     if candidate.kind == "unchanged":
-        save_atomic(base, out / "model", readme_extra=card)
+        model = base
     elif candidate.kind == "pooling":
-        save_atomic(with_pooling(base, candidate.setting), out / "model", readme_extra=card)
+        model = with_pooling(base, candidate.setting)
     else:
-        source = folder / "model" if candidate.kind == "postprocess" else folder / "run" / "model"
-        save_atomic(load_model(str(source)), out / "model", readme_extra=card)
+        model = load_model(str(folder / "model" if candidate.kind == "postprocess" else folder / "run" / "model"))
+    if type(list(base)[-1]).__name__ == "Normalize" and type(list(model)[-1]).__name__ != "Normalize":
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.models import Normalize
+
+        model = SentenceTransformer(modules=[*model, Normalize()], device=str(model.device))
+    save_atomic(model, out / "model", readme_extra=card)
     logger.info("saved the chosen model (%s) to %s", chosen, out / "model")
 
 
