@@ -42,6 +42,18 @@ def summary_row(name: str, results: dict) -> list[str]:
     ]
 
 
+def hindsight(results: dict) -> list[str]:
+    """What the test set says about candidates the dev pairs could not separate (read after the choice, never by it)."""
+    helped = [
+        f"`{n}` ({_pm(c['test'])})"
+        for n, c in results["candidates"].items()
+        if c["eligible"] and c.get("test") and "vs_unchanged" in c["test"] and c["test"]["vs_unchanged"]["confidence"] >= 0.95 and not c["chosen"]
+    ]
+    if not helped:
+        return []
+    return [f"Better than unchanged on test with ≥ 95 % confidence but not chosen (dev did not show it): {', '.join(helped)}.", ""]
+
+
 def render(kept: Path = KEPT) -> str:
     found = {d: json.loads((kept / d / "results.json").read_text()) for d in DOMAINS if (kept / d / "results.json").is_file()}
     lines = [
@@ -79,6 +91,7 @@ def render(kept: Path = KEPT) -> str:
             "",
             f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.",
             "",
+            *hindsight(results),
             candidate_table(results),
             "",
             f"![scores]({'adapt/' + name + '/scores.png'})",

@@ -218,3 +218,13 @@ def test_a_normalising_pipeline_trains_raw_and_is_saved_normalised(tiny_st, tmp_
     vectors = saved.encode(["a man plays the guitar", "the dog runs"])
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert "## Chosen by sentune adapt" in (tmp_path / "model" / "README.md").read_text()
+
+
+def test_without_dev_pairs_stsb_dev_selects_and_the_report_says_so(tiny_model_dir, tiny_data_dir, user_files, tmp_path):
+    out = tmp_path / "run"
+    args = ["--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt"), "--methods", "poolings", "--no-baseline"]
+    assert _adapt([*args, "--data", str(tiny_data_dir), "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["meta"]["dev"]["label"] == "STS-B-dev (no --dev given)" and results["meta"]["test"] is None
+    assert len(read_scored_pairs(out / "data" / "dev.tsv").pairs) == 24  # the tiny data directory's STS-B dev
+    assert "STS-B-dev (no --dev given)" in (out / "results.md").read_text()
