@@ -65,6 +65,8 @@ def test_choice_keeps_the_baseline_on_ties_and_takes_a_planted_better_candidate(
     slightly_worse = baseline + rng.normal(0, 0.5, 300)
     picked = choose(gold, ("unchanged", baseline), [("worse", slightly_worse), ("better", better)], spearman)
     assert picked.name == "better" and picked.comparisons["better"].confidence >= 0.95
+    worse = choose(gold, ("unchanged", baseline), [("worse", baseline + rng.normal(0, 3, 300))], spearman)
+    assert worse.name == "unchanged" and worse.reason.startswith("no candidate scores above unchanged on dev (the best, worse: ")
 
 
 def _write(path, text):

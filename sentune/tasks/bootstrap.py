@@ -109,6 +109,12 @@ def choose(gold: np.ndarray, baseline: tuple[str, np.ndarray], candidates: Seque
         return Choice(
             best, comparisons, f"{best} beats {base_name} on dev with {found.confidence:.1%} confidence ({found.candidate:.2f} vs {found.baseline:.2f})"
         )
+    if found.candidate <= found.baseline:
+        return Choice(
+            base_name,
+            comparisons,
+            f"no candidate scores above {base_name} on dev (the best, {best}: {found.candidate:.2f} vs {found.baseline:.2f}): {base_name} is kept",
+        )
     return Choice(
         base_name,
         comparisons,
