@@ -107,21 +107,17 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
     OUT/data, and claim the folder for these settings."""
     corpus = read_user_corpus(config.corpus, config.corpus_column)
     if config.dev is not None:
-        dev, dev_label = read_scored_pairs(config.dev), str(config.dev)
+        dev_rows, dev_label = [(p.a, p.b, p.score) for p in read_scored_pairs(config.dev).pairs], str(config.dev)
     else:
         if data_dir is None:
             raise AdaptError("--dev not given and no data directory (--data or SENTUNE_DATA) for the STS-B dev pairs it then uses")
         examples = load_task(select_tasks(DEFAULT_DEV)[0], data_dir)
-        pairs = [p for split in examples.values() for p in split]
-        data = out / "data"
-        data.mkdir(parents=True, exist_ok=True)
-        write_scored_pairs(data / "dev.tsv", [(p.a, p.b, p.score) for p in pairs])
-        dev, dev_label = read_scored_pairs(data / "dev.tsv"), f"{DEFAULT_DEV} (no --dev given)"
+        dev_rows, dev_label = [(p.a, p.b, p.score) for split in examples.values() for p in split], f"{DEFAULT_DEV} (no --dev given)"
     test = read_scored_pairs(config.test) if config.test is not None else None
     data = out / "data"
     data.mkdir(parents=True, exist_ok=True)
     write_corpus(data / "corpus.txt", corpus)
-    write_scored_pairs(data / "dev.tsv", [(p.a, p.b, p.score) for p in dev.pairs])
+    write_scored_pairs(data / "dev.tsv", dev_rows)
     if test is not None:
         write_scored_pairs(data / "test.tsv", [(p.a, p.b, p.score) for p in test.pairs])
     _claim(out, config, data)
@@ -255,15 +251,30 @@ def _what(candidate: Candidate, config: AdaptConfig, inputs: Inputs) -> str:
 
 def _untuned(candidate: Candidate, base, scorer: Scorer, out: Path) -> dict[str, np.ndarray]:
     """Every untuned pooling in one forward pass (cached for the others), then this candidate's column."""
+    flat = dict(np.load(_untuned_cache(base, scorer, out)))
+    return {split: flat[f"{candidate.setting}/{split}"] for split in scorer.splits}
+
+
+def _untuned_cache(base, scorer: Scorer, out: Path) -> Path:
+    """One forward pass over the pairs for every untuned pooling: their cosines, and the model's own vectors (the
+    post-processors transform those instead of encoding the pairs again)."""
     cache = out / "candidates" / ".untuned.npz"
     if not cache.is_file():
         from sentune.adapt.candidates import UNTUNED_POOLINGS
 
         vectors = scorer.encode(base, ["model", *UNTUNED_POOLINGS], "scoring the untuned poolings")
         flat = {f"{name}/{split}": sims for name, v in vectors.items() for split, sims in scorer.of_vectors(v).items()}
-        np.savez(str(cache), **flat)  # type: ignore[arg-type]
-    flat = dict(np.load(cache))
-    return {split: flat[f"{candidate.setting}/{split}"] for split in scorer.splits}
+        np.savez(str(cache), model_vectors=vectors["model"], **flat)  # type: ignore[arg-type]
+    return cache
+
+
+def _corpus_vectors(base, inputs: Inputs, out: Path, show_progress: bool) -> np.ndarray:
+    """The corpus under the model's own pipeline, encoded once for every post-processor fitted on it."""
+    cache = out / "candidates" / ".corpus-model.npy"
+    if not cache.is_file():
+        vectors = Encoder(base, "model", show_progress=show_progress, desc="encoding the corpus to fit the post-processors").encode(inputs.corpus)
+        np.save(cache, vectors)
+    return np.load(cache)
 
 
 def _postprocessed(candidate: Candidate, base, scorer: Scorer, inputs: Inputs, folder: Path, config: AdaptConfig) -> dict[str, np.ndarray]:
@@ -272,24 +283,25 @@ def _postprocessed(candidate: Candidate, base, scorer: Scorer, inputs: Inputs, f
     from sentence_transformers import SentenceTransformer
 
     settings = {"show_progress": config.show_progress} if candidate.setting == "flow" else {}
-    corpus = Encoder(base, "model", show_progress=config.show_progress, desc=f"encoding the corpus to fit {candidate.setting}").encode(inputs.corpus)
-    fitted = get_postprocessor(candidate.setting)(**settings).fit(corpus)
-    pairs = scorer.encode(base, ["model"], f"{candidate.name}: scoring the pairs")["model"]
+    fitted = get_postprocessor(candidate.setting)(**settings).fit(_corpus_vectors(base, inputs, folder.parents[1], config.show_progress))
+    pairs = np.load(_untuned_cache(base, scorer, folder.parents[1]))["model_vectors"]
     save_atomic(SentenceTransformer(modules=list(base) + fitted.to_modules(), device=str(base.device)), folder / "model")
     return scorer.of_vectors(fitted.transform(pairs))
 
 
-def _overrides(config: AdaptConfig, inputs: Inputs, out: Path, recipe_name: str) -> list[str]:
-    """What adapt sets on a bundled candidate recipe: the model, the corpus, the dev pairs, the steps and early stopping."""
+def _overrides(config: AdaptConfig, inputs: Inputs, out: Path, recipe_name: str, baseline: bool = False) -> list[str]:
+    """What adapt sets on a bundled candidate recipe: the model, the corpus, the dev pairs, the steps and early stopping.
+    The baseline keeps its own defaults (one epoch, the last checkpoint, no budget); only its dev curve is set."""
     from sentune.train.recipe import load_recipe
 
     data = out / "data"
     batch = load_recipe(recipe_name, check=False).training.batch_size
-    steps = config.budget.steps or max(1, math.ceil(len(inputs.corpus) / batch))
-    overrides = [
-        f"model={config.model}",
-        f"train_data=file:{data / 'corpus.txt'}",
-        f"eval.dev=pairs:{data / 'dev.tsv'}",
+    epoch = max(1, math.ceil(len(inputs.corpus) / batch))
+    overrides = [f"model={config.model}", f"train_data=file:{data / 'corpus.txt'}", f"eval.dev=pairs:{data / 'dev.tsv'}"]
+    if baseline:
+        return overrides + [f"training.eval_steps={max(1, math.ceil(epoch / EVALUATIONS))}"]
+    steps = config.budget.steps or epoch
+    overrides += [
         f"pooling={config.training_pooling}",
         f"training.max_steps={steps}",
         f"training.eval_steps={max(1, math.ceil(steps / EVALUATIONS))}",
@@ -304,12 +316,7 @@ def _train(candidate: Candidate, config, inputs, run: Path, data_dir, *, members
     from sentune.train.recipe import load_recipe
     from sentune.train.trainer import train
 
-    if candidate.kind == "baseline":  # its own defaults: one epoch, the last checkpoint, no budget, no early stop
-        data = run.parents[2] / "data"
-        overrides = [f"model={config.model}", f"train_data=file:{data / 'corpus.txt'}", f"eval.dev=pairs:{data / 'dev.tsv'}"]
-        overrides.append(f"training.eval_steps={max(1, math.ceil(len(inputs.corpus) / 64 / EVALUATIONS))}")
-    else:
-        overrides = _overrides(config, inputs, run.parents[2], candidate.setting)
+    overrides = _overrides(config, inputs, run.parents[2], candidate.setting, baseline=candidate.kind == "baseline")
     if members is not None:
         overrides.append(f"params.members={json.dumps(members)}")
     if seed is not None:

@@ -17,8 +17,9 @@ from sentune.tasks.bootstrap import METRICS, choose, paired_bootstrap, resamples
 TEST_SEED_OFFSET = 1  # the test resamples differ from the dev ones
 
 
-def _split_rows(gold: np.ndarray, scores: dict[str, np.ndarray], metric: str, seed: int) -> dict[str, dict]:
-    """Per candidate: score, its interval, accuracy at the best threshold (0/1 labels), and the comparison with unchanged."""
+def _split_rows(gold: np.ndarray, scores: dict[str, np.ndarray], metric: str, seed: int, compared: dict | None = None) -> dict[str, dict]:
+    """Per candidate: score, its interval, accuracy at the best threshold (0/1 labels), and the comparison with unchanged
+    (`compared`: comparisons already made on the same resamples, i.e. the choice's on dev, reused)."""
     draws = resamples(len(gold), seed=seed)
     measure = METRICS[metric]
     rows = {}
@@ -28,7 +29,8 @@ def _split_rows(gold: np.ndarray, scores: dict[str, np.ndarray], metric: str, se
         if metric == "average_precision":
             row["accuracy"] = METRICS["accuracy"](gold, predicted)
         if name != UNCHANGED:
-            row["vs_unchanged"] = asdict(paired_bootstrap(gold, predicted, scores[UNCHANGED], measure, draws))
+            found = (compared or {}).get(name) or paired_bootstrap(gold, predicted, scores[UNCHANGED], measure, draws)
+            row["vs_unchanged"] = asdict(found)
         rows[name] = row
     return rows
 
@@ -55,7 +57,7 @@ def select(records: dict[str, dict], candidates: list[Candidate], inputs, out: P
         "choice": {"name": choice.name, "reason": choice.reason},
         "candidates": {},
     }
-    dev_rows = _split_rows(dev_gold, {n: s["dev"] for n, s in scored.items()}, metric, config.bootstrap_seed)
+    dev_rows = _split_rows(dev_gold, {n: s["dev"] for n, s in scored.items()}, metric, config.bootstrap_seed, choice.comparisons)
     test_rows = {}
     if inputs.test is not None:
         test_gold = np.array([p.score for p in inputs.test.pairs])
