@@ -13,7 +13,7 @@ for example in ${EXAMPLES:-sick mrpc stsb qqp}; do
   sentune adapt --example "$example" ${BUDGET:+--budget "$BUDGET"} --quiet --out "$out"
   dst=benchmarks/results/adapt/$example
   mkdir -p "$dst"
-  for f in results.json results.md report.html scores.png dev_curves.png; do
+  for f in results.json results.md report.html scores.png dev_curves.png wise_curve.png; do
     [ -f "$out/$f" ] && cp "$out/$f" "$dst/"
   done
 done

@@ -97,8 +97,9 @@ def render(kept: Path = KEPT) -> str:
             f"![scores]({'adapt/' + name + '/scores.png'})",
             "",
         ]
-        if (kept / name / "dev_curves.png").is_file():
-            lines += [f"![dev curves]({'adapt/' + name + '/dev_curves.png'})", ""]
+        for plot, title in (("dev_curves.png", "dev curves"), ("wise_curve.png", "wise: dev score against α")):
+            if (kept / name / plot).is_file():
+                lines += [f"![{title}]({'adapt/' + name + '/' + plot})", ""]
     return "\n".join(lines)
 
 

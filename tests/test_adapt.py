@@ -88,7 +88,7 @@ def test_budget_and_methods_are_checked():
         parse_methods("simcse,bert-flow")
     names = [c.name for c in plan(parse_methods(None), "mean", baseline=True)]
     assert names[0] == "unchanged" and "pooling-mean" not in names and "pooling-cls" in names  # the model's own pooling is not tried twice
-    assert names[-2:] == ["sed", "st-simcse"]
+    assert names[-3:] == ["sed", "wise", "st-simcse"]
 
 
 def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_choice(tiny_model_dir, user_files, tmp_path):
@@ -97,25 +97,29 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     from sentune.tasks.sts import cosine_scores
 
     common = ["--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv")]
-    common += ["--methods", "poolings,whitening,flow,simcse,tsdae,sed", "--budget", "4", "--sed-members", "2"]
+    common += ["--methods", "poolings,whitening,flow,simcse,tsdae,sed,wise", "--budget", "4", "--sed-members", "2"]
     out = tmp_path / "run"
     assert _adapt([*common, "--test", str(user_files / "test.tsv"), "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
     names = list(results["candidates"])
-    assert names[:2] == ["unchanged", "pooling-cls"] and {"whitening", "flow", "simcse", "tsdae", "sed", "st-simcse"} <= set(names)
+    assert names[:2] == ["unchanged", "pooling-cls"] and {"whitening", "flow", "simcse", "tsdae", "sed", "wise", "st-simcse"} <= set(names)
     assert not results["candidates"]["st-simcse"]["eligible"] and not results["candidates"]["st-simcse"]["chosen"]
     assert sum(c["chosen"] for c in results["candidates"].values()) == 1
     assert all(c["dev"] and c["test"] for c in results["candidates"].values())
-    for page in ("results.md", "report.html", "scores.png", "dev_curves.png"):
+    wise = results["candidates"]["wise"]
+    tuned = {n: c["dev"]["score"] for n, c in results["candidates"].items() if c["kind"] in ("trained", "sed")}
+    assert wise["source"] == max(tuned, key=tuned.get) and wise["alpha"] in [a for a, _ in wise["curve"]]
+    assert wise["dev"]["score"] == pytest.approx(max(s for _, s in wise["curve"][:-1]), abs=1e-9)  # the best α on dev
+    for page in ("results.md", "report.html", "scores.png", "dev_curves.png", "wise_curve.png"):
         assert (out / page).is_file(), page
 
-    # The saved model gives exactly the dev cosines its candidate was chosen on.
+    # The saved model gives exactly the dev cosines its candidate was chosen on; so does the interpolated one's.
     chosen = results["choice"]["name"]
-    model = SentenceTransformer(str(out / "model"), device="cpu")
     dev = read_scored_pairs(out / "data" / "dev.tsv")
-    vectors = model.encode([s for p in dev.pairs for s in (p.a, p.b)], convert_to_numpy=True)
-    stored = np.load(out / "candidates" / chosen / "scores.npz")["dev"]
-    np.testing.assert_allclose(cosine_scores(vectors[0::2], vectors[1::2]), stored, atol=1e-4)
+    for name, folder in ((chosen, out / "model"), ("wise", out / "candidates" / "wise" / "model")):
+        vectors = SentenceTransformer(str(folder), device="cpu").encode([s for p in dev.pairs for s in (p.a, p.b)], convert_to_numpy=True)
+        stored = np.load(out / "candidates" / name / "scores.npz")["dev"]
+        np.testing.assert_allclose(cosine_scores(vectors[0::2], vectors[1::2]), stored, atol=1e-4, err_msg=name)
 
     # Shuffled test labels: the same choice and dev rows; only the test rows move.
     rows = [line.split("\t") for line in (user_files / "test.tsv").read_text().splitlines()]

@@ -128,3 +128,40 @@ def test_pairs_evaluator_known_answers_and_naive_cosines(tiny_st, tmp_path):
     gold = np.array([1.0, 3.0, 2.0, 4.0])
     graded = _write(tmp_path / "graded.tsv", "".join(f"{a}\t{b}\t{g}\n" for (a, b, _), g in zip(rows[4:], gold, strict=True)))
     assert PairsEvaluator(graded).score(tiny_st) == pytest.approx(_naive_spearman(gold, np.array(naive[4:])), abs=1e-6)
+
+
+def test_wise_interpolation_matches_the_formula_and_refuses_other_shapes(tiny_st):
+    """θ_α = (1 − α)·θ_0 + α·θ_1 for every weight of the transformer (a naive per-tensor sum), the tuned model's other
+    modules kept, the base model untouched; α = 0 and 1 are the two ends; another architecture is refused."""
+    import copy
+
+    import torch
+
+    from sentune.adapt.wise import NotInterpolable, best_alpha, interpolate, transformer_of
+
+    tuned = copy.deepcopy(tiny_st)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for param in transformer_of(tuned).parameters():
+            param.add_(torch.randn_like(param))
+    start = {k: v.clone() for k, v in transformer_of(tiny_st).state_dict().items()}
+    end = transformer_of(tuned).state_dict()
+    for alpha in (0.0, 0.3, 1.0):
+        mixed = transformer_of(interpolate(tiny_st, tuned, alpha)).state_dict()
+        for name, value in end.items():
+            expected = (1 - alpha) * start[name] + alpha * value if value.is_floating_point() else value
+            torch.testing.assert_close(mixed[name], expected, rtol=0, atol=1e-6)
+    for name, value in transformer_of(tiny_st).state_dict().items():
+        assert torch.equal(value, start[name]), name
+    sentences = ["a man plays the guitar", "the dog runs"]
+    np.testing.assert_allclose(interpolate(tiny_st, tuned, 1.0).encode(sentences), tuned.encode(sentences), atol=1e-6)
+    np.testing.assert_allclose(interpolate(tiny_st, tuned, 0.0).encode(sentences), tiny_st.encode(sentences), atol=1e-6)
+
+    wider = copy.deepcopy(tuned)
+    layer = transformer_of(wider).encoder.layer[0].intermediate
+    layer.dense = torch.nn.Linear(layer.dense.in_features, layer.dense.out_features + 1)
+    with pytest.raises(NotInterpolable, match="the transformers differ"):
+        interpolate(tiny_st, wider, 0.5)
+
+    assert best_alpha({0.1: 80.0, 0.5: 82.0, 0.9: 81.0}) == 0.5
+    assert best_alpha({0.1: 80.0, 0.3: 82.0, 0.6: 82.0}) == 0.3  # a tie: the one nearer the unchanged model

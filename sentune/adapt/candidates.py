@@ -1,6 +1,7 @@
 """What `sentune adapt` tries, in order: the model as it is (always), its other untuned poolings, whitening and the flow
-fitted on the corpus, the label-free training methods, SED over seeds of the best trained one, and, reported beside
-them but never chosen, sentence-transformers' own SimCSE recipe (the user's usual alternative)."""
+fitted on the corpus, the label-free training methods, SED over seeds of the best trained one, the best tuned one's
+weights interpolated with the unchanged model's (WiSE-FT, sentune.adapt.wise), and, reported beside them but never
+chosen, sentence-transformers' own SimCSE recipe (the user's usual alternative)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ UNTUNED_POOLINGS = ("cls", "mean", "max", "first-last", "last2")
 POSTPROCESSED = ("whitening", "flow")
 TRAINED = ("simcse", "mirror", "ct", "sg-opt", "tsdae")  # each a bundled recipe sentune/recipes/adapt/NAME.yaml
 SED = "sed"
+WISE = "wise"
 BASELINE = "st-simcse"
-METHODS = ("poolings", *POSTPROCESSED, *TRAINED, SED)  # what --methods picks from
+METHODS = ("poolings", *POSTPROCESSED, *TRAINED, SED, WISE)  # what --methods picks from
 
-Kind = Literal["unchanged", "pooling", "postprocess", "trained", "sed", "baseline"]
+Kind = Literal["unchanged", "pooling", "postprocess", "trained", "sed", "wise", "baseline"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ def plan(methods: tuple[str, ...], own: str | None, baseline: bool) -> list[Cand
     candidates += [Candidate(m, "trained", f"adapt/{m}") for m in TRAINED if m in methods]
     if SED in methods:
         candidates.append(Candidate(SED, "sed", "adapt/sed"))
+    if WISE in methods:
+        candidates.append(Candidate(WISE, "wise", "interpolation"))
     if baseline:
         candidates.append(Candidate(BASELINE, "baseline", f"adapt/{BASELINE}"))
     return candidates

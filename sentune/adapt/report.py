@@ -1,7 +1,7 @@
 """results.json, results.md and report.html of `sentune adapt`: the choice and why, a table of every candidate's dev and
 test score with its 95 % interval and its comparison with the unchanged model, the time each took, the dev curve of
 every trained candidate and a plot of the scores with their intervals. Everything is rendered from results.json and
-the candidates' metrics.jsonl, so the page can always be rebuilt."""
+the candidates' metrics.jsonl, so the page can always be rebuilt; and the interpolated candidate's dev score against α."""
 
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ def candidate_table(results: dict) -> str:
         note = "**chosen**" if c["chosen"] else ("reference, never chosen" if not c["eligible"] else c.get("skipped", ""))
         if c.get("best_checkpoint"):
             note += f"{'; ' if note else ''}step {c['best_checkpoint']['step']}"
+        if c.get("alpha") is not None:
+            note += f"{'; ' if note else ''}{c['source']} at α = {c['alpha']:g}"
         row = [f"`{name}`", _interval(c["dev"]), _versus(c["dev"])]
         if has_test:
             row += [_interval(c["test"]), _versus(c["test"])]
@@ -79,11 +81,6 @@ def render_markdown(results: dict, plots: list[tuple[str, str]]) -> str:
 
 def dev_curves(results: dict, out: Path) -> Path | None:
     """Dev score against training rows seen (steps × batch) for every trained candidate, the unchanged model's as a dashed line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     curves = {}
     for name, c in results["candidates"].items():
         metrics = out / c["run"] / "metrics.jsonl" if c.get("run") else None
@@ -95,16 +92,32 @@ def dev_curves(results: dict, out: Path) -> Path | None:
                 curves[name] = points
     if not curves:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4))
+    return _dev_plot(results, curves, "training rows seen (steps × batch size)", out / "dev_curves.png", size=(7, 4))
+
+
+def wise_curve(results: dict, out: Path) -> Path | None:
+    """The interpolated candidate's dev score against α (1: the tuned candidate it starts from)."""
+    wise = next((c for c in results["candidates"].values() if c.get("curve")), None)
+    if wise is None:
+        return None
+    return _dev_plot(results, {f"(1 − α)·unchanged + α·{wise['source']}": wise["curve"]}, "α", out / "wise_curve.png", size=(6, 3.5))
+
+
+def _dev_plot(results: dict, curves: dict[str, list], xlabel: str, path: Path, size: tuple[float, float]) -> Path:
+    """Dev score curves, the unchanged model's score as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=size)
     for name, points in curves.items():
         ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=name)
-    unchanged = results["candidates"]["unchanged"]["dev"]["score"]
-    ax.axhline(unchanged, color="black", linestyle="--", linewidth=1, label="unchanged")
-    ax.set_xlabel("training rows seen (steps × batch size)")
+    ax.axhline(results["candidates"]["unchanged"]["dev"]["score"], color="black", linestyle="--", linewidth=1, label="unchanged")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(f"dev {METRIC_NAMES[results['meta']['dev']['metric']]}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = out / "dev_curves.png"
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
@@ -143,6 +156,9 @@ def write_results(results: dict, out: Path, command: str | None) -> None:
     curves = dev_curves(results, out)
     if curves:
         plots.append(("Dev curves of the trained candidates", curves.name))
+    interpolation = wise_curve(results, out)
+    if interpolation:
+        plots.append(("Weight interpolation with the unchanged model (wise): dev score against α", interpolation.name))
     markdown = render_markdown(results, plots)
     write_atomic(out / "results.md", markdown)
     write_atomic(out / "report.html", markdown_to_html(markdown))

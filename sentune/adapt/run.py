@@ -5,7 +5,8 @@ Output folder:
   adapt.json              the settings (model, data hashes, budget); a resume with other settings is refused
   data/                   corpus.txt (de-duplicated), dev.tsv, test.tsv: exactly what was used
   candidates/NAME/        one per candidate: candidate.json (its record, written last: marks it done), scores.npz (the
-                          cosine of every dev and test pair), run/ (a trained candidate's run folder) or model/
+                          cosine of every dev and test pair), run/ (a trained candidate's run folder) or model/ (a
+                          post-processed or interpolated one)
   model/                  the chosen model (SentenceTransformer(path) loads it)
   results.json/.md, report.html and its plots
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sentune.adapt.candidates import SED, TRAINED, Candidate, own_pooling, plan
+from sentune.adapt.candidates import SED, TRAINED, WISE, Candidate, own_pooling, plan
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
 from sentune.core.results import write_atomic
@@ -168,6 +169,12 @@ class Scorer:
     def of_model(self, model, desc: str) -> dict[str, np.ndarray]:
         return self.of_vectors(self.encode(model, ["model"], desc)["model"])
 
+    def dev_of_model(self, model, desc: str) -> np.ndarray:
+        """The dev cosines alone (a search on dev never encodes the test pairs)."""
+        sentences = [s for p in self.inputs.dev.pairs for s in (p.a, p.b)]
+        vectors = Encoder(model, "model", show_progress=self.show_progress, desc=desc).encode(sentences)
+        return cosine_scores(vectors[0::2], vectors[1::2])
+
 
 def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str | None = None) -> dict:
     """Run (or resume) every candidate, choose, save the chosen model and the results; returns results.json's content."""
@@ -211,6 +218,8 @@ def _run_candidate(candidate, index, total, base, config, inputs, scorer, out, d
         scores = _untuned(candidate, base, scorer, out)
     elif candidate.kind == "postprocess":
         scores = _postprocessed(candidate, base, scorer, inputs, folder, config)
+    elif candidate.kind == "wise":
+        scores, detail = _interpolated(base, scorer, inputs, folder, records)
     else:
         members = _sed_members(config, inputs, out, data_dir, records) if candidate.kind == "sed" else None
         if candidate.kind == "sed" and not members:
@@ -235,6 +244,8 @@ def _what(candidate: Candidate, config: AdaptConfig, inputs: Inputs) -> str:
         return "scoring the untuned model" + (f" with {candidate.setting} pooling" if candidate.kind == "pooling" else "")
     if candidate.kind == "postprocess":
         return f"fitting {candidate.setting} on the corpus"
+    if candidate.kind == "wise":
+        return "interpolating the best tuned candidate's weights with the unchanged model's (WiSE-FT), α chosen on dev"
     if candidate.kind == "baseline":
         return "training sentence-transformers' SimCSE recipe (reported, never chosen)"
     limit = ", ".join(
@@ -287,6 +298,35 @@ def _postprocessed(candidate: Candidate, base, scorer: Scorer, inputs: Inputs, f
     pairs = np.load(_untuned_cache(base, scorer, folder.parents[1]))["model_vectors"]
     save_atomic(SentenceTransformer(modules=list(base) + fitted.to_modules(), device=str(base.device)), folder / "model")
     return scorer.of_vectors(fitted.transform(pairs))
+
+
+def _interpolated(base, scorer: Scorer, inputs: Inputs, folder: Path, records: dict) -> tuple[dict[str, np.ndarray], dict]:
+    """WiSE-FT (sentune.adapt.wise) of the tuned candidate (trained or SED) with the best dev score: every α of the grid
+    scored on dev, the best saved under folder/model and scored on dev and test."""
+    from sentune.adapt.wise import ALPHAS, NotInterpolable, best_alpha, interpolate
+    from sentune.tasks.bootstrap import METRICS
+
+    tuned = [r for r in records.values() if r["kind"] in ("trained", SED) and "dev_score" in r]
+    if not tuned:
+        return {}, {"skipped": "no tuned candidate to interpolate with (add one of " + ", ".join(TRAINED) + " to --methods)"}
+    source = max(tuned, key=lambda r: r["dev_score"])
+    path = folder.parents[1] / source["run"] / "model"
+    if not path.is_dir():
+        return {}, {"skipped": f"{source['name']}'s model is gone ({path}; --prune removes it)"}
+    model = load_model(str(path), device=str(base.device))
+    gold = np.array([p.score for p in inputs.dev.pairs])
+    curve = {}
+    try:
+        for alpha in ALPHAS:
+            curve[alpha] = METRICS[inputs.dev.metric](gold, scorer.dev_of_model(interpolate(base, model, alpha), f"{WISE}: α = {alpha}"))
+    except NotInterpolable as error:
+        return {}, {"skipped": f"cannot interpolate with {source['name']}: {error}"}
+    alpha = best_alpha(curve)
+    print(f"    {WISE}: {source['name']} (dev {source['dev_score']:.2f}) × α = {alpha} (dev {curve[alpha]:.2f})", flush=True)
+    chosen = interpolate(base, model, alpha)
+    save_atomic(chosen, folder / "model")
+    detail = {"source": source["name"], "alpha": alpha, "curve": [[a, s] for a, s in curve.items()] + [[1.0, source["dev_score"]]]}
+    return scorer.of_model(chosen, f"{WISE}: scoring the pairs"), detail
 
 
 def _overrides(config: AdaptConfig, inputs: Inputs, out: Path, recipe_name: str, baseline: bool = False) -> list[str]:
@@ -364,7 +404,7 @@ def _save_choice(results: dict, candidates: list[Candidate], base, out: Path) ->
     elif candidate.kind == "pooling":
         model = with_pooling(base, candidate.setting)
     else:
-        model = load_model(str(folder / "model" if candidate.kind == "postprocess" else folder / "run" / "model"))
+        model = load_model(str(folder / "model" if candidate.kind in ("postprocess", "wise") else folder / "run" / "model"))
     if type(list(base)[-1]).__name__ == "Normalize" and type(list(model)[-1]).__name__ != "Normalize":
         from sentence_transformers import SentenceTransformer
         from sentence_transformers.models import Normalize

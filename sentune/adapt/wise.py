@@ -1,0 +1,50 @@
+"""The `wise` candidate of `sentune adapt`: the best tuned candidate's transformer weights interpolated with the
+unchanged model's, the mixing weight chosen on the dev pairs.
+
+Wortsman et al., "Robust fine-tuning of zero-shot models" (WiSE-FT), CVPR 2022:
+
+  θ_α = (1 − α) · θ_0 + α · θ_1,   α ∈ [0, 1]
+
+θ_0 the weights before tuning, θ_1 after. Interpolating in weight space keeps much of what tuning gained while undoing
+what it broke; the paper finds points on the path better than both ends. On an encoder that is already sentence-tuned
+(sentune's default) every method moves it down at its first dev evaluation on some domains: the path between it and
+the tuned model is a finer search of how far to move than any evaluation schedule, and costs one dev pass per α,
+no training.
+
+Only the transformer's weights are mixed; the tuned candidate's other modules (its pooling, SED's learner head) are
+kept, so α = 1 is the tuned candidate itself.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # α = 0 and 1 are the two ends, scored already
+
+
+class NotInterpolable(ValueError):
+    """The two models' transformers do not have the same weights to mix (another architecture)."""
+
+
+def transformer_of(model) -> torch.nn.Module:
+    return model[0].model  # sentence-transformers' Transformer module holds the Hugging Face model as .model
+
+
+def interpolate(base, tuned, alpha: float):
+    """A copy of `tuned` whose transformer holds (1 − α)·base + α·tuned (floating-point tensors; the rest, e.g.
+    position ids, are the tuned model's)."""
+    start, end = transformer_of(base).state_dict(), transformer_of(tuned).state_dict()
+    if start.keys() != end.keys() or any(start[k].shape != end[k].shape for k in end):
+        different = sorted(set(start) ^ set(end)) or [k for k in end if start[k].shape != end[k].shape]
+        raise NotInterpolable(f"the transformers differ ({', '.join(different[:3])}…)")
+    mixed = {k: torch.lerp(start[k].to(v), v, alpha) if v.is_floating_point() else v for k, v in end.items()}
+    model = copy.deepcopy(tuned)
+    transformer_of(model).load_state_dict(mixed)
+    return model
+
+
+def best_alpha(curve: dict[float, float]) -> float:
+    """The α with the best dev score; on a tie the smaller one (the nearer the unchanged model)."""
+    return max(curve, key=lambda a: (curve[a], -a))
