@@ -54,6 +54,17 @@ def hindsight(results: dict) -> list[str]:
     return [f"Better than unchanged on test with ≥ 95 % confidence but not chosen (dev did not show it): {', '.join(helped)}.", ""]
 
 
+def predates(results: dict) -> list[str]:
+    """Candidates `sentune adapt` tries by default now that this domain's run did not have (added to adapt after it
+    was measured): the choice was made without them, and the page says so rather than mixing runs."""
+    from sentune.adapt.candidates import METHODS, plan
+
+    later = [f"`{c.name}`" for c in plan(METHODS, own="mean", baseline=True) if c.name not in results["candidates"]]
+    if not later:
+        return []
+    return [f"Not in this run (added to `sentune adapt` after it was measured; the choice was made without them): {', '.join(later)}.", ""]
+
+
 def render(kept: Path = KEPT) -> str:
     found = {d: json.loads((kept / d / "results.json").read_text()) for d in DOMAINS if (kept / d / "results.json").is_file()}
     lines = [
@@ -92,6 +103,7 @@ def render(kept: Path = KEPT) -> str:
             f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.",
             "",
             *hindsight(results),
+            *predates(results),
             candidate_table(results),
             "",
             f"![scores]({'adapt/' + name + '/scores.png'})",
