@@ -515,6 +515,8 @@ def _add_compare(sub) -> None:
 
 
 def _add_adapt(sub) -> None:
+    from sentune.adapt.candidates import METHODS  # no heavy imports: the list, so the help never drifts from it
+
     p = sub.add_parser("adapt", help="adapt a model to your unlabelled text: try every method, select on your dev pairs, keep the model unless one is better")
     p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
     p.add_argument("--corpus", help="your unlabelled sentences: .txt (one a line), .jsonl (a text field) or .csv (a column); de-duplicated")
@@ -522,7 +524,7 @@ def _add_adapt(sub) -> None:
     p.add_argument("--dev", help="scored pairs s1<TAB>s2<TAB>label that select (0/1 labels: average precision; scores: Spearman); default STS-B dev")
     p.add_argument("--test", help="scored pairs, scored for every candidate and reported, never used for the choice")
     p.add_argument("--example", help="a ready-made domain built from the data directory: sick, qqp, mrpc or stsb (replaces --corpus/--dev/--test)")
-    p.add_argument("--methods", help="comma-separated subset of: poolings, whitening, flow, simcse, mirror, ct, sg-opt, tsdae, sed (default: all)")
+    p.add_argument("--methods", help=f"comma-separated subset of: {', '.join(METHODS)} (default: all)")
     p.add_argument("--budget", help="per candidate: STEPS, MINUTESm, both (500,10m) or epoch (default: one pass over the corpus)")
     p.add_argument("--sed-members", type=int, default=3, help="seeds of the best trained candidate that SED distils (default 3)")
     p.add_argument("--no-baseline", action="store_true", help="skip the reference run of sentence-transformers' SimCSE recipe")
