@@ -113,13 +113,15 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     for page in ("results.md", "report.html", "scores.png", "dev_curves.png", "wise_curve.png"):
         assert (out / page).is_file(), page
 
-    # The saved model gives exactly the dev cosines its candidate was chosen on; so does the interpolated one's.
+    # The saved model gives exactly the dev and test cosines its candidate was scored with; so does the interpolated
+    # one's (its dev cosines are kept from the search over α, its test pairs encoded apart).
     chosen = results["choice"]["name"]
-    dev = read_scored_pairs(out / "data" / "dev.tsv")
-    for name, folder in ((chosen, out / "model"), ("wise", out / "candidates" / "wise" / "model")):
-        vectors = SentenceTransformer(str(folder), device="cpu").encode([s for p in dev.pairs for s in (p.a, p.b)], convert_to_numpy=True)
-        stored = np.load(out / "candidates" / name / "scores.npz")["dev"]
-        np.testing.assert_allclose(cosine_scores(vectors[0::2], vectors[1::2]), stored, atol=1e-4, err_msg=name)
+    for split in ("dev", "test"):
+        pairs = read_scored_pairs(out / "data" / f"{split}.tsv")
+        for name, folder in ((chosen, out / "model"), ("wise", out / "candidates" / "wise" / "model")):
+            vectors = SentenceTransformer(str(folder), device="cpu").encode([s for p in pairs.pairs for s in (p.a, p.b)], convert_to_numpy=True)
+            stored = np.load(out / "candidates" / name / "scores.npz")[split]
+            np.testing.assert_allclose(cosine_scores(vectors[0::2], vectors[1::2]), stored, atol=1e-4, err_msg=f"{name} {split}")
 
     # Shuffled test labels: the same choice and dev rows; only the test rows move.
     rows = [line.split("\t") for line in (user_files / "test.tsv").read_text().splitlines()]

@@ -148,32 +148,30 @@ def _claim(out: Path, config: AdaptConfig, data: Path) -> None:
 
 
 class Scorer:
-    """The cosine of every dev and test pair under a model's own pipeline, or of embeddings already computed."""
+    """The cosine of every dev and test pair under a model's own pipeline, or of embeddings already computed. A subset
+    of the splits may be asked for: a search on dev never encodes the test pairs."""
 
     def __init__(self, inputs: Inputs, show_progress: bool) -> None:
         self.inputs, self.show_progress = inputs, show_progress
         self.splits = {"dev": inputs.dev} | ({"test": inputs.test} if inputs.test else {})
-        self.sentences = [s for pairs in self.splits.values() for p in pairs.pairs for s in (p.a, p.b)]
 
-    def of_vectors(self, vectors: np.ndarray) -> dict[str, np.ndarray]:
+    def sentences(self, splits: list[str] | None = None) -> list[str]:
+        """Both sentences of every pair of the splits, pair by pair (the order of_vectors reads back)."""
+        return [s for split in splits or list(self.splits) for p in self.splits[split].pairs for s in (p.a, p.b)]
+
+    def of_vectors(self, vectors: np.ndarray, splits: list[str] | None = None) -> dict[str, np.ndarray]:
         out, start = {}, 0
-        for split, pairs in self.splits.items():
-            rows = vectors[start : start + 2 * len(pairs.pairs)]
+        for split in splits or list(self.splits):
+            rows = vectors[start : start + 2 * len(self.splits[split].pairs)]
             out[split] = cosine_scores(rows[0::2], rows[1::2])
-            start += 2 * len(pairs.pairs)
+            start += len(rows)
         return out
 
-    def encode(self, model, poolings: list[str], desc: str) -> dict[str, np.ndarray]:
-        return Encoder(model, poolings, show_progress=self.show_progress, desc=desc).encode_many(self.sentences)
+    def encode(self, model, poolings: list[str], desc: str, splits: list[str] | None = None) -> dict[str, np.ndarray]:
+        return Encoder(model, poolings, show_progress=self.show_progress, desc=desc).encode_many(self.sentences(splits))
 
-    def of_model(self, model, desc: str) -> dict[str, np.ndarray]:
-        return self.of_vectors(self.encode(model, ["model"], desc)["model"])
-
-    def dev_of_model(self, model, desc: str) -> np.ndarray:
-        """The dev cosines alone (a search on dev never encodes the test pairs)."""
-        sentences = [s for p in self.inputs.dev.pairs for s in (p.a, p.b)]
-        vectors = Encoder(model, "model", show_progress=self.show_progress, desc=desc).encode(sentences)
-        return cosine_scores(vectors[0::2], vectors[1::2])
+    def of_model(self, model, desc: str, splits: list[str] | None = None) -> dict[str, np.ndarray]:
+        return self.of_vectors(self.encode(model, ["model"], desc, splits)["model"], splits)
 
 
 def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str | None = None) -> dict:
@@ -315,18 +313,20 @@ def _interpolated(base, scorer: Scorer, inputs: Inputs, folder: Path, records: d
         return {}, {"skipped": f"{source['name']}'s model is gone ({path}; --prune removes it)"}
     model = load_model(str(path), device=str(base.device))
     gold = np.array([p.score for p in inputs.dev.pairs])
-    curve = {}
+    dev: dict[float, np.ndarray] = {}  # α → dev cosines, kept: the chosen α's are its dev scores
     try:
         for alpha in ALPHAS:
-            curve[alpha] = METRICS[inputs.dev.metric](gold, scorer.dev_of_model(interpolate(base, model, alpha), f"{WISE}: α = {alpha}"))
+            dev[alpha] = scorer.of_model(interpolate(base, model, alpha), f"{WISE}: α = {alpha}", ["dev"])["dev"]
     except NotInterpolable as error:
         return {}, {"skipped": f"cannot interpolate with {source['name']}: {error}"}
+    curve = {a: METRICS[inputs.dev.metric](gold, sims) for a, sims in dev.items()}
     alpha = best_alpha(curve)
     print(f"    {WISE}: {source['name']} (dev {source['dev_score']:.2f}) × α = {alpha} (dev {curve[alpha]:.2f})", flush=True)
     chosen = interpolate(base, model, alpha)
     save_atomic(chosen, folder / "model")
     detail = {"source": source["name"], "alpha": alpha, "curve": [[a, s] for a, s in curve.items()] + [[1.0, source["dev_score"]]]}
-    return scorer.of_model(chosen, f"{WISE}: scoring the pairs"), detail
+    rest = [split for split in scorer.splits if split != "dev"]
+    return {"dev": dev[alpha]} | (scorer.of_model(chosen, f"{WISE}: scoring the test pairs", rest) if rest else {}), detail
 
 
 def _overrides(config: AdaptConfig, inputs: Inputs, out: Path, recipe_name: str, baseline: bool = False) -> list[str]:
