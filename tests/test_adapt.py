@@ -116,10 +116,11 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     # The saved model gives exactly the dev and test cosines its candidate was scored with; so does the interpolated
     # one's (its dev cosines are kept from the search over α, its test pairs encoded apart).
     chosen = results["choice"]["name"]
-    for split in ("dev", "test"):
-        pairs = read_scored_pairs(out / "data" / f"{split}.tsv")
-        for name, folder in ((chosen, out / "model"), ("wise", out / "candidates" / "wise" / "model")):
-            vectors = SentenceTransformer(str(folder), device="cpu").encode([s for p in pairs.pairs for s in (p.a, p.b)], convert_to_numpy=True)
+    pairs = {split: read_scored_pairs(out / "data" / f"{split}.tsv") for split in ("dev", "test")}
+    for name, folder in ((chosen, out / "model"), ("wise", out / "candidates" / "wise" / "model")):
+        saved = SentenceTransformer(str(folder), device="cpu")
+        for split, scored in pairs.items():
+            vectors = saved.encode([s for p in scored.pairs for s in (p.a, p.b)], convert_to_numpy=True)
             stored = np.load(out / "candidates" / name / "scores.npz")[split]
             np.testing.assert_allclose(cosine_scores(vectors[0::2], vectors[1::2]), stored, atol=1e-4, err_msg=f"{name} {split}")
 

@@ -152,7 +152,7 @@ class Scorer:
     of the splits may be asked for: a search on dev never encodes the test pairs."""
 
     def __init__(self, inputs: Inputs, show_progress: bool) -> None:
-        self.inputs, self.show_progress = inputs, show_progress
+        self.show_progress = show_progress
         self.splits = {"dev": inputs.dev} | ({"test": inputs.test} if inputs.test else {})
 
     def sentences(self, splits: list[str] | None = None) -> list[str]:
