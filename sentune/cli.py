@@ -300,7 +300,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         budget=budget,
         sed_members=args.sed_members,
         baseline=not args.no_baseline,
-        bootstrap_seed=args.seed,
+        seed=args.seed,
         example=args.example,
         show_progress=not args.quiet,
     )
@@ -521,14 +521,19 @@ def _add_adapt(sub) -> None:
     p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
     p.add_argument("--corpus", help="your unlabelled sentences: .txt (one a line), .jsonl (a text field) or .csv (a column); de-duplicated")
     p.add_argument("--corpus-column", help="the .jsonl field or .csv column holding the text (default: text or sentence)")
-    p.add_argument("--dev", help="scored pairs s1<TAB>s2<TAB>label that select (0/1 labels: average precision; scores: Spearman); default STS-B dev")
+    p.add_argument(
+        "--dev",
+        help="scored pairs s1<TAB>s2<TAB>label (at least 100): half select, half confirm the choice (0/1 labels: average precision; scores: Spearman); default STS-B dev",
+    )
     p.add_argument("--test", help="scored pairs, scored for every candidate and reported, never used for the choice")
     p.add_argument("--example", help="a ready-made domain built from the data directory: sick, qqp, mrpc or stsb (replaces --corpus/--dev/--test)")
     p.add_argument("--methods", help=f"comma-separated subset of: {', '.join(METHODS)} (default: all)")
     p.add_argument("--budget", help="per candidate: STEPS, MINUTESm, both (500,10m) or epoch (default: one pass over the corpus)")
     p.add_argument("--sed-members", type=int, default=3, help="seeds of the best trained candidate that SED distils (default 3)")
     p.add_argument("--no-baseline", action="store_true", help="skip the reference run of sentence-transformers' SimCSE recipe")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resamples")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the dev pairs' split into selection and confirmation halves, the bootstrap and the permutations"
+    )
     p.add_argument("--prune", action="store_true", help="remove the model folders of candidates not chosen once the choice is saved")
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA), for --example and the default dev pairs")
     p.add_argument("--out", required=True, help="the output folder; run the same command again to resume")

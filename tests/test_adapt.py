@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from sentune.adapt.candidates import Candidate, parse_methods, plan
+from sentune.adapt.decide import split_dev
 from sentune.adapt.run import AdaptError, Budget
 from sentune.adapt.select import select
 from sentune.cli import main
@@ -34,8 +35,8 @@ def _sentence(rng) -> str:
 def user_files(tmp_path):
     """A corpus, dev pairs with graded scores, test pairs: random tiny-vocabulary sentences."""
     rng = np.random.default_rng(0)
-    write_corpus(tmp_path / "corpus.txt", [_sentence(rng) for _ in range(80)])
-    write_scored_pairs(tmp_path / "dev.tsv", [(_sentence(rng), _sentence(rng), float(rng.uniform(0, 5))) for _ in range(40)])
+    write_corpus(tmp_path / "corpus.txt", [_sentence(rng) for _ in range(120)])
+    write_scored_pairs(tmp_path / "dev.tsv", [(_sentence(rng), _sentence(rng), float(rng.uniform(0, 5))) for _ in range(100)])
     write_scored_pairs(tmp_path / "test.tsv", [(_sentence(rng), _sentence(rng), float(rng.uniform(0, 5))) for _ in range(40)])
     return tmp_path
 
@@ -55,26 +56,40 @@ def _planted(tmp_path: Path, dev_scores: dict[str, np.ndarray], gold: np.ndarray
         records[name] = {"name": name, "kind": "pooling", "seconds": 0.0, "dev_score": 0.0}
     pairs = SimpleNamespace(pairs=[SimpleNamespace(score=g) for g in gold], metric="spearman")
     inputs = SimpleNamespace(dev=pairs, test=None, corpus=["x"], dev_label="dev")
-    config = SimpleNamespace(model="m", example=None, test=None, budget=Budget(), sed_members=3, bootstrap_seed=0)
-    return records, candidates, inputs, tmp_path, config
+    config = SimpleNamespace(model="m", example=None, test=None, budget=Budget(), sed_members=3, seed=0)
+    return records, candidates, inputs, split_dev(gold), tmp_path, config
 
 
-def test_selection_keeps_unchanged_on_ties_and_takes_a_planted_better_candidate(tmp_path):
+def test_selection_keeps_unchanged_on_ties_takes_a_planted_better_candidate_and_never_reads_test_labels(tmp_path):
     rng = np.random.default_rng(3)
     gold = rng.normal(size=300)
     unchanged = gold + rng.normal(0, 1.5, 300)
     # "a" is the same vectors, "b" a rescaling: the same ranking, so the same Spearman on every resample.
     tied = select(*_planted(tmp_path / "tie", {"unchanged": unchanged, "a": unchanged.copy(), "b": unchanged * 2}, gold))
-    assert tied["choice"]["name"] == "unchanged" and "is kept" in tied["choice"]["reason"]
-    assert tied["candidates"]["a"]["dev"]["vs_unchanged"]["confidence"] == 0.0
+    assert tied["choice"]["name"] == "unchanged" and "is kept" in tied["choice"]["reason"] and tied["choice"]["confirmation"] is None
+    assert tied["candidates"]["a"]["select"]["vs_unchanged"]["confidence"] == 0.0
 
     better = gold + rng.normal(0, 0.5, 300)
     args = _planted(tmp_path / "planted", {"unchanged": unchanged, "noisy": unchanged + rng.normal(0, 1, 300), "better": better}, gold)
     found = select(*args)
     assert found["choice"]["name"] == "better" and found["candidates"]["better"]["chosen"]
-    assert found["candidates"]["better"]["dev"]["vs_unchanged"]["confidence"] >= 0.95
-    row = found["candidates"]["better"]["dev"]
-    assert row["low"] <= row["score"] <= row["high"]
+    assert found["choice"]["confirmation"]["p_value"] <= 0.05 and found["meta"]["dev"]["select_pairs"] == 150
+    for part in ("select", "confirm"):
+        row = found["candidates"]["better"][part]
+        assert row["low"] <= row["score"] <= row["high"]
+
+    # Test labels shuffled: the same choice and dev rows; only the test rows move.
+    records, candidates, inputs, split, out, config = args
+    test_gold = rng.normal(size=200)
+    for name in records:
+        np.savez(out / "candidates" / name / "scores.npz", dev=np.load(out / "candidates" / name / "scores.npz")["dev"], test=test_gold + rng.normal(0, 1, 200))
+    test = SimpleNamespace(pairs=[SimpleNamespace(score=g) for g in test_gold], metric="spearman")
+    scored = select(records, candidates, SimpleNamespace(**{**vars(inputs), "test": test}), split, out, config)
+    shuffled = SimpleNamespace(pairs=[SimpleNamespace(score=g) for g in rng.permutation(test_gold)], metric="spearman")
+    moved = select(records, candidates, SimpleNamespace(**{**vars(inputs), "test": shuffled}), split, out, config)
+    assert moved["choice"] == scored["choice"] == found["choice"]
+    assert all(moved["candidates"][n][p] == scored["candidates"][n][p] for n in records for p in ("select", "confirm"))
+    assert moved["candidates"]["better"]["test"] != scored["candidates"]["better"]["test"]
 
 
 def test_budget_and_methods_are_checked():
@@ -105,11 +120,18 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     assert names[:2] == ["unchanged", "pooling-cls"] and {"whitening", "flow", "simcse", "tsdae", "sed", "wise", "st-simcse"} <= set(names)
     assert not results["candidates"]["st-simcse"]["eligible"] and not results["candidates"]["st-simcse"]["chosen"]
     assert sum(c["chosen"] for c in results["candidates"].values()) == 1
-    assert all(c["dev"] and c["test"] for c in results["candidates"].values())
+    assert all(c["select"] and c["confirm"] and c["test"] for c in results["candidates"].values())
     wise = results["candidates"]["wise"]
-    tuned = {n: c["dev"]["score"] for n, c in results["candidates"].items() if c["kind"] in ("trained", "sed")}
+    tuned = {n: c["select"]["score"] for n, c in results["candidates"].items() if c["kind"] in ("trained", "sed")}
     assert wise["source"] == max(tuned, key=tuned.get) and wise["alpha"] in [a for a, _ in wise["curve"]]
-    assert wise["dev"]["score"] == pytest.approx(max(s for _, s in wise["curve"][:-1]), abs=1e-9)  # the best α on dev
+    assert wise["select"]["score"] == pytest.approx(max(s for _, s in wise["curve"][:-1]), abs=1e-9)  # the best α on the selection pairs
+    # Training reads the selection half of the dev pairs and nothing else of them.
+    dev, selection = read_scored_pairs(out / "data" / "dev.tsv"), read_scored_pairs(out / "data" / "dev-select.tsv")
+    split = split_dev(np.array([p.score for p in dev.pairs]))
+    assert [(p.a, p.b) for p in selection.pairs] == [(dev.pairs[i].a, dev.pairs[i].b) for i in split.select]
+    for name in ("simcse", "tsdae"):
+        assert results["candidates"][name]["recipe"]["eval"]["dev"] == f"pairs:{out / 'data' / 'dev-select.tsv'}"
+    assert results["meta"]["dev"]["select_pairs"] == len(split.select) and results["meta"]["dev"]["confirm_pairs"] == len(split.confirm)
     for page in ("results.md", "report.html", "scores.png", "dev_curves.png", "wise_curve.png"):
         assert (out / page).is_file(), page
 
@@ -123,18 +145,6 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
             vectors = saved.encode([s for p in scored.pairs for s in (p.a, p.b)], convert_to_numpy=True)
             stored = np.load(out / "candidates" / name / "scores.npz")[split]
             np.testing.assert_allclose(cosine_scores(vectors[0::2], vectors[1::2]), stored, atol=1e-4, err_msg=f"{name} {split}")
-
-    # Shuffled test labels: the same choice and dev rows; only the test rows move.
-    rows = [line.split("\t") for line in (user_files / "test.tsv").read_text().splitlines()]
-    labels = [r[2] for r in rows]
-    np.random.default_rng(1).shuffle(labels)
-    (user_files / "shuffled.tsv").write_text("".join(f"{a}\t{b}\t{y}\n" for (a, b, _), y in zip(rows, labels, strict=True)))
-    again = tmp_path / "shuffled"
-    assert _adapt([*common, "--test", str(user_files / "shuffled.tsv"), "--no-baseline", "--out", str(again)]) == 0
-    other = json.loads((again / "results.json").read_text())
-    assert other["choice"] == results["choice"]
-    for name in other["candidates"]:
-        assert other["candidates"][name]["dev"] == results["candidates"][name]["dev"], name
 
 
 def test_bad_inputs_are_one_line_naming_file_and_line(tiny_model_dir, user_files, tmp_path, capsys):
@@ -227,11 +237,42 @@ def test_a_normalising_pipeline_trains_raw_and_is_saved_normalised(tiny_st, tmp_
     assert "## Chosen by sentune adapt" in (tmp_path / "model" / "README.md").read_text()
 
 
-def test_without_dev_pairs_stsb_dev_selects_and_the_report_says_so(tiny_model_dir, tiny_data_dir, user_files, tmp_path):
+def test_without_dev_pairs_stsb_dev_selects_and_the_report_says_so(tiny_model_dir, tiny_data_dir, user_files, tmp_path, capsys):
+    from conftest import write_tiny_data_dir
+
     out = tmp_path / "run"
     args = ["--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt"), "--methods", "poolings", "--no-baseline"]
-    assert _adapt([*args, "--data", str(tiny_data_dir), "--out", str(out)]) == 0
+    # The tiny data directory's STS-B dev has 24 pairs: too few to select and confirm, refused before any work.
+    assert _adapt([*args, "--data", str(tiny_data_dir), "--out", str(out)]) == 2
+    assert "--dev STS-B-dev: 24 pairs; adapt needs at least 100" in capsys.readouterr().err and not out.exists()
+    larger = write_tiny_data_dir(tmp_path / "data", n=120)
+    assert _adapt([*args, "--data", str(larger), "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["meta"]["dev"]["label"] == "STS-B-dev (no --dev given)" and results["meta"]["test"] is None
-    assert len(read_scored_pairs(out / "data" / "dev.tsv").pairs) == 24  # the tiny data directory's STS-B dev
+    assert len(read_scored_pairs(out / "data" / "dev.tsv").pairs) == 120
     assert "STS-B-dev (no --dev given)" in (out / "results.md").read_text()
+
+
+def test_a_refused_run_leaves_the_finished_one_untouched_and_shared_pairs_are_warned(tiny_model_dir, user_files, tmp_path, capsys):
+    import hashlib
+
+    out = tmp_path / "run"
+    args = ["--model", str(tiny_model_dir), "--dev", str(user_files / "dev.tsv"), "--methods", "poolings", "--no-baseline", "--out", str(out)]
+    # The dev file given as --test too: accepted (the user may mean it), with a warning that the test proves nothing.
+    assert _adapt([*args, "--corpus", str(user_files / "corpus.txt"), "--test", str(user_files / "dev.tsv")]) == 0
+    assert f"100 of the 100 test pairs of {user_files / 'dev.tsv'} are also dev pairs" in capsys.readouterr().err
+
+    def state() -> dict[str, str]:
+        return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.rglob("*")) if p.is_file()}
+
+    before = state()
+    other = tmp_path / "other.txt"
+    other.write_text("".join(f"another sentence number {i}\n" for i in range(150)))
+    assert _adapt([*args, "--corpus", str(other), "--test", str(user_files / "dev.tsv")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("warning: 100 of the 100 test pairs") and "holds an adapt run with other corpus_sha256" in err[1] and len(err) == 2
+    assert state() == before  # neither its data nor anything else was replaced
+    few = tmp_path / "few.txt"
+    few.write_text("one sentence\n")
+    assert _adapt([*args[:-1], str(tmp_path / "new"), "--corpus", str(few)]) == 2
+    assert "few.txt: 1 distinct sentence(s); adapt needs at least 100" in capsys.readouterr().err and not (tmp_path / "new").exists()

@@ -25,10 +25,22 @@ def _versus(row: dict | None) -> str:
     return f"{v['candidate'] - v['baseline']:+.2f} [{v['difference_low']:+.2f}, {v['difference_high']:+.2f}], {v['confidence']:.0%}"
 
 
+DEV_PARTS = {"select": "selection", "confirm": "confirmation"}  # the two halves of the dev pairs (sentune.adapt.decide)
+
+
+def dev_parts(results: dict) -> list[str]:
+    """The dev rows a run has: its two halves, or 'dev' for a run made before the choice was split (no meta.rule)."""
+    return list(DEV_PARTS) if results["meta"].get("rule") else ["dev"]
+
+
 def candidate_table(results: dict) -> str:
     has_test = results["meta"]["test"] is not None
     binary = results["meta"]["dev"]["metric"] == "average_precision"
-    header = ["candidate", "dev [95 % CI]", "dev vs unchanged [CI], P(better)"]
+    parts = dev_parts(results)
+    header = ["candidate"]
+    for part in parts:
+        label = DEV_PARTS.get(part, part)
+        header += [f"{label} [95 % CI]", f"{label} vs unchanged [CI], P(better)"]
     if has_test:
         header += ["test [95 % CI]", "test vs unchanged [CI], P(better)"] + (["test accuracy"] if binary else [])
     header += ["minutes", "note"]
@@ -39,7 +51,9 @@ def candidate_table(results: dict) -> str:
             note += f"{'; ' if note else ''}step {c['best_checkpoint']['step']}"
         if c.get("alpha") is not None:
             note += f"{'; ' if note else ''}{c['source']} at α = {c['alpha']:g}"
-        row = [f"`{name}`", _interval(c["dev"]), _versus(c["dev"])]
+        row = [f"`{name}`"]
+        for part in parts:
+            row += [_interval(c[part]), _versus(c[part])]
         if has_test:
             row += [_interval(c["test"]), _versus(c["test"])]
             if binary:
@@ -63,13 +77,18 @@ def render_markdown(results: dict, plots: list[tuple[str, str]]) -> str:
         f"Date: {meta['date']} · sentune {meta['sentune_version']} · model `{meta['model']}` · corpus {meta['corpus']['sentences']} sentences · "
         f"budget per candidate: {limits}",
         "",
-        f"Dev: {dev['label']}, {dev['pairs']} pairs, {METRIC_NAMES[dev['metric']]}."
+        f"Dev: {dev['label']}, {dev['pairs']} pairs, {METRIC_NAMES[dev['metric']]}: {dev['select_pairs']} select (every checkpoint, α and "
+        f"candidate is chosen on them), {dev['confirm_pairs']} confirm the one chosen (read by nothing else)."
         + (f" Test: {meta['test']['pairs']} pairs, {METRIC_NAMES[meta['test']['metric']]} (never used for the choice)." if meta["test"] else " No test pairs."),
         "",
         f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.",
         "",
-        "Intervals: 95 % percentile bootstrap over 1,000 resamples of the pairs; 'vs unchanged' is the paired difference and "
-        "the share of resamples where the candidate scores higher (a candidate replaces the unchanged model only at ≥ 95 % on dev).",
+        f"The rule: the candidate best on the selection pairs replaces the unchanged model when a one-sided paired permutation test "
+        f"on the confirmation pairs gives p ≤ {meta['confirmation']['alpha']:g} ({meta['confirmation']['permutations']:,} permutations), so a candidate "
+        "no better than the unchanged model is shipped in at most 5 % of runs (benchmarks/results/adapt_calibration.md). "
+        "Intervals: 95 % percentile bootstrap over 1,000 resamples of the pairs; 'vs unchanged' is the paired difference and the "
+        "share of resamples where the candidate scores higher. They describe, they do not decide: on the selection pairs they "
+        "flatter the candidates chosen there.",
         "",
         candidate_table(results),
         "",
@@ -80,7 +99,8 @@ def render_markdown(results: dict, plots: list[tuple[str, str]]) -> str:
 
 
 def dev_curves(results: dict, out: Path) -> Path | None:
-    """Dev score against training rows seen (steps × batch) for every trained candidate, the unchanged model's as a dashed line."""
+    """Dev score (the selection pairs) against training rows seen (steps × batch) for every trained candidate, the
+    unchanged model's as a dashed line."""
     curves = {}
     for name, c in results["candidates"].items():
         metrics = out / c["run"] / "metrics.jsonl" if c.get("run") else None
@@ -96,7 +116,7 @@ def dev_curves(results: dict, out: Path) -> Path | None:
 
 
 def wise_curve(results: dict, out: Path) -> Path | None:
-    """The interpolated candidate's dev score against α (1: the tuned candidate it starts from)."""
+    """The interpolated candidate's dev score (the selection pairs) against α (1: the tuned candidate it starts from)."""
     wise = next((c for c in results["candidates"].values() if c.get("curve")), None)
     if wise is None:
         return None
@@ -113,9 +133,10 @@ def _dev_plot(results: dict, curves: dict[str, list], xlabel: str, path: Path, s
     fig, ax = plt.subplots(figsize=size)
     for name, points in curves.items():
         ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=name)
-    ax.axhline(results["candidates"]["unchanged"]["dev"]["score"], color="black", linestyle="--", linewidth=1, label="unchanged")
+    part = dev_parts(results)[0]
+    ax.axhline(results["candidates"]["unchanged"][part]["score"], color="black", linestyle="--", linewidth=1, label="unchanged")
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(f"dev {METRIC_NAMES[results['meta']['dev']['metric']]}")
+    ax.set_ylabel(f"{DEV_PARTS.get(part, part)} {METRIC_NAMES[results['meta']['dev']['metric']]}")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -130,8 +151,9 @@ def score_plot(results: dict, out: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [(n, c) for n, c in results["candidates"].items() if c["dev"]]
-    splits = ["dev"] + (["test"] if results["meta"]["test"] else [])
+    parts = dev_parts(results)
+    rows = [(n, c) for n, c in results["candidates"].items() if c[parts[0]]]
+    splits = parts + (["test"] if results["meta"]["test"] else [])
     fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 0.35 * len(rows) + 1.5), squeeze=False)
     for ax, split in zip(axes[0], splits, strict=True):
         for y, (_, c) in enumerate(rows):
@@ -140,7 +162,7 @@ def score_plot(results: dict, out: Path) -> Path:
             ax.errorbar(r["score"], y, xerr=[[r["score"] - r["low"]], [r["high"] - r["score"]]], fmt="o", color=color, capsize=3)
         ax.axvline(results["candidates"]["unchanged"][split]["score"], color="black", linestyle="--", linewidth=1)
         ax.set_yticks(range(len(rows)), [n for n, _ in rows])
-        ax.set_xlabel(f"{split} {METRIC_NAMES[results['meta'][split]['metric']]}")
+        ax.set_xlabel(f"{DEV_PARTS.get(split, split)} {METRIC_NAMES[results['meta']['test' if split == 'test' else 'dev']['metric']]}")
     fig.tight_layout()
     path = out / "scores.png"
     fig.savefig(path, dpi=120)

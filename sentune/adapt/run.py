@@ -1,9 +1,11 @@
 """`sentune adapt`: try every candidate on the user's corpus, score each on the dev (and test) pairs, and keep the
-unchanged model unless the best candidate on dev beats it with ≥ 95 % confidence (paired bootstrap, sentune.tasks.bootstrap).
+unchanged model unless the candidate best on the selection half of the dev pairs is confirmed better on the other half
+(sentune.adapt.decide: every choice reads the selection half only, so the confirmation is a calibrated test).
 
 Output folder:
   adapt.json              the settings (model, data hashes, budget); a resume with other settings is refused
-  data/                   corpus.txt (de-duplicated), dev.tsv, test.tsv: exactly what was used
+  data/                   corpus.txt (de-duplicated), dev.tsv, test.tsv: exactly what was used; dev-select.tsv: the
+                          selection half, the only dev pairs training reads
   candidates/NAME/        one per candidate: candidate.json (its record, written last: marks it done), scores.npz (the
                           cosine of every dev and test pair), run/ (a trained candidate's run folder) or model/ (a
                           post-processed or interpolated one)
@@ -19,7 +21,10 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import shutil
+import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -27,6 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from sentune.adapt.candidates import SED, TRAINED, WISE, Candidate, own_pooling, plan
+from sentune.adapt.decide import MIN_DEV_PAIRS, DevSplit, split_dev
+from sentune.adapt.select import RULE
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
 from sentune.core.results import write_atomic
@@ -35,6 +42,7 @@ from sentune.data.user_data import ScoredPairs, read_scored_pairs, read_user_cor
 from sentune.errors import UserError
 from sentune.modules.build import save_atomic, with_pooling
 from sentune.postprocess import get_postprocessor
+from sentune.tasks.bootstrap import METRICS
 from sentune.tasks.sts import cosine_scores
 
 logger = logging.getLogger(__name__)
@@ -42,6 +50,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_DEV = "STS-B-dev"  # without --dev (the report says so)
 PATIENCE = 3  # evaluations without a new best on dev before a candidate stops early
 EVALUATIONS = 10  # dev evaluations per candidate's planned steps
+MIN_CORPUS_SENTENCES = 100
 
 
 class AdaptError(UserError):
@@ -87,7 +96,7 @@ class AdaptConfig:
     budget: Budget = field(default_factory=Budget)
     sed_members: int = 3
     baseline: bool = True
-    bootstrap_seed: int = 0
+    seed: int = 0  # of the dev split, the bootstrap resamples and the permutations
     example: str | None = None  # the --example it came from, for the report
     show_progress: bool = True
     # What training candidates train: the model's own token pooling without its trailing Normalize when its pipeline is
@@ -101,12 +110,15 @@ class Inputs:
     dev: ScoredPairs
     test: ScoredPairs | None
     dev_label: str  # what the dev pairs are, for the report
+    split: DevSplit  # which dev pairs select and which confirm (sentune.adapt.decide)
 
 
 def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
-    """Read and check the user's files (every problem names file:line before any model loads), write what is used under
-    OUT/data, and claim the folder for these settings."""
+    """Read and check the user's files (every problem names file:line before any model loads) and claim the folder for
+    these settings; only then write what is used under OUT/data (a refused run leaves a finished one untouched)."""
     corpus = read_user_corpus(config.corpus, config.corpus_column)
+    if len(corpus) < MIN_CORPUS_SENTENCES:
+        raise AdaptError(f"--corpus {config.corpus}: {len(corpus)} distinct sentence(s); adapt needs at least {MIN_CORPUS_SENTENCES} to train or fit on")
     if config.dev is not None:
         dev_rows, dev_label = [(p.a, p.b, p.score) for p in read_scored_pairs(config.dev).pairs], str(config.dev)
     else:
@@ -114,15 +126,44 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
             raise AdaptError("--dev not given and no data directory (--data or SENTUNE_DATA) for the STS-B dev pairs it then uses")
         examples = load_task(select_tasks(DEFAULT_DEV)[0], data_dir)
         dev_rows, dev_label = [(p.a, p.b, p.score) for split in examples.values() for p in split], f"{DEFAULT_DEV} (no --dev given)"
+    if len(dev_rows) < MIN_DEV_PAIRS:
+        raise AdaptError(
+            f"--dev {config.dev or DEFAULT_DEV}: {len(dev_rows)} pairs; adapt needs at least {MIN_DEV_PAIRS} (half select, half confirm the choice; "
+            "with fewer, only gains of many points could ever be confirmed, see benchmarks/results/adapt_calibration.md)"
+        )
     test = read_scored_pairs(config.test) if config.test is not None else None
-    data = out / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    write_corpus(data / "corpus.txt", corpus)
-    write_scored_pairs(data / "dev.tsv", dev_rows)
     if test is not None:
-        write_scored_pairs(data / "test.tsv", [(p.a, p.b, p.score) for p in test.pairs])
-    _claim(out, config, data)
-    return Inputs(corpus, read_scored_pairs(data / "dev.tsv"), read_scored_pairs(data / "test.tsv") if test else None, dev_label)
+        _warn_shared_pairs(dev_rows, test, config)
+    split = split_dev(np.array([r[2] for r in dev_rows]), seed=config.seed)
+    files = {
+        "corpus.txt": lambda path: write_corpus(path, corpus),
+        "dev.tsv": lambda path: write_scored_pairs(path, dev_rows),
+        "dev-select.tsv": lambda path: write_scored_pairs(path, [dev_rows[i] for i in split.select]),
+    }
+    if test is not None:
+        files["test.tsv"] = lambda path: write_scored_pairs(path, [(p.a, p.b, p.score) for p in test.pairs])
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out, prefix=".incoming-") as incoming:
+        for name, write in files.items():
+            write(Path(incoming) / name)
+        _claim(out, config, Path(incoming))
+        data = out / "data"
+        data.mkdir(exist_ok=True)
+        for name in files:
+            os.replace(Path(incoming) / name, data / name)
+    return Inputs(corpus, read_scored_pairs(data / "dev.tsv"), read_scored_pairs(data / "test.tsv") if test else None, dev_label, split)
+
+
+def _warn_shared_pairs(dev_rows: list[tuple[str, str, float]], test: ScoredPairs, config: AdaptConfig) -> None:
+    """A test pair that is also a dev pair (either order) was seen by the choice: its test score proves less."""
+    seen = {frozenset((a, b)) for a, b, _ in dev_rows}
+    shared = sum(frozenset((p.a, p.b)) in seen for p in test.pairs)
+    if shared:
+        print(
+            f"warning: {shared} of the {len(test.pairs)} test pairs of {config.test} are also dev pairs: the choice has seen them, so their test "
+            "score does not measure it independently",
+            file=sys.stderr,
+        )
 
 
 def _claim(out: Path, config: AdaptConfig, data: Path) -> None:
@@ -130,12 +171,13 @@ def _claim(out: Path, config: AdaptConfig, data: Path) -> None:
     methods are not among them: a second run may add candidates to a finished one."""
     settings = {
         "model": config.model,
+        "rule": RULE,
         "corpus_sha256": sha256_of(data / "corpus.txt"),
         "dev_sha256": sha256_of(data / "dev.tsv"),
-        "test_sha256": sha256_of(data / "test.tsv") if (data / "test.tsv").is_file() and config.test else None,
+        "test_sha256": sha256_of(data / "test.tsv") if (data / "test.tsv").is_file() else None,
         "budget": asdict(config.budget),
         "sed_members": config.sed_members,
-        "bootstrap_seed": config.bootstrap_seed,
+        "seed": config.seed,
     }
     path = out / "adapt.json"
     if path.is_file():
@@ -179,8 +221,7 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
     from sentune.adapt.report import write_results
     from sentune.adapt.select import select
 
-    out.mkdir(parents=True, exist_ok=True)
-    inputs = prepare(config, out, data_dir)
+    inputs = prepare(config, out, data_dir)  # creates `out` only once every input is checked
     base = load_model(config.model)
     own = own_pooling(base)
     config = replace(config, training_pooling=own or "model")
@@ -195,7 +236,7 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
     records: dict[str, dict] = {}
     for index, candidate in enumerate(candidates, start=1):
         records[candidate.name] = _run_candidate(candidate, index, len(candidates), base, config, inputs, scorer, out, data_dir, records)
-    results = select(records, candidates, inputs, out, config)
+    results = select(records, candidates, inputs, inputs.split, out, config)
     _save_choice(results, candidates, base, out)
     write_results(results, out, command)
     return results
@@ -229,12 +270,16 @@ def _run_candidate(candidate, index, total, base, config, inputs, scorer, out, d
         np.savez(str(folder / "scores.npz"), **scores)  # type: ignore[arg-type]  # numpy stubs type **kwds as bool
     record = {"name": candidate.name, "kind": candidate.kind, "setting": candidate.setting, "seconds": time.perf_counter() - started, **detail}
     if scores:
-        from sentune.tasks.bootstrap import METRICS
-
-        record["dev_score"] = METRICS[inputs.dev.metric](np.array([p.score for p in inputs.dev.pairs]), scores["dev"])
-        print(f"[{index}/{total}] {candidate.name}: dev {inputs.dev.metric} {record['dev_score']:.2f} ({record['seconds'] / 60:.1f} min)", flush=True)
+        record["dev_score"] = _selection_score(inputs, scores["dev"])  # every choice reads this, never the confirmation pairs
+        print(f"[{index}/{total}] {candidate.name}: selection {inputs.dev.metric} {record['dev_score']:.2f} ({record['seconds'] / 60:.1f} min)", flush=True)
     write_atomic(done, json.dumps(record, indent=2))
     return record
+
+
+def _selection_score(inputs: Inputs, dev_scores: np.ndarray) -> float:
+    """A system's score on the selection part of the dev pairs."""
+    gold = np.array([p.score for p in inputs.dev.pairs])
+    return METRICS[inputs.dev.metric](gold[inputs.split.select], dev_scores[inputs.split.select])
 
 
 def _what(candidate: Candidate, config: AdaptConfig, inputs: Inputs) -> str:
@@ -302,7 +347,6 @@ def _interpolated(base, scorer: Scorer, inputs: Inputs, folder: Path, records: d
     """WiSE-FT (sentune.adapt.wise) of the tuned candidate (trained or SED) with the best dev score: every α of the grid
     scored on dev, the best saved under folder/model and scored on dev and test."""
     from sentune.adapt.wise import ALPHAS, NotInterpolable, best_alpha, interpolate
-    from sentune.tasks.bootstrap import METRICS
 
     tuned = [r for r in records.values() if r["kind"] in ("trained", SED) and "dev_score" in r]
     if not tuned:
@@ -312,14 +356,13 @@ def _interpolated(base, scorer: Scorer, inputs: Inputs, folder: Path, records: d
     if not path.is_dir():
         return {}, {"skipped": f"{source['name']}'s model is gone ({path}; --prune removes it)"}
     model = load_model(str(path), device=str(base.device))
-    gold = np.array([p.score for p in inputs.dev.pairs])
     dev: dict[float, np.ndarray] = {}  # α → dev cosines, kept: the chosen α's are its dev scores
     try:
         for alpha in ALPHAS:
             dev[alpha] = scorer.of_model(interpolate(base, model, alpha), f"{WISE}: α = {alpha}", ["dev"])["dev"]
     except NotInterpolable as error:
         return {}, {"skipped": f"cannot interpolate with {source['name']}: {error}"}
-    curve = {a: METRICS[inputs.dev.metric](gold, sims) for a, sims in dev.items()}
+    curve = {a: _selection_score(inputs, sims) for a, sims in dev.items()}  # α is chosen on the selection pairs only
     alpha = best_alpha(curve)
     print(f"    {WISE}: {source['name']} (dev {source['dev_score']:.2f}) × α = {alpha} (dev {curve[alpha]:.2f})", flush=True)
     chosen = interpolate(base, model, alpha)
@@ -337,7 +380,11 @@ def _overrides(config: AdaptConfig, inputs: Inputs, out: Path, recipe_name: str,
     data = out / "data"
     batch = load_recipe(recipe_name, check=False).training.batch_size
     epoch = max(1, math.ceil(len(inputs.corpus) / batch))
-    overrides = [f"model={config.model}", f"train_data=file:{data / 'corpus.txt'}", f"eval.dev=pairs:{data / 'dev.tsv'}"]
+    overrides = [
+        f"model={config.model}",
+        f"train_data=file:{data / 'corpus.txt'}",
+        f"eval.dev=pairs:{data / 'dev-select.tsv'}",
+    ]  # checkpoints chosen on the selection pairs
     if baseline:
         return overrides + [f"training.eval_steps={max(1, math.ceil(epoch / EVALUATIONS))}"]
     steps = config.budget.steps or epoch
