@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 15: `sentune adapt` on the four ready-made domains (sick, mrpc, stsb, qqp) with the default model and the default
-# budget (one pass over the corpus per candidate, early stop on dev), resumable: run it again after an interruption and
-# finished candidates are read back. EXAMPLES="sick mrpc" runs a subset; BUDGET=300,10m sets --budget. Each domain's
+# Issues 15, 27: `sentune adapt` on the four ready-made domains (sick, mrpc, stsb, qqp) with the default model and the
+# default budget (one pass over the corpus per candidate, raced, early stop on the selection pairs) and sentence-transformers'
+# SimCSE recipe as the reference row (--reference), resumable: run it again after an interruption and finished candidates
+# are read back. EXAMPLES="sick mrpc" runs a subset; BUDGET=300,10m sets --budget. Each domain's
 # results.json/.md, report.html and plots are kept in benchmarks/results/adapt/NAME/, and benchmarks/results/adapt.md is
 # rendered from them (benchmarks/render_adapt.py).
 set -euo pipefail
@@ -10,7 +11,7 @@ set -euo pipefail
 
 for example in ${EXAMPLES:-sick mrpc stsb qqp}; do
   out="$runs/adapt-$example"
-  sentune adapt --example "$example" ${BUDGET:+--budget "$BUDGET"} --quiet --out "$out"
+  sentune adapt --example "$example" ${BUDGET:+--budget "$BUDGET"} --reference --quiet --out "$out"
   dst=benchmarks/results/adapt/$example
   mkdir -p "$dst"
   for f in results.json results.md report.html scores.png dev_curves.png wise_curve.png; do

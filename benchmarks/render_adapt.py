@@ -1,6 +1,9 @@
-"""Render benchmarks/results/adapt.md (issue 15) from the kept results of benchmarks/adapt_experiments.sh
-(benchmarks/results/adapt/NAME/results.json). A domain whose run has not finished is listed as missing, never filled
-in; every number comes from a results.json, and each domain names the command that produced it."""
+"""Render benchmarks/results/adapt.md from the kept results of benchmarks/adapt_experiments.sh: the runs with the rule
+of issue 27 (select on half of the dev pairs, confirm on the other half; training candidates raced) in
+benchmarks/results/adapt/NAME/results.json, and the runs of the rule before it (one bootstrap on all dev pairs, every
+candidate its whole budget; sentune d042c59) in benchmarks/results/adapt/before/NAME/results.json, side by side. A
+domain whose run has not finished is listed as missing, never filled in; every number comes from a results.json, and
+each domain names the command that produced it."""
 
 from __future__ import annotations
 
@@ -10,10 +13,17 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sentune.adapt.examples import example_names
+from sentune.adapt.names import REFERENCE, UNCHANGED
 from sentune.adapt.report import METRIC_NAMES, candidate_table
 
-DOMAINS = ("sick", "qqp", "mrpc", "stsb")
 KEPT = Path(__file__).parent / "results" / "adapt"
+BEFORE = KEPT / "before"
+TIME_TARGET = 0.35  # issue 27: each domain's candidate minutes at most this share of the old rule's
+
+
+def _load(folder: Path) -> dict[str, dict]:
+    return {d: json.loads((folder / d / "results.json").read_text()) for d in example_names() if (folder / d / "results.json").is_file()}
 
 
 def _pm(row: dict) -> str:
@@ -21,25 +31,46 @@ def _pm(row: dict) -> str:
     return f"{v['candidate'] - v['baseline']:+.2f} [{v['difference_low']:+.2f}, {v['difference_high']:+.2f}], P(better) {v['confidence']:.1%}"
 
 
-def summary_row(name: str, results: dict) -> list[str]:
+def minutes(results: dict, reference: bool) -> float:
+    """Minutes of the candidates (reference=False) or of the reference run alone."""
+    return sum(c["seconds"] for n, c in results["candidates"].items() if (n == REFERENCE) == reference) / 60
+
+
+def _test_versus(results: dict) -> str:
+    chosen = results["choice"]["name"]
+    return "— (unchanged kept)" if chosen == UNCHANGED else _pm(results["candidates"][chosen]["test"])
+
+
+def summary_row(name: str, results: dict, before: dict | None) -> list[str]:
     c = results["candidates"]
     chosen = results["choice"]["name"]
-    unchanged, picked = c["unchanged"]["test"], c[chosen]["test"]
-    baseline = c.get("st-simcse", {}).get("test")
-    versus = "— (unchanged kept)" if chosen == "unchanged" else _pm(picked)
-    better = "yes" if chosen != "unchanged" and picked["vs_unchanged"]["confidence"] >= 0.95 else "no"
+    confirmation = results["choice"].get("confirmation")
+    reference = c.get(REFERENCE, {}).get("test")
+    spent = minutes(results, reference=False)
+    old = minutes(before, reference=False) + minutes(before, reference=True) if before else None
     return [
         name,
         METRIC_NAMES[results["meta"]["test"]["metric"]],
-        f"{unchanged['score']:.2f}",
+        f"{c[UNCHANGED]['test']['score']:.2f}",
         f"`{chosen}`",
-        f"{picked['score']:.2f}",
-        versus,
-        better,
-        f"{baseline['score']:.2f}" if baseline else "—",
-        ("yes" if picked["score"] >= baseline["score"] else "**no**") if baseline else "—",
-        f"{sum(x['seconds'] for x in c.values()) / 60:.0f}",
+        f"{c[chosen]['test']['score']:.2f}",
+        _test_versus(results),
+        f"{confirmation['p_value']:.3f} ({results['choice']['best_on_selection']})" if confirmation else "—",
+        f"{reference['score']:.2f}" if reference else "—",
+        f"{spent:.0f}",
+        f"{old:.0f}" if old is not None else "—",
+        (f"{spent / old:.2f}" + (" ✓" if spent / old <= TIME_TARGET else " **✗**")) if old else "—",
     ]
+
+
+def before_after_row(name: str, before: dict | None, after: dict | None) -> list[str]:
+    def side(results: dict | None) -> list[str]:
+        if results is None:
+            return ["not measured", "—", "—"]
+        chosen = results["choice"]["name"]
+        return [f"`{chosen}`", f"{results['candidates'][chosen]['test']['score']:.2f}", _test_versus(results)]
+
+    return [name, *side(before), *side(after)]
 
 
 def hindsight(results: dict) -> list[str]:
@@ -47,71 +78,64 @@ def hindsight(results: dict) -> list[str]:
     helped = [
         f"`{n}` ({_pm(c['test'])})"
         for n, c in results["candidates"].items()
-        if c["eligible"] and c.get("test") and "vs_unchanged" in c["test"] and c["test"]["vs_unchanged"]["confidence"] >= 0.95 and not c["chosen"]
+        if c["kind"] != "baseline" and c.get("test") and "vs_unchanged" in c["test"] and c["test"]["vs_unchanged"]["confidence"] >= 0.95 and not c["chosen"]
     ]
     if not helped:
         return []
-    return [f"Better than unchanged on test with ≥ 95 % confidence but not chosen (dev did not show it): {', '.join(helped)}.", ""]
+    return [f"Better than unchanged on test with ≥ 95 % bootstrap confidence but not chosen: {', '.join(helped)}.", ""]
 
 
-def predates(results: dict) -> list[str]:
-    """Candidates `sentune adapt` tries by default now that this domain's run did not have (added to adapt after it
-    was measured): the choice was made without them, and the page says so rather than mixing runs."""
-    from sentune.adapt.candidates import METHODS, plan
+def domain_section(name: str, results: dict, images: str) -> list[str]:
+    meta = results["meta"]
+    lines = ["", f"## {name}", "", f"Command ({meta['date']}):", "", "```", meta.get("command", "?"), "```", ""]
+    lines += [f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.", "", *hindsight(results), candidate_table(results), ""]
+    for plot, title in (("scores.png", "scores"), ("dev_curves.png", "dev curves"), ("wise_curve.png", "wise: dev score against α")):
+        if (KEPT / images / plot).is_file():
+            lines += [f"![{title}]({'adapt/' + images + '/' + plot})", ""]
+    return lines
 
-    later = [f"`{c.name}`" for c in plan(METHODS, own="mean", baseline=True) if c.name not in results["candidates"]]
-    if not later:
-        return []
-    return [f"Not in this run (added to `sentune adapt` after it was measured; the choice was made without them): {', '.join(later)}.", ""]
 
-
-def render(kept: Path = KEPT) -> str:
-    found = {d: json.loads((kept / d / "results.json").read_text()) for d in DOMAINS if (kept / d / "results.json").is_file()}
+def render() -> str:
+    after, before = _load(KEPT), _load(BEFORE)
     lines = [
-        "# `sentune adapt` on four domains (issue 15)",
+        "# `sentune adapt` on four domains (issues 15, 27)",
         "",
-        f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from benchmarks/results/adapt/NAME/results.json; "
-        "the runs: `bash benchmarks/adapt_experiments.sh` (each domain's exact command and date below).",
+        f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from benchmarks/results/adapt/NAME/results.json (the rule "
+        "of issue 27) and benchmarks/results/adapt/before/NAME/results.json (the rule before it); the runs: "
+        "`bash benchmarks/adapt_experiments.sh` (each domain's exact command and date below).",
         "",
-        "Default model (all-MiniLM-L6-v2), default budget (one pass over the corpus per candidate, dev evaluated 10 times, "
-        "early stop after 3 without a new best), 2 CPU cores. The choice reads only the dev pairs; test is scored afterwards. "
-        "`st-simcse` is sentence-transformers' own SimCSE recipe (MNRL on (s, s), batch 64, lr 3e-5, one epoch, last "
-        "checkpoint), reported beside the candidates and never chosen. Minutes are wall-clock on a 2-core machine that at times "
-        "also ran the test suite or another domain: they overstate a candidate's cost on an idle machine.",
+        "Default model (all-MiniLM-L6-v2), default budget (one pass over the corpus per candidate, dev evaluated 10 times, early "
+        "stop after 3 without a new best), 2 CPU cores. The rule now: every choice (checkpoints, the race, wise's α, the best "
+        "candidate) reads the selection half of the dev pairs; the chosen candidate replaces the unchanged model only when a "
+        "one-sided paired permutation test on the other half gives p ≤ 0.05 (calibrated: benchmarks/results/adapt_calibration.md). "
+        "The training candidates are raced (rounds at 1/8, 1/4, 1/2 of their steps; one behind the unchanged model or the "
+        "leader with 95 % stops, at most half go on). `st-simcse` is sentence-transformers' own SimCSE recipe (`--reference`), "
+        "reported beside the candidates and never chosen; its minutes are counted apart. Before: the best candidate on all dev "
+        "pairs, shipped when a bootstrap on the same pairs gave ≥ 95 %, every candidate trained its whole budget.",
         "",
         "## Summary (test set)",
         "",
-        "| domain | metric | unchanged | chosen | chosen's score | chosen − unchanged [95 % CI] | better with ≥ 95 %? | ST SimCSE | chosen ≥ ST SimCSE? | minutes, all candidates |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| domain | metric | unchanged | chosen | chosen's score | chosen − unchanged [95 % CI] | confirmation p (best on selection) | ST SimCSE | candidate minutes | minutes before (all runs) | ratio ≤ 0.35? |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    lines += ["| " + " | ".join(summary_row(d, r)) + " |" for d, r in found.items()]
-    missing = [d for d in DOMAINS if d not in found]
+    lines += ["| " + " | ".join(summary_row(d, r, before.get(d))) + " |" for d, r in after.items()]
+    missing = [d for d in example_names() if d not in after]
     if missing:
-        lines += ["", f'Not yet measured: {", ".join(missing)} (run `EXAMPLES="{" ".join(missing)}" bash benchmarks/adapt_experiments.sh`).']
-    for name, results in found.items():
-        meta = results["meta"]
-        lines += [
-            "",
-            f"## {name}",
-            "",
-            f"Command ({meta['date']}):",
-            "",
-            "```",
-            meta.get("command", "?"),
-            "```",
-            "",
-            f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.",
-            "",
-            *hindsight(results),
-            *predates(results),
-            candidate_table(results),
-            "",
-            f"![scores]({'adapt/' + name + '/scores.png'})",
-            "",
-        ]
-        for plot, title in (("dev_curves.png", "dev curves"), ("wise_curve.png", "wise: dev score against α")):
-            if (kept / name / plot).is_file():
-                lines += [f"![{title}]({'adapt/' + name + '/' + plot})", ""]
+        lines += ["", f'Not yet measured with the new rule: {", ".join(missing)} (run `EXAMPLES="{" ".join(missing)}" bash benchmarks/adapt_experiments.sh`).']
+    lines += [
+        "",
+        "## Before and after: the choices and their test scores",
+        "",
+        "| domain | before: chosen | test | − unchanged [95 % CI] | after: chosen | test | − unchanged [95 % CI] |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += ["| " + " | ".join(before_after_row(d, before.get(d), after.get(d))) + " |" for d in example_names()]
+    for name, results in after.items():
+        lines += domain_section(name, results, name)
+    if before:
+        lines += ["", "# Before: the rule of sentune d042c59", ""]
+        for name, results in before.items():
+            lines += domain_section(name, results, f"before/{name}")
     return "\n".join(lines)
 
 

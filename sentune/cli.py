@@ -269,7 +269,9 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 def cmd_adapt(args: argparse.Namespace) -> int:
     from sentune.adapt.candidates import parse_methods
-    from sentune.adapt.run import AdaptConfig, Budget, adapt, prune
+    from sentune.adapt.context import AdaptConfig, Budget
+    from sentune.adapt.run import adapt, prune
+    from sentune.core.device import resolve_device
 
     methods, budget = parse_methods(args.methods), Budget.parse(args.budget)  # checked before any file is read
     if args.sed_members < 2:
@@ -299,10 +301,11 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         methods=methods,
         budget=budget,
         sed_members=args.sed_members,
-        baseline=not args.no_baseline,
+        reference=args.reference,
         seed=args.seed,
         example=args.example,
         show_progress=not args.quiet,
+        device=resolve_device(args.device),
     )
     results = adapt(config, out, data_dir=data_dir, command=_command_line())
     from sentune.adapt.report import candidate_table
@@ -515,7 +518,7 @@ def _add_compare(sub) -> None:
 
 
 def _add_adapt(sub) -> None:
-    from sentune.adapt.candidates import METHODS  # no heavy imports: the list, so the help never drifts from it
+    from sentune.adapt.names import METHODS  # no heavy imports: the list, so the help never drifts from it
 
     p = sub.add_parser("adapt", help="adapt a model to your unlabelled text: try every method, select on your dev pairs, keep the model unless one is better")
     p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
@@ -530,7 +533,11 @@ def _add_adapt(sub) -> None:
     p.add_argument("--methods", help=f"comma-separated subset of: {', '.join(METHODS)} (default: all)")
     p.add_argument("--budget", help="per candidate: STEPS, MINUTESm, both (500,10m) or epoch (default: one pass over the corpus)")
     p.add_argument("--sed-members", type=int, default=3, help="seeds of the best trained candidate that SED distils (default 3)")
-    p.add_argument("--no-baseline", action="store_true", help="skip the reference run of sentence-transformers' SimCSE recipe")
+    p.add_argument(
+        "--reference",
+        action="store_true",
+        help="also train sentence-transformers' SimCSE recipe with its own defaults, reported beside the candidates, never chosen",
+    )
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the dev pairs' split into selection and confirmation halves, the bootstrap and the permutations"
     )

@@ -16,9 +16,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from sentune.adapt.candidates import Candidate, parse_methods, plan
+from sentune.adapt.candidates import Pooling, Unchanged, parse_methods, plan
+from sentune.adapt.context import AdaptError, Budget
 from sentune.adapt.decide import split_dev
-from sentune.adapt.run import AdaptError, Budget
 from sentune.adapt.select import select
 from sentune.cli import main
 from sentune.data.user_data import read_scored_pairs, write_corpus, write_scored_pairs
@@ -47,7 +47,7 @@ def _adapt(args: list[str]) -> int:
 
 def _planted(tmp_path: Path, dev_scores: dict[str, np.ndarray], gold: np.ndarray):
     """select()'s inputs for candidates whose dev cosines are given."""
-    candidates = [Candidate(n, "unchanged" if n == "unchanged" else "pooling", n) for n in dev_scores]
+    candidates = [Unchanged(n) if n == "unchanged" else Pooling(n, n) for n in dev_scores]
     records = {}
     for name, scores in dev_scores.items():
         folder = tmp_path / "candidates" / name
@@ -101,9 +101,11 @@ def test_budget_and_methods_are_checked():
     assert parse_methods("ct,simcse,ct") == ("ct", "simcse")
     with pytest.raises(UserError, match="--methods: unknown bert-flow"):
         parse_methods("simcse,bert-flow")
-    names = [c.name for c in plan(parse_methods(None), "mean", baseline=True)]
+    planned = plan(parse_methods(None), "mean", reference=True)
+    names = [c.name for c in planned.all]
     assert names[0] == "unchanged" and "pooling-mean" not in names and "pooling-cls" in names  # the model's own pooling is not tried twice
-    assert names[-3:] == ["sed", "wise", "st-simcse"]
+    assert [c.name for c in planned.raced] == ["simcse", "mirror", "ct", "sg-opt", "tsdae"] and names[-3:] == ["sed", "wise", "st-simcse"]
+    assert "st-simcse" not in [c.name for c in plan(parse_methods(None), "mean", reference=False).all]
 
 
 def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_choice(tiny_model_dir, user_files, tmp_path):
@@ -112,7 +114,7 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     from sentune.tasks.sts import cosine_scores
 
     common = ["--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv")]
-    common += ["--methods", "poolings,whitening,flow,simcse,tsdae,sed,wise", "--budget", "4", "--sed-members", "2"]
+    common += ["--methods", "poolings,whitening,flow,simcse,tsdae,sed,wise", "--budget", "4", "--sed-members", "2", "--reference"]
     out = tmp_path / "run"
     assert _adapt([*common, "--test", str(user_files / "test.tsv"), "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
@@ -120,16 +122,17 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     assert names[:2] == ["unchanged", "pooling-cls"] and {"whitening", "flow", "simcse", "tsdae", "sed", "wise", "st-simcse"} <= set(names)
     assert not results["candidates"]["st-simcse"]["eligible"] and not results["candidates"]["st-simcse"]["chosen"]
     assert sum(c["chosen"] for c in results["candidates"].values()) == 1
-    assert all(c["select"] and c["confirm"] and c["test"] for c in results["candidates"].values())
+    assert all(c["select"] and (c.get("stopped") or (c["confirm"] and c["test"])) for c in results["candidates"].values())
+    assert all(not c["eligible"] for c in results["candidates"].values() if c.get("stopped"))
     wise = results["candidates"]["wise"]
-    tuned = {n: c["select"]["score"] for n, c in results["candidates"].items() if c["kind"] in ("trained", "sed")}
+    tuned = {n: c["select"]["score"] for n, c in results["candidates"].items() if c["kind"] in ("trained", "sed") and not c.get("stopped")}
     assert wise["source"] == max(tuned, key=tuned.get) and wise["alpha"] in [a for a, _ in wise["curve"]]
     assert wise["select"]["score"] == pytest.approx(max(s for _, s in wise["curve"][:-1]), abs=1e-9)  # the best α on the selection pairs
     # Training reads the selection half of the dev pairs and nothing else of them.
     dev, selection = read_scored_pairs(out / "data" / "dev.tsv"), read_scored_pairs(out / "data" / "dev-select.tsv")
     split = split_dev(np.array([p.score for p in dev.pairs]))
     assert [(p.a, p.b) for p in selection.pairs] == [(dev.pairs[i].a, dev.pairs[i].b) for i in split.select]
-    for name in ("simcse", "tsdae"):
+    for name in ("simcse", "tsdae", "sed"):
         assert results["candidates"][name]["recipe"]["eval"]["dev"] == f"pairs:{out / 'data' / 'dev-select.tsv'}"
     assert results["meta"]["dev"]["select_pairs"] == len(split.select) and results["meta"]["dev"]["confirm_pairs"] == len(split.confirm)
     for page in ("results.md", "report.html", "scores.png", "dev_curves.png", "wise_curve.png"):
@@ -172,31 +175,36 @@ def test_bad_inputs_are_one_line_naming_file_and_line(tiny_model_dir, user_files
     assert not (tmp_path / "out" / "candidates").exists()  # nothing ran
 
 
-def test_resume_after_kill_retrains_no_finished_candidate(tiny_model_dir, user_files, tmp_path):
+def test_resume_after_a_kill_in_mid_round_retrains_nothing_finished(tiny_model_dir, user_files, tmp_path):
+    """Killed in the race's first round, after simcse has run its round and while mirror runs its own: the resumed run
+    reads whitening back, does not train simcse's round again, continues mirror from its checkpoint and finishes."""
     out = tmp_path / "run"
     args = [sys.executable, "-m", "sentune", "adapt", "--quiet", "--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt")]
-    args += ["--dev", str(user_files / "dev.tsv"), "--methods", "simcse,mirror", "--budget", "30", "--no-baseline", "--out", str(out)]
+    args += ["--dev", str(user_files / "dev.tsv"), "--methods", "whitening,simcse,mirror", "--budget", "80", "--out", str(out)]
     env = {**os.environ, "SENTUNE_CACHE": str(tmp_path / "cache")}
     proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    mirror = out / "candidates" / "mirror" / "run" / "checkpoints"
+    simcse, mirror = out / "candidates" / "simcse" / "run", out / "candidates" / "mirror" / "run"
     deadline = time.time() + 240
-    while not any(mirror.glob("checkpoint-*/COMPLETE")):
+    while not ((simcse / "paused.json").is_file() and any(mirror.glob("checkpoints/checkpoint-*/COMPLETE"))):
         assert proc.poll() is None and time.time() < deadline, f"adapt ended before it could be killed: {proc.stderr.read() if proc.poll() is not None else ''}"
-        time.sleep(0.05)
+        time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    finished = out / "candidates" / "simcse" / "candidate.json"
-    assert finished.is_file() and not (out / "candidates" / "mirror" / "candidate.json").exists()
-    before = (finished.read_text(), finished.stat().st_mtime_ns, (out / "candidates" / "simcse" / "run" / "metrics.jsonl").read_text())
+    whitening = out / "candidates" / "whitening" / "candidate.json"
+    round_one = json.loads((simcse / "paused.json").read_text())["step"]
+    before = (whitening.read_text(), whitening.stat().st_mtime_ns, _lines_up_to(simcse / "metrics.jsonl", round_one))
 
     resumed = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert "simcse: done before, read back" in resumed.stdout
-    assert before == (finished.read_text(), finished.stat().st_mtime_ns, (out / "candidates" / "simcse" / "run" / "metrics.jsonl").read_text())
-    mirror_record = json.loads((out / "candidates" / "mirror" / "candidate.json").read_text())
-    assert mirror_record["best_checkpoint"]["step"] >= 1
+    assert "whitening: done before, read back" in resumed.stdout
+    assert "race round 1/4: simcse" not in resumed.stdout and "race round 1/4: mirror" in resumed.stdout
+    assert before == (whitening.read_text(), whitening.stat().st_mtime_ns, _lines_up_to(simcse / "metrics.jsonl", round_one))
     results = json.loads((out / "results.json").read_text())
-    assert set(results["candidates"]) == {"unchanged", "simcse", "mirror"} and (out / "model" / "modules.json").is_file()
+    assert set(results["candidates"]) == {"unchanged", "whitening", "simcse", "mirror"} and (out / "model" / "modules.json").is_file()
+
+
+def _lines_up_to(metrics: Path, step: int) -> list[str]:
+    return [line for line in metrics.read_text().splitlines() if json.loads(line)["step"] <= step]
 
 
 def test_examples_write_the_users_formats_from_the_catalog(tiny_data_dir, tmp_path):
@@ -223,13 +231,13 @@ def test_a_normalising_pipeline_trains_raw_and_is_saved_normalised(tiny_st, tmp_
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Normalize
 
-    from sentune.adapt.candidates import own_pooling
+    from sentune.adapt.candidates import Plan, own_pooling
     from sentune.adapt.run import _save_choice
 
     base = SentenceTransformer(modules=[*tiny_st, Normalize()], device="cpu")
     assert own_pooling(base) == "mean" and own_pooling(tiny_st) == "mean"
     results = {"choice": {"name": "pooling-cls", "reason": "planted"}}
-    _save_choice(results, [Candidate("pooling-cls", "pooling", "cls")], base, tmp_path)
+    _save_choice(results, Plan(before_race=[Pooling("pooling-cls", "cls")]), SimpleNamespace(base=base, out=tmp_path, device="cpu"))
     saved = SentenceTransformer(str(tmp_path / "model"), device="cpu")
     assert [type(m).__name__ for m in saved][-2:] == ["Pooling", "Normalize"]
     vectors = saved.encode(["a man plays the guitar", "the dog runs"])
@@ -241,7 +249,7 @@ def test_without_dev_pairs_stsb_dev_selects_and_the_report_says_so(tiny_model_di
     from conftest import write_tiny_data_dir
 
     out = tmp_path / "run"
-    args = ["--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt"), "--methods", "poolings", "--no-baseline"]
+    args = ["--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt"), "--methods", "poolings"]
     # The tiny data directory's STS-B dev has 24 pairs: too few to select and confirm, refused before any work.
     assert _adapt([*args, "--data", str(tiny_data_dir), "--out", str(out)]) == 2
     assert "--dev STS-B-dev: 24 pairs; adapt needs at least 100" in capsys.readouterr().err and not out.exists()
@@ -257,7 +265,7 @@ def test_a_refused_run_leaves_the_finished_one_untouched_and_shared_pairs_are_wa
     import hashlib
 
     out = tmp_path / "run"
-    args = ["--model", str(tiny_model_dir), "--dev", str(user_files / "dev.tsv"), "--methods", "poolings", "--no-baseline", "--out", str(out)]
+    args = ["--model", str(tiny_model_dir), "--dev", str(user_files / "dev.tsv"), "--methods", "poolings", "--out", str(out)]
     # The dev file given as --test too: accepted (the user may mean it), with a warning that the test proves nothing.
     assert _adapt([*args, "--corpus", str(user_files / "corpus.txt"), "--test", str(user_files / "dev.tsv")]) == 0
     assert f"100 of the 100 test pairs of {user_files / 'dev.tsv'} are also dev pairs" in capsys.readouterr().err
@@ -276,3 +284,47 @@ def test_a_refused_run_leaves_the_finished_one_untouched_and_shared_pairs_are_wa
     few.write_text("one sentence\n")
     assert _adapt([*args[:-1], str(tmp_path / "new"), "--corpus", str(few)]) == 2
     assert "few.txt: 1 distinct sentence(s); adapt needs at least 100" in capsys.readouterr().err and not (tmp_path / "new").exists()
+
+
+def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_the_rest(tmp_path):
+    """After round 1: a candidate far below the unchanged model on the selection pairs stops (racing); of the three
+    others, which tie with the unchanged model, at most half go on (successive halving), the best ones; a stopped one
+    keeps its best selection cosines and a record that says why."""
+    from sentune.adapt.race import Entry, _eliminate
+    from sentune.tasks.bootstrap import METRICS
+
+    rng = np.random.default_rng(0)
+    gold = rng.normal(size=150)
+    unchanged = gold + rng.normal(0, 1.0, 150)
+    planted = {
+        "bad": gold + rng.normal(0, 4.0, 150),
+        "good": gold + rng.normal(0, 0.95, 150),
+        "fair": gold + rng.normal(0, 1.0, 150),
+        "meh": gold + rng.normal(0, 1.05, 150),
+    }
+    recipe = SimpleNamespace(name="adapt/x", training=SimpleNamespace(max_steps=80), to_dict=lambda: {"training": {"eval_steps": 8}})
+    entries = []
+    for name, cosines in planted.items():
+        run = tmp_path / "candidates" / name / "run"
+        (run / "dev_cosines").mkdir(parents=True)
+        np.save(run / "dev_cosines" / "step-8.npy", gold + rng.normal(0, 9.0, 150))  # an earlier, worse evaluation
+        np.save(run / "dev_cosines" / "step-10.npy", cosines)
+        (run / "paused.json").write_text(json.dumps({"step": 10, "training_seconds": 5.0}))
+        entries.append(Entry(name, recipe, run, run.parent / "candidate.json"))
+    ctx = SimpleNamespace(
+        out=tmp_path,
+        metric="spearman",
+        config=SimpleNamespace(seed=0),
+        selection_gold=lambda: gold,
+        selection_cosines=lambda dev: dev,
+        selection_score_of=lambda cosines: METRICS["spearman"](gold, cosines),
+        untuned=lambda pooling: {"dev": unchanged},
+    )
+    going = _eliminate(entries, {}, ctx, 1, {e.name: 0.0 for e in entries})
+    assert [e.name for e in going] == sorted(["good", "fair", "meh"], key=lambda n: -METRICS["spearman"](gold, planted[n]))[:2]
+    bad = json.loads((tmp_path / "candidates" / "bad" / "candidate.json").read_text())
+    assert bad["stopped"]["reason"].startswith("behind the unchanged model on the selection pairs after round 1") and bad["stopped"]["best_step"] == 10
+    assert bad["dev_score"] == pytest.approx(METRICS["spearman"](gold, planted["bad"])) and bad["selection_only"]
+    np.testing.assert_array_equal(np.load(tmp_path / "candidates" / "bad" / "scores.npz")["select"], planted["bad"])
+    halved = next(n for n in ("good", "fair", "meh") if n not in [e.name for e in going])
+    assert "successive halving" in json.loads((tmp_path / "candidates" / halved / "candidate.json").read_text())["stopped"]["reason"]

@@ -59,7 +59,7 @@ def test_ct_sed_flow_runs_and_resumes_without_recomputing(tiny_model_dir, tiny_d
 
     # The same folder asked to hold a different stage is refused, naming what differs.
     assert main(["pipeline", "ct-sed", *[a if a != "2" else "3" for a in common]]) == 2
-    assert "ct-sed holds a stage with other settings (members differ" in capsys.readouterr().err
+    assert "ct-sed holds a stage with other members (" in capsys.readouterr().err
 
 
 def test_postprocess_stage_options(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
@@ -76,7 +76,7 @@ def test_postprocess_stage_options(tiny_model_dir, tiny_data_dir, tmp_path, caps
 
 
 def test_stage_lock_excludes_a_second_holder(tmp_path):
-    from sentune.train.pipeline import stage_lock
+    from sentune.train.runs import run_lock as stage_lock
 
     with stage_lock(tmp_path / "stage") as first:
         with stage_lock(tmp_path / "stage", wait=False) as second:
@@ -193,7 +193,7 @@ def test_members_train_while_another_process_holds_the_stage_before_sed(tiny_mod
     import sys
     import time
 
-    from sentune.train.pipeline import stage_lock
+    from sentune.train.runs import run_lock as stage_lock
 
     out = tmp_path / "p"
     args = [

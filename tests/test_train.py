@@ -197,3 +197,35 @@ def test_user_pairs_select_last_checkpoint_and_time_budget(tiny_model_dir, tiny_
     bad.write_text("a\tb\t1\nc\td\n")
     with pytest.raises(RecipeError, match=r"bad.tsv:2: malformed row"):
         load_recipe(str(recipe_path), [f"eval.dev=pairs:{bad}"])
+
+
+def test_paused_rounds_train_the_same_weights_as_one_run_and_record_each_evaluations_cosines(tiny_model_dir, tiny_data_dir, tmp_path):
+    """train(pause_at_step=…) stops with a checkpoint and a paused state; training again with resume goes on. Rounds
+    4 + 4 steps end with the weights of one 8-step run (the schedule and data order are the planned ones), and a user's
+    dev pairs leave each evaluation's cosines in dev_cosines/ (racing reads them)."""
+    from conftest import tiny_recipe
+
+    from sentune.tasks.user_pairs import PairsEvaluator
+    from sentune.train.trainer import PAUSED, train
+
+    pairs = tmp_path / "dev.tsv"
+    pairs.write_text(
+        "".join(f"{a}\t{b}\t{y}\n" for a, b, y in [("a man plays", "a man plays the guitar", 4.0), ("the dog runs", "stock market price", 0.5)] * 6)
+    )
+    recipe_path = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"max_steps": 8, "eval_steps": 2, "checkpoint": "last"})
+    recipe = load_recipe(str(recipe_path), [f"eval.dev=pairs:{pairs}", "eval.tasks=none"])
+    train(recipe, tmp_path / "straight", data_dir=tiny_data_dir)
+
+    rounds = tmp_path / "rounds"
+    first = train(recipe, rounds, data_dir=tiny_data_dir, pause_at_step=4)
+    assert first["paused"]["step"] == 4 and (rounds / PAUSED).is_file() and not (rounds / "model").exists()
+    assert sorted(p.name for p in (rounds / "dev_cosines").iterdir()) == ["step-2.npy", "step-4.npy"]
+    second = train(recipe, rounds, data_dir=tiny_data_dir, resume=True, pause_at_step=12)  # beyond the last step: the run ends
+    assert "paused" not in second and second["meta"]["best_checkpoint"]["step"] == 8 and not (rounds / PAUSED).exists()
+    wa, wb = _weights(tmp_path / "straight"), _weights(rounds)
+    for name in wa:
+        np.testing.assert_allclose(wa[name], wb[name], atol=1e-6, err_msg=name)
+    recorded = np.load(rounds / "dev_cosines" / "step-8.npy")
+    from sentence_transformers import SentenceTransformer
+
+    np.testing.assert_allclose(recorded, PairsEvaluator(pairs).similarities(SentenceTransformer(str(rounds / "model"), device="cpu")), atol=1e-5)

@@ -1,37 +1,209 @@
 """What `sentune adapt` tries, in order: the model as it is (always), its other untuned poolings, whitening and the flow
-fitted on the corpus, the label-free training methods, SED over seeds of the best trained one, the best tuned one's
-weights interpolated with the unchanged model's (WiSE-FT, sentune.adapt.wise), and, reported beside them but never
-chosen, sentence-transformers' own SimCSE recipe (the user's usual alternative)."""
+fitted on the corpus, the label-free training methods (raced against each other, sentune.adapt.race), SED over seeds of
+the best trained one, the best tuned one's weights interpolated with the unchanged model's (WiSE-FT, sentune.adapt.wise),
+and, only when asked (--reference), sentence-transformers' own SimCSE recipe, reported beside them and never chosen.
+
+Each kind is a class: `describe` (the line printed when it starts), `run` (its dev and test cosines and what the record
+keeps), `model` (the model it stands for, to save when it is chosen). Running them is sentune.adapt.run's job."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
+from sentune.adapt.names import METHODS, POSTPROCESSED, REFERENCE, SED, TRAINED, UNCHANGED, UNTUNED_POOLINGS, WISE
 from sentune.errors import UserError
 
-UNCHANGED = "unchanged"
-UNTUNED_POOLINGS = ("cls", "mean", "max", "first-last", "last2")
-POSTPROCESSED = ("whitening", "flow")
-TRAINED = ("simcse", "mirror", "ct", "sg-opt", "tsdae")  # each a bundled recipe sentune/recipes/adapt/NAME.yaml
-SED = "sed"
-WISE = "wise"
-BASELINE = "st-simcse"
-METHODS = ("poolings", *POSTPROCESSED, *TRAINED, SED, WISE)  # what --methods picks from
+if TYPE_CHECKING:
+    import numpy as np
 
-Kind = Literal["unchanged", "pooling", "postprocess", "trained", "sed", "wise", "baseline"]
+    from sentune.adapt.context import Context
 
 
-@dataclass(frozen=True)
+@dataclass
 class Candidate:
     name: str  # its folder under OUT/candidates and its row in the results
-    kind: Kind
-    setting: str  # the pooling, the post-processor or the recipe
+    kind: ClassVar[str] = ""
+    eligible: ClassVar[bool] = True  # the reference is reported, never chosen
+
+    def folder(self, ctx: Context) -> Path:
+        return ctx.out / "candidates" / self.name
+
+    def describe(self, ctx: Context) -> str:
+        raise NotImplementedError
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
+        """Its cosines of the dev (and test) pairs, and what its record keeps beyond them ({} scores: skipped)."""
+        raise NotImplementedError
+
+    def model(self, ctx: Context):
+        """The model it stands for (its saved folder, or built from the base model)."""
+        from sentune.core.models import load_model
+
+        return load_model(str(self.folder(ctx) / "model"), device=ctx.device)
+
+
+@dataclass
+class Unchanged(Candidate):
+    kind: ClassVar[str] = "unchanged"
+
+    def describe(self, ctx: Context) -> str:
+        return "scoring the untuned model"
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
+        return ctx.untuned("model"), {}
+
+    def model(self, ctx: Context):
+        return ctx.base
+
+
+@dataclass
+class Pooling(Candidate):
+    pooling: str = ""
+    kind: ClassVar[str] = "pooling"
+
+    def describe(self, ctx: Context) -> str:
+        return f"scoring the untuned model with {self.pooling} pooling"
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
+        return ctx.untuned(self.pooling), {"setting": self.pooling}
+
+    def model(self, ctx: Context):
+        from sentune.modules.build import with_pooling
+
+        return with_pooling(ctx.base, self.pooling)
+
+
+@dataclass
+class PostProcessed(Candidate):
+    """Fitted on the corpus's embeddings (the model's own pipeline); saved with the post-processor as its last modules."""
+
+    postprocessor: str = ""
+    kind: ClassVar[str] = "postprocess"
+
+    def describe(self, ctx: Context) -> str:
+        return f"fitting {self.postprocessor} on the corpus"
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
+        from sentence_transformers import SentenceTransformer
+
+        from sentune.modules.build import save_atomic
+        from sentune.postprocess import get_postprocessor
+
+        settings = {"show_progress": ctx.config.show_progress} if self.postprocessor == "flow" else {}
+        fitted = get_postprocessor(self.postprocessor)(**settings).fit(ctx.corpus_vectors())
+        save_atomic(SentenceTransformer(modules=list(ctx.base) + fitted.to_modules(), device=ctx.device), self.folder(ctx) / "model")
+        return ctx.scorer.of_vectors(fitted.transform(ctx.untuned_vectors())), {"setting": self.postprocessor}
+
+
+@dataclass
+class Trained(Candidate):
+    """A bundled recipe trained on the corpus (sentune/recipes/adapt/NAME.yaml); trained by the race, not by `run`."""
+
+    recipe_name: str = ""
+    kind: ClassVar[str] = "trained"
+
+    def describe(self, ctx: Context) -> str:
+        return f"training ({ctx.budget_text()}; early stop on the selection pairs)"
+
+    def run_folder(self, ctx: Context) -> Path:
+        return self.folder(ctx) / "run"
+
+    def model(self, ctx: Context):
+        from sentune.core.models import load_model
+
+        return load_model(str(self.run_folder(ctx) / "model"), device=ctx.device)
+
+
+@dataclass
+class Ensemble(Candidate):
+    """SED: seeds 2..N of the best trained candidate (seed 1 is its own run) distilled into one learner."""
+
+    kind: ClassVar[str] = "sed"
+
+    def describe(self, ctx: Context) -> str:
+        return f"distilling {ctx.config.sed_members} seeds of the best trained candidate ({ctx.budget_text()})"
+
+    def run_folder(self, ctx: Context) -> Path:
+        return self.folder(ctx) / "run"
+
+    def model(self, ctx: Context):
+        from sentune.core.models import load_model
+
+        return load_model(str(self.run_folder(ctx) / "model"), device=ctx.device)
+
+
+@dataclass
+class Wise(Candidate):
+    kind: ClassVar[str] = "wise"
+
+    def describe(self, ctx: Context) -> str:
+        return "interpolating the best tuned candidate's weights with the unchanged model's (WiSE-FT), α chosen on the selection pairs"
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
+        from sentune.adapt.wise import ALPHAS, NotInterpolable, best_alpha, interpolate
+        from sentune.modules.build import save_atomic
+
+        tuned = [r for r in ctx.records.values() if r["kind"] in (Trained.kind, Ensemble.kind) and "dev_score" in r and r.get("run") and "stopped" not in r]
+        if not tuned:
+            return {}, {"skipped": "no tuned candidate to interpolate with (add one of " + ", ".join(TRAINED) + " to --methods)"}
+        source = max(tuned, key=lambda r: r["dev_score"])
+        path = ctx.out / source["run"] / "model"
+        if not path.is_dir():
+            return {}, {"skipped": f"{source['name']}'s model is gone ({path}; --prune removes it)"}
+        from sentune.core.models import load_model
+
+        model = load_model(str(path), device=ctx.device)
+        dev: dict[float, np.ndarray] = {}  # α → dev cosines, kept: the chosen α's are its dev scores
+        try:
+            for alpha in ALPHAS:
+                dev[alpha] = ctx.scorer.of_model(interpolate(ctx.base, model, alpha), f"{WISE}: α = {alpha}", ["dev"])["dev"]
+        except NotInterpolable as error:
+            return {}, {"skipped": f"cannot interpolate with {source['name']}: {error}"}
+        curve = {a: ctx.selection_score(sims) for a, sims in dev.items()}  # α is chosen on the selection pairs only
+        alpha = best_alpha(curve)
+        print(f"    {WISE}: {source['name']} (selection {source['dev_score']:.2f}) × α = {alpha} (selection {curve[alpha]:.2f})", flush=True)
+        chosen = interpolate(ctx.base, model, alpha)
+        save_atomic(chosen, self.folder(ctx) / "model")
+        detail = {"source": source["name"], "alpha": alpha, "curve": [[a, s] for a, s in curve.items()] + [[1.0, source["dev_score"]]]}
+        rest = [split for split in ctx.scorer.splits if split != "dev"]
+        return {"dev": dev[alpha]} | (ctx.scorer.of_model(chosen, f"{WISE}: scoring the test pairs", rest) if rest else {}), detail
+
+
+@dataclass
+class Reference(Candidate):
+    """sentence-transformers' own SimCSE recipe with its own defaults (one epoch, the last checkpoint): the user's usual
+    alternative, reported beside the candidates and never chosen."""
+
+    recipe_name: str = f"adapt/{REFERENCE}"
+    kind: ClassVar[str] = "baseline"
+    eligible: ClassVar[bool] = False
+
+    def describe(self, ctx: Context) -> str:
+        return "training sentence-transformers' SimCSE recipe (reported, never chosen)"
+
+    def run_folder(self, ctx: Context) -> Path:
+        return self.folder(ctx) / "run"
+
+    def model(self, ctx: Context):
+        from sentune.core.models import load_model
+
+        return load_model(str(self.run_folder(ctx) / "model"), device=ctx.device)
+
+
+@dataclass
+class Plan:
+    """The candidates of one run, in the order they run: the cheap ones, the race, then those built on its winners."""
+
+    before_race: list[Candidate] = field(default_factory=list)
+    raced: list[Trained] = field(default_factory=list)
+    after_race: list[Candidate] = field(default_factory=list)
 
     @property
-    def eligible(self) -> bool:
-        """The baseline is reported, never chosen."""
-        return self.kind != "baseline"
+    def all(self) -> list[Candidate]:
+        return [*self.before_race, *self.raced, *self.after_race]
 
 
 def parse_methods(text: str | None) -> tuple[str, ...]:
@@ -56,16 +228,20 @@ def own_pooling(model) -> str | None:
     return mode if mode in UNTUNED_POOLINGS else None
 
 
-def plan(methods: tuple[str, ...], own: str | None, baseline: bool) -> list[Candidate]:
-    candidates = [Candidate(UNCHANGED, "unchanged", "model")]
+def plan(methods: tuple[str, ...], own: str | None, reference: bool) -> Plan:
+    found = Plan(before_race=[Unchanged(UNCHANGED)])
     if "poolings" in methods:
-        candidates += [Candidate(f"pooling-{p}", "pooling", p) for p in UNTUNED_POOLINGS if p != own]
-    candidates += [Candidate(p, "postprocess", p) for p in POSTPROCESSED if p in methods]
-    candidates += [Candidate(m, "trained", f"adapt/{m}") for m in TRAINED if m in methods]
+        found.before_race += [Pooling(f"pooling-{p}", p) for p in UNTUNED_POOLINGS if p != own]
+    found.before_race += [PostProcessed(p, p) for p in POSTPROCESSED if p in methods]
+    found.raced = [Trained(m, f"adapt/{m}") for m in TRAINED if m in methods]
     if SED in methods:
-        candidates.append(Candidate(SED, "sed", "adapt/sed"))
+        found.after_race.append(Ensemble(SED))
     if WISE in methods:
-        candidates.append(Candidate(WISE, "wise", "interpolation"))
-    if baseline:
-        candidates.append(Candidate(BASELINE, "baseline", f"adapt/{BASELINE}"))
-    return candidates
+        found.after_race.append(Wise(WISE))
+    if reference:
+        found.after_race.append(Reference(REFERENCE))
+    return found
+
+
+def read_record(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None

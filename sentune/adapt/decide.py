@@ -19,7 +19,10 @@ candidates and no single saved model that the statement is about.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -104,3 +107,25 @@ def decide(gold: np.ndarray, split: DevSplit, baseline: tuple[str, np.ndarray], 
         f"the best candidate on the selection pairs, {best} ({selection[best]:.2f} vs {selection[base_name]:.2f}), is not confirmed {where} "
         f"(> {ALPHA:g}): {base_name} is kept",
     )
+
+
+DETECTABLE = Path(__file__).parent / "detectable_gain.json"  # written by benchmarks/adapt_calibration.py
+
+
+def detectable_gain(metric: str, pairs: int) -> float | None:
+    """The gain (points) the rule confirms 80 % of the time with `pairs` dev pairs, from the calibration benchmark's
+    simulation (linear in log(pairs) between its dev sizes, the nearest size outside them); None when unknown."""
+    if not DETECTABLE.is_file():
+        return None
+    table = {int(n): g for n, g in json.loads(DETECTABLE.read_text())["gains"].get(metric, {}).items() if g is not None}
+    if not table:
+        return None
+    sizes = sorted(table)
+    if pairs <= sizes[0] or pairs >= sizes[-1]:
+        return table[sizes[0] if pairs <= sizes[0] else sizes[-1]]
+    upper = next(n for n in sizes if n >= pairs)
+    lower = max(n for n in sizes if n <= pairs)
+    if upper == lower:
+        return table[lower]
+    weight = (math.log(pairs) - math.log(lower)) / (math.log(upper) - math.log(lower))
+    return table[lower] + weight * (table[upper] - table[lower])

@@ -46,7 +46,9 @@ def candidate_table(results: dict) -> str:
     header += ["minutes", "note"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for name, c in results["candidates"].items():
-        note = "**chosen**" if c["chosen"] else ("reference, never chosen" if not c["eligible"] else c.get("skipped", ""))
+        note = "**chosen**" if c["chosen"] else ("reference, never chosen" if c["kind"] == "baseline" else c.get("skipped", ""))
+        if c.get("stopped"):
+            note = f"stopped by the race at step {c['stopped']['at_step']}: {c['stopped']['reason']}"
         if c.get("best_checkpoint"):
             note += f"{'; ' if note else ''}step {c['best_checkpoint']['step']}"
         if c.get("alpha") is not None:
@@ -157,7 +159,9 @@ def score_plot(results: dict, out: Path) -> Path:
     fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 0.35 * len(rows) + 1.5), squeeze=False)
     for ax, split in zip(axes[0], splits, strict=True):
         for y, (_, c) in enumerate(rows):
-            r = c[split]
+            r = c.get(split)
+            if not r:  # a candidate the race stopped has selection scores only
+                continue
             color = "#c44e52" if c["chosen"] else ("#999999" if not c["eligible"] else "#4c72b0")
             ax.errorbar(r["score"], y, xerr=[[r["score"] - r["low"]], [r["high"] - r["score"]]], fmt="o", color=color, capsize=3)
         ax.axvline(results["candidates"]["unchanged"][split]["score"], color="black", linestyle="--", linewidth=1)

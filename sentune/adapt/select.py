@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 
 import sentune
-from sentune.adapt.candidates import UNCHANGED, Candidate
+from sentune.adapt.candidates import Candidate
 from sentune.adapt.decide import SELECT_FRACTION, DevSplit, decide
+from sentune.adapt.names import UNCHANGED
 from sentune.tasks.bootstrap import METRICS, RESAMPLES, paired_bootstrap, resamples, score_interval
 from sentune.tasks.permutation import ALPHA, PERMUTATIONS
 
@@ -38,7 +39,11 @@ def _split_rows(gold: np.ndarray, scores: dict[str, np.ndarray], metric: str, se
 
 
 def select(records: dict[str, dict], candidates: list[Candidate], inputs, split: DevSplit, out: Path, config) -> dict:
-    scored = {c.name: dict(np.load(out / "candidates" / c.name / "scores.npz")) for c in candidates if "dev_score" in records[c.name]}
+    """The decision and every candidate's rows. A candidate the race stopped has its selection cosines only: it is
+    reported on the selection pairs and is not eligible (the race already chose against it)."""
+    loaded = {c.name: dict(np.load(out / "candidates" / c.name / "scores.npz")) for c in candidates if "dev_score" in records[c.name]}
+    scored = {name: s for name, s in loaded.items() if "dev" in s}
+    stopped = {name: s["select"] for name, s in loaded.items() if "dev" not in s}
     eligible = {c.name: scored[c.name]["dev"] for c in candidates if c.eligible and c.name in scored and c.name != UNCHANGED}
     dev_gold = np.array([p.score for p in inputs.dev.pairs])
     metric = inputs.dev.metric
@@ -76,12 +81,15 @@ def select(records: dict[str, dict], candidates: list[Candidate], inputs, split:
     }
     parts = {"select": split.select, "confirm": split.confirm}
     rows = {part: _split_rows(dev_gold[index], {n: s["dev"][index] for n, s in scored.items()}, metric, config.seed) for part, index in parts.items()}
+    if stopped:  # the selection rows of the stopped candidates, on the same resamples as the others'
+        cosines = {UNCHANGED: scored[UNCHANGED]["dev"][split.select], **stopped}
+        rows["select"] |= {n: r for n, r in _split_rows(dev_gold[split.select], cosines, metric, config.seed).items() if n != UNCHANGED}
     if inputs.test is not None:
         test_gold = np.array([p.score for p in inputs.test.pairs])
         rows["test"] = _split_rows(test_gold, {n: s["test"] for n, s in scored.items()}, inputs.test.metric, config.seed + TEST_SEED_OFFSET)
     for c in candidates:
         record = dict(records[c.name])
-        record.update({"eligible": c.eligible, "chosen": c.name == decision.name})
+        record.update({"eligible": c.eligible and c.name not in stopped, "chosen": c.name == decision.name})
         record.update({part: found.get(c.name) for part, found in rows.items()})
         record.setdefault("test", None)
         results["candidates"][c.name] = record

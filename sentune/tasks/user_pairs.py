@@ -31,6 +31,7 @@ class PairsEvaluator(SentenceEvaluator):
 
     def __init__(self, path: str | Path, name: str = "dev") -> None:
         super().__init__()
+        self.record: Path | None = None  # set: every training evaluation's cosines go to record/step-N.npy (racing reads them)
         self.pairs = read_scored_pairs(path)  # read (and checked) once, not every N steps
         self.gold = np.array([p.score for p in self.pairs.pairs])
         self.name = name
@@ -39,7 +40,11 @@ class PairsEvaluator(SentenceEvaluator):
         self.title = f"{Path(path).name} {self.metric.replace('_', ' ')}"
 
     def __call__(self, model, output_path=None, epoch=-1, steps=-1) -> dict[str, float]:
-        return {self.primary_metric: self.score(model)}
+        similarities = self.similarities(model)
+        if self.record is not None and steps >= 0:
+            self.record.mkdir(parents=True, exist_ok=True)
+            np.save(self.record / f"step-{steps}.npy", similarities)
+        return {self.primary_metric: METRICS[self.metric](self.gold, similarities)}
 
     def similarities(self, model) -> np.ndarray:
         return pair_similarities(model, self.pairs)

@@ -22,17 +22,15 @@ silently reused.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sentune.core.results import save_results, write_atomic
 from sentune.errors import UserError
 from sentune.train.recipe import load_recipe, same_recipe
+from sentune.train.runs import claim, run_lock, train_each, train_run
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +64,6 @@ def parse_stages(name: str) -> list[str]:
 
 
 def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: str | None = None) -> Path:
-    from sentune.train.trainer import train
-
     out.mkdir(parents=True, exist_ok=True)
     name = "-".join(config.stages)
     model = config.model
@@ -80,18 +76,19 @@ def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: 
         elif stage == "sed":
             if previous is None:
                 raise PipelineError("sed needs a training stage before it")
-            model = _sed_stage(previous, folder, config, data_dir, command, train)
+            model = _sed_stage(previous, folder, config, data_dir, command)
         else:
             recipe_name = STAGE_RECIPES[stage]
             overrides = config.overrides.get(stage, [])
             _claim(folder, {"stage": stage, "recipe": recipe_name, "input_model": model, "overrides": overrides})
             previous = (recipe_name, overrides, model, folder)
             feeds_sed = config.stages[index + 1 : index + 2] == ["sed"]
-            if feeds_sed and not _train_stage(recipe_name, [f"model={model}"] + overrides, folder, data_dir, command, train, wait=False):
+            recipe = load_recipe(recipe_name, [f"model={model}"] + overrides)
+            if feeds_sed and train_run(recipe, folder, data_dir=data_dir, command=command, wait=False) is None:
                 # Another process trains this stage. SED's other members start from this stage's input model,
                 # not from its output, so train them now instead of waiting idle.
-                _train_members_ahead(previous, out / "-".join(config.stages[: index + 2]), config, data_dir, command, train)
-            _train_stage(recipe_name, [f"model={model}"] + overrides, folder, data_dir, command, train)
+                _train_members_ahead(previous, out / "-".join(config.stages[: index + 2]), config, data_dir, command)
+            train_run(recipe, folder, data_dir=data_dir, command=command)
             model = str(folder / "model")
     record = {
         "stages": config.stages,
@@ -107,15 +104,15 @@ def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: 
     return Path(model)
 
 
-def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None, train) -> str:
+def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None) -> str:
     from sentune.train.ensemble import save_ensemble
 
     members, jobs = _member_jobs(previous, folder, config)
-    _train_independent(jobs, data_dir, command, train)
+    train_each(jobs, data_dir=data_dir, command=command)
     # Which runs form the ensemble, relative to the pipeline folder (member 1 may be the previous stage).
     write_atomic(folder / "members.json", json.dumps([str(Path(m).parent.relative_to(folder.parent)) for m in members], indent=1))
     ensemble = folder / "full-ensemble"
-    with stage_lock(ensemble):
+    with run_lock(ensemble):
         if not (ensemble / "results.json").is_file():
             from sentune.core.models import load_model
             from sentune.data.catalog import select_tasks
@@ -127,14 +124,17 @@ def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, c
             save_results(results, ensemble, command)
     start, learner_overrides = previous[2], config.overrides.get("sed-learner", [])
     learners = [
-        ("005-sed", [f"model={start}", f"params.members={json.dumps(members)}", f"training.seed={seed}"] + learner_overrides, folder / f"learner-{seed}")
+        (
+            load_recipe("005-sed", [f"model={start}", f"params.members={json.dumps(members)}", f"training.seed={seed}"] + learner_overrides),
+            folder / f"learner-{seed}",
+        )
         for seed in range(1, config.learners + 1)
     ]
-    _train_independent(learners, data_dir, command, train)
+    train_each(learners, data_dir=data_dir, command=command)
     return str(folder / "learner-1" / "model")
 
 
-def _member_jobs(previous, folder: Path, config: PipelineConfig) -> tuple[list[str], list[tuple[str, list[str], Path]]]:
+def _member_jobs(previous, folder: Path, config: PipelineConfig) -> tuple[list[str], list]:
     """Claim the SED folder; (every member's model folder, the training jobs of those not yet reusable)."""
     recipe_name, stage_overrides, start, trained = previous
     member_overrides = stage_overrides + config.overrides.get("sed", [])
@@ -156,26 +156,18 @@ def _member_jobs(previous, folder: Path, config: PipelineConfig) -> tuple[list[s
             logger.info("member %d is the run of %s (same recipe and seed), reused", seed, trained)
             members.append(str(trained / "model"))
             continue
-        jobs.append((recipe_name, overrides, folder / f"member-{seed}"))
+        jobs.append((load_recipe(recipe_name, overrides), folder / f"member-{seed}"))
         members.append(str(folder / f"member-{seed}" / "model"))
     return members, jobs
 
 
-def _train_members_ahead(previous, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None, train) -> None:
+def _train_members_ahead(previous, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None) -> None:
     """While another process trains the stage before `sed`, train the members that are not that stage's run
     (the member with the stage's own recipe and seed will be the stage's run, reused once it is done)."""
     recipe_name, stage_overrides, start, _ = previous
     stage_run = load_recipe(recipe_name, [f"model={start}"] + stage_overrides).to_dict()
     _, jobs = _member_jobs(previous, folder, config)
-    _train_independent([job for job in jobs if load_recipe(job[0], job[1]).to_dict() != stage_run], data_dir, command, train)
-
-
-def _train_independent(jobs: list[tuple[str, list[str], Path]], data_dir: Path, command: str | None, train) -> None:
-    """Runs that do not depend on each other (ensemble members, learners): first every one no other
-    process is training, then wait for those that another process (a second pipeline worker) holds."""
-    busy = [job for job in jobs if not _train_stage(*job, data_dir, command, train, wait=False)]
-    for job in busy:
-        _train_stage(*job, data_dir, command, train)
+    train_each([job for job in jobs if job[0].to_dict() != stage_run], data_dir=data_dir, command=command)
 
 
 def _same_run(recipe_name: str, overrides: list[str], folder: Path) -> bool:
@@ -185,51 +177,11 @@ def _same_run(recipe_name: str, overrides: list[str], folder: Path) -> bool:
 
 def _claim(folder: Path, settings: dict) -> None:
     """Record what this stage folder holds; refuse a folder that holds a different stage."""
-    path = folder / "stage.json"
-    settings = json.loads(json.dumps(settings))
-    if path.is_file():
-        held = json.loads(path.read_text())
-        if held != settings:
-            changed = sorted(k for k in set(held) | set(settings) if held.get(k) != settings.get(k))
-            raise PipelineError(f"{folder} holds a stage with other settings ({', '.join(changed)} differ: {path}); choose another --out or remove that folder")
-        return
-    write_atomic(path, json.dumps(settings, indent=2))
-
-
-@contextmanager
-def stage_lock(folder: Path, wait: bool = True):
-    """An exclusive lock on a stage folder, so pipelines run in parallel on one --out never train the same
-    stage twice at once (the OS drops it when a process dies, so a killed run leaves no stale lock).
-    Yields False instead of waiting when `wait` is False and another process holds it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / ".lock", os.O_CREAT | os.O_RDWR)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
-
-
-def _train_stage(recipe_name: str, overrides: list[str], folder: Path, data_dir: Path, command: str | None, train, *, wait: bool = True) -> bool:
-    """Train one stage unless it is done; False when `wait` is False and another process is training it."""
-    with stage_lock(folder, wait) as held:
-        if not held:
-            logger.info("stage %s is being trained by another process; later", folder)
-            return False
-        if (folder / "results.json").is_file():
-            logger.info("stage %s done, skipped", folder)
-            return True
-        recipe = load_recipe(recipe_name, overrides)
-        train(recipe, folder, data_dir=data_dir, resume=(folder / "checkpoints").exists(), command=command)
-        return True
+    claim(folder / "stage.json", settings, "a stage")
 
 
 def _postprocess_stage(stage: str, model: str, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None) -> str:
-    with stage_lock(folder):
+    with run_lock(folder):
         if not (folder / "results.json").is_file():
             _fit_postprocessor(stage, model, folder, config, data_dir, command)
     return str(folder / "model")

@@ -7,6 +7,8 @@ Run folder:
   config.yaml        the resolved recipe (a resumed run must use the same one)
   metrics.jsonl      one JSON line per log / evaluation
   checkpoints/       trainer checkpoints; a COMPLETE file marks one whose save finished
+  dev_cosines/       with a user's pairs as dev (eval.dev: pairs:PATH): each evaluation's cosines, step-N.npy
+  paused.json        a run stopped at `pause_at_step` (train() returns its state; train again to go on)
   model/             the selected model, sentence-transformers format, with a model card
   results.json/.md   the final evaluation of that model
 """
@@ -38,6 +40,7 @@ from sentune.methods.registry import get_method
 from sentune.modules.build import save_atomic, with_pooling
 from sentune.tasks.dev import dev_evaluator
 from sentune.tasks.evaluate import evaluate
+from sentune.tasks.user_pairs import PairsEvaluator
 from sentune.train.recipe import NO_TASKS, Recipe, same_recipe, validate_recipe
 
 logger = logging.getLogger(__name__)
@@ -61,6 +64,7 @@ STEP_SCHEDULES = {
 class SentuneTrainer(SentenceTransformerTrainer):
     step_schedule: Callable[[int], float] | None = None  # a STEP_SCHEDULES entry, or None for the transformers scheduler named in the args
     training_seconds: float = 0.0  # the time spent training, summed over resumes (training.max_minutes counts it)
+    stopped_by_time: bool = False  # training.max_minutes ended the run
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         if self.step_schedule is None:
@@ -163,6 +167,28 @@ class TimeBudget(TrainerCallback):
         if self.budget is not None and self.seconds() >= self.budget and not control.should_training_stop:
             control.should_training_stop = control.should_evaluate = control.should_save = True
             logger.info("training.max_minutes: %.1f min used, training stops at step %d", self.seconds() / 60, state.global_step)
+
+
+class PauseAt(TrainerCallback):
+    """Stop at `step` (evaluating and saving it) without ending the run: a later train() resumes from that checkpoint
+    with the same recipe, so the learning-rate schedule and the data order are those of an uninterrupted run. Racing
+    (sentune adapt) trains its candidates in such rounds."""
+
+    def __init__(self, step: int | None) -> None:
+        self.step, self.paused = step, False
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.step is not None and state.global_step >= self.step and state.global_step < state.max_steps and not control.should_training_stop:
+            control.should_training_stop = control.should_evaluate = control.should_save = True
+            self.paused = True
+
+
+def early_stopped(trainer) -> bool:
+    """Whether the early-stopping patience is spent (the run is over even if it was also paused)."""
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, EarlyStoppingCallback):
+            return callback.early_stopping_patience_counter >= callback.early_stopping_patience
+    return False
 
 
 class RunCallback(TrainerCallback):
@@ -270,11 +296,23 @@ def check_run_dir(run_dir: Path, recipe: Recipe, resume: bool) -> None:
         raise TrainingError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --out")
 
 
+PAUSED = "paused.json"
+
+
 def train(
-    recipe: Recipe, run_dir: Path, *, data_dir: Path, resume: bool = False, command: str | None = None, callbacks: list[TrainerCallback] | None = None
+    recipe: Recipe,
+    run_dir: Path,
+    *,
+    data_dir: Path,
+    resume: bool = False,
+    command: str | None = None,
+    callbacks: list[TrainerCallback] | None = None,
+    pause_at_step: int | None = None,
 ) -> dict:
     """Train `recipe` into `run_dir`; returns the final evaluation results. The recipe is validated and the
-    folder checked before anything is written. `callbacks`: more transformers TrainerCallbacks (e.g. a step timer)."""
+    folder checked before anything is written. `callbacks`: more transformers TrainerCallbacks (e.g. a step timer).
+    `pause_at_step`: stop there with a checkpoint and return {"paused": {"step", "best", "training_seconds"}} instead,
+    unless the run ends first (its last step, early stopping, training.max_minutes); train again with resume to go on."""
     run_dir = Path(run_dir)
     params = validate_recipe(recipe)
     check_run_dir(run_dir, recipe, resume)
@@ -289,6 +327,8 @@ def train(
     if recipe.training.max_seq_length:
         model.max_seq_length = recipe.training.max_seq_length
     dev = dev_evaluator(recipe.eval.dev, data_dir)
+    if isinstance(dev, PairsEvaluator):
+        dev.record = run_dir / "dev_cosines"
     # Caches are keyed by content (model weights, sentences, settings), so runs may share one folder:
     # Seeds and ablations of one recipe reuse e.g. SG's frozen views instead of recomputing them.
     cache_dir = default_cache_dir()  # SENTUNE_CACHE, or the user's cache folder: never the run folder
@@ -301,9 +341,15 @@ def train(
     evaluator = method.evaluator(loss, ctx, "dev") if method.evaluator else dev
 
     checkpoint = latest_complete_checkpoint(run_dir / "checkpoints") if resume else None
-    trainer, best = _fit(recipe, method, model, loss, dataset, evaluator, run_dir, checkpoint, callbacks or [])
+    pause = PauseAt(pause_at_step)
+    trainer, best = _fit(recipe, method, model, loss, dataset, evaluator, run_dir, checkpoint, [pause, *(callbacks or [])])
     if rank() != 0:  # data parallel: the first process selects, evaluates and saves; the others are done
         return {}
+    if pause.paused and not early_stopped(trainer) and not trainer.stopped_by_time:
+        state = {"step": trainer.state.global_step, "best": best, "training_seconds": trainer.training_seconds}
+        write_atomic(run_dir / PAUSED, json.dumps(state))
+        return {"paused": state}
+    (run_dir / PAUSED).unlink(missing_ok=True)
     note = None
     if method.finalize is not None:  # e.g. compile a flow head, keep CT's better tower, choose SED's pooling
         model, note = method.finalize(model, loss, ctx)
@@ -368,6 +414,7 @@ def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_di
     if metric == "spearman":  # the key results pages and runners read
         best["dev_spearman"] = score
     trainer.training_seconds = clock.seconds()
+    trainer.stopped_by_time = clock.budget is not None and trainer.training_seconds >= clock.budget
     if recipe.training.checkpoint == "last":
         return trainer, best
     if trainer.state.best_model_checkpoint and (Path(trainer.state.best_model_checkpoint) / LOSS_STATE).exists():

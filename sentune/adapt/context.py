@@ -1,0 +1,207 @@
+"""What one `sentune adapt` run holds while its candidates run: its settings (AdaptConfig, Budget), the user's data as
+read and split (Inputs), the pair scorer, and the Context every candidate reads (sentune.adapt.candidates,
+sentune.adapt.race): the selection pairs each choice reads, the untuned model's cosines encoded once, and the
+candidate recipes built for this run."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sentune.adapt.decide import DevSplit
+from sentune.adapt.names import UNTUNED_POOLINGS
+from sentune.core.encode import Encoder
+from sentune.data.user_data import ScoredPairs
+from sentune.errors import UserError
+from sentune.tasks.bootstrap import METRICS
+from sentune.tasks.sts import cosine_scores
+
+PATIENCE = 3  # evaluations without a new best on the selection pairs before a candidate stops early
+EVALUATIONS = 10  # dev evaluations per candidate's planned steps
+
+
+class AdaptError(UserError):
+    pass
+
+
+@dataclass
+class Budget:
+    """Per candidate: at most `steps` optimiser steps (None: one pass over the corpus) and `minutes` of training."""
+
+    steps: int | None = None
+    minutes: float | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> Budget:
+        """`500` (steps), `10m` (minutes), `500,10m` (both), `epoch` or nothing (one pass over the corpus)."""
+        budget = cls()
+        for part in (p.strip() for p in (text or "epoch").split(",")):
+            try:
+                if part == "epoch":
+                    continue
+                if part.endswith(("m", "min")):
+                    budget.minutes = float(part.rstrip("min"))
+                    if not budget.minutes > 0:
+                        raise ValueError
+                else:
+                    budget.steps = int(part)
+                    if budget.steps < 1:
+                        raise ValueError
+            except ValueError:
+                raise AdaptError(f"--budget {text!r}: expected STEPS, MINUTESm, both (500,10m) or epoch") from None
+        return budget
+
+
+@dataclass
+class AdaptConfig:
+    corpus: Path
+    model: str = "default"
+    corpus_column: str | None = None
+    dev: Path | None = None  # None: STS-B dev from the data directory
+    test: Path | None = None
+    methods: tuple[str, ...] = ()
+    budget: Budget = field(default_factory=Budget)
+    sed_members: int = 3
+    reference: bool = False  # also train sentence-transformers' SimCSE recipe, reported beside the candidates
+    seed: int = 0  # of the dev split, the bootstrap resamples and the permutations
+    example: str | None = None  # the --example it came from, for the report
+    show_progress: bool = True
+    device: str = "cpu"  # where every model of the run loads and trains (the CLI resolves --device)
+    # What training candidates train: the model's own token pooling without its trailing Normalize when its pipeline is
+    # that simple (set by adapt(); CT's dot product and TSDAE's decoder need the raw vector), else 'model'.
+    training_pooling: str = "model"
+
+
+@dataclass
+class Inputs:
+    corpus: list[str]
+    dev: ScoredPairs
+    test: ScoredPairs | None
+    dev_label: str  # what the dev pairs are, for the report
+    split: DevSplit  # which dev pairs select and which confirm (sentune.adapt.decide)
+
+
+class Scorer:
+    """The cosine of every dev and test pair under a model's own pipeline, or of embeddings already computed. A subset
+    of the splits may be asked for: a search on dev never encodes the test pairs."""
+
+    def __init__(self, inputs: Inputs, show_progress: bool) -> None:
+        self.show_progress = show_progress
+        self.splits = {"dev": inputs.dev} | ({"test": inputs.test} if inputs.test else {})
+
+    def sentences(self, splits: list[str] | None = None) -> list[str]:
+        """Both sentences of every pair of the splits, pair by pair (the order of_vectors reads back)."""
+        return [s for split in splits or list(self.splits) for p in self.splits[split].pairs for s in (p.a, p.b)]
+
+    def of_vectors(self, vectors: np.ndarray, splits: list[str] | None = None) -> dict[str, np.ndarray]:
+        out, start = {}, 0
+        for split in splits or list(self.splits):
+            rows = vectors[start : start + 2 * len(self.splits[split].pairs)]
+            out[split] = cosine_scores(rows[0::2], rows[1::2])
+            start += len(rows)
+        return out
+
+    def encode(self, model, poolings: list[str], desc: str, splits: list[str] | None = None) -> dict[str, np.ndarray]:
+        return Encoder(model, poolings, show_progress=self.show_progress, desc=desc).encode_many(self.sentences(splits))
+
+    def of_model(self, model, desc: str, splits: list[str] | None = None) -> dict[str, np.ndarray]:
+        return self.of_vectors(self.encode(model, ["model"], desc, splits)["model"], splits)
+
+
+@dataclass
+class Context:
+    """What every candidate of one run reads: the settings, the data, the base model and the records so far."""
+
+    config: AdaptConfig
+    inputs: Inputs
+    out: Path
+    data_dir: Path | None
+    base: Any
+    scorer: Scorer
+    records: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def device(self) -> str:
+        return self.config.device
+
+    @property
+    def metric(self) -> str:
+        return self.inputs.dev.metric
+
+    # -- the selection pairs: every choice of the run reads these only (sentune.adapt.decide) --
+    def selection_gold(self) -> np.ndarray:
+        return np.array([p.score for p in self.inputs.dev.pairs])[self.inputs.split.select]
+
+    def selection_cosines(self, dev_scores: np.ndarray) -> np.ndarray:
+        return dev_scores[self.inputs.split.select]
+
+    def selection_score_of(self, selection_cosines: np.ndarray) -> float:
+        return METRICS[self.metric](self.selection_gold(), selection_cosines)
+
+    def selection_score(self, dev_scores: np.ndarray) -> float:
+        return self.selection_score_of(self.selection_cosines(dev_scores))
+
+    # -- the untuned model, encoded once --
+    def untuned(self, pooling: str) -> dict[str, np.ndarray]:
+        flat = dict(np.load(self._untuned_cache()))
+        return {split: flat[f"{pooling}/{split}"] for split in self.scorer.splits}
+
+    def untuned_vectors(self) -> np.ndarray:
+        """The pairs' vectors under the model's own pipeline (post-processors transform these instead of encoding again)."""
+        return np.load(self._untuned_cache())["model_vectors"]
+
+    def _untuned_cache(self) -> Path:
+        cache = self.out / "candidates" / ".untuned.npz"
+        if not cache.is_file():
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            vectors = self.scorer.encode(self.base, ["model", *UNTUNED_POOLINGS], "scoring the untuned poolings")
+            flat = {f"{name}/{split}": sims for name, v in vectors.items() for split, sims in self.scorer.of_vectors(v).items()}
+            np.savez(str(cache), model_vectors=vectors["model"], **flat)  # type: ignore[arg-type]
+        return cache
+
+    def corpus_vectors(self) -> np.ndarray:
+        """The corpus under the model's own pipeline, encoded once for every post-processor fitted on it."""
+        cache = self.out / "candidates" / ".corpus-model.npy"
+        if not cache.is_file():
+            desc = "encoding the corpus to fit the post-processors"
+            np.save(cache, Encoder(self.base, "model", show_progress=self.config.show_progress, desc=desc).encode(self.inputs.corpus))
+        return np.load(cache)
+
+    # -- training --
+    def budget_text(self) -> str:
+        budget = self.config.budget
+        steps = f"{budget.steps} steps" if budget.steps else "one pass over the corpus"
+        return steps + (f", {budget.minutes:g} min" if budget.minutes else "")
+
+    def recipe(self, name: str, *, steps: int | None = None, seed: int | None = None, members: list[str] | None = None, reference: bool = False):
+        """A bundled candidate recipe set for this run: the model, the corpus, the selection pairs as dev, the steps
+        (default: the budget) with 10 evaluations and early stopping. The reference keeps its own defaults (one epoch,
+        the last checkpoint, no budget); only its dev curve is set."""
+        from sentune.train.recipe import load_recipe, validate_recipe
+
+        recipe = load_recipe(name, check=False)
+        epoch = max(1, math.ceil(len(self.inputs.corpus) / recipe.training.batch_size))
+        data = self.out / "data"
+        training = replace(recipe.training, device=self.device, seed=seed if seed is not None else recipe.training.seed)
+        if reference:
+            training = replace(training, eval_steps=max(1, math.ceil(epoch / EVALUATIONS)))
+        else:
+            steps = steps or self.config.budget.steps or epoch
+            training = replace(
+                training, max_steps=steps, eval_steps=max(1, math.ceil(steps / EVALUATIONS)), patience=PATIENCE, max_minutes=self.config.budget.minutes
+            )
+        recipe = replace(
+            recipe,
+            model=self.config.model,
+            train_data=f"file:{data / 'corpus.txt'}",
+            pooling=recipe.pooling if reference else self.config.training_pooling,
+            params={**recipe.params, **({"members": members} if members is not None else {})},
+            training=training,
+            eval=replace(recipe.eval, dev=f"pairs:{data / 'dev-select.tsv'}"),  # checkpoints are chosen on the selection pairs
+        )
+        validate_recipe(recipe, name)
+        return recipe

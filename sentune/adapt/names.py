@@ -1,0 +1,11 @@
+"""The names `sentune adapt` is configured by, importable without loading any model code (the CLI's help and its
+option checks read them before anything heavy is imported)."""
+
+UNCHANGED = "unchanged"
+UNTUNED_POOLINGS = ("cls", "mean", "max", "first-last", "last2")
+POSTPROCESSED = ("whitening", "flow")
+TRAINED = ("simcse", "mirror", "ct", "sg-opt", "tsdae")  # each a bundled recipe sentune/recipes/adapt/NAME.yaml
+SED = "sed"
+WISE = "wise"
+REFERENCE = "st-simcse"
+METHODS = ("poolings", *POSTPROCESSED, *TRAINED, SED, WISE)  # what --methods picks from

@@ -1,0 +1,175 @@
+"""Racing the training candidates of `sentune adapt`: they share the budget in rounds instead of each taking all of it.
+
+Every candidate plans its whole budget (its learning-rate schedule is the planned one) and is paused at 1/8, 1/4 and
+1/2 of its steps (sentune.train.trainer's pause_at_step; a later round resumes from that checkpoint). After each round,
+on the selection pairs only (so the confirmation of the final choice stays independent, sentune.adapt.decide):
+
+1. racing (Maron & Moore, "Hoeffding races", NIPS 1994; Birattari et al., "A racing algorithm for configuring
+   metaheuristics", GECCO 2002): a candidate whose best checkpoint so far is behind the unchanged model, or behind the
+   leader (the best candidate so far, running or finished), in ≥ 95 % of 1,000 paired bootstrap resamples stops;
+2. successive halving (Jamieson & Talwalkar, "Non-stochastic best arm identification and hyperparameter
+   optimization", AISTATS 2016): of those still running, at most half (rounded up) go on, the best on the selection
+   pairs.
+
+A candidate also ends by itself: its last step, early stopping (patience) or --budget's minutes. A stopped candidate
+keeps its selection score in the report and is not eligible (the race chose against it). Everything a round decides is
+read back from the run folders (paused.json, dev_cosines/, candidate.json), so a killed race resumes where it was.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sentune.core.results import write_atomic
+from sentune.tasks.batched_metrics import ROW_METRICS
+from sentune.tasks.bootstrap import resamples
+from sentune.train.runs import finished_run, train_run
+
+if TYPE_CHECKING:
+    from sentune.adapt.context import Context
+    from sentune.train.recipe import Recipe
+
+RUNGS = (1 / 8, 1 / 4, 1 / 2, 1.0)  # fractions of a candidate's steps after which the race compares
+CONFIDENCE = 0.95  # a candidate behind a rival in this share of the resamples stops
+
+
+@dataclass
+class Entry:
+    """One racing candidate: its name, its recipe (the whole budget) and its run folder."""
+
+    name: str
+    recipe: Recipe
+    run: Path
+    record: Path  # candidate.json: written when it finishes or stops
+
+
+def _paused_step(run: Path) -> int:
+    paused = run / "paused.json"
+    return json.loads(paused.read_text())["step"] if paused.is_file() else 0
+
+
+def best_selection_cosines(entry: Entry, ctx: Context) -> tuple[int, float, np.ndarray] | None:
+    """(step, selection score, cosines of the selection pairs) of the entry's best evaluation so far."""
+    folder = entry.run / "dev_cosines"
+    found = []
+    for path in folder.glob("step-*.npy") if folder.is_dir() else []:
+        cosines = np.load(path)
+        found.append((ctx.selection_score_of(cosines), -int(path.stem.split("-")[1]), cosines))
+    if not found:
+        return None
+    score, negative_step, cosines = max(found, key=lambda item: (item[0], item[1]))  # ties: the earlier step
+    return -negative_step, score, cosines
+
+
+def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, np.ndarray] | None = None) -> None:
+    """Train the entries in rounds, stopping those behind; `finish(entry)` scores a finished one and writes its record.
+    `rivals`: selection cosines of candidates already finished elsewhere (the leader may be one of them)."""
+    active = [e for e in entries if not e.record.is_file()]
+    finished: dict[str, np.ndarray] = dict(rivals or {})
+    for e in entries:
+        if e.record.is_file() and "stopped" not in json.loads(e.record.read_text()):
+            finished[e.name] = ctx.selection_cosines(np.load(e.record.parent / "scores.npz")["dev"])
+    started = {e.name: time.perf_counter() for e in active}
+    for index, fraction in enumerate(RUNGS):
+        if not active:
+            return
+        for entry in list(active):
+            target = max(1, math.ceil(fraction * entry.recipe.training.max_steps))
+            if not finished_run(entry.run) and _paused_step(entry.run) < target:
+                print(f"    race round {index + 1}/{len(RUNGS)}: {entry.name} to step {target} of {entry.recipe.training.max_steps}", flush=True)
+                train_run(entry.recipe, entry.run, data_dir=ctx.data_dir or Path("."), pause_at_step=target)
+            if finished_run(entry.run):
+                finished[entry.name] = ctx.selection_cosines(finish(entry)["dev"])
+                active.remove(entry)
+        if index == 0:
+            _print_expected(entries, active, ctx)
+        if index < len(RUNGS) - 1:
+            active = _eliminate(active, finished, ctx, index + 1, started)
+
+
+def _eliminate(active: list[Entry], finished: dict[str, np.ndarray], ctx: Context, round_number: int, started: dict[str, float]) -> list[Entry]:
+    standing = {e.name: best_selection_cosines(e, ctx) for e in active}
+    cosines = {name: found[2] for name, found in standing.items() if found is not None} | finished
+    if not cosines:
+        return active
+    gold = ctx.selection_gold()
+    draws = resamples(len(gold), seed=ctx.config.seed)
+    unchanged = ctx.selection_cosines(ctx.untuned("model")["dev"])
+    leader = max(cosines, key=lambda name: ctx.selection_score_of(cosines[name]))
+    going, stopped = [], {}
+    for entry in active:
+        if entry.name not in cosines:
+            going.append(entry)
+            continue
+        for rival, rival_cosines in (("the unchanged model", unchanged), (leader, cosines[leader])):
+            if rival == entry.name:
+                continue
+            behind = share_behind(gold, cosines[entry.name], rival_cosines, ctx.metric, draws)
+            if behind >= CONFIDENCE:
+                mine, theirs = ctx.selection_score_of(cosines[entry.name]), ctx.selection_score_of(rival_cosines)
+                stopped[entry.name] = (
+                    f"behind {rival} on the selection pairs after round {round_number} ({mine:.2f} vs {theirs:.2f}, in {behind:.1%} of the resamples)"
+                )
+                break
+        else:
+            going.append(entry)
+    going.sort(key=lambda e: -ctx.selection_score_of(cosines[e.name]) if e.name in cosines else 0.0)
+    keep = math.ceil(len(going) / 2) if len(going) > 1 else len(going)
+    for entry in going[keep:]:
+        stopped[entry.name] = f"in the lower half of the race after round {round_number} (successive halving)"
+    for entry in active:
+        if entry.name in stopped:
+            _write_stopped(entry, standing[entry.name], stopped[entry.name], ctx, time.perf_counter() - started[entry.name])
+    return [e for e in going[:keep]]
+
+
+def share_behind(gold: np.ndarray, candidate: np.ndarray, rival: np.ndarray, metric: str, draws: np.ndarray) -> float:
+    """The share of paired bootstrap resamples in which the candidate scores strictly below the rival (a tie is not behind)."""
+    measure = ROW_METRICS[metric]
+    return float(np.mean(measure(gold[draws], candidate[draws]) < measure(gold[draws], rival[draws])))
+
+
+def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None, reason: str, ctx: Context, seconds: float) -> None:
+    step, score, cosines = standing if standing else (None, None, None)
+    print(f"    race: {entry.name} stops: {reason}", flush=True)
+    if cosines is not None:
+        np.savez(str(entry.record.parent / "scores.npz"), select=cosines)
+    paused = json.loads((entry.run / "paused.json").read_text()) if (entry.run / "paused.json").is_file() else {}
+    record = {
+        "name": entry.name,
+        "kind": "trained",
+        "setting": entry.recipe.name,
+        "run": str(entry.run.relative_to(ctx.out)),
+        "recipe": entry.recipe.to_dict(),
+        "stopped": {"reason": reason, "at_step": paused.get("step"), "best_step": step},
+        "best_checkpoint": {"step": step, "dev_score": score} if step is not None else None,
+        "seconds": paused.get("training_seconds", seconds),
+    }
+    if score is not None:
+        record["selection_only"] = True
+        record["dev_score"] = score
+    write_atomic(entry.record, json.dumps(record, indent=2))
+
+
+def _print_expected(entries: list[Entry], active: list[Entry], ctx: Context) -> None:
+    """After the first round: each candidate's measured seconds a step and the minutes the rest of its budget would
+    take if no rule stopped it (an upper bound: racing and early stopping end most sooner)."""
+    lines, total = [], 0.0
+    for entry in active:
+        paused = entry.run / "paused.json"
+        if not paused.is_file():
+            continue
+        state = json.loads(paused.read_text())
+        per_step = state["training_seconds"] / max(1, state["step"])
+        left = per_step * (entry.recipe.training.max_steps - state["step"]) / 60
+        total += left
+        lines.append(f"{entry.name} {per_step:.2f} s a step, ≤ {left:.1f} min")
+    if lines:
+        print(f"    expected after round 1 (measured): {'; '.join(lines)}; ≤ {total:.1f} min in all if none stopped", flush=True)

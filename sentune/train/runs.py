@@ -1,0 +1,100 @@
+"""Resumable runs in named folders: what composed pipelines (sentune.train.pipeline) and `sentune adapt` both stand on.
+
+- `claim`: a folder records the settings it was made for (a JSON file); a folder holding other settings is refused,
+  never mixed or silently reused.
+- `run_lock`: an exclusive lock on a run folder, so processes sharing an output folder never train one run twice at
+  once (the OS drops it when a process dies: a killed run leaves no stale lock).
+- `train_run`: train a recipe into its folder unless it is finished, resuming from its checkpoints when it has some;
+  with `pause_at_step`, in rounds (racing).
+- `train_each`: runs that do not depend on each other (ensemble members, learners), first those no other process holds.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sentune.core.results import write_atomic
+from sentune.errors import UserError
+from sentune.train.recipe import Recipe
+
+logger = logging.getLogger(__name__)
+
+
+class RunFolderError(UserError):
+    pass
+
+
+def claim(path: Path, settings: dict, what: str) -> None:
+    """Record `settings` in `path` (a JSON file), or check that the one there holds the same; `what` names the folder's
+    kind in the refusal ("a stage", "an adapt run")."""
+    settings = json.loads(json.dumps(settings))  # as JSON reads it back (tuples → lists)
+    if path.is_file():
+        held = json.loads(path.read_text())
+        changed = sorted(k for k in set(held) | set(settings) if held.get(k) != settings.get(k))
+        if changed:
+            raise RunFolderError(f"{path.parent} holds {what} with other {', '.join(changed)} ({path}): choose another --out, or remove that folder")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(settings, indent=2))
+
+
+@contextmanager
+def run_lock(folder: Path, wait: bool = True):
+    """Yields True holding the folder's lock; False at once when `wait` is False and another process holds it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / ".lock", os.O_CREAT | os.O_RDWR)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class RunState:
+    folder: Path
+    finished: bool  # results.json and model/ exist
+    step: int | None = None  # a paused run: the step it stopped at
+    best: dict | None = None  # a paused run: its best step and dev score so far
+    training_seconds: float | None = None
+
+
+def finished_run(folder: Path) -> bool:
+    return (folder / "results.json").is_file()
+
+
+def train_run(
+    recipe: Recipe, folder: Path, *, data_dir: Path, command: str | None = None, wait: bool = True, pause_at_step: int | None = None
+) -> RunState | None:
+    """Train `recipe` into `folder` unless it is finished; None when `wait` is False and another process holds it."""
+    from sentune.train.trainer import train
+
+    with run_lock(folder, wait) as held:
+        if not held:
+            logger.info("run %s is being trained by another process; later", folder)
+            return None
+        if finished_run(folder):
+            logger.info("run %s done, skipped", folder)
+            return RunState(folder, True)
+        result = train(recipe, folder, data_dir=data_dir, resume=(folder / "checkpoints").exists(), command=command, pause_at_step=pause_at_step)
+    if "paused" in result:
+        paused = result["paused"]
+        return RunState(folder, False, paused["step"], paused["best"], paused["training_seconds"])
+    return RunState(folder, True)
+
+
+def train_each(jobs: list[tuple[Recipe, Path]], *, data_dir: Path, command: str | None = None) -> None:
+    """Runs that do not depend on each other: first every one no other process is training, then wait for the rest."""
+    busy = [job for job in jobs if train_run(*job, data_dir=data_dir, command=command, wait=False) is None]
+    for recipe, folder in busy:
+        train_run(recipe, folder, data_dir=data_dir, command=command)
