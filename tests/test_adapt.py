@@ -101,6 +101,9 @@ def test_budget_and_methods_are_checked():
     assert parse_methods("ct,simcse,ct") == ("ct", "simcse")
     with pytest.raises(UserError, match="--methods: unknown bert-flow"):
         parse_methods("simcse,bert-flow")
+    for alone in ("sed", "poolings,wise"):
+        with pytest.raises(UserError, match="is built from a trained candidate; add one of simcse"):
+            parse_methods(alone)
     planned = plan(parse_methods(None), "mean", reference=True)
     names = [c.name for c in planned.all]
     assert names[0] == "unchanged" and "pooling-mean" not in names and "pooling-cls" in names  # the model's own pooling is not tried twice

@@ -214,6 +214,9 @@ def parse_methods(text: str | None) -> tuple[str, ...]:
     unknown = [m for m in chosen if m not in METHODS]
     if unknown or not chosen:
         raise UserError(f"--methods: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(METHODS)}")
+    if not any(m in TRAINED for m in chosen):  # both are built from a trained candidate: without one they could only be skipped
+        for needs in (m for m in (SED, WISE) if m in chosen):
+            raise UserError(f"--methods: {needs} is built from a trained candidate; add one of {', '.join(TRAINED)}")
     return chosen
 
 

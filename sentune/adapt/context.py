@@ -18,7 +18,7 @@ from sentune.core.encode import Encoder
 from sentune.data.user_data import ScoredPairs
 from sentune.errors import UserError
 from sentune.tasks.bootstrap import METRICS
-from sentune.tasks.sts import cosine_scores
+from sentune.tasks.user_pairs import PairScorer
 
 PATIENCE = 3  # evaluations without a new best on the selection pairs before a candidate stops early
 EVALUATIONS = 10  # dev evaluations per candidate's planned steps
@@ -84,32 +84,9 @@ class Inputs:
     dev_label: str  # what the dev pairs are, for the report
     split: DevSplit  # which dev pairs select and which confirm (sentune.adapt.decide)
 
-
-class Scorer:
-    """The cosine of every dev and test pair under a model's own pipeline, or of embeddings already computed. A subset
-    of the splits may be asked for: a search on dev never encodes the test pairs."""
-
-    def __init__(self, inputs: Inputs, show_progress: bool) -> None:
-        self.show_progress = show_progress
-        self.splits = {"dev": inputs.dev} | ({"test": inputs.test} if inputs.test else {})
-
-    def sentences(self, splits: list[str] | None = None) -> list[str]:
-        """Both sentences of every pair of the splits, pair by pair (the order of_vectors reads back)."""
-        return [s for split in splits or list(self.splits) for p in self.splits[split].pairs for s in (p.a, p.b)]
-
-    def of_vectors(self, vectors: np.ndarray, splits: list[str] | None = None) -> dict[str, np.ndarray]:
-        out, start = {}, 0
-        for split in splits or list(self.splits):
-            rows = vectors[start : start + 2 * len(self.splits[split].pairs)]
-            out[split] = cosine_scores(rows[0::2], rows[1::2])
-            start += len(rows)
-        return out
-
-    def encode(self, model, poolings: list[str], desc: str, splits: list[str] | None = None) -> dict[str, np.ndarray]:
-        return Encoder(model, poolings, show_progress=self.show_progress, desc=desc).encode_many(self.sentences(splits))
-
-    def of_model(self, model, desc: str, splits: list[str] | None = None) -> dict[str, np.ndarray]:
-        return self.of_vectors(self.encode(model, ["model"], desc, splits)["model"], splits)
+    def scorer(self, show_progress: bool) -> PairScorer:
+        """Scores the dev and test pairs (a search on dev may ask for the dev pairs alone: it never encodes test)."""
+        return PairScorer({"dev": self.dev} | ({"test": self.test} if self.test else {}), show_progress)
 
 
 @dataclass
@@ -121,7 +98,7 @@ class Context:
     out: Path
     data_dir: Path | None
     base: Any
-    scorer: Scorer
+    scorer: PairScorer
     records: dict[str, dict] = field(default_factory=dict)
 
     @property

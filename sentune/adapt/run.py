@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from sentune.adapt.candidates import Candidate, Ensemble, Plan, Reference, Trained, own_pooling, plan
-from sentune.adapt.context import AdaptConfig, AdaptError, Context, Inputs, Scorer
+from sentune.adapt.context import AdaptConfig, AdaptError, Context, Inputs
 from sentune.adapt.decide import MIN_DEV_PAIRS, detectable_gain, split_dev
 from sentune.adapt.select import RULE
 from sentune.core.models import load_model
@@ -126,7 +126,7 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
     own = own_pooling(base)
     config = replace(config, training_pooling=own or "model")
     candidates = plan(config.methods, own, config.reference)
-    ctx = Context(config, inputs, out, data_dir, base, Scorer(inputs, config.show_progress))
+    ctx = Context(config, inputs, out, data_dir, base, inputs.scorer(config.show_progress))
     print(
         f"sentune adapt: {len(candidates.all)} candidates for {config.model} on {len(inputs.corpus)} corpus sentences; "
         f"dev {inputs.dev_label} ({len(inputs.dev.pairs)} pairs, {inputs.dev.metric}: {len(inputs.split.select)} select, "

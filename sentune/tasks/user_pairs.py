@@ -20,10 +20,31 @@ from sentune.tasks.sts import cosine_scores
 PAIRS_PREFIX = "pairs:"
 
 
-def pair_similarities(model, pairs: ScoredPairs, *, show_progress: bool = False, desc: str = "encoding pairs") -> np.ndarray:
-    """Cosine of each pair's two sentences under the model's own pipeline (each distinct sentence encoded once)."""
-    vectors = Encoder(model, "model", show_progress=show_progress, desc=desc).encode([s for p in pairs.pairs for s in (p.a, p.b)])
-    return cosine_scores(vectors[0::2], vectors[1::2])
+class PairScorer:
+    """The cosine of every pair of one or more named pair sets (e.g. dev and test), each distinct sentence encoded once:
+    under a model's own pipeline, under several poolings in one forward pass, or from vectors already computed. The
+    one way sentune scores a user's pairs (the trainer's dev evaluations and every `sentune adapt` candidate)."""
+
+    def __init__(self, splits: dict[str, ScoredPairs], show_progress: bool = False) -> None:
+        self.splits, self.show_progress = splits, show_progress
+
+    def sentences(self, splits: list[str] | None = None) -> list[str]:
+        """Both sentences of every pair of the splits, pair by pair (the order of_vectors reads back)."""
+        return [s for split in splits or list(self.splits) for p in self.splits[split].pairs for s in (p.a, p.b)]
+
+    def of_vectors(self, vectors: np.ndarray, splits: list[str] | None = None) -> dict[str, np.ndarray]:
+        out, start = {}, 0
+        for split in splits or list(self.splits):
+            rows = vectors[start : start + 2 * len(self.splits[split].pairs)]
+            out[split] = cosine_scores(rows[0::2], rows[1::2])
+            start += len(rows)
+        return out
+
+    def encode(self, model, poolings: list[str], desc: str, splits: list[str] | None = None) -> dict[str, np.ndarray]:
+        return Encoder(model, poolings, show_progress=self.show_progress, desc=desc).encode_many(self.sentences(splits))
+
+    def of_model(self, model, desc: str = "encoding pairs", splits: list[str] | None = None) -> dict[str, np.ndarray]:
+        return self.of_vectors(self.encode(model, ["model"], desc, splits)["model"], splits)
 
 
 class PairsEvaluator(SentenceEvaluator):
@@ -47,7 +68,7 @@ class PairsEvaluator(SentenceEvaluator):
         return {self.primary_metric: METRICS[self.metric](self.gold, similarities)}
 
     def similarities(self, model) -> np.ndarray:
-        return pair_similarities(model, self.pairs)
+        return PairScorer({self.name: self.pairs}).of_model(model)[self.name]
 
     def score(self, model) -> float:
         return METRICS[self.metric](self.gold, self.similarities(model))
