@@ -268,10 +268,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_adapt(args: argparse.Namespace) -> int:
+    from sentune.adapt.budget import Budget
     from sentune.adapt.candidates import parse_methods
-    from sentune.adapt.context import AdaptConfig, Budget
-    from sentune.adapt.run import adapt, prune
-    from sentune.core.device import resolve_device
 
     methods, budget = parse_methods(args.methods), Budget.parse(args.budget)  # checked before any file is read
     if args.sed_members < 2:
@@ -292,6 +290,10 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         corpus, dev, test = files.corpus, files.dev, files.test
     if corpus is None:
         raise UserError("--corpus FILE (or --example NAME) is required")
+    from sentune.adapt.context import AdaptConfig  # the model code loads only once the options are checked
+    from sentune.adapt.run import adapt, prune
+    from sentune.core.device import resolve_device
+
     config = AdaptConfig(
         corpus=corpus,
         model=args.model,

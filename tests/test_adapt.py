@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from sentune.adapt.budget import AdaptError, Budget
 from sentune.adapt.candidates import Pooling, Unchanged, parse_methods, plan
-from sentune.adapt.context import AdaptError, Budget
 from sentune.adapt.decide import split_dev
 from sentune.adapt.select import select
 from sentune.cli import main

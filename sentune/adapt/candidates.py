@@ -99,14 +99,8 @@ class PostProcessed(Candidate):
 
 
 @dataclass
-class Trained(Candidate):
-    """A bundled recipe trained on the corpus (sentune/recipes/adapt/NAME.yaml); trained by the race, not by `run`."""
-
-    recipe_name: str = ""
-    kind: ClassVar[str] = "trained"
-
-    def describe(self, ctx: Context) -> str:
-        return f"training ({ctx.budget_text()}; early stop on the selection pairs)"
+class WithRun(Candidate):
+    """A candidate that is a training run (OUT/candidates/NAME/run, sentune.train.runs); trained by sentune.adapt.run."""
 
     def run_folder(self, ctx: Context) -> Path:
         return self.folder(ctx) / "run"
@@ -118,21 +112,24 @@ class Trained(Candidate):
 
 
 @dataclass
-class Ensemble(Candidate):
+class Trained(WithRun):
+    """A bundled recipe trained on the corpus (sentune/recipes/adapt/NAME.yaml), raced against the others."""
+
+    recipe_name: str = ""
+    kind: ClassVar[str] = "trained"
+
+    def describe(self, ctx: Context) -> str:
+        return f"training ({ctx.budget_text()}; early stop on the selection pairs)"
+
+
+@dataclass
+class Ensemble(WithRun):
     """SED: seeds 2..N of the best trained candidate (seed 1 is its own run) distilled into one learner."""
 
     kind: ClassVar[str] = "sed"
 
     def describe(self, ctx: Context) -> str:
         return f"distilling {ctx.config.sed_members} seeds of the best trained candidate ({ctx.budget_text()})"
-
-    def run_folder(self, ctx: Context) -> Path:
-        return self.folder(ctx) / "run"
-
-    def model(self, ctx: Context):
-        from sentune.core.models import load_model
-
-        return load_model(str(self.run_folder(ctx) / "model"), device=ctx.device)
 
 
 @dataclass
@@ -173,7 +170,7 @@ class Wise(Candidate):
 
 
 @dataclass
-class Reference(Candidate):
+class Reference(WithRun):
     """sentence-transformers' own SimCSE recipe with its own defaults (one epoch, the last checkpoint): the user's usual
     alternative, reported beside the candidates and never chosen."""
 
@@ -183,14 +180,6 @@ class Reference(Candidate):
 
     def describe(self, ctx: Context) -> str:
         return "training sentence-transformers' SimCSE recipe (reported, never chosen)"
-
-    def run_folder(self, ctx: Context) -> Path:
-        return self.folder(ctx) / "run"
-
-    def model(self, ctx: Context):
-        from sentune.core.models import load_model
-
-        return load_model(str(self.run_folder(ctx) / "model"), device=ctx.device)
 
 
 @dataclass

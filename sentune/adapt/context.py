@@ -12,48 +12,16 @@ from typing import Any
 
 import numpy as np
 
+from sentune.adapt.budget import Budget
 from sentune.adapt.decide import DevSplit
 from sentune.adapt.names import UNTUNED_POOLINGS
 from sentune.core.encode import Encoder
 from sentune.data.user_data import ScoredPairs
-from sentune.errors import UserError
 from sentune.tasks.bootstrap import METRICS
 from sentune.tasks.user_pairs import PairScorer
 
 PATIENCE = 3  # evaluations without a new best on the selection pairs before a candidate stops early
 EVALUATIONS = 10  # dev evaluations per candidate's planned steps
-
-
-class AdaptError(UserError):
-    pass
-
-
-@dataclass
-class Budget:
-    """Per candidate: at most `steps` optimiser steps (None: one pass over the corpus) and `minutes` of training."""
-
-    steps: int | None = None
-    minutes: float | None = None
-
-    @classmethod
-    def parse(cls, text: str | None) -> Budget:
-        """`500` (steps), `10m` (minutes), `500,10m` (both), `epoch` or nothing (one pass over the corpus)."""
-        budget = cls()
-        for part in (p.strip() for p in (text or "epoch").split(",")):
-            try:
-                if part == "epoch":
-                    continue
-                if part.endswith(("m", "min")):
-                    budget.minutes = float(part.rstrip("min"))
-                    if not budget.minutes > 0:
-                        raise ValueError
-                else:
-                    budget.steps = int(part)
-                    if budget.steps < 1:
-                        raise ValueError
-            except ValueError:
-                raise AdaptError(f"--budget {text!r}: expected STEPS, MINUTESm, both (500,10m) or epoch") from None
-        return budget
 
 
 @dataclass

@@ -48,8 +48,8 @@ def candidate_table(results: dict) -> str:
     for name, c in results["candidates"].items():
         note = "**chosen**" if c["chosen"] else ("reference, never chosen" if c["kind"] == "baseline" else c.get("skipped", ""))
         if c.get("stopped"):
-            note = f"stopped by the race at step {c['stopped']['at_step']}: {c['stopped']['reason']}"
-        if c.get("best_checkpoint"):
+            note = f"stopped by the race at step {c['stopped']['at_step']} (best so far: step {c['stopped']['best_step']}): {c['stopped']['reason']}"
+        elif c.get("best_checkpoint"):
             note += f"{'; ' if note else ''}step {c['best_checkpoint']['step']}"
         if c.get("alpha") is not None:
             note += f"{'; ' if note else ''}{c['source']} at α = {c['alpha']:g}"

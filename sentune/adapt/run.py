@@ -30,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
+from sentune.adapt.budget import AdaptError
 from sentune.adapt.candidates import Candidate, Ensemble, Plan, Reference, Trained, own_pooling, plan
-from sentune.adapt.context import AdaptConfig, AdaptError, Context, Inputs
+from sentune.adapt.context import AdaptConfig, Context, Inputs
 from sentune.adapt.decide import MIN_DEV_PAIRS, detectable_gain, split_dev
 from sentune.adapt.select import RULE
 from sentune.core.models import load_model
