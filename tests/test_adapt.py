@@ -125,6 +125,9 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     assert names[:2] == ["unchanged", "pooling-cls"] and {"whitening", "flow", "simcse", "tsdae", "sed", "wise", "st-simcse"} <= set(names)
     assert not results["candidates"]["st-simcse"]["eligible"] and not results["candidates"]["st-simcse"]["chosen"]
     assert sum(c["chosen"] for c in results["candidates"].values()) == 1
+    # The dev labels are random, so no candidate can be truly better: a null with a dozen candidates (one of them far
+    # ahead on the 50 selection pairs by chance) keeps the unchanged model, and says why.
+    assert results["choice"]["name"] == "unchanged" and results["choice"]["confirmation"]["p_value"] > 0.05
     assert all(c["select"] and (c.get("stopped") or (c["confirm"] and c["test"])) for c in results["candidates"].values())
     assert all(not c["eligible"] for c in results["candidates"].values() if c.get("stopped"))
     wise = results["candidates"]["wise"]

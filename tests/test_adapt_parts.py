@@ -251,3 +251,17 @@ def test_wise_interpolation_matches_the_formula_and_refuses_other_shapes(tiny_st
 
     assert best_alpha({0.1: 80.0, 0.5: 82.0, 0.9: 81.0}) == 0.5
     assert best_alpha({0.1: 80.0, 0.3: 82.0, 0.6: 82.0}) == 0.3  # a tie: the one nearer the unchanged model
+
+
+def test_detectable_gain_interpolates_the_calibration_table(tmp_path, monkeypatch):
+    import json
+
+    import sentune.adapt.decide as decide_module
+
+    table = tmp_path / "gains.json"
+    table.write_text(json.dumps({"gains": {"spearman": {"100": None, "250": 4.0, "1000": 2.0}}}))
+    monkeypatch.setattr(decide_module, "DETECTABLE", table)
+    assert decide_module.detectable_gain("spearman", 250) == 4.0 and decide_module.detectable_gain("spearman", 5000) == 2.0
+    assert decide_module.detectable_gain("spearman", 500) == pytest.approx(3.0)  # halfway in log(pairs)
+    assert decide_module.detectable_gain("spearman", 120) is None  # between 100 (above the largest simulated gain) and 250: unknown
+    assert decide_module.detectable_gain("average_precision", 500) is None

@@ -114,17 +114,18 @@ DETECTABLE = Path(__file__).parent / "detectable_gain.json"  # written by benchm
 
 def detectable_gain(metric: str, pairs: int) -> float | None:
     """The gain (points) the rule confirms 80 % of the time with `pairs` dev pairs, from the calibration benchmark's
-    simulation (linear in log(pairs) between its dev sizes, the nearest size outside them); None when unknown."""
+    simulation: linear in log(pairs) between its dev sizes, the nearest size's beyond them. None when not known, or when
+    even the largest simulated gain is confirmed less often (the table's null)."""
     if not DETECTABLE.is_file():
         return None
-    table = {int(n): g for n, g in json.loads(DETECTABLE.read_text())["gains"].get(metric, {}).items() if g is not None}
+    table = {int(n): g for n, g in json.loads(DETECTABLE.read_text())["gains"].get(metric, {}).items()}
     if not table:
         return None
     sizes = sorted(table)
-    if pairs <= sizes[0] or pairs >= sizes[-1]:
-        return table[sizes[0] if pairs <= sizes[0] else sizes[-1]]
-    upper = next(n for n in sizes if n >= pairs)
-    lower = max(n for n in sizes if n <= pairs)
+    lower = max([n for n in sizes if n <= pairs] or [sizes[0]])
+    upper = min([n for n in sizes if n >= pairs] or [sizes[-1]])
+    if table[lower] is None or table[upper] is None:
+        return None
     if upper == lower:
         return table[lower]
     weight = (math.log(pairs) - math.log(lower)) / (math.log(upper) - math.log(lower))
