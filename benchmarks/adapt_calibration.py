@@ -14,7 +14,7 @@ A simulated user (one run):
 - old rule (sentune ≤ d042c59): each candidate's checkpoint best on all dev pairs, the best candidate on all dev pairs,
   shipped when a paired bootstrap over the same pairs (1,000 resamples) has it better in ≥ 95 % of them;
 - new rule (sentune.adapt.decide): the checkpoints and the candidate chosen on the selection half, shipped when the
-  paired permutation test on the confirmation half gives p ≤ 0.05 (sentune.tasks.permutation, 1,000 permutations).
+  paired permutation test on the confirmation half gives p ≤ sentune.tasks.permutation.ALPHA (1,000 permutations).
 
 Rates come with 95 % Wilson intervals over the simulated runs.
 
@@ -36,6 +36,7 @@ from scipy.stats import binomtest, norm
 
 from sentune.adapt.decide import decide, split_dev
 from sentune.tasks.batched_metrics import ROW_METRICS
+from sentune.tasks.permutation import ALPHA
 
 SIGMA = 0.6
 CHECKPOINTS = 10
@@ -251,7 +252,7 @@ def write_page(out: str, null: list[dict], power: list[dict], detectable: dict, 
         "- **old rule** (sentune ≤ d042c59): checkpoint and candidate best on all dev pairs, shipped when a paired bootstrap on",
         "  the same pairs has it better in ≥ 95 % of 1,000 resamples;",
         "- **new rule** (`sentune/adapt/decide.py`): checkpoint and candidate chosen on a selection half, shipped when a",
-        "  one-sided paired permutation test on the confirmation half gives p ≤ 0.05.",
+        f"  one-sided paired permutation test on the confirmation half gives p ≤ {ALPHA:g}.",
         "",
         "## No candidate is better: how often one is shipped anyway",
         "",

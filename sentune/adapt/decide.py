@@ -4,7 +4,7 @@ the dev pairs, confirm on the other.
 Every choice adapt makes on the user's pairs — each trained candidate's checkpoint (early stopping), wise's α, which
 racing candidates go on, which candidate is best — reads only the **selection** part. The one candidate this procedure
 ends with is then compared with the unchanged model on the **confirmation** part, which nothing before has read, by a
-one-sided paired permutation test (sentune.tasks.permutation); it replaces the unchanged model when p ≤ 0.05. Because
+one-sided paired permutation test (sentune.tasks.permutation); it replaces the unchanged model when p ≤ 0.04. Because
 the confirmation pairs are independent of everything that picked the candidate, P(a candidate no better than the
 unchanged model is shipped) ≤ 5 % however many candidates, checkpoints and α were tried: data splitting (Cox, "A note
 on data-splitting for the evaluation of significance levels", Biometrika 1975), the hold-out form of selective
@@ -71,7 +71,7 @@ class Decision:
 
 
 def decide(gold: np.ndarray, split: DevSplit, baseline: tuple[str, np.ndarray], candidates: dict[str, np.ndarray], metric: str, seed: int = 0) -> Decision:
-    """The candidate best on the selection pairs replaces the baseline when the confirmation pairs confirm it (p ≤ 0.05);
+    """The candidate best on the selection pairs replaces the baseline when the confirmation pairs confirm it (p ≤ ALPHA);
     a candidate no better than the baseline on the selection pairs is not tested. `gold` and the scores cover every dev
     pair; the split says which part each choice reads."""
     base_name, base_scores = baseline
