@@ -36,6 +36,7 @@ from scipy.stats import binomtest, norm
 
 from sentune.adapt.decide import decide, split_dev
 from sentune.tasks.batched_metrics import ROW_METRICS
+from sentune.tasks.bootstrap import bootstrap_differences
 from sentune.tasks.permutation import ALPHA
 
 SIGMA = 0.6
@@ -99,8 +100,7 @@ def old_rule(gold, unchanged, checkpoints, metric, rng) -> int:
     best_checkpoint = scores.argmax(axis=1)
     best = int(scores.max(axis=1).argmax())
     candidate = checkpoints[best, best_checkpoint[best]]
-    draws = rng.integers(0, n, size=(1000, n))
-    differences = measure(gold[draws], candidate[draws]) - measure(gold[draws], unchanged[draws])
+    differences = bootstrap_differences(gold, candidate, unchanged, metric, rng.integers(0, n, size=(1000, n)))
     return best if (differences > 0).mean() >= 0.95 else -1
 
 

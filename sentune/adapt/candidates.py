@@ -46,20 +46,6 @@ class Candidate:
 
 
 @dataclass
-class Unchanged(Candidate):
-    kind: ClassVar[str] = "unchanged"
-
-    def describe(self, ctx: Context) -> str:
-        return "scoring the untuned model"
-
-    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
-        return ctx.untuned("model"), {}
-
-    def model(self, ctx: Context):
-        return ctx.base
-
-
-@dataclass
 class Pooling(Candidate):
     pooling: str = ""
     kind: ClassVar[str] = "pooling"
@@ -73,7 +59,18 @@ class Pooling(Candidate):
     def model(self, ctx: Context):
         from sentune.modules.build import with_pooling
 
-        return with_pooling(ctx.base, self.pooling)
+        return with_pooling(ctx.base, self.pooling)  # 'model' is the base model itself
+
+
+@dataclass
+class Unchanged(Pooling):
+    """The model as it is: its own pipeline, untuned."""
+
+    pooling: str = "model"
+    kind: ClassVar[str] = "unchanged"
+
+    def describe(self, ctx: Context) -> str:
+        return "scoring the untuned model"
 
 
 @dataclass
@@ -153,20 +150,20 @@ class Wise(Candidate):
         from sentune.core.models import load_model
 
         model = load_model(str(path), device=ctx.device)
-        dev: dict[float, np.ndarray] = {}  # α → dev cosines, kept: the chosen α's are its dev scores
+        selection = ctx.selection_scorer()  # α is chosen on the selection pairs: only those are encoded for the search
+        curve: dict[float, float] = {}
         try:
             for alpha in ALPHAS:
-                dev[alpha] = ctx.scorer.of_model(interpolate(ctx.base, model, alpha), f"{WISE}: α = {alpha}", ["dev"])["dev"]
+                cosines = selection.of_model(interpolate(ctx.base, model, alpha), f"{WISE}: α = {alpha}")["select"]
+                curve[alpha] = ctx.selection_score_of(cosines)
         except NotInterpolable as error:
             return {}, {"skipped": f"cannot interpolate with {source['name']}: {error}"}
-        curve = {a: ctx.selection_score(sims) for a, sims in dev.items()}  # α is chosen on the selection pairs only
         alpha = best_alpha(curve)
         print(f"    {WISE}: {source['name']} (selection {source['dev_score']:.2f}) × α = {alpha} (selection {curve[alpha]:.2f})", flush=True)
         chosen = interpolate(ctx.base, model, alpha)
         save_atomic(chosen, self.folder(ctx) / "model")
         detail = {"source": source["name"], "alpha": alpha, "curve": [[a, s] for a, s in curve.items()] + [[1.0, source["dev_score"]]]}
-        rest = [split for split in ctx.scorer.splits if split != "dev"]
-        return {"dev": dev[alpha]} | (ctx.scorer.of_model(chosen, f"{WISE}: scoring the test pairs", rest) if rest else {}), detail
+        return ctx.scorer.of_model(chosen, f"{WISE}: scoring the pairs"), detail
 
 
 @dataclass

@@ -78,6 +78,12 @@ class Context:
         return self.inputs.dev.metric
 
     # -- the selection pairs: every choice of the run reads these only (sentune.adapt.decide) --
+    def selection_scorer(self) -> PairScorer:
+        """Scores the selection pairs alone (split 'select'), in the order of selection_gold: the file training reads."""
+        from sentune.data.user_data import read_scored_pairs
+
+        return PairScorer({"select": read_scored_pairs(self.out / "data" / "dev-select.tsv")}, self.config.show_progress)
+
     def selection_gold(self) -> np.ndarray:
         return np.array([p.score for p in self.inputs.dev.pairs])[self.inputs.split.select]
 

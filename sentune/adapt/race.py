@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sentune.core.results import write_atomic
-from sentune.tasks.batched_metrics import ROW_METRICS
-from sentune.tasks.bootstrap import resamples
+from sentune.tasks.bootstrap import bootstrap_differences, resamples
 from sentune.train.runs import finished_run, train_run
 
 if TYPE_CHECKING:
@@ -127,13 +126,12 @@ def _eliminate(active: list[Entry], finished: dict[str, np.ndarray], ctx: Contex
     for entry in active:
         if entry.name in stopped:
             _write_stopped(entry, standing[entry.name], stopped[entry.name], ctx, time.perf_counter() - started[entry.name])
-    return [e for e in going[:keep]]
+    return going[:keep]
 
 
 def share_behind(gold: np.ndarray, candidate: np.ndarray, rival: np.ndarray, metric: str, draws: np.ndarray) -> float:
     """The share of paired bootstrap resamples in which the candidate scores strictly below the rival (a tie is not behind)."""
-    measure = ROW_METRICS[metric]
-    return float(np.mean(measure(gold[draws], candidate[draws]) < measure(gold[draws], rival[draws])))
+    return float(np.mean(bootstrap_differences(gold, candidate, rival, metric, draws) < 0))
 
 
 def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None, reason: str, ctx: Context, seconds: float) -> None:

@@ -70,8 +70,13 @@ def resamples(n: int, count: int = RESAMPLES, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n, size=(count, n))
 
 
+def bootstrap_differences(gold: np.ndarray, candidate: np.ndarray, baseline: np.ndarray, metric: str, draws: np.ndarray) -> np.ndarray:
+    """m(candidate) − m(baseline) on each resample of the pairs (the same resample for both)."""
+    return ROW_METRICS[metric](gold[draws], candidate[draws]) - ROW_METRICS[metric](gold[draws], baseline[draws])
+
+
 def paired_bootstrap(gold: np.ndarray, candidate: np.ndarray, baseline: np.ndarray, metric: str, draws: np.ndarray) -> Comparison:
-    differences = ROW_METRICS[metric](gold[draws], candidate[draws]) - ROW_METRICS[metric](gold[draws], baseline[draws])
+    differences = bootstrap_differences(gold, candidate, baseline, metric, draws)
     return Comparison(
         candidate=METRICS[metric](gold, candidate),
         baseline=METRICS[metric](gold, baseline),
