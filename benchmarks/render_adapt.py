@@ -16,6 +16,7 @@ from pathlib import Path
 from sentune.adapt.examples import example_names
 from sentune.adapt.names import REFERENCE, UNCHANGED
 from sentune.adapt.report import METRIC_NAMES, candidate_table
+from sentune.tasks.permutation import ALPHA
 
 KEPT = Path(__file__).parent / "results" / "adapt"
 BEFORE = KEPT / "before"
@@ -107,7 +108,7 @@ def render() -> str:
         "Default model (all-MiniLM-L6-v2), default budget (one pass over the corpus per candidate, dev evaluated 10 times, early "
         "stop after 3 without a new best), 2 CPU cores. The rule now: every choice (checkpoints, the race, wise's α, the best "
         "candidate) reads the selection half of the dev pairs; the chosen candidate replaces the unchanged model only when a "
-        "one-sided paired permutation test on the other half gives p ≤ 0.05 (calibrated: benchmarks/results/adapt_calibration.md). "
+        f"one-sided paired permutation test on the other half gives p ≤ {ALPHA:g} (calibrated: benchmarks/results/adapt_calibration.md). "
         "The training candidates are raced (rounds at 1/8, 1/4, 1/2 of their steps; one behind the unchanged model or the "
         "leader with 95 % stops, at most half go on). `st-simcse` is sentence-transformers' own SimCSE recipe (`--reference`), "
         "reported beside the candidates and never chosen; its minutes are counted apart. Before: the best candidate on all dev "

@@ -27,15 +27,26 @@ def _csv(text: str) -> list[str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from sentune.core.models import load_model
-    from sentune.core.results import render_markdown, save_results, sts_summary_table
+    from contextlib import nullcontext
+
+    from sentune.core.locks import exclusive_output
+
+    # --out is held from the first check to the last write: two runs never write one folder, finished results stay
+    with exclusive_output(Path(args.out), overwrite=args.overwrite) if args.out else nullcontext():
+        return _eval(args)
+
+
+def _eval(args: argparse.Namespace) -> int:
     from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
-    from sentune.postprocess import postprocessor_settings
-    from sentune.tasks.evaluate import PostprocessOption, evaluate
 
     data_dir = resolve_data_dir(args.data)
     tasks = select_tasks(args.tasks)
-    examples = {spec.name: load_task(spec, data_dir) for spec in tasks}  # read and checked before the model loads
+    examples = {spec.name: load_task(spec, data_dir) for spec in tasks}  # read and checked before torch is imported
+    from sentune.core.models import load_model
+    from sentune.core.results import render_markdown, save_results, sts_summary_table
+    from sentune.postprocess import postprocessor_settings
+    from sentune.tasks.evaluate import PostprocessOption, evaluate
+
     model = load_model(args.model, trust_remote_code=args.trust_remote_code)
     results = evaluate(
         model,
@@ -83,7 +94,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         _train_banner(recipe, out, data_dir)
     if args.resume and not any((out / "checkpoints").glob("checkpoint-*/COMPLETE")):
         print(f"sentune: nothing to resume in {out} (no complete checkpoint): training starts at step 0", file=sys.stderr)
-    results = train(recipe, out, data_dir=data_dir, resume=args.resume, command=_command_line())
+    results = train(recipe, out, data_dir=data_dir, resume=args.resume, command=_command_line(), show_progress=not args.quiet)
     if not main_process:
         return 0
     print(sts_summary_table(results["runs"]) or "")
@@ -224,10 +235,15 @@ def cmd_data_check(args: argparse.Namespace) -> int:
 
 
 def cmd_data_download(args: argparse.Namespace) -> int:
+    from sentune.data.catalog import default_data_dir
     from sentune.data.download import download_all
 
-    download_all(Path(args.dir), base_urls=args.mirror, only=_csv(args.only) if args.only else None, show_progress=not args.quiet)
-    print(f"data ready in {args.dir}; use it with --data {args.dir} or SENTUNE_DATA={args.dir}")
+    folder = Path(args.dir) if args.dir else default_data_dir()
+    download_all(folder, base_urls=args.mirror, only=_csv(args.only) if args.only else None, show_progress=not args.quiet)
+    if args.dir:
+        print(f"data ready in {folder}; use it with --data {folder} or SENTUNE_DATA={folder}")
+    else:
+        print(f"data ready in {folder}, which every command reads when neither --data nor SENTUNE_DATA is given")
     return 0
 
 
@@ -341,7 +357,8 @@ def _add_eval(sub) -> None:
     _model_args(p)
     p.add_argument("--tasks", default="sts", help="task or group names, comma-separated: sts, dev, transfer, relatedness, multilingual, STS12, ...")
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
-    p.add_argument("--out", help="folder for results.json and results.md")
+    p.add_argument("--out", help="folder for results.json and results.md (refused when it holds results, unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace the results a finished eval left in --out")
     p.add_argument(
         "--whiten",
         action="append",
@@ -382,6 +399,7 @@ def _add_train(sub) -> None:
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run from its last complete checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace a finished run in --out (otherwise refused)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars (the dev evaluations are still printed)")
     p.set_defaults(func=cmd_train)
 
 
@@ -497,7 +515,7 @@ def _add_data(sub) -> None:
     p.add_argument("--no-checksums", action="store_true")
     p.set_defaults(func=cmd_data_check)
     p = data.add_parser("download", help="fetch the canonical SentEval/STS sources into DIR")
-    p.add_argument("dir")
+    p.add_argument("dir", nargs="?", help="the folder (default: $XDG_DATA_HOME/sentune/data, ~/.local/share/sentune/data, read when no --data is given)")
     p.add_argument("--mirror", action="append", default=None, metavar="URL", help="base URL replacing the canonical hosts (testing, mirrors)")
     p.add_argument("--only", help="comma-separated source names (senteval, wiki, snli, xnli, qqp, sts2017, sts2017-gold)")
     p.add_argument("--quiet", action="store_true")

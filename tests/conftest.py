@@ -22,6 +22,8 @@ os.environ["SENTUNE_ALLOW_MODIFIED_DATA"] = "1"
 os.environ["SENTUNE_DEVICE"] = "cpu"
 # Method caches go to a folder of this test session, never the user's cache.
 os.environ["SENTUNE_CACHE"] = tempfile.mkdtemp(prefix="sentune-test-cache-")
+# the default data folder (sentune.data.catalog.default_data_dir) of the user running the tests is never read
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="sentune-test-xdg-")
 
 WORDS = (
     "a the man woman dog cat is are was plays playing guitar piano runs running eats food on in with and "
@@ -231,3 +233,10 @@ def method_context(method: str, params: dict | None = None, *, data_dir: Path | 
         dev_score=dev_score,
         show_progress=False,
     )
+
+
+def tree_state(folder: Path) -> dict[str, str]:
+    """Every file under `folder` with its sha256: compared before and after a refused command, nothing may change."""
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}

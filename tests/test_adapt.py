@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import tree_state
 
 from sentune.adapt.budget import AdaptError, Budget
 from sentune.adapt.candidates import Pooling, Unchanged, parse_methods, plan
@@ -131,7 +132,8 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     assert all(c["select"] and (c.get("stopped") or (c["confirm"] and c["test"])) for c in results["candidates"].values())
     assert all(not c["eligible"] for c in results["candidates"].values() if c.get("stopped"))
     wise = results["candidates"]["wise"]
-    tuned = {n: c["select"]["score"] for n, c in results["candidates"].items() if c["kind"] in ("trained", "sed") and not c.get("stopped")}
+    # wise builds on the best tuned candidate on the selection pairs, finished or raced out (its best checkpoint)
+    tuned = {n: c["select"]["score"] for n, c in results["candidates"].items() if c["kind"] in ("trained", "sed") and c["select"]}
     assert wise["source"] == max(tuned, key=tuned.get) and wise["alpha"] in [a for a, _ in wise["curve"]]
     assert wise["select"]["score"] == pytest.approx(max(s for _, s in wise["curve"][:-1]), abs=1e-9)  # the best α on the selection pairs
     # Training reads the selection half of the dev pairs and nothing else of them.
@@ -268,24 +270,19 @@ def test_without_dev_pairs_stsb_dev_selects_and_the_report_says_so(tiny_model_di
 
 
 def test_a_refused_run_leaves_the_finished_one_untouched_and_shared_pairs_are_warned(tiny_model_dir, user_files, tmp_path, capsys):
-    import hashlib
-
     out = tmp_path / "run"
     args = ["--model", str(tiny_model_dir), "--dev", str(user_files / "dev.tsv"), "--methods", "poolings", "--out", str(out)]
     # The dev file given as --test too: accepted (the user may mean it), with a warning that the test proves nothing.
     assert _adapt([*args, "--corpus", str(user_files / "corpus.txt"), "--test", str(user_files / "dev.tsv")]) == 0
     assert f"100 of the 100 test pairs of {user_files / 'dev.tsv'} are also dev pairs" in capsys.readouterr().err
 
-    def state() -> dict[str, str]:
-        return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.rglob("*")) if p.is_file()}
-
-    before = state()
+    before = tree_state(out)
     other = tmp_path / "other.txt"
     other.write_text("".join(f"another sentence number {i}\n" for i in range(150)))
     assert _adapt([*args, "--corpus", str(other), "--test", str(user_files / "dev.tsv")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("warning: 100 of the 100 test pairs") and "holds an adapt run with other corpus_sha256" in err[1] and len(err) == 2
-    assert state() == before  # neither its data nor anything else was replaced
+    assert tree_state(out) == before  # neither its data nor anything else was replaced
     few = tmp_path / "few.txt"
     few.write_text("one sentence\n")
     assert _adapt([*args[:-1], str(tmp_path / "new"), "--corpus", str(few)]) == 2
@@ -334,3 +331,30 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
     np.testing.assert_array_equal(np.load(tmp_path / "candidates" / "bad" / "scores.npz")["select"], planted["bad"])
     halved = next(n for n in ("good", "fair", "meh") if n not in [e.name for e in going])
     assert "successive halving" in json.loads((tmp_path / "candidates" / halved / "candidate.json").read_text())["stopped"]["reason"]
+
+
+def test_sed_and_wise_build_on_raced_out_candidates_best_checkpoints(tmp_path):
+    """A candidate the race stopped is not chosen itself, but its best checkpoint so far is weights SED and wise may
+    build on; one whose weights are gone is skipped."""
+    from sentune.adapt.candidates import tuned_model_path, tuned_sources
+
+    def made(path: Path) -> Path:
+        path.mkdir(parents=True)
+        (path / "modules.json").write_text("[]")
+        return path
+
+    finished = made(tmp_path / "candidates/simcse/run/model")
+    checkpoint = made(tmp_path / "candidates/ct/run/checkpoints/checkpoint-16")
+    made(tmp_path / "candidates/ct/run/checkpoints/checkpoint-19")  # the round's last step: not its best
+    records = {
+        "simcse": {"name": "simcse", "kind": "trained", "run": "candidates/simcse/run", "dev_score": 70.0},
+        "ct": {"name": "ct", "kind": "trained", "run": "candidates/ct/run", "dev_score": 72.0, "stopped": {}, "best_checkpoint": {"step": 16}},
+        "tsdae": {"name": "tsdae", "kind": "trained", "run": "candidates/tsdae/run", "dev_score": 75.0, "stopped": {}, "best_checkpoint": {"step": 8}},
+        "mirror": {"name": "mirror", "kind": "trained", "run": "candidates/mirror/run", "stopped": {}},  # stopped before any evaluation
+        "whitening": {"name": "whitening", "kind": "postprocess", "dev_score": 90.0},
+    }
+    ctx = SimpleNamespace(out=tmp_path, records=records)
+    assert tuned_model_path(records["simcse"], ctx) == finished and tuned_model_path(records["ct"], ctx) == checkpoint
+    assert tuned_model_path(records["tsdae"], ctx) is None  # its checkpoint is gone
+    sources = tuned_sources(ctx, ("trained",))
+    assert [r["name"] for r in sources] == ["simcse", "ct"] and max(sources, key=lambda r: r["dev_score"])["name"] == "ct"

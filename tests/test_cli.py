@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import tree_state
 
 from sentune.cli import main
 
@@ -42,6 +43,35 @@ def test_eval_writes_json_and_markdown(tiny_model_dir, tiny_data_dir, tmp_path, 
     assert "STS12" in capsys.readouterr().out
 
 
+def test_eval_never_replaces_results_silently(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
+    """Issue 28: a used --out is refused (exit 2, one line, nothing changed) unless --overwrite; a folder another process
+    is writing is refused at once; a failed eval leaves no folder behind."""
+    from sentune.core.locks import run_lock
+
+    out = tmp_path / "run"
+    args = ["eval", "--model", str(tiny_model_dir), "--pooling", "mean", "--tasks", "STS-B-dev", "--data", str(tiny_data_dir), "--quiet", "--out", str(out)]
+    assert main(args) == 0
+    capsys.readouterr()
+    before = tree_state(out)
+    assert main([*args[:4], "cls", *args[5:]]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"sentune: error: --out {out} already holds results ({out / 'results.json'}): choose another folder, or pass --overwrite to replace them"]
+    assert tree_state(out) == before
+
+    busy = tmp_path / "busy"
+    with run_lock(busy) as held:  # another sentune run writing there
+        assert held and main([*args[:-1], str(busy)]) == 2
+    assert f"--out {busy} is being written by another sentune run" in capsys.readouterr().err
+    assert not (busy / "results.json").exists()
+
+    assert main([*args[:4], "cls", *args[5:], "--overwrite"]) == 0
+    assert set(json.loads((out / "results.json").read_text())["runs"]) == {"cls"}
+
+    failed = tmp_path / "failed"
+    assert main([*args[:6], "STS99", *args[7:-1], str(failed)]) == 2
+    assert "unknown task or group 'STS99'" in capsys.readouterr().err and not failed.exists()
+
+
 def test_eval_transfer_and_alignment(tiny_model_dir, tiny_data_dir, tmp_path):
     out = tmp_path / "run"
     assert (
@@ -73,6 +103,7 @@ def test_eval_transfer_and_alignment(tiny_model_dir, tiny_data_dir, tmp_path):
 
 def test_clear_errors_for_missing_data_and_unknown_task(tiny_model_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("SENTUNE_DATA", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "no-default"))  # no downloaded default folder either
     assert main(["eval", "--model", str(tiny_model_dir)]) == 2
     assert "no data directory given" in capsys.readouterr().err
     assert main(["eval", "--model", str(tiny_model_dir), "--data", str(tmp_path), "--tasks", "STS99"]) == 2

@@ -78,3 +78,19 @@ def test_download_failure_is_clear(tmp_path, capsys):
     assert code == 2
     assert "download of http://127.0.0.1" in capsys.readouterr().err
     assert not list((tmp_path / "d" / ".downloads").glob("*"))
+
+
+def test_download_without_dir_fills_the_default_folder_every_command_reads(fake_hosts, tmp_path, monkeypatch, capsys):
+    from sentune.data.catalog import resolve_data_dir
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("SENTUNE_DATA", raising=False)
+    with pytest.raises(readers.DataError, match="sentune data download"):
+        resolve_data_dir(None)  # nothing downloaded yet: the error names the three ways
+    assert main(["data", "download", "--mirror", fake_hosts, "--only", "wiki", "--quiet"]) == 0
+    default = tmp_path / "xdg" / "sentune" / "data"
+    assert str(default) in capsys.readouterr().out
+    assert resolve_data_dir(None) == default
+    assert readers.read_corpus(default / "corpora/wiki/wiki_sentences.txt") == ["first sentence .", "second sentence ."]
+    monkeypatch.setenv("SENTUNE_DATA", str(tmp_path))
+    assert resolve_data_dir(None) == tmp_path  # the environment variable wins over the default folder

@@ -76,7 +76,7 @@ def test_postprocess_stage_options(tiny_model_dir, tiny_data_dir, tmp_path, caps
 
 
 def test_stage_lock_excludes_a_second_holder(tmp_path):
-    from sentune.train.runs import run_lock as stage_lock
+    from sentune.core.locks import run_lock as stage_lock
 
     with stage_lock(tmp_path / "stage") as first:
         with stage_lock(tmp_path / "stage", wait=False) as second:
@@ -193,7 +193,7 @@ def test_members_train_while_another_process_holds_the_stage_before_sed(tiny_mod
     import sys
     import time
 
-    from sentune.train.runs import run_lock as stage_lock
+    from sentune.core.locks import run_lock as stage_lock
 
     out = tmp_path / "p"
     args = [

@@ -107,3 +107,19 @@ def test_task_sentence_sets(tiny_data_dir):
     assert mr == list(dict.fromkeys(item.text for item in load_task(select_tasks("MR")[0], tiny_data_dir)["all"]))
     with pytest.raises(ValueError, match="unknown sentence set 'nope'.*tasks:SELECTION"):
         load_sentences("nope", tiny_data_dir)
+
+
+def test_nul_bytes_are_a_binary_file_not_one_sentence(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(b"a sentence\n" + bytes(4096))
+    with pytest.raises(DataError, match=r"corpus.txt:2: a NUL byte at column 1: a binary \(or UTF-16\) file, not utf-8 text"):
+        readers.read_corpus(path)
+
+
+def test_a_missing_user_file_is_not_sent_to_the_data_directory(tmp_path):
+    from sentune.data.user_data import read_scored_pairs, read_user_corpus
+
+    for read in (read_scored_pairs, read_user_corpus):
+        with pytest.raises(DataError) as error:
+            read(tmp_path / "mine.tsv")
+        assert str(error.value) == f"{tmp_path / 'mine.tsv'}: file not found"

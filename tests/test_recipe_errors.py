@@ -22,6 +22,8 @@ CASES = [
     (["eval.dev=STS-X"], "unknown task or group 'STS-X'"),
     (["train_data=nope"], "unknown sentence set 'nope'"),
     (["training.keep_checkpoints=maybe"], "training.keep_checkpoints: expected true or false, got 'maybe'"),
+    (["training.max_steps=0"], "training.max_steps: 0 would train nothing: give the steps (>= 1), or -1 to train `epochs` passes"),
+    (["training.max_steps=-2"], "training.max_steps: expected a number >= -1, got -2"),
 ]
 
 
@@ -68,3 +70,21 @@ def test_debug_shows_the_traceback_and_bugs_keep_theirs(tmp_path, tiny_data_dir,
     monkeypatch.setattr(sentune.data.catalog, "resolve_data_dir", bug)
     with pytest.raises(KeyError):  # anything unexpected keeps its traceback
         main(["train", "001-sg-opt", "--out", str(tmp_path / "run2"), "--data", str(tiny_data_dir)])
+
+
+def test_quiet_training_shows_no_bar_and_one_row_is_refused(tiny_model_dir, tiny_data_dir, tmp_path, capfd):
+    """Issue 28: --quiet hides the training bar (the dev evaluations are still printed); a training set of one row
+    (no in-batch negatives: a zero loss every step) is refused in one line."""
+    from conftest import tiny_recipe
+
+    recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, tasks="none", training={"max_steps": 2, "eval_steps": 1})
+    assert main(["train", str(recipe), "--out", str(tmp_path / "quiet"), "--data", str(tiny_data_dir), "--quiet"]) == 0
+    quiet = capfd.readouterr()
+    assert "training (steps)" not in quiet.err and "it/s" not in quiet.err
+    assert main(["train", str(recipe), "--out", str(tmp_path / "loud"), "--data", str(tiny_data_dir)]) == 0
+    assert "training (steps)" in capfd.readouterr().err  # the same run without --quiet shows it: the check can fail
+
+    one = tmp_path / "one.txt"
+    one.write_text("a single sentence\n")
+    assert main(["train", str(recipe), f"train_data=file:{one}", "--out", str(tmp_path / "one"), "--data", str(tiny_data_dir)]) == 2
+    assert capfd.readouterr().err.strip().endswith(f"train_data file:{one}: 1 training row(s); training needs at least 2")

@@ -108,6 +108,26 @@ class WithRun(Candidate):
         return load_model(str(self.run_folder(ctx) / "model"), device=ctx.device)
 
 
+def tuned_model_path(record: dict, ctx: Context) -> Path | None:
+    """The weights a trained record stands for: a finished run's model, or a raced-out run's best checkpoint so far
+    (the race chose against it as the answer, yet as SED's seed 1 or wise's tuned end it may still help). None when
+    they are gone (--prune, or a checkpoint the trainer rotated away)."""
+    run = ctx.out / record["run"]
+    if "stopped" not in record:
+        path = run / "model"
+    else:
+        step = (record.get("best_checkpoint") or {}).get("step")
+        path = run / "checkpoints" / f"checkpoint-{step}"
+        if step is None or not (path / "modules.json").is_file():
+            return None
+    return path if path.is_dir() else None
+
+
+def tuned_sources(ctx: Context, kinds: tuple[str, ...]) -> list[dict]:
+    """Records of `kinds` with a selection score and weights to build on, finished or raced out."""
+    return [r for r in ctx.records.values() if r["kind"] in kinds and "dev_score" in r and r.get("run") and tuned_model_path(r, ctx)]
+
+
 @dataclass
 class Trained(WithRun):
     """A bundled recipe trained on the corpus (sentune/recipes/adapt/NAME.yaml), raced against the others."""
@@ -134,22 +154,19 @@ class Wise(Candidate):
     kind: ClassVar[str] = "wise"
 
     def describe(self, ctx: Context) -> str:
-        return "interpolating the best tuned candidate's weights with the unchanged model's (WiSE-FT), α chosen on the selection pairs"
+        return "interpolating the best tuned candidate's weights (finished or raced out) with the unchanged model's (WiSE-FT), α chosen on the selection pairs"
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
         from sentune.adapt.wise import ALPHAS, NotInterpolable, best_alpha, interpolate
         from sentune.modules.build import save_atomic
 
-        tuned = [r for r in ctx.records.values() if r["kind"] in (Trained.kind, Ensemble.kind) and "dev_score" in r and r.get("run") and "stopped" not in r]
+        tuned = tuned_sources(ctx, (Trained.kind, Ensemble.kind))
         if not tuned:
-            return {}, {"skipped": "no tuned candidate to interpolate with (add one of " + ", ".join(TRAINED) + " to --methods)"}
-        source = max(tuned, key=lambda r: r["dev_score"])
-        path = ctx.out / source["run"] / "model"
-        if not path.is_dir():
-            return {}, {"skipped": f"{source['name']}'s model is gone ({path}; --prune removes it)"}
+            return {}, {"skipped": "no tuned candidate with weights left to interpolate with (--prune removes them)"}
+        source = max(tuned, key=lambda r: r["dev_score"])  # the selection score: finished or raced out
         from sentune.core.models import load_model
 
-        model = load_model(str(path), device=ctx.device)
+        model = load_model(str(tuned_model_path(source, ctx)), device=ctx.device)
         selection = ctx.selection_scorer()  # α is chosen on the selection pairs: only those are encoded for the search
         curve: dict[float, float] = {}
         try:

@@ -4,7 +4,7 @@ the dev pairs, confirm on the other.
 Every choice adapt makes on the user's pairs — each trained candidate's checkpoint (early stopping), wise's α, which
 racing candidates go on, which candidate is best — reads only the **selection** part. The one candidate this procedure
 ends with is then compared with the unchanged model on the **confirmation** part, which nothing before has read, by a
-one-sided paired permutation test (sentune.tasks.permutation); it replaces the unchanged model when p ≤ 0.04. Because
+one-sided paired permutation test (sentune.tasks.permutation); it replaces the unchanged model when p ≤ 0.03 (ALPHA). Because
 the confirmation pairs are independent of everything that picked the candidate, P(a candidate no better than the
 unchanged model is shipped) ≤ 5 % however many candidates, checkpoints and α were tried: data splitting (Cox, "A note
 on data-splitting for the evaluation of significance levels", Biometrika 1975), the hold-out form of selective

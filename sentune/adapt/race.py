@@ -12,7 +12,8 @@ on the selection pairs only (so the confirmation of the final choice stays indep
    pairs.
 
 A candidate also ends by itself: its last step, early stopping (patience) or --budget's minutes. A stopped candidate
-keeps its selection score in the report and is not eligible (the race chose against it). Everything a round decides is
+keeps its selection score in the report and is not eligible (the race chose against it), though its best checkpoint
+may still seed SED or wise (sentune.adapt.candidates.tuned_model_path). Everything a round decides is
 read back from the run folders (paused.json, dev_cosines/, candidate.json), so a killed race resumes where it was.
 """
 
@@ -83,7 +84,7 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, np.ndarra
             target = max(1, math.ceil(fraction * entry.recipe.training.max_steps))
             if not finished_run(entry.run) and _paused_step(entry.run) < target:
                 print(f"    race round {index + 1}/{len(RUNGS)}: {entry.name} to step {target} of {entry.recipe.training.max_steps}", flush=True)
-                train_run(entry.recipe, entry.run, data_dir=ctx.data_dir or Path("."), pause_at_step=target)
+                train_run(entry.recipe, entry.run, data_dir=ctx.data_dir or Path("."), pause_at_step=target, show_progress=ctx.config.show_progress)
             if finished_run(entry.run):
                 finished[entry.name] = ctx.selection_cosines(finish(entry)["dev"])
                 active.remove(entry)

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from sentune.adapt.budget import AdaptError
-from sentune.adapt.candidates import Candidate, Ensemble, Plan, Reference, Trained, own_pooling, plan
+from sentune.adapt.candidates import Candidate, Ensemble, Plan, Reference, Trained, own_pooling, plan, tuned_model_path, tuned_sources
 from sentune.adapt.context import AdaptConfig, Context, Inputs
 from sentune.adapt.decide import MIN_DEV_PAIRS, detectable_gain, split_dev
 from sentune.adapt.select import RULE
@@ -101,6 +101,33 @@ def _warn_shared_pairs(dev_rows: list[tuple[str, str, float]], test: ScoredPairs
         )
 
 
+def _warn_overlong(inputs: Inputs, base) -> None:
+    """Sentences longer than the model reads are truncated (as every encoder does): say so, naming the first."""
+    from sentune.core.encode import overlong_indices
+
+    limit = base.max_seq_length
+    corpus = overlong_indices(inputs.corpus, base)
+    if corpus:
+        first = inputs.corpus[corpus[0]]
+        print(
+            f"warning: {len(corpus)} of the {len(inputs.corpus)} corpus sentences are longer than the model's {limit} tokens and are read "
+            f"only up to there (the first: {first[:60]!r}{'...' if len(first) > 60 else ''})",
+            file=sys.stderr,
+        )
+    for name, pairs in (("dev", inputs.dev), ("test", inputs.test)):
+        if pairs is None:
+            continue
+        sentences = [s for p in pairs.pairs for s in (p.a, p.b)]
+        hits = sorted({i // 2 for i in overlong_indices(sentences, base)})
+        if hits:
+            source = pairs.pairs[hits[0]].source
+            print(
+                f"warning: {len(hits)} of the {len(pairs.pairs)} {name} pairs have a sentence longer than the model's {limit} tokens, read only up "
+                f"to there (the first: {source.path}:{source.line})",
+                file=sys.stderr,
+            )
+
+
 def _claim(out: Path, config: AdaptConfig, data: Path) -> None:
     """Record the settings every candidate depends on; a folder holding other settings is refused, never mixed. The
     methods are not among them: a second run may add candidates to a finished one."""
@@ -128,6 +155,7 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
     config = replace(config, training_pooling=own or "model")
     candidates = plan(config.methods, own, config.reference)
     ctx = Context(config, inputs, out, data_dir, base, inputs.scorer(config.show_progress))
+    _warn_overlong(inputs, base)
     print(
         f"sentune adapt: {len(candidates.all)} candidates for {config.model} on {len(inputs.corpus)} corpus sentences; "
         f"dev {inputs.dev_label} ({len(inputs.dev.pairs)} pairs, {inputs.dev.metric}: {len(inputs.split.select)} select, "
@@ -232,8 +260,9 @@ def _finish(candidate: Trained | Ensemble, label: str, ctx: Context, extra: dict
 
 
 def _ensemble(candidate: Ensemble, label: str, ctx: Context) -> dict:
-    """SED: seeds 2..N of the best finished trained candidate, each trained for as many steps as that candidate needed
-    to reach its best checkpoint; then the learner, raced alone against the unchanged model and the best trained one."""
+    """SED: seeds 2..N of the best trained candidate on the selection pairs (finished, or raced out: its best checkpoint is
+    seed 1), each trained for as many steps as that candidate needed to reach its best checkpoint; then the learner,
+    raced alone against the unchanged model and that candidate."""
     from sentune.adapt.race import Entry, race
     from sentune.train.runs import train_each
 
@@ -241,11 +270,11 @@ def _ensemble(candidate: Ensemble, label: str, ctx: Context) -> dict:
     if done.is_file():
         print(f"{label} {candidate.name}: done before, read back", flush=True)
         return json.loads(done.read_text())
-    trained = [r for r in ctx.records.values() if r["kind"] == Trained.kind and "dev_score" in r and not r.get("selection_only")]
+    trained = tuned_sources(ctx, (Trained.kind,))
     if not trained:
-        print(f"{label} {candidate.name}: skipped: no trained candidate finished the race", flush=True)
-        return _record(candidate, {}, {"skipped": "no trained candidate finished the race to take an ensemble from"}, 0.0, label, ctx)
-    source = max(trained, key=lambda r: r["dev_score"])
+        print(f"{label} {candidate.name}: skipped: no trained candidate with weights left", flush=True)
+        return _record(candidate, {}, {"skipped": "no trained candidate with weights left to take an ensemble from (--prune removes them)"}, 0.0, label, ctx)
+    source = max(trained, key=lambda r: r["dev_score"])  # finished or raced out: its best checkpoint is seed 1
     steps = max(source["best_checkpoint"]["step"] or 1, source["recipe"]["training"]["eval_steps"])
     print(f"{label} {candidate.name}: {candidate.describe(ctx)}: seeds 1..{ctx.config.sed_members} of {source['name']} ({steps} steps each)", flush=True)
     started = time.perf_counter()
@@ -253,11 +282,12 @@ def _ensemble(candidate: Ensemble, label: str, ctx: Context) -> dict:
         (ctx.recipe(f"adapt/{source['name']}", steps=steps, seed=seed), candidate.folder(ctx) / f"member-{seed}")
         for seed in range(2, ctx.config.sed_members + 1)
     ]
-    train_each(jobs, data_dir=ctx.data_dir or Path("."))
-    members = [str(ctx.out / source["run"] / "model"), *(str(folder / "model") for _, folder in jobs)]
+    train_each(jobs, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress)
+    members = [str(tuned_model_path(source, ctx)), *(str(folder / "model") for _, folder in jobs)]
     member_seconds = time.perf_counter() - started
     recipe = ctx.recipe("adapt/sed", members=members)
-    rivals = {source["name"]: ctx.selection_cosines(np.load(ctx.out / "candidates" / source["name"] / "scores.npz")["dev"])}
+    scores = np.load(ctx.out / "candidates" / source["name"] / "scores.npz")
+    rivals = {source["name"]: scores["select"] if "select" in scores else ctx.selection_cosines(scores["dev"])}
     entry = Entry(candidate.name, recipe, candidate.run_folder(ctx), done)
     race([entry], ctx, lambda e: _finish(candidate, label, ctx, {"source": source["name"], "member_seconds": member_seconds}), rivals=rivals)
     return json.loads(done.read_text())
@@ -271,7 +301,9 @@ def _reference(candidate: Reference, label: str, ctx: Context) -> dict:
         print(f"{label} {candidate.name}: done before, read back", flush=True)
         return json.loads(done.read_text())
     print(f"{label} {candidate.name}: {candidate.describe(ctx)}", flush=True)
-    train_run(ctx.recipe(candidate.recipe_name, reference=True), candidate.run_folder(ctx), data_dir=ctx.data_dir or Path("."))
+    train_run(
+        ctx.recipe(candidate.recipe_name, reference=True), candidate.run_folder(ctx), data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress
+    )
     return _trained_record(candidate, candidate.run_folder(ctx), label, ctx)
 
 

@@ -36,6 +36,20 @@ def unique_in_order(sentences: Sequence[str]) -> tuple[list[str], np.ndarray]:
     return list(index), inverse
 
 
+def overlong_indices(texts: Sequence[str], model: SentenceTransformer) -> list[int]:
+    """Indices of the texts `model` truncates (more than its max_seq_length tokens, special tokens included), without
+    encoding anything. Only texts of more UTF-8 bytes than the limit are tokenized: no tokenizer makes more tokens than
+    a text has bytes, plus its few special tokens."""
+    limit, tokenizer = model.max_seq_length, getattr(model, "tokenizer", None)
+    if not limit or tokenizer is None:
+        return []
+    long = [i for i, text in enumerate(texts) if len(text.encode("utf-8")) + 3 > limit]
+    if not long:
+        return []
+    ids = tokenizer([texts[i] for i in long], add_special_tokens=True, truncation=False)["input_ids"]
+    return [i for i, tokens in zip(long, ids, strict=True) if len(tokens) > limit]
+
+
 def token_budget_batches(lengths: np.ndarray, max_tokens: int, max_batch: int) -> list[np.ndarray]:
     """Split indices, longest first, into batches whose padded size (count × longest) fits the budget."""
     order = np.argsort(-lengths, kind="stable")

@@ -37,11 +37,12 @@ def option(
     exclusive: bool = False,
     below: float | None = None,
     choices: tuple | None = None,
+    refused: dict | None = None,
     default_factory: Any = MISSING,
 ) -> Any:
     """A dataclass field with its meaning and limits (`minimum`, strict when `exclusive`; a strict upper
-    bound `below`; `choices`)."""
-    metadata = {"help": help, "minimum": minimum, "exclusive": exclusive, "below": below, "choices": choices}
+    bound `below`; `choices`; `refused`: values inside the limits that mean nothing, with the reason)."""
+    metadata = {"help": help, "minimum": minimum, "exclusive": exclusive, "below": below, "choices": choices, "refused": refused}
     if default_factory is not MISSING:
         return field(default_factory=default_factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -99,6 +100,9 @@ def check_value(key: str, value: Any, annotation: Any, metadata: Any = None) -> 
     below = metadata.get("below")
     if below is not None and isinstance(coerced, (int, float)) and coerced >= below:
         raise OptionError(f"{key}: expected a number < {below}, got {value!r}")
+    refused = metadata.get("refused") or {}
+    if isinstance(coerced, (int, float, str)) and not isinstance(coerced, bool) and coerced in refused:
+        raise OptionError(f"{key}: {value!r} {refused[coerced]}")
     return coerced
 
 

@@ -26,6 +26,13 @@ SETS_FILE = Path(__file__).with_name("sets.yaml")
 KINDS = ("sts", "classification", "pair-classification", "relatedness")
 DATA_ENV = "SENTUNE_DATA"
 
+
+def default_data_dir() -> Path:
+    """Where `sentune data download` puts the sets when no folder is named, and where every command looks when neither
+    --data nor SENTUNE_DATA is given: $XDG_DATA_HOME/sentune/data (~/.local/share/sentune/data)."""
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share").expanduser() / "sentune" / "data"
+
+
 __all__ = ["DataError", "Source", "sentences_of"]  # re-exported for callers of the catalog
 
 
@@ -120,13 +127,18 @@ def select_tasks(names: str | list[str]) -> list[TaskSpec]:
 
 
 def resolve_data_dir(option: str | os.PathLike | None = None) -> Path:
-    """The data directory from the option, else SENTUNE_DATA; a clear error when neither points anywhere."""
+    """The data directory: the option, else SENTUNE_DATA, else the default folder when it exists (default_data_dir());
+    a clear error naming all three when none points anywhere."""
     value = option or os.environ.get(DATA_ENV)
     if not value:
+        default = default_data_dir()
+        if default.is_dir():
+            return default
         raise DataError(
             "<data directory>",
             None,
-            f"no data directory given: pass --data DIR or set {DATA_ENV} (`sentune data download DIR` fetches the canonical sets)",
+            f"no data directory given: pass --data DIR, set {DATA_ENV}, or run `sentune data download` (fetches the canonical sets into "
+            f"{default}, which every command reads when neither is given)",
         )
     path = Path(value).expanduser()
     if not path.is_dir():

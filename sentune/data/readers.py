@@ -83,6 +83,8 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
         lines.pop()
     out = []
     for number, line in enumerate(lines, start=1):
+        if b"\x00" in line:  # UTF-8 text never holds NUL: a binary file, which would otherwise read as one long "sentence"
+            raise DataError(path, number, f"a NUL byte at column {line.index(bytes(1)) + 1}: a binary (or UTF-16) file, not {encoding} text")
         try:
             text = line.decode(encoding)
         except UnicodeDecodeError as exc:

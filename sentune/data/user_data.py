@@ -35,11 +35,18 @@ class ScoredPairs:
         return "spearman" if self.kind == "scores" else "average_precision"
 
 
+def _user_lines(path: Path) -> list[str]:
+    """read_lines for a file the user named: a missing one is just that, never a hint at the data directory."""
+    if not path.is_file():
+        raise DataError(path, None, "file not found" + (" (a folder, not a file)" if path.is_dir() else ""))
+    return read_lines(path)
+
+
 def read_scored_pairs(path: str | Path) -> ScoredPairs:
     """`s1<TAB>s2<TAB>label` lines; see the module docstring for how the labels choose the metric."""
     path = Path(path)
     pairs = []
-    for number, line in enumerate(read_lines(path), start=1):
+    for number, line in enumerate(_user_lines(path), start=1):
         fields = _fields(path, number, line, 3, "s1, s2, label", exact=True)
         raw = fields[2].strip()
         try:
@@ -66,7 +73,7 @@ def read_user_corpus(path: str | Path, column: str | None = None) -> list[str]:
     else:
         if column is not None:
             raise DataError(path, None, f"a column ({column!r}) is only for .jsonl and .csv corpora; this one is read as one sentence per line")
-        rows = read_lines(path)
+        rows = _user_lines(path)
     sentences: dict[str, None] = {}
     blank = 0
     for text in map(normalise, rows):
@@ -84,7 +91,7 @@ def read_user_corpus(path: str | Path, column: str | None = None) -> list[str]:
 
 def _jsonl_texts(path: Path, column: str | None) -> list[str]:
     rows = []
-    for number, line in enumerate(read_lines(path), start=1):
+    for number, line in enumerate(_user_lines(path), start=1):
         if not line.strip():
             rows.append("")
             continue
@@ -106,7 +113,7 @@ def _jsonl_texts(path: Path, column: str | None) -> list[str]:
 
 
 def _csv_texts(path: Path, column: str | None) -> list[str]:
-    lines = read_lines(path)
+    lines = _user_lines(path)
     reader = csv.reader(lines)
     header = next(reader)
     wanted = column or next((n for n in CORPUS_TEXT_FIELDS if n in header), None)

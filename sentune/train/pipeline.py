@@ -27,10 +27,11 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sentune.core.locks import run_lock
 from sentune.core.results import save_results, write_atomic
 from sentune.errors import UserError
 from sentune.train.recipe import load_recipe, same_recipe
-from sentune.train.runs import claim, run_lock, train_each, train_run
+from sentune.train.runs import claim, train_each, train_run
 
 logger = logging.getLogger(__name__)
 

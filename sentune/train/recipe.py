@@ -34,7 +34,9 @@ class TrainingConfig:
     batch_size: int = option(16, "sentences (rows) per step", minimum=1)
     learning_rate: float = option(5e-5, "peak learning rate", minimum=0, exclusive=True)
     epochs: float = option(1.0, "passes over the training rows (max_steps > 0 overrides)", minimum=0, exclusive=True)
-    max_steps: int = option(-1, "> 0: train this many steps; -1: use epochs", minimum=-1)
+    max_steps: int = option(
+        -1, "> 0: train this many steps; -1: use epochs", minimum=-1, refused={0: "would train nothing: give the steps (>= 1), or -1 to train `epochs` passes"}
+    )
     warmup_ratio: float = option(0.1, "fraction of the steps with a linear warm-up", minimum=0, below=1)
     weight_decay: float = option(0.0, "AdamW weight decay", minimum=0)
     adam_beta1: float = option(0.9, "Adam β1", minimum=0, below=1)

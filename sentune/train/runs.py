@@ -2,8 +2,8 @@
 
 - `claim`: a folder records the settings it was made for (a JSON file); a folder holding other settings is refused,
   never mixed or silently reused.
-- `run_lock`: an exclusive lock on a run folder, so processes sharing an output folder never train one run twice at
-  once (the OS drops it when a process dies: a killed run leaves no stale lock).
+- `run_lock` (from sentune.core.locks): an exclusive lock on a run folder, so processes sharing an output folder never
+  train one run twice at once.
 - `train_run`: train a recipe into its folder unless it is finished, resuming from its checkpoints when it has some;
   with `pause_at_step`, in rounds (racing).
 - `train_each`: runs that do not depend on each other (ensemble members, learners), first those no other process holds.
@@ -11,14 +11,12 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from sentune.core.locks import run_lock
 from sentune.core.results import write_atomic
 from sentune.errors import UserError
 from sentune.train.recipe import Recipe
@@ -44,22 +42,6 @@ def claim(path: Path, settings: dict, what: str) -> None:
     write_atomic(path, json.dumps(settings, indent=2))
 
 
-@contextmanager
-def run_lock(folder: Path, wait: bool = True):
-    """Yields True holding the folder's lock; False at once when `wait` is False and another process holds it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / ".lock", os.O_CREAT | os.O_RDWR)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
-
-
 @dataclass(frozen=True)
 class RunState:
     folder: Path
@@ -74,7 +56,14 @@ def finished_run(folder: Path) -> bool:
 
 
 def train_run(
-    recipe: Recipe, folder: Path, *, data_dir: Path, command: str | None = None, wait: bool = True, pause_at_step: int | None = None
+    recipe: Recipe,
+    folder: Path,
+    *,
+    data_dir: Path,
+    command: str | None = None,
+    wait: bool = True,
+    pause_at_step: int | None = None,
+    show_progress: bool = True,
 ) -> RunState | None:
     """Train `recipe` into `folder` unless it is finished; None when `wait` is False and another process holds it."""
     from sentune.train.trainer import train
@@ -86,15 +75,16 @@ def train_run(
         if finished_run(folder):
             logger.info("run %s done, skipped", folder)
             return RunState(folder, True)
-        result = train(recipe, folder, data_dir=data_dir, resume=(folder / "checkpoints").exists(), command=command, pause_at_step=pause_at_step)
+        resume = (folder / "checkpoints").exists()
+        result = train(recipe, folder, data_dir=data_dir, resume=resume, command=command, pause_at_step=pause_at_step, show_progress=show_progress)
     if "paused" in result:
         paused = result["paused"]
         return RunState(folder, False, paused["step"], paused["best"], paused["training_seconds"])
     return RunState(folder, True)
 
 
-def train_each(jobs: list[tuple[Recipe, Path]], *, data_dir: Path, command: str | None = None) -> None:
+def train_each(jobs: list[tuple[Recipe, Path]], *, data_dir: Path, command: str | None = None, show_progress: bool = True) -> None:
     """Runs that do not depend on each other: first every one no other process is training, then wait for the rest."""
-    busy = [job for job in jobs if train_run(*job, data_dir=data_dir, command=command, wait=False) is None]
+    busy = [job for job in jobs if train_run(*job, data_dir=data_dir, command=command, wait=False, show_progress=show_progress) is None]
     for recipe, folder in busy:
-        train_run(recipe, folder, data_dir=data_dir, command=command)
+        train_run(recipe, folder, data_dir=data_dir, command=command, show_progress=show_progress)

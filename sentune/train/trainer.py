@@ -26,6 +26,7 @@ import torch
 import yaml
 from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from tqdm.auto import tqdm
 from transformers import EarlyStoppingCallback, ProgressCallback, TrainerCallback, set_seed
 
 from sentune.core.cache import cache_dir as default_cache_dir
@@ -114,11 +115,12 @@ ESTIMATE_AFTER_STEPS = 5
 
 class TidyProgress(ProgressCallback):
     """The Trainer's progress bar, with one readable line per evaluation instead of a raw dict per log
-    (every logged value stays in metrics.jsonl)."""
+    (every logged value stays in metrics.jsonl). With `show_bar` False (--quiet) the bar is a disabled one: the
+    evaluation lines and the expected time are still written."""
 
-    def __init__(self, dev_metric: str, dev_title: str) -> None:
+    def __init__(self, dev_metric: str, dev_title: str, show_bar: bool = True) -> None:
         super().__init__()
-        self.key, self.title = f"eval_{dev_metric}", dev_title
+        self.key, self.title, self.show_bar = f"eval_{dev_metric}", dev_title, show_bar
         self.best: tuple[float, int] | None = None
         self.clock: tuple[int, float] | None = None  # (first step, when it ended): for the expected time
 
@@ -137,7 +139,11 @@ class TidyProgress(ProgressCallback):
             )
 
     def on_train_begin(self, args, state, control, **kwargs):
-        super().on_train_begin(args, state, control, **kwargs)
+        if self.show_bar:
+            super().on_train_begin(args, state, control, **kwargs)
+        else:
+            self.training_bar = tqdm(total=state.max_steps, disable=True) if state.is_world_process_zero else None
+            self.current_step = 0
         if self.training_bar is not None:
             self.training_bar.set_description("training (steps)")
         if state.best_metric is not None:  # a resumed run: its best so far
@@ -279,7 +285,7 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> Sentenc
         fp16=t.precision == "fp16",  # with the Trainer's loss scaler
         # Data parallel: every process must hold as many rows for the negatives' all-gather.
         dataloader_drop_last=world_size() > 1,
-        disable_tqdm=False,
+        disable_tqdm=False,  # True would print raw log dicts (PrinterCallback); TidyProgress hides its bar for --quiet instead
         # The Trainer's own NaN filter reads every step's loss (a GPU sync a step); SentuneTrainer stops on a NaN instead.
         logging_nan_inf_filter=False,
     )
@@ -308,11 +314,13 @@ def train(
     command: str | None = None,
     callbacks: list[TrainerCallback] | None = None,
     pause_at_step: int | None = None,
+    show_progress: bool = True,
 ) -> dict:
     """Train `recipe` into `run_dir`; returns the final evaluation results. The recipe is validated and the
     folder checked before anything is written. `callbacks`: more transformers TrainerCallbacks (e.g. a step timer).
     `pause_at_step`: stop there with a checkpoint and return {"paused": {"step", "best", "training_seconds"}} instead,
-    unless the run ends first (its last step, early stopping, training.max_minutes); train again with resume to go on."""
+    unless the run ends first (its last step, early stopping, training.max_minutes); train again with resume to go on.
+    `show_progress`: the training bar (False for --quiet)."""
     run_dir = Path(run_dir)
     params = validate_recipe(recipe)
     check_run_dir(run_dir, recipe, resume)
@@ -337,12 +345,14 @@ def train(
     from datasets import Dataset
 
     dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
+    if len(dataset) < 2:  # one row: no in-batch negatives, a zero loss at every step that looks like training
+        raise TrainingError(f"train_data {recipe.train_data}: {len(dataset)} training row(s); training needs at least 2")
     loss = method.build_loss(model, columns, ctx)
     evaluator = method.evaluator(loss, ctx, "dev") if method.evaluator else dev
 
     checkpoint = latest_complete_checkpoint(run_dir / "checkpoints") if resume else None
     pause = PauseAt(pause_at_step)
-    trainer, best = _fit(recipe, method, model, loss, dataset, evaluator, run_dir, checkpoint, [pause, *(callbacks or [])])
+    trainer, best = _fit(recipe, method, model, loss, dataset, evaluator, run_dir, checkpoint, [pause, *(callbacks or [])], show_progress)
     if rank() != 0:  # data parallel: the first process selects, evaluates and saves; the others are done
         return {}
     if pause.paused and not early_stopped(trainer) and not trainer.stopped_by_time:
@@ -379,7 +389,9 @@ def train(
     return results
 
 
-def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_dir: Path, checkpoint: Path | None, extra: list[TrainerCallback]):
+def _fit(
+    recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_dir: Path, checkpoint: Path | None, extra: list[TrainerCallback], show_progress: bool
+):
     """The Trainer run, from `checkpoint` when resuming; leaves the best checkpoint's weights in the model
     and the loss. Returns the trainer and the best step with its dev score."""
     if checkpoint is not None:
@@ -399,7 +411,7 @@ def _fit(recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_di
     model.model_card_data.set_widget_examples = lambda dataset: None
     trainer = SentuneTrainer(model=model, args=args, train_dataset=dataset, loss=loss, evaluator=evaluator, callbacks=callbacks)
     trainer.remove_callback(ProgressCallback)
-    trainer.add_callback(TidyProgress(evaluator.primary_metric, getattr(evaluator, "title", evaluator.primary_metric)))
+    trainer.add_callback(TidyProgress(evaluator.primary_metric, getattr(evaluator, "title", evaluator.primary_metric), show_progress))
     trainer.step_schedule = STEP_SCHEDULES.get(recipe.training.scheduler)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     trainer.check_finite_loss()
