@@ -142,7 +142,7 @@ class TidyProgress(ProgressCallback):
         if self.show_bar:
             super().on_train_begin(args, state, control, **kwargs)
         else:
-            self.training_bar = tqdm(total=state.max_steps, disable=True) if state.is_world_process_zero else None
+            self.training_bar = tqdm(total=state.max_steps, disable=True) if state.is_world_process_zero else None  # type: ignore[assignment]  # ProgressCallback declares None
             self.current_step = 0
         if self.training_bar is not None:
             self.training_bar.set_description("training (steps)")
