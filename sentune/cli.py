@@ -122,6 +122,9 @@ def _train_banner(recipe, out: Path, data_dir: Path) -> None:
 
 
 def cmd_paraphrase(args: argparse.Namespace) -> int:
+    from sentune.data.readers import read_corpus
+
+    read_corpus(Path(args.input), skip_blank=True)  # named before the translation models' code loads
     from sentune.data.paraphrase import write_paraphrase_file
 
     count = write_paraphrase_file(
@@ -157,6 +160,9 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
+    from sentune.data.readers import read_corpus
+
+    read_corpus(Path(args.input), skip_blank=True)  # a missing or unreadable input is named before the model code loads
     from sentune.core.encoding_io import encode_file
 
     count = encode_file(args.model, args.pooling, Path(args.input), Path(args.output), trust_remote_code=args.trust_remote_code, show_progress=not args.quiet)
@@ -165,7 +171,10 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_postprocess(args: argparse.Namespace) -> int:
-    from sentune.data.catalog import resolve_data_dir
+    from sentune.data.catalog import check_sentence_set, resolve_data_dir
+
+    check_sentence_set(args.fit_on, "--fit-on")  # before torch loads
+    data_dir = resolve_data_dir(args.data) if not args.fit_on.startswith("file:") else None
     from sentune.modules.build import build_postprocessed_model
     from sentune.postprocess import get_postprocessor
 
@@ -174,20 +183,20 @@ def cmd_postprocess(args: argparse.Namespace) -> int:
     else:
         settings = {"n_blocks": args.blocks, "seed": args.seed, "epochs": args.epochs, "show_progress": not args.quiet}
     postprocessor = get_postprocessor(args.command)(**settings)
-    data_dir = resolve_data_dir(args.data) if not args.fit_on.startswith("file:") else None
     path = build_postprocessed_model(args.model, args.pooling, postprocessor, args.fit_on, Path(args.out), data_dir=data_dir, show_progress=not args.quiet)
     print(f"saved model to {path} (load it with SentenceTransformer({str(path)!r}))")
     return 0
 
 
 def cmd_layerwise(args: argparse.Namespace) -> int:
-    from sentune.analysis.layerwise import layerwise_scores, plot_layerwise, save_layerwise
-    from sentune.core.models import load_model
     from sentune.data.catalog import resolve_data_dir, select_tasks
 
-    data_dir = resolve_data_dir(args.data)
+    data_dir, task = resolve_data_dir(args.data), select_tasks(args.task)[0]  # before torch loads
+    from sentune.analysis.layerwise import layerwise_scores, plot_layerwise, save_layerwise
+    from sentune.core.models import load_model
+
     model = load_model(args.model, trust_remote_code=args.trust_remote_code)
-    result = layerwise_scores(model, select_tasks(args.task)[0], data_dir, show_progress=not args.quiet, model_name=args.model)
+    result = layerwise_scores(model, task, data_dir, show_progress=not args.quiet, model_name=args.model)
     result["meta"]["command"] = _command_line()
     json_path = save_layerwise(result, Path(args.out))
     png = plot_layerwise([result], Path(args.out) / "layerwise.png")
@@ -199,28 +208,34 @@ def _labels(args: argparse.Namespace) -> list[str]:
     """One display label per --model: the --label options, or the model arguments themselves."""
     labels = args.label or []
     if labels and len(labels) != len(args.model):
-        raise SystemExit(f"--label given {len(labels)} times for {len(args.model)} --model options: give one label per model or none")
+        raise UserError(f"--label given {len(labels)} times for {len(args.model)} --model options: give one label per model or none")
     return labels or args.model
 
 
 def cmd_tsne(args: argparse.Namespace) -> int:
+    from sentune.data.catalog import resolve_data_dir, select_tasks
+
+    data_dir, labels = resolve_data_dir(args.data), _labels(args)
+    select_tasks(args.task)  # before torch loads
     from sentune.analysis.figures import tsne_figure
     from sentune.core.models import load_model
-    from sentune.data.catalog import resolve_data_dir
 
-    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, _labels(args), strict=True)]
-    path = tsne_figure(models, resolve_data_dir(args.data), Path(args.out), task=args.task, count=args.pairs)
+    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, labels, strict=True)]
+    path = tsne_figure(models, data_dir, Path(args.out), task=args.task, count=args.pairs)
     print(f"wrote {path}")
     return 0
 
 
 def cmd_pairs(args: argparse.Namespace) -> int:
+    from sentune.data.catalog import resolve_data_dir, select_tasks
+
+    data_dir, labels = resolve_data_dir(args.data), _labels(args)
+    select_tasks(args.task)  # before torch loads
     from sentune.analysis.pairs import pair_cosines, save_pairs
     from sentune.core.models import load_model
-    from sentune.data.catalog import resolve_data_dir
 
-    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, _labels(args), strict=True)]
-    record = pair_cosines(models, args.task, resolve_data_dir(args.data), count=args.pairs, seed=args.seed)
+    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, labels, strict=True)]
+    record = pair_cosines(models, args.task, data_dir, count=args.pairs, seed=args.seed)
     record["command"] = _command_line()
     print(f"wrote {save_pairs(record, Path(args.out))}")
     return 0
@@ -228,6 +243,9 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 
 def cmd_data_check(args: argparse.Namespace) -> int:
     from sentune.data.check import check_data_dir
+
+    if not Path(args.dir).is_dir():
+        raise UserError(f"{args.dir}: no such folder (`sentune data download {args.dir}` fetches the canonical sets into it)")
 
     report, ok = check_data_dir(Path(args.dir), verify_checksums=not args.no_checksums)
     print(report)
@@ -306,8 +324,9 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         corpus, dev, test = files.corpus, files.dev, files.test
     if corpus is None:
         raise UserError("--corpus FILE (or --example NAME) is required")
-    from sentune.adapt.context import AdaptConfig  # the model code loads only once the options are checked
-    from sentune.adapt.run import adapt, prune
+    from dataclasses import replace
+
+    from sentune.adapt.inputs import AdaptConfig, prepare
     from sentune.core.device import resolve_device
 
     config = AdaptConfig(
@@ -323,9 +342,12 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         seed=args.seed,
         example=args.example,
         show_progress=not args.quiet,
-        device=resolve_device(args.device),
     )
-    results = adapt(config, out, data_dir=data_dir, command=_command_line())
+    inputs = prepare(config, out, data_dir)  # every file read and checked before torch loads
+    config = replace(config, device=resolve_device(args.device))  # auto asks torch about CUDA
+    from sentune.adapt.run import adapt, prune
+
+    results = adapt(config, out, data_dir=data_dir, command=_command_line(), inputs=inputs)
     from sentune.adapt.report import candidate_table
 
     print("\n" + candidate_table(results))
@@ -338,6 +360,9 @@ def cmd_adapt(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    missing = [p for p in args.runs if not Path(p).is_dir()]
+    if missing:  # before the plotting code loads and before --out is made
+        raise UserError(f"{', '.join(missing)}: no such run folder")
     from sentune.analysis.report import build_report
 
     md, html = build_report([Path(p) for p in args.runs], Path(args.out))
@@ -596,6 +621,7 @@ def _preflight(args: argparse.Namespace) -> None:
     from sentune.core.models import check_model_name
 
     models = args.model if isinstance(getattr(args, "model", None), list) else [getattr(args, "model", None)]
+    models += getattr(args, "member", None) or []  # sentune ensemble
     for name in filter(None, models):
         check_model_name(name)
     if getattr(args, "output", None) and args.command == "encode":
@@ -606,8 +632,16 @@ def _preflight(args: argparse.Namespace) -> None:
         check_writable(Path(args.out), "--out")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's own errors (a missing or unknown option) in one line like every other sentune error, exit code 2;
+    --help still shows the usage. Subcommand parsers are made of the same class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sentune", description=__doc__)
+    parser = OneLineParser(prog="sentune", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show the traceback of user errors too")
     parser.add_argument("-v", "--verbose", action="store_true", help="also show the libraries' logs and warnings")
     sub = parser.add_subparsers(dest="command", required=True)

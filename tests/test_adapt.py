@@ -358,3 +358,16 @@ def test_sed_and_wise_build_on_raced_out_candidates_best_checkpoints(tmp_path):
     assert tuned_model_path(records["tsdae"], ctx) is None  # its checkpoint is gone
     sources = tuned_sources(ctx, ("trained",))
     assert [r["name"] for r in sources] == ["simcse", "ct"] and max(sources, key=lambda r: r["dev_score"])["name"] == "ct"
+
+
+def test_sentences_longer_than_the_model_reads_are_warned_about(tiny_model_dir, user_files, tmp_path, capsys):
+    """Issue 28: a 1 MB line used to be truncated without a word."""
+    long = " ".join(["word"] * 200_000)  # 1 MB
+    corpus = tmp_path / "long.txt"
+    corpus.write_text((user_files / "corpus.txt").read_text() + long + "\n")
+    dev = tmp_path / "dev-long.tsv"
+    dev.write_text((user_files / "dev.tsv").read_text() + f"{long}\ta short one\t3\n")
+    assert _adapt(["--model", str(tiny_model_dir), "--corpus", str(corpus), "--dev", str(dev), "--methods", "poolings", "--out", str(tmp_path / "run")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: 1 of the 121 corpus sentences are longer than the model's" in err and "'word word word" in err
+    assert "warning: 1 of the 101 dev pairs have a sentence longer than the model's" in err and f"{tmp_path / 'run' / 'data' / 'dev.tsv'}:101" in err

@@ -252,7 +252,7 @@ def test_tsne_figure_panels(tiny_model_dir, tiny_data_dir, tmp_path):
     assert list(json.loads((tmp_path / "tsne.json").read_text())["panels"]) == ["before", "after"]
 
 
-def test_pairs_table_cosines_and_stratified_sample(tiny_model_dir, tiny_data_dir, tmp_path):
+def test_pairs_table_cosines_and_stratified_sample(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
     from sentence_transformers import SentenceTransformer
 
     from sentune.analysis.pairs import sample_pairs
@@ -300,8 +300,8 @@ def test_pairs_table_cosines_and_stratified_sample(tiny_model_dir, tiny_data_dir
     assert "| cos: before | cos: after | gold |" in markdown and markdown.count("<br>") == 6
     assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0
     assert "cos: before" in (tmp_path / "report" / "report.md").read_text()
-    with pytest.raises(SystemExit, match="one label per model"):
-        main(["pairs", "--model", str(tiny_model_dir), "--label", "a", "--label", "b", "--data", str(tiny_data_dir), "--out", str(out)])
+    assert main(["pairs", "--model", str(tiny_model_dir), "--label", "a", "--label", "b", "--data", str(tiny_data_dir), "--out", str(out)]) == 2
+    assert "--label given 2 times for 1 --model options: give one label per model or none" in capsys.readouterr().err
 
 
 def test_flow_settings_reach_the_flow(tiny_model_dir, tiny_data_dir, tmp_path, capsys, monkeypatch):

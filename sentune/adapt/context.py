@@ -12,49 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from sentune.adapt.budget import Budget
-from sentune.adapt.decide import DevSplit
+from sentune.adapt.inputs import AdaptConfig, Inputs
 from sentune.adapt.names import UNTUNED_POOLINGS
 from sentune.core.encode import Encoder
-from sentune.data.user_data import ScoredPairs
 from sentune.tasks.bootstrap import METRICS
 from sentune.tasks.user_pairs import PairScorer
 
 PATIENCE = 3  # evaluations without a new best on the selection pairs before a candidate stops early
 EVALUATIONS = 10  # dev evaluations per candidate's planned steps
-
-
-@dataclass
-class AdaptConfig:
-    corpus: Path
-    model: str = "default"
-    corpus_column: str | None = None
-    dev: Path | None = None  # None: STS-B dev from the data directory
-    test: Path | None = None
-    methods: tuple[str, ...] = ()
-    budget: Budget = field(default_factory=Budget)
-    sed_members: int = 3
-    reference: bool = False  # also train sentence-transformers' SimCSE recipe, reported beside the candidates
-    seed: int = 0  # of the dev split, the bootstrap resamples and the permutations
-    example: str | None = None  # the --example it came from, for the report
-    show_progress: bool = True
-    device: str = "cpu"  # where every model of the run loads and trains (the CLI resolves --device)
-    # What training candidates train: the model's own token pooling without its trailing Normalize when its pipeline is
-    # that simple (set by adapt(); CT's dot product and TSDAE's decoder need the raw vector), else 'model'.
-    training_pooling: str = "model"
-
-
-@dataclass
-class Inputs:
-    corpus: list[str]
-    dev: ScoredPairs
-    test: ScoredPairs | None
-    dev_label: str  # what the dev pairs are, for the report
-    split: DevSplit  # which dev pairs select and which confirm (sentune.adapt.decide)
-
-    def scorer(self, show_progress: bool) -> PairScorer:
-        """Scores the dev and test pairs (a search on dev may ask for the dev pairs alone: it never encodes test)."""
-        return PairScorer({"dev": self.dev} | ({"test": self.test} if self.test else {}), show_progress)
 
 
 @dataclass

@@ -8,23 +8,31 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-import torch
+from typing import TYPE_CHECKING
 
 from sentune.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
 
 DEVICE_ENV = "SENTUNE_DEVICE"
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def resolve_device(option: str | None = None, where: str = "--device") -> str:
+    """The device an option names, checked; torch is imported only to ask about CUDA, so a misspelt option or a plain
+    'cpu' answers before it loads."""
     value = (option or "auto").strip().lower()
     if value == "auto":  # SENTUNE_DEVICE (set by a command's --device, or by the user) refines auto: a recipe's auto follows it
         value = os.environ.get(DEVICE_ENV, "").strip().lower() or "auto"
+    if value != "auto" and not re.fullmatch(r"cpu|cuda(:\d+)?", value):
+        raise UserError(f"{where} {value}: expected auto, cpu, cuda or cuda:N")
+    if value == "cpu":
+        return value
+    import torch
+
     if value == "auto":
         value = "cuda" if torch.cuda.is_available() else "cpu"
-    if not re.fullmatch(r"cpu|cuda(:\d+)?", value):
-        raise UserError(f"{where} {value}: expected auto, cpu, cuda or cuda:N")
     if value.startswith("cuda"):
         if not torch.cuda.is_available():
             raise UserError(
@@ -50,6 +58,8 @@ def full_precision(*tensors: torch.Tensor) -> Iterator[tuple[torch.Tensor, ...]]
     """The tensors in float32 (at least) with autocast off on their device: losses, similarities and log-determinants
     are computed in full precision even when training runs in bf16 / fp16 (training.precision). Without
     autocast and with float32 inputs this changes nothing."""
+    import torch
+
     device_type = tensors[0].device.type if tensors else "cpu"
     with torch.autocast(device_type=device_type, enabled=False):
         yield tuple(t.float() if t.dtype in (torch.float16, torch.bfloat16) else t for t in tensors)

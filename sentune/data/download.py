@@ -160,6 +160,9 @@ CONVERTERS = {
 
 def download_all(data_dir: Path, *, base_urls: list[str] | None = None, only: list[str] | None = None, show_progress: bool = True) -> None:
     base = base_urls[0] if base_urls else None
+    unknown = sorted(set(only or ()) - {source["name"] for source in sources()})
+    if unknown:
+        raise UserError(f"--only {', '.join(unknown)}: no such source; choose from {', '.join(source['name'] for source in sources())}")
     for source in sources():
         if only and source["name"] not in only:
             continue

@@ -1,0 +1,154 @@
+"""Issue 28: every argument and input-file error of every sentune command answers in under 1.5 s on 2 cores, in one
+line, with exit code 2, and leaves no folder behind.
+
+Each case runs `sentune ...` as a fresh process (what a user types: the import time counts) in a scratch folder, and
+is checked for exit code 2, exactly one line on stderr that contains the expected message, no traceback, and no
+output folder created. The page lists every case with its wall time (the best of --repeats runs, so another process
+waking up does not count against a command).
+
+    python benchmarks/cli_errors.py --out benchmarks/results/cli_errors.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
+
+LIMIT_S = 1.5
+
+
+def scratch(root: Path) -> dict[str, Path]:
+    """The files the cases point at."""
+    files = {
+        "corpus": root / "corpus.txt",
+        "binary": root / "binary.txt",
+        "dev": root / "dev.tsv",
+        "malformed": root / "malformed.tsv",
+        "words": root / "words.tsv",
+        "recipe": root / "bad.yaml",
+        "file": root / "a-file",
+        "empty_data": root / "empty-data",
+    }
+    files["corpus"].write_text("".join(f"sentence number {i}\n" for i in range(150)))
+    files["binary"].write_bytes(bytes(4096))
+    files["dev"].write_text("".join(f"a man {i}\ta guy {i}\t{i % 5}\n" for i in range(120)))
+    files["malformed"].write_text("a man\ta guy\t4\nthe dog runs\t3\n")
+    files["words"].write_text("a man\ta guy\t4\nthe dog\ta cat\tsimilar\n")
+    files["recipe"].write_text("method: simcse\ntraining: {batch_size: -3}\n")
+    files["file"].write_text("not a folder\n")
+    files["empty_data"].mkdir()
+    return files
+
+
+def cases(f: dict[str, Path], data: str) -> list[tuple[str, list[str], str]]:
+    """(what, argv after `sentune`, a part of the one-line message)."""
+    out = "out"  # relative to the scratch folder: must not exist afterwards
+    missing = "no-such-file.txt"
+    adapt = ["adapt", "--corpus", str(f["corpus"]), "--dev", str(f["dev"]), "--out", out]
+    return [
+        ("eval: unknown task", ["eval", "--tasks", "STS99", "--data", data, "--out", out], "unknown task or group 'STS99'"),
+        ("eval: data folder missing", ["eval", "--data", "no-such-data", "--out", out], "does not exist"),
+        ("eval: a task's files missing", ["eval", "--tasks", "STS12", "--data", str(f["empty_data"]), "--out", out], "file not found"),
+        ("eval: model folder missing", ["eval", "--model", "./no-such-model", "--data", data, "--out", out], "no-such-model"),
+        ("eval: unknown device", ["eval", "--device", "tpu", "--data", data, "--out", out], "tpu"),
+        ("eval: --out inside a file", ["eval", "--data", data, "--out", str(f["file"] / "x")], "is a file, not a folder"),
+        ("eval: bad --flow-set", ["eval", "--data", data, "--flow", "target", "--flow-set", "nope=1", "--out", out], "nope"),
+        ("train: unknown recipe", ["train", "no-such-recipe", "--data", data, "--out", out], "no-such-recipe"),
+        ("train: bad override", ["train", "001-sg-opt", "training.batch_size=abc", "--data", data, "--out", out], "training.batch_size"),
+        ("train: max_steps=0", ["train", "001-sg-opt", "training.max_steps=0", "--data", data, "--out", out], "would train nothing"),
+        ("train: bad recipe file", ["train", str(f["recipe"]), "--data", data, "--out", out], "training.batch_size"),
+        ("pipeline: unknown stage", ["pipeline", "ct-nope", "--data", data, "--out", out], "nope"),
+        ("pipeline: bad --set", ["pipeline", "ct-sed", "--set", "ct=1", "--data", data, "--out", out], "STAGE:key=value"),
+        ("adapt: bad --budget", [*adapt, "--budget", "abc"], "--budget"),
+        ("adapt: unknown method", [*adapt, "--methods", "bogus"], "--methods"),
+        ("adapt: corpus missing", ["adapt", "--corpus", missing, "--dev", str(f["dev"]), "--out", out], "file not found"),
+        ("adapt: binary corpus", ["adapt", "--corpus", str(f["binary"]), "--dev", str(f["dev"]), "--out", out], "NUL byte"),
+        ("adapt: malformed dev", ["adapt", "--corpus", str(f["corpus"]), "--dev", str(f["malformed"]), "--out", out], "malformed.tsv:2"),
+        ("adapt: test label not a number", [*adapt, "--test", str(f["words"])], "words.tsv:2"),
+        ("adapt: unknown example", ["adapt", "--example", "bogus", "--out", out], "bogus"),
+        ("encode: input missing", ["encode", missing, "vectors.npy"], "file not found"),
+        ("encode: bad output suffix", ["encode", str(f["corpus"]), "vectors.txt"], ".npy or .jsonl"),
+        ("whiten: unknown set", ["whiten", "--fit-on", "nope", "--data", data, "--out", out], "nope"),
+        ("flow: unknown set", ["flow", "--fit-on", "nope", "--data", data, "--out", out], "nope"),
+        ("layerwise: unknown task", ["layerwise", "--task", "STS99", "--data", data, "--out", out], "STS99"),
+        ("tsne: unknown task", ["tsne", "--task", "STS99", "--data", data, "--out", out], "STS99"),
+        ("pairs: unknown task", ["pairs", "--task", "STS99", "--data", data, "--out", out], "STS99"),
+        ("ensemble: member missing", ["ensemble", "--member", "./no-such-model", "--member", "./other", "--out", out], "no-such-model"),
+        ("paraphrase: input missing", ["paraphrase", missing, "pairs.tsv"], "file not found"),
+        ("data check: folder missing", ["data", "check", "no-such-data"], "no-such-data"),
+        ("data download: unknown source", ["data", "download", out, "--only", "bogus"], "bogus"),
+        ("compare: run missing", ["compare", "no-such-run"], "no-such-run"),
+        ("report: run missing", ["report", "no-such-run", "--out", out], "no-such-run"),
+    ]
+
+
+def run_case(argv: list[str], folder: Path, repeats: int) -> tuple[float, subprocess.CompletedProcess]:
+    best, done = float("inf"), None
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    for _ in range(repeats):
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "sentune", *argv], cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+        best = min(best, time.perf_counter() - started)
+    assert done is not None
+    return best, done
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", help="write the Markdown page here")
+    parser.add_argument("--data", default=os.environ.get("SENTUNE_DATA"), help="a data directory (default $SENTUNE_DATA)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    rows, failures = [], 0
+    with tempfile.TemporaryDirectory(prefix="sentune-cli-errors-") as root:
+        folder = Path(root)
+        files = scratch(folder)
+        data = args.data or str(files["empty_data"])
+        for what, argv, message in cases(files, data):
+            seconds, done = run_case(argv, folder, args.repeats)
+            err = done.stderr.strip().splitlines()
+            problems = []
+            if done.returncode != 2:
+                problems.append(f"exit {done.returncode}")
+            if len(err) != 1 or "Traceback" in done.stderr:
+                problems.append(f"{len(err)} stderr lines")
+            if message not in done.stderr:
+                problems.append(f"no {message!r}")
+            if (folder / "out").exists():
+                problems.append("left out/ behind")
+            if seconds > LIMIT_S:
+                problems.append(f"> {LIMIT_S} s")
+            failures += bool(problems)
+            line = err[-1] if err else ""
+            shown = line.replace(root, "TMP").replace("|", "\\|")
+            rows.append(f"| {what} | `sentune {' '.join(a.replace(root, 'TMP') for a in argv)}` | {seconds:.2f} | {'; '.join(problems) or 'ok'} | {shown} |")
+            print(f"{seconds:5.2f} s  {'; '.join(problems) or 'ok':<12} {what}", flush=True)
+    lines = [
+        "# Argument and input errors answer at once (issue 28)",
+        "",
+        f"Measured {datetime.now(UTC).date()} on {platform.machine()}, {os.cpu_count()} CPU cores. "
+        f"Each case is a fresh `python -m sentune` process (import time included), the best of {args.repeats} runs; "
+        f"ok = exit code 2, one line on stderr with the expected message, no traceback, no output folder left, under {LIMIT_S} s.",
+        "",
+        *command_block(),
+        f"**{len(rows) - failures} of {len(rows)} cases ok.**",
+        "",
+        "| case | command | seconds | check | the message |",
+        "|---|---|---|---|---|",
+        *rows,
+    ]
+    emit(lines, args.out)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

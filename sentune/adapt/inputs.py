@@ -1,0 +1,132 @@
+"""The settings of one `sentune adapt` run (AdaptConfig) and the user's data as read, checked and split (Inputs):
+everything that can be wrong with the options and files is found here, before torch or any model loads, so a mistake
+answers in a second and leaves nothing on disk (sentune.adapt.run does the work)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sentune.adapt.budget import AdaptError, Budget
+from sentune.adapt.decide import MIN_DEV_PAIRS, DevSplit, split_dev
+from sentune.adapt.select import RULE
+from sentune.data.catalog import load_task, select_tasks, sha256_of
+from sentune.data.user_data import ScoredPairs, read_scored_pairs, read_user_corpus, write_corpus, write_scored_pairs
+from sentune.train.runs import claim
+
+if TYPE_CHECKING:
+    from sentune.tasks.user_pairs import PairScorer
+
+
+@dataclass
+class AdaptConfig:
+    corpus: Path
+    model: str = "default"
+    corpus_column: str | None = None
+    dev: Path | None = None  # None: STS-B dev from the data directory
+    test: Path | None = None
+    methods: tuple[str, ...] = ()
+    budget: Budget = field(default_factory=Budget)
+    sed_members: int = 3
+    reference: bool = False  # also train sentence-transformers' SimCSE recipe, reported beside the candidates
+    seed: int = 0  # of the dev split, the bootstrap resamples and the permutations
+    example: str | None = None  # the --example it came from, for the report
+    show_progress: bool = True
+    device: str = "cpu"  # where every model of the run loads and trains (the CLI resolves --device)
+    # What training candidates train: the model's own token pooling without its trailing Normalize when its pipeline is
+    # that simple (set by adapt(); CT's dot product and TSDAE's decoder need the raw vector), else 'model'.
+    training_pooling: str = "model"
+
+
+@dataclass
+class Inputs:
+    corpus: list[str]
+    dev: ScoredPairs
+    test: ScoredPairs | None
+    dev_label: str  # what the dev pairs are, for the report
+    split: DevSplit  # which dev pairs select and which confirm (sentune.adapt.decide)
+
+    def scorer(self, show_progress: bool) -> PairScorer:
+        """Scores the dev and test pairs (a search on dev may ask for the dev pairs alone: it never encodes test)."""
+        from sentune.tasks.user_pairs import PairScorer
+
+        return PairScorer({"dev": self.dev} | ({"test": self.test} if self.test else {}), show_progress)
+
+
+DEFAULT_DEV = "STS-B-dev"  # without --dev (the report says so)
+MIN_CORPUS_SENTENCES = 100
+
+
+def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
+    """Read and check the user's files (every problem names file:line before any model loads) and claim the folder for
+    these settings; only then write what is used under OUT/data (a refused run leaves a finished one untouched)."""
+    corpus = read_user_corpus(config.corpus, config.corpus_column)
+    if len(corpus) < MIN_CORPUS_SENTENCES:
+        raise AdaptError(f"--corpus {config.corpus}: {len(corpus)} distinct sentence(s); adapt needs at least {MIN_CORPUS_SENTENCES} to train or fit on")
+    if config.dev is not None:
+        dev_rows, dev_label = [(p.a, p.b, p.score) for p in read_scored_pairs(config.dev).pairs], str(config.dev)
+    else:
+        if data_dir is None:
+            raise AdaptError("--dev not given and no data directory (--data or SENTUNE_DATA) for the STS-B dev pairs it then uses")
+        examples = load_task(select_tasks(DEFAULT_DEV)[0], data_dir)
+        dev_rows, dev_label = [(p.a, p.b, p.score) for split in examples.values() for p in split], f"{DEFAULT_DEV} (no --dev given)"
+    if len(dev_rows) < MIN_DEV_PAIRS:
+        raise AdaptError(
+            f"--dev {config.dev or DEFAULT_DEV}: {len(dev_rows)} pairs; adapt needs at least {MIN_DEV_PAIRS} (half select, half confirm the choice; "
+            "with fewer, only gains of many points could ever be confirmed, see benchmarks/results/adapt_calibration.md)"
+        )
+    test = read_scored_pairs(config.test) if config.test is not None else None
+    if test is not None:
+        _warn_shared_pairs(dev_rows, test, config)
+    split = split_dev(np.array([r[2] for r in dev_rows]), seed=config.seed)
+    files = {
+        "corpus.txt": lambda path: write_corpus(path, corpus),
+        "dev.tsv": lambda path: write_scored_pairs(path, dev_rows),
+        "dev-select.tsv": lambda path: write_scored_pairs(path, [dev_rows[i] for i in split.select]),
+    }
+    if test is not None:
+        files["test.tsv"] = lambda path: write_scored_pairs(path, [(p.a, p.b, p.score) for p in test.pairs])
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out, prefix=".incoming-") as incoming:
+        for name, write in files.items():
+            write(Path(incoming) / name)
+        _claim(out, config, Path(incoming))
+        data = out / "data"
+        data.mkdir(exist_ok=True)
+        for name in files:
+            os.replace(Path(incoming) / name, data / name)
+    return Inputs(corpus, read_scored_pairs(data / "dev.tsv"), read_scored_pairs(data / "test.tsv") if test else None, dev_label, split)
+
+
+def _warn_shared_pairs(dev_rows: list[tuple[str, str, float]], test: ScoredPairs, config: AdaptConfig) -> None:
+    """A test pair that is also a dev pair (either order) was seen by the choice: its test score proves less."""
+    seen = {frozenset((a, b)) for a, b, _ in dev_rows}
+    shared = sum(frozenset((p.a, p.b)) in seen for p in test.pairs)
+    if shared:
+        print(
+            f"warning: {shared} of the {len(test.pairs)} test pairs of {config.test} are also dev pairs: the choice has seen them, so their test "
+            "score does not measure it independently",
+            file=sys.stderr,
+        )
+
+
+def _claim(out: Path, config: AdaptConfig, data: Path) -> None:
+    """Record the settings every candidate depends on; a folder holding other settings is refused, never mixed. The
+    methods are not among them: a second run may add candidates to a finished one."""
+    settings = {
+        "model": config.model,
+        "rule": RULE,
+        "corpus_sha256": sha256_of(data / "corpus.txt"),
+        "dev_sha256": sha256_of(data / "dev.tsv"),
+        "test_sha256": sha256_of(data / "test.tsv") if (data / "test.tsv").is_file() else None,
+        "budget": asdict(config.budget),
+        "sed_members": config.sed_members,
+        "seed": config.seed,
+    }
+    claim(out / "adapt.json", settings, "an adapt run")
