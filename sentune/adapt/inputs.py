@@ -15,7 +15,7 @@ import numpy as np
 
 from sentune.adapt.budget import AdaptError, Budget
 from sentune.adapt.decide import MIN_DEV_PAIRS, DevSplit, split_dev
-from sentune.adapt.select import RULE
+from sentune.adapt.names import RULE
 from sentune.data.catalog import load_task, select_tasks, sha256_of
 from sentune.data.user_data import ScoredPairs, read_scored_pairs, read_user_corpus, write_corpus, write_scored_pairs
 from sentune.train.runs import claim

@@ -9,3 +9,4 @@ SED = "sed"
 WISE = "wise"
 REFERENCE = "st-simcse"
 METHODS = ("poolings", *POSTPROCESSED, *TRAINED, SED, WISE)  # what --methods picks from
+RULE = "select-confirm"  # results.json's meta.rule; runs before issue 27 have none (one bootstrap on all dev pairs)

@@ -15,12 +15,11 @@ import numpy as np
 import sentune
 from sentune.adapt.candidates import Candidate
 from sentune.adapt.decide import SELECT_FRACTION, DevSplit, decide
-from sentune.adapt.names import UNCHANGED
+from sentune.adapt.names import RULE, UNCHANGED
 from sentune.tasks.bootstrap import METRICS, RESAMPLES, paired_bootstrap, resamples, score_interval
 from sentune.tasks.permutation import ALPHA, PERMUTATIONS
 
 TEST_SEED_OFFSET = 1  # the test resamples differ from the dev ones
-RULE = "select-confirm"  # results.json's meta.rule; runs before issue 27 have none (one bootstrap on all dev pairs)
 
 
 def _split_rows(gold: np.ndarray, scores: dict[str, np.ndarray], metric: str, seed: int) -> dict[str, dict]:
