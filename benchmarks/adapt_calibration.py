@@ -115,10 +115,12 @@ def new_rule(gold, unchanged, checkpoints, metric, seed) -> tuple[int, float | N
     scores = measure(gold[split.select], checkpoints[:, :, split.select].reshape(k * c, -1)).reshape(k, c)
     best_checkpoint = scores.argmax(axis=1)
     candidates = {str(i): checkpoints[i, best_checkpoint[i]] for i in range(k)}
-    decision = decide(gold, split, ("unchanged", unchanged), candidates, metric, seed=seed)
+    # every level counted is ≤ max(LEVELS, ALPHA): once p must exceed it the remaining permutations change no decision
+    decision = decide(gold, split, ("unchanged", unchanged), candidates, metric, seed=seed, stop_above=max(*LEVELS, ALPHA))
     if decision.confirmation is None:
         return -1, None
     assert (decision.name != "unchanged") == (decision.confirmation.p_value <= ALPHA)  # the rule adapt ships is the one counted
+    # a p-value above every level may be a lower bound (stop_above): only p ≤ level comparisons read it
     return int(decision.best), decision.confirmation.p_value
 
 

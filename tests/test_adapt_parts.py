@@ -265,3 +265,23 @@ def test_detectable_gain_interpolates_the_calibration_table(tmp_path, monkeypatc
     assert decide_module.detectable_gain("spearman", 500) == pytest.approx(3.0)  # halfway in log(pairs)
     assert decide_module.detectable_gain("spearman", 120) is None  # between 100 (above the largest simulated gain) and 250: unknown
     assert decide_module.detectable_gain("average_precision", 500) is None
+
+
+def test_stopping_the_permutations_early_changes_no_decision_at_or_below_its_level():
+    """stop_above (the calibration's shortcut): once p must exceed it, the remaining permutations change no decision."""
+    rng = np.random.default_rng(7)
+    branches = set()
+    for trial in range(40):
+        gold = rng.normal(size=60)
+        baseline = gold + rng.normal(size=60)
+        candidate = gold + rng.normal(size=60) * rng.uniform(0.6, 1.2)
+        full = paired_permutation_test(gold, candidate, baseline, "spearman", seed=trial)
+        quick = paired_permutation_test(gold, candidate, baseline, "spearman", seed=trial, stop_above=0.05)
+        if full.p_value <= 0.05:
+            assert quick.p_value == full.p_value  # nothing stopped: the same swaps, the same count
+        else:
+            assert 0.05 < quick.p_value <= full.p_value  # a lower bound, still above the level
+        for level in (0.01, 0.03, 0.04, 0.05):
+            assert (quick.p_value <= level) == (full.p_value <= level)
+        branches.add(full.p_value <= 0.05)
+    assert branches == {True, False}  # both the confirmed and the stopped case were met

@@ -70,10 +70,18 @@ class Decision:
     reason: str
 
 
-def decide(gold: np.ndarray, split: DevSplit, baseline: tuple[str, np.ndarray], candidates: dict[str, np.ndarray], metric: str, seed: int = 0) -> Decision:
+def decide(
+    gold: np.ndarray,
+    split: DevSplit,
+    baseline: tuple[str, np.ndarray],
+    candidates: dict[str, np.ndarray],
+    metric: str,
+    seed: int = 0,
+    stop_above: float | None = None,
+) -> Decision:
     """The candidate best on the selection pairs replaces the baseline when the confirmation pairs confirm it (p ≤ ALPHA);
     a candidate no better than the baseline on the selection pairs is not tested. `gold` and the scores cover every dev
-    pair; the split says which part each choice reads."""
+    pair; the split says which part each choice reads. `stop_above`: see paired_permutation_test (simulations only)."""
     base_name, base_scores = baseline
     selection = selection_scores(gold, split, {base_name: base_scores, **candidates}, metric)
     if not candidates:
@@ -89,7 +97,7 @@ def decide(gold: np.ndarray, split: DevSplit, baseline: tuple[str, np.ndarray], 
             f"no candidate scores above {base_name} on the {len(split.select)} selection pairs (the best, {best}: "
             f"{selection[best]:.2f} vs {selection[base_name]:.2f}): {base_name} is kept",
         )
-    found = paired_permutation_test(gold[split.confirm], candidates[best][split.confirm], base_scores[split.confirm], metric, seed=seed)
+    found = paired_permutation_test(gold[split.confirm], candidates[best][split.confirm], base_scores[split.confirm], metric, seed=seed, stop_above=stop_above)
     where = f"on the {found.pairs} confirmation pairs no choice read: {found.candidate:.2f} vs {found.baseline:.2f}, p = {found.p_value:.3f}"
     if found.confirmed:
         return Decision(
