@@ -37,14 +37,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from sentune.core.postprocess_settings import postprocessor_settings
     from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
 
     data_dir = resolve_data_dir(args.data)
     tasks = select_tasks(args.tasks)
+    flow_settings = postprocessor_settings("flow", args.flow_set, "--flow-set")
     examples = {spec.name: load_task(spec, data_dir) for spec in tasks}  # read and checked before torch is imported
     from sentune.core.models import load_model
     from sentune.core.results import render_markdown, save_results, sts_summary_table
-    from sentune.postprocess import postprocessor_settings
     from sentune.tasks.evaluate import PostprocessOption, evaluate
 
     model = load_model(args.model, trust_remote_code=args.trust_remote_code)
@@ -53,8 +54,7 @@ def _eval(args: argparse.Namespace) -> int:
         tasks,
         data_dir,
         poolings=_csv(args.pooling),
-        postprocess=[PostprocessOption.parse("whitening", w) for w in args.whiten]
-        + [PostprocessOption.parse("flow", f, postprocessor_settings("flow", args.flow_set, "--flow-set")) for f in args.flow],
+        postprocess=[PostprocessOption.parse("whitening", w) for w in args.whiten] + [PostprocessOption.parse("flow", f, flow_settings) for f in args.flow],
         preset=args.preset,
         alignment_pairs=args.alignment_pairs,
         show_progress=not args.quiet,

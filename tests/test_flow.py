@@ -92,3 +92,15 @@ def test_nan_is_a_clear_error():
     x[3, 2] = np.nan
     with pytest.raises(FloatingPointError, match="flow loss is nan at step 0"):
         Flow(max_steps=5).fit(x)
+
+
+def test_the_settings_checked_before_torch_loads_are_the_constructors():
+    """sentune.core.postprocess_settings lists each post-processor's settings so the CLI can check them without torch;
+    they must stay the constructors' parameters."""
+    import inspect
+
+    from sentune.core.postprocess_settings import SETTINGS
+    from sentune.postprocess import POSTPROCESSORS
+
+    for kind, cls in POSTPROCESSORS.items():
+        assert SETTINGS[kind] == tuple(inspect.signature(cls).parameters), kind
