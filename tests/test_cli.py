@@ -98,7 +98,8 @@ def test_eval_transfer_and_alignment(tiny_model_dir, tiny_data_dir, tmp_path):
     run = json.loads((out / "results.json").read_text())["runs"]["mean"]
     assert {"MR", "SST5", "TREC", "MRPC", "SICK-E", "STS-B-reg", "STS17-es-es"} <= set(run["tasks"])
     assert "f1" in run["tasks"]["MRPC"] and run["tasks"]["MR"]["preset"] == "fast"
-    assert run["alignment_uniformity"]["uniformity"] < 0
+    # the values themselves: tests/test_transfer.py (known answers); here they must be reported, and finite
+    assert {"alignment", "uniformity"} <= set(run["alignment_uniformity"]) and np.isfinite(list(run["alignment_uniformity"].values())).all()
 
 
 def test_clear_errors_for_missing_data_and_unknown_task(tiny_model_dir, tmp_path, capsys, monkeypatch):

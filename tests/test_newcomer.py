@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import stat
-import time
 from pathlib import Path
 
 import numpy as np
@@ -68,12 +67,11 @@ def test_allow_modified_data_scores_and_records_it(cut_stsb, tiny_model_dir, tmp
     assert "STS-B has 808 examples, the catalog expects 1379" in meta["modified_data"][0]
 
 
-def test_a_mistyped_model_fails_in_seconds_offline(tmp_path, capsys, monkeypatch):
+def test_a_mistyped_model_fails_offline_without_trying_the_hub(tmp_path, capsys, monkeypatch):
+    """How fast: benchmarks/cli_errors.py (a timing belongs in a benchmark, not a unit test)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
-    started = time.perf_counter()
     assert main(["encode", "--model", "nope-model", "in.txt", "o.npy"]) == 2
-    assert time.perf_counter() - started < 5
     err = capsys.readouterr().err
     assert err == "sentune: error: --model nope-model: no such folder, and not in the hub cache (HF_HUB_OFFLINE is set)\n"
     assert main(["eval", "--model", "./nope-model"]) == 2 and "--model ./nope-model: no such folder" in capsys.readouterr().err
