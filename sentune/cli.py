@@ -124,7 +124,7 @@ def _train_banner(recipe, out: Path, data_dir: Path) -> None:
 def cmd_paraphrase(args: argparse.Namespace) -> int:
     from sentune.data.readers import read_corpus
 
-    read_corpus(Path(args.input), skip_blank=True)  # named before the translation models' code loads
+    read_corpus(Path(args.input), skip_blank=True, user_file=True)  # named before the translation models' code loads
     from sentune.data.paraphrase import write_paraphrase_file
 
     count = write_paraphrase_file(
@@ -162,7 +162,7 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
 def cmd_encode(args: argparse.Namespace) -> int:
     from sentune.data.readers import read_corpus
 
-    read_corpus(Path(args.input), skip_blank=True)  # a missing or unreadable input is named before the model code loads
+    read_corpus(Path(args.input), skip_blank=True, user_file=True)  # a missing or unreadable input is named before the model code loads
     from sentune.core.encoding_io import encode_file
 
     count = encode_file(args.model, args.pooling, Path(args.input), Path(args.output), trust_remote_code=args.trust_remote_code, show_progress=not args.quiet)
@@ -191,7 +191,7 @@ def cmd_postprocess(args: argparse.Namespace) -> int:
 def cmd_layerwise(args: argparse.Namespace) -> int:
     from sentune.data.catalog import resolve_data_dir, select_tasks
 
-    data_dir, task = resolve_data_dir(args.data), select_tasks(args.task)[0]  # before torch loads
+    data_dir, task = resolve_data_dir(args.data), select_tasks(args.task, "--task")[0]  # before torch loads
     from sentune.analysis.layerwise import layerwise_scores, plot_layerwise, save_layerwise
     from sentune.core.models import load_model
 
@@ -216,7 +216,7 @@ def cmd_tsne(args: argparse.Namespace) -> int:
     from sentune.data.catalog import resolve_data_dir, select_tasks
 
     data_dir, labels = resolve_data_dir(args.data), _labels(args)
-    select_tasks(args.task)  # before torch loads
+    select_tasks(args.task, "--task")  # before torch loads
     from sentune.analysis.figures import tsne_figure
     from sentune.core.models import load_model
 
@@ -230,7 +230,7 @@ def cmd_pairs(args: argparse.Namespace) -> int:
     from sentune.data.catalog import resolve_data_dir, select_tasks
 
     data_dir, labels = resolve_data_dir(args.data), _labels(args)
-    select_tasks(args.task)  # before torch loads
+    select_tasks(args.task, "--task")  # before torch loads
     from sentune.analysis.pairs import pair_cosines, save_pairs
     from sentune.core.models import load_model
 
@@ -621,9 +621,10 @@ def _preflight(args: argparse.Namespace) -> None:
     from sentune.core.models import check_model_name
 
     models = args.model if isinstance(getattr(args, "model", None), list) else [getattr(args, "model", None)]
-    models += getattr(args, "member", None) or []  # sentune ensemble
     for name in filter(None, models):
         check_model_name(name)
+    for name in getattr(args, "member", None) or []:  # sentune ensemble
+        check_model_name(name, "--member")
     if getattr(args, "output", None) and args.command == "encode":
         if Path(args.output).suffix not in (".npy", ".jsonl"):
             raise UserError(f"output {args.output}: use a .npy or .jsonl file name")

@@ -56,3 +56,11 @@ def test_adapt_refuses_a_binary_corpus_and_names_a_missing_dev_file_plainly(tiny
     assert main(["adapt", "--corpus", str(corpus), "--dev", str(tmp_path / "missing.tsv"), *out]) == 2
     assert _one_line(capsys) == f"sentune: error: {tmp_path / 'missing.tsv'}: file not found"  # no hint at --data: it is the user's file
     assert tree_state(tmp_path) == before and not (kept / "run").exists()
+
+
+@pytest.mark.parametrize("command", [["encode"], ["paraphrase"]])
+def test_a_missing_input_of_encode_or_paraphrase_is_just_not_found(tmp_path, capsys, command):
+    missing = tmp_path / "missing.txt"
+    assert main([*command, str(missing), str(tmp_path / ("vectors.npy" if command == ["encode"] else "pairs.tsv"))]) == 2
+    assert _one_line(capsys) == f"sentune: error: {missing}: file not found"  # the user's file: no hint at --data
+    assert list(tmp_path.iterdir()) == []

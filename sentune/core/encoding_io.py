@@ -19,7 +19,7 @@ def encode_file(model_name: str, pooling: str, input_path: Path, output_path: Pa
         raise UserError(f"output {output_path}: use a .npy or .jsonl file name")
     # Every line is encoded, blank ones too (as the empty string), so row i of the output is line i of the
     # input; the blank ones are counted on stderr.
-    sentences = read_lines(input_path)
+    sentences = read_lines(input_path, user_file=True)
     blank = [number for number, line in enumerate(sentences, start=1) if not line.strip()]
     if blank:
         print(

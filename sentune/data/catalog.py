@@ -112,8 +112,9 @@ def group_tasks(group: str) -> tuple[str, ...]:
     return names
 
 
-def select_tasks(names: str | list[str]) -> list[TaskSpec]:
-    """Task names and group names (comma-separated or a list) -> task specs in catalog order."""
+def select_tasks(names: str | list[str], option: str = "--tasks") -> list[TaskSpec]:
+    """Task names and group names (comma-separated or a list) -> task specs in catalog order; an unknown name is an
+    error naming `option`."""
     wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
     catalog = load_catalog()
     chosen: list[str] = []
@@ -121,7 +122,7 @@ def select_tasks(names: str | list[str]) -> list[TaskSpec]:
         members = [t.name for t in catalog.values() if name in t.groups] or ([name] if name in catalog else [])
         if not members:
             groups = sorted({g for t in catalog.values() for g in t.groups})
-            raise DataError("--tasks", None, f"unknown task or group {name!r}; groups: {', '.join(groups)}; tasks: {', '.join(catalog)}")
+            raise DataError(option, None, f"unknown task or group {name!r}; groups: {', '.join(groups)}; tasks: {', '.join(catalog)}")
         chosen.extend(m for m in members if m not in chosen)
     return [catalog[name] for name in chosen]
 

@@ -49,7 +49,7 @@ def back_translate(
 
 
 def write_paraphrase_file(input_path: Path, output_path: Path, forward: str, backward: str, **kwargs) -> int:
-    sentences = read_corpus(input_path)
+    sentences = read_corpus(input_path, user_file=True)
     paraphrases = back_translate(sentences, forward, backward, **kwargs)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     output_path.write_text("".join(f"{s}\t{p}\n" for s, p in zip(sentences, paraphrases, strict=True)), encoding="utf-8")

@@ -7,6 +7,7 @@ with single spaces, so this keeps our numbers comparable with theirs.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable
@@ -65,16 +66,18 @@ def normalise(text: str) -> str:
     return " ".join(text.split())
 
 
-def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
+def read_lines(path: str | Path, encoding: str = "utf-8", *, user_file: bool = False) -> list[str]:
     """All lines of a text file without their line endings (\\n or \\r\\n), BOM removed.
 
     Raises DataError for a missing file, an empty file, or bytes that are not `encoding`, naming the
-    line and the byte offset within it.
+    line and the byte offset within it. A missing file of the data directory points at --data; one the
+    user named (`user_file`) is just not found.
     """
     path = Path(path)
     if not path.is_file():
         hint = " (a folder, not a file)" if path.is_dir() else ""
-        raise DataError(path, None, f"file not found{hint}; check the data directory (option --data or SENTUNE_DATA)")
+        where = "" if user_file else "; check the data directory (option --data or SENTUNE_DATA)"
+        raise DataError(path, None, f"file not found{hint}{where}")
     raw = path.read_bytes()
     if not raw.strip():
         raise DataError(path, None, "file is empty")
@@ -93,6 +96,17 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
     if out and out[0].startswith("\ufeff"):
         out[0] = out[0][1:]
     return out
+
+
+def json_object(path: Path, number: int, line: str) -> dict:
+    """One JSON-lines record, which must be an object."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(path, number, f"not a JSON object: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(record, dict):
+        raise DataError(path, number, f"not a JSON object: {type(record).__name__}")
+    return record
 
 
 def _fields(path: Path, number: int, line: str, minimum: int, what: str, exact: bool = False) -> list[str]:
@@ -183,11 +197,11 @@ def read_sick_entailment(path: str | Path) -> list[LabeledPair]:
     return out
 
 
-def read_corpus(path: str | Path, *, skip_blank: bool = False) -> list[str]:
+def read_corpus(path: str | Path, *, skip_blank: bool = False, user_file: bool = False) -> list[str]:
     """One sentence per line. Blank lines are an error unless skip_blank, which logs how many were skipped."""
     path = Path(path)
     out, blank = [], []
-    for number, line in enumerate(read_lines(path), start=1):
+    for number, line in enumerate(read_lines(path, user_file=user_file), start=1):
         text = normalise(line)
         if not text:
             if not skip_blank:

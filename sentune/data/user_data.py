@@ -10,14 +10,13 @@ Every problem is a DataError naming the file and line.
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from sentune.data.readers import DataError, Pair, Source, _fields, _nonempty, normalise, read_lines
+from sentune.data.readers import DataError, Pair, Source, _fields, _nonempty, json_object, normalise, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -37,9 +36,7 @@ class ScoredPairs:
 
 def _user_lines(path: Path) -> list[str]:
     """read_lines for a file the user named: a missing one is just that, never a hint at the data directory."""
-    if not path.is_file():
-        raise DataError(path, None, "file not found" + (" (a folder, not a file)" if path.is_dir() else ""))
-    return read_lines(path)
+    return read_lines(path, user_file=True)
 
 
 def read_scored_pairs(path: str | Path) -> ScoredPairs:
@@ -95,12 +92,7 @@ def _jsonl_texts(path: Path, column: str | None) -> list[str]:
         if not line.strip():
             rows.append("")
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(path, number, f"not a JSON object: {exc.msg}") from None
-        if not isinstance(record, dict):
-            raise DataError(path, number, "not a JSON object")
+        record = json_object(path, number, line)
         names = [column] if column else [n for n in CORPUS_TEXT_FIELDS if n in record]
         if not names or names[0] not in record:
             wanted = repr(column) if column else " or ".join(repr(n) for n in CORPUS_TEXT_FIELDS)
