@@ -1,0 +1,186 @@
+"""Retrieval (issue 23): the BEIR readers' errors, the ranking, the metrics against a naive per-query
+implementation, and the whole evaluation against sentence-transformers' InformationRetrievalEvaluator."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from sentune.data import beir
+from sentune.data.beir import Document, Query, read_beir_folder
+from sentune.data.readers import DataError, Source
+from sentune.tasks import retrieval
+
+HERE = Source("test", 1)
+
+
+def write_beir(folder, docs, queries, qrels, *, header=True):
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    rows = (["query-id\tcorpus-id\tscore"] if header else []) + [f"{q}\t{d}\t{s}" for q, d, s in qrels]
+    (folder / "qrels" / "test.tsv").write_text("\r\n".join(rows) + "\r\n")
+    return folder
+
+
+TOY_DOCS = [
+    {"_id": "d1", "title": "guitar", "text": "a man plays the guitar"},
+    {"_id": "d2", "title": "", "text": "a woman plays the piano"},
+    {"_id": "d3", "text": "the dog runs in the park"},
+    {"_id": "d4", "title": "market", "text": "stock market price rises"},
+    {"_id": "d5", "title": "cat", "text": "a small cat sits on the car"},
+]
+TOY_QUERIES = [
+    {"_id": "q1", "text": "who plays guitar"},
+    {"_id": "q2", "text": "dog in the park"},
+    {"_id": "q3", "text": "price of the stock"},
+    {"_id": "q4", "text": "red car"},
+]
+TOY_QRELS = [("q1", "d1", 1), ("q2", "d3", 1), ("q2", "d5", 1), ("q3", "d4", 1), ("q4", "d2", 0)]
+
+
+def test_beir_folder_reads_documents_queries_and_judgements(tmp_path):
+    data = read_beir_folder(write_beir(tmp_path, TOY_DOCS, TOY_QUERIES, TOY_QRELS))
+    assert [d.text for d in data.corpus][:3] == ["guitar a man plays the guitar", "a woman plays the piano", "the dog runs in the park"]
+    # q4 has only a grade-0 judgement: not evaluated, as BEIR and InformationRetrievalEvaluator do
+    assert [(q.id, q.relevant) for q in data.queries] == [("q1", {"d1": 1}), ("q2", {"d3": 1, "d5": 1}), ("q3", {"d4": 1})]
+    assert data.subset(["q3"]).queries[0].id == "q3"
+
+
+@pytest.mark.parametrize(
+    ("change", "where", "message"),
+    [
+        (lambda d, q, r: d.__setitem__(1, "{not json"), "corpus.jsonl:2", "not a JSON object"),
+        (lambda d, q, r: d.__setitem__(2, json.dumps({"_id": "d3", "title": "x"})), "corpus.jsonl:3", "no `text` field"),
+        (lambda d, q, r: d.__setitem__(3, json.dumps({"_id": "d1", "text": "again"})), "corpus.jsonl:4", "document id 'd1' already used at line 1"),
+        (lambda d, q, r: q.__setitem__(2, json.dumps({"_id": "q1", "text": "again"})), "queries.jsonl:3", "query id 'q1' already used at line 1"),
+        (lambda d, q, r: r.__setitem__(2, "q9\td1\t1"), "test.tsv:3", "query 'q9' is not in the queries file"),
+        (lambda d, q, r: r.__setitem__(2, "q2\td9\t1"), "test.tsv:3", "document 'd9' is not in the corpus"),
+        (lambda d, q, r: r.__setitem__(2, "q2\td3\tone"), "test.tsv:3", "score 'one' is not an integer"),
+        (lambda d, q, r: r.__setitem__(slice(1, None), ["q1\td1\t0"]), "test.tsv", "no query has a relevant document"),
+    ],
+)
+def test_bad_retrieval_files_name_file_and_line(tmp_path, change, where, message):
+    write_beir(tmp_path, TOY_DOCS, TOY_QUERIES, TOY_QRELS)
+    files = {name: (tmp_path / name).read_text().splitlines() for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")}
+    change(files["corpus.jsonl"], files["queries.jsonl"], files["qrels/test.tsv"])
+    for name, lines in files.items():
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError) as caught:
+        read_beir_folder(tmp_path)
+    assert where in str(caught.value) and message in str(caught.value), str(caught.value)
+
+
+def test_queries_from_a_tsv_file(tmp_path):
+    path = tmp_path / "q.tsv"
+    path.write_text("q1\twho plays guitar\nq2\tdog\n")
+    assert [(q.id, q.text) for q in beir.read_queries(path)] == [("q1", "who plays guitar"), ("q2", "dog")]
+    path.write_text("q1 who plays guitar\n")
+    with pytest.raises(DataError, match=r"q.tsv:1: malformed row"):
+        beir.read_queries(path)
+
+
+def naive_metrics(ranked: list[str], relevant: dict[str, int]) -> dict[str, float]:
+    """The formulas written out for one query, straight from their definitions."""
+    dcg = sum(relevant.get(doc, 0) / math.log2(position + 1) for position, doc in enumerate(ranked[:10], start=1))
+    ideal = sorted(relevant.values(), reverse=True)
+    idcg = sum(g / math.log2(position + 1) for position, g in enumerate(ideal[:10], start=1))
+    reciprocal = 0.0
+    for position, doc in enumerate(ranked[:10], start=1):
+        if doc in relevant:
+            reciprocal = 1 / position
+            break
+    found, precisions = 0, []
+    for position, doc in enumerate(ranked[:100], start=1):
+        if doc in relevant:
+            found += 1
+            precisions.append(found / position)
+    return {
+        "ndcg@10": dcg / idcg,
+        "mrr@10": reciprocal,
+        "recall@10": len([d for d in ranked[:10] if d in relevant]) / len(relevant),
+        "recall@100": len([d for d in ranked[:100] if d in relevant]) / len(relevant),
+        "map@100": sum(precisions) / min(100, len(relevant)),
+    }
+
+
+def test_metrics_equal_the_naive_formulas_per_query():
+    rng = np.random.default_rng(0)
+    ids = [f"d{i}" for i in range(300)]
+    queries, rankings = [], []
+    for number in range(40):
+        relevant = {ids[i]: int(rng.integers(1, 4)) for i in rng.choice(300, size=int(rng.integers(1, 15)), replace=False)}
+        queries.append(Query(f"q{number}", "text", HERE, relevant))
+        rankings.append([ids[i] for i in rng.permutation(300)[:150]])
+    got = retrieval.per_query_metrics(rankings, queries)
+    for row, (ranked, query) in enumerate(zip(rankings, queries, strict=True)):
+        for name, value in naive_metrics(ranked, query.relevant).items():
+            assert got[name][row] == pytest.approx(value, abs=1e-12), (name, row)
+    assert set(got) == set(retrieval.METRICS)
+
+
+def test_rank_is_an_exact_sort_with_ties_by_id_whatever_the_block(monkeypatch):
+    rng = np.random.default_rng(1)
+    # coarse values: many exact ties, including at the cut
+    docs = rng.integers(-2, 3, size=(230, 4)).astype(np.float32)
+    docs[np.all(docs == 0, axis=1)] = 1.0
+    queries = rng.normal(size=(7, 4)).astype(np.float32)
+    ids = [f"id{(i * 37) % 230:03d}" for i in range(230)]
+    unit = docs / np.linalg.norm(docs, axis=1, keepdims=True)
+    expected = [np.lexsort((np.array(ids), -(unit @ (q / np.linalg.norm(q))).astype(np.float32)))[:20].tolist() for q in queries]
+    for block in (230, 50, 7):
+        monkeypatch.setattr(retrieval, "BLOCK", block)
+        assert retrieval.rank(queries, docs, ids, depth=20) == expected, block
+
+
+def test_skip_same_id_drops_the_query_itself():
+    vectors = np.eye(3, dtype=np.float32) + 0.1
+    ids = ["a", "b", "c"]
+    assert retrieval.rank(vectors, vectors, ids, depth=2)[0][0] == 0
+    ranked = retrieval.rank(vectors, vectors, ids, depth=2, query_ids=ids, skip_same_id=True)
+    assert all(i not in row for i, row in enumerate(ranked)) and all(len(row) == 2 for row in ranked)
+
+
+def _st_evaluator_ndcg(model, data) -> dict:
+    from sentence_transformers.evaluation import InformationRetrievalEvaluator
+
+    evaluator = InformationRetrievalEvaluator(
+        queries={q.id: q.text for q in data.queries},
+        corpus={d.id: d.text for d in data.corpus},
+        relevant_docs={q.id: set(q.relevant) for q in data.queries},
+        mrr_at_k=[10],
+        ndcg_at_k=[10],
+        accuracy_at_k=[10],
+        precision_recall_at_k=[10, 100],
+        map_at_k=[100],
+        show_progress_bar=False,
+        batch_size=64,
+    )
+    scores = evaluator(model)
+    return {name: scores[f"cosine_{name}"] for name in retrieval.METRICS}
+
+
+def test_equals_information_retrieval_evaluator_on_the_tiny_model(tiny_st, tmp_path):
+    rng = np.random.default_rng(2)
+    from conftest import WORDS
+
+    texts = [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 12)))) for _ in range(160)]
+    docs = [{"_id": f"doc{i}", "title": "", "text": t} for i, t in enumerate(texts)]
+    queries = [{"_id": f"q{i}", "text": " ".join(texts[i * 4].split()[:3])} for i in range(30)]
+    qrels = [(f"q{i}", f"doc{i * 4}", 1) for i in range(30)] + [(f"q{i}", f"doc{i * 4 + 1}", 1) for i in range(0, 30, 3)]
+    data = read_beir_folder(write_beir(tmp_path, docs, queries, qrels))
+    expected = _st_evaluator_ndcg(tiny_st, data)
+    query_vectors = tiny_st.encode([q.text for q in data.queries], convert_to_numpy=True)
+    doc_vectors = tiny_st.encode([d.text for d in data.corpus], convert_to_numpy=True)
+    got = retrieval.evaluate_retrieval(data.queries, query_vectors, [d.id for d in data.corpus], doc_vectors)
+    assert 0 < got["ndcg@10"] < 100
+    for name, value in expected.items():
+        assert got[name] / 100 == pytest.approx(value, abs=1e-6), name
+
+
+def test_documents_carry_title_and_text():
+    doc = Document("1", "title body", HERE, "title")
+    assert beir.RetrievalSet([Query("q", "x", HERE, {"1": 1})], [doc]).examples()["corpus"][0].text == "title body"
