@@ -45,7 +45,7 @@ def _eval(args: argparse.Namespace) -> int:
     flow_settings = postprocessor_settings("flow", args.flow_set, "--flow-set")
     examples = {spec.name: load_task(spec, data_dir) for spec in tasks}  # read and checked before torch is imported
     from sentune.core.models import load_model
-    from sentune.core.results import render_markdown, save_results, sts_summary_table
+    from sentune.core.results import render_markdown, retrieval_table, save_results, sts_summary_table
     from sentune.tasks.evaluate import PostprocessOption, evaluate
 
     model = load_model(args.model, trust_remote_code=args.trust_remote_code)
@@ -64,7 +64,8 @@ def _eval(args: argparse.Namespace) -> int:
     )
     if args.out:
         json_path, md_path = save_results(results, Path(args.out), _command_line())
-        print(sts_summary_table(results["runs"]) or render_markdown(results))
+        tables = [t for t in (sts_summary_table(results["runs"]), retrieval_table(results["runs"])) if t]
+        print("\n\n".join(tables) or render_markdown(results))
         print(f"\nwrote {json_path} and {md_path}")
     else:
         print(render_markdown(results))
@@ -548,7 +549,9 @@ def _add_data(sub) -> None:
 
 
 def _add_cache(sub) -> None:
-    cache = sub.add_parser("cache", help="list or clear the method caches (SG's views, SED's targets)").add_subparsers(dest="cache_command", required=True)
+    cache = sub.add_parser("cache", help="list or clear the caches (SG's views, SED's targets, retrieval corpora's embeddings)").add_subparsers(
+        dest="cache_command", required=True
+    )
     p = cache.add_parser("list", help="every entry with its size and age")
     p.set_defaults(func=cmd_cache)
     p = cache.add_parser("clear", help="remove entries")

@@ -52,6 +52,11 @@ def fake_hosts(tmp_path):
         z.writestr("snli_1.0/snli_1.0_dev.txt", header + "neutral\tx\tx\tx\tx\tA dog .\tA cat .\n-\tx\tx\tx\tx\tNo label .\tGone .\n")
     with zipfile.ZipFile(_place(root, "sts2017"), "w") as z:
         z.writestr("STS2017.eval.v1.1/STS.input.track3.es-es.txt", "Un perro.\tUn gato.\n")
+    with zipfile.ZipFile(_place(root, "scifact"), "w") as z:
+        z.writestr("scifact/corpus.jsonl", '{"_id": "7", "title": "T", "text": "an abstract"}\n{"_id": "8", "title": "", "text": "another"}\n')
+        z.writestr("scifact/queries.jsonl", '{"_id": "1", "text": "a claim"}\n{"_id": "2", "text": "a test claim"}\n')
+        z.writestr("scifact/qrels/train.tsv", "query-id\tcorpus-id\tscore\r\n1\t7\t1\r\n")
+        z.writestr("scifact/qrels/test.tsv", "query-id\tcorpus-id\tscore\r\n2\t8\t1\r\n")
     server = _serve(root)
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
@@ -67,6 +72,18 @@ def test_download_converts_into_layout(fake_hosts, tmp_path):
     assert [(p.a, p.b, p.label) for p in pairs] == [("A dog .", "A cat .", "neutral")]  # '-' gold dropped as SentEval does
     assert (data / "multilingual/STS2017/STS.input.track3.es-es.txt").is_file()
     assert not list((data / ".downloads").glob("*.part"))
+
+
+def test_download_places_a_beir_set_where_the_retrieval_tasks_read_it(fake_hosts, tmp_path):
+    from sentune.data.catalog import load_task, select_tasks
+
+    data = tmp_path / "data"
+    assert main(["data", "download", str(data), "--mirror", fake_hosts, "--only", "scifact", "--quiet"]) == 0
+    train = load_task(select_tasks("scifact-train")[0], data)
+    test = load_task(select_tasks("scifact-test")[0], data)
+    assert [(q.id, q.relevant) for q in train["queries"]] == [("1", {"7": 1})]
+    assert [(q.id, q.relevant) for q in test["queries"]] == [("2", {"8": 1})]
+    assert [d.text for d in train["corpus"]] == ["T an abstract", "another"]
 
 
 def test_download_failure_is_clear(tmp_path, capsys):

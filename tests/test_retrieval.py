@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -145,21 +147,7 @@ def test_skip_same_id_drops_the_query_itself():
 
 
 def _st_evaluator_ndcg(model, data) -> dict:
-    from sentence_transformers.evaluation import InformationRetrievalEvaluator
-
-    evaluator = InformationRetrievalEvaluator(
-        queries={q.id: q.text for q in data.queries},
-        corpus={d.id: d.text for d in data.corpus},
-        relevant_docs={q.id: set(q.relevant) for q in data.queries},
-        mrr_at_k=[10],
-        ndcg_at_k=[10],
-        accuracy_at_k=[10],
-        precision_recall_at_k=[10, 100],
-        map_at_k=[100],
-        show_progress_bar=False,
-        batch_size=64,
-    )
-    scores = evaluator(model)
+    scores = retrieval.reference_evaluator(data.queries, data.corpus)(model)
     return {name: scores[f"cosine_{name}"] for name in retrieval.METRICS}
 
 
@@ -184,3 +172,84 @@ def test_equals_information_retrieval_evaluator_on_the_tiny_model(tiny_st, tmp_p
 def test_documents_carry_title_and_text():
     doc = Document("1", "title body", HERE, "title")
     assert beir.RetrievalSet([Query("q", "x", HERE, {"1": 1})], [doc]).examples()["corpus"][0].text == "title body"
+
+
+def _toy_data_dir(tmp_path):
+    """A data directory whose retrieval/scifact holds a toy BEIR set (scored anyway: SENTUNE_ALLOW_MODIFIED_DATA)."""
+    from conftest import WORDS
+
+    rng = np.random.default_rng(3)
+    texts = [" ".join(rng.choice(WORDS, size=int(rng.integers(4, 40)))) for _ in range(120)]
+    docs = [{"_id": str(1000 + i), "title": f"title {WORDS[i % len(WORDS)]}", "text": t} for i, t in enumerate(texts)]
+    queries = [{"_id": str(i), "text": " ".join(texts[i * 3].split()[:4])} for i in range(25)]
+    qrels = [(str(i), str(1000 + i * 3), 1) for i in range(25)]
+    folder = tmp_path / "data" / "retrieval" / "scifact"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\r\n" + "".join(f"{q}\t{d}\t{s}\r\n" for q, d, s in qrels))
+    return tmp_path / "data"
+
+
+def test_catalog_task_scores_like_the_evaluator_and_reads_its_corpus_from_the_cache(tiny_st, tmp_path, monkeypatch):
+    from sentune.core.encode import Encoder
+    from sentune.data.catalog import load_task, select_tasks
+    from sentune.tasks.evaluate import evaluate
+
+    data_dir = _toy_data_dir(tmp_path)
+    monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path / "cache"))
+    (spec,) = select_tasks("retrieval")
+    assert spec.name == "scifact-train" and spec.kind == "retrieval"
+    encoded: list[int] = []
+    real = Encoder.encode_many
+    monkeypatch.setattr(Encoder, "encode_many", lambda self, texts: encoded.append(len(texts)) or real(self, texts))
+    first = evaluate(tiny_st, [spec], data_dir, show_progress=False)
+    second = evaluate(tiny_st, [spec], data_dir, show_progress=False)
+    assert encoded == [25, 120, 25]  # queries, corpus; then the queries alone: the corpus came from the cache
+    assert all(first["runs"]["model"]["tasks"][spec.name][m] == second["runs"]["model"]["tasks"][spec.name][m] for m in retrieval.METRICS)
+    data = beir.RetrievalSet(**load_task(spec, data_dir))
+    expected = _st_evaluator_ndcg(tiny_st, data)
+    result = first["runs"]["model"]["tasks"][spec.name]
+    for name in retrieval.METRICS:
+        assert result[name] / 100 == pytest.approx(expected[name], abs=1e-6), name
+    assert first["runs"]["model"]["summary"]["avg_ndcg@10"] == result["ndcg@10"]
+    assert len(list((tmp_path / "cache").glob("embeddings-*.npy"))) == 2  # the vectors and the truncation record
+    # another model (one weight changed) must not read this model's vectors
+    import torch
+
+    with torch.no_grad():
+        next(tiny_st.parameters())[0, 0] += 1.0
+    evaluate(tiny_st, [spec], data_dir, show_progress=False)
+    assert encoded[-2:] == [25, 120]
+
+
+def test_eval_command_prints_the_retrieval_table(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    from sentune.cli import main
+
+    data_dir = _toy_data_dir(tmp_path)
+    monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path / "cache"))
+    assert main(["eval", "--model", str(tiny_model_dir), "--tasks", "scifact-train", "--data", str(data_dir), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "| run | task | nDCG@10 | MRR@10 | R@10 | R@100 | MAP@100 | queries | documents |" in out
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())["runs"]["model"]["tasks"]["scifact-train"]
+    assert saved["n_queries"] == 25 and saved["n_documents"] == 120 and f"| {saved['ndcg@10']:.2f} |" in out
+
+
+SHARED = Path(os.environ.get("SENTUNE_DATA", "/nonexistent")) / "retrieval" / "scifact"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the shared SciFact data is not here (SENTUNE_DATA)")
+def test_scifact_train_on_the_shared_data_equals_the_evaluator(tiny_st, tmp_path, monkeypatch):
+    """The real 809 queries and 5,183 abstracts (the tiny model keeps it fast; the default model: benchmarks/retrieval_eval.py)."""
+    from sentune.data.catalog import load_task, select_tasks
+    from sentune.tasks.evaluate import evaluate
+
+    monkeypatch.delenv("SENTUNE_ALLOW_MODIFIED_DATA")  # the real files: their count and checksums are checked
+    monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path / "cache"))
+    (spec,) = select_tasks("scifact-train")
+    data_dir = SHARED.parent.parent
+    result = evaluate(tiny_st, [spec], data_dir, show_progress=False)["runs"]["model"]["tasks"][spec.name]
+    assert (result["n_queries"], result["n_documents"]) == (809, 5183)
+    expected = _st_evaluator_ndcg(tiny_st, beir.RetrievalSet(**load_task(spec, data_dir)))
+    for name in retrieval.METRICS:
+        assert result[name] / 100 == pytest.approx(expected[name], abs=1e-6), name

@@ -108,6 +108,23 @@ def relatedness_table(runs: dict[str, dict]) -> str | None:
     return _table(["run"] + [f"{t} (Pearson / Spearman)" for t in names], rows)
 
 
+RETRIEVAL_COLUMNS = (("ndcg@10", "nDCG@10"), ("mrr@10", "MRR@10"), ("recall@10", "R@10"), ("recall@100", "R@100"), ("map@100", "MAP@100"))
+
+
+def retrieval_table(runs: dict[str, dict]) -> str | None:
+    """One row per (run, retrieval task): every metric ×100 and the counts."""
+    names = [t for t in _task_order(runs) if any(r["tasks"].get(t, {}).get("main") == "ndcg@10" for r in runs.values())]
+    if not names:
+        return None
+    rows = []
+    for run_name, run in runs.items():
+        for task in names:
+            result = run["tasks"].get(task)
+            if result:
+                rows.append([run_name, task] + [_fmt(result[key]) for key, _ in RETRIEVAL_COLUMNS] + [str(result["n_queries"]), str(result["n_documents"])])
+    return _table(["run", "task", *(label for _, label in RETRIEVAL_COLUMNS), "queries", "documents"], rows)
+
+
 def _task_order(runs: dict[str, dict]) -> list[str]:
     seen: dict[str, None] = {}
     for run in runs.values():
@@ -142,6 +159,9 @@ def render_markdown(results: dict) -> str:
     table = transfer_table(runs)
     if table:
         parts += [f"## SentEval transfer accuracy (preset `{meta.get('transfer_preset')}`)", "", table, ""]
+    table = retrieval_table(runs)
+    if table:
+        parts += ["## Retrieval ×100 (cosine, exact search; nDCG@10 is the headline)", "", table, ""]
     table = relatedness_table(runs)
     if table:
         parts += ["## Supervised relatedness (SentEval regressor; not comparable with cosine STS)", "", table, ""]

@@ -23,7 +23,7 @@ from sentune.data.readers import FORMATS, DataError, Source, sentences_of
 
 TASKS_FILE = Path(__file__).with_name("tasks.yaml")
 SETS_FILE = Path(__file__).with_name("sets.yaml")
-KINDS = ("sts", "classification", "pair-classification", "relatedness")
+KINDS = ("sts", "classification", "pair-classification", "relatedness", "retrieval")
 DATA_ENV = "SENTUNE_DATA"
 
 
@@ -65,6 +65,7 @@ class TaskSpec(FileRecord):
     protocol: str | None = None  # transfer: nested-cv, split, cv-then-test
     expected_examples: int | None = None  # the official size, checked before scoring
     score_range: tuple[float, float] | None = None  # relatedness: the gold scale
+    skip_same_id: bool = False  # retrieval: a document with the query's id is not a result (BEIR's rule for Quora)
 
 
 def _record(cls: type, source: Path, where: str, entry: Any) -> Any:

@@ -148,6 +148,17 @@ def convert_sts2017_zip(path: Path, data_dir: Path) -> None:
                 (out / base).write_bytes(archive.read(name))
 
 
+def convert_beir_zip(path: Path, data_dir: Path) -> None:
+    """A BEIR dataset zip (NAME/corpus.jsonl, NAME/queries.jsonl, NAME/qrels/*.tsv) into DIR/retrieval/NAME/, byte for byte."""
+    with zipfile.ZipFile(path) as archive:
+        for name in _safe_zip_members(archive):
+            parts = Path(name).parts
+            if len(parts) >= 2 and (parts[1:] in (("corpus.jsonl",), ("queries.jsonl",)) or (parts[1] == "qrels" and name.endswith(".tsv"))):
+                target = data_dir / "retrieval" / Path(*parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.read(name))
+
+
 CONVERTERS = {
     "senteval_tar": convert_senteval_tar,
     "wiki_lines": convert_wiki_lines,
@@ -155,6 +166,7 @@ CONVERTERS = {
     "xnli_zip": convert_xnli_zip,
     "qqp_zip": convert_qqp_zip,
     "sts2017_zip": convert_sts2017_zip,
+    "beir_zip": convert_beir_zip,
 }
 
 

@@ -366,6 +366,18 @@ def _nli_paths(record: Any, data_dir: Path) -> list[Path]:
     return [data_dir / record.dir / f"{name}.{split}" for split in record.subsets for name in ("s1", "s2", "labels")]
 
 
+def _read_beir(record: Any, data_dir: Path) -> dict[str, list]:
+    from sentune.data.beir import read_beir_folder  # beir reads with this module's helpers
+
+    (split,) = record.subsets
+    return read_beir_folder(data_dir / record.dir, split).examples()
+
+
+def _beir_paths(record: Any, data_dir: Path) -> list[Path]:
+    base = data_dir / record.dir
+    return [base / "corpus.jsonl", base / "queries.jsonl", *(base / "qrels" / f"{split}.tsv" for split in record.subsets)]
+
+
 def _file_paths(record: Any, data_dir: Path) -> list[Path]:
     return [data_dir / rel for rel in record.files.values()]
 
@@ -390,6 +402,7 @@ FORMATS: dict[str, Format] = {
     "nli-senteval": Format(_read_nli_senteval, _nli_paths),  # dir + subsets (the splits)
     "pair-tsv": Format(lambda r, d: {split: read_pair_tsv(d / rel, labels=r.labels) for split, rel in r.files.items()}),
     "lines": Format(_each_file(read_corpus)),
+    "beir": Format(_read_beir, _beir_paths),  # retrieval: dir + one qrels split as `subsets` (sentune.data.beir)
 }
 
 

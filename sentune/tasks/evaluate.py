@@ -15,6 +15,7 @@ from sentence_transformers import SentenceTransformer
 from tqdm.auto import tqdm
 
 import sentune
+from sentune.core.embedding_cache import encode_cached
 from sentune.core.encode import Encoder
 from sentune.core.results import averaged_sts_tasks, display_path
 from sentune.data.catalog import TaskSpec, data_problem, load_examples, load_sentences, load_task, modified_data_allowed, sentences_of
@@ -22,6 +23,7 @@ from sentune.errors import UserError
 from sentune.postprocess import get_postprocessor
 from sentune.tasks.alignment import alignment_uniformity
 from sentune.tasks.evaluators import evaluate_task
+from sentune.tasks.retrieval import HEADLINE
 from sentune.tasks.transfer import PRESETS
 
 logger = logging.getLogger(__name__)
@@ -81,7 +83,7 @@ class EmbeddingTable:
 
 
 def summarise(tasks: dict[str, dict]) -> dict:
-    """Averages the papers report: STS 'all'/'mean'/'wmean' Spearman over STS tasks; transfer accuracy."""
+    """Averages the papers report: STS 'all'/'mean'/'wmean' Spearman over STS tasks; transfer accuracy; retrieval nDCG@10."""
     summary: dict = {}
     sts_names = averaged_sts_tasks([n for n, r in tasks.items() if "all" in r])
     sts = {n: tasks[n] for n in sts_names}
@@ -90,6 +92,10 @@ def summarise(tasks: dict[str, dict]) -> dict:
         for agg in ("all", "mean", "wmean"):
             summary[f"avg_{agg}_spearman"] = float(np.mean([r[agg]["spearman"] for r in sts.values()]))
             summary[f"avg_{agg}_pearson"] = float(np.mean([r[agg]["pearson"] for r in sts.values()]))
+    retrieval = {n: r for n, r in tasks.items() if r.get("main") == HEADLINE}
+    if retrieval:
+        summary["retrieval_tasks"] = list(retrieval)
+        summary[f"avg_{HEADLINE}"] = float(np.mean([r[HEADLINE] for r in retrieval.values()]))
     transfer = {n: r for n, r in tasks.items() if "acc" in r}
     if transfer:
         summary["transfer_tasks"] = list(transfer)
@@ -107,6 +113,7 @@ class _Inputs:
     sources: list  # their source lines (truncation warnings)
     extra: dict[str, list[str]]  # fit sets by name; "__pairs__": the alignment pairs' sentences
     pair_set: list[tuple[str, str]] | None
+    documents: list[str]  # the retrieval corpora's texts, unique: encoded through the embedding cache
 
     @property
     def all_sentences(self) -> list[str]:
@@ -127,7 +134,8 @@ def _gather(tasks, data_dir, postprocess, alignment_pairs, examples) -> _Inputs:
     if alignment_pairs:
         pair_set = _positive_pairs(alignment_pairs, data_dir)
         extra["__pairs__"] = [s for a, b in pair_set for s in (a, b)]
-    return _Inputs(examples, sentences, sources, extra, pair_set)
+    documents = list(dict.fromkeys(d.text for spec in tasks if spec.kind == "retrieval" for d in examples[spec.name]["corpus"]))
+    return _Inputs(examples, sentences, sources, extra, pair_set, documents)
 
 
 def _modified_data(tasks: list[TaskSpec], data_dir: Path, examples: dict[str, dict[str, list]]) -> list[str]:
@@ -161,14 +169,24 @@ def evaluate(
     all_sentences = inputs.all_sentences
     encoder = Encoder(model, poolings, show_progress=show_progress, precision=precision, desc="encoding the tasks' sentences")
     encode_start = time.perf_counter()
-    vectors = encoder.encode_many(all_sentences)
+    documents = set(inputs.documents)
+    positions = [i for i, s in enumerate(all_sentences) if s not in documents]  # the rest: encoded every time
+    encoded = [all_sentences[i] for i in positions] + inputs.documents
+    vectors = encoder.encode_many(encoded[: len(positions)])
+    truncated = [positions[i] for i in encoder.truncated_indices]
+    doc_truncated: list[int] = []
+    if inputs.documents:
+        encoder.desc = "encoding the retrieval corpus (cached)"
+        doc_vectors, doc_truncated = encode_cached(encoder, inputs.documents)
+        vectors = {name: np.concatenate([array, doc_vectors[name]]) for name, array in vectors.items()}
+        _warn_truncated_documents(len(doc_truncated), len(inputs.documents), model.max_seq_length)
     encode_seconds = time.perf_counter() - encode_start
-    _warn_truncated(encoder, inputs.sources, len(inputs.sentences), model.max_seq_length)
+    _warn_truncated(truncated, inputs.sources, len(inputs.sentences), model.max_seq_length)
 
     runs: dict[str, dict] = {}
     bar = tqdm(total=len(encoder.pooling_names) * (1 + len(postprocess)) * len(tasks), desc="evaluating", unit="task", disable=not show_progress)
     for pooling in encoder.pooling_names:
-        table = EmbeddingTable(all_sentences, vectors[pooling])
+        table = EmbeddingTable(encoded, vectors[pooling])
         for run_name, option in [(pooling, None)] + [(f"{pooling}+{w.label}", w) for w in postprocess]:
             runs[run_name] = _run(pooling, run_name, option, table, tasks, inputs, preset, alignment_pairs, bar)
     bar.close()
@@ -181,7 +199,7 @@ def evaluate(
         "data_dir": display_path(str(data_dir)),
         "n_sentences": len(all_sentences),
         "n_unique_sentences": len(dict.fromkeys(all_sentences)),
-        "n_truncated": len(encoder.truncated_indices),
+        "n_truncated": len(truncated) + len(doc_truncated),
         "max_seq_length": model.max_seq_length,
         "precision": precision,
         "device": str(model.device),
@@ -246,8 +264,19 @@ def _positive_pairs(name: str, data_dir: Path) -> list[tuple[str, str]]:
     raise UserError(f"unknown positive-pair set {name!r}; choose qqp or stsb")
 
 
-def _warn_truncated(encoder, sources: list, n_task_sentences: int, max_len: int | None) -> None:
-    hits = [sources[i] for i in encoder.truncated_indices if i < n_task_sentences]
+def _warn_truncated_documents(count: int, total: int, max_len: int | None) -> None:
+    if count:
+        logger.warning(
+            "%d of the %d retrieval documents are longer than max_seq_length=%s tokens: their first %s tokens are encoded, as BEIR does",
+            count,
+            total,
+            max_len,
+            max_len,
+        )
+
+
+def _warn_truncated(truncated: list[int], sources: list, n_task_sentences: int, max_len: int | None) -> None:
+    hits = [sources[i] for i in truncated if i < n_task_sentences]
     if hits:
         shown = ", ".join(str(s) for s in hits[:5])
         what = "1 sentence is" if len(hits) == 1 else f"{len(hits)} sentences are"

@@ -11,6 +11,7 @@ import numpy as np
 
 from sentune.data.catalog import TaskSpec
 from sentune.tasks.relatedness import evaluate_relatedness
+from sentune.tasks.retrieval import evaluate_retrieval
 from sentune.tasks.sts import evaluate_sts
 from sentune.tasks.transfer import PRESETS, TransferPreset, evaluate_transfer
 
@@ -28,11 +29,18 @@ def _relatedness(spec: TaskSpec, examples: dict[str, list], embed: Embed, preset
     return evaluate_relatedness(examples, embed, score_range=spec.score_range)
 
 
+def _retrieval(spec: TaskSpec, examples: dict[str, list], embed: Embed, preset: TransferPreset) -> dict[str, Any]:
+    queries, corpus = examples["queries"], examples["corpus"]
+    doc_ids, doc_vectors = [d.id for d in corpus], embed([d.text for d in corpus])
+    return evaluate_retrieval(queries, embed([q.text for q in queries]), doc_ids, doc_vectors, skip_same_id=spec.skip_same_id)
+
+
 EVALUATORS: dict[str, Callable[[TaskSpec, dict[str, list], Embed, TransferPreset], dict[str, Any]]] = {
     "sts": _sts,  # cosine similarity, Spearman/Pearson ×100 under 'all', 'mean' and 'wmean'
     "classification": evaluate_transfer,  # SentEval logistic regression on frozen embeddings
     "pair-classification": evaluate_transfer,  # the same on [|u−v|, u⊙v]
     "relatedness": _relatedness,  # SentEval's supervised regressor on [|u−v|, u⊙v]
+    "retrieval": _retrieval,  # BEIR: rank the corpus per query by cosine; nDCG@10, MRR@10, Recall@10/100, MAP@100
 }
 
 

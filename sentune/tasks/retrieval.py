@@ -110,3 +110,23 @@ def evaluate_retrieval(
     scores = query_scores(query_vectors, doc_vectors, queries, doc_ids, skip_same_id=skip_same_id)
     result = {name: 100.0 * float(values.mean()) for name, values in scores.items()}
     return {**result, "main": HEADLINE, "n_queries": len(queries), "n_documents": len(doc_ids), "search": "exact"}
+
+
+def reference_evaluator(queries: Sequence[Query], corpus: Sequence, show_progress: bool = False):
+    """sentence-transformers' InformationRetrievalEvaluator on the same queries, documents and judgements, asking for
+    these metrics: the independent implementation sentune's numbers are checked against (tests, benchmarks). Its
+    results are keyed `cosine_<metric>`, on the 0-1 scale; it reads 0/1 relevance only."""
+    from sentence_transformers.evaluation import InformationRetrievalEvaluator
+
+    return InformationRetrievalEvaluator(
+        queries={q.id: q.text for q in queries},
+        corpus={d.id: d.text for d in corpus},
+        relevant_docs={q.id: set(q.relevant) for q in queries},
+        mrr_at_k=[10],
+        ndcg_at_k=[10],
+        accuracy_at_k=[10],
+        precision_recall_at_k=[10, 100],
+        map_at_k=[100],
+        show_progress_bar=show_progress,
+        batch_size=64,
+    )
