@@ -92,3 +92,16 @@ def test_encode_devices_follow_the_device_request(tiny_st, monkeypatch):
     assert encode_devices(tiny_st) == [torch.device("cpu")]  # a CPU model: one device
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert encode_devices(tiny_st) == [torch.device("cpu")]  # GPUs present, but the model was put on the CPU
+
+
+def test_freed_memory_is_released_after_long_batches_only(tiny_st, monkeypatch):
+    from sentune.core import encode
+
+    calls: list[int] = []
+    monkeypatch.setattr(encode, "_TRIM", lambda pad: calls.append(pad))
+    short, long = ["a man"] * 3, ["a man plays the guitar in the park with a dog and a cat " * 3]
+    encode.Encoder(tiny_st, "model", show_progress=False).encode(short)
+    assert calls == []
+    monkeypatch.setattr(encode, "TRIM_FROM_TOKENS", 20)
+    encode.Encoder(tiny_st, "model", show_progress=False).encode(short + long)
+    assert calls == [0]  # once: after the one batch that holds the long sentence
