@@ -253,3 +253,39 @@ def test_scifact_train_on_the_shared_data_equals_the_evaluator(tiny_st, tmp_path
     expected = _st_evaluator_ndcg(tiny_st, beir.RetrievalSet(**load_task(spec, data_dir)))
     for name in retrieval.METRICS:
         assert result[name] / 100 == pytest.approx(expected[name], abs=1e-6), name
+
+
+def test_query_level_confirmation_swaps_the_raw_values_and_matches_the_exact_test():
+    """nDCG@10 is a mean over queries: the permutation test swaps each query's two values as they are; with 10 queries
+    every one of the 2^10 swap patterns can be enumerated, which the sampled p-value must approach."""
+    import itertools
+
+    from sentune.tasks.bootstrap import METRICS, paired_bootstrap, resamples
+    from sentune.tasks.permutation import paired_permutation_test
+
+    rng = np.random.default_rng(4)
+    baseline = rng.uniform(0, 100, size=10)
+    candidate = baseline + rng.normal(3, 6, size=10)
+    gold = np.zeros(10)
+    observed = candidate.mean() - baseline.mean()
+    exact = np.mean(
+        [np.mean(np.where(s, baseline, candidate) - np.where(s, candidate, baseline)) >= observed - 1e-9 for s in itertools.product([0, 1], repeat=10)]
+    )
+    found = paired_permutation_test(gold, candidate, baseline, "ndcg@10", count=20000, seed=1)
+    assert found.candidate == pytest.approx(candidate.mean()) and found.baseline == pytest.approx(baseline.mean())
+    assert found.p_value == pytest.approx(exact, abs=0.01)
+    assert METRICS["ndcg@10"](gold, candidate) == pytest.approx(candidate.mean())
+    comparison = paired_bootstrap(gold, candidate, baseline, "ndcg@10", resamples(10, seed=0))
+    assert comparison.difference_low < observed < comparison.difference_high
+
+
+def test_documents_become_passages_of_whole_sentences():
+    from sentune.data.passages import passages, sentences
+
+    assert sentences("First one. Second one? Third (x). e.g. not cut. 4 more") == ["First one.", "Second one?", "Third (x). e.g. not cut.", "4 more"]
+    words = lambda n, w: " ".join([w] * (n - 1)) + " end."  # noqa: E731
+    document = " ".join([words(30, "A"), words(30, "B"), words(10, "C"), words(200, "D")])
+    found = passages([document, document, "Short one."], max_words=64)
+    # 30 + 30 words fit; the third sentence starts a new passage; an over-long sentence is alone and cut at 2 x 64 words
+    assert [len(p.split()) for p in found] == [60, 10, 128, 2]
+    assert found[0].startswith("A A") and found[1].startswith("C") and found[2].startswith("D")  # the repeated document adds nothing

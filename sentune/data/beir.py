@@ -14,6 +14,7 @@ given twice, a judgement naming a query or document that does not exist, a set w
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,3 +193,15 @@ def read_beir_folder(folder: str | Path, split: str = "test") -> RetrievalSet:
         hint = f"; splits here: {', '.join(found)}" if found else "; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv"
         raise DataError(qrels, None, f"file not found{hint}")
     return read_retrieval_set(folder / "corpus.jsonl", folder / "queries.jsonl", qrels)
+
+
+def write_beir_folder(folder: str | Path, data: RetrievalSet, split: str) -> Path:
+    """`data` as a BEIR folder that read_beir_folder(folder, split) reads back: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv."""
+    folder = Path(folder)
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    docs = ({"_id": d.id, "title": d.title, "text": d.text[len(d.title) :].strip() if d.title else d.text} for d in data.corpus)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q.id, "text": q.text}, ensure_ascii=False) + "\n" for q in data.queries), encoding="utf-8")
+    rows = [f"{q.id}\t{doc}\t{grade}\n" for q in data.queries for doc, grade in q.relevant.items()]
+    (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(rows), encoding="utf-8")
+    return folder

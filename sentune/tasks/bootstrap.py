@@ -48,7 +48,18 @@ def best_threshold_accuracy(gold: np.ndarray, predicted: np.ndarray) -> float:
     return float(correct[cuts].max() / len(gold) * 100)
 
 
-METRICS: dict[str, Metric] = {"spearman": spearman, "average_precision": average_precision, "accuracy": best_threshold_accuracy}
+def mean_of_items(gold: np.ndarray, values: np.ndarray) -> float:
+    """Retrieval: each query's nDCG@10 ×100 was computed when it was ranked (sentune.tasks.retrieval); the score is their
+    mean, and a resample draws queries."""
+    return float(np.mean(values))
+
+
+METRICS: dict[str, Metric] = {
+    "spearman": spearman,
+    "average_precision": average_precision,
+    "accuracy": best_threshold_accuracy,
+    "ndcg@10": mean_of_items,
+}
 
 
 @dataclass(frozen=True)

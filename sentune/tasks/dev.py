@@ -1,5 +1,6 @@
 """The model-selection metric: Spearman ('all', cosine ×100) of the model's own embedding on one dev task of the
-catalog, or, for `pairs:PATH`, the metric a user's own pairs choose (sentune.tasks.user_pairs)."""
+catalog, or, for `pairs:PATH`, the metric a user's own pairs choose (sentune.tasks.user_pairs), or, for `queries:DIR`,
+nDCG@10 on a user's queries (sentune.tasks.user_queries)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sentence_transformers.evaluation import SentenceEvaluator
 from sentune.data.catalog import load_task, select_tasks
 from sentune.tasks.evaluate import evaluate
 from sentune.tasks.user_pairs import PAIRS_PREFIX, PairsEvaluator
+from sentune.tasks.user_queries import QUERIES_PREFIX, QueriesEvaluator
 
 
 class DevEvaluator(SentenceEvaluator):
@@ -33,7 +35,10 @@ class DevEvaluator(SentenceEvaluator):
 
 
 def dev_evaluator(dev: str, data_dir: Path) -> DevEvaluator | PairsEvaluator:
-    """The evaluator of a recipe's `eval.dev`: a catalog task name, or `pairs:PATH` (a user's scored pairs)."""
+    """The evaluator of a recipe's `eval.dev`: a catalog task name, `pairs:PATH` (a user's scored pairs) or `queries:DIR`
+    (a BEIR folder of queries whose qrels split is `select`: adapt's selection queries against their pool)."""
     if dev.startswith(PAIRS_PREFIX):
         return PairsEvaluator(dev[len(PAIRS_PREFIX) :])
+    if dev.startswith(QUERIES_PREFIX):
+        return QueriesEvaluator(dev[len(QUERIES_PREFIX) :])
     return DevEvaluator(dev, data_dir)

@@ -20,6 +20,9 @@ same map for both, which a swap commutes with: the test stays (nearly) exact. Re
 its own ranks instead is not such a common map: the rule built on it shipped a no-gain candidate in up to 8.6 %
 [7.0, 10.5] of one simulated setting (benchmarks/results/adapt_calibration.md at commit 8eeaade; the page as it is
 now measures the rule as shipped).
+
+Retrieval (nDCG@10) is a mean of per-query values on one scale: those are swapped as they are (the classic paired
+randomisation test of IR, Smucker, Allan & Carterette, CIKM 2007).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sentune.tasks.batched_metrics import ROW_METRICS
+from sentune.tasks.batched_metrics import MEAN_METRICS, ROW_METRICS
 
 PERMUTATIONS = 1000
 # The level of the confirmation: a candidate replaces the baseline when p ≤ ALPHA. Not 0.05: the test is exact only
@@ -86,7 +89,7 @@ def paired_permutation_test(
     benchmark uses it to simulate thousands of runs; adapt runs the full test and reports the exact p-value."""
     measure = ROW_METRICS[metric]
     n = len(gold)
-    a, b = standardise(candidate), standardise(baseline)
+    a, b = (candidate, baseline) if metric in MEAN_METRICS else (standardise(candidate), standardise(baseline))
     rng = np.random.default_rng(seed)
     observed = float(measure(gold, a)[0] - measure(gold, b)[0])
     enough = math.inf if stop_above is None else stop_above * (count + 1) - 1  # this many reached: p > stop_above

@@ -20,7 +20,26 @@ from sentune.tasks.sts import cosine_scores
 PAIRS_PREFIX = "pairs:"
 
 
-class PairScorer:
+class Scorer:
+    """What adapt scores a model with: `sentences` (every text of the named splits, in the order of_vectors reads them)
+    and `of_vectors` (the split's values from those texts' vectors) come from the subclass; encoding is shared."""
+
+    show_progress: bool = False
+
+    def sentences(self, splits: list[str] | None = None) -> list[str]:
+        raise NotImplementedError
+
+    def of_vectors(self, vectors: np.ndarray, splits: list[str] | None = None) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def encode(self, model, poolings: list[str], desc: str, splits: list[str] | None = None) -> dict[str, np.ndarray]:
+        return Encoder(model, poolings, show_progress=self.show_progress, desc=desc).encode_many(self.sentences(splits))
+
+    def of_model(self, model, desc: str = "encoding", splits: list[str] | None = None) -> dict[str, np.ndarray]:
+        return self.of_vectors(self.encode(model, ["model"], desc, splits)["model"], splits)
+
+
+class PairScorer(Scorer):
     """The cosine of every pair of one or more named pair sets (e.g. dev and test), each distinct sentence encoded once:
     under a model's own pipeline, under several poolings in one forward pass, or from vectors already computed. The
     one way sentune scores a user's pairs (the trainer's dev evaluations and every `sentune adapt` candidate)."""
@@ -39,12 +58,6 @@ class PairScorer:
             out[split] = cosine_scores(rows[0::2], rows[1::2])
             start += len(rows)
         return out
-
-    def encode(self, model, poolings: list[str], desc: str, splits: list[str] | None = None) -> dict[str, np.ndarray]:
-        return Encoder(model, poolings, show_progress=self.show_progress, desc=desc).encode_many(self.sentences(splits))
-
-    def of_model(self, model, desc: str = "encoding pairs", splits: list[str] | None = None) -> dict[str, np.ndarray]:
-        return self.of_vectors(self.encode(model, ["model"], desc, splits)["model"], splits)
 
 
 class PairsEvaluator(SentenceEvaluator):

@@ -137,10 +137,12 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
     """Check what the typed records cannot: the method exists and takes these params, the pooling is one
     it can train, the data and tasks are in the catalog. Returns the method's typed parameters."""
     from sentune.core.pooling import PoolingError, check_trainable
+    from sentune.data.beir import read_beir_folder
     from sentune.data.catalog import check_sentence_set, select_tasks
     from sentune.data.user_data import read_scored_pairs
     from sentune.methods.registry import get_method
     from sentune.tasks.user_pairs import PAIRS_PREFIX
+    from sentune.tasks.user_queries import QUERIES_PREFIX, SELECT_SPLIT
 
     try:
         method = get_method(recipe.method)
@@ -164,6 +166,8 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
             check_sentence_set(recipe.train_data, "train_data")
         if recipe.eval.dev.startswith(PAIRS_PREFIX):
             read_scored_pairs(recipe.eval.dev[len(PAIRS_PREFIX) :])  # a malformed line is named now, not at the first evaluation
+        elif recipe.eval.dev.startswith(QUERIES_PREFIX):
+            read_beir_folder(recipe.eval.dev[len(QUERIES_PREFIX) :], SELECT_SPLIT)
         else:
             select_tasks(recipe.eval.dev)
         if recipe.eval.tasks != NO_TASKS:

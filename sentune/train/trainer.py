@@ -7,7 +7,8 @@ Run folder:
   config.yaml        the resolved recipe (a resumed run must use the same one)
   metrics.jsonl      one JSON line per log / evaluation
   checkpoints/       trainer checkpoints; a COMPLETE file marks one whose save finished
-  dev_cosines/       with a user's pairs as dev (eval.dev: pairs:PATH): each evaluation's cosines, step-N.npy
+  dev_cosines/       with a user's pairs or queries as dev (eval.dev: pairs:PATH, queries:DIR): each evaluation's
+                     cosines (pairs) or per-query nDCG@10 (queries), step-N.npy
   paused.json        a run stopped at `pause_at_step` (train() returns its state; train again to go on)
   model/             the selected model, sentence-transformers format, with a model card
   results.json/.md   the final evaluation of that model
