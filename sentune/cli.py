@@ -316,6 +316,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
 
         data_dir = resolve_data_dir(args.data)
     corpus, dev, test = (Path(args.corpus) if args.corpus else None), (Path(args.dev) if args.dev else None), (Path(args.test) if args.test else None)
+    dev_qrels, test_qrels = (Path(args.dev_qrels) if args.dev_qrels else None), (Path(args.test_qrels) if args.test_qrels else None)
     if args.example:
         from sentune.adapt.examples import write_example
 
@@ -323,7 +324,8 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         files = write_example(args.example, data_dir, out / "example")
         print(f"example {args.example}: {files.about}", flush=True)
         corpus, dev, test = files.corpus, files.dev, files.test
-    if corpus is None:
+        dev_qrels, test_qrels = files.dev_qrels, files.test_qrels
+    if corpus is None and not (dev is not None and dev.is_dir()):
         raise UserError("--corpus FILE (or --example NAME) is required")
     from dataclasses import replace
 
@@ -336,6 +338,8 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         corpus_column=args.corpus_column,
         dev=dev,
         test=test,
+        dev_qrels=dev_qrels,
+        test_qrels=test_qrels,
         methods=methods,
         budget=budget,
         sed_members=args.sed_members,
@@ -570,13 +574,21 @@ def _add_adapt(sub) -> None:
 
     p = sub.add_parser("adapt", help="adapt a model to your unlabelled text: try every method, select on your dev pairs, keep the model unless one is better")
     p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
-    p.add_argument("--corpus", help="your unlabelled sentences: .txt (one a line), .jsonl (a text field) or .csv (a column); de-duplicated")
+    p.add_argument(
+        "--corpus",
+        help="your unlabelled sentences: .txt (one a line), .jsonl (a text field) or .csv (a column); de-duplicated. Retrieval: the documents, "
+        "a BEIR corpus.jsonl (_id, title, text)",
+    )
     p.add_argument("--corpus-column", help="the .jsonl field or .csv column holding the text (default: text or sentence)")
     p.add_argument(
         "--dev",
-        help="scored pairs s1<TAB>s2<TAB>label (at least 100): half select, half confirm the choice (0/1 labels: average precision; scores: Spearman); default STS-B dev",
+        help="scored pairs s1<TAB>s2<TAB>label (at least 100): half select, half confirm the choice (0/1 labels: average precision; scores: Spearman); "
+        "default STS-B dev. Retrieval (nDCG@10): a BEIR folder (queries.jsonl, qrels/dev.tsv; its corpus.jsonl when --corpus is not given), or a "
+        "queries file with --dev-qrels",
     )
-    p.add_argument("--test", help="scored pairs, scored for every candidate and reported, never used for the choice")
+    p.add_argument("--dev-qrels", help="retrieval: the judgements of the --dev queries file (query-id<TAB>corpus-id<TAB>score)")
+    p.add_argument("--test", help="scored pairs (or retrieval queries, as --dev), scored for every candidate and reported, never used for the choice")
+    p.add_argument("--test-qrels", help="retrieval: the judgements of the --test queries file")
     p.add_argument("--example", help="a ready-made domain built from the data directory: sick, qqp, mrpc or stsb (replaces --corpus/--dev/--test)")
     p.add_argument("--methods", help=f"comma-separated subset of: {', '.join(METHODS)} (default: all)")
     p.add_argument("--budget", help="per candidate: STEPS, MINUTESm, both (500,10m) or epoch (default: one pass over the corpus)")

@@ -55,7 +55,7 @@ def _planted(tmp_path: Path, dev_scores: dict[str, np.ndarray], gold: np.ndarray
         folder.mkdir(parents=True)
         np.savez(folder / "scores.npz", dev=scores)
         records[name] = {"name": name, "kind": "pooling", "seconds": 0.0, "dev_score": 0.0}
-    pairs = SimpleNamespace(pairs=[SimpleNamespace(score=g) for g in gold], metric="spearman")
+    pairs = SimpleNamespace(gold=np.asarray(gold), units=len(gold), unit="pairs", metric="spearman")
     inputs = SimpleNamespace(dev=pairs, test=None, corpus=["x"], dev_label="dev")
     config = SimpleNamespace(model="m", example=None, test=None, budget=Budget(), sed_members=3, seed=0)
     return records, candidates, inputs, split_dev(gold), tmp_path, config
@@ -84,9 +84,9 @@ def test_selection_keeps_unchanged_on_ties_takes_a_planted_better_candidate_and_
     test_gold = rng.normal(size=200)
     for name in records:
         np.savez(out / "candidates" / name / "scores.npz", dev=np.load(out / "candidates" / name / "scores.npz")["dev"], test=test_gold + rng.normal(0, 1, 200))
-    test = SimpleNamespace(pairs=[SimpleNamespace(score=g) for g in test_gold], metric="spearman")
+    test = SimpleNamespace(gold=test_gold, units=len(test_gold), unit="pairs", metric="spearman")
     scored = select(records, candidates, SimpleNamespace(**{**vars(inputs), "test": test}), split, out, config)
-    shuffled = SimpleNamespace(pairs=[SimpleNamespace(score=g) for g in rng.permutation(test_gold)], metric="spearman")
+    shuffled = SimpleNamespace(gold=rng.permutation(test_gold), units=len(test_gold), unit="pairs", metric="spearman")
     moved = select(records, candidates, SimpleNamespace(**{**vars(inputs), "test": shuffled}), split, out, config)
     assert moved["choice"] == scored["choice"] == found["choice"]
     assert all(moved["candidates"][n][p] == scored["candidates"][n][p] for n in records for p in ("select", "confirm"))

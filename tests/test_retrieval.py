@@ -289,3 +289,18 @@ def test_documents_become_passages_of_whole_sentences():
     # 30 + 30 words fit; the third sentence starts a new passage; an over-long sentence is alone and cut at 2 x 64 words
     assert [len(p.split()) for p in found] == [60, 10, 128, 2]
     assert found[0].startswith("A A") and found[1].startswith("C") and found[2].startswith("D")  # the repeated document adds nothing
+
+
+def test_the_faiss_path_ranks_exactly_as_numpy(monkeypatch):
+    pytest.importorskip("faiss")
+    rng = np.random.default_rng(5)
+    docs, queries = rng.normal(size=(3000, 16)).astype(np.float32), rng.normal(size=(40, 16)).astype(np.float32)
+    docs[7] = docs[8]  # a tie: ranked by id in both
+    ids = [f"doc{(i * 7919) % 3000:05d}" for i in range(3000)]
+    monkeypatch.setattr(retrieval, "FAISS_FROM_PAIRS", float("inf"))
+    expected = retrieval.rank(queries, docs, ids, depth=100)
+    monkeypatch.setattr(retrieval, "FAISS_FROM_PAIRS", 0)
+    calls = []
+    real = retrieval._rank_faiss
+    monkeypatch.setattr(retrieval, "_rank_faiss", lambda *a: calls.append(1) or real(*a))
+    assert retrieval.rank(queries, docs, ids, depth=100) == expected and calls == [1]

@@ -6,6 +6,8 @@ candidate recipes built for this run."""
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,8 +17,9 @@ import numpy as np
 from sentune.adapt.inputs import AdaptConfig, Inputs
 from sentune.adapt.names import UNTUNED_POOLINGS
 from sentune.core.encode import Encoder
+from sentune.data.beir import RetrievalSet, read_beir_folder, write_beir_folder
 from sentune.tasks.bootstrap import METRICS
-from sentune.tasks.user_pairs import PairScorer
+from sentune.tasks.user_pairs import Scorer
 
 PATIENCE = 3  # evaluations without a new best on the selection pairs before a candidate stops early
 EVALUATIONS = 10  # dev evaluations per candidate's planned steps
@@ -31,7 +34,7 @@ class Context:
     out: Path
     data_dir: Path | None
     base: Any
-    scorer: PairScorer
+    scorer: Scorer
     records: dict[str, dict] = field(default_factory=dict)
 
     @property
@@ -43,14 +46,50 @@ class Context:
         return self.inputs.dev.metric
 
     # -- the selection pairs: every choice of the run reads these only (sentune.adapt.decide) --
-    def selection_scorer(self) -> PairScorer:
-        """Scores the selection pairs alone (split 'select'), in the order of selection_gold: the file training reads."""
+    def selection_scorer(self) -> Scorer:
+        """Scores the selection pairs (or queries, against their pool) alone, split 'select', in the order of
+        selection_gold: what training reads."""
+        if self.inputs.retrieval:
+            from sentune.tasks.user_queries import SELECT_SPLIT, QueryScorer
+
+            return QueryScorer.whole({"select": read_beir_folder(self.selection_folder(), SELECT_SPLIT)}, self.config.show_progress)
         from sentune.data.user_data import read_scored_pairs
+        from sentune.tasks.user_pairs import PairScorer
 
         return PairScorer({"select": read_scored_pairs(self.out / "data" / "dev-select.tsv")}, self.config.show_progress)
 
+    def selection_folder(self) -> Path:
+        """Retrieval: the selection queries and their pool as a BEIR folder (eval.dev: queries:DIR of every training)."""
+        return self.out / "data" / "dev-select"
+
+    def use_selection_pool(self) -> None:
+        """Retrieval: the selection queries are ranked against a pool of the corpus (sentune.tasks.user_queries.
+        selection_pool, built once from the unchanged model and kept in selection_folder()); the confirmation and test
+        queries against the whole corpus. Every score of the run, training's included, then reads the same pool."""
+        from sentune.core.embedding_cache import encode_cached
+        from sentune.tasks.user_queries import SELECT_SPLIT, QueryScorer, RankedQueries, selection_pool
+
+        dev, split = self.inputs.dev, self.inputs.split
+        assert isinstance(dev, RetrievalSet)
+        folder = self.selection_folder()
+        if not (folder / "qrels" / f"{SELECT_SPLIT}.tsv").is_file():
+            select = RetrievalSet([dev.queries[i] for i in split.select], dev.corpus)
+            texts = [q.text for q in select.queries] + [d.text for d in select.corpus]
+            encoder = Encoder(self.base, "model", show_progress=self.config.show_progress, desc="the unchanged model's ranking for the selection pool (cached)")
+            vectors = encode_cached(encoder, texts)[0]["model"]
+            pool = selection_pool(select, vectors[: len(select.queries)], vectors[len(select.queries) :])
+            with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".pool-") as scratch:
+                os.replace(write_beir_folder(Path(scratch) / "pool", pool, SELECT_SPLIT), folder)
+        pool = read_beir_folder(folder, SELECT_SPLIT)
+        confirm = RetrievalSet([dev.queries[i] for i in split.confirm], dev.corpus)
+        splits = {"dev": [RankedQueries(pool, split.select), RankedQueries(confirm, split.confirm)]}
+        if isinstance(self.inputs.test, RetrievalSet):
+            splits["test"] = [RankedQueries(self.inputs.test, np.arange(self.inputs.test.units))]
+        print(f"selection pool: {len(pool.corpus)} of the {len(dev.corpus)} documents for the {len(pool.queries)} selection queries", flush=True)
+        self.scorer = QueryScorer(splits, self.config.show_progress)
+
     def selection_gold(self) -> np.ndarray:
-        return np.array([p.score for p in self.inputs.dev.pairs])[self.inputs.split.select]
+        return self.inputs.dev.gold[self.inputs.split.select]
 
     def selection_cosines(self, dev_scores: np.ndarray) -> np.ndarray:
         return dev_scores[self.inputs.split.select]
@@ -117,7 +156,15 @@ class Context:
             pooling=recipe.pooling if reference else self.config.training_pooling,
             params={**recipe.params, **({"members": members} if members is not None else {})},
             training=training,
-            eval=replace(recipe.eval, dev=f"pairs:{data / 'dev-select.tsv'}"),  # checkpoints are chosen on the selection pairs
+            eval=replace(recipe.eval, dev=self._training_dev()),  # checkpoints are chosen on the selection pairs (or queries)
         )
         validate_recipe(recipe, name)
         return recipe
+
+    def _training_dev(self) -> str:
+        from sentune.tasks.user_pairs import PAIRS_PREFIX
+        from sentune.tasks.user_queries import QUERIES_PREFIX
+
+        if self.inputs.retrieval:
+            return f"{QUERIES_PREFIX}{self.selection_folder()}"
+        return f"{PAIRS_PREFIX}{self.out / 'data' / 'dev-select.tsv'}"

@@ -25,6 +25,8 @@ class ExampleFiles:
     corpus: Path
     dev: Path
     test: Path
+    dev_qrels: Path | None = None  # retrieval examples: dev and test are queries files with their judgements
+    test_qrels: Path | None = None
 
 
 def examples() -> dict[str, dict]:

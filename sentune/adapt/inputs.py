@@ -5,6 +5,7 @@ answers in a second and leaves nothing on disk (sentune.adapt.run does the work)
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -16,21 +17,24 @@ import numpy as np
 from sentune.adapt.budget import AdaptError, Budget
 from sentune.adapt.decide import MIN_DEV_PAIRS, DevSplit, split_dev
 from sentune.adapt.names import RULE
+from sentune.data.beir import Document, RetrievalSet, read_beir_folder, write_beir_folder
 from sentune.data.catalog import load_task, select_tasks, sha256_of
 from sentune.data.user_data import ScoredPairs, read_scored_pairs, read_user_corpus, write_corpus, write_scored_pairs
 from sentune.train.runs import claim
 
 if TYPE_CHECKING:
-    from sentune.tasks.user_pairs import PairScorer
+    from sentune.tasks.user_pairs import Scorer
 
 
 @dataclass
 class AdaptConfig:
-    corpus: Path
+    corpus: Path | None  # None only for retrieval with a BEIR folder as --dev (its corpus.jsonl)
     model: str = "default"
     corpus_column: str | None = None
     dev: Path | None = None  # None: STS-B dev from the data directory
     test: Path | None = None
+    dev_qrels: Path | None = None  # retrieval: --dev is then a queries file (sentune.adapt.retrieval_inputs)
+    test_qrels: Path | None = None
     methods: tuple[str, ...] = ()
     budget: Budget = field(default_factory=Budget)
     sed_members: int = 3
@@ -46,17 +50,27 @@ class AdaptConfig:
 
 @dataclass
 class Inputs:
-    corpus: list[str]
-    dev: ScoredPairs
-    test: ScoredPairs | None
-    dev_label: str  # what the dev pairs are, for the report
-    split: DevSplit  # which dev pairs select and which confirm (sentune.adapt.decide)
+    corpus: list[str]  # what the training methods and post-processors read: sentences, or passages of the documents
+    dev: ScoredPairs | RetrievalSet
+    test: ScoredPairs | RetrievalSet | None
+    dev_label: str  # what the dev set is, for the report
+    split: DevSplit  # which dev pairs (or queries) select and which confirm (sentune.adapt.decide)
+    documents: list[Document] | None = None  # retrieval: the corpus every query is ranked against
 
-    def scorer(self, show_progress: bool) -> PairScorer:
-        """Scores the dev and test pairs (a search on dev may ask for the dev pairs alone: it never encodes test)."""
+    @property
+    def retrieval(self) -> bool:
+        return self.documents is not None
+
+    def scorer(self, show_progress: bool) -> Scorer:
+        """Scores the dev and test sets (a search on dev may ask for dev alone: it never encodes test). Retrieval: every
+        query against the whole corpus (adapt then ranks the selection queries against their pool, sentune.adapt.context)."""
+        if isinstance(self.dev, RetrievalSet):
+            from sentune.tasks.user_queries import QueryScorer
+
+            return QueryScorer.whole({"dev": self.dev} | ({"test": self.test} if isinstance(self.test, RetrievalSet) else {}), show_progress)
         from sentune.tasks.user_pairs import PairScorer
 
-        return PairScorer({"dev": self.dev} | ({"test": self.test} if self.test else {}), show_progress)
+        return PairScorer({"dev": self.dev} | ({"test": self.test} if isinstance(self.test, ScoredPairs) else {}), show_progress)
 
 
 DEFAULT_DEV = "STS-B-dev"  # without --dev (the report says so)
@@ -66,6 +80,12 @@ MIN_CORPUS_SENTENCES = 100
 def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
     """Read and check the user's files (every problem names file:line before any model loads) and claim the folder for
     these settings; only then write what is used under OUT/data (a refused run leaves a finished one untouched)."""
+    from sentune.adapt.retrieval_inputs import is_retrieval
+
+    if is_retrieval(config.dev, config.test, config.dev_qrels, config.test_qrels):
+        return _prepare_retrieval(config, out)
+    if config.corpus is None:
+        raise AdaptError("--corpus FILE (or --example NAME) is required")
     corpus = read_user_corpus(config.corpus, config.corpus_column)
     if len(corpus) < MIN_CORPUS_SENTENCES:
         raise AdaptError(f"--corpus {config.corpus}: {len(corpus)} distinct sentence(s); adapt needs at least {MIN_CORPUS_SENTENCES} to train or fit on")
@@ -92,16 +112,56 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
     }
     if test is not None:
         files["test.tsv"] = lambda path: write_scored_pairs(path, [(p.a, p.b, p.score) for p in test.pairs])
+    data = _write_claimed(out, config, files, {"corpus": ["corpus.txt"], "dev": ["dev.tsv"], "test": ["test.tsv"] if test else []})
+    return Inputs(corpus, read_scored_pairs(data / "dev.tsv"), read_scored_pairs(data / "test.tsv") if test else None, dev_label, split)
+
+
+def _prepare_retrieval(config: AdaptConfig, out: Path) -> Inputs:
+    """prepare() for documents and queries (sentune.adapt.retrieval_inputs): OUT/data holds corpus.txt (the passages the
+    training methods read) and the dev (and test) sets as BEIR folders with the documents."""
+    from sentune.adapt.retrieval_inputs import read_retrieval_inputs
+    from sentune.data.passages import passages
+
+    if config.dev is None:
+        raise AdaptError("--dev: a retrieval run needs dev queries (a BEIR folder, or a queries file with --dev-qrels)")
+    documents, dev, test = read_retrieval_inputs(config.corpus, config.dev, config.test, config.dev_qrels, config.test_qrels)
+    corpus = passages([d.text for d in documents])
+    if len(corpus) < MIN_CORPUS_SENTENCES:
+        raise AdaptError(f"--corpus: {len(documents)} documents make {len(corpus)} passages; adapt needs at least {MIN_CORPUS_SENTENCES} to train or fit on")
+    if dev.units < MIN_DEV_PAIRS:
+        raise AdaptError(
+            f"--dev {config.dev}: {dev.units} queries with a relevant document; adapt needs at least {MIN_DEV_PAIRS} (half select, half confirm the choice)"
+        )
+    split = split_dev(dev.gold, seed=config.seed)
+    files = {"corpus.txt": lambda path: write_corpus(path, corpus), "dev": lambda path: write_beir_folder(path, dev, "dev")}
+    if test is not None:
+        files["test"] = lambda path: write_beir_folder(path, test, "test")
+    parts = {
+        "corpus": ["corpus.txt", "dev/corpus.jsonl"],
+        "dev": ["dev/queries.jsonl", "dev/qrels/dev.tsv"],
+        "test": ["test/queries.jsonl", "test/qrels/test.tsv"] if test else [],
+    }
+    data = _write_claimed(out, config, files, parts)
+    found_test = read_beir_folder(data / "test", "test") if test is not None else None
+    return Inputs(corpus, read_beir_folder(data / "dev", "dev"), found_test, str(config.dev), split, documents=documents)
+
+
+def _write_claimed(out: Path, config: AdaptConfig, files: dict, parts: dict[str, list[str]]) -> Path:
+    """Write `files` into a scratch folder, claim OUT for these settings (hashes of each part's files), and only then
+    move them into OUT/data: a refused run leaves a finished one untouched."""
     out.mkdir(parents=True, exist_ok=True)
+    data = out / "data"
     with tempfile.TemporaryDirectory(dir=out, prefix=".incoming-") as incoming:
         for name, write in files.items():
             write(Path(incoming) / name)
-        _claim(out, config, Path(incoming))
-        data = out / "data"
+        digests = {part: "+".join(sha256_of(Path(incoming) / name) for name in names) or None for part, names in parts.items()}
+        _claim(out, config, digests)
         data.mkdir(exist_ok=True)
         for name in files:
+            if (data / name).is_dir():  # the same settings were claimed: the same contents
+                shutil.rmtree(data / name)
             os.replace(Path(incoming) / name, data / name)
-    return Inputs(corpus, read_scored_pairs(data / "dev.tsv"), read_scored_pairs(data / "test.tsv") if test else None, dev_label, split)
+    return data
 
 
 def _warn_shared_pairs(dev_rows: list[tuple[str, str, float]], test: ScoredPairs, config: AdaptConfig) -> None:
@@ -116,15 +176,15 @@ def _warn_shared_pairs(dev_rows: list[tuple[str, str, float]], test: ScoredPairs
         )
 
 
-def _claim(out: Path, config: AdaptConfig, data: Path) -> None:
+def _claim(out: Path, config: AdaptConfig, digests: dict[str, str | None]) -> None:
     """Record the settings every candidate depends on; a folder holding other settings is refused, never mixed. The
     methods are not among them: a second run may add candidates to a finished one."""
     settings = {
         "model": config.model,
         "rule": RULE,
-        "corpus_sha256": sha256_of(data / "corpus.txt"),
-        "dev_sha256": sha256_of(data / "dev.tsv"),
-        "test_sha256": sha256_of(data / "test.tsv") if (data / "test.tsv").is_file() else None,
+        "corpus_sha256": digests["corpus"],
+        "dev_sha256": digests["dev"],
+        "test_sha256": digests["test"],
         "budget": asdict(config.budget),
         "sed_members": config.sed_members,
         "seed": config.seed,

@@ -11,7 +11,7 @@ from pathlib import Path
 from sentune.analysis.report import markdown_to_html
 from sentune.core.results import write_atomic
 
-METRIC_NAMES = {"spearman": "Spearman ×100", "average_precision": "average precision ×100"}
+METRIC_NAMES = {"spearman": "Spearman ×100", "average_precision": "average precision ×100", "ndcg@10": "nDCG@10 ×100"}
 
 
 def _interval(row: dict | None) -> str:
@@ -75,20 +75,22 @@ def render_markdown(results: dict, plots: list[tuple[str, str]]) -> str:
     limits = ", ".join(
         filter(None, [f"{budget['steps']} steps" if budget["steps"] else "one pass over the corpus", f"{budget['minutes']:g} min" if budget["minutes"] else ""])
     )
+    unit = dev.get("unit", "pairs")
+    pool = ", each ranked against the selection pool: its relevant documents and the unchanged model's top 30" if unit == "queries" else ""
     parts += [
         f"Date: {meta['date']} · sentune {meta['sentune_version']} · model `{meta['model']}` · corpus {meta['corpus']['sentences']} sentences · "
         f"budget per candidate: {limits}",
         "",
-        f"Dev: {dev['label']}, {dev['pairs']} pairs, {METRIC_NAMES[dev['metric']]}: {dev['select_pairs']} select (every checkpoint, α and "
-        f"candidate is chosen on them), {dev['confirm_pairs']} confirm the one chosen (read by nothing else)."
-        + (f" Test: {meta['test']['pairs']} pairs, {METRIC_NAMES[meta['test']['metric']]} (never used for the choice)." if meta["test"] else " No test pairs."),
+        f"Dev: {dev['label']}, {dev['pairs']} {unit}, {METRIC_NAMES[dev['metric']]}: {dev['select_pairs']} select (every checkpoint, α and "
+        f"candidate is chosen on them{pool}), {dev['confirm_pairs']} confirm the one chosen (read by nothing else)."
+        + (f" Test: {meta['test']['pairs']} {unit}, {METRIC_NAMES[meta['test']['metric']]} (never used for the choice)." if meta["test"] else " No test set."),
         "",
         f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.",
         "",
         f"The rule: the candidate best on the selection pairs replaces the unchanged model when a one-sided paired permutation test "
         f"on the confirmation pairs gives p ≤ {meta['confirmation']['alpha']:g} ({meta['confirmation']['permutations']:,} permutations), so a candidate "
         "no better than the unchanged model is shipped in at most 5 % of runs (benchmarks/results/adapt_calibration.md). "
-        "Intervals: 95 % percentile bootstrap over 1,000 resamples of the pairs; 'vs unchanged' is the paired difference and the "
+        f"Intervals: 95 % percentile bootstrap over 1,000 resamples of the {unit}; 'vs unchanged' is the paired difference and the "
         "share of resamples where the candidate scores higher. They describe, they do not decide: on the selection pairs they "
         "flatter the candidates chosen there.",
         "",

@@ -34,6 +34,7 @@ from sentune.adapt.decide import detectable_gain
 from sentune.adapt.inputs import AdaptConfig, Inputs, prepare
 from sentune.core.models import load_model
 from sentune.core.results import write_atomic
+from sentune.data.user_data import ScoredPairs
 from sentune.modules.build import save_atomic
 
 logger = logging.getLogger(__name__)
@@ -52,8 +53,16 @@ def _warn_overlong(inputs: Inputs, base) -> None:
             f"only up to there (the first: {first[:60]!r}{'...' if len(first) > 60 else ''})",
             file=sys.stderr,
         )
+    if inputs.documents is not None:
+        long = overlong_indices([d.text for d in inputs.documents], base)
+        if long:
+            print(
+                f"note: {len(long)} of the {len(inputs.documents)} documents are longer than the model's {limit} tokens: their first {limit} are ranked, as BEIR does",
+                file=sys.stderr,
+            )
+        return
     for name, pairs in (("dev", inputs.dev), ("test", inputs.test)):
-        if pairs is None:
+        if not isinstance(pairs, ScoredPairs):
             continue
         sentences = [s for p in pairs.pairs for s in (p.a, p.b)]
         hits = sorted({i // 2 for i in overlong_indices(sentences, base)})
@@ -80,16 +89,19 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
     candidates = plan(config.methods, own, config.reference)
     ctx = Context(config, inputs, out, data_dir, base, inputs.scorer(config.show_progress))
     _warn_overlong(inputs, base)
+    if inputs.retrieval:
+        ctx.use_selection_pool()
     print(
-        f"sentune adapt: {len(candidates.all)} candidates for {config.model} on {len(inputs.corpus)} corpus sentences; "
-        f"dev {inputs.dev_label} ({len(inputs.dev.pairs)} pairs, {inputs.dev.metric}: {len(inputs.split.select)} select, "
-        f"{len(inputs.split.confirm)} confirm); " + (f"test {config.test} ({len(inputs.test.pairs)} pairs)" if inputs.test else "no test pairs"),
+        f"sentune adapt: {len(candidates.all)} candidates for {config.model} on {len(inputs.corpus)} corpus "
+        + (f"passages of {len(inputs.documents)} documents; " if inputs.documents is not None else "sentences; ")
+        + f"dev {inputs.dev_label} ({inputs.dev.units} {inputs.dev.unit}, {inputs.dev.metric}: {len(inputs.split.select)} select, "
+        f"{len(inputs.split.confirm)} confirm); " + (f"test {config.test} ({inputs.test.units} {inputs.test.unit})" if inputs.test else "no test set"),
         flush=True,
     )
-    gain = detectable_gain(inputs.dev.metric, len(inputs.dev.pairs))
+    gain = detectable_gain(inputs.dev.metric, inputs.dev.units)
     if gain is not None:
         print(
-            f"with {len(inputs.dev.pairs)} dev pairs, a candidate about {gain:.1f} points better than the model is confirmed 80 % of the time "
+            f"with {inputs.dev.units} dev pairs, a candidate about {gain:.1f} points better than the model is confirmed 80 % of the time "
             "(benchmarks/results/adapt_calibration.md); smaller gains will usually keep the model as it is",
             flush=True,
         )

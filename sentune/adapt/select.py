@@ -44,7 +44,7 @@ def select(records: dict[str, dict], candidates: list[Candidate], inputs, split:
     scored = {name: s for name, s in loaded.items() if "dev" in s}
     stopped = {name: s["select"] for name, s in loaded.items() if "dev" not in s}
     eligible = {c.name: scored[c.name]["dev"] for c in candidates if c.eligible and c.name in scored and c.name != UNCHANGED}
-    dev_gold = np.array([p.score for p in inputs.dev.pairs])
+    dev_gold = inputs.dev.gold
     metric = inputs.dev.metric
     decision = decide(dev_gold, split, (UNCHANGED, scored[UNCHANGED]["dev"]), eligible, metric, seed=config.seed)
     results: dict = {
@@ -55,13 +55,14 @@ def select(records: dict[str, dict], candidates: list[Candidate], inputs, split:
             "corpus": {"path": str(out / "data" / "corpus.txt"), "sentences": len(inputs.corpus)},
             "dev": {
                 "label": inputs.dev_label,
-                "pairs": len(inputs.dev.pairs),
+                "pairs": inputs.dev.units,  # pairs or queries: `unit` says which
+                "unit": inputs.dev.unit,
                 "metric": metric,
                 "select_pairs": len(split.select),
                 "confirm_pairs": len(split.confirm),
                 "select_fraction": SELECT_FRACTION,
             },
-            "test": {"path": str(config.test), "pairs": len(inputs.test.pairs), "metric": inputs.test.metric} if inputs.test else None,
+            "test": {"path": str(config.test), "pairs": inputs.test.units, "unit": inputs.test.unit, "metric": inputs.test.metric} if inputs.test else None,
             "budget": asdict(config.budget),
             "sed_members": config.sed_members,
             "seed": config.seed,
@@ -84,7 +85,7 @@ def select(records: dict[str, dict], candidates: list[Candidate], inputs, split:
         cosines = {UNCHANGED: scored[UNCHANGED]["dev"][split.select], **stopped}
         rows["select"] |= {n: r for n, r in _split_rows(dev_gold[split.select], cosines, metric, config.seed).items() if n != UNCHANGED}
     if inputs.test is not None:
-        test_gold = np.array([p.score for p in inputs.test.pairs])
+        test_gold = inputs.test.gold
         rows["test"] = _split_rows(test_gold, {n: s["test"] for n, s in scored.items()}, inputs.test.metric, config.seed + TEST_SEED_OFFSET)
     for c in candidates:
         record = dict(records[c.name])

@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from sentune.data.readers import DataError, Source, json_object, normalise, read_lines
 
 
@@ -47,6 +49,19 @@ class RetrievalSet:
     def examples(self) -> dict[str, list]:
         """The catalog's view: examples by part, so `sentences_of` finds every text to encode."""
         return {"queries": self.queries, "corpus": self.corpus}
+
+    # what adapt's rule reads of any dev or test set (sentune.data.user_data.ScoredPairs has the same)
+    metric = "ndcg@10"
+    unit = "queries"
+
+    @property
+    def units(self) -> int:
+        return len(self.queries)
+
+    @property
+    def gold(self) -> np.ndarray:
+        """A query's value is its own nDCG@10 (sentune.tasks.user_queries): there is no separate gold to compare with."""
+        return np.zeros(len(self.queries))
 
     def subset(self, query_ids: list[str]) -> RetrievalSet:
         wanted = set(query_ids)

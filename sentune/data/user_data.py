@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
+
 from sentune.data.readers import DataError, Pair, Source, _fields, _nonempty, json_object, normalise, read_lines
 
 logger = logging.getLogger(__name__)
@@ -32,6 +34,17 @@ class ScoredPairs:
     @property
     def metric(self) -> str:
         return "spearman" if self.kind == "scores" else "average_precision"
+
+    # what adapt's rule reads of any dev or test set (sentune.data.beir.RetrievalSet has the same)
+    unit = "pairs"
+
+    @property
+    def units(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def gold(self) -> np.ndarray:
+        return np.array([p.score for p in self.pairs])
 
 
 def _user_lines(path: Path) -> list[str]:

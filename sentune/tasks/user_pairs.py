@@ -25,6 +25,7 @@ class Scorer:
     and `of_vectors` (the split's values from those texts' vectors) come from the subclass; encoding is shared."""
 
     show_progress: bool = False
+    splits: dict  # the named sets it scores (e.g. dev, test)
 
     def sentences(self, splits: list[str] | None = None) -> list[str]:
         raise NotImplementedError

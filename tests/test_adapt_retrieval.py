@@ -1,0 +1,75 @@
+"""`sentune adapt` on a retrieval set (issue 23) with the tiny model: documents and queries in BEIR's layout, nDCG@10 on
+queries, the selection queries ranked against their pool, and the unchanged model kept when nothing helps."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from conftest import WORDS, tree_state
+
+from sentune.cli import main
+from sentune.data.beir import Document, Query, RetrievalSet, read_beir_folder, write_beir_folder
+from sentune.data.readers import Source
+
+HERE = Source("toy", 1)
+
+
+def _toy_beir(folder, seed=0, n_docs=150, n_queries=120):
+    """Random documents of several sentences; each query a few words of its relevant document, so nothing a label-free
+    method learns can be known to help."""
+    rng = np.random.default_rng(seed)
+    sentence = lambda: " ".join(rng.choice(WORDS, size=int(rng.integers(5, 12)))).capitalize() + "."  # noqa: E731
+    docs = [Document(f"d{i}", " ".join(sentence() for _ in range(4)), HERE) for i in range(n_docs)]
+    queries = [Query(f"q{i}", " ".join(docs[i].text.split()[1:4]), HERE, {f"d{i}": 1}) for i in range(n_queries)]
+    write_beir_folder(folder, RetrievalSet(queries[:100], docs), "dev")
+    test = write_beir_folder(folder.parent / f"{folder.name}-test", RetrievalSet(queries[100:], docs), "test")
+    return folder, test
+
+
+def test_adapt_on_queries_keeps_the_unchanged_model_when_nothing_helps(tiny_model_dir, tmp_path):
+    dev, test = _toy_beir(tmp_path / "toy")
+    out = tmp_path / "run"
+    args = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out)]
+    assert main([*args, "--methods", "poolings,whitening,simcse,wise", "--budget", "4"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["meta"]["dev"]["metric"] == "ndcg@10" and results["meta"]["dev"]["unit"] == "queries"
+    assert results["meta"]["dev"]["pairs"] == 100 and results["meta"]["test"]["pairs"] == 20
+    assert results["choice"]["name"] == "unchanged", results["choice"]["reason"]
+    # training chose its checkpoints on the selection queries against their pool, and recorded per-query values
+    assert results["candidates"]["simcse"]["recipe"]["eval"]["dev"] == f"queries:{out / 'data' / 'dev-select'}"
+    pool = read_beir_folder(out / "data" / "dev-select", "select")
+    assert len(pool.queries) == results["meta"]["dev"]["select_pairs"] == 50
+    assert {d for q in pool.queries for d in q.relevant} <= {d.id for d in pool.corpus}
+    recorded = sorted((out / "candidates" / "simcse" / "run" / "dev_cosines").glob("step-*.npy"))
+    assert recorded and np.load(recorded[0]).shape == (50,)
+    # the untuned model's scores are each query's nDCG@10 x 100; their mean is the selection score
+    scores = np.load(out / "candidates" / "unchanged" / "scores.npz")
+    assert scores["dev"].shape == (100,) and scores["test"].shape == (20,) and 0 <= scores["dev"].min() <= scores["dev"].max() <= 100
+    # the training methods read passages of the documents
+    passages = (out / "data" / "corpus.txt").read_text().splitlines()
+    assert 150 <= len(passages) and all(len(p.split()) <= 64 for p in passages)
+    # a second run with the same settings reads everything back
+    before = tree_state(out / "candidates")
+    assert main([*args, "--methods", "poolings,whitening,simcse,wise", "--budget", "4"]) == 0
+    assert tree_state(out / "candidates") == before
+
+
+def test_bad_retrieval_inputs_are_one_line_and_write_nothing(tiny_model_dir, tmp_path, capsys):
+    dev, _ = _toy_beir(tmp_path / "toy")
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("q1\ta man\nq1\tthe dog\n")
+    qrels = dev / "qrels" / "dev.tsv"
+    out = ["--model", str(tiny_model_dir), "--out", str(tmp_path / "run"), "--quiet"]
+    before = tree_state(tmp_path)
+    cases = [
+        (["--dev", str(queries), "--dev-qrels", str(qrels), "--corpus", str(dev / "corpus.jsonl")], f"{queries}:2: query id 'q1' already used at line 1"),
+        (["--dev", str(dev / "queries.jsonl"), "--corpus", str(dev / "corpus.jsonl")], "a queries file needs its judgements: --dev-qrels FILE"),
+        (["--dev", str(dev / "queries.jsonl"), "--dev-qrels", str(qrels), "--corpus", str(qrels)], f"{qrels}:1: not a JSON object"),
+        (["--dev", str(tmp_path / "toy-test")], "no qrels/dev.tsv (it has test.tsv)"),
+    ]
+    for extra, message in cases:
+        assert main(["adapt", *out, *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+    assert tree_state(tmp_path) == before
