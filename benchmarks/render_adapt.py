@@ -24,7 +24,7 @@ TIME_TARGET = 0.35  # issue 27: each domain's candidate minutes at most this sha
 
 
 def _load(folder: Path) -> dict[str, dict]:
-    return {d: json.loads((folder / d / "results.json").read_text()) for d in example_names() if (folder / d / "results.json").is_file()}
+    return {d: json.loads((folder / d / "results.json").read_text()) for d in example_names(retrieval=False) if (folder / d / "results.json").is_file()}
 
 
 def _pm(row: dict) -> str:
@@ -120,7 +120,7 @@ def render() -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += ["| " + " | ".join(summary_row(d, r, before.get(d))) + " |" for d, r in after.items()]
-    missing = [d for d in example_names() if d not in after]
+    missing = [d for d in example_names(retrieval=False) if d not in after]
     if missing:
         lines += ["", f'Not yet measured with the new rule: {", ".join(missing)} (run `EXAMPLES="{" ".join(missing)}" bash benchmarks/adapt_experiments.sh`).']
     lines += [
@@ -130,7 +130,7 @@ def render() -> str:
         "| domain | before: chosen | test | − unchanged [95 % CI] | after: chosen | test | − unchanged [95 % CI] |",
         "|---|---|---|---|---|---|---|",
     ]
-    lines += ["| " + " | ".join(before_after_row(d, before.get(d), after.get(d))) + " |" for d in example_names()]
+    lines += ["| " + " | ".join(before_after_row(d, before.get(d), after.get(d))) + " |" for d in example_names(retrieval=False)]
     for name, results in after.items():
         lines += domain_section(name, results, name)
     if before:

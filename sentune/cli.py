@@ -589,7 +589,10 @@ def _add_adapt(sub) -> None:
     p.add_argument("--dev-qrels", help="retrieval: the judgements of the --dev queries file (query-id<TAB>corpus-id<TAB>score)")
     p.add_argument("--test", help="scored pairs (or retrieval queries, as --dev), scored for every candidate and reported, never used for the choice")
     p.add_argument("--test-qrels", help="retrieval: the judgements of the --test queries file")
-    p.add_argument("--example", help="a ready-made domain built from the data directory: sick, qqp, mrpc or stsb (replaces --corpus/--dev/--test)")
+    p.add_argument(
+        "--example",
+        help="a ready-made domain built from the data directory: sick, qqp, mrpc, stsb (pairs) or scifact, quora (retrieval); replaces --corpus/--dev/--test",
+    )
     p.add_argument("--methods", help=f"comma-separated subset of: {', '.join(METHODS)} (default: all)")
     p.add_argument("--budget", help="per candidate: STEPS, MINUTESm, both (500,10m) or epoch (default: one pass over the corpus)")
     p.add_argument("--sed-members", type=int, default=3, help="seeds of the best trained candidate that SED distils (default 3)")

@@ -4,6 +4,7 @@ session, a tiny SentEval-layout data directory, and a seeded toy encoder."""
 from __future__ import annotations
 
 import copy
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -157,6 +158,13 @@ def write_tiny_data_dir(root: Path, n: int = 24, seed: int = 0) -> Path:
         elif spec.format == "mrpc":
             for path in f.values():
                 write(path, ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"] + [f"{i % 2}\t{i}\t{i + 1}\t{_sentence(rng)}\t{_sentence(rng)}" for i in range(n)])
+        elif spec.format == "beir":  # n documents; per qrels split, n queries each relevant to one document
+            docs = [_sentence(rng) + " . " + _sentence(rng) for _ in range(n)]
+            write(f"{spec.dir}/corpus.jsonl", [json.dumps({"_id": f"d{i}", "title": "", "text": t}) for i, t in enumerate(docs)])
+            splits = sorted({sp for other in load_catalog().values() if other.format == "beir" and other.dir == spec.dir for sp in other.subsets})
+            write(f"{spec.dir}/queries.jsonl", [json.dumps({"_id": f"{sp}{i}", "text": docs[i].split(" . ")[0]}) for sp in splits for i in range(n)])
+            for sp in spec.subsets:
+                write(f"{spec.dir}/qrels/{sp}.tsv", ["query-id\tcorpus-id\tscore"] + [f"{sp}{i}\td{i}\t1" for i in range(n)])
     nli = ["entailment", "neutral", "contradiction"]
     for part in (p for parts in set_catalog().values() for p in parts):
         if part.format == "lines":

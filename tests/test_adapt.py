@@ -218,8 +218,8 @@ def _lines_up_to(metrics: Path, step: int) -> list[str]:
 def test_examples_write_the_users_formats_from_the_catalog(tiny_data_dir, tmp_path):
     from sentune.adapt.examples import example_names, write_example
 
-    assert example_names() == ["sick", "qqp", "mrpc", "stsb"]
-    for name in example_names():
+    assert example_names(retrieval=False) == ["sick", "qqp", "mrpc", "stsb"] and example_names(retrieval=True) == ["scifact", "quora"]
+    for name in example_names(retrieval=False):
         files = write_example(name, tiny_data_dir, tmp_path / name)
         corpus = files.corpus.read_text().splitlines()
         dev, test = read_scored_pairs(files.dev), read_scored_pairs(files.test)
@@ -229,7 +229,7 @@ def test_examples_write_the_users_formats_from_the_catalog(tiny_data_dir, tmp_pa
     # The sampled dev pairs are a fixed subset of their set: the same on every call.
     first = (tmp_path / "qqp" / "dev.tsv").read_text()
     assert write_example("qqp", tiny_data_dir, tmp_path / "again").dev.read_text() == first
-    with pytest.raises(UserError, match="--example 'bank': unknown; examples: sick, qqp, mrpc, stsb"):
+    with pytest.raises(UserError, match="--example 'bank': unknown; examples: sick, qqp, mrpc, stsb, scifact, quora"):
         write_example("bank", tiny_data_dir, tmp_path / "x")
 
 

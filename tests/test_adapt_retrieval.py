@@ -73,3 +73,19 @@ def test_bad_retrieval_inputs_are_one_line_and_write_nothing(tiny_model_dir, tmp
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
     assert tree_state(tmp_path) == before
+
+
+def test_retrieval_examples_write_beir_folders_from_the_catalog(tiny_data_dir, tmp_path):
+    from sentune.adapt.examples import write_example
+
+    scifact = write_example("scifact", tiny_data_dir, tmp_path / "scifact")
+    dev, test = read_beir_folder(scifact.dev, "dev"), read_beir_folder(scifact.test, "test")
+    assert scifact.corpus == scifact.dev / "corpus.jsonl" and len(dev.corpus) == 24
+    assert len(dev.queries) == len(test.queries) == 12  # 400 asked, at most half of the 24 tiny train queries
+    assert not {q.id for q in dev.queries} & {q.id for q in test.queries}
+    quora = write_example("quora", tiny_data_dir, tmp_path / "quora")
+    dev, test = read_beir_folder(quora.dev, "dev"), read_beir_folder(quora.test, "test")
+    texts = {d.id: d.text for d in dev.corpus}
+    assert dev.queries and test.queries and not {q.text for q in dev.queries} & {q.text for q in test.queries}
+    assert all(texts[q.id] == q.text for q in dev.queries + test.queries)  # a query is a document of the corpus, as in BEIR
+    assert all(q.id not in q.relevant for q in dev.queries)

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from sentune.data.catalog import load_sentences, load_set, load_task, select_tasks
+from sentune.data.beir import Document, Query, RetrievalSet, write_beir_folder
+from sentune.data.catalog import load_examples, load_sentences, load_set, load_task, select_tasks
+from sentune.data.readers import Source
 from sentune.data.user_data import write_corpus, write_scored_pairs
 from sentune.errors import UserError
 
@@ -33,8 +35,9 @@ def examples() -> dict[str, dict]:
     return yaml.safe_load(EXAMPLES_FILE.read_text(encoding="utf-8"))
 
 
-def example_names() -> list[str]:
-    return list(examples())
+def example_names(retrieval: bool | None = None) -> list[str]:
+    """Every example's name, or only the pair ones (retrieval=False) or only the retrieval ones (True)."""
+    return [name for name, spec in examples().items() if retrieval is None or ("retrieval" in spec) == retrieval]
 
 
 def check_example(name: str) -> dict:
@@ -61,9 +64,12 @@ def _pairs(source: dict, data_dir: Path, taken: set[int] | None = None) -> tuple
 
 
 def write_example(name: str, data_dir: Path, folder: Path) -> ExampleFiles:
-    """Write the example's corpus.txt, dev.tsv and test.tsv into `folder` (their contents depend only on the data)."""
+    """Write the example's corpus.txt, dev.tsv and test.tsv into `folder` (their contents depend only on the data); a
+    retrieval example writes BEIR folders dev/ and test/ instead (the documents in dev/corpus.jsonl)."""
     spec = check_example(name)
     folder.mkdir(parents=True, exist_ok=True)
+    if "retrieval" in spec:
+        return _write_retrieval(name, spec, data_dir, folder)
     files = ExampleFiles(name, spec["about"], folder / "corpus.txt", folder / "dev.tsv", folder / "test.tsv")
     write_corpus(files.corpus, load_sentences(spec["corpus"], data_dir))
     dev, taken = _pairs(spec["dev"], data_dir)
@@ -71,3 +77,45 @@ def write_example(name: str, data_dir: Path, folder: Path) -> ExampleFiles:
     write_scored_pairs(files.dev, dev)
     write_scored_pairs(files.test, test)
     return files
+
+
+def _write_retrieval(name: str, spec: dict, data_dir: Path, folder: Path) -> ExampleFiles:
+    source = spec["retrieval"]
+    if "task" in source:
+        found = load_task(select_tasks(source["task"])[0], data_dir)
+        corpus, queries = found["corpus"], found["queries"]
+        size = min(int(source["dev_queries"]), len(queries) // 2)  # a small data directory keeps half for test
+        dev_index = set(random.Random(SAMPLE_SEED).sample(range(len(queries)), size))
+        dev = [q for i, q in enumerate(queries) if i in dev_index]
+        test = [q for i, q in enumerate(queries) if i not in dev_index]
+    else:
+        corpus, dev, test = _quora(source, data_dir)
+    write_beir_folder(folder / "dev", RetrievalSet(dev, corpus), "dev")
+    write_beir_folder(folder / "test", RetrievalSet(test, corpus), "test")
+    return ExampleFiles(name, spec["about"], folder / "dev" / "corpus.jsonl", folder / "dev", folder / "test")
+
+
+def _quora(source: dict, data_dir: Path) -> tuple[list[Document], list[Query], list[Query]]:
+    """BEIR's Quora from labelled question pairs: every distinct question a document (id = its first position); in each
+    half, a question with a duplicate (label 1) is a query whose relevant documents are its duplicates. Test queries that
+    are also dev queries are dropped; each side is a seeded sample of the size asked."""
+    halves = {part: load_examples(name, data_dir) for part, name in source["pairs"].items()}
+    ids: dict[str, str] = {}
+    for pairs in halves.values():
+        for pair in pairs:
+            for text in (pair.a, pair.b):
+                ids.setdefault(text, str(len(ids)))
+    corpus = [Document(doc_id, text, Source("quora", int(doc_id) + 1)) for text, doc_id in ids.items()]
+    picked: dict[str, list[Query]] = {}
+    for part, pairs in halves.items():
+        duplicates: dict[str, dict[str, int]] = {}
+        for pair in pairs:
+            if int(pair.label) == 1 and pair.a != pair.b:
+                duplicates.setdefault(pair.a, {})[ids[pair.b]] = 1
+                duplicates.setdefault(pair.b, {})[ids[pair.a]] = 1
+        taken = {q.text for q in picked.get("dev", [])}
+        queries = [Query(ids[text], text, Source("quora", int(ids[text]) + 1), relevant) for text, relevant in duplicates.items() if text not in taken]
+        size = min(int(source[f"{part}_queries"]), len(queries))
+        chosen = set(random.Random(SAMPLE_SEED).sample(range(len(queries)), size))
+        picked[part] = [q for i, q in enumerate(queries) if i in chosen]
+    return corpus, picked["dev"], picked["test"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sentune.data.readers import DataError, Source, json_object, normalise, read_lines
+from sentune.data.text_files import DataError, Source, json_object, normalise, read_lines
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from typing import Literal
 
 import numpy as np
 
-from sentune.data.readers import DataError, Pair, Source, _fields, _nonempty, json_object, normalise, read_lines
+from sentune.data.readers import DataError, Pair, Source, _fields, _nonempty, normalise, read_lines
+from sentune.data.text_files import json_object
 
 logger = logging.getLogger(__name__)
 

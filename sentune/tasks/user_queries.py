@@ -1,7 +1,8 @@
 """Scoring a model on a user's queries with known relevant documents (retrieval; `sentune adapt --dev/--test` given a
 retrieval set, `eval.dev: queries:DIR` in a recipe).
 
-The unit is a query: each query's nDCG@10 ×100 (sentune.tasks.retrieval) is computed when it is ranked, and the score is
+As BEIR's EvaluateRetrieval does by default, a document whose id is the query's is never a result (Quora-style sets, where
+the questions are both queries and documents; a no-op where ids differ). The unit is a query: each query's nDCG@10 ×100 (sentune.tasks.retrieval) is computed when it is ranked, and the score is
 their mean (metric `ndcg@10` of sentune.tasks.bootstrap), so a bootstrap or permutation test resamples queries. The
 model is scored with its own pipeline ('model' pooling), as `SentenceTransformer(path).encode` would use it.
 
@@ -66,7 +67,8 @@ class QueryScorer(Scorer):
             values = np.zeros(self.size(split))
             for part in self.splits[split]:
                 queries, corpus = part.data.queries, part.data.corpus
-                found = query_scores(vectors[[row[q.text] for q in queries]], vectors[[row[d.text] for d in corpus]], queries, [d.id for d in corpus])
+                query_vectors, doc_vectors = vectors[[row[q.text] for q in queries]], vectors[[row[d.text] for d in corpus]]
+                found = query_scores(query_vectors, doc_vectors, queries, [d.id for d in corpus], skip_same_id=True)
                 values[part.positions] = 100 * found[HEADLINE]
             out[split] = values
         return out
@@ -105,6 +107,6 @@ def selection_pool(data: RetrievalSet, query_vectors: np.ndarray, doc_vectors: n
 
     ids = [d.id for d in data.corpus]
     chosen = {doc for q in data.queries for doc in q.relevant}
-    for row in rank(query_vectors, doc_vectors, ids, depth=depth):
+    for row in rank(query_vectors, doc_vectors, ids, depth=depth, query_ids=[q.id for q in data.queries], skip_same_id=True):
         chosen.update(ids[i] for i in row)
     return RetrievalSet(data.queries, [d for d in data.corpus if d.id in chosen])
