@@ -340,6 +340,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         test=test,
         dev_qrels=dev_qrels,
         test_qrels=test_qrels,
+        queries_from=Path(args.queries_from) if args.queries_from else None,
         methods=methods,
         budget=budget,
         sed_members=args.sed_members,
@@ -589,6 +590,11 @@ def _add_adapt(sub) -> None:
     p.add_argument("--dev-qrels", help="retrieval: the judgements of the --dev queries file (query-id<TAB>corpus-id<TAB>score)")
     p.add_argument("--test", help="scored pairs (or retrieval queries, as --dev), scored for every candidate and reported, never used for the choice")
     p.add_argument("--test-qrels", help="retrieval: the judgements of the --test queries file")
+    p.add_argument(
+        "--queries-from",
+        help="retrieval: generated queries, query<TAB>passage lines (e.g. from a doc2query model), that the GenQ candidate trains on "
+        "(MultipleNegativesRankingLoss); none ship with sentune",
+    )
     p.add_argument(
         "--example",
         help="a ready-made domain built from the data directory: sick, qqp, mrpc, stsb (pairs) or scifact, quora (retrieval); replaces --corpus/--dev/--test",

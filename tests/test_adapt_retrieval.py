@@ -89,3 +89,41 @@ def test_retrieval_examples_write_beir_folders_from_the_catalog(tiny_data_dir, t
     assert dev.queries and test.queries and not {q.text for q in dev.queries} & {q.text for q in test.queries}
     assert all(texts[q.id] == q.text for q in dev.queries + test.queries)  # a query is a document of the corpus, as in BEIR
     assert all(q.id not in q.relevant for q in dev.queries)
+
+
+def test_generated_queries_train_the_genq_candidate(tiny_model_dir, tmp_path, capsys):
+    """--queries-from: (query, passage) pairs a query generator wrote; GenQ trains MultipleNegativesRankingLoss on them."""
+    dev, test = _toy_beir(tmp_path / "toy")
+    docs = read_beir_folder(dev, "dev").corpus
+    generated = tmp_path / "generated.tsv"
+    generated.write_text("".join(f"{' '.join(d.text.split()[5:9])}\t{d.text}\n" for d in docs[:80]))
+    out = tmp_path / "run"
+    args = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out)]
+    assert main([*args, "--methods", "whitening", "--budget", "4", "--queries-from", str(generated)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    genq = results["candidates"]["genq"]
+    assert genq["kind"] == "trained" and genq["recipe"]["method"] == "mnrl-pairs"
+    assert genq["recipe"]["train_data"] == f"pairs:{out / 'data' / 'queries-from.tsv'}"
+    assert genq["recipe"]["eval"]["dev"] == f"queries:{out / 'data' / 'dev-select'}"
+    assert len((out / "data" / "queries-from.tsv").read_text().splitlines()) == 80
+    # generated queries for a pairs run are refused before any work
+    capsys.readouterr()
+    pairs_dev = tmp_path / "dev.tsv"
+    pairs_dev.write_text("".join(f"a man {i}\ta guy {i}\t{i % 5}\n" for i in range(120)))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"sentence number {i}\n" for i in range(150)))
+    refused = [
+        "adapt",
+        "--model",
+        str(tiny_model_dir),
+        "--corpus",
+        str(corpus),
+        "--dev",
+        str(pairs_dev),
+        "--queries-from",
+        str(generated),
+        "--out",
+        str(tmp_path / "r"),
+    ]
+    assert main(refused) == 2 and "--queries-from: generated queries train a retrieval candidate" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from sentune.adapt.names import METHODS, POSTPROCESSED, REFERENCE, SED, TRAINED, UNCHANGED, UNTUNED_POOLINGS, WISE
+from sentune.adapt.names import GENQ, METHODS, POSTPROCESSED, REFERENCE, SED, TRAINED, UNCHANGED, UNTUNED_POOLINGS, WISE
 from sentune.errors import UserError
 
 if TYPE_CHECKING:
@@ -234,12 +234,14 @@ def own_pooling(model) -> str | None:
     return mode if mode in UNTUNED_POOLINGS else None
 
 
-def plan(methods: tuple[str, ...], own: str | None, reference: bool) -> Plan:
+def plan(methods: tuple[str, ...], own: str | None, reference: bool, generated_queries: bool = False) -> Plan:
     found = Plan(before_race=[Unchanged(UNCHANGED)])
     if "poolings" in methods:
         found.before_race += [Pooling(f"pooling-{p}", p) for p in UNTUNED_POOLINGS if p != own]
     found.before_race += [PostProcessed(p, p) for p in POSTPROCESSED if p in methods]
     found.raced = [Trained(m, f"adapt/{m}") for m in TRAINED if m in methods]
+    if generated_queries:
+        found.raced.append(Trained(GENQ, f"adapt/{GENQ}"))
     if SED in methods:
         found.after_race.append(Ensemble(SED))
     if WISE in methods:

@@ -139,8 +139,10 @@ class Context:
         from sentune.train.recipe import load_recipe, validate_recipe
 
         recipe = load_recipe(name, check=False)
-        epoch = max(1, math.ceil(len(self.inputs.corpus) / recipe.training.batch_size))
         data = self.out / "data"
+        given_pairs = recipe.method == "mnrl-pairs"  # GenQ trains on the user's generated queries, not on the corpus
+        rows = len(self.inputs.generated) if given_pairs and self.inputs.generated else len(self.inputs.corpus)
+        epoch = max(1, math.ceil(rows / recipe.training.batch_size))
         training = replace(recipe.training, device=self.device, seed=seed if seed is not None else recipe.training.seed)
         if reference:
             training = replace(training, eval_steps=max(1, math.ceil(epoch / EVALUATIONS)))
@@ -152,7 +154,7 @@ class Context:
         recipe = replace(
             recipe,
             model=self.config.model,
-            train_data=f"file:{data / 'corpus.txt'}",
+            train_data=f"pairs:{data / 'queries-from.tsv'}" if given_pairs else f"file:{data / 'corpus.txt'}",
             pooling=recipe.pooling if reference else self.config.training_pooling,
             params={**recipe.params, **({"members": members} if members is not None else {})},
             training=training,

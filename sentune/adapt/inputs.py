@@ -19,6 +19,7 @@ from sentune.adapt.decide import MIN_DEV_PAIRS, DevSplit, split_dev
 from sentune.adapt.names import RULE
 from sentune.data.beir import Document, RetrievalSet, read_beir_folder, write_beir_folder
 from sentune.data.catalog import load_task, select_tasks, sha256_of
+from sentune.data.readers import read_paraphrase_pairs
 from sentune.data.user_data import ScoredPairs, read_scored_pairs, read_user_corpus, write_corpus, write_scored_pairs
 from sentune.train.runs import claim
 
@@ -35,6 +36,7 @@ class AdaptConfig:
     test: Path | None = None
     dev_qrels: Path | None = None  # retrieval: --dev is then a queries file (sentune.adapt.retrieval_inputs)
     test_qrels: Path | None = None
+    queries_from: Path | None = None  # retrieval: generated `query<TAB>passage` pairs, the GenQ candidate's training data
     methods: tuple[str, ...] = ()
     budget: Budget = field(default_factory=Budget)
     sed_members: int = 3
@@ -56,6 +58,7 @@ class Inputs:
     dev_label: str  # what the dev set is, for the report
     split: DevSplit  # which dev pairs (or queries) select and which confirm (sentune.adapt.decide)
     documents: list[Document] | None = None  # retrieval: the corpus every query is ranked against
+    generated: list[tuple[str, str]] | None = None  # retrieval: --queries-from's (query, passage) pairs
 
     @property
     def retrieval(self) -> bool:
@@ -84,6 +87,8 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
 
     if is_retrieval(config.dev, config.test, config.dev_qrels, config.test_qrels):
         return _prepare_retrieval(config, out)
+    if config.queries_from is not None:
+        raise AdaptError("--queries-from: generated queries train a retrieval candidate; give --dev as retrieval queries (a BEIR folder, or --dev-qrels)")
     if config.corpus is None:
         raise AdaptError("--corpus FILE (or --example NAME) is required")
     corpus = read_user_corpus(config.corpus, config.corpus_column)
@@ -132,6 +137,7 @@ def _prepare_retrieval(config: AdaptConfig, out: Path) -> Inputs:
         raise AdaptError(
             f"--dev {config.dev}: {dev.units} queries with a relevant document; adapt needs at least {MIN_DEV_PAIRS} (half select, half confirm the choice)"
         )
+    generated = read_paraphrase_pairs(config.queries_from, user_file=True) if config.queries_from is not None else None
     split = split_dev(dev.gold, seed=config.seed)
     files = {"corpus.txt": lambda path: write_corpus(path, corpus), "dev": lambda path: write_beir_folder(path, dev, "dev")}
     if test is not None:
@@ -141,9 +147,12 @@ def _prepare_retrieval(config: AdaptConfig, out: Path) -> Inputs:
         "dev": ["dev/queries.jsonl", "dev/qrels/dev.tsv"],
         "test": ["test/queries.jsonl", "test/qrels/test.tsv"] if test else [],
     }
+    if generated is not None:
+        files["queries-from.tsv"] = lambda path: path.write_text("".join(f"{q}\t{p}\n" for q, p in generated), encoding="utf-8")
+        parts["queries_from"] = ["queries-from.tsv"]
     data = _write_claimed(out, config, files, parts)
     found_test = read_beir_folder(data / "test", "test") if test is not None else None
-    return Inputs(corpus, read_beir_folder(data / "dev", "dev"), found_test, str(config.dev), split, documents=documents)
+    return Inputs(corpus, read_beir_folder(data / "dev", "dev"), found_test, str(config.dev), split, documents=documents, generated=generated)
 
 
 def _write_claimed(out: Path, config: AdaptConfig, files: dict, parts: dict[str, list[str]]) -> Path:
@@ -185,6 +194,7 @@ def _claim(out: Path, config: AdaptConfig, digests: dict[str, str | None]) -> No
         "corpus_sha256": digests["corpus"],
         "dev_sha256": digests["dev"],
         "test_sha256": digests["test"],
+        **({"queries_from_sha256": digests["queries_from"]} if "queries_from" in digests else {}),  # absent: older runs resume
         "budget": asdict(config.budget),
         "sed_members": config.sed_members,
         "seed": config.seed,

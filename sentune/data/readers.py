@@ -255,11 +255,12 @@ def read_pair_tsv(path: str | Path, labels: tuple[str, ...] | None = None) -> li
     return out
 
 
-def read_paraphrase_pairs(path: str | Path) -> list[tuple[str, str]]:
-    """`sentence<TAB>paraphrase` per line (e.g. back-translations made by `sentune paraphrase`)."""
+def read_paraphrase_pairs(path: str | Path, *, user_file: bool = False) -> list[tuple[str, str]]:
+    """`sentence<TAB>paraphrase` per line (e.g. back-translations made by `sentune paraphrase`, or generated queries
+    with their passages)."""
     path = Path(path)
     out = []
-    for number, line in enumerate(read_lines(path), start=1):
+    for number, line in enumerate(read_lines(path, user_file=user_file), start=1):
         f = _fields(path, number, line, 2, "sentence, paraphrase", exact=True)
         out.append((_nonempty(path, number, f[0], "sentence"), _nonempty(path, number, f[1], "paraphrase")))
     return out

@@ -1,6 +1,13 @@
 """sentence-transformers' MultipleNegativesRankingLoss on (s, s) pairs: the library's way of doing
 unsupervised SimCSE (anchors against the positives of the batch only, no anchor-anchor negatives),
-registered so sentune's own SimCSE can be compared with it on the same trainer, data and seed."""
+registered so sentune's own SimCSE can be compared with it on the same trainer, data and seed.
+
+`mnrl-pairs`: the same loss on given (anchor, positive) pairs (`train_data: pairs:PATH`), e.g. GenQ (Thakur et al.,
+"BEIR", NeurIPS 2021 Datasets and Benchmarks, §4): generated queries paired with the passages they were generated from,
+
+  L = −1/b Σ_i log exp(s·cos(q_i, p_i)) / Σ_j exp(s·cos(q_i, p_j)),   s = `scale` (20),
+
+the other passages of the batch as negatives."""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ from dataclasses import dataclass
 from sentence_transformers.losses import MultipleNegativesRankingLoss
 
 from sentune.core.options import option
-from sentune.methods.base import Columns, Method, TrainContext, training_sentences
+from sentune.methods.base import Columns, Method, TrainContext, sentence_rows, training_sentences
 
 
 @dataclass
@@ -28,3 +35,13 @@ def pair_view(ctx: TrainContext) -> Columns:
 
 
 ST_MNRL = Method("st-mnrl", build_mnrl_loss, pooling="mean", columns=("sentence", "positive"), params=MNRLParams, data_view=pair_view)
+
+
+def given_pairs_view(ctx: TrainContext) -> Columns:
+    rows = sentence_rows(ctx)  # `pairs:PATH`: sentence = the first column, paraphrase = the second
+    return {"sentence": rows["sentence"], "positive": rows["paraphrase"]}
+
+
+MNRL_PAIRS = Method(
+    "mnrl-pairs", build_mnrl_loss, pooling="mean", columns=("sentence", "positive"), params=MNRLParams, data_view=given_pairs_view, needs_pairs=True
+)

@@ -23,6 +23,7 @@ REGISTRY: dict[str, str] = {
     "ct": "ct:CT",
     "st-ct": "ct:ST_CT",
     "st-mnrl": "mnrl:ST_MNRL",
+    "mnrl-pairs": "mnrl:MNRL_PAIRS",
     "nli": "nli:NLI",
     "sts-regression": "sts_regression:STS_REGRESSION",
     "sed": "sed:SED",
