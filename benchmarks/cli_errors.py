@@ -12,6 +12,7 @@ waking up does not count against a command).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import subprocess
@@ -46,6 +47,14 @@ def scratch(root: Path) -> dict[str, Path]:
     files["recipe"].write_text("method: simcse\ntraining: {batch_size: -3}\n")
     files["file"].write_text("not a folder\n")
     files["empty_data"].mkdir()
+    # a BEIR folder whose judgements name a document the corpus lacks (line 3), and a corpus line that is not JSON
+    beir = files["beir"] = root / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"document {i}"}) + "\n" for i in range(150)))
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n" for i in range(120)))
+    (beir / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td0\t1\nq1\td999\t1\n")
+    files["bad_corpus"] = root / "docs.jsonl"
+    files["bad_corpus"].write_text('{"_id": "d0", "text": "fine"}\n{"_id": "d1", "title": "no text"}\n')
     return files
 
 
@@ -75,6 +84,8 @@ def cases(f: dict[str, Path], data: str) -> list[tuple[str, list[str], str]]:
         ("adapt: malformed dev", ["adapt", "--corpus", str(f["corpus"]), "--dev", str(f["malformed"]), "--out", out], "malformed.tsv:2"),
         ("adapt: test label not a number", [*adapt, "--test", str(f["words"])], "words.tsv:2"),
         ("adapt: unknown example", ["adapt", "--example", "bogus", "--out", out], "bogus"),
+        ("adapt: qrels name an unknown document", ["adapt", "--dev", str(f["beir"]), "--out", out], "dev.tsv:3: document 'd999' is not in the corpus"),
+        ("adapt: a document without text", ["adapt", "--corpus", str(f["bad_corpus"]), "--dev", str(f["beir"]), "--out", out], "docs.jsonl:2: no `text` field"),
         ("encode: input missing", ["encode", missing, "vectors.npy"], "file not found"),
         ("encode: bad output suffix", ["encode", str(f["corpus"]), "vectors.txt"], ".npy or .jsonl"),
         ("whiten: unknown set", ["whiten", "--fit-on", "nope", "--data", data, "--out", out], "nope"),
