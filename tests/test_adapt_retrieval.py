@@ -99,8 +99,11 @@ def test_generated_queries_train_the_genq_candidate(tiny_model_dir, tmp_path, ca
     generated.write_text("".join(f"{' '.join(d.text.split()[5:9])}\t{d.text}\n" for d in docs[:80]))
     out = tmp_path / "run"
     args = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out)]
-    assert main([*args, "--methods", "whitening", "--budget", "4", "--queries-from", str(generated)]) == 0
+    assert main([*args, "--methods", "whitening", "--budget", "4", "--queries-from", str(generated), "--reference"]) == 0
     results = json.loads((out / "results.json").read_text())
+    bm25 = results["candidates"]["bm25"]  # --reference on a retrieval run: BM25 and ST's SimCSE beside the candidates
+    assert bm25["kind"] == "baseline" and not bm25["eligible"] and not bm25["chosen"] and bm25["test"]["score"] > 0
+    assert "st-simcse" in results["candidates"]
     genq = results["candidates"]["genq"]
     assert genq["kind"] == "trained" and genq["recipe"]["method"] == "mnrl-pairs"
     assert genq["recipe"]["train_data"] == f"pairs:{out / 'data' / 'queries-from.tsv'}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from sentune.adapt.names import GENQ, METHODS, POSTPROCESSED, REFERENCE, SED, TRAINED, UNCHANGED, UNTUNED_POOLINGS, WISE
+from sentune.adapt.names import BM25, GENQ, METHODS, POSTPROCESSED, REFERENCE, SED, TRAINED, UNCHANGED, UNTUNED_POOLINGS, WISE
 from sentune.errors import UserError
 
 if TYPE_CHECKING:
@@ -197,6 +197,23 @@ class Reference(WithRun):
 
 
 @dataclass
+class Lexical(Candidate):
+    """BM25 on the documents (retrieval with --reference): the lexical baseline search is measured against, reported
+    beside the candidates and never chosen (it is not an encoder)."""
+
+    kind: ClassVar[str] = "baseline"
+    eligible: ClassVar[bool] = False
+
+    def describe(self, ctx: Context) -> str:
+        return "ranking the documents by BM25 (reported, never chosen)"
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
+        from sentune.tasks.bm25 import bm25_rank
+
+        return ctx.scorer.of_ranker(bm25_rank), {"setting": "BM25 (bm25s, k1 = 1.5, b = 0.75)"}
+
+
+@dataclass
 class Plan:
     """The candidates of one run, in the order they run: the cheap ones, the race, then those built on its winners."""
 
@@ -234,7 +251,7 @@ def own_pooling(model) -> str | None:
     return mode if mode in UNTUNED_POOLINGS else None
 
 
-def plan(methods: tuple[str, ...], own: str | None, reference: bool, generated_queries: bool = False) -> Plan:
+def plan(methods: tuple[str, ...], own: str | None, reference: bool, generated_queries: bool = False, retrieval: bool = False) -> Plan:
     found = Plan(before_race=[Unchanged(UNCHANGED)])
     if "poolings" in methods:
         found.before_race += [Pooling(f"pooling-{p}", p) for p in UNTUNED_POOLINGS if p != own]
@@ -248,6 +265,8 @@ def plan(methods: tuple[str, ...], own: str | None, reference: bool, generated_q
         found.after_race.append(Wise(WISE))
     if reference:
         found.after_race.append(Reference(REFERENCE))
+        if retrieval:
+            found.after_race.append(Lexical(BM25))
     return found
 
 

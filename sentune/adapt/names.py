@@ -8,6 +8,7 @@ TRAINED = ("simcse", "mirror", "ct", "sg-opt", "tsdae")  # each a bundled recipe
 SED = "sed"
 WISE = "wise"
 REFERENCE = "st-simcse"
+BM25 = "bm25"  # retrieval with --reference: the lexical baseline, never chosen
 GENQ = "genq"  # trained on the user's generated queries (--queries-from); not in METHODS: it runs whenever they are given
 METHODS = ("poolings", *POSTPROCESSED, *TRAINED, SED, WISE)  # what --methods picks from
 RULE = "select-confirm"  # results.json's meta.rule; runs before issue 27 have none (one bootstrap on all dev pairs)

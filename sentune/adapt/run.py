@@ -86,7 +86,7 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
     base = load_model(config.model, device=config.device)
     own = own_pooling(base)
     config = replace(config, training_pooling=own or "model")
-    candidates = plan(config.methods, own, config.reference, generated_queries=config.queries_from is not None)
+    candidates = plan(config.methods, own, config.reference, generated_queries=config.queries_from is not None, retrieval=inputs.retrieval)
     ctx = Context(config, inputs, out, data_dir, base, inputs.scorer(config.show_progress))
     _warn_overlong(inputs, base)
     if inputs.retrieval:

@@ -12,14 +12,15 @@ QueryScorer has PairScorer's interface (sentences / of_vectors / encode / of_mod
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from sentence_transformers.evaluation import SentenceEvaluator
 
-from sentune.data.beir import RetrievalSet, read_beir_folder
-from sentune.tasks.retrieval import HEADLINE, query_scores
+from sentune.data.beir import Document, Query, RetrievalSet, read_beir_folder
+from sentune.tasks.retrieval import HEADLINE, per_query_metrics, rank
 from sentune.tasks.user_pairs import PairsEvaluator, Scorer
 
 QUERIES_PREFIX = "queries:"
@@ -60,16 +61,24 @@ class QueryScorer(Scorer):
         return list(texts)
 
     def of_vectors(self, vectors: np.ndarray, splits: list[str] | None = None) -> dict[str, np.ndarray]:
-        chosen = splits or list(self.splits)
-        row = {text: i for i, text in enumerate(self.sentences(chosen))}
+        row = {text: i for i, text in enumerate(self.sentences(splits or list(self.splits)))}
+
+        def by_cosine(queries: list[Query], corpus: list[Document]) -> list[list[int]]:
+            query_vectors, doc_vectors = vectors[[row[q.text] for q in queries]], vectors[[row[d.text] for d in corpus]]
+            return rank(query_vectors, doc_vectors, [d.id for d in corpus], query_ids=[q.id for q in queries], skip_same_id=True)
+
+        return self.of_ranker(by_cosine, splits)
+
+    def of_ranker(self, ranker: Callable[[list[Query], list[Document]], list[list[int]]], splits: list[str] | None = None) -> dict[str, np.ndarray]:
+        """Each query's nDCG@10 ×100 under any ranking of a part's corpus (document indices, best first; a lexical
+        baseline ranks without vectors)."""
         out = {}
-        for split in chosen:
+        for split in splits or list(self.splits):
             values = np.zeros(self.size(split))
             for part in self.splits[split]:
                 queries, corpus = part.data.queries, part.data.corpus
-                query_vectors, doc_vectors = vectors[[row[q.text] for q in queries]], vectors[[row[d.text] for d in corpus]]
-                found = query_scores(query_vectors, doc_vectors, queries, [d.id for d in corpus], skip_same_id=True)
-                values[part.positions] = 100 * found[HEADLINE]
+                ranked = [[corpus[i].id for i in row] for row in ranker(queries, corpus)]
+                values[part.positions] = 100 * per_query_metrics(ranked, queries)[HEADLINE]
             out[split] = values
         return out
 
@@ -103,7 +112,6 @@ def selection_pool(data: RetrievalSet, query_vectors: np.ndarray, doc_vectors: n
     thousand documents whatever the corpus's size. A candidate ranks only the pool, so documents outside it can never
     push relevant ones down: pool scores flatter candidates that differ most from the unchanged model. That bias can
     pick the candidate but cannot confirm it: the confirmation queries rank the whole corpus."""
-    from sentune.tasks.retrieval import rank
 
     ids = [d.id for d in data.corpus]
     chosen = {doc for q in data.queries for doc in q.relevant}
