@@ -209,7 +209,9 @@ class Lexical(Candidate):
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
         from sentune.tasks.bm25 import bm25_rank
+        from sentune.tasks.user_queries import QueryScorer
 
+        assert isinstance(ctx.scorer, QueryScorer)  # planned for retrieval runs only
         return ctx.scorer.of_ranker(bm25_rank), {"setting": "BM25 (bm25s, k1 = 1.5, b = 0.75)"}
 
 
