@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issues 15, 27: `sentune adapt` on the four ready-made domains (sick, mrpc, stsb, qqp) with the default model and the
+# Issues 15, 27, 23: `sentune adapt` on the four ready-made pair domains (sick, mrpc, stsb, qqp; EXAMPLES="scifact quora": the retrieval ones) with the default model and the
 # default budget (one pass over the corpus per candidate, raced, early stop on the selection pairs) and sentence-transformers'
 # SimCSE recipe as the reference row (--reference), resumable: run it again after an interruption and finished candidates
 # are read back. EXAMPLES="sick mrpc" runs a subset; BUDGET=300,10m sets --budget. Each domain's
@@ -19,3 +19,4 @@ for example in ${EXAMPLES:-sick mrpc stsb qqp}; do
   done
 done
 python benchmarks/render_adapt.py --out benchmarks/results/adapt.md
+python benchmarks/render_retrieval.py --out benchmarks/results/retrieval.md  # EXAMPLES="scifact quora": the retrieval domains

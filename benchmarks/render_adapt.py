@@ -37,7 +37,7 @@ def minutes(results: dict, reference: bool) -> float:
     return sum(c["seconds"] for n, c in results["candidates"].items() if (n == REFERENCE) == reference) / 60
 
 
-def _test_versus(results: dict) -> str:
+def test_versus(results: dict) -> str:
     chosen = results["choice"]["name"]
     return "— (unchanged kept)" if chosen == UNCHANGED else _pm(results["candidates"][chosen]["test"])
 
@@ -55,7 +55,7 @@ def summary_row(name: str, results: dict, before: dict | None) -> list[str]:
         f"{c[UNCHANGED]['test']['score']:.2f}",
         f"`{chosen}`",
         f"{c[chosen]['test']['score']:.2f}",
-        _test_versus(results),
+        test_versus(results),
         f"{confirmation['p_value']:.3f} ({results['choice']['best_on_selection']})" if confirmation else "—",
         f"{reference['score']:.2f}" if reference else "—",
         f"{spent:.0f}",
@@ -69,7 +69,7 @@ def before_after_row(name: str, before: dict | None, after: dict | None) -> list
         if results is None:
             return ["not measured", "—", "—"]
         chosen = results["choice"]["name"]
-        return [f"`{chosen}`", f"{results['candidates'][chosen]['test']['score']:.2f}", _test_versus(results)]
+        return [f"`{chosen}`", f"{results['candidates'][chosen]['test']['score']:.2f}", test_versus(results)]
 
     return [name, *side(before), *side(after)]
 

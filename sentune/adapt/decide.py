@@ -78,10 +78,12 @@ def decide(
     metric: str,
     seed: int = 0,
     stop_above: float | None = None,
+    unit: str = "pairs",
 ) -> Decision:
     """The candidate best on the selection pairs replaces the baseline when the confirmation pairs confirm it (p ≤ ALPHA);
     a candidate no better than the baseline on the selection pairs is not tested. `gold` and the scores cover every dev
-    pair; the split says which part each choice reads. `stop_above`: see paired_permutation_test (simulations only)."""
+    pair; the split says which part each choice reads. `stop_above`: see paired_permutation_test (simulations only).
+    `unit`: what the dev set is made of, for the reason's words (pairs, or queries for retrieval)."""
     base_name, base_scores = baseline
     selection = selection_scores(gold, split, {base_name: base_scores, **candidates}, metric)
     if not candidates:
@@ -94,25 +96,25 @@ def decide(
             best,
             selection,
             None,
-            f"no candidate scores above {base_name} on the {len(split.select)} selection pairs (the best, {best}: "
+            f"no candidate scores above {base_name} on the {len(split.select)} selection {unit} (the best, {best}: "
             f"{selection[best]:.2f} vs {selection[base_name]:.2f}): {base_name} is kept",
         )
     found = paired_permutation_test(gold[split.confirm], candidates[best][split.confirm], base_scores[split.confirm], metric, seed=seed, stop_above=stop_above)
-    where = f"on the {found.pairs} confirmation pairs no choice read: {found.candidate:.2f} vs {found.baseline:.2f}, p = {found.p_value:.3f}"
+    where = f"on the {found.pairs} confirmation {unit} no choice read: {found.candidate:.2f} vs {found.baseline:.2f}, p = {found.p_value:.3f}"
     if found.confirmed:
         return Decision(
             best,
             best,
             selection,
             found,
-            f"{best} is best on the selection pairs ({selection[best]:.2f} vs {selection[base_name]:.2f}) and beats {base_name} {where} (≤ {ALPHA:g})",
+            f"{best} is best on the selection {unit} ({selection[best]:.2f} vs {selection[base_name]:.2f}) and beats {base_name} {where} (≤ {ALPHA:g})",
         )
     return Decision(
         base_name,
         best,
         selection,
         found,
-        f"the best candidate on the selection pairs, {best} ({selection[best]:.2f} vs {selection[base_name]:.2f}), is not confirmed {where} "
+        f"the best candidate on the selection {unit}, {best} ({selection[best]:.2f} vs {selection[base_name]:.2f}), is not confirmed {where} "
         f"(> {ALPHA:g}): {base_name} is kept",
     )
 

@@ -46,7 +46,7 @@ def select(records: dict[str, dict], candidates: list[Candidate], inputs, split:
     eligible = {c.name: scored[c.name]["dev"] for c in candidates if c.eligible and c.name in scored and c.name != UNCHANGED}
     dev_gold = inputs.dev.gold
     metric = inputs.dev.metric
-    decision = decide(dev_gold, split, (UNCHANGED, scored[UNCHANGED]["dev"]), eligible, metric, seed=config.seed)
+    decision = decide(dev_gold, split, (UNCHANGED, scored[UNCHANGED]["dev"]), eligible, metric, seed=config.seed, unit=inputs.dev.unit)
     results: dict = {
         "meta": {
             "model": config.model,
