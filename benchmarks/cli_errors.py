@@ -25,6 +25,7 @@ from pathlib import Path
 from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
 
 LIMIT_S = 1.5
+REPO = str(Path(__file__).resolve().parents[1])
 
 
 def scratch(root: Path) -> dict[str, Path]:
@@ -140,8 +141,11 @@ def main() -> None:
                 problems.append(f"> {LIMIT_S} s")
             failures += bool(problems)
             line = err[-1] if err else ""
-            shown = line.replace(root, "TMP").replace("|", "\\|")
-            rows.append(f"| {what} | `sentune {' '.join(a.replace(root, 'TMP') for a in argv)}` | {seconds:.2f} | {'; '.join(problems) or 'ok'} | {shown} |")
+            # the page names no path of the machine it ran on: the scratch folder is TMP, the data directory $SENTUNE_DATA,
+            # files of the checkout relative to it
+            local = lambda text: text.replace(root, "TMP").replace(data, "$SENTUNE_DATA").replace(REPO + "/", "")  # noqa: E731
+            shown = local(line).replace("|", "\\|")
+            rows.append(f"| {what} | `sentune {' '.join(local(a) for a in argv)}` | {seconds:.2f} | {'; '.join(problems) or 'ok'} | {shown} |")
             print(f"{seconds:5.2f} s  {'; '.join(problems) or 'ok':<12} {what}", flush=True)
     lines = [
         "# Argument and input errors answer at once (issue 28)",
