@@ -46,6 +46,19 @@ def test_adapt_on_queries_keeps_the_unchanged_model_when_nothing_helps(tiny_mode
     # the untuned model's scores are each query's nDCG@10 x 100; their mean is the selection score
     scores = np.load(out / "candidates" / "unchanged" / "scores.npz")
     assert scores["dev"].shape == (100,) and scores["test"].shape == (20,) and 0 <= scores["dev"].min() <= scores["dev"].max() <= 100
+    # ... and they are the model's own ranking: the pool's queries against the pool, the others against the whole corpus
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.adapt.decide import split_dev
+    from sentune.tasks.user_queries import QueryScorer
+
+    model = SentenceTransformer(str(tiny_model_dir), device="cpu")
+    data, split = read_beir_folder(out / "data" / "dev", "dev"), split_dev(np.zeros(100))
+    confirm = RetrievalSet([data.queries[i] for i in split.confirm], data.corpus)
+    fresh = QueryScorer.whole({"pool": pool, "confirm": confirm, "test": read_beir_folder(out / "data" / "test", "test")}).of_model(model)
+    np.testing.assert_allclose(scores["dev"][split.select], fresh["pool"], atol=1e-6)
+    np.testing.assert_allclose(scores["dev"][split.confirm], fresh["confirm"], atol=1e-6)
+    np.testing.assert_allclose(scores["test"], fresh["test"], atol=1e-6)
     # the training methods read passages of the documents
     passages = (out / "data" / "corpus.txt").read_text().splitlines()
     assert 150 <= len(passages) and all(len(p.split()) <= 64 for p in passages)

@@ -66,18 +66,19 @@ class Context:
         """Retrieval: the selection queries are ranked against a pool of the corpus (sentune.tasks.user_queries.
         selection_pool, built once from the unchanged model and kept in selection_folder()); the confirmation and test
         queries against the whole corpus. Every score of the run, training's included, then reads the same pool."""
-        from sentune.core.embedding_cache import encode_cached
         from sentune.tasks.user_queries import SELECT_SPLIT, QueryScorer, RankedQueries, selection_pool
 
         dev, split = self.inputs.dev, self.inputs.split
         assert isinstance(dev, RetrievalSet)
         folder = self.selection_folder()
+        untuned = None  # the untuned poolings of every text, when this call encodes them (the pool reads the model's own)
         if not (folder / "qrels" / f"{SELECT_SPLIT}.tsv").is_file():
+            texts = self.scorer.sentences()  # prepare's scorer: every query against the whole corpus
+            untuned = (texts, self.scorer.encode(self.base, ["model", *UNTUNED_POOLINGS], "scoring the untuned poolings"))
+            row = {text: i for i, text in enumerate(texts)}
             select = RetrievalSet([dev.queries[i] for i in split.select], dev.corpus)
-            texts = [q.text for q in select.queries] + [d.text for d in select.corpus]
-            encoder = Encoder(self.base, "model", show_progress=self.config.show_progress, desc="the unchanged model's ranking for the selection pool (cached)")
-            vectors = encode_cached(encoder, texts)[0]["model"]
-            pool = selection_pool(select, vectors[: len(select.queries)], vectors[len(select.queries) :])
+            model = untuned[1]["model"]
+            pool = selection_pool(select, model[[row[q.text] for q in select.queries]], model[[row[d.text] for d in select.corpus]])
             with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".pool-") as scratch:
                 os.replace(write_beir_folder(Path(scratch) / "pool", pool, SELECT_SPLIT), folder)
         pool = read_beir_folder(folder, SELECT_SPLIT)
@@ -87,6 +88,11 @@ class Context:
             splits["test"] = [RankedQueries(self.inputs.test, np.arange(self.inputs.test.units))]
         print(f"selection pool: {len(pool.corpus)} of the {len(dev.corpus)} documents for the {len(pool.queries)} selection queries", flush=True)
         self.scorer = QueryScorer(splits, self.config.show_progress)
+        if untuned is not None:  # the same texts in the pooled scorer's order: the untuned candidates need no second pass
+            texts, vectors = untuned
+            row = {text: i for i, text in enumerate(texts)}
+            order = [row[text] for text in self.scorer.sentences()]
+            self._save_untuned({name: array[order] for name, array in vectors.items()})
 
     def selection_gold(self) -> np.ndarray:
         return self.inputs.dev.gold[self.inputs.split.select]
@@ -112,11 +118,15 @@ class Context:
     def _untuned_cache(self) -> Path:
         cache = self.out / "candidates" / ".untuned.npz"
         if not cache.is_file():
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            vectors = self.scorer.encode(self.base, ["model", *UNTUNED_POOLINGS], "scoring the untuned poolings")
-            flat = {f"{name}/{split}": sims for name, v in vectors.items() for split, sims in self.scorer.of_vectors(v).items()}
-            np.savez(str(cache), model_vectors=vectors["model"], **flat)  # type: ignore[arg-type]
+            self._save_untuned(self.scorer.encode(self.base, ["model", *UNTUNED_POOLINGS], "scoring the untuned poolings"))
         return cache
+
+    def _save_untuned(self, vectors: dict[str, np.ndarray]) -> None:
+        """The untuned poolings' scores of every split, and the model's own vectors (rows: self.scorer.sentences())."""
+        cache = self.out / "candidates" / ".untuned.npz"
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        flat = {f"{name}/{split}": sims for name, v in vectors.items() for split, sims in self.scorer.of_vectors(v).items()}
+        np.savez(str(cache), model_vectors=vectors["model"], **flat)  # type: ignore[arg-type]
 
     def corpus_vectors(self) -> np.ndarray:
         """The corpus under the model's own pipeline, encoded once for every post-processor fitted on it."""
