@@ -1,9 +1,15 @@
-"""Speed of sentune's evaluation against the naive way, in one run on one machine.
+"""Speed of sentune's evaluation and encoding against the naive way, every backend in one run on one machine.
 
-(a) the full 7-task STS evaluation: sentune.tasks.evaluate vs. encoding each task's two sentence lists with
-    SentenceTransformer.encode (its defaults) and scoring them; target ratio <= 0.35.
-(b) raw encoding of the unique sentences of those tasks: sentune's Encoder vs SentenceTransformer.encode;
-    target ratio >= 1.0 (throughput of ours over theirs).
+(a) the full 7-task STS evaluation: sentune.tasks.evaluate under each backend vs encoding each task's two sentence
+    lists with SentenceTransformer.encode (its defaults) and scoring them; target: ≤ 0.35× the naive time with the same
+    7-task average (±0.01) for ONNX fp32.
+(b) raw encoding of the unique sentences of those tasks: sentune's Encoder under each backend vs
+    SentenceTransformer.encode; targets: ONNX fp32 ≥ 2× sentence-transformers' throughput, ONNX int8 ≥ 3× with its
+    7-task average within 0.5 points of fp32.
+
+Backends: PyTorch fp32 (the default), PyTorch bf16 autocast (--precision bf16), ONNX fp32 and ONNX int8 (--backend
+onnx / onnx-int8: `sentune export`'s graphs, made once into the cache before timing; int8 with export's default
+settings). Every timing is the median of --repeats runs, each backend's runs interleaved with the others'.
 
 Usage: python benchmarks/speed_eval.py [--data DIR] [--model default] [--repeats 1] [--out FILE.md]
 """
@@ -20,9 +26,17 @@ from common import command_block, emit, timed  # noqa: E402  (benchmarks/common.
 
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
+from sentune.core.onnx_quantize import DEFAULT_INT8
 from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
 from sentune.tasks.evaluate import evaluate
 from sentune.tasks.sts import evaluate_sts
+
+VARIANTS = {  # name -> (backend, precision)
+    "sentune PyTorch fp32": ("torch", "fp32"),
+    "sentune PyTorch bf16": ("torch", "bf16"),
+    "sentune ONNX fp32": ("onnx", "fp32"),
+    "sentune ONNX int8": ("onnx-int8", "fp32"),
+}
 
 
 def naive_sts(model, tasks, data_dir):
@@ -38,6 +52,10 @@ def naive_sts(model, tasks, data_dir):
     return out
 
 
+def task_scores(result) -> dict[str, float]:
+    return {n: r["all"]["spearman"] for n, r in result["runs"]["model"]["tasks"].items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data")
@@ -46,53 +64,71 @@ def main() -> None:
     parser.add_argument("--out")
     args = parser.parse_args()
     data_dir = resolve_data_dir(args.data)
-    model = load_model(args.model)
     tasks = select_tasks("sts")
-    model.encode(["warm up the kernels"] * 64)
-
-    naive_times, ours_times, bf16_times = [], [], []
-    for _ in range(args.repeats):
-        t, naive_scores = timed(lambda: naive_sts(model, tasks, data_dir))
-        naive_times.append(t)
-        t, ours = timed(lambda: evaluate(model, tasks, data_dir, poolings=["model"], show_progress=False))
-        ours_times.append(t)
-        t, ours_bf16 = timed(lambda: evaluate(model, tasks, data_dir, poolings=["model"], show_progress=False, precision="bf16"))
-        bf16_times.append(t)
-
-    def scores(result):
-        return {n: r["all"]["spearman"] for n, r in result["runs"]["model"]["tasks"].items()}
-
-    max_diff = max(abs(scores(ours)[n] - naive_scores[n]) for n in naive_scores)
-    bf16_diff = max(abs(scores(ours_bf16)[n] - scores(ours)[n]) for n in naive_scores)
-
+    st_model = load_model(args.model)
+    models = {name: load_model(args.model, backend=backend) for name, (backend, _) in VARIANTS.items()}  # graphs exported here, untimed
     sentences = []
     for spec in tasks:
         for pairs in load_task(spec, data_dir).values():
             sentences += [s for p in pairs for s in (p.a, p.b)]
     unique = list(dict.fromkeys(sentences))
-    encoder = Encoder(model, "model", show_progress=False)
-    st_time, _ = timed(lambda: model.encode(unique, convert_to_numpy=True))
-    our_time, _ = timed(lambda: encoder.encode(unique))
+    for name, model in models.items():  # warm up each engine's kernels
+        Encoder(model, "model", show_progress=False, precision=VARIANTS[name][1]).encode(unique[:256])
+    st_model.encode(unique[:256])
 
-    naive, mine, mine_bf16 = (float(np.median(t)) for t in (naive_times, ours_times, bf16_times))
+    eval_times: dict[str, list[float]] = {"naive": [], **{name: [] for name in VARIANTS}}
+    encode_times: dict[str, list[float]] = {"sentence-transformers": [], **{name: [] for name in VARIANTS}}
+    scores: dict[str, dict[str, float]] = {}
+    for _ in range(args.repeats):
+        t, scores["naive"] = timed(lambda: naive_sts(st_model, tasks, data_dir))
+        eval_times["naive"].append(t)
+        t, _ = timed(lambda: st_model.encode(unique, convert_to_numpy=True))
+        encode_times["sentence-transformers"].append(t)
+        for name, (_, precision) in VARIANTS.items():
+            model = models[name]
+            t, result = timed(lambda m=model, p=precision: evaluate(m, tasks, data_dir, poolings=["model"], show_progress=False, precision=p))
+            eval_times[name].append(t)
+            scores[name] = task_scores(result)
+            encoder = Encoder(model, "model", show_progress=False, precision=precision)
+            t, _ = timed(lambda e=encoder: e.encode(unique))
+            encode_times[name].append(t)
+
+    median = {name: float(np.median(times)) for name, times in eval_times.items()}
+    rate = {name: len(unique) / float(np.median(times)) for name, times in encode_times.items()}
+    average = {name: float(np.mean(list(s.values()))) for name, s in scores.items()}
+    base = "sentune PyTorch fp32"
+    targets = {
+        "sentune PyTorch fp32": ("≤ 0.35", "≥ 1.0", ""),
+        "sentune PyTorch bf16": ("≤ 0.35", "", ""),
+        "sentune ONNX fp32": ("≤ 0.35", "≥ 2.0", "±0.01"),
+        "sentune ONNX int8": ("", "≥ 3.0", "≥ −0.5"),
+    }
     lines = [
-        "# Evaluation speed: sentune vs the naive way",
+        "# Evaluation and encoding speed: sentune's backends vs the naive way",
         "",
         f"Date: {datetime.now(UTC).date()} · machine: {platform.machine()}, {torch.get_num_threads()} torch threads, "
-        f"torch {torch.__version__} · model `{args.model}` · median of {args.repeats} run(s)",
+        f"torch {torch.__version__} · model `{args.model}` · median of {args.repeats} run(s) · int8: {DEFAULT_INT8.describe()}",
         "",
         *command_block(),
-        "| measurement | naive / sentence-transformers | sentune | ratio | target |",
-        "|---|---|---|---|---|",
-        f"| (a) 7-task STS evaluation, seconds (fp32, default) | {naive:.1f} | {mine:.1f} | {mine / naive:.3f} (time) | ≤ 0.35 |",
-        f"| (a') same with `--precision bf16` (opt-in) | {naive:.1f} | {mine_bf16:.1f} | {mine_bf16 / naive:.3f} (time) | ≤ 0.35 |",
-        f"| (b) encode {len(unique)} unique sentences, sentences/s | {len(unique) / st_time:.0f} | {len(unique) / our_time:.0f} | {st_time / our_time:.3f} (throughput) | ≥ 1.0 |",
+        f"(a) the 7-task STS evaluation (seconds, ratio to the naive time); (b) encoding the {len(unique)} unique sentences of those tasks "
+        "(sentences/s, ratio to sentence-transformers' PyTorch); the 7-task average ('all' Spearman ×100) and its change from sentune PyTorch fp32.",
         "",
-        f"Sentences in the 7 tasks: {len(sentences)}, unique: {len(unique)} ({len(unique) / len(sentences):.2f}). "
-        f"Largest difference between the naive and sentune fp32 'all' Spearman over the 7 tasks: {max_diff:.4f}; "
-        f"between sentune fp32 and bf16: {bf16_diff:.4f}.",
-        f"7-task average ('all' Spearman): naive {np.mean(list(naive_scores.values())):.2f}, sentune fp32 "
-        f"{np.mean(list(scores(ours).values())):.2f}, bf16 {np.mean(list(scores(ours_bf16).values())):.2f}.",
+        "| engine | (a) eval s | (a) ratio | target | (b) sent/s | (b) ratio | target | 7-task avg | change | target |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| naive / sentence-transformers PyTorch | {median['naive']:.1f} | 1.000 | | {rate['sentence-transformers']:.0f} | 1.00 | | "
+        f"{average['naive']:.2f} | {average['naive'] - average[base]:+.3f} | |",
+    ]
+    for name in VARIANTS:
+        a_target, b_target, avg_target = targets[name]
+        lines.append(
+            f"| {name} | {median[name]:.1f} | {median[name] / median['naive']:.3f} | {a_target} | {rate[name]:.0f} | "
+            f"{rate[name] / rate['sentence-transformers']:.2f} | {b_target} | {average[name]:.2f} | {average[name] - average[base]:+.3f} | {avg_target} |"
+        )
+    worst = {name: max(abs(scores[name][t] - scores[base][t]) for t in scores[base]) for name in VARIANTS}
+    lines += [
+        "",
+        f"Sentences in the 7 tasks: {len(sentences)}, unique: {len(unique)} ({len(unique) / len(sentences):.2f}). Largest difference of one task's "
+        "'all' Spearman from sentune PyTorch fp32: " + ", ".join(f"{name} {worst[name]:.4f}" for name in VARIANTS if name != base) + ".",
     ]
     emit(lines, args.out)
 

@@ -48,7 +48,9 @@ def _eval(args: argparse.Namespace) -> int:
     from sentune.core.results import render_markdown, retrieval_table, save_results, sts_summary_table
     from sentune.tasks.evaluate import PostprocessOption, evaluate
 
-    model = load_model(args.model, trust_remote_code=args.trust_remote_code)
+    if args.backend != "torch" and args.precision != "fp32":
+        raise UserError(f"--precision {args.precision} is for --backend torch (an int8 graph is --backend onnx-int8)")
+    model = load_model(args.model, trust_remote_code=args.trust_remote_code, backend=args.backend)
     results = evaluate(
         model,
         tasks,
@@ -166,7 +168,15 @@ def cmd_encode(args: argparse.Namespace) -> int:
     read_corpus(Path(args.input), skip_blank=True, user_file=True)  # a missing or unreadable input is named before the model code loads
     from sentune.core.encoding_io import encode_file
 
-    count = encode_file(args.model, args.pooling, Path(args.input), Path(args.output), trust_remote_code=args.trust_remote_code, show_progress=not args.quiet)
+    count = encode_file(
+        args.model,
+        args.pooling,
+        Path(args.input),
+        Path(args.output),
+        trust_remote_code=args.trust_remote_code,
+        show_progress=not args.quiet,
+        backend=args.backend,
+    )
     print(f"wrote {count} embeddings to {args.output}")
     return 0
 
@@ -348,6 +358,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         seed=args.seed,
         example=args.example,
         show_progress=not args.quiet,
+        backend=args.backend,
     )
     inputs = prepare(config, out, data_dir)  # every file read and checked before torch loads
     config = replace(config, device=resolve_device(args.device))  # auto asks torch about CUDA
@@ -419,7 +430,18 @@ def _add_eval(sub) -> None:
         help="fp32 (exact, default) or bf16 autocast (about 2x faster on CPUs with bf16 units; embeddings move by ~1e-2)",
     )
     p.add_argument("--alignment-pairs", choices=["qqp", "stsb"], help="also report alignment and uniformity on these positive pairs")
+    _backend_arg(p)
     p.set_defaults(func=cmd_eval)
+
+
+def _backend_arg(p, choices: tuple[str, ...] = ("torch", "onnx", "onnx-int8")) -> None:
+    p.add_argument(
+        "--backend",
+        default="torch",
+        choices=choices,
+        help="torch (default); onnx: the transformer runs in ONNX Runtime on the CPU (the folder's onnx/ from `sentune export`, else exported "
+        "once into the cache); onnx-int8: its int8 graph",
+    )
 
 
 def _add_train(sub) -> None:
@@ -478,6 +500,7 @@ def _add_encode(sub) -> None:
     _model_args(p, "one pooling name")
     p.add_argument("input", help="text file, one sentence per line")
     p.add_argument("output", help="output .npy or .jsonl")
+    _backend_arg(p)
     p.set_defaults(func=cmd_encode)
 
 
@@ -614,7 +637,57 @@ def _add_adapt(sub) -> None:
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA), for --example and the default dev pairs")
     p.add_argument("--out", required=True, help="the output folder; run the same command again to resume")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--backend",
+        default="torch",
+        choices=["torch", "onnx"],
+        help="how candidates are scored on the dev and test sets: torch (default) or onnx (each model's ONNX graph, same vectors within 1e-5); "
+        "training and its dev evaluations stay PyTorch",
+    )
     p.set_defaults(func=cmd_adapt)
+
+
+def _add_export(sub) -> None:
+    p = sub.add_parser("export", help="write a model folder with ONNX graphs (fp32, --quantize int8) for fast CPU serving, checked against PyTorch")
+    p.add_argument("model", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
+    p.add_argument("--to", required=True, help="the new model folder (or the model's own folder, to add onnx/ to it)")
+    p.add_argument("--quantize", choices=["int8"], help="also write onnx/model_qint8_<arch>.onnx (ONNX Runtime dynamic quantization)")
+    p.add_argument(
+        "--keep-fp32",
+        help="int8: parts left unquantized, comma-separated: ffn-output, first-layer, last-layer (default: none; see benchmarks/results/onnx_int8.md)",
+    )
+    p.add_argument("--check", help="pairs file (s1<TAB>s2<TAB>label) or a catalog task the graphs are checked on (default: STS-B-dev when data is found)")
+    p.add_argument("--max-loss", type=float, default=None, help="points of the check's metric an int8 graph may lose (default 0.5)")
+    p.add_argument("--force", action="store_true", help="write an int8 graph that loses more than --max-loss, or one that cannot be checked")
+    p.add_argument("--data", help="data directory (default: $SENTUNE_DATA), for --check TASK")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow code shipped with the model (off by default)")
+    p.set_defaults(func=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    if args.max_loss is not None and not args.max_loss >= 0:
+        raise UserError(f"--max-loss {args.max_loss}: a number of points, 0 or more")
+    if args.keep_fp32 and not args.quantize:
+        raise UserError("--keep-fp32 applies to --quantize int8")
+    from sentune.export.check import DEFAULT_MAX_LOSS
+    from sentune.export.command import ExportOptions, export_model
+
+    options = ExportOptions(
+        model=args.model,
+        to=Path(args.to),
+        quantize=args.quantize,
+        check=args.check,
+        data=args.data,
+        max_loss=DEFAULT_MAX_LOSS if args.max_loss is None else args.max_loss,
+        force=args.force,
+        keep_fp32=args.keep_fp32,
+        trust_remote_code=args.trust_remote_code,
+    )
+    report = export_model(options)
+    if report is not None:
+        print(report.markdown())
+    print(f"wrote {args.to} (onnx/ inside; SentenceTransformer({args.to!r}) or sentune ... --backend onnx --model {args.to})")
+    return 0
 
 
 def _add_report(sub) -> None:
@@ -687,6 +760,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_compare,
         _add_cache,
         _add_adapt,
+        _add_export,
     ):
         add(sub)
     for name in ("eval", "encode", "whiten", "flow", "layerwise", "tsne", "pairs", "pipeline", "ensemble", "adapt"):  # the commands that run models

@@ -37,6 +37,14 @@ class Context:
     scorer: Scorer
     records: dict[str, dict] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.scorer = self._scoring(self.scorer)
+
+    def _scoring(self, scorer: Scorer) -> Scorer:
+        """`scorer` scoring models through the run's backend (--backend onnx: their ONNX graphs)."""
+        scorer.backend = self.config.backend
+        return scorer
+
     @property
     def device(self) -> str:
         return self.config.device
@@ -52,11 +60,11 @@ class Context:
         if self.inputs.retrieval:
             from sentune.tasks.user_queries import SELECT_SPLIT, QueryScorer
 
-            return QueryScorer.whole({"select": read_beir_folder(self.selection_folder(), SELECT_SPLIT)}, self.config.show_progress)
+            return self._scoring(QueryScorer.whole({"select": read_beir_folder(self.selection_folder(), SELECT_SPLIT)}, self.config.show_progress))
         from sentune.data.user_data import read_scored_pairs
         from sentune.tasks.user_pairs import PairScorer
 
-        return PairScorer({"select": read_scored_pairs(self.out / "data" / "dev-select.tsv")}, self.config.show_progress)
+        return self._scoring(PairScorer({"select": read_scored_pairs(self.out / "data" / "dev-select.tsv")}, self.config.show_progress))
 
     def selection_folder(self) -> Path:
         """Retrieval: the selection queries and their pool as a BEIR folder (eval.dev: queries:DIR of every training)."""
@@ -87,7 +95,7 @@ class Context:
         if isinstance(self.inputs.test, RetrievalSet):
             splits["test"] = [RankedQueries(self.inputs.test, np.arange(self.inputs.test.units))]
         print(f"selection pool: {len(pool.corpus)} of the {len(dev.corpus)} documents for the {len(pool.queries)} selection queries", flush=True)
-        self.scorer = QueryScorer(splits, self.config.show_progress)
+        self.scorer = self._scoring(QueryScorer(splits, self.config.show_progress))
         if untuned is not None:  # the same texts in the pooled scorer's order: the untuned candidates need no second pass
             texts, vectors = untuned
             row = {text: i for i, text in enumerate(texts)}

@@ -45,6 +45,7 @@ class AdaptConfig:
     example: str | None = None  # the --example it came from, for the report
     show_progress: bool = True
     device: str = "cpu"  # where every model of the run loads and trains (the CLI resolves --device)
+    backend: str = "torch"  # how candidates are scored on dev and test: torch, or onnx (their ONNX graphs; training stays torch)
     # What training candidates train: the model's own token pooling without its trailing Normalize when its pipeline is
     # that simple (set by adapt(); CT's dot product and TSDAE's decoder need the raw vector), else 'model'.
     training_pooling: str = "model"
@@ -198,5 +199,6 @@ def _claim(out: Path, config: AdaptConfig, digests: dict[str, str | None]) -> No
         "budget": asdict(config.budget),
         "sed_members": config.sed_members,
         "seed": config.seed,
+        **({"backend": config.backend} if config.backend != "torch" else {}),  # absent: torch (older runs resume)
     }
     claim(out / "adapt.json", settings, "an adapt run")

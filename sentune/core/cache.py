@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,10 @@ def cache_entries(folder: Path | None = None) -> list[tuple[Path, int, float]]:
         return []
     now = time.time()
     entries = [(p, p.stat().st_size, (now - p.stat().st_mtime) / 86400) for p in folder.glob("*.npy")]
+    for graphs in folder.glob("onnx-*"):  # --backend onnx's exports (sentune.core.onnx_runtime): one folder per model
+        if graphs.is_dir():
+            size = sum(f.stat().st_size for f in graphs.rglob("*") if f.is_file())
+            entries.append((graphs, size, (now - graphs.stat().st_mtime) / 86400))
     return sorted(entries, key=lambda e: -e[1])
 
 
@@ -44,6 +49,8 @@ def clear_cache(older_than_days: float = 0.0, folder: Path | None = None) -> lis
     removed = []
     for path, _, age in cache_entries(folder):
         if age >= older_than_days:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
             path.unlink(missing_ok=True)
             path.with_name(f".{path.name}.lock").unlink(missing_ok=True)
             removed.append(path)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from sentune.core.backend import runner_of
 from sentune.core.cache import cache_dir, cached_array
 from sentune.core.encode import Encoder
 
@@ -35,7 +36,10 @@ def model_digest(model) -> str:
 
 def _texts_key(encoder: Encoder, texts: Sequence[str]) -> str:
     digest = hashlib.sha256(model_digest(encoder.model).encode())
+    runner = runner_of(encoder.model)  # --backend onnx: the graph's own digest (an int8 graph gives other vectors)
     settings = {"poolings": encoder.pooling_names, "precision": encoder.precision, "max_seq_length": encoder.model.max_seq_length}
+    if runner is not None:
+        settings["graph"] = runner.digest
     digest.update(json.dumps(settings, sort_keys=True).encode())
     for text in texts:
         digest.update(text.encode() + b"\0")

