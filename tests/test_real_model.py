@@ -48,3 +48,17 @@ def test_stsb_matches_independent_evaluator(default_model):
 
     result = evaluate(default_model, select_tasks("STS-B"), Path(DATA), poolings=["model"], show_progress=False)
     assert result["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] == pytest.approx(82.03, abs=0.05)
+
+
+def test_onnx_graph_of_the_default_model_equals_pytorch(default_model, tmp_path, monkeypatch):
+    """The issue's bound for fp32 graphs on the real model (benchmarks/results/onnx_exact.md: whitening and flow heads)."""
+    pytest.importorskip("onnxruntime")
+    from sentune.core.encode import Encoder
+    from sentune.core.models import load_model
+
+    monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path))
+    sentences = ["a man is playing a guitar .", "the cat sits on the mat .", "stocks fell sharply today after the report on rates ."] * 3
+    onnx = load_model("default", backend="onnx")
+    for pooling in ("model", "first-last"):
+        expected = Encoder(default_model, pooling, show_progress=False).encode(sentences)
+        np.testing.assert_allclose(Encoder(onnx, pooling, show_progress=False).encode(sentences), expected, atol=1e-5)

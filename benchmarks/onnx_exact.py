@@ -1,0 +1,74 @@
+"""ONNX fp32 against PyTorch for the default model and for models with a whitening or a flow head built on it.
+
+Each model is saved (`sentune whiten` / `sentune flow`, fitted on the STS-B sentences), exported with `sentune export`
+(checked on STS-B dev) and both backends encode the STS-B dev sentences under the model's own pipeline and under a
+multi-layer pooling; the page gives the largest absolute difference of any vector component, the smallest cosine and
+the STS-B dev Spearman of both. The issue's bound: 1e-5.
+
+Usage: python benchmarks/onnx_exact.py [--data DIR] [--out FILE.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import torch
+from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
+
+from sentune.cli import main as sentune
+from sentune.core.encode import Encoder
+from sentune.core.models import load_model
+from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
+
+BOUND = 1e-5
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data")
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    data_dir = resolve_data_dir(args.data)
+    dev = select_tasks("STS-B-dev")[0]
+    sentences = list(dict.fromkeys(s for pairs in load_task(dev, data_dir).values() for p in pairs for s in (p.a, p.b)))
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        models = {"all-MiniLM-L6-v2": "default"}
+        for head in ("whiten", "flow"):
+            out = folder / head
+            assert sentune([head, "--model", "default", "--pooling", "mean", "--fit-on", "stsb", "--data", str(data_dir), "--out", str(out), "--quiet"]) == 0
+            models[f"+ {'whitening' if head == 'whiten' else 'flow'} head (mean pooling, fitted on STS-B)"] = str(out)
+        for name, source in models.items():
+            exported = folder / f"exported-{len(rows)}"
+            assert sentune(["export", source, "--to", str(exported), "--check", "STS-B-dev", "--data", str(data_dir)]) == 0
+            for pooling in ("model", "first-last"):
+                vectors = {}
+                for backend in ("torch", "onnx"):
+                    model = load_model(str(exported), backend=backend)
+                    vectors[backend] = Encoder(model, pooling, show_progress=False).encode(sentences).astype(np.float64)
+                a, b = vectors["torch"], vectors["onnx"]
+                cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+                rows.append((name, pooling, float(np.abs(a - b).max()), float(cos.min())))
+    lines = [
+        "# ONNX fp32 against PyTorch (`sentune export`, `--backend onnx`)",
+        "",
+        f"Date: {datetime.now(UTC).date()} · machine: {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
+        "",
+        *command_block(),
+        f"The {len(sentences)} STS-B dev sentences encoded by both backends; bound {BOUND:g} on every vector component.",
+        "",
+        "| model | pooling | max abs difference | min cosine | within bound |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {name} | {pooling} | {diff:.2e} | {cos:.8f} | {'yes' if diff <= BOUND else 'NO'} |" for name, pooling, diff, cos in rows]
+    emit(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()
