@@ -24,4 +24,4 @@ if [ "$#" -eq 0 ]; then
   # The kill-and-resume test is left to the main suite: its kill lands at a random moment (see issue notes).
   set -- tests/test_architecture.py tests/test_registry.py tests/test_train.py tests/test_build.py -k "not resume_after_kill"
 fi
-"$venv/bin/python" -m pytest -q "$@"
+"$venv/bin/python" -m pytest -q --slow "$@"

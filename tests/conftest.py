@@ -26,6 +26,22 @@ os.environ["SENTUNE_CACHE"] = tempfile.mkdtemp(prefix="sentune-test-cache-")
 # the default data folder (sentune.data.catalog.default_data_dir) of the user running the tests is never read
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="sentune-test-xdg-")
 
+
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", help="also run the tests marked slow (scripts/test.sh and CI do)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow (end-to-end training, adapt runs, kill-and-resume) are deselected unless --slow is given:
+    `pytest -q` stays a quick loop, `bash scripts/test.sh` (and CI) runs everything."""
+    if config.getoption("--slow"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
 WORDS = (
     "a the man woman dog cat is are was plays playing guitar piano runs running eats food on in with and "
     "of to quickly slowly big small red blue car street park sits ball kid kids child girl boy two three "
@@ -248,3 +264,28 @@ def tree_state(folder: Path) -> dict[str, str]:
     import hashlib
 
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def kill_when(proc, ready, *, what: str = "the run", timeout: float = 240.0, after: float = 0.0, children: bool = False) -> None:
+    """SIGKILL `proc` (a subprocess.Popen) once `ready` (a path that appears, or a callable that turns true) holds, as
+    a crash would, then reap it. `after`: seconds to wait past that moment (a random value lands mid-step or
+    mid-save); `children`: kill its child processes too (torchrun's workers live in sessions of their own). Fails
+    when the process ends first or the moment does not come within `timeout` seconds."""
+    import signal
+    import subprocess
+    import time
+
+    check = ready if callable(ready) else Path(ready).exists
+    deadline = time.time() + timeout
+    while not check():
+        if proc.poll() is not None:
+            stderr = proc.stderr.read()[-2000:] if proc.stderr else ""
+            raise AssertionError(f"{what} ended before it could be killed: {stderr}")
+        if time.time() > deadline:
+            raise AssertionError(f"{what} did not reach the moment to kill it within {timeout:.0f} s")
+        time.sleep(0.02)
+    time.sleep(after)
+    if children:
+        subprocess.run(["pkill", "-KILL", "-P", str(proc.pid)], check=False)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()

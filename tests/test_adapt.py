@@ -6,20 +6,19 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import tree_state
+from conftest import kill_when, tree_state
 
 from sentune.adapt.budget import AdaptError, Budget
 from sentune.adapt.candidates import Pooling, Unchanged, parse_methods, plan
 from sentune.adapt.decide import split_dev
+from sentune.adapt.names import TRAINED
 from sentune.adapt.select import select
 from sentune.cli import main
 from sentune.data.user_data import read_scored_pairs, write_corpus, write_scored_pairs
@@ -192,12 +191,7 @@ def test_resume_after_a_kill_in_mid_round_retrains_nothing_finished(tiny_model_d
     env = {**os.environ, "SENTUNE_CACHE": str(tmp_path / "cache")}
     proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     simcse, mirror = out / "candidates" / "simcse" / "run", out / "candidates" / "mirror" / "run"
-    deadline = time.time() + 240
-    while not ((simcse / "paused.json").is_file() and any(mirror.glob("checkpoints/checkpoint-*/COMPLETE"))):
-        assert proc.poll() is None and time.time() < deadline, f"adapt ended before it could be killed: {proc.stderr.read() if proc.poll() is not None else ''}"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_when(proc, lambda: (simcse / "paused.json").is_file() and any(mirror.glob("checkpoints/checkpoint-*/COMPLETE")), what="adapt")
     whitening = out / "candidates" / "whitening" / "candidate.json"
     round_one = json.loads((simcse / "paused.json").read_text())["step"]
     before = (whitening.read_text(), whitening.stat().st_mtime_ns, _lines_up_to(simcse / "metrics.jsonl", round_one))
@@ -371,3 +365,28 @@ def test_sentences_longer_than_the_model_reads_are_warned_about(tiny_model_dir, 
     err = capsys.readouterr().err
     assert "warning: 1 of the 121 corpus sentences are longer than the model's" in err and "'word word word" in err
     assert "warning: 1 of the 101 dev pairs have a sentence longer than the model's" in err and f"{tmp_path / 'run' / 'data' / 'dev.tsv'}:101" in err
+
+
+def test_every_adapt_candidate_recipe_is_bundled_and_trains_a_registered_method():
+    """names.TRAINED (what --methods races), SED, the reference and GenQ each have a recipe adapt/NAME.yaml of a registered
+    method, and no adapt recipe is left without a candidate."""
+    from sentune.adapt.names import GENQ, REFERENCE, SED
+    from sentune.methods.registry import method_names
+    from sentune.train.recipe import RECIPE_DIR, load_recipe
+
+    candidates = {*TRAINED, SED, REFERENCE, GENQ}
+    assert {p.stem for p in (RECIPE_DIR / "adapt").glob("*.yaml")} == candidates
+    for name in candidates:
+        assert load_recipe(f"adapt/{name}", check=False).method in method_names(), name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", TRAINED)
+def test_every_trained_candidate_runs_in_adapt(method, tiny_model_dir, user_files, tmp_path):
+    """Each raced candidate (sentune.adapt.names.TRAINED: a new one is tested here without editing this file) trains,
+    is scored on the selection and confirmation pairs, and gets a record."""
+    out = tmp_path / "run"
+    args = ["--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv")]
+    assert _adapt([*args, "--methods", method, "--budget", "4", "--out", str(out)]) == 0
+    record = json.loads((out / "results.json").read_text())["candidates"][method]
+    assert record["kind"] == "trained" and record["select"] and record["recipe"]["name"].endswith(method)

@@ -70,18 +70,3 @@ def test_bt_loss_matches_naive(tiny_st):
         z = sum(math.exp(x[m] @ x[n] / 0.1) for n in range(6) if n != m)
         total += -math.log(math.exp(x[m] @ x[partner] / 0.1) / z)
     assert got == pytest.approx(total / 6, rel=1e-5)
-
-
-@pytest.mark.parametrize("method", ["bt", "bt-sg-opt"])
-def test_train_on_paraphrase_file(method, tiny_model_dir, tiny_data_dir, tmp_path):
-    import json
-
-    pairs = tmp_path / "pairs.tsv"
-    pairs.write_text("".join(f"a man plays {w}\ta man is playing {w}\n" for w in ["guitar", "piano", "ball", "food", "car", "cat", "dog", "kids"]))
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(
-        f"method: {method}\nmodel: {tiny_model_dir}\ntrain_data: pairs:{pairs}\nparams: {{head_hidden: 16, temperature: 0.1}}\n"
-        "training: {batch_size: 4, max_steps: 4, eval_steps: 2, patience: 0}\neval: {dev: STS-B-dev, tasks: STS-B}\n"
-    )
-    assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]) == 0
-    assert "STS-B" in json.loads((tmp_path / "run" / "results.json").read_text())["runs"]["model"]["tasks"]

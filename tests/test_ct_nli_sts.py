@@ -3,7 +3,6 @@ batch layout, and tiny training runs of each."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -74,25 +73,3 @@ def test_nli_softmax_matches_naive(tiny_st):
         logits = torch.cat([u, v, (u - v).abs()], dim=1) @ loss.classifier.weight.T + loss.classifier.bias
     naive = sum(-torch.log_softmax(logits[i], -1)[labels[i]].item() for i in range(2)) / 2
     assert got == pytest.approx(naive, rel=1e-5)
-
-
-@pytest.mark.parametrize(
-    "method,extra",
-    [
-        ("ct", "optimizer: rmsprop, scheduler: ct-steps, learning_rate: 1.0e-5"),
-        ("nli", "warmup_ratio: 0.1, learning_rate: 2.0e-5"),
-        ("sts-regression", "learning_rate: 2.0e-5"),
-    ],
-)
-def test_tiny_training(method, extra, tiny_model_dir, tiny_data_dir, tmp_path):
-    from sentune.cli import main
-
-    recipe = tmp_path / "r.yaml"
-    params = "params: {lower_bound: 0.2}\n" if method == "sts-regression" else ""
-    recipe.write_text(
-        f"method: {method}\nmodel: {tiny_model_dir}\ntrain_data: wiki\n{params}"
-        f"training: {{batch_size: 16, max_steps: 4, eval_steps: 2, patience: 0, {extra}}}\neval: {{dev: STS-B-dev, tasks: STS-B}}\n"
-    )
-    run = tmp_path / "run"
-    assert main(["train", str(recipe), "--out", str(run), "--data", str(tiny_data_dir)]) == 0
-    assert "STS-B" in json.loads((run / "results.json").read_text())["runs"]["model"]["tasks"]

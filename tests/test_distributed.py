@@ -112,10 +112,8 @@ def test_two_process_training_writes_one_model_and_resumes_after_kill(tiny_model
     weights of the uninterrupted two-process run."""
     import json
     import os
-    import subprocess
-    import time
 
-    from conftest import tiny_recipe
+    from conftest import kill_when, tiny_recipe
     from safetensors.torch import load_file
 
     recipe = tiny_recipe(
@@ -129,13 +127,7 @@ def test_two_process_training_writes_one_model_and_resumes_after_kill(tiny_model
     assert sorted(p.name for p in (tmp_path / "straight").iterdir()) == ["config.yaml", "metrics.jsonl", "model", "results.json", "results.md"]
 
     killed = _torchrun([str(recipe), "--out", "killed"], tmp_path, env)
-    deadline = time.time() + 240
-    while not list((tmp_path / "killed" / "checkpoints").glob("checkpoint-4/COMPLETE")) and time.time() < deadline:
-        time.sleep(0.05)
-    # torchrun's workers live in sessions of their own: kill them and torchrun at once, as a crash would.
-    subprocess.run(["pkill", "-KILL", "-P", str(killed.pid)], check=False)
-    killed.kill()
-    killed.wait()
+    kill_when(killed, tmp_path / "killed" / "checkpoints" / "checkpoint-4" / "COMPLETE", what="torchrun", children=True)
     assert not (tmp_path / "killed" / "model").exists()
     resumed = _torchrun([str(recipe), "--out", "killed", "--resume"], tmp_path, env)
     out, err = resumed.communicate(timeout=300)

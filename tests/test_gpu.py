@@ -10,10 +10,9 @@ import pytest
 import torch
 
 from sentune.cli import main
+from sentune.methods.registry import method_names
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
-
-SENTENCE_METHODS = ["sg", "sg-opt", "simcse", "mirror", "mirror-char", "flow-joint", "st-mnrl", "st-ct", "ct", "tsdae"]
 
 
 def _train(tmp_path, method, model, data_dir, train_data="wiki", params=None, training=None):
@@ -26,27 +25,11 @@ def _train(tmp_path, method, model, data_dir, train_data="wiki", params=None, tr
     return run
 
 
-@pytest.mark.parametrize("method", SENTENCE_METHODS)
+@pytest.mark.parametrize("method", method_names())  # every registered method, with tests/method_setups.py's set-up
 def test_method_trains_on_cuda(method, tiny_model_dir, tiny_data_dir, tmp_path):
-    params = {"head_hidden": 16} if method.startswith("sg") else {}
-    _train(tmp_path, method, tiny_model_dir, tiny_data_dir, params=params)
+    from method_setups import tiny_training_args
 
-
-@pytest.mark.parametrize("method", ["nli", "sts-regression", "multitask"])
-def test_labelled_methods_train_on_cuda(method, tiny_model_dir, tiny_data_dir, tmp_path):
-    _train(tmp_path, method, tiny_model_dir, tiny_data_dir, training={"max_sentences": 16})
-
-
-@pytest.mark.parametrize("method", ["bt", "bt-sg-opt"])
-def test_paraphrase_methods_train_on_cuda(method, tiny_model_dir, tiny_data_dir, tmp_path):
-    pairs = tmp_path / "pairs.tsv"
-    pairs.write_text("".join(f"a man plays {w}\ta man is playing {w}\n" for w in ["guitar", "piano", "ball", "food", "car", "cat", "dog", "kids"]))
-    _train(tmp_path, method, tiny_model_dir, tiny_data_dir, train_data=f"pairs:{pairs}", params={"head_hidden": 16})
-
-
-def test_sed_distils_on_cuda(tiny_model_dir, tiny_data_dir, tmp_path):
-    members = [str(_train(tmp_path / f"m{seed}", "simcse", tiny_model_dir, tiny_data_dir, training={"seed": seed}) / "model") for seed in (1, 2)]
-    _train(tmp_path, "sed", tiny_model_dir, tiny_data_dir, params={"members": members})
+    _train(tmp_path, method, tiny_model_dir, tiny_data_dir, **tiny_training_args(method, tmp_path, tiny_model_dir))
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import math
 import random
 
-import numpy as np
 import pytest
 import torch
 
@@ -51,12 +49,3 @@ def test_character_masking_as_original():
     out = mask_characters(text, rng)
     assert "[MASK]" in out and len(out) == len(text) - 5 + len("[MASK]")
     assert mask_characters("short one", rng) == "short one"
-
-
-@pytest.mark.parametrize("method", ["simcse", "mirror", "mirror-char"])
-def test_tiny_training_runs(method, tiny_model_dir, tiny_data_dir, tmp_path):
-    from conftest import train_tiny
-
-    run = train_tiny(tmp_path, method, tiny_model_dir, tiny_data_dir)
-    results = json.loads((run / "results.json").read_text())
-    assert np.isfinite(results["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"])

@@ -126,10 +126,10 @@ def test_a_pipeline_killed_inside_a_stage_resumes_without_recomputing(victim, ti
     fits); the re-run resumes that stage from its checkpoint, leaves every finished stage (and the cached
     ensemble targets) untouched, and finishes the pipeline."""
     import os
-    import signal
     import subprocess
     import sys
-    import time
+
+    from conftest import kill_when
 
     out = tmp_path / "p"
     args = [
@@ -160,12 +160,7 @@ def test_a_pipeline_killed_inside_a_stage_resumes_without_recomputing(victim, ti
     signal_file = out / victim / ("checkpoints/checkpoint-1/COMPLETE" if training_stage else "stage.json")
 
     proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while not signal_file.exists():
-        assert proc.poll() is None and time.time() < deadline, f"the pipeline ended before {victim} could be killed: {proc.stderr.read()[-2000:]}"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_when(proc, signal_file, what=f"the pipeline (before {victim})", timeout=300)
     assert not (out / victim / "results.json").exists(), "killed too late: the stage had already finished"
     finished = {p.parent: p.stat().st_mtime_ns for p in out.rglob("results.json")}
     cached = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*.npy")}

@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import kill_when
 from safetensors.numpy import load_file
 
 from sentune.train.recipe import RecipeError, load_recipe
@@ -97,13 +96,8 @@ def test_resume_after_kill_matches_uninterrupted_run(recipe_file, tmp_path, env)
     killed = tmp_path / "killed"
     proc = _train([str(recipe_file), "--out", str(killed)], tmp_path, env)
     target = random.Random().choice([10, 20])  # leaves steps to run, even on a loaded machine
-    deadline = time.time() + 240
-    while not (killed / "checkpoints" / f"checkpoint-{target}" / "COMPLETE").exists():
-        assert proc.poll() is None and time.time() < deadline, "training ended before it could be killed"
-        time.sleep(0.05)
-    time.sleep(random.uniform(0, 0.5))  # sometimes mid-step, sometimes mid-save
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    # sometimes mid-step, sometimes mid-save
+    kill_when(proc, killed / "checkpoints" / f"checkpoint-{target}" / "COMPLETE", what="training", after=random.uniform(0, 0.5))
     assert not (killed / "model").exists(), "a model folder must only appear once complete"
 
     resumed = _train([str(recipe_file), "--out", str(killed), "--resume"], tmp_path, env)

@@ -1,0 +1,50 @@
+"""The smallest training set-up of every registered method on the tiny model: what tests/test_registry.py trains each
+method with on the CPU and tests/test_gpu.py on CUDA. A method registered without an entry here fails
+test_every_registered_method_has_a_tiny_training_setup (and its parametrised training tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PARAPHRASES = ["guitar", "piano", "ball", "food", "car", "cat", "dog", "kids"]
+
+# method -> train_tiny keyword arguments; "pairs" stands for a paraphrase file written by tiny_training_args
+SETUPS: dict[str, dict] = {
+    "sg": {"params": {"head_hidden": 16}},
+    "sg-opt": {"params": {"head_hidden": 16}},
+    "simcse": {},
+    "mirror": {},
+    "mirror-char": {},
+    "flow-joint": {"params": {"hidden": 8}},
+    "st-mnrl": {},
+    "st-ct": {},
+    "ct": {"training": {"batch_size": 16, "optimizer": "rmsprop", "scheduler": "ct-steps", "learning_rate": 1e-5}},
+    "tsdae": {},
+    "nli": {"training": {"batch_size": 16, "max_sentences": 16, "warmup_ratio": 0.1, "learning_rate": 2e-5}},
+    "sts-regression": {"params": {"lower_bound": 0.2}, "training": {"batch_size": 16, "max_sentences": 16, "learning_rate": 2e-5}},
+    "multitask": {"params": {"e_para": 16, "e_sem": 16}, "training": {"batch_size": 4, "max_sentences": 16}},
+    "bt": {"train_data": "pairs", "params": {"head_hidden": 16, "temperature": 0.1}, "training": {"batch_size": 4}},
+    "bt-sg-opt": {"train_data": "pairs", "params": {"head_hidden": 16, "temperature": 0.1}, "training": {"batch_size": 4}},
+    "mnrl-pairs": {"train_data": "pairs", "training": {"batch_size": 4}},
+    "sed": {"params": {"members": "model-twice"}},  # two members: the tiny model itself, twice
+}
+
+
+def methods_without_setup() -> list[str]:
+    from sentune.methods.registry import method_names
+
+    return [name for name in method_names() if name not in SETUPS]
+
+
+def tiny_training_args(method: str, tmp_path: Path, model: str | Path) -> dict:
+    """train_tiny's keyword arguments for `method` (files it needs written under tmp_path)."""
+    if method not in SETUPS:
+        raise AssertionError(f"method {method!r} is registered without a tiny training set-up in tests/method_setups.py")
+    args = {key: dict(value) if isinstance(value, dict) else value for key, value in SETUPS[method].items()}
+    if args.get("train_data") == "pairs":
+        pairs = tmp_path / "pairs.tsv"
+        pairs.write_text("".join(f"a man plays {w}\ta man is playing {w}\n" for w in PARAPHRASES))
+        args["train_data"] = f"pairs:{pairs}"
+    if args.get("params", {}).get("members") == "model-twice":
+        args["params"]["members"] = [str(model), str(model)]
+    return args
