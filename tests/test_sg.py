@@ -125,3 +125,18 @@ def test_shared_cache_reused_across_runs(tiny_model_dir, tiny_data_dir, tmp_path
         train_tiny(tmp_path / "b", "sg-opt", tiny_model_dir, tiny_data_dir, params={"head_hidden": 16, "temperature": 0.1}, training={"max_steps": 2})
     assert sorted(shared.glob("sg-views-*.npy")) == views and views[0].stat().st_mtime_ns == stamp
     assert any("reusing cache" in record.getMessage() for record in caplog.records)
+
+
+def test_quiet_training_shows_no_bar_of_the_method_either(tiny_model_dir, tiny_data_dir, tmp_path, capsys, monkeypatch):
+    """--quiet reaches the method: SG's views of the training sentences are computed without a progress bar."""
+    from conftest import tiny_recipe
+
+    from sentune.cli import main
+
+    recipe = tiny_recipe(tmp_path / "r.yaml", "sg-opt", tiny_model_dir, params={"head_hidden": 16}, training={"max_steps": 2})
+    monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path / "quiet-cache"))  # each run computes its views (none read back)
+    assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir), "--quiet"]) == 0
+    assert "BERT_F views" not in capsys.readouterr().err
+    monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path / "loud-cache"))
+    assert main(["train", str(recipe), "--out", str(tmp_path / "loud"), "--data", str(tiny_data_dir)]) == 0
+    assert "BERT_F views" in capsys.readouterr().err  # the bar this test looks for exists

@@ -341,7 +341,7 @@ def train(
     # Caches are keyed by content (model weights, sentences, settings), so runs may share one folder:
     # Seeds and ablations of one recipe reuse e.g. SG's frozen views instead of recomputing them.
     cache_dir = default_cache_dir()  # SENTUNE_CACHE, or the user's cache folder: never the run folder
-    ctx = TrainContext(recipe=recipe, params=params, data_dir=data_dir, cache_dir=cache_dir, dev_score=dev.score)
+    ctx = TrainContext(recipe=recipe, params=params, data_dir=data_dir, cache_dir=cache_dir, dev_score=dev.score, show_progress=show_progress)
     columns = method.data_view(ctx)
     from datasets import Dataset
 
