@@ -351,3 +351,24 @@ def test_flow_settings_reach_the_flow(tiny_model_dir, tiny_data_dir, tmp_path, c
     assert "mean+flow(tasks:STS12,seed=2,learning_rate=0.001,max_steps=2)" in json.loads((out / "results.json").read_text())["runs"]
     assert main(["eval", "--model", str(tiny_model_dir), "--tasks", "STS-B", "--data", str(tiny_data_dir), "--flow", "target", "--flow-set", "lr=1"]) == 2
     assert "--flow-set lr=1: flow takes" in capsys.readouterr().err
+
+
+def test_uniformity_covers_every_pair_and_alignment_the_positives(tiny_model_dir, tiny_data_dir):
+    """Seed 002 §6.3: alignment over the positive pairs P, uniformity over D = P ∪ N (every sentence of every pair)."""
+    from sentune.core.encode import Encoder
+    from sentune.core.models import load_model
+    from sentune.data.catalog import load_examples, select_tasks
+    from sentune.tasks.alignment import alignment, uniformity
+    from sentune.tasks.evaluate import evaluate
+
+    model = load_model(str(tiny_model_dir))
+    found = evaluate(model, select_tasks("STS-B"), tiny_data_dir, alignment_pairs="qqp", show_progress=False)["runs"]["model"]["alignment_uniformity"]
+    pairs = load_examples("qqp-dev", tiny_data_dir) + load_examples("qqp-test", tiny_data_dir)
+    positive = [p for p in pairs if p.label == 1]
+    assert 0 < len(positive) < len(pairs)  # the toy set has both kinds, so P and P ∪ N differ
+    encoder = Encoder(model, "model", show_progress=False)
+    everything = encoder.encode(list(dict.fromkeys(s for p in pairs for s in (p.a, p.b))))
+    assert found["uniformity"] == pytest.approx(uniformity(everything), abs=1e-6)
+    assert found["alignment"] == pytest.approx(alignment(encoder.encode([p.a for p in positive]), encoder.encode([p.b for p in positive])), abs=1e-6)
+    only_positive = encoder.encode(list(dict.fromkeys(s for p in positive for s in (p.a, p.b))))
+    assert abs(uniformity(only_positive) - found["uniformity"]) > 1e-6  # the old definition gives another number

@@ -111,8 +111,8 @@ class _Inputs:
     examples: dict[str, dict[str, list]]
     sentences: list[str]  # the tasks' sentences, in task order
     sources: list  # their source lines (truncation warnings)
-    extra: dict[str, list[str]]  # fit sets by name; "__pairs__": the alignment pairs' sentences
-    pair_set: list[tuple[str, str]] | None
+    extra: dict[str, list[str]]  # fit sets by name; "__pairs__": the sentences of every pair of the alignment set (P ∪ N)
+    pair_set: list[tuple[str, str]] | None  # its positive pairs (P)
     documents: list[str]  # the retrieval corpora's texts, unique: encoded through the embedding cache
 
     @property
@@ -132,8 +132,8 @@ def _gather(tasks, data_dir, postprocess, alignment_pairs, examples) -> _Inputs:
     extra = {name: load_sentences(name, data_dir) for name in extra_sets}
     pair_set = None
     if alignment_pairs:
-        pair_set = _positive_pairs(alignment_pairs, data_dir)
-        extra["__pairs__"] = [s for a, b in pair_set for s in (a, b)]
+        pair_set, every_sentence = _alignment_pairs(alignment_pairs, data_dir)
+        extra["__pairs__"] = every_sentence
     documents = list(dict.fromkeys(d.text for spec in tasks if spec.kind == "retrieval" for d in examples[spec.name]["corpus"]))
     return _Inputs(examples, sentences, sources, extra, pair_set, documents)
 
@@ -251,17 +251,21 @@ def _embedder(table: EmbeddingTable, option: PostprocessOption | None, examples,
     return table.mapped(fitted.transform)
 
 
-def _positive_pairs(name: str, data_dir: Path) -> list[tuple[str, str]]:
-    """Positive pairs for alignment: `qqp` (duplicates, label 1, both held-out halves) or `stsb` (STS-B
-    test pairs with gold score >= 4)."""
+def _alignment_pairs(name: str, data_dir: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """(positive pairs P, the sentences of every pair P ∪ N) of an alignment set: `qqp` (both held-out halves;
+    duplicates, label 1, are P) or `stsb` (STS-B test; gold score >= 4 is P). Seed 002 §6.3 (after Wang & Isola
+    2020): alignment over P, uniformity over the data D = P ∪ N, each distinct sentence once."""
     if name == "qqp":
         pairs = load_examples("qqp-dev", data_dir) + load_examples("qqp-test", data_dir)
-        return [(p.a, p.b) for p in pairs if p.label == 1]
-    if name == "stsb":
+        positive = [(p.a, p.b) for p in pairs if p.label == 1]
+    elif name == "stsb":
         from sentune.data.catalog import load_catalog
 
-        return [(p.a, p.b) for p in load_task(load_catalog()["STS-B"], data_dir)["test"] if p.score >= 4.0]
-    raise UserError(f"unknown positive-pair set {name!r}; choose qqp or stsb")
+        pairs = load_task(load_catalog()["STS-B"], data_dir)["test"]
+        positive = [(p.a, p.b) for p in pairs if p.score >= 4.0]
+    else:
+        raise UserError(f"unknown positive-pair set {name!r}; choose qqp or stsb")
+    return positive, list(dict.fromkeys(s for p in pairs for s in (p.a, p.b)))
 
 
 def _warn_truncated_documents(count: int, total: int, max_len: int | None) -> None:
