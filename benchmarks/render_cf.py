@@ -166,7 +166,8 @@ def ablations(runs: KeptRuns) -> list[str]:
         ("SimCSE-joint", "cf-simcse-joint"),
         ("Mirror", "cf-mirror"),
         ("Mirror-joint (BERT-CF)", "cf-bert-cf"),
-        ("MinBERT-joint (encoder unfrozen in the joint stage)", "cf-minbert-joint"),
+        ("MinBERT-joint as written (from the untuned model; encoder learns from L_mirror only at 1e-4, the flow at 3e-4)", "cf-minbert-joint-paper"),
+        ("MinBERT-joint before issue 25 (from the Mirror model; L_flow also into the encoder; everything at 1e-5)", "cf-minbert-joint"),
         ("Mirror-flow (no contrastive term in stage 2)", "cf-mirror-flow"),
     ):
         result = runs.get(name)

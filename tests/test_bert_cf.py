@@ -65,3 +65,44 @@ def test_flow_joint_training_saves_plain_model(tiny_model_dir, tiny_data_dir, tm
     saved = json.loads((run / "results.json").read_text())["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"]
     assert again == pytest.approx(saved, abs=1e-3)
     assert np.isfinite(saved)
+
+
+def test_minbert_joint_encoder_learns_from_the_contrastive_term_only(tiny_st):
+    """Seed 002 §6.1, MinBERT-joint: the unfrozen encoder is updated by L_mirror; L_flow's gradient stops at the flow."""
+    model = with_pooling(tiny_st, "mean")
+    loss_fn = build_flow_joint_loss(model, {}, method_context("flow-joint", {"freeze_encoder": False, "hidden": 8}))
+    features = model.preprocess(["a man plays the guitar", "the dog runs", "two kids eat food"])
+    out = loss_fn([dict(features)], None)
+    out["flow_nll"].backward(retain_graph=True)
+    assert all(p.grad is None or p.grad.abs().sum() == 0 for p in model[0].parameters())
+    assert sum(p.grad.abs().sum() for p in model[-1].flow.parameters() if p.grad is not None) > 0
+    out["mirror"].backward()
+    assert sum(p.grad.abs().sum() for p in model[0].parameters() if p.grad is not None) > 0
+
+
+def test_the_flow_trains_at_its_own_learning_rate(tiny_model_dir, tiny_data_dir, tmp_path):
+    """flow_learning_rate reaches the optimizer: with the encoder's rate at 1e-12 only the flow moves."""
+    from conftest import train_tiny
+    from safetensors.torch import load_file
+
+    from sentune.methods.bert_cf import FlowJointParams, flow_learning_rates
+
+    assert flow_learning_rates(FlowJointParams(flow_learning_rate=0.0)) == {}
+    model = with_pooling(__import__("sentence_transformers").SentenceTransformer(str(tiny_model_dir), device="cpu"), "mean")
+    loss_fn = build_flow_joint_loss(model, {}, method_context("flow-joint", {"freeze_encoder": False, "hidden": 8}))
+    (pattern,) = flow_learning_rates(FlowJointParams(flow_learning_rate=3e-4))
+    matched = {n for n, _ in loss_fn.named_parameters() if __import__("re").search(pattern, n)}
+    assert matched == {f"model.2.flow.{n}" for n, _ in model[-1].flow.named_parameters()}  # the flow, and only the flow
+
+    from sentence_transformers import SentenceTransformer
+
+    outputs = {}
+    for rate in (3e-4, 0.0):  # 0: the flow at the encoder's rate too
+        params = {"freeze_encoder": False, "hidden": 8, "flow_learning_rate": rate}
+        (tmp_path / str(rate)).mkdir()
+        run = train_tiny(tmp_path / str(rate), "flow-joint", tiny_model_dir, tiny_data_dir, params=params, training={"learning_rate": 1e-12, "max_steps": 4})
+        assert json.loads((run / "results.json").read_text())["meta"]["recipe"]["params"]["flow_learning_rate"] == rate
+        before, after = load_file(str(tiny_model_dir / "model.safetensors")), load_file(str(run / "model" / "model.safetensors"))
+        assert max(float((after[name] - before[name]).abs().max()) for name in before) < 1e-9  # the encoder at 1e-12: still
+        outputs[rate] = SentenceTransformer(str(run / "model"), device="cpu").encode(["a man plays the guitar", "the dog runs"])
+    assert np.abs(outputs[3e-4] - outputs[0.0]).max() > 1e-4  # only the flow at its own rate moved

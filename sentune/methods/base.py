@@ -124,6 +124,9 @@ class Method:
     ordered_batches: bool = False  # batches in dataset order (rows laid out in blocks, e.g. CT's 1 + 7)
     poolings: tuple[str, ...] | None = None  # poolings it can train; None: any trainable pooling
     needs_pairs: bool = False  # trains on `train_data: pairs:PATH` (sentence<TAB>paraphrase)
+    # params -> {parameter-name pattern: learning rate} for parameters that train at a rate of their own (the loss's
+    # named parameters, e.g. "model.3.flow."; sentence-transformers' learning_rate_mapping); None: one rate for all
+    learning_rates: Callable[[Any], dict[str, float]] | None = None
     citation: str = ""
 
     def resolve_params(self, values: dict[str, Any] | None) -> Any:

@@ -9,7 +9,10 @@ flow g (sentune.postprocess.flow: k blocks of ActNorm → invertible 1×1 → ad
 where f' is the second, span-masked, differently dropped-out view (see sentune.methods.mirror). The
 flow sits at the end of the model while training (LiveFlow), so STS-B dev model selection sees it; the
 saved model carries it compiled into built-in Dense modules. Ablations of §6.1 are parameters:
-SimCSE-joint `span_cap: 0`; MinBERT-joint `freeze_encoder: false`; Mirror-flow `lambda_mirror: 0`.
+SimCSE-joint `span_cap: 0`; Mirror-flow `lambda_mirror: 0`; MinBERT-joint `freeze_encoder: false` from the untuned
+model ("learn just the flow with contrastive regularization jointly while unfreezing the BERT encoder for the
+contrastive update"): the encoder then learns from L_mirror alone (L_flow reads a detached f(x)), and the flow keeps
+its own rate, `flow_learning_rate` (§5.3: the flow at 3e-4, Mirror-BERT's encoder at 1e-4).
 """
 
 from __future__ import annotations
@@ -68,7 +71,8 @@ class FlowJointLoss(nn.Module):
             if self.lambda_mirror:
                 mirrors = self._embed(self.views.masked_view(features))
         with full_precision(anchors) as (anchors,):  # the flow and its log-determinant in float32
-            out = {"flow_nll": flow.nll(anchors).mean()}  # outside the no-grad block: the flow always trains
+            # outside the no-grad block: the flow always trains; the encoder never learns from L_flow (§6.1)
+            out = {"flow_nll": flow.nll(anchors.detach()).mean()}
         if self.lambda_mirror:
             with full_precision(mirrors) as (mirrors,):
                 out["mirror"] = self.lambda_mirror * mirror_infonce(flow(anchors)[0], flow(mirrors)[0], self.views.temperature)
@@ -93,6 +97,12 @@ class FlowJointParams:
     hidden: int = option(32, "hidden width of each coupling network", minimum=1)
     permutation: Literal["lu", "reverse"] = option("lu", "the invertible 1×1 (LU-decomposed) or Glow's fixed reversal")
     flow_seed: int = option(0, "seed of the flow's initialisation")
+    flow_learning_rate: float = option(0.0, "the flow's own learning rate (0: training.learning_rate, as for the encoder)", minimum=0)
+
+
+def flow_learning_rates(params: FlowJointParams) -> dict[str, float]:
+    """The flow's parameters (the LiveFlow module's `flow`, named model.N.flow.* in the loss) at their own rate."""
+    return {r"^model\.\d+\.flow\.": params.flow_learning_rate} if params.flow_learning_rate > 0 else {}
 
 
 def build_flow_joint_loss(model, columns: Columns, ctx: TrainContext) -> FlowJointLoss:
@@ -120,6 +130,7 @@ FLOW_JOINT = Method(
     columns=("sentence",),
     params=FlowJointParams,
     finalize=compile_live_flow,
+    learning_rates=flow_learning_rates,
     poolings=("mean", "cls", "max", "first-last"),
     citation=CITATION,
 )

@@ -353,7 +353,8 @@ def train(
 
     checkpoint = latest_complete_checkpoint(run_dir / "checkpoints") if resume else None
     pause = PauseAt(pause_at_step)
-    trainer, best = _fit(recipe, method, model, loss, dataset, evaluator, run_dir, checkpoint, [pause, *(callbacks or [])], show_progress)
+    learning_rates = method.learning_rates(params) if method.learning_rates else {}
+    trainer, best = _fit(recipe, method, model, loss, dataset, evaluator, run_dir, checkpoint, [pause, *(callbacks or [])], show_progress, learning_rates)
     if rank() != 0:  # data parallel: the first process selects, evaluates and saves; the others are done
         return {}
     if pause.paused and not early_stopped(trainer) and not trainer.stopped_by_time:
@@ -391,7 +392,17 @@ def train(
 
 
 def _fit(
-    recipe: Recipe, method: Method, model, loss, dataset, evaluator, run_dir: Path, checkpoint: Path | None, extra: list[TrainerCallback], show_progress: bool
+    recipe: Recipe,
+    method: Method,
+    model,
+    loss,
+    dataset,
+    evaluator,
+    run_dir: Path,
+    checkpoint: Path | None,
+    extra: list[TrainerCallback],
+    show_progress: bool,
+    learning_rates: dict[str, float] | None = None,
 ):
     """The Trainer run, from `checkpoint` when resuming; leaves the best checkpoint's weights in the model
     and the loss. Returns the trainer and the best step with its dev score."""
@@ -405,6 +416,8 @@ def _fit(
     if recipe.training.patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=recipe.training.patience))
     args = _training_args(recipe, run_dir / "checkpoints", evaluator.primary_metric)
+    if learning_rates:  # parameters (by name pattern) with a rate of their own, e.g. a flow beside its encoder
+        args.learning_rate_mapping = dict(learning_rates)
     if method.ordered_batches:
         args.batch_sampler = ordered_batch_sampler
     # Widget examples are for the hub's inference widget; sentune's cards do not use them, and computing
