@@ -21,6 +21,15 @@ pipe() {  # pipe NAME: one composed recipe in the shared folder (common prefixes
   keep_tree "$sed_root" sed
 }
 
+# Issue 25: NLI-CT-SED's members now each run NLI and CT with their own seed, and its learners start from the
+# pre-trained model. Stage folders of the earlier pipeline (one shared NLI model; stage.json without "chain") are
+# moved aside once, kept results included, so that sed.md can show the old numbers beside the new.
+if [ -f "$sed_root/nli-ct-sed/stage.json" ] && ! grep -q '"chain"' "$sed_root/nli-ct-sed/stage.json"; then
+  for old in nli-ct-sed nli-ct-sed-flow; do
+    [ -e "$sed_root/$old" ] && mv "$sed_root/$old" "$sed_root/$old-before-issue25"
+    [ -e "$kept/sed/$old" ] && mv "$kept/sed/$old" "$kept/sed/$old-before-issue25"
+  done
+fi
 # Tables 1-3: unsupervised (CT, Flow, SED) and NLI-based compositions.
 for name in flow ct-sed-flow ct-flow nli-ct-sed-flow nli-ct-flow nli-flow; do pipe "$name"; done
 # Side by side: our CT against sentence-transformers' ContrastiveTensionLoss (same data, steps, seed).

@@ -221,3 +221,28 @@ def test_members_train_while_another_process_holds_the_stage_before_sed(tiny_mod
     assert worker.returncode == 0, log[-2000:]
     assert (out / "ct" / "results.json").is_file() and not (out / "ct-sed" / "member-1").exists()  # member 1 is the CT run
     assert json.loads((out / "ct-sed" / "members.json").read_text()) == ["ct", "ct-sed/member-2", "ct-sed/member-3"]
+
+
+def test_nli_ct_sed_members_run_every_stage_with_their_seed_and_learners_start_from_the_input(tiny_model_dir, tiny_data_dir, tmp_path):
+    """Seed 003 §4: each member is fine-tuned on NLI and then tuned with CT, with its own seed (distinct NLI models);
+    the learners, like the members, start from the pre-trained input model."""
+    import yaml
+
+    common = ["--model", str(tiny_model_dir), "--members", "2", "--data", str(tiny_data_dir), "--out", str(tmp_path / "p")]
+    for stage in ("nli", "ct", "sed-learner"):
+        common += ["--set", f"{stage}:training.max_steps=2", "--set", f"{stage}:training.eval_steps=1", "--set", f"{stage}:training.batch_size=8"]
+    common += ["--set", "nli:training.max_sentences=16"]
+    assert main(["pipeline", "nli-ct-sed", *common]) == 0
+    out = tmp_path / "p"
+    sed = out / "nli-ct-sed"
+    assert json.loads((sed / "members.json").read_text()) == ["nli-ct", "nli-ct-sed/member-2/ct"]  # member 1: the pipeline's own runs
+    nli_2 = yaml.safe_load((sed / "member-2" / "nli" / "config.yaml").read_text())
+    ct_2 = yaml.safe_load((sed / "member-2" / "ct" / "config.yaml").read_text())
+    assert nli_2["model"] == str(tiny_model_dir) and nli_2["training"]["seed"] == 2
+    assert ct_2["model"] == str(sed / "member-2" / "nli" / "model") and ct_2["training"]["seed"] == 2  # on its own NLI model
+    ct_1 = yaml.safe_load((out / "nli-ct" / "config.yaml").read_text())
+    assert ct_1["model"] == str(out / "nli" / "model") != ct_2["model"]  # the members' NLI models are distinct
+    learner = yaml.safe_load((sed / "learner-1" / "config.yaml").read_text())
+    assert learner["model"] == str(tiny_model_dir)  # the learner starts from the pre-trained input, not an NLI model
+    assert learner["params"]["members"] == [str(out / "nli-ct" / "model"), str(sed / "member-2" / "ct" / "model")]
+    assert [s["stage"] for s in json.loads((sed / "stage.json").read_text())["chain"]] == ["nli", "ct"]

@@ -3,11 +3,14 @@
 
 Stages:
   nli, ct, sts, …   train the stage's recipe (stage_recipes below) on the previous stage's model
-  sed               train `members` copies of the previous training stage (its recipe and overrides, plus
-                    `sed:` overrides) with seeds 1..N on the model that stage started from, then distil
-                    their mean into `learners` learners (seeds 1..K) initialised from that same model; the
-                    members also form the full ensemble (a loadable, evaluated model folder). A member
-                    whose resolved recipe equals the previous stage's run reuses that run.
+  sed               train `members` ensemble members, member k running every training stage before `sed` (the
+                    chain: `nli-ct` in nli-ct-sed) with seed k from the model the chain started from (the
+                    last stage also takes the `sed:` overrides), then distil their mean into `learners`
+                    learners (seeds 1..K) initialised from that same model (seed 003 §4: "an ensemble of
+                    ... models, which each have been first fine-tuned towards the siamese NLI task and then
+                    tuned with CT"; "distillation learners and ensemble models are pre-trained Transformers").
+                    The members also form the full ensemble (a loadable, evaluated model folder). A member
+                    stage whose resolved recipe equals the pipeline's own run of that stage reuses the run.
   flow, whiten      fit the post-processor on the previous model's embeddings of --fit-on and save the
                     model with it; `--set flow:learning_rate=1e-3` sets the post-processor's options
 
@@ -30,7 +33,7 @@ from pathlib import Path
 from sentune.core.locks import run_lock
 from sentune.core.results import save_results, write_atomic
 from sentune.errors import UserError
-from sentune.train.recipe import load_recipe, same_recipe
+from sentune.train.recipe import load_recipe
 from sentune.train.runs import claim, train_each, train_run
 
 logger = logging.getLogger(__name__)
@@ -68,27 +71,29 @@ def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: 
     out.mkdir(parents=True, exist_ok=True)
     name = "-".join(config.stages)
     model = config.model
-    previous: tuple[str, list[str], str, Path] | None = None  # (recipe, its overrides, start model, run folder)
+    chain: Chain | None = None  # the training stages since the last sed or post-processor: what SED's members repeat
     for index, stage in enumerate(config.stages):
         folder = out / "-".join(config.stages[: index + 1])
         if stage in POSTPROCESS_STAGES:
             _claim(folder, {"stage": stage, "input_model": model, "fit_on": config.fit_on, "overrides": config.overrides.get(stage, [])})
             model = _postprocess_stage(stage, model, folder, config, data_dir, command)
+            chain = None
         elif stage == "sed":
-            if previous is None:
-                raise PipelineError("sed needs a training stage before it")
-            model = _sed_stage(previous, folder, config, data_dir, command)
+            if chain is None:
+                raise PipelineError("sed distils an ensemble of training stages: put a training stage right before it (post-processors after it)")
+            model = _sed_stage(chain, folder, config, data_dir, command)
+            chain = None
         else:
             recipe_name = STAGE_RECIPES[stage]
             overrides = config.overrides.get(stage, [])
             _claim(folder, {"stage": stage, "recipe": recipe_name, "input_model": model, "overrides": overrides})
-            previous = (recipe_name, overrides, model, folder)
+            chain = chain or Chain(start=model)
+            chain.stages.append(ChainStage(stage, recipe_name, overrides, folder, model))
             feeds_sed = config.stages[index + 1 : index + 2] == ["sed"]
             recipe = load_recipe(recipe_name, [f"model={model}"] + overrides)
             if feeds_sed and train_run(recipe, folder, data_dir=data_dir, command=command, wait=False) is None:
-                # Another process trains this stage. SED's other members start from this stage's input model,
-                # not from its output, so train them now instead of waiting idle.
-                _train_members_ahead(previous, out / "-".join(config.stages[: index + 2]), config, data_dir, command)
+                # Another process trains this stage. The other SED members do not depend on it: train them meanwhile.
+                _train_members_ahead(chain, out / "-".join(config.stages[: index + 2]), config, data_dir, command)
             train_run(recipe, folder, data_dir=data_dir, command=command)
             model = str(folder / "model")
     record = {
@@ -105,13 +110,42 @@ def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: 
     return Path(model)
 
 
-def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None) -> str:
+@dataclass
+class ChainStage:
+    name: str  # the stage's name (nli, ct, ...)
+    recipe: str
+    overrides: list[str]
+    folder: Path  # the pipeline's own run of it
+    input_model: str  # the model the pipeline's own run started from
+
+    def own_recipe(self):
+        return load_recipe(self.recipe, [f"model={self.input_model}"] + self.overrides)
+
+
+@dataclass
+class Chain:
+    """Consecutive training stages and the model they started from."""
+
+    start: str
+    stages: list[ChainStage] = field(default_factory=list)
+
+
+@dataclass
+class Member:
+    seed: int
+    jobs: list[tuple]  # (recipe, run folder) per stage, in order; a stage reused from the pipeline's own run is absent
+    model: str  # its last stage's model folder
+    independent: bool  # no stage is the pipeline's own run: it can train before the pipeline's stages finish
+
+
+def _sed_stage(chain: Chain, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None) -> str:
     from sentune.train.ensemble import save_ensemble
 
-    members, jobs = _member_jobs(previous, folder, config)
-    train_each(jobs, data_dir=data_dir, command=command)
-    # Which runs form the ensemble, relative to the pipeline folder (member 1 may be the previous stage).
-    write_atomic(folder / "members.json", json.dumps([str(Path(m).parent.relative_to(folder.parent)) for m in members], indent=1))
+    members = _members(chain, folder, config)
+    _train_members(members, data_dir, command)
+    paths = [m.model for m in members]
+    # Which runs form the ensemble, relative to the pipeline folder (member 1 may be the pipeline's own runs).
+    write_atomic(folder / "members.json", json.dumps([str(Path(m).parent.relative_to(folder.parent)) for m in paths], indent=1))
     ensemble = folder / "full-ensemble"
     with run_lock(ensemble):
         if not (ensemble / "results.json").is_file():
@@ -119,14 +153,14 @@ def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, c
             from sentune.data.catalog import select_tasks
             from sentune.tasks.evaluate import evaluate
 
-            save_ensemble(members, ensemble / "model")
+            save_ensemble(paths, ensemble / "model")
             results = evaluate(load_model(str(ensemble / "model")), select_tasks("sts"), data_dir, show_progress=False, model_name=str(ensemble / "model"))
-            results["meta"]["stage"] = {"full_ensemble": members}
+            results["meta"]["stage"] = {"full_ensemble": paths}
             save_results(results, ensemble, command)
-    start, learner_overrides = previous[2], config.overrides.get("sed-learner", [])
+    learner_overrides = config.overrides.get("sed-learner", [])
     learners = [
         (
-            load_recipe("005-sed", [f"model={start}", f"params.members={json.dumps(members)}", f"training.seed={seed}"] + learner_overrides),
+            load_recipe("005-sed", [f"model={chain.start}", f"params.members={json.dumps(paths)}", f"training.seed={seed}"] + learner_overrides),
             folder / f"learner-{seed}",
         )
         for seed in range(1, config.learners + 1)
@@ -135,45 +169,51 @@ def _sed_stage(previous, folder: Path, config: PipelineConfig, data_dir: Path, c
     return str(folder / "learner-1" / "model")
 
 
-def _member_jobs(previous, folder: Path, config: PipelineConfig) -> tuple[list[str], list]:
-    """Claim the SED folder; (every member's model folder, the training jobs of those not yet reusable)."""
-    recipe_name, stage_overrides, start, trained = previous
-    member_overrides = stage_overrides + config.overrides.get("sed", [])
-    _claim(
-        folder,
-        {
-            "stage": "sed",
-            "recipe": recipe_name,
-            "input_model": start,
-            "member_overrides": member_overrides,
-            "members": config.members,
-            "learner_overrides": config.overrides.get("sed-learner", []),
-        },
-    )
-    members, jobs = [], []
+def _members(chain: Chain, folder: Path, config: PipelineConfig) -> list[Member]:
+    """Claim the SED folder; every member's stages with its seed, each on the model its previous stage made."""
+    sed_overrides = config.overrides.get("sed", [])
+    last = chain.stages[-1]
+    settings: dict = {"stage": "sed", "recipe": last.recipe, "input_model": chain.start, "member_overrides": last.overrides + sed_overrides}
+    if len(chain.stages) > 1:  # a one-stage chain keeps the settings it always had, so earlier pipelines resume
+        settings["chain"] = [{"stage": s.name, "recipe": s.recipe, "overrides": s.overrides} for s in chain.stages]
+    _claim(folder, {**settings, "members": config.members, "learner_overrides": config.overrides.get("sed-learner", [])})
+    members = []
     for seed in range(1, config.members + 1):
-        overrides = [f"model={start}"] + member_overrides + [f"training.seed={seed}"]
-        if _same_run(recipe_name, overrides, trained):
-            logger.info("member %d is the run of %s (same recipe and seed), reused", seed, trained)
-            members.append(str(trained / "model"))
-            continue
-        jobs.append((load_recipe(recipe_name, overrides), folder / f"member-{seed}"))
-        members.append(str(folder / f"member-{seed}" / "model"))
-    return members, jobs
+        model, jobs, reused = chain.start, [], True
+        for stage in chain.stages:
+            overrides = [f"model={model}"] + stage.overrides + (sed_overrides if stage is last else []) + [f"training.seed={seed}"]
+            if reused and load_recipe(stage.recipe, overrides).to_dict() == stage.own_recipe().to_dict():
+                logger.info("member %d, stage %s: the pipeline's own run (same recipe and seed), reused", seed, stage.name)
+                model = str(stage.folder / "model")
+                continue
+            reused = False
+            run = folder / f"member-{seed}" / stage.name if len(chain.stages) > 1 else folder / f"member-{seed}"
+            jobs.append((load_recipe(stage.recipe, overrides), run))
+            model = str(run / "model")
+        members.append(Member(seed, jobs, model, independent=len(jobs) == len(chain.stages)))
+    return members
 
 
-def _train_members_ahead(previous, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None) -> None:
-    """While another process trains the stage before `sed`, train the members that are not that stage's run
-    (the member with the stage's own recipe and seed will be the stage's run, reused once it is done)."""
-    recipe_name, stage_overrides, start, _ = previous
-    stage_run = load_recipe(recipe_name, [f"model={start}"] + stage_overrides).to_dict()
-    _, jobs = _member_jobs(previous, folder, config)
-    train_each([job for job in jobs if job[0].to_dict() != stage_run], data_dir=data_dir, command=command)
+def _train_members(members: list[Member], data_dir: Path, command: str | None, only_independent: bool = False) -> None:
+    """Each member's stages in order. Members another process is training are passed over and waited for at the end,
+    so parallel pipeline workers share the members instead of queueing behind one."""
+    pending = [m for m in members if m.jobs and (m.independent or not only_independent)]
+    while pending:
+        waiting = []
+        for member in pending:
+            for index, (recipe, run) in enumerate(member.jobs):
+                if train_run(recipe, run, data_dir=data_dir, command=command, wait=False) is None:  # busy elsewhere
+                    waiting.append(Member(member.seed, member.jobs[index:], member.model, member.independent))
+                    break
+        if len(waiting) == len(pending) and all(w.jobs == p.jobs for w, p in zip(waiting, pending, strict=True)):
+            recipe, run = waiting[0].jobs[0]  # nothing moved: wait for the first busy stage
+            train_run(recipe, run, data_dir=data_dir, command=command)
+        pending = waiting
 
 
-def _same_run(recipe_name: str, overrides: list[str], folder: Path) -> bool:
-    config = folder / "config.yaml"
-    return (folder / "results.json").is_file() and config.is_file() and same_recipe(config, load_recipe(recipe_name, overrides))
+def _train_members_ahead(chain: Chain, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None) -> None:
+    """While another process trains the pipeline's stage before `sed`, train the members that do not reuse it."""
+    _train_members(_members(chain, folder, config), data_dir, command, only_independent=True)
 
 
 def _claim(folder: Path, settings: dict) -> None:
