@@ -111,6 +111,7 @@ def test_budget_and_methods_are_checked():
     assert "st-simcse" not in [c.name for c in plan(parse_methods(None), "mean", reference=False).all]
 
 
+@pytest.mark.slow
 def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_choice(tiny_model_dir, user_files, tmp_path):
     from sentence_transformers import SentenceTransformer
 
@@ -182,6 +183,7 @@ def test_bad_inputs_are_one_line_naming_file_and_line(tiny_model_dir, user_files
     assert not (tmp_path / "out" / "candidates").exists()  # nothing ran
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_in_mid_round_retrains_nothing_finished(tiny_model_dir, user_files, tmp_path):
     """Killed in the race's first round, after simcse has run its round and while mirror runs its own: the resumed run
     reads whitening back, does not train simcse's round again, continues mirror from its checkpoint and finishes."""
@@ -354,6 +356,7 @@ def test_sed_and_wise_build_on_raced_out_candidates_best_checkpoints(tmp_path):
     assert [r["name"] for r in sources] == ["simcse", "ct"] and max(sources, key=lambda r: r["dev_score"])["name"] == "ct"
 
 
+@pytest.mark.slow
 def test_sentences_longer_than_the_model_reads_are_warned_about(tiny_model_dir, user_files, tmp_path, capsys):
     """Issue 28: a 1 MB line used to be truncated without a word."""
     long = " ".join(["word"] * 200_000)  # 1 MB

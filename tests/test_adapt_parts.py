@@ -134,6 +134,7 @@ def test_decide_keeps_the_baseline_on_ties_takes_a_planted_gain_and_never_lets_c
     assert kept.best == "lucky" and kept.name == "unchanged" and kept.confirmation.p_value > 0.05
 
 
+@pytest.mark.slow
 def test_a_null_with_many_no_gain_candidates_keeps_the_unchanged_model():
     """Fourteen candidates with no true gain, ten checkpoints each chosen on dev, on 100 seeded simulated users: the
     rule ships one in at most 10 of 100 (its calibrated rate is 5 %); the old rule (best on all dev pairs, bootstrap on

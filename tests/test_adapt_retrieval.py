@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from conftest import WORDS, tree_state
 
 from sentune.cli import main
@@ -27,6 +28,7 @@ def _toy_beir(folder, seed=0, n_docs=150, n_queries=120):
     return folder, test
 
 
+@pytest.mark.slow
 def test_adapt_on_queries_keeps_the_unchanged_model_when_nothing_helps(tiny_model_dir, tmp_path):
     dev, test = _toy_beir(tmp_path / "toy")
     out = tmp_path / "run"
@@ -104,6 +106,7 @@ def test_retrieval_examples_write_beir_folders_from_the_catalog(tiny_data_dir, t
     assert all(q.id not in q.relevant for q in dev.queries)
 
 
+@pytest.mark.slow
 def test_generated_queries_train_the_genq_candidate(tiny_model_dir, tmp_path, capsys):
     """--queries-from: (query, passage) pairs a query generator wrote; GenQ trains MultipleNegativesRankingLoss on them."""
     dev, test = _toy_beir(tmp_path / "toy")

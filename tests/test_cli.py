@@ -72,6 +72,7 @@ def test_eval_never_replaces_results_silently(tiny_model_dir, tiny_data_dir, tmp
     assert "unknown task or group 'STS99'" in capsys.readouterr().err and not failed.exists()
 
 
+@pytest.mark.slow
 def test_eval_transfer_and_alignment(tiny_model_dir, tiny_data_dir, tmp_path):
     out = tmp_path / "run"
     assert (

@@ -10,6 +10,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+pytestmark = pytest.mark.slow  # every test here starts processes (torchrun, accelerate): seconds each
+
 SENTENCES = [
     "a man plays the guitar",
     "a woman is playing the piano",

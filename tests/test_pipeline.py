@@ -20,6 +20,7 @@ def test_stage_names_are_parsed_as_the_paper_names_them():
         parse_stages("sed-flow")
 
 
+@pytest.mark.slow
 def test_ct_sed_flow_runs_and_resumes_without_recomputing(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, capsys):
     tiny = ["training.max_steps=2", "training.eval_steps=1", "training.batch_size=8"]
     common = ["--model", str(tiny_model_dir), "--members", "2", "--data", str(tiny_data_dir), "--out", str(tmp_path / "p")]
@@ -85,6 +86,7 @@ def test_stage_lock_excludes_a_second_holder(tmp_path):
         assert again  # released when the holder left
 
 
+@pytest.mark.slow
 def test_two_pipeline_workers_share_the_members(tiny_model_dir, tiny_data_dir, tmp_path):
     """Two processes running the same pipeline on one folder: both finish, every member is trained once."""
     import os
@@ -120,6 +122,7 @@ def test_two_pipeline_workers_share_the_members(tiny_model_dir, tiny_data_dir, t
     assert (tmp_path / "p" / "ct-sed" / "learner-1" / "results.json").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("victim", ["ct-sed/member-2", "ct-sed/learner-2", "ct-sed-flow"])
 def test_a_pipeline_killed_inside_a_stage_resumes_without_recomputing(victim, tiny_model_dir, tiny_data_dir, tmp_path):
     """SIGKILL ct-sed-flow inside one stage (after a training stage's first checkpoint, or while the flow
@@ -180,6 +183,7 @@ def test_a_pipeline_killed_inside_a_stage_resumes_without_recomputing(victim, ti
         assert json.loads((out / victim / "results.json").read_text())["meta"]["resumed_from"].startswith("checkpoint-")
 
 
+@pytest.mark.slow
 def test_members_train_while_another_process_holds_the_stage_before_sed(tiny_model_dir, tiny_data_dir, tmp_path):
     """A worker that finds the stage before `sed` taken trains the other members (they start from that stage's
     input model) instead of waiting; once the stage is free it trains it and reuses it as member 1."""
@@ -223,6 +227,7 @@ def test_members_train_while_another_process_holds_the_stage_before_sed(tiny_mod
     assert json.loads((out / "ct-sed" / "members.json").read_text()) == ["ct", "ct-sed/member-2", "ct-sed/member-3"]
 
 
+@pytest.mark.slow
 def test_nli_ct_sed_members_run_every_stage_with_their_seed_and_learners_start_from_the_input(tiny_model_dir, tiny_data_dir, tmp_path):
     """Seed 003 §4: each member is fine-tuned on NLI and then tuned with CT, with its own seed (distinct NLI models);
     the learners, like the members, start from the pre-trained input model."""

@@ -40,6 +40,7 @@ def test_encoder_matches_sentence_transformers(default_model):
     np.testing.assert_allclose(ours, theirs, atol=2e-6)
 
 
+@pytest.mark.slow
 @needs_data
 def test_stsb_matches_independent_evaluator(default_model):
     """The issue's independent evaluator: 82.03 Spearman ('all') on STS-B test with the model's own pooling."""

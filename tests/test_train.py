@@ -64,6 +64,7 @@ def _weights(run: Path) -> dict:
     return load_file(str(run / "model" / "model.safetensors"))
 
 
+@pytest.mark.slow
 def test_train_end_to_end_and_saved_model_reproduces_evaluation(recipe_file, tmp_path, env):
     from sentence_transformers import SentenceTransformer
 
@@ -89,6 +90,7 @@ def test_train_end_to_end_and_saved_model_reproduces_evaluation(recipe_file, tmp
     assert "Trained with sentune" in card and "sg-opt" in card and "Self-Guided" in card
 
 
+@pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted_run(recipe_file, tmp_path, env):
     straight = tmp_path / "straight"
     assert _train([str(recipe_file), "--out", str(straight)], tmp_path, env).wait(timeout=300) == 0
@@ -112,6 +114,7 @@ def test_resume_after_kill_matches_uninterrupted_run(recipe_file, tmp_path, env)
         np.testing.assert_array_equal(wa[name], wb[name], err_msg=name)
 
 
+@pytest.mark.slow
 def test_existing_run_needs_resume_and_nan_stops_with_clear_error(recipe_file, tmp_path, env):
     run = tmp_path / "run"  # τ = 1e-45 passes validation (> 0) but overflows float32 logits: NaN at step 0
     proc = _train([str(recipe_file), "--out", str(run), "params.temperature=1e-45", "training.max_steps=3"], tmp_path, env)
@@ -193,6 +196,7 @@ def test_user_pairs_select_last_checkpoint_and_time_budget(tiny_model_dir, tiny_
         load_recipe(str(recipe_path), [f"eval.dev=pairs:{bad}"])
 
 
+@pytest.mark.slow
 def test_paused_rounds_train_the_same_weights_as_one_run_and_record_each_evaluations_cosines(tiny_model_dir, tiny_data_dir, tmp_path):
     """train(pause_at_step=…) stops with a checkpoint and a paused state; training again with resume goes on. Rounds
     4 + 4 steps end with the weights of one 8-step run (the schedule and data order are the planned ones), and a user's
