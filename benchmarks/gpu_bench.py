@@ -24,6 +24,7 @@ import random
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -186,18 +187,10 @@ def sentune_trainer(recipe, data_dir: Path, root: Path) -> dict:
 
 def model_and_loss(recipe, data_dir: Path):
     """The model, the method's record, its training columns and its loss, built as the trainer builds them."""
-    from sentune.core.cache import cache_dir
-    from sentune.methods.base import TrainContext
-    from sentune.methods.registry import get_method
-    from sentune.modules.build import with_pooling
-    from sentune.train.recipe import validate_recipe
+    from sentune.train.trainer import build_training
 
-    method = get_method(recipe.method)
-    model = with_pooling(load_model(recipe.model, device=DEVICE), recipe.pooling or method.pooling)
-    model.max_seq_length = recipe.training.max_seq_length
-    ctx = TrainContext(recipe=recipe, params=validate_recipe(recipe), data_dir=data_dir, cache_dir=cache_dir(), dev_score=None, show_progress=False)
-    columns = method.data_view(ctx)
-    return model, method, columns, method.build_loss(model, columns, ctx).to(DEVICE).train()
+    method, model, columns, loss, _ = build_training(replace(recipe, training=replace(recipe.training, device=DEVICE)), data_dir, show_progress=False)
+    return model, method, columns, loss.to(DEVICE).train()
 
 
 def batch_inputs(model, method, columns, rows) -> tuple[list[dict], torch.Tensor | None]:

@@ -25,7 +25,9 @@ ENCODERS = (  # (label, training run, multitask run, alignment run)
 
 
 def sts_avg(run: dict) -> float:
-    return float(np.mean([run["tasks"][t]["all"]["spearman"] for t in STS7]))
+    """The run's 7-task average as `sentune eval` summarised it (summary.avg_all_spearman over the catalog's 7 STS tasks)."""
+    assert run["summary"]["sts_tasks"] == list(STS7), f"a run without the 7 STS tasks: {run['summary']['sts_tasks']}"
+    return float(run["summary"]["avg_all_spearman"])
 
 
 def dev_rho(result: dict) -> float | None:

@@ -306,6 +306,28 @@ def check_run_dir(run_dir: Path, recipe: Recipe, resume: bool) -> None:
 PAUSED = "paused.json"
 
 
+def method_context(recipe: Recipe, params, data_dir: Path, dev_score=None, show_progress: bool = True) -> TrainContext:
+    # Caches are keyed by content (model weights, sentences, settings), so runs may share one folder:
+    # Seeds and ablations of one recipe reuse e.g. SG's frozen views instead of recomputing them.
+    cache_dir = default_cache_dir()  # SENTUNE_CACHE, or the user's cache folder: never the run folder
+    return TrainContext(recipe=recipe, params=params, data_dir=data_dir, cache_dir=cache_dir, dev_score=dev_score, show_progress=show_progress)
+
+
+def build_training(recipe: Recipe, data_dir: Path, *, dev_score=None, show_progress: bool = True):
+    """(method, model, training columns, loss, the method's context) for a recipe, as every run starts: the model on the training device with
+    the method's pooling and the recipe's max_seq_length, the method's view of the training data and its loss. The
+    one place this is set up (training, and benchmarks/gpu_bench.py's step timings)."""
+    params = validate_recipe(recipe)
+    method = get_method(recipe.method)
+    device = resolve_device(recipe.training.device, "training.device")  # the caches and dev evaluation run there too
+    model = with_pooling(load_model(recipe.model, device=device), recipe.pooling or method.pooling)
+    if recipe.training.max_seq_length:
+        model.max_seq_length = recipe.training.max_seq_length
+    ctx = method_context(recipe, params, data_dir, dev_score, show_progress)
+    columns = method.data_view(ctx)
+    return method, model, columns, method.build_loss(model, columns, ctx), ctx
+
+
 def train(
     recipe: Recipe,
     run_dir: Path,
@@ -330,25 +352,15 @@ def train(
         write_atomic(run_dir / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
 
     set_seed(recipe.training.seed)
-    method = get_method(recipe.method)
-    device = resolve_device(recipe.training.device, "training.device")  # the caches and dev evaluation run there too
-    model = with_pooling(load_model(recipe.model, device=device), recipe.pooling or method.pooling)
-    if recipe.training.max_seq_length:
-        model.max_seq_length = recipe.training.max_seq_length
     dev = dev_evaluator(recipe.eval.dev, data_dir)
     if isinstance(dev, PairsEvaluator):
         dev.record = run_dir / "dev_cosines"
-    # Caches are keyed by content (model weights, sentences, settings), so runs may share one folder:
-    # Seeds and ablations of one recipe reuse e.g. SG's frozen views instead of recomputing them.
-    cache_dir = default_cache_dir()  # SENTUNE_CACHE, or the user's cache folder: never the run folder
-    ctx = TrainContext(recipe=recipe, params=params, data_dir=data_dir, cache_dir=cache_dir, dev_score=dev.score, show_progress=show_progress)
-    columns = method.data_view(ctx)
+    method, model, columns, loss, ctx = build_training(recipe, data_dir, dev_score=dev.score, show_progress=show_progress)
     from datasets import Dataset
 
     dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
     if len(dataset) < 2:  # one row: no in-batch negatives, a zero loss at every step that looks like training
         raise TrainingError(f"train_data {recipe.train_data}: {len(dataset)} training row(s); training needs at least 2")
-    loss = method.build_loss(model, columns, ctx)
     evaluator = method.evaluator(loss, ctx, "dev") if method.evaluator else dev
 
     checkpoint = latest_complete_checkpoint(run_dir / "checkpoints") if resume else None
@@ -373,7 +385,7 @@ def train(
             "best_checkpoint": best,
             "resumed_from": checkpoint.name if checkpoint else None,
             "training_seconds": trainer.training_seconds,  # summed over resumes
-            "training_device": device,
+            "training_device": resolve_device(recipe.training.device, "training.device"),
             "training_precision": recipe.training.precision,
             "processes": world_size(),
         }
