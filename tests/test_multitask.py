@@ -99,3 +99,25 @@ def test_held_out_qqp_split_keeps_both_labels_in_dev_and_test():
     assert sum(p.label for p in dev) == sum(p.label for p in test) == 50
     assert sorted(p.a for p in dev + test) == sorted(p.a for p in pairs)  # a partition: nothing lost or repeated
     assert split_held_out(pairs)[0] == dev  # fixed seed: the same split every run
+
+
+def test_heads_read_one_scale_whatever_the_encoder_outputs(tiny_st):
+    """Issue 25 (5): the sentiment head's logits would grow with the encoder's output norm (a flow's is about √d); with
+    head_input unit every encoder reaches the heads on the unit sphere. The cosine heads never depend on the scale."""
+    import torch
+
+    from sentune.methods.multitask import MultitaskLoss, head_input
+    from sentune.modules.build import with_pooling
+
+    x = torch.randn(4, 32)
+    torch.testing.assert_close(head_input(3 * x, "unit"), head_input(x, "unit"))
+    torch.testing.assert_close(head_input(3 * x, "as-is"), 3 * x)
+    model = with_pooling(tiny_st, "mean")
+    features = model.preprocess(["a man plays the guitar", "the dog runs"])
+    for scale, expected in (("unit", torch.ones(2)), ("as-is", None)):
+        embedded = MultitaskLoss(model, e_para=8, e_sem=8, head_input=scale)._embed(features)
+        norms = embedded.norm(dim=-1).detach()
+        if expected is not None:
+            torch.testing.assert_close(norms, expected)
+        else:
+            assert not torch.allclose(norms, torch.ones(2))  # mean pooling of the tiny model: not unit length

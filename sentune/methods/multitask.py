@@ -7,6 +7,11 @@
               L_sem = MSE(y_sem, gold scaled linearly from [0, 5] to [h_sem, 1])     (STS-B)
   L_FT = 5·L_sent + 20·L_para + 1·L_sem;  every step one batch of 32 SST-5, 96 QQP and 32 STS examples.
 
+The heads read f(x) at one scale for every encoder (`head_input`, default `unit`: the sentence embedding L2-normalised).
+Encoders differ in the norm of their output (all-MiniLM-L6-v2 ends in Normalize; trained encoders need not; a flow's
+output has norm about √d), and the sentiment head's logits scale with it while the two cosine heads do not; `as-is`
+feeds the embedding unchanged (sentune before issue 25).
+
 A training row therefore bundles 1 SST-5 sentence, 3 QQP pairs and 1 STS pair (batch 32 rows = 32/96/32);
 the labels travel as one vector per row. Evaluation (§5.2): SST-5 accuracy of the argmax; QQP accuracy
 with y_para ≥ (1 + h_para)/2 meaning paraphrase; STS Pearson of y_sem rescaled from [h_sem, 1] to [0, 5].
@@ -56,14 +61,22 @@ class MultitaskHeads(nn.Module):
         self.drop_sent, self.drop_sem = nn.Dropout(0.3), nn.Dropout(0.1)
 
 
+def head_input(embedding: torch.Tensor, scale: str) -> torch.Tensor:
+    """What the heads read: the sentence embedding on the unit sphere (`unit`) or as the encoder gives it (`as-is`)."""
+    return F.normalize(embedding, dim=-1) if scale == "unit" else embedding
+
+
 class MultitaskLoss(nn.Module):
-    def __init__(self, model, h_para: float = 0.7, h_sem: float = 0.0, weights: tuple = (5.0, 20.0, 1.0), e_para: int = 768, e_sem: int = 768) -> None:
+    def __init__(
+        self, model, h_para: float = 0.7, h_sem: float = 0.0, weights: tuple = (5.0, 20.0, 1.0), e_para: int = 768, e_sem: int = 768, head_input: str = "unit"
+    ) -> None:
         super().__init__()
         self.model, self.h_para, self.h_sem, self.weights = model, h_para, h_sem, tuple(weights)
+        self.head_input = head_input
         self.heads = MultitaskHeads(model.get_embedding_dimension(), 5, e_para, e_sem).to(model.device)
 
     def _embed(self, features: dict) -> torch.Tensor:
-        return self.model(dict(features))["sentence_embedding"]
+        return head_input(self.model(dict(features))["sentence_embedding"], self.head_input)
 
     def scores(self, sst, qqp_pairs, sts_pair):
         """Head outputs: SST-5 logits, y_para per QQP pair, y_sem per STS pair."""
@@ -87,7 +100,7 @@ class MultitaskLoss(nn.Module):
         }
 
     def get_config_dict(self) -> dict:
-        return {"h_para": self.h_para, "h_sem": self.h_sem, "weights": list(self.weights)}
+        return {"h_para": self.h_para, "h_sem": self.h_sem, "weights": list(self.weights), "head_input": self.head_input}
 
     @property
     def citation(self) -> str:
@@ -190,6 +203,9 @@ class MultitaskParams:
     e_para: int = option(768, "output size of W_para", minimum=1)
     e_sem: int = option(768, "output size of W_sem", minimum=1)
     qqp_train: Literal["dev", "test"] = option("dev", "the QQP half trained on (the other is split into dev and test)")
+    head_input: Literal["unit", "as-is"] = option(
+        "unit", "what the heads read: the L2-normalised sentence embedding (one scale for every encoder) or it as given"
+    )
 
     def __post_init__(self) -> None:
         if len(self.weights) != 3:
@@ -210,7 +226,7 @@ def make_evaluator(loss: MultitaskLoss, ctx: TrainContext, split: str) -> Multit
 
 def build_multitask_loss(model, columns: Columns, ctx: TrainContext) -> MultitaskLoss:
     p: MultitaskParams = ctx.params
-    return MultitaskLoss(model, h_para=p.h_para, h_sem=p.h_sem, weights=p.weights, e_para=p.e_para, e_sem=p.e_sem)
+    return MultitaskLoss(model, h_para=p.h_para, h_sem=p.h_sem, weights=p.weights, e_para=p.e_para, e_sem=p.e_sem, head_input=p.head_input)
 
 
 MULTITASK = Method(
