@@ -198,13 +198,18 @@ def main() -> None:
             ("cls", "no tuning, [CLS]"),
             ("mean", "no tuning, mean"),
             ("wk", "no tuning, WK"),
-            ("first-last+whiten(per-task)", "whitening (first-last, per task; stand-in for Flow)"),
+            ("first-last+whiten(per-task)", "whitening (first-last, per task)"),
             ("model", "no tuning, the model's own pooling"),
         ):
             if key in baselines["runs"]:
                 parts.append(_row(label, [baselines], key))
     else:
         missing.append("baselines-sts")
+    flow = _load(runs / "baselines-flow")  # the paper's Flow baseline (issue 25): BERT-flow on the last-two-layer mean
+    if flow:
+        parts.append(_row("BERT-flow (mean of the last two layers, fitted on the STS sentences)", [flow], "last2+flow(target)"))
+    else:
+        missing.append("baselines-flow")
     for label, names in (("SG (base objective)", [f"sg-s{s}" for s in (1, 2, 3)]), ("SG-OPT", [f"sg-opt-s{s}" for s in (1, 2, 3)])):
         found = group(names)
         if found:
@@ -255,6 +260,11 @@ def main() -> None:
             "|---|---|---|---|---|---|---|",
             f"| SG-OPT | {stsb_score(stsb):.2f} | {stsb_score(nli):.2f} | {stsb_score(stsb) - stsb_score(nli):.2f} | {avg(stsb):.2f} | {avg(nli):.2f} | {avg(stsb) - avg(nli):.2f} |",
         ]
+        if flow:
+            on_sts, on_nli = flow["runs"]["last2+flow(target)"], flow["runs"]["last2+flow(nli)"]
+            a, b = (np.mean([r["tasks"][t]["all"]["spearman"] for t in STS7]) for r in (on_sts, on_nli))
+            s1, s2 = on_sts["tasks"]["STS-B"]["all"]["spearman"], on_nli["tasks"]["STS-B"]["all"]["spearman"]
+            parts.append(f"| BERT-flow (STS sentences → NLI) | {s1:.2f} | {s2:.2f} | {s1 - s2:.2f} | {a:.2f} | {b:.2f} | {a - b:.2f} |")
         if baselines and "first-last+whiten(nli)" in baselines["runs"]:
             per_task, on_nli = baselines["runs"]["first-last+whiten(per-task)"], baselines["runs"]["first-last+whiten(nli)"]
             a = np.mean([per_task["tasks"][t]["all"]["spearman"] for t in STS7])

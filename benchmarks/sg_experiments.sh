@@ -9,6 +9,9 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Table 1: SG-OPT and SG, 3 seeds each (trained on all STS-B sentences, no labels).
+# Seed 001's Flow baseline (Table 1, Figure 4; issue 25): BERT-flow on the mean of the last two layers of the untuned
+# model, fitted on the STS sentences (target) and on NLI; Table 6 times it (benchmarks/sg_table6.py).
+step "$kept/baselines-flow" sentune eval --model default --pooling last2 --flow target --flow nli --tasks sts --quiet
 for seed in 1 2 3; do run "sg-opt-s$seed" 001-sg-opt "training.seed=$seed"; done
 for seed in 1 2 3; do run "sg-s$seed" 001-sg "training.seed=$seed"; done
 # Table 5 ablations (seed 1; L^opt3 = sg-opt-s1).
