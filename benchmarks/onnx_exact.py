@@ -24,6 +24,7 @@ from sentune.cli import main as sentune
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
 from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
+from sentune.tasks.sts import cosine_scores
 
 BOUND = 1e-5
 
@@ -53,7 +54,7 @@ def main() -> None:
                     model = load_model(str(exported), backend=backend)
                     vectors[backend] = Encoder(model, pooling, show_progress=False).encode(sentences).astype(np.float64)
                 a, b = vectors["torch"], vectors["onnx"]
-                cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+                cos = cosine_scores(a, b)
                 rows.append((name, pooling, float(np.abs(a - b).max()), float(cos.min())))
     lines = [
         "# ONNX fp32 against PyTorch (`sentune export`, `--backend onnx`)",

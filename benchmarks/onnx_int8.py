@@ -29,6 +29,7 @@ from sentune.core.onnx_quantize import DEFAULT_INT8, Int8Settings, cpu_arch, qua
 from sentune.core.onnx_runtime import attach_graph
 from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
 from sentune.tasks.evaluate import evaluate
+from sentune.tasks.sts import cosine_scores
 
 CHOICES = {
     "per-tensor (ONNX Runtime's default scales)": Int8Settings(per_channel=False),
@@ -39,11 +40,6 @@ CHOICES = {
     "per-channel, last layer fp32": Int8Settings(keep_fp32=("last-layer",)),
 }
 ALONE = 300  # sentences encoded one by one for the batch-dependence row
-
-
-def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
 
 
 def main() -> None:
@@ -100,12 +96,12 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, row in rows.items():
-        c = cosines(row["vectors"], fp32["vectors"])
+        c = cosine_scores(row["vectors"], fp32["vectors"])
         lines.append(
             f"| {name} | {c.mean():.5f} | {c.min():.5f} | {row['dev']:.2f} | {row['dev'] - fp32['dev']:+.2f} | {row['sts']:.2f} | "
             f"{row['sts'] - fp32['sts']:+.2f} | {row['rate']:.0f} | {row['rate'] / fp32['rate']:.2f} | {row['mib']:.1f} |"
         )
-    c_int8, c_fp32 = cosines(alone, batched), cosines(fp32_alone, fp32["vectors"][:ALONE])
+    c_int8, c_fp32 = cosine_scores(alone, batched), cosine_scores(fp32_alone, fp32["vectors"][:ALONE])
     lines += [
         "",
         f"Batch dependence, the first {ALONE} dev sentences each encoded alone against the same sentence in sentune's batches: "

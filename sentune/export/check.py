@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from sentune.errors import UserError
 
 DEFAULT_MAX_LOSS = 0.5  # metric points (×100) an int8 export may lose against PyTorch
@@ -123,6 +121,7 @@ def run_check(model, check: CheckSet, graphs: dict[str, Path], folder: Path, max
     """PyTorch, then each graph (backend -> file under `folder`), on `check`; the model is left on PyTorch."""
     from sentune.core.encode import Encoder
     from sentune.core.onnx_runtime import attach_graph, use_backend
+    from sentune.tasks.sts import cosine_scores
 
     use_backend(model, "torch")
     reference = Encoder(model, "model", show_progress=False).encode(check.sentences)
@@ -132,15 +131,9 @@ def run_check(model, check: CheckSet, graphs: dict[str, Path], folder: Path, max
         for backend, path in graphs.items():
             attach_graph(model, path, backend)
             vectors = Encoder(model, "model", show_progress=False).encode(check.sentences)
-            cosines = _row_cosines(vectors, reference)
+            cosines = cosine_scores(vectors, reference)
             value = check.score(model)
             report.rows.append(CheckRow(backend, str(path.relative_to(folder)), value, float(cosines.mean()), float(cosines.min()), value - base))
     finally:
         use_backend(model, "torch")
     return report
-
-
-def _row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return (a * b).sum(axis=1) / np.where(norms > 0, norms, 1.0)
