@@ -14,6 +14,27 @@ def timed(fn):
     return time.perf_counter() - start, value
 
 
+def parser_for(doc: str, model: bool = True):
+    """The benchmark scripts' command line: --data (the data folder), --model (default: the default model), --out (the
+    Markdown page to write), the script's docstring as its help; a script adds its own options to it."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data")
+    if model:
+        parser.add_argument("--model", default="default")
+    parser.add_argument("--out")
+    return parser
+
+
+def task_sentences(tasks, data_dir) -> tuple[list[str], list[str]]:
+    """Every sentence of the tasks' pairs, in order, and the unique ones (what sentune's evaluation encodes)."""
+    from sentune.data.catalog import load_task
+
+    sentences = [s for spec in tasks for pairs in load_task(spec, data_dir).values() for p in pairs for s in (p.a, p.b)]
+    return sentences, list(dict.fromkeys(sentences))
+
+
 def command_block() -> list[str]:
     """The Markdown lines that show the command which produced a result page."""
     return ["Command:", "", "```", "python " + " ".join(sys.argv), "```", ""]

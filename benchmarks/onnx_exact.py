@@ -10,7 +10,6 @@ Usage: python benchmarks/onnx_exact.py [--data DIR] [--out FILE.md]
 
 from __future__ import annotations
 
-import argparse
 import platform
 import tempfile
 from datetime import UTC, datetime
@@ -18,25 +17,21 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
+from common import command_block, emit, parser_for, task_sentences  # noqa: E402  (benchmarks/common.py)
 
 from sentune.cli import main as sentune
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
-from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
+from sentune.data.catalog import resolve_data_dir, select_tasks
 from sentune.tasks.sts import cosine_scores
 
 BOUND = 1e-5
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data")
-    parser.add_argument("--out")
-    args = parser.parse_args()
+    args = parser_for(__doc__, model=False).parse_args()
     data_dir = resolve_data_dir(args.data)
-    dev = select_tasks("STS-B-dev")[0]
-    sentences = list(dict.fromkeys(s for pairs in load_task(dev, data_dir).values() for p in pairs for s in (p.a, p.b)))
+    _, sentences = task_sentences(select_tasks("STS-B-dev"), data_dir)
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)

@@ -11,7 +11,6 @@ Usage: python benchmarks/onnx_int8.py [--data DIR] [--model default] [--out FILE
 
 from __future__ import annotations
 
-import argparse
 import platform
 import tempfile
 from datetime import UTC, datetime
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import command_block, emit, timed  # noqa: E402  (benchmarks/common.py)
+from common import command_block, emit, parser_for, task_sentences, timed  # noqa: E402  (benchmarks/common.py)
 
 from sentune.core.embedding_cache import model_digest
 from sentune.core.encode import Encoder
@@ -43,16 +42,12 @@ ALONE = 300  # sentences encoded one by one for the batch-dependence row
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data")
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--out")
-    args = parser.parse_args()
+    args = parser_for(__doc__).parse_args()
     data_dir = resolve_data_dir(args.data)
     tasks = select_tasks("sts")
     dev = select_tasks("STS-B-dev")
     model = load_model(args.model, device="cpu")
-    dev_sentences = list(dict.fromkeys(s for pairs in load_task(dev[0], data_dir).values() for p in pairs for s in (p.a, p.b)))
+    _, dev_sentences = task_sentences(dev, data_dir)
     unique = list(dict.fromkeys(s for spec in tasks for pairs in load_task(spec, data_dir).values() for p in pairs for s in (p.a, p.b)))
 
     def measure(path: Path, backend: str) -> dict:

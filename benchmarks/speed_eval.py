@@ -16,13 +16,12 @@ Usage: python benchmarks/speed_eval.py [--data DIR] [--model default] [--repeats
 
 from __future__ import annotations
 
-import argparse
 import platform
 from datetime import UTC, datetime
 
 import numpy as np
 import torch
-from common import command_block, emit, timed  # noqa: E402  (benchmarks/common.py)
+from common import command_block, emit, parser_for, task_sentences, timed  # noqa: E402  (benchmarks/common.py)
 
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
@@ -57,21 +56,14 @@ def task_scores(result) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data")
-    parser.add_argument("--model", default="default")
+    parser = parser_for(__doc__)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--out")
     args = parser.parse_args()
     data_dir = resolve_data_dir(args.data)
     tasks = select_tasks("sts")
     st_model = load_model(args.model)
     models = {name: load_model(args.model, backend=backend) for name, (backend, _) in VARIANTS.items()}  # graphs exported here, untimed
-    sentences = []
-    for spec in tasks:
-        for pairs in load_task(spec, data_dir).values():
-            sentences += [s for p in pairs for s in (p.a, p.b)]
-    unique = list(dict.fromkeys(sentences))
+    sentences, unique = task_sentences(tasks, data_dir)
     for name, model in models.items():  # warm up each engine's kernels
         Encoder(model, "model", show_progress=False, precision=VARIANTS[name][1]).encode(unique[:256])
     st_model.encode(unique[:256])

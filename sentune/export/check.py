@@ -24,6 +24,8 @@ class CheckSet:
     metric: str  # what `score` returns, for people
     sentences: list[str]
     score: Callable[[Any], float]  # model -> the check's metric
+    # vectors of `sentences` -> the metric, for checks scored from the vectors alone (pairs): saves a second encoding
+    score_vectors: Callable[[Any], float] | None = None
 
     @classmethod
     def parse(cls, text: str, data_dir: str | None) -> CheckSet:
@@ -46,11 +48,13 @@ class CheckSet:
         pairs = read_scored_pairs(path)
         sentences = [s for p in pairs.pairs for s in (p.a, p.b)]
 
-        def score(model) -> float:
-            vectors = Encoder(model, "model", show_progress=False).encode(sentences)
+        def score_vectors(vectors) -> float:
             return float(METRICS[pairs.metric](pairs.gold, cosine_scores(vectors[0::2], vectors[1::2])))
 
-        return cls(path.name, pairs.metric.replace("_", " "), sentences, score)
+        def score(model) -> float:
+            return score_vectors(Encoder(model, "model", show_progress=False).encode(sentences))
+
+        return cls(path.name, pairs.metric.replace("_", " "), sentences, score, score_vectors)
 
     @classmethod
     def of_task(cls, name: str, data_dir: str | None) -> CheckSet:
@@ -125,14 +129,14 @@ def run_check(model, check: CheckSet, graphs: dict[str, Path], folder: Path, max
 
     use_backend(model, "torch")
     reference = Encoder(model, "model", show_progress=False).encode(check.sentences)
-    base = check.score(model)
+    base = check.score_vectors(reference) if check.score_vectors else check.score(model)
     report = CheckReport(check.name, check.metric, max_loss, [CheckRow("torch", None, base)])
     try:
         for backend, path in graphs.items():
             attach_graph(model, path, backend)
             vectors = Encoder(model, "model", show_progress=False).encode(check.sentences)
             cosines = cosine_scores(vectors, reference)
-            value = check.score(model)
+            value = check.score_vectors(vectors) if check.score_vectors else check.score(model)
             report.rows.append(CheckRow(backend, str(path.relative_to(folder)), value, float(cosines.mean()), float(cosines.min()), value - base))
     finally:
         use_backend(model, "torch")
