@@ -14,6 +14,14 @@ def timed(fn):
     return time.perf_counter() - start, value
 
 
+def sts7_average(run: dict, metric: str = "spearman") -> float:
+    """A run's 7-task STS average ('all', ×100) as `sentune eval` summarised it in results.json (summary.avg_all_*)."""
+    from sentune.data.catalog import group_tasks
+
+    assert run["summary"]["sts_tasks"] == list(group_tasks("sts")), f"a run without the 7 STS tasks: {run['summary']['sts_tasks']}"
+    return float(run["summary"][f"avg_all_{metric}"])
+
+
 def parser_for(doc: str, model: bool = True):
     """The benchmark scripts' command line: --data (the data folder), --model (default: the default model), --out (the
     Markdown page to write), the script's docstring as its help; a script adds its own options to it."""

@@ -1,5 +1,5 @@
 """Issue 28: mistakes answer in one line with exit code 2 and change nothing on disk (the timing of the whole error
-matrix is benchmarks/cli_errors.py's job, not a unit test's)."""
+matrix is benchmarks/runners/cli_errors.py's job, not a unit test's)."""
 
 from __future__ import annotations
 

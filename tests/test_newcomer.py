@@ -68,7 +68,7 @@ def test_allow_modified_data_scores_and_records_it(cut_stsb, tiny_model_dir, tmp
 
 
 def test_a_mistyped_model_fails_offline_without_trying_the_hub(tmp_path, capsys, monkeypatch):
-    """How fast: benchmarks/cli_errors.py (a timing belongs in a benchmark, not a unit test)."""
+    """How fast: benchmarks/runners/cli_errors.py (a timing belongs in a benchmark, not a unit test)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
     assert main(["encode", "--model", "nope-model", "in.txt", "o.npy"]) == 2

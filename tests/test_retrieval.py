@@ -241,7 +241,7 @@ SHARED = Path(os.environ.get("SENTUNE_DATA", "/nonexistent")) / "retrieval" / "s
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED.is_dir(), reason="the shared SciFact data is not here (SENTUNE_DATA)")
 def test_scifact_train_on_the_shared_data_equals_the_evaluator(tiny_st, tmp_path, monkeypatch):
-    """The real 809 queries and 5,183 abstracts (the tiny model keeps it fast; the default model: benchmarks/retrieval_eval.py)."""
+    """The real 809 queries and 5,183 abstracts (the tiny model keeps it fast; the default model: benchmarks/speed/retrieval_eval.py)."""
     from sentune.data.catalog import load_task, select_tasks
     from sentune.tasks.evaluate import evaluate
 

@@ -119,7 +119,7 @@ def decide(
     )
 
 
-DETECTABLE = Path(__file__).parent / "detectable_gain.json"  # written by benchmarks/adapt_calibration.py
+DETECTABLE = Path(__file__).parent / "detectable_gain.json"  # written by benchmarks/runners/adapt_calibration.py
 
 
 def detectable_gain(metric: str, pairs: int) -> float | None:

@@ -259,7 +259,7 @@ def release_freed_memory() -> None:
     """Give the memory freed by the last batch back to the system (CPU, after batches of TRIM_FROM_TOKENS tokens or
     more). glibc keeps freed activation buffers in its heap, and long batches of every length leave large holes:
     `sentune eval --tasks scifact-train` (5,183 abstracts at 256 tokens) peaked at 2,181 MiB without this and 1,124 MiB
-    with it, taking 197.6 s and 208.3 s (benchmarks/retrieval_eval.py, 2026-11-24; InformationRetrievalEvaluator in the
+    with it, taking 197.6 s and 208.3 s (benchmarks/speed/retrieval_eval.py, 2026-11-24; InformationRetrievalEvaluator in the
     same two runs took 208.8 s and 212.7 s, so most of that difference is the machine). After every batch it also cost
     6 % on short STS sentences, hence the length threshold (they never reach it)."""
     if _TRIM is not None:

@@ -1,6 +1,6 @@
 """int8 exports: ONNX Runtime's dynamic quantization of the transformer's weight matrices.
 
-What keeps the quality (`python benchmarks/onnx_int8.py`: all-MiniLM-L6-v2, the cosine of each STS-B dev sentence's
+What keeps the quality (`python benchmarks/speed/onnx_int8.py`: all-MiniLM-L6-v2, the cosine of each STS-B dev sentence's
 int8 vector to its fp32 vector, with the STS scores and speeds of every choice): ONNX Runtime's default per-tensor
 scales give a mean cosine of 0.964 and a minimum of 0.856; one scale per output channel of each weight matrix
 (`per_channel`, the default) 0.993 and 0.975. Only MatMuls with a constant weight are quantized (the attention's

@@ -211,7 +211,7 @@ class SelfGuidedLoss(nn.Module):
             out["regularizer"] = self.regularizer()
         return out
 
-    # The parts of a step, also timed one by one by benchmarks/sg_speed.py.
+    # The parts of a step, also timed one by one by benchmarks/speed/sg_speed.py.
     def batch_views(self, features: dict[str, torch.Tensor], labels: torch.Tensor | None, device: torch.device) -> torch.Tensor:
         """(b, L, d) views of this batch: looked up in the cache by row index, or BERT_F's forward pass."""
         if self.views is None:

@@ -316,7 +316,7 @@ def method_context(recipe: Recipe, params, data_dir: Path, dev_score=None, show_
 def build_training(recipe: Recipe, data_dir: Path, *, dev_score=None, show_progress: bool = True):
     """(method, model, training columns, loss, the method's context) for a recipe, as every run starts: the model on the training device with
     the method's pooling and the recipe's max_seq_length, the method's view of the training data and its loss. The
-    one place this is set up (training, and benchmarks/gpu_bench.py's step timings)."""
+    one place this is set up (training, and benchmarks/speed/gpu_bench.py's step timings)."""
     params = validate_recipe(recipe)
     method = get_method(recipe.method)
     device = resolve_device(recipe.training.device, "training.device")  # the caches and dev evaluation run there too

@@ -5,7 +5,7 @@ the same command again (the corpus is read from the cache), both in fresh proces
 (/usr/bin/time); then sentence-transformers' InformationRetrievalEvaluator on the same queries, corpus and judgements,
 whose metrics must equal sentune's within 1e-4.
 
-Usage: python benchmarks/retrieval_eval.py [--data DIR] [--model default] [--out FILE.md]
+Usage: python benchmarks/speed/retrieval_eval.py [--data DIR] [--model default] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
 
 from sentune.data.catalog import load_task, resolve_data_dir, select_tasks

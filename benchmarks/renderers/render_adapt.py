@@ -1,4 +1,4 @@
-"""Render benchmarks/results/adapt.md from the kept results of benchmarks/adapt_experiments.sh: the runs with the rule
+"""Render benchmarks/results/adapt.md from the kept results of benchmarks/runners/adapt_experiments.sh: the runs with the rule
 of issue 27 (select on half of the dev pairs, confirm on the other half; training candidates raced) in
 benchmarks/results/adapt/NAME/results.json, and the runs of the rule before it (one bootstrap on all dev pairs, every
 candidate its whole budget; sentune d042c59) in benchmarks/results/adapt/before/NAME/results.json, side by side. A
@@ -18,7 +18,7 @@ from sentune.adapt.names import REFERENCE, UNCHANGED
 from sentune.adapt.report import METRIC_NAMES, candidate_table
 from sentune.tasks.permutation import ALPHA
 
-KEPT = Path(__file__).parent / "results" / "adapt"
+KEPT = Path(__file__).parents[1] / "results" / "adapt"
 BEFORE = KEPT / "before"
 TIME_TARGET = 0.35  # issue 27: each domain's candidate minutes at most this share of the old rule's
 
@@ -103,7 +103,7 @@ def render() -> str:
         "",
         f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from benchmarks/results/adapt/NAME/results.json (the rule "
         "of issue 27) and benchmarks/results/adapt/before/NAME/results.json (the rule before it); the runs: "
-        "`bash benchmarks/adapt_experiments.sh` (each domain's exact command and date below).",
+        "`bash benchmarks/runners/adapt_experiments.sh` (each domain's exact command and date below).",
         "",
         "Default model (all-MiniLM-L6-v2), default budget (one pass over the corpus per candidate, dev evaluated 10 times, early "
         "stop after 3 without a new best), 2 CPU cores. The rule now: every choice (checkpoints, the race, wise's α, the best "
@@ -122,7 +122,10 @@ def render() -> str:
     lines += ["| " + " | ".join(summary_row(d, r, before.get(d))) + " |" for d, r in after.items()]
     missing = [d for d in example_names(retrieval=False) if d not in after]
     if missing:
-        lines += ["", f'Not yet measured with the new rule: {", ".join(missing)} (run `EXAMPLES="{" ".join(missing)}" bash benchmarks/adapt_experiments.sh`).']
+        lines += [
+            "",
+            f'Not yet measured with the new rule: {", ".join(missing)} (run `EXAMPLES="{" ".join(missing)}" bash benchmarks/runners/adapt_experiments.sh`).',
+        ]
     lines += [
         "",
         "## Before and after: the choices and their test scores",
@@ -142,7 +145,7 @@ def render() -> str:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "adapt.md"))
+    parser.add_argument("--out", default=str(Path(__file__).parents[1] / "results" / "adapt.md"))
     args = parser.parse_args()
     text = render()
     Path(args.out).write_text(text + "\n", encoding="utf-8")

@@ -1,5 +1,5 @@
 """Render benchmarks/results/retrieval.md from the kept results of `EXAMPLES="scifact quora" bash
-benchmarks/adapt_experiments.sh` (benchmarks/results/adapt/NAME/results.json): `sentune adapt` on documents and queries
+benchmarks/runners/adapt_experiments.sh` (benchmarks/results/adapt/NAME/results.json): `sentune adapt` on documents and queries
 (issue 23), every candidate's nDCG@10 on the selection, confirmation and test queries with its interval, the choice,
 the minutes, BM25 and sentence-transformers' SimCSE beside them. A domain whose run has not finished is listed as
 missing, never filled in."""
@@ -11,7 +11,7 @@ import json
 import sys
 from datetime import UTC, datetime
 
-from render_adapt import KEPT, domain_section, minutes, test_versus  # noqa: E402  (benchmarks/render_adapt.py)
+from render_adapt import KEPT, domain_section, minutes, test_versus  # noqa: E402  (benchmarks/renderers/render_adapt.py)
 
 from sentune.adapt.examples import example_names
 from sentune.adapt.names import BM25, REFERENCE, UNCHANGED
@@ -43,7 +43,7 @@ def render() -> str:
         "# `sentune adapt` for search: two retrieval domains (issue 23)",
         "",
         f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from benchmarks/results/adapt/NAME/results.json; the runs: "
-        '`EXAMPLES="scifact quora" bash benchmarks/adapt_experiments.sh` (each domain\'s exact command and date below).',
+        '`EXAMPLES="scifact quora" bash benchmarks/runners/adapt_experiments.sh` (each domain\'s exact command and date below).',
         "",
         "Default model (all-MiniLM-L6-v2), default budget, 2 CPU cores. nDCG@10 ×100 per query; the selection queries rank a pool "
         "(their relevant documents and the unchanged model's top 30), the confirmation and test queries the whole corpus; the "
@@ -59,7 +59,7 @@ def render() -> str:
     lines += ["| " + " | ".join(summary_row(n, r)) + " |" for n, r in found.items()]
     missing = [n for n in names if n not in found]
     if missing:
-        lines += ["", f'Not yet measured: {", ".join(missing)} (run `EXAMPLES="{" ".join(missing)}" bash benchmarks/adapt_experiments.sh`).']
+        lines += ["", f'Not yet measured: {", ".join(missing)} (run `EXAMPLES="{" ".join(missing)}" bash benchmarks/runners/adapt_experiments.sh`).']
     for name, results in found.items():
         lines += domain_section(name, results, name)
     return "\n".join(lines)

@@ -1,5 +1,5 @@
 """Render benchmarks/results/sg.md (seed 001 on the default model) from the run folders of
-benchmarks/baselines.sh and benchmarks/sg_experiments.sh. Rows whose runs have not finished are listed
+benchmarks/runners/baselines.sh and benchmarks/runners/sg_experiments.sh. Rows whose runs have not finished are listed
 as missing, never filled in. Every number comes from a results.json; every run names its command."""
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def _tuning(runs: Path, baselines: dict | None, group) -> list[str]:
         "|" + "---|" * (len(STS7) + 4),
     ]
     # Every tried configuration runs seed 1; the paper's defaults and the tried configuration with the best
-    # seed-1 dev score run seeds 2 and 3 (benchmarks/sg_experiments.sh), so the choice among them has 3 seeds each.
+    # seed-1 dev score run seeds 2 and 3 (benchmarks/runners/sg_experiments.sh), so the choice among them has 3 seeds each.
     first = {prefix: group([f"{prefix}-s1"]) for _, prefix in TUNING[1:]}
     tried = [(found[0]["meta"]["best_checkpoint"]["dev_spearman"], prefix) for prefix, found in first.items() if found]
     seeded = {"sg-opt", max(tried)[1]} if tried else {"sg-opt"}
@@ -161,7 +161,12 @@ def _figures(results_dir: Path) -> list[str]:
         ("sg-figures/tsne.png", "Figure 5: t-SNE of 20 positive (gold 5) and 20 negative (gold 0) STS-B dev pairs, untuned vs SG-OPT (seed 1)"),
     ):
         if (results_dir / path).is_file():
-            out += [f"![{caption}]({path})", "", caption + ". Made by the `sentune layerwise` / `sentune tsne` lines of `benchmarks/sg_experiments.sh`.", ""]
+            out += [
+                f"![{caption}]({path})",
+                "",
+                caption + ". Made by the `sentune layerwise` / `sentune tsne` lines of `benchmarks/runners/sg_experiments.sh`.",
+                "",
+            ]
     return out
 
 
@@ -185,7 +190,7 @@ def main() -> None:
         "# Seed 001 (self-guided contrastive learning) on the default model",
         "",
         f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from the run folders of "
-        "`benchmarks/baselines.sh` and `benchmarks/sg_experiments.sh`. Spearman ×100, 'all' aggregation, cosine; "
+        "`benchmarks/runners/baselines.sh` and `benchmarks/runners/sg_experiments.sh`. Spearman ×100, 'all' aggregation, cosine; "
         "mean ± sample std over runs. The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained "
         "for sentence similarity), not BERT-base as in the paper.",
         "",
@@ -292,7 +297,7 @@ def main() -> None:
         if result and ((result["meta"].get("recipe") or {}).get("name", "").startswith("001-") or folder.name.startswith("sg-")):
             parts.append(f"- `{result['meta'].get('command')}` ({result['meta']['date']})")
     if missing:
-        parts += ["", "Not measured yet (run `bash benchmarks/sg_experiments.sh` to continue): " + ", ".join(sorted(set(missing)))]
+        parts += ["", "Not measured yet (run `bash benchmarks/runners/sg_experiments.sh` to continue): " + ", ".join(sorted(set(missing)))]
     Path(args.out).write_text("\n".join(parts) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
 

@@ -18,7 +18,7 @@ A simulated user (one run):
 
 Rates come with 95 % Wilson intervals over the simulated runs.
 
-    python benchmarks/adapt_calibration.py --out benchmarks/results/adapt_calibration.md
+    python benchmarks/runners/adapt_calibration.py --out benchmarks/results/adapt_calibration.md
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ CANDIDATES = (1, 5, 14)
 GAINS = (0.5, 1.0, 2.0, 4.0)
 POWER_CANDIDATES = 5  # the planted candidate among 4 with no gain
 METRICS = ("spearman", "average_precision")
-DETECTABLE = Path(__file__).parents[1] / "sentune" / "adapt" / "detectable_gain.json"
+DETECTABLE = Path(__file__).parents[2] / "sentune" / "adapt" / "detectable_gain.json"
 POWER_TARGET = 0.8
 RULE_SEEDS = {"old": 1, "new": 2}
 LEVELS = (0.04, 0.05)  # the new rule's null rates at these levels too (same runs), to show why adapt ships at ALPHA
@@ -261,7 +261,7 @@ def write_page(out: str, null: list[dict], power: list[dict], detectable: dict, 
         "python " + " ".join(sys.argv),
         "```",
         "",
-        "Simulated users with a known truth (the model is in `benchmarks/adapt_calibration.py`'s docstring): dev pairs with",
+        "Simulated users with a known truth (the model is in `benchmarks/runners/adapt_calibration.py`'s docstring): dev pairs with",
         "graded scores (Spearman) or 0/1 labels (average precision); an unchanged model; K candidates of 10 checkpoints each,",
         "whose errors correlate 0.9 with the unchanged model's and 0.95 between a candidate's checkpoints.",
         "",

@@ -15,12 +15,13 @@ product. This script measures, in one run on one machine:
 Ceiling: the FLOPs of (2) done at the model-shape rate of (1) with nothing else costing time. Its ratio to
 sentence-transformers' throughput bounds the speed-up any fp32 engine can have here.
 
-Usage: python benchmarks/cpu_ceiling.py [--data DIR] [--model default] [--out FILE.md]
+Usage: python benchmarks/speed/cpu_ceiling.py [--data DIR] [--model default] [--out FILE.md]
 """
 
 from __future__ import annotations
 
 import platform
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -28,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from common import command_block, emit, parser_for, task_sentences, timed  # noqa: E402  (benchmarks/common.py)
 
 from sentune.core.encode import Encoder

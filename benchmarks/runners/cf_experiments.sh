@@ -5,7 +5,7 @@
 # JOBS=2 runs two one-thread workers (benchmarks/lib.sh).
 set -euo pipefail
 # shellcheck disable=SC1091
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # Table 1 encoders that need nothing else: SimCSE, Mirror, the library's MNRL next to our SimCSE, the flow
 # alone on the untuned model (encoder frozen, trained on wiki as BERT-CF's stage 2 without the Mirror term).
 run cf-simcse 002-simcse
@@ -37,4 +37,4 @@ for name in untuned cf-simcse cf-mirror cf-flow cf-bert-cf; do
   step "$kept/cf-align-$name" sentune eval --model "$model" --tasks STS-B --alignment-pairs qqp --quiet
 done
 step "$kept/cf-pairs" sentune pairs --model default --label "no tuning" --model "$runs/cf-bert-cf/model" --label BERT-CF --task STS13 --pairs 8
-python benchmarks/render_cf.py  # every worker renders when it ends: the last one sees every result
+python benchmarks/renderers/render_cf.py  # every worker renders when it ends: the last one sees every result

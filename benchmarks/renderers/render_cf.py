@@ -1,5 +1,5 @@
 """Render benchmarks/results/cf.md (seed 002 on the default model) from the kept results of
-benchmarks/cf_experiments.sh. A row whose run has not finished is listed as missing, never filled in;
+benchmarks/runners/cf_experiments.sh. A row whose run has not finished is listed as missing, never filled in;
 every number comes from a results.json (or pairs.json), every run names its command."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from common import KeptRuns  # noqa: E402  (benchmarks/common.py)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
+from common import KeptRuns, sts7_average  # noqa: E402  (benchmarks/common.py)
 
 from sentune.data.catalog import group_tasks
 
@@ -22,12 +24,6 @@ ENCODERS = (  # (label, training run, multitask run, alignment run)
     ("flow (encoder frozen, trained on wiki)", "cf-flow", "cf-multitask-cf-flow", "cf-align-cf-flow"),
     ("BERT-CF (Mirror → joint flow)", "cf-bert-cf", "cf-multitask-cf-bert-cf", "cf-align-cf-bert-cf"),
 )
-
-
-def sts_avg(run: dict) -> float:
-    """The run's 7-task average as `sentune eval` summarised it (summary.avg_all_spearman over the catalog's 7 STS tasks)."""
-    assert run["summary"]["sts_tasks"] == list(STS7), f"a run without the 7 STS tasks: {run['summary']['sts_tasks']}"
-    return float(run["summary"]["avg_all_spearman"])
 
 
 def dev_rho(result: dict) -> float | None:
@@ -61,12 +57,12 @@ def table1(runs: KeptRuns) -> list[str]:
         if train is None:
             if not baseline:
                 continue
-            dev, avg = baseline["runs"]["mean"]["tasks"].get("STS-B-dev", {}).get("all", {}).get("spearman"), sts_avg(baseline["runs"]["mean"])
+            dev, avg = baseline["runs"]["mean"]["tasks"].get("STS-B-dev", {}).get("all", {}).get("spearman"), sts7_average(baseline["runs"]["mean"])
         else:
             result = runs.get(train)
             if not result:
                 continue
-            dev, avg = dev_rho(result), sts_avg(result["runs"]["model"])
+            dev, avg = dev_rho(result), sts7_average(result["runs"]["model"])
         sup = runs.get(multitask)
         metrics = sup["meta"]["method_metrics"]["dev"] if sup else {}
         cells = [metrics.get(f"multitask-dev_{k}") for k in ("sst5_acc", "qqp_acc", "sts_pearson", "mean")]
@@ -101,8 +97,8 @@ def flow_target(runs: KeptRuns) -> list[str]:
     ]
     verdicts = []
     for result, pooling in ((r, p) for r in results for p in r["meta"]["poolings"]):
-        plain = sts_avg(result["runs"][pooling])
-        seeded = [sts_avg(run) for key, run in result["runs"].items() if key.startswith(f"{pooling}+flow(")]
+        plain = sts7_average(result["runs"][pooling])
+        seeded = [sts7_average(run) for key, run in result["runs"].items() if key.startswith(f"{pooling}+flow(")]
         if seeded:
             out.append(f"| {pooling} | {plain:.2f} | " + ", ".join(f"{v:.2f}" for v in seeded) + f" | {mean_std(seeded)} | {np.mean(seeded) - plain:+.2f} |")
             raised = sum(v > plain for v in seeded)
@@ -111,9 +107,9 @@ def flow_target(runs: KeptRuns) -> list[str]:
                 f"({plain:.2f} → {np.mean(seeded):.2f}; {raised} of {len(seeded)} seeds above the plain pooling)."
             )
     whitened = runs.get("baselines-sts")
-    if whitened:  # the linear counterpart of the flow, fitted on the same sentences (benchmarks/baselines.sh)
+    if whitened:  # the linear counterpart of the flow, fitted on the same sentences (benchmarks/runners/baselines.sh)
         pairs = [
-            f"{p} {sts_avg(whitened['runs'][p]):.2f} → {sts_avg(whitened['runs'][p + '+whiten(per-task)']):.2f}"
+            f"{p} {sts7_average(whitened['runs'][p]):.2f} → {sts7_average(whitened['runs'][p + '+whiten(per-task)']):.2f}"
             for p in ("mean", "first-last", "cls")
             if p + "+whiten(per-task)" in whitened["runs"]
         ]
@@ -139,17 +135,17 @@ def side_by_side(runs: KeptRuns) -> list[str]:
     out += [
         f"| {label} | {r['meta']['recipe']['training']['seed']} | {fmt(dev_rho(r))} | "
         + " | ".join(f"{r['runs']['model']['tasks'][t]['all']['spearman']:.2f}" for t in STS7)
-        + f" | **{sts_avg(r['runs']['model']):.2f}** |"
+        + f" | **{sts7_average(r['runs']['model']):.2f}** |"
         for label, r in found.items()
     ]
-    ours, lib = (sts_avg(r["runs"]["model"]) for r in found.values())
+    ours, lib = (sts7_average(r["runs"]["model"]) for r in found.values())
     return out + ["", noise_verdict(ours - lib, runs), ""]
 
 
 def noise_verdict(diff: float, runs: KeptRuns) -> str:
     """Ours − library (one seed each) against the seed-to-seed spread of the same trainer on the same model and
-    evaluation: SG-OPT's 3 seeds (benchmarks/sg_experiments.sh)."""
-    seeds = [sts_avg(r["runs"]["model"]) for r in (runs.get(f"sg-opt-s{s}") for s in (1, 2, 3)) if r]
+    evaluation: SG-OPT's 3 seeds (benchmarks/runners/sg_experiments.sh)."""
+    seeds = [sts7_average(r["runs"]["model"]) for r in (runs.get(f"sg-opt-s{s}") for s in (1, 2, 3)) if r]
     if len(seeds) < 2:
         return f"Difference (ours − library): {diff:+.2f}; no seed spread measured to compare it with."
     spread = float(np.std(seeds, ddof=1))
@@ -174,7 +170,7 @@ def ablations(runs: KeptRuns) -> list[str]:
     ):
         result = runs.get(name)
         if result:
-            out.append(f"| {label} | {fmt(dev_rho(result))} | {sts_avg(result['runs']['model']):.2f} |")
+            out.append(f"| {label} | {fmt(dev_rho(result))} | {sts7_average(result['runs']['model']):.2f} |")
     return out + [""]
 
 
@@ -217,14 +213,14 @@ def main() -> None:
         "# Seed 002 (contrastive flows, multitask fine-tuning) on the default model",
         "",
         f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from the kept results of "
-        "`benchmarks/cf_experiments.sh`. The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for "
+        "`benchmarks/runners/cf_experiments.sh`. The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for "
         "sentence similarity), not the paper's MinBERT; CPU scale: " + run_scale(runs) + " STS-B dev plays the paper's "
         "'STS-13 dev' role (STS-13 has no dev split here). The default model's card lists its training data, among them "
         "Quora Question Triplets (103,663) and AllNLI: its QQP accuracies are those of a model that has seen Quora duplicates.",
         "",
     ]
     parts += table1(runs) + flow_target(runs) + side_by_side(runs) + ablations(runs) + alignment(runs) + pairs(runs.root, runs.missing)
-    runs.write_page(parts, args.out, "benchmarks/cf_experiments.sh")
+    runs.write_page(parts, args.out, "benchmarks/runners/cf_experiments.sh")
 
 
 if __name__ == "__main__":

@@ -4,10 +4,10 @@
 # SimCSE recipe as the reference row (--reference), resumable: run it again after an interruption and finished candidates
 # are read back. EXAMPLES="sick mrpc" runs a subset; BUDGET=300,10m sets --budget. Each domain's
 # results.json/.md, report.html and plots are kept in benchmarks/results/adapt/NAME/, and benchmarks/results/adapt.md is
-# rendered from them (benchmarks/render_adapt.py).
+# rendered from them (benchmarks/renderers/render_adapt.py).
 set -euo pipefail
 # shellcheck disable=SC1091
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 for example in ${EXAMPLES:-sick mrpc stsb qqp}; do
   out="$runs/adapt-$example"
@@ -18,5 +18,5 @@ for example in ${EXAMPLES:-sick mrpc stsb qqp}; do
     [ -f "$out/$f" ] && cp "$out/$f" "$dst/"
   done
 done
-python benchmarks/render_adapt.py --out benchmarks/results/adapt.md
-python benchmarks/render_retrieval.py --out benchmarks/results/retrieval.md  # EXAMPLES="scifact quora": the retrieval domains
+python benchmarks/renderers/render_adapt.py --out benchmarks/results/adapt.md
+python benchmarks/renderers/render_retrieval.py --out benchmarks/results/retrieval.md  # EXAMPLES="scifact quora": the retrieval domains

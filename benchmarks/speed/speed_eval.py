@@ -11,16 +11,20 @@ Backends: PyTorch fp32 (the default), PyTorch bf16 autocast (--precision bf16), 
 onnx / onnx-int8: `sentune export`'s graphs, made once into the cache before timing; int8 with export's default
 settings). Every timing is the median of --repeats runs, each backend's runs interleaved with the others'.
 
-Usage: python benchmarks/speed_eval.py [--data DIR] [--model default] [--repeats 1] [--out FILE.md]
+Usage: python benchmarks/speed/speed_eval.py [--data DIR] [--model default] [--repeats 1] [--out FILE.md]
 """
 
 from __future__ import annotations
 
 import platform
+import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from common import command_block, emit, parser_for, task_sentences, timed  # noqa: E402  (benchmarks/common.py)
 
 from sentune.core.encode import Encoder

@@ -6,18 +6,21 @@ unique sentences (sentences/s, ratio to fp32 ONNX) and the file's size. Then, fo
 vector depends on the sentences batched with it (dynamic quantization scales each batch's activations together):
 the cosine of each sentence encoded alone to the same sentence encoded in sentune's usual batches.
 
-Usage: python benchmarks/onnx_int8.py [--data DIR] [--model default] [--out FILE.md]
+Usage: python benchmarks/speed/onnx_int8.py [--data DIR] [--model default] [--out FILE.md]
 """
 
 from __future__ import annotations
 
 import platform
+import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from common import command_block, emit, parser_for, task_sentences, timed  # noqa: E402  (benchmarks/common.py)
 
 from sentune.core.embedding_cache import model_digest

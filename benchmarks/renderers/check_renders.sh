@@ -3,13 +3,13 @@
 # are rewritten in place and compared with git, ignoring only their "Rendered <date> by ..." line.
 # Run from the repository root on a clean checkout; `git checkout benchmarks/results` restores the dates.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 kept=benchmarks/results/runs
-python benchmarks/render_sg.py >/dev/null
-python benchmarks/render_cf.py >/dev/null
-python benchmarks/render_sed.py >/dev/null
-python benchmarks/render_adapt.py >/dev/null
-python benchmarks/render_results.py --title "Baselines: the untuned default model" "$kept/baselines-sts" "$kept/baselines-transfer-fast" \
+python benchmarks/renderers/render_sg.py >/dev/null
+python benchmarks/renderers/render_cf.py >/dev/null
+python benchmarks/renderers/render_sed.py >/dev/null
+python benchmarks/renderers/render_adapt.py >/dev/null
+python benchmarks/renderers/render_results.py --title "Baselines: the untuned default model" "$kept/baselines-sts" "$kept/baselines-transfer-fast" \
   "$kept/baselines-relatedness-multilingual" "$kept/layerwise-default" --figure baselines-report/layerwise.png \
   --figure baselines-report/sts_average.png --out benchmarks/results/baselines.md >/dev/null
 folders=()

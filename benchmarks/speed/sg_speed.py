@@ -10,7 +10,7 @@ step's time by component gives the ceiling: caching can save at most BERT_F's fo
 Reports wall seconds, seconds per training step, seconds per epoch extrapolated to the full STS-B
 sentence set, and peak RSS. Target: cached path <= 0.75x the two-model loop. Run it on an idle machine.
 
-Usage: python benchmarks/sg_speed.py [--sentences 1600] [--repeats 2] [--out FILE.md]
+Usage: python benchmarks/speed/sg_speed.py [--sentences 1600] [--repeats 2] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
 
 NO_EVAL = "training.eval_steps=100000"

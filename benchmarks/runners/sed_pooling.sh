@@ -4,10 +4,10 @@
 # STS-B dev Spearman. Why: the paper evaluates learners with two layers (its layer study, on BERT-Large) and
 # members with one; on the default model, trained for last-layer mean pooling, two layers cost points, so
 # the fixed rule compares poolings as much as models. Ensembles not trained yet are skipped; resumable;
-# called by benchmarks/sed_experiments.sh, runnable alone (JOBS=2 works).
+# called by benchmarks/runners/sed_experiments.sh, runnable alone (JOBS=2 works).
 set -euo pipefail
 # shellcheck disable=SC1091
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 for ensemble in sed/ct-sed sed/nli-ct-sed sed-sts/sts-sed; do
   members_file=$runs/$ensemble/members.json
   [ -f "$members_file" ] || { echo "skip $ensemble (no members.json yet)"; continue; }

@@ -1,5 +1,5 @@
 """Render benchmarks/results/sed.md (seeds 003/004 on the default model) from the kept results of
-benchmarks/sed_experiments.sh. Rows whose runs have not finished are listed as missing, never filled in;
+benchmarks/runners/sed_experiments.sh. Rows whose runs have not finished are listed as missing, never filled in;
 every number comes from a results.json; the commands are listed at the end."""
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from best_lower_bound import choose  # noqa: E402  (benchmarks/best_lower_bound.py: the runner's rule)
-from common import KeptRuns  # noqa: E402  (benchmarks/common.py)
+from common import KeptRuns, sts7_average  # noqa: E402  (benchmarks/common.py)
 
 from sentune.data.catalog import group_tasks
 from sentune.methods.sed import LAYER_POOLING, choose_layers
@@ -24,6 +26,9 @@ assert set(SENTEVAL) == set(group_tasks("transfer")), "the catalog's transfer gr
 
 
 def avg(run: dict, tasks=STS5, metric: str = "spearman") -> float:
+    """The 7-task average from the run's summary; the STS12-16 one (the paper's measure, not in the summary) from its tasks."""
+    if tuple(tasks) == tuple(STS7):
+        return sts7_average(run, metric)
     return float(np.mean([run["tasks"][t]["all"][metric] for t in tasks]))
 
 
@@ -127,7 +132,7 @@ def stability_dev_pooling(kept: KeptRuns, ensembles: list[tuple[str, str]], base
     out = [
         "## Table 3b: the same, each model with the pooling chosen on STS-B dev",
         "",
-        "Every member and learner evaluated with the mean of its last 1, 2 and 3 layers (`benchmarks/sed_pooling.sh`); each "
+        "Every member and learner evaluated with the mean of its last 1, 2 and 3 layers (`benchmarks/runners/sed_pooling.sh`); each "
         "model keeps the one with the best STS-B dev Spearman, one rule for members and learners. Table 3 uses the paper's "
         "fixed rule (members: last layer; learners: last two layers), chosen on BERT-Large; on the default model, trained for "
         f"last-layer mean pooling, two layers score lower{untuned}.",
@@ -252,7 +257,7 @@ def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
     out = [
         "## Table 4: supervised STS-B (regression to a cosine target in [lb, 1])",
         "",
-        "Lower-bound grid (runs per value and epochs as in benchmarks/sed_experiments.sh); lb chosen by the mean STS-B dev Spearman.",
+        "Lower-bound grid (runs per value and epochs as in benchmarks/runners/sed_experiments.sh); lb chosen by the mean STS-B dev Spearman.",
         "",
         "| lb | runs | STS-B dev ρ (mean) | STS-B test r / ρ (mean) |",
         "|---|---|---|---|",
@@ -337,7 +342,7 @@ def main() -> None:
         "# Seeds 003/004 (Contrastive Tension, NLI, Flow, Sentence Ensemble Distillation) on the default model",
         "",
         f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from the kept results of "
-        "`benchmarks/sed_experiments.sh`, whose header states the CPU scale (ensemble size, CT steps, distillation "
+        "`benchmarks/runners/sed_experiments.sh`, whose header states the CPU scale (ensemble size, CT steps, distillation "
         "sentences, grid runs). The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for sentence "
         "similarity), not BERT-Large; NLI uses the 22k NLI pairs of the data directory, not SNLI+MNLI's 1M.",
         "",
@@ -387,7 +392,7 @@ def main() -> None:
         kept,
         [("no tuning", "default"), ("CT", "ct"), ("CT-SED", "ct-sed-learner-1"), ("NLI", "nli"), ("NLI-CT", "nli-ct"), ("NLI-CT-SED", "nli-ct-sed-learner-1")],
     )
-    kept.write_page(parts, args.out, "benchmarks/sed_experiments.sh")
+    kept.write_page(parts, args.out, "benchmarks/runners/sed_experiments.sh")
 
 
 if __name__ == "__main__":

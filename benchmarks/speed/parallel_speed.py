@@ -5,7 +5,7 @@ Trains the same short SG-OPT recipe (001-sg-opt on the first N STS-B sentences, 
 Reports steps per second of each run and in total: what benchmarks/lib.sh's JOBS=2 relies on. Run it on
 an otherwise idle machine.
 
-Usage: python benchmarks/parallel_speed.py [--sentences 960] [--workers 2] [--out FILE.md]
+Usage: python benchmarks/speed/parallel_speed.py [--sentences 960] [--workers 2] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
 
 

@@ -9,7 +9,7 @@ is what an index exploits), 1,000 queries near them; the top 100 of each query f
 with HNSW's recall of the exact top 100 and top 10. An evaluation searches once per model, so the index pays off only
 where its build plus search is faster than the exact search: retrieval.EXACT_LIMIT is set from this page.
 
-Usage: python benchmarks/search_speed.py [--sizes 10000,100000,300000,1000000] [--queries 1000] [--out FILE.md]
+Usage: python benchmarks/speed/search_speed.py [--sizes 10000,100000,300000,1000000] [--queries 1000] [--out FILE.md]
 Needs faiss-cpu (`pip install faiss-cpu`, or sentune's `search` extra).
 """
 
@@ -19,10 +19,14 @@ import argparse
 import math
 import os
 import platform
+import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
 
 from sentune.tasks import retrieval

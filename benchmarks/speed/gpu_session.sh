@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Regenerates benchmarks/results/gpu.md on a CUDA machine in one go: the benchmark (gpu_bench.py: rows a, b, c, e),
 # then the whole test suite, whose closing line and device are appended to the page.
-# Usage: bash benchmarks/gpu_session.sh DATA_DIR TOKENIZER_DIR OUT_DIR   (DATA_DIR: at least senteval/STS and SICK)
+# Usage: bash benchmarks/speed/gpu_session.sh DATA_DIR TOKENIZER_DIR OUT_DIR   (DATA_DIR: at least senteval/STS and SICK)
 set -uo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# Paths as the benchmark sees them from benchmarks/: relative, so the page's command names no machine's folders.
-data=$(realpath --relative-to="$repo/benchmarks" "$1") tokenizer=$(realpath --relative-to="$repo/benchmarks" "$2") out=$3
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# Paths as the benchmark sees them from benchmarks/speed/: relative, so the page's command names no machine's folders.
+data=$(realpath --relative-to="$repo/benchmarks/speed" "$1") tokenizer=$(realpath --relative-to="$repo/benchmarks/speed" "$2") out=$3
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 SENTUNE_CACHE="${SENTUNE_CACHE:-$(mktemp -d)}"
-cd "$repo/benchmarks"
+cd "$repo/benchmarks/speed"
 timeout "${BENCH_TIMEOUT:-330}" python3 gpu_bench.py --data "$data" --tokenizer "$tokenizer" --repeats 2 --out gpu.md --json gpu.json 2>"$out/bench.err" >/dev/null
 mv gpu.md gpu.json "$out/"
 echo "benchmark exit $?"

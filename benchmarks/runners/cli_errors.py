@@ -6,7 +6,7 @@ is checked for exit code 2, exactly one line on stderr that contains the expecte
 output folder created. The page lists every case with its wall time (the best of --repeats runs, so another process
 waking up does not count against a command).
 
-    python benchmarks/cli_errors.py --out benchmarks/results/cli_errors.md
+    python benchmarks/runners/cli_errors.py --out benchmarks/results/cli_errors.md
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
 
 LIMIT_S = 1.5
-REPO = str(Path(__file__).resolve().parents[1])
+REPO = str(Path(__file__).resolve().parents[2])
 
 
 def scratch(root: Path) -> dict[str, Path]:

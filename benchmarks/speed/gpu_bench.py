@@ -12,7 +12,7 @@
 Models have random weights and the shapes of all-MiniLM-L6-v2 (6 layers, 384) and BERT-base (12 layers, 768),
 built from a config with the default model's tokenizer: speed does not depend on the weights.
 
-Usage: python benchmarks/gpu_bench.py --data DIR [--tokenizer DIR] [--parts a,b,c,e] [--repeats 3] [--out FILE.md]
+Usage: python benchmarks/speed/gpu_bench.py --data DIR [--tokenizer DIR] [--parts a,b,c,e] [--repeats 3] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import json
 import platform
 import random
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -30,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from common import command_block, emit, timed  # noqa: E402  (benchmarks/common.py)
 from speed_eval import naive_sts  # noqa: E402
 from transformers import TrainerCallback

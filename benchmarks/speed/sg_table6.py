@@ -5,17 +5,19 @@ Training = what a method needs before it can encode: nothing (mean, WK), fitting
 sentences (whitening, flow; encoding them included), one SG-OPT training run (the `train_runtime` logged by the
 trainer of --sg-run, or a fresh run when none is given). Inference = encoding the STS-B test sentences.
 
-Usage: python benchmarks/sg_table6.py [--sg-run benchmarks/runs/sg-opt-s1] [--out FILE.md]
+Usage: python benchmarks/speed/sg_table6.py [--sg-run benchmarks/runs/sg-opt-s1] [--out FILE.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from common import command_block, emit, timed  # noqa: E402  (benchmarks/common.py)
 
 from sentune.core.encode import Encoder

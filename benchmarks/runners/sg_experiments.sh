@@ -6,11 +6,11 @@
 # taken on an otherwise idle machine. benchmarks/results/sg.md is rendered at the end from the kept results.
 set -euo pipefail
 # shellcheck disable=SC1091
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 # Table 1: SG-OPT and SG, 3 seeds each (trained on all STS-B sentences, no labels).
 # Seed 001's Flow baseline (Table 1, Figure 4; issue 25): BERT-flow on the mean of the last two layers of the untuned
-# model, fitted on the STS sentences (target) and on NLI; Table 6 times it (benchmarks/sg_table6.py).
+# model, fitted on the STS sentences (target) and on NLI; Table 6 times it (benchmarks/speed/sg_table6.py).
 step "$kept/baselines-flow" sentune eval --model default --pooling last2 --flow target --flow nli --tasks sts --quiet
 for seed in 1 2 3; do run "sg-opt-s$seed" 001-sg-opt "training.seed=$seed"; done
 for seed in 1 2 3; do run "sg-s$seed" 001-sg "training.seed=$seed"; done
@@ -28,7 +28,7 @@ run tune-meanviews-s1 001-sg-opt params.view_pooling=mean
 run tune-a3views-s1 001-sg-opt params.view_pooling=mean "params.layers=[4,5,6]"
 run tune-lr2e-5-s1 001-sg-opt training.learning_rate=2e-5
 # The tried configuration with the best seed-1 dev score (mean-pooled views, 86.03 vs the defaults' 85.73) gets
-# seeds 2 and 3, so the dev choice between it and the defaults compares 3-seed means (benchmarks/render_sg.py).
+# seeds 2 and 3, so the dev choice between it and the defaults compares 3-seed means (benchmarks/renderers/render_sg.py).
 for seed in 2 3; do run "tune-meanviews-s$seed" 001-sg-opt params.view_pooling=mean "training.seed=$seed"; done
 # Figure 4: trained on NLI sentences instead of STS-B.
 run sg-opt-nli 001-sg-opt train_data=nli
@@ -43,9 +43,9 @@ sg=$runs/sg-opt-s1/model
 sentune report "$kept/layerwise-default" "$kept/layerwise-sg-opt-s1" --out benchmarks/results/sg-report
 # Table 6 and the speed of the cached-view path (each measured in one run of its script, machine idle).
 if [ -z "${SENTUNE_WORKER:-}" ]; then
-  [ -f benchmarks/results/sg_table6.md ] || python benchmarks/sg_table6.py --sg-run "$runs/sg-opt-s1" --out benchmarks/results/sg_table6.md
-  [ -f benchmarks/results/sg_speed.md ] || python benchmarks/sg_speed.py --out benchmarks/results/sg_speed.md
+  [ -f benchmarks/results/sg_table6.md ] || python benchmarks/speed/sg_table6.py --sg-run "$runs/sg-opt-s1" --out benchmarks/results/sg_table6.md
+  [ -f benchmarks/results/sg_speed.md ] || python benchmarks/speed/sg_speed.py --out benchmarks/results/sg_speed.md
 else
   echo "timing benchmarks skipped in a parallel worker: run this script again with JOBS=1"
 fi
-python benchmarks/render_sg.py
+python benchmarks/renderers/render_sg.py

@@ -11,7 +11,7 @@
 # on the sentences of STS12-16, learning rate 1e-3, 1 epoch.
 set -euo pipefail
 # shellcheck disable=SC1091
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 members=${MEMBERS:-5}; learners=${LEARNERS:-3}; runs_per_lb=${RUNS_PER_LB:-1}; grid_epochs=${GRID_EPOCHS:-1}
 sts_epochs=${STS_EPOCHS:-4}
 sed_root=$runs/sed
@@ -62,5 +62,5 @@ for stage in default ct ct-sed/learner-1 nli nli-ct nli-ct-sed/learner-1; do
   step "$kept/sed-layers-$tag" sentune eval --model "$model" --pooling mean,last2,last3 --tasks sts --flow tasks:STS12,STS13,STS14,STS15,STS16 --flow-set learning_rate=1e-3 --quiet
 done
 # Table 3b: members and learners each with the pooling (last 1, 2 or 3 layers) chosen on STS-B dev.
-bash benchmarks/sed_pooling.sh
-python benchmarks/render_sed.py  # every worker renders when it ends: the last one sees every result
+bash benchmarks/runners/sed_pooling.sh
+python benchmarks/renderers/render_sed.py  # every worker renders when it ends: the last one sees every result

@@ -8,7 +8,7 @@
 # About 45-60 minutes on 2 CPU cores (the standard-preset step alone about 30).
 set -euo pipefail
 # shellcheck disable=SC1091
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 poolings=model,cls,mean,max,first-last,last2,last4,wk
 
 
@@ -24,5 +24,5 @@ for name in baselines-sts baselines-transfer-fast baselines-transfer-standard ba
   if [ -d "$kept/$name" ]; then folders+=("$kept/$name"); fi
 done
 sentune report "${folders[@]}" --out benchmarks/results/baselines-report
-python benchmarks/render_results.py --title "Baselines: the untuned default model" "${folders[@]}" \
+python benchmarks/renderers/render_results.py --title "Baselines: the untuned default model" "${folders[@]}" \
   --figure baselines-report/layerwise.png --figure baselines-report/sts_average.png --out benchmarks/results/baselines.md

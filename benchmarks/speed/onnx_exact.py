@@ -5,18 +5,21 @@ Each model is saved (`sentune whiten` / `sentune flow`, fitted on the STS-B sent
 multi-layer pooling; the page gives the largest absolute difference of any vector component, the smallest cosine and
 the STS-B dev Spearman of both. The issue's bound: 1e-5.
 
-Usage: python benchmarks/onnx_exact.py [--data DIR] [--out FILE.md]
+Usage: python benchmarks/speed/onnx_exact.py [--data DIR] [--out FILE.md]
 """
 
 from __future__ import annotations
 
 import platform
+import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from common import command_block, emit, parser_for, task_sentences  # noqa: E402  (benchmarks/common.py)
 
 from sentune.cli import main as sentune
