@@ -45,7 +45,7 @@ class TrainContext:
     params: Any  # an instance of the method's params dataclass
     data_dir: Path
     cache_dir: Path | None = None
-    dev_score: Callable[[SentenceTransformer], float] | None = None  # Spearman ×100 on recipe.eval.dev
+    dev_score: Callable[[SentenceTransformer], float] | None = None  # recipe.eval.dev's metric ×100 (Spearman; nDCG@10 for queries)
     show_progress: bool = True
 
     @property

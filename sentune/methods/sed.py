@@ -126,7 +126,7 @@ def learner_pooling(model, loss, ctx: TrainContext):
     scores = {n: ctx.score_on_dev(with_pooling(model, LAYER_POOLING[n])) for n in (1, 2, 3)}
     chosen = choose_layers(scores)
     logger.info(
-        "SED learner pooling chosen on %s: last %d layer(s) (dev Spearman %s)",
+        "SED learner pooling chosen on %s: last %d layer(s) (dev score, the dev set's metric ×100: %s)",
         ctx.dev_task,
         chosen,
         ", ".join(f"{n}: {score:.2f}" for n, score in scores.items()),
