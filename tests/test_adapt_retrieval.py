@@ -37,6 +37,7 @@ def test_adapt_on_queries_keeps_the_unchanged_model_when_nothing_helps(tiny_mode
     results = json.loads((out / "results.json").read_text())
     assert results["meta"]["dev"]["metric"] == "ndcg@10" and results["meta"]["dev"]["unit"] == "queries"
     assert results["meta"]["dev"]["pairs"] == 100 and results["meta"]["test"]["pairs"] == 20
+    assert 0 < results["meta"]["process"]["cpu_seconds"] and results["meta"]["process"]["wall_seconds"] > 0  # the minutes' context
     assert results["choice"]["name"] == "unchanged", results["choice"]["reason"]
     # training chose its checkpoints on the selection queries against their pool, and recorded per-query values
     assert results["candidates"]["simcse"]["recipe"]["eval"]["dev"] == f"queries:{out / 'data' / 'dev-select'}"

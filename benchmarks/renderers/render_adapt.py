@@ -90,6 +90,17 @@ def domain_section(name: str, results: dict, images: str) -> list[str]:
     meta = results["meta"]
     lines = ["", f"## {name}", "", f"Command ({meta['date']}):", "", "```", meta.get("command", "?"), "```", ""]
     lines += [f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.", "", *hindsight(results), candidate_table(results), ""]
+    usage = meta.get("process")  # recorded from 2026-11-24 on: the last invocation's CPU use
+    if usage:
+        lines += [
+            f"Its last invocation: {usage['wall_seconds'] / 60:.1f} min wall, {usage['cpu_seconds'] / 60:.1f} min of CPU, "
+            f"{usage['cores_used']} of {usage['cpu_count']} cores used on average ({usage['torch_threads']} torch threads); "
+            f"load average at the end {usage['load_average_1min']}.",
+            "",
+        ]
+    conditions = KEPT / images / "conditions.md"  # written by whoever ran it: what else the machine did meanwhile
+    if conditions.is_file():
+        lines += [f"Machine conditions (as recorded by the person who ran it): {conditions.read_text().strip()}", ""]
     for plot, title in (("scores.png", "scores"), ("dev_curves.png", "dev curves"), ("wise_curve.png", "wise: dev score against α")):
         if (KEPT / images / plot).is_file():
             lines += [f"![{title}]({'adapt/' + images + '/' + plot})", ""]

@@ -16,6 +16,7 @@ import sentune
 from sentune.adapt.candidates import Candidate
 from sentune.adapt.decide import SELECT_FRACTION, DevSplit, decide
 from sentune.adapt.names import RULE, UNCHANGED
+from sentune.core.usage import process_usage
 from sentune.tasks.bootstrap import METRICS, RESAMPLES, paired_bootstrap, resamples, score_interval
 from sentune.tasks.permutation import ALPHA, PERMUTATIONS
 
@@ -70,6 +71,7 @@ def select(records: dict[str, dict], candidates: list[Candidate], inputs, split:
             "confirmation": {"test": "one-sided paired permutation", "permutations": PERMUTATIONS, "alpha": ALPHA},
             "sentune_version": sentune.__version__,
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "process": process_usage(),  # this invocation only (a resumed run's earlier ones are not in it)
         },
         "choice": {
             "name": decision.name,

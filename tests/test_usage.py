@@ -1,0 +1,46 @@
+"""process_usage: the CPU time beside the wall time that adapt records with its minutes."""
+
+import time
+
+from sentune.core.usage import process_usage
+
+
+def test_cpu_seconds_follow_work_and_wall_covers_them():
+    before = process_usage()
+    end = time.process_time() + 0.3
+    while time.process_time() < end:  # 0.3 s of this thread's CPU
+        pass
+    after = process_usage()
+    assert after["cpu_seconds"] - before["cpu_seconds"] >= 0.25
+    assert after["wall_seconds"] - before["wall_seconds"] >= 0.25
+    assert 0 < after["cores_used"] <= after["cpu_count"] + 0.5  # rounding and children aside, no more than the machine has
+
+
+def test_idle_time_counts_as_wall_only():
+    before = process_usage()
+    time.sleep(0.3)
+    after = process_usage()
+    assert after["wall_seconds"] - before["wall_seconds"] >= 0.25
+    assert after["cpu_seconds"] - before["cpu_seconds"] < 0.15
+
+
+def test_process_start_is_this_process_s():
+    import os
+    import subprocess
+    import sys
+
+    from sentune.core.usage import process_started
+
+    started = process_started()
+    assert time.time() - 24 * 3600 < started <= time.time()
+    # a child started now reports a later start than this process (which has run at least this test)
+    child = float(
+        subprocess.run(
+            [sys.executable, "-c", "from sentune.core.usage import process_started as p; print(p())"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=os.environ,
+        ).stdout
+    )
+    assert started < child <= time.time() + 1
