@@ -153,7 +153,9 @@ def write_tiny_data_dir(root: Path, n: int = 24, seed: int = 0) -> Path:
             write(f["gold"], [f"{rng.uniform(0, 5):.2f}" for _ in range(n)])
         elif spec.format == "stsb":
             for path in f.values():
-                write(path, [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{rng.uniform(0, 5):.3f}\t{_sentence(rng)}\t{_sentence(rng)}" for i in range(n)])
+                # the last 6 rows as STS 2017's English track (STS17-en-en reads them from these files)
+                origin = lambda i: "track5.en-en\t2017" if i >= n - 6 else "MSRvid\t2012test"  # noqa: E731
+                write(path, [f"main-captions\t{origin(i)}\t{i:04d}\t{rng.uniform(0, 5):.3f}\t{_sentence(rng)}\t{_sentence(rng)}" for i in range(n)])
         elif spec.format in ("sick", "sick-e"):
             for path in f.values():
                 if not (root / path).exists():

@@ -97,7 +97,8 @@ def test_eval_transfer_and_alignment(tiny_model_dir, tiny_data_dir, tmp_path):
         == 0
     )
     run = json.loads((out / "results.json").read_text())["runs"]["mean"]
-    assert {"MR", "SST5", "TREC", "MRPC", "SICK-E", "STS-B-reg", "STS17-es-es"} <= set(run["tasks"])
+    assert {"MR", "SST5", "TREC", "MRPC", "SICK-E", "STS-B-reg", "STS17-es-es", "STS17-en-en"} <= set(run["tasks"])
+    assert run["tasks"]["STS17-en-en"]["n"] == 12  # 6 track5.en-en rows in each of STS-B's dev and test files
     assert "f1" in run["tasks"]["MRPC"] and run["tasks"]["MR"]["preset"] == "fast"
     # the values themselves: tests/test_transfer.py (known answers); here they must be reported, and finite
     assert {"alignment", "uniformity"} <= set(run["alignment_uniformity"]) and np.isfinite(

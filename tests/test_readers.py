@@ -123,3 +123,22 @@ def test_a_missing_user_file_is_not_sent_to_the_data_directory(tmp_path):
         with pytest.raises(DataError) as error:
             read(tmp_path / "mine.tsv")
         assert str(error.value) == f"{tmp_path / 'mine.tsv'}: file not found"
+
+
+def test_stsb_rows_of_one_track_keep_their_lines(tmp_path):
+    rows = (
+        "main-captions\tMSRvid\t2012test\t0001\t5.0\ta\tb\n"
+        "main-captions\ttrack5.en-en\t2017\t0000\t2.4\tc\td\n"
+        "main-forums\ttrack5.en-en\t2016\t0002\t1.0\te\tf\n"  # same file name, other year: not STS 2017
+        "main-captions\ttrack5.en-en\t2017\t0003\t2.0\tg\th\n"
+    )
+    path = _write(tmp_path / "sts-test.csv", rows)
+    kept = readers.read_stsb_csv(path, only=readers.STS17_EN_EN)
+    assert [(p.a, p.score, p.source.line) for p in kept] == [("c", 2.4, 2), ("g", 2.0, 4)]
+    assert len(readers.read_stsb_csv(path)) == 4
+
+
+def test_stsb_file_without_the_track_is_an_error_naming_it(tmp_path):
+    path = _write(tmp_path / "sts-dev.csv", "main-captions\tMSRvid\t2012test\t0001\t5.0\ta\tb\n")
+    with pytest.raises(DataError, match=r"sts-dev.csv: no rows of track5.en-en \(2017\)"):
+        readers.read_stsb_csv(path, only=readers.STS17_EN_EN)

@@ -93,14 +93,22 @@ def read_sts_pairs(input_path: str | Path, gold_path: str | Path) -> list[Pair]:
     return pairs
 
 
-def read_stsb_csv(path: str | Path) -> list[Pair]:
-    """STS Benchmark `sts-{train,dev,test}.csv`: genre, file, year, id, score, s1, s2[, sources]."""
+STS17_EN_EN = ("track5.en-en", "2017")  # (file, year): SemEval-2017's English track inside STS-B, 125 dev + 125 test pairs
+
+
+def read_stsb_csv(path: str | Path, only: tuple[str, str] | None = None) -> list[Pair]:
+    """STS Benchmark `sts-{train,dev,test}.csv`: genre, file, year, id, score, s1, s2[, sources]; `only` keeps the rows
+    of one (file, year), e.g. STS17_EN_EN."""
     path = Path(path)
     pairs = []
     for number, line in enumerate(read_lines(path), start=1):
         fields = _fields(path, number, line, 7, "genre, file, year, id, score, sentence1, sentence2")
+        if only is not None and (fields[1], fields[2]) != only:
+            continue
         score = _score(path, number, fields[4], 0.0, 5.0)
         pairs.append(Pair(_nonempty(path, number, fields[5], "sentence1"), _nonempty(path, number, fields[6], "sentence2"), score, Source(str(path), number)))
+    if only is not None and not pairs:
+        raise DataError(path, None, f"no rows of {only[0]} ({only[1]}) in this file: not the STS Benchmark's own file?")
     return pairs
 
 
@@ -325,6 +333,7 @@ FORMATS: dict[str, Format] = {
     "semeval": Format(_read_semeval, _semeval_paths),  # STS12-16: dir + subsets
     "semeval-files": Format(lambda r, d: {"test": read_sts_pairs(d / r.files["input"], d / r.files["gold"])}),
     "stsb": Format(_each_file(read_stsb_csv)),
+    "stsb-sts17": Format(_each_file(lambda path: read_stsb_csv(path, only=STS17_EN_EN))),  # STS 2017 en-en, from STS-B's files
     "sick": Format(_each_file(read_sick_relatedness)),
     "sick-e": Format(_each_file(read_sick_entailment)),
     "binary": Format(_read_binary),  # files pos / neg
