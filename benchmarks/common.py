@@ -14,12 +14,13 @@ def timed(fn):
     return time.perf_counter() - start, value
 
 
-def sts7_average(run: dict, metric: str = "spearman") -> float:
-    """A run's 7-task STS average ('all', ×100) as `sentune eval` summarised it in results.json (summary.avg_all_*)."""
+def sts7_average(run: dict, metric: str = "spearman", aggregation: str = "all") -> float:
+    """A run's 7-task STS average (×100) as `sentune eval` summarised it in results.json (summary.avg_<aggregation>_<metric>);
+    aggregation 'all' (every pair of a task in one correlation) or 'wmean' (its subsets' correlations weighted by size)."""
     from sentune.data.catalog import group_tasks
 
     assert run["summary"]["sts_tasks"] == list(group_tasks("sts")), f"a run without the 7 STS tasks: {run['summary']['sts_tasks']}"
-    return float(run["summary"][f"avg_all_{metric}"])
+    return float(run["summary"][f"avg_{aggregation}_{metric}"])
 
 
 def parser_for(doc: str, model: bool = True):

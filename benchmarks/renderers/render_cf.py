@@ -50,23 +50,25 @@ def table1(runs: KeptRuns) -> list[str]:
         "has no QQP train split, so the heads train on its dev.tsv (10,000 pairs) and its test.tsv is halved into dev "
         "and test, stratified by label with a fixed seed (5,000 pairs each, half duplicates).",
         "",
-        "| encoder | STS-B dev ρ | 7-task avg | SST-5 dev acc | QQP dev acc | STS-B dev r | mean |",
-        "|---|---|---|---|---|---|---|",
+        "| encoder | STS-B dev ρ | 7-task avg | 7-task avg (wmean) | SST-5 dev acc | QQP dev acc | STS-B dev r | mean |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for label, train, multitask, _ in ENCODERS:
         if train is None:
             if not baseline:
                 continue
-            dev, avg = baseline["runs"]["mean"]["tasks"].get("STS-B-dev", {}).get("all", {}).get("spearman"), sts7_average(baseline["runs"]["mean"])
+            evaluated = baseline["runs"]["mean"]
+            dev = evaluated["tasks"].get("STS-B-dev", {}).get("all", {}).get("spearman")
         else:
             result = runs.get(train)
             if not result:
                 continue
-            dev, avg = dev_rho(result), sts7_average(result["runs"]["model"])
+            evaluated, dev = result["runs"]["model"], dev_rho(result)
+        avg, wavg = sts7_average(evaluated), sts7_average(evaluated, aggregation="wmean")
         sup = runs.get(multitask)
         metrics = sup["meta"]["method_metrics"]["dev"] if sup else {}
         cells = [metrics.get(f"multitask-dev_{k}") for k in ("sst5_acc", "qqp_acc", "sts_pearson", "mean")]
-        out.append(f"| {label} | {fmt(dev)} | {fmt(avg)} | " + " | ".join(fmt(c) for c in cells) + " |")
+        out.append(f"| {label} | {fmt(dev)} | {fmt(avg)} | {fmt(wavg)} | " + " | ".join(fmt(c) for c in cells) + " |")
     out += [
         "",
         "### Table 2: test metrics after multitask fine-tuning",
