@@ -422,7 +422,12 @@ def _add_eval(sub) -> None:
         metavar="NAME=VALUE",
         help="a Flow setting for every --flow, e.g. learning_rate=1e-3 (seeds 003/004); repeatable",
     )
-    p.add_argument("--preset", default="fast", choices=["fast", "standard"], help="SentEval transfer preset: fast (5-fold) or standard (10-fold)")
+    p.add_argument(
+        "--preset",
+        default="fast",
+        choices=["fast", "standard", "fast-mlp", "standard-mlp"],
+        help="SentEval transfer preset: fast (5-fold) or standard (10-fold), logistic regression; -mlp: SentEval's MLP (50 hidden units)",
+    )
     p.add_argument(
         "--precision",
         default="fp32",

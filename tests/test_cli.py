@@ -374,3 +374,11 @@ def test_uniformity_covers_every_pair_and_alignment_the_positives(tiny_model_dir
     assert found["alignment"] == pytest.approx(alignment(encoder.encode([p.a for p in positive]), encoder.encode([p.b for p in positive])), abs=1e-6)
     only_positive = encoder.encode(list(dict.fromkeys(s for p in positive for s in (p.a, p.b))))
     assert abs(uniformity(only_positive) - found["uniformity"]) > 1e-6  # the old definition gives another number
+
+
+def test_eval_transfer_with_senteval_s_mlp(tiny_model_dir, tiny_data_dir, tmp_path):
+    out = tmp_path / "mlp"
+    args = ["eval", "--model", str(tiny_model_dir), "--pooling", "mean", "--tasks", "MR,TREC", "--preset", "fast-mlp"]
+    assert main([*args, "--data", str(tiny_data_dir), "--out", str(out), "--quiet"]) == 0
+    tasks = json.loads((out / "results.json").read_text())["runs"]["mean"]["tasks"]
+    assert {tasks[t]["classifier"] for t in ("MR", "TREC")} == {"mlp"} and tasks["TREC"]["l2"] in (1e-5, 1e-4, 1e-3, 1e-2, 1e-1)

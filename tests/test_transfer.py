@@ -64,3 +64,26 @@ def test_warm_started_grid_equals_cold_fits():
     warm = transfer._path_scores(x[:200], y[:200], x[200:], y[200:], preset)
     cold = [transfer._fit(x[:200], y[:200], c, preset).score(x[200:], y[200:]) for c in transfer.C_GRID]
     np.testing.assert_allclose(warm, cold)
+
+
+def _xor(n=4000, seed=0):
+    """Two clusters per class on opposite corners: no linear classifier beats chance, one hidden layer separates them."""
+    rng = np.random.default_rng(seed)
+    signs = rng.choice([-1.0, 1.0], size=(n, 2))
+    x = signs * 2.0 + rng.normal(size=(n, 2)) * 0.3
+    return x, (signs[:, 0] * signs[:, 1] > 0).astype(int)
+
+
+def test_mlp_preset_learns_what_logistic_regression_cannot():
+    x, y = _xor()  # enough data: like SentEval's, the MLP stops after 20 passes without a better validation score
+    train, dev, test = (x[:2400], y[:2400]), (x[2400:3200], y[2400:3200]), (x[3200:], y[3200:])
+    linear = transfer.split_protocol(train, dev, test, transfer.PRESETS["fast"])
+    mlp = transfer.split_protocol(train, dev, test, transfer.PRESETS["fast-mlp"])
+    assert linear["acc"] < 70 and "C" in linear  # chance on XOR
+    assert mlp["acc"] > 95 and mlp["l2"] in transfer.L2_GRID
+    assert transfer.PRESETS["standard-mlp"].kfold == 10 and transfer.PRESETS["fast-mlp"].grid == transfer.L2_GRID
+
+
+def test_mlp_is_senteval_s_shape():
+    model = transfer._fit(*_xor(200), 1e-3, transfer.PRESETS["fast-mlp"])
+    assert [w.shape for w in model.coefs_] == [(2, transfer.MLP_HIDDEN), (transfer.MLP_HIDDEN, 1)] and model.activation == "logistic"

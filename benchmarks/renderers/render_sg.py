@@ -62,7 +62,19 @@ def _table4(runs: Path, *, baselines_transfer: dict | None, a3: dict | None, mis
     for key, label in (("mean", "no tuning, mean"), ("wk", "no tuning, WK"), ("cls", "no tuning, [CLS]")):
         out.append(_transfer_row(label, baselines_transfer["runs"][key]))
     out += [_transfer_row("SG-OPT (A.3)", a3["runs"]["model"]), ""]
-    return out
+    base_mlp, a3_mlp = _load(runs / "baselines-transfer-mlp"), _load(runs / "sg-opt-a3-mlp")
+    if not (base_mlp and a3_mlp):
+        missing.extend(n for n, r in (("baselines-transfer-mlp", base_mlp), ("sg-opt-a3-mlp", a3_mlp)) if not r)
+        return out
+    out += [
+        "MLP classifier (the paper's Table 4 setting: one hidden layer of 50, SentEval's; `fast-mlp` preset), same models:",
+        "",
+        "| method | " + " | ".join(TRANSFER7) + " | avg |",
+        "|" + "---|" * (len(TRANSFER7) + 2),
+    ]
+    for key, label in (("mean", "no tuning, mean"), ("wk", "no tuning, WK"), ("cls", "no tuning, [CLS]")):
+        out.append(_transfer_row(label, base_mlp["runs"][key]))
+    return out + [_transfer_row("SG-OPT (A.3)", a3_mlp["runs"]["model"]), ""]
 
 
 def _multilingual(runs: Path, missing: list[str]) -> list[str]:

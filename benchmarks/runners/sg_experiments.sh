@@ -34,6 +34,9 @@ for seed in 2 3; do run "tune-meanviews-s$seed" 001-sg-opt params.view_pooling=m
 run sg-opt-nli 001-sg-opt train_data=nli
 # Table 4 (A.3 variant): NLI sentences, mean-pooled views, lower layers left out.
 run sg-opt-a3 001-sg-opt train_data=nli params.view_pooling=mean "params.layers=[4,5,6]" eval.tasks=sts,transfer
+# Table 4's MLP column (one hidden layer of 50, SentEval's classifier): the same A.3 model and the untuned poolings.
+step "$kept/sg-opt-a3-mlp" sentune eval --model "$runs/sg-opt-a3/model" --tasks senteval7 --preset fast-mlp --quiet
+step "$kept/baselines-transfer-mlp" sentune eval --model default --pooling mean,wk,cls --tasks senteval7 --preset fast-mlp --quiet
 
 # Tables 2-3 (multilingual STS, English default model), Figure 1 and Figure 5 for SG-OPT seed 1.
 sg=$runs/sg-opt-s1/model

@@ -1,4 +1,4 @@
-"""SentEval transfer tasks on the CPU: logistic regression on frozen embeddings.
+"""SentEval transfer tasks on the CPU: logistic regression (or SentEval's MLP) on frozen embeddings.
 
 Protocols follow SentEval (senteval/tools/validation.py) with its scikit-learn path:
   nested-cv     MR, CR, SUBJ, MPQA: outer stratified k-fold; inside each outer train fold an inner
@@ -8,6 +8,11 @@ Protocols follow SentEval (senteval/tools/validation.py) with its scikit-learn p
 Pair tasks (MRPC, SICK-E) use SentEval's features [|u−v|, u⊙v]. The grid is SentEval's scikit-learn
 grid C ∈ {2^-2, …, 2^3}; seed 1111. Presets: `standard` (k = 10, SentEval's "comparable to the
 literature" setting) and `fast` (k = 5, its prototyping setting). Results name the preset.
+
+`standard-mlp` / `fast-mlp` swap the classifier for SentEval's MLP (seed 001 Table 4: "an MLP with one hidden layer of
+50 units"): SentEval's `classifier = {nhid: 50}` is Linear → Sigmoid → Linear trained with Adam, batch 64, stopped
+after 5 validations (each after 4 passes over the data) without a better score, its L2 strength chosen from 10^-5 … 10^-1; here scikit-learn's
+MLPClassifier with those settings (logistic activation, 10 % of the training fold held out for the early stop).
 """
 
 from __future__ import annotations
@@ -21,12 +26,15 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
+from sklearn.neural_network import MLPClassifier
 
 from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
 
 C_GRID = tuple(2.0**t for t in range(-2, 4))
+L2_GRID = tuple(10.0**t for t in range(-5, 0))  # SentEval's PyTorch classifiers: weight decay 1e-5 … 1e-1
+MLP_HIDDEN = 50
 
 
 @dataclass(frozen=True)
@@ -35,25 +43,61 @@ class TransferPreset:
     kfold: int
     seed: int = 1111
     max_iter: int = 1000
+    classifier: str = "logreg"  # or "mlp": SentEval's one-hidden-layer MLP
+
+    @property
+    def grid_key(self) -> str:
+        """The results' name for the chosen value: C (logistic regression) or l2 (the MLP's weight decay)."""
+        return "C" if self.classifier == "logreg" else "l2"
+
+    @property
+    def grid(self) -> tuple[float, ...]:
+        """The regularisation values tried: logistic regression's C, or the MLP's L2 strength."""
+        return C_GRID if self.classifier == "logreg" else L2_GRID
 
 
-PRESETS = {"standard": TransferPreset("standard", 10), "fast": TransferPreset("fast", 5)}
+PRESETS = {
+    "standard": TransferPreset("standard", 10),
+    "fast": TransferPreset("fast", 5),
+    "standard-mlp": TransferPreset("standard-mlp", 10, classifier="mlp"),
+    "fast-mlp": TransferPreset("fast-mlp", 5, classifier="mlp"),
+}
+
+
+def _mlp(strength: float, preset: TransferPreset) -> MLPClassifier:
+    return MLPClassifier(
+        hidden_layer_sizes=(MLP_HIDDEN,),
+        activation="logistic",
+        solver="adam",
+        alpha=strength,
+        batch_size=64,
+        early_stopping=True,
+        validation_fraction=0.1,
+        n_iter_no_change=20,  # SentEval: validation every epoch_size = 4 passes, stop after tenacity = 5 without a better one
+        max_iter=200,
+        random_state=preset.seed,
+    )
 
 
 def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.concatenate([np.abs(u - v), u * v], axis=1)
 
 
-def _fit(x: np.ndarray, y: np.ndarray, c: float, preset: TransferPreset) -> LogisticRegression:
+def _fit(x: np.ndarray, y: np.ndarray, c: float, preset: TransferPreset) -> LogisticRegression | MLPClassifier:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
+        if preset.classifier == "mlp":
+            return _mlp(c, preset).fit(x, y)
         return LogisticRegression(C=c, random_state=preset.seed, max_iter=preset.max_iter).fit(x, y)
 
 
 def _path_scores(xtr: np.ndarray, ytr: np.ndarray, xte: np.ndarray, yte: np.ndarray, preset: TransferPreset) -> np.ndarray:
     """Accuracy on (xte, yte) for every C of the grid, fitting along the grid with warm starts: each fit
     starts from the previous optimum, so the grid costs little more than one fit. The problem is strictly
-    convex, so the optimum (to the solver's tolerance) does not depend on where the solver starts."""
+    convex, so the optimum (to the solver's tolerance) does not depend on where the solver starts. The MLP's problem is
+    not convex: each of its values is fitted from scratch."""
+    if preset.classifier == "mlp":
+        return np.array([_fit(xtr, ytr, strength, preset).score(xte, yte) for strength in preset.grid])
     model = LogisticRegression(random_state=preset.seed, max_iter=preset.max_iter, warm_start=True)
     scores = []
     with warnings.catch_warnings():
@@ -67,7 +111,7 @@ def _best_c_by_cv(x: np.ndarray, y: np.ndarray, preset: TransferPreset) -> tuple
     folds = StratifiedKFold(n_splits=preset.kfold, shuffle=True, random_state=preset.seed)
     mean = np.mean([_path_scores(x[tr], y[tr], x[te], y[te], preset) for tr, te in folds.split(x, y)], axis=0)
     best = int(np.argmax(mean))  # ties: first (smallest C), as SentEval's argmax
-    return C_GRID[best], float(mean[best])
+    return preset.grid[best], float(mean[best])
 
 
 def nested_cv(x: np.ndarray, y: np.ndarray, preset: TransferPreset) -> dict:
@@ -83,16 +127,16 @@ def nested_cv(x: np.ndarray, y: np.ndarray, preset: TransferPreset) -> dict:
 def split_protocol(train: tuple, dev: tuple, test: tuple, preset: TransferPreset) -> dict:
     (xtr, ytr), (xdv, ydv), (xte, yte) = train, dev, test
     dev_scores = _path_scores(xtr, ytr, xdv, ydv, preset)
-    dev_acc, c = float(dev_scores.max()), C_GRID[int(np.argmax(dev_scores))]
+    dev_acc, c = float(dev_scores.max()), preset.grid[int(np.argmax(dev_scores))]
     model = _fit(xtr, ytr, c, preset)
-    return {"acc": 100 * model.score(xte, yte), "devacc": 100 * dev_acc, "C": c, "n_train": len(ytr), "n_test": len(yte)}
+    return {"acc": 100 * model.score(xte, yte), "devacc": 100 * dev_acc, preset.grid_key: c, "n_train": len(ytr), "n_test": len(yte)}
 
 
 def cv_then_test(train: tuple, test: tuple, preset: TransferPreset, *, f1: bool = False) -> dict:
     (xtr, ytr), (xte, yte) = train, test
     c, dev_acc = _best_c_by_cv(xtr, ytr, preset)
     model = _fit(xtr, ytr, c, preset)
-    out = {"acc": 100 * model.score(xte, yte), "devacc": 100 * dev_acc, "C": c, "n_train": len(ytr), "n_test": len(yte)}
+    out = {"acc": 100 * model.score(xte, yte), "devacc": 100 * dev_acc, preset.grid_key: c, "n_train": len(ytr), "n_test": len(yte)}
     if f1:
         out["f1"] = 100 * float(f1_score(yte, model.predict(xte)))
     return out
@@ -135,4 +179,4 @@ def evaluate_transfer(spec, examples: dict[str, list], embed, preset: TransferPr
         result = cv_then_test(xy("train"), xy("test"), preset, f1=spec.name == "MRPC")
     else:
         raise ValueError(f"task {spec.name}: unknown protocol {spec.protocol!r}")
-    return {**result, "protocol": spec.protocol, "preset": preset.name, "kfold": preset.kfold}
+    return {**result, "protocol": spec.protocol, "preset": preset.name, "kfold": preset.kfold, "classifier": preset.classifier}

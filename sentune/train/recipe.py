@@ -66,7 +66,7 @@ class TrainingConfig:
 class EvalConfig:
     dev: str = option("STS-B-dev", "the task that selects the checkpoint (and CT's tower, SED's pooling), or pairs:PATH (s1<TAB>s2<TAB>label lines)")
     tasks: str = option("sts", "final evaluation of the selected model: task or group names, or none")
-    preset: Literal["fast", "standard"] = option("fast", "SentEval transfer preset")
+    preset: Literal["fast", "standard", "fast-mlp", "standard-mlp"] = option("fast", "SentEval transfer preset (-mlp: SentEval's MLP classifier)")
 
 
 @dataclass
