@@ -44,8 +44,17 @@ def _transfer_row(label: str, run: dict) -> str:
     return f"| {label} | " + " | ".join(f"{a:.2f}" for a in accs) + f" | **{np.mean(accs):.2f}** |"
 
 
+def _transfer_rows(baselines: dict, sg: dict) -> list[str]:
+    """The table of one classifier: untuned mean, WK and [CLS], then SG-OPT (A.3)."""
+    out = ["| method | " + " | ".join(TRANSFER7) + " | avg |", "|" + "---|" * (len(TRANSFER7) + 2)]
+    for key, label in (("mean", "no tuning, mean"), ("wk", "no tuning, WK"), ("cls", "no tuning, [CLS]")):
+        out.append(_transfer_row(label, baselines["runs"][key]))
+    return out + [_transfer_row("SG-OPT (A.3)", sg["runs"]["model"]), ""]
+
+
 def _table4(runs: Path, *, baselines_transfer: dict | None, a3: dict | None, missing: list[str]) -> list[str]:
-    """Seed 001 Table 4: SentEval transfer of SG-OPT in the A.3 variant next to untuned mean and WK."""
+    """Seed 001 Table 4: SentEval transfer of SG-OPT in the A.3 variant next to untuned mean and WK, with logistic
+    regression and with the paper's MLP."""
     if not (baselines_transfer and a3):
         missing.extend(n for n, r in (("baselines-transfer-fast", baselines_transfer), ("sg-opt-a3", a3)) if not r)
         return []
@@ -56,25 +65,14 @@ def _table4(runs: Path, *, baselines_transfer: dict | None, a3: dict | None, mis
         f"Logistic regression, `{preset}` preset for SG-OPT, `fast` for the baselines. SG-OPT here is the A.3 variant: "
         "trained on the NLI sentences, mean-pooled views, hidden states 0-3 (embeddings and the lower layers) left out.",
         "",
-        "| method | " + " | ".join(TRANSFER7) + " | avg |",
-        "|" + "---|" * (len(TRANSFER7) + 2),
+        *_transfer_rows(baselines_transfer, a3),
     ]
-    for key, label in (("mean", "no tuning, mean"), ("wk", "no tuning, WK"), ("cls", "no tuning, [CLS]")):
-        out.append(_transfer_row(label, baselines_transfer["runs"][key]))
-    out += [_transfer_row("SG-OPT (A.3)", a3["runs"]["model"]), ""]
     base_mlp, a3_mlp = _load(runs / "baselines-transfer-mlp"), _load(runs / "sg-opt-a3-mlp")
     if not (base_mlp and a3_mlp):
         missing.extend(n for n, r in (("baselines-transfer-mlp", base_mlp), ("sg-opt-a3-mlp", a3_mlp)) if not r)
         return out
-    out += [
-        "MLP classifier (the paper's Table 4 setting: one hidden layer of 50, SentEval's; `fast-mlp` preset), same models:",
-        "",
-        "| method | " + " | ".join(TRANSFER7) + " | avg |",
-        "|" + "---|" * (len(TRANSFER7) + 2),
-    ]
-    for key, label in (("mean", "no tuning, mean"), ("wk", "no tuning, WK"), ("cls", "no tuning, [CLS]")):
-        out.append(_transfer_row(label, base_mlp["runs"][key]))
-    return out + [_transfer_row("SG-OPT (A.3)", a3_mlp["runs"]["model"]), ""]
+    intro = "MLP classifier (the paper's Table 4 setting: one hidden layer of 50, SentEval's; `fast-mlp` preset), same models:"
+    return out + [intro, "", *_transfer_rows(base_mlp, a3_mlp)]
 
 
 def _multilingual(runs: Path, missing: list[str]) -> list[str]:
