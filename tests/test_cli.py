@@ -382,3 +382,21 @@ def test_eval_transfer_with_senteval_s_mlp(tiny_model_dir, tiny_data_dir, tmp_pa
     assert main([*args, "--data", str(tiny_data_dir), "--out", str(out), "--quiet"]) == 0
     tasks = json.loads((out / "results.json").read_text())["runs"]["mean"]["tasks"]
     assert {tasks[t]["classifier"] for t in ("MR", "TREC")} == {"mlp"} and tasks["TREC"]["l2"] in (1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+
+
+def test_a_postprocessor_fitted_on_one_set_is_fitted_once_and_its_fit_recorded(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+    from sentune.postprocess import flow as flow_module
+
+    fits = []
+    original = flow_module.Flow.fit
+    monkeypatch.setattr(flow_module.Flow, "fit", lambda self, x: fits.append(len(x)) or original(self, x))
+    args = ["eval", "--model", str(tiny_model_dir), "--pooling", "mean", "--tasks", "STS12,STS-B,SICK-R", "--data", str(tiny_data_dir), "--quiet"]
+    assert main([*args, "--flow", "target", "--flow-set", "max_steps=20", "--out", str(tmp_path / "target")]) == 0
+    assert len(fits) == 1  # not once per task: the three tasks share one fit
+    run = json.loads((tmp_path / "target" / "results.json").read_text())["runs"]["mean+flow(target,max_steps=20)"]
+    assert run["fit"]["sentences"] == fits[0] and run["fit"]["steps"] == 20
+    assert run["fit"]["loss_first"] != run["fit"]["loss_last"] and run["fit"]["loss_window"] == 2
+    fits.clear()
+    assert main([*args, "--flow", "per-task", "--flow-set", "max_steps=20", "--out", str(tmp_path / "per-task")]) == 0
+    tasks = json.loads((tmp_path / "per-task" / "results.json").read_text())["runs"]["mean+flow(per-task,max_steps=20)"]["tasks"]
+    assert len(fits) == 3 and [tasks[t]["fit"]["sentences"] for t in ("STS12", "STS-B", "SICK-R")] == fits

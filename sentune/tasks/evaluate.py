@@ -220,27 +220,34 @@ def evaluate(
 def _run(pooling, run_name, option, table, tasks, inputs: _Inputs, preset, alignment_pairs, bar) -> dict:
     """Every task under one pooling and post-processor (fitted per task or once, as the option says)."""
     results = {}
+    # fitted once for the run unless it is fitted per task: the same fit for every task, not one per task
+    shared = _embedder(table, option, inputs.examples, None, inputs.sentences, inputs.extra) if option and option.fit_on != "per-task" else None
     for spec in tasks:
-        embed = _embedder(table, option, inputs.examples, spec, inputs.sentences, inputs.extra)
+        embed, fit = shared or _embedder(table, option, inputs.examples, spec, inputs.sentences, inputs.extra)
         task_start = time.perf_counter()
         results[spec.name] = evaluate_task(spec, inputs.examples[spec.name], embed, preset)
         results[spec.name]["seconds"] = round(time.perf_counter() - task_start, 3)
+        if fit and shared is None:
+            results[spec.name]["fit"] = fit
         bar.set_postfix_str(f"{run_name} {spec.name}", refresh=False)
         bar.update(1)
         if spec.kind != "sts":  # the classifiers take minutes; say where we are
             logger.info("%s: %s done in %.1f s", run_name, spec.name, results[spec.name]["seconds"])
     run = {"pooling": pooling, "postprocess": option.label if option else None, "tasks": results, "summary": summarise(results)}
+    if shared and shared[1]:
+        run["fit"] = shared[1]
     if inputs.pair_set is not None:
-        embed = _embedder(table, option, inputs.examples, None, inputs.sentences, inputs.extra)
+        embed, _ = shared or _embedder(table, option, inputs.examples, None, inputs.sentences, inputs.extra)
         pairs = inputs.pair_set
         everything = embed(list(dict.fromkeys(inputs.extra["__pairs__"])))
         run["alignment_uniformity"] = {"pairs": alignment_pairs, **alignment_uniformity(embed([a for a, _ in pairs]), embed([b for _, b in pairs]), everything)}
     return run
 
 
-def _embedder(table: EmbeddingTable, option: PostprocessOption | None, examples, spec, task_sentences, extra):
+def _embedder(table: EmbeddingTable, option: PostprocessOption | None, examples, spec, task_sentences, extra) -> tuple:
+    """(sentence -> vector lookup after the post-processor, a summary of its fit or None)."""
     if option is None:
-        return table
+        return table, None
     if option.fit_on == "per-task" and spec is not None:
         fit_sentences = list(dict.fromkeys(s for s, _ in sentences_of(examples[spec.name])))
     elif option.fit_on in ("target", "per-task"):
@@ -248,7 +255,18 @@ def _embedder(table: EmbeddingTable, option: PostprocessOption | None, examples,
     else:
         fit_sentences = extra[option.fit_on]
     fitted = option.build().fit(table(fit_sentences))
-    return table.mapped(fitted.transform)
+    return table.mapped(fitted.transform), fit_summary(fitted, len(fit_sentences))
+
+
+def fit_summary(fitted, sentences: int) -> dict:
+    """What the post-processor was fitted on and, for a trained one (flow), its loss at the start and the end: a fit
+    that went wrong (a flow that diverged) shows there instead of only as a low score."""
+    out: dict = {"sentences": sentences}
+    history = getattr(fitted, "history_", None)
+    if history:
+        window = max(1, min(50, len(history) // 10))
+        out |= {"steps": len(history), "loss_first": float(np.mean(history[:window])), "loss_last": float(np.mean(history[-window:])), "loss_window": window}
+    return out
 
 
 def _alignment_pairs(name: str, data_dir: Path) -> tuple[list[tuple[str, str]], list[str]]:
