@@ -88,6 +88,21 @@ def test_a_model_without_a_graph_is_exported_once_into_the_cache(tiny_model_dir,
     assert clear_cache() == [graph.parent] and not graph.parent.exists()
 
 
+def test_the_same_graph_file_reuses_its_runner_and_a_rewritten_one_does_not(exported):
+    import os
+
+    first = runner_of(load_model(str(exported), backend="onnx"))
+    again = runner_of(use_backend(load_model(str(exported)), "onnx", source=str(exported)))
+    assert again is first  # scoring dev then test: one session, one digest of the file
+    graph = exported / "onnx" / "model.onnx"
+    stamp = graph.stat()
+    os.utime(graph, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000))  # the file rewritten in place
+    try:
+        assert runner_of(load_model(str(exported), backend="onnx")) is not first
+    finally:
+        os.utime(graph, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+
+
 def test_a_graph_of_other_weights_is_not_used(exported, tmp_path, caplog):
     """A folder whose weights changed after the export: its onnx/ is stale, the vectors must still be the weights'."""
     import torch

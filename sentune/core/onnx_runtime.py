@@ -65,8 +65,23 @@ def use_backend(model, backend: str, source: str | None = None):
 
 def attach_graph(model, path: Path, backend: str):
     """Run `model`'s transformer as the graph at `path` from now on (the caller vouches that it is this model's)."""
-    setattr(model, RUNNER_ATTRIBUTE, OnnxRunner(path, backend))
+    setattr(model, RUNNER_ATTRIBUTE, runner_for(Path(path), backend))
     return model
+
+
+_LAST_RUNNER: dict[tuple, OnnxRunner] = {}  # the last graph's runner: scoring one model on dev then on test reuses it
+
+
+def runner_for(path: Path, backend: str) -> OnnxRunner:
+    """An OnnxRunner of the graph at `path`, the previous one when the same file (same size and modification time) is
+    asked for again: its session and file digest cost about a second each time otherwise. One is kept, not more: each
+    holds the graph's weights."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, backend)
+    if key not in _LAST_RUNNER:
+        _LAST_RUNNER.clear()
+        _LAST_RUNNER[key] = OnnxRunner(path, backend)
+    return _LAST_RUNNER[key]
 
 
 def graph_for(model, backend: str, source: str | None) -> Path:
