@@ -9,6 +9,7 @@ python benchmarks/renderers/render_sg.py >/dev/null
 python benchmarks/renderers/render_cf.py >/dev/null
 python benchmarks/renderers/render_sed.py >/dev/null
 python benchmarks/renderers/render_adapt.py >/dev/null
+python benchmarks/renderers/render_retrieval.py --out benchmarks/results/retrieval.md >/dev/null
 python benchmarks/renderers/render_results.py --title "Baselines: the untuned default model" "$kept/baselines-sts" "$kept/baselines-transfer-fast" \
   "$kept/baselines-relatedness-multilingual" "$kept/layerwise-default" --figure baselines-report/layerwise.png \
   --figure baselines-report/sts_average.png --out benchmarks/results/baselines.md >/dev/null
