@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import sys
 import time
 from pathlib import Path
@@ -42,6 +43,14 @@ def task_sentences(tasks, data_dir) -> tuple[list[str], list[str]]:
 
     sentences = [s for spec in tasks for pairs in load_task(spec, data_dir).values() for p in pairs for s in (p.a, p.b)]
     return sentences, list(dict.fromkeys(sentences))
+
+
+def cpu_name() -> str:
+    """The processor's model name (what a speed or memory page states it ran on)."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
 
 
 def command_block() -> list[str]:

@@ -94,14 +94,18 @@ def test_encode_devices_follow_the_device_request(tiny_st, monkeypatch):
     assert encode_devices(tiny_st) == [torch.device("cpu")]  # GPUs present, but the model was put on the CPU
 
 
-def test_freed_memory_is_released_after_long_batches_only(tiny_st, monkeypatch):
-    from sentune.core import encode
+def test_freed_memory_is_released_after_long_batches_and_every_few_short_ones(tiny_st, monkeypatch):
+    from sentune.core import encode, memory
 
     calls: list[int] = []
-    monkeypatch.setattr(encode, "_TRIM", lambda pad: calls.append(pad))
+    monkeypatch.setattr(memory, "_TRIM", lambda pad: calls.append(pad))
     short, long = ["a man"] * 3, ["a man plays the guitar in the park with a dog and a cat " * 3]
     encode.Encoder(tiny_st, "model", show_progress=False).encode(short)
     assert calls == []
     monkeypatch.setattr(encode, "TRIM_FROM_TOKENS", 20)
     encode.Encoder(tiny_st, "model", show_progress=False).encode(short + long)
     assert calls == [0]  # once: after the one batch that holds the long sentence
+    calls.clear()
+    monkeypatch.setattr(encode, "TRIM_EVERY_BATCHES", 2)  # short batches: after every second one
+    encode.Encoder(tiny_st, "model", max_batch=1, show_progress=False).encode([f"a man plays {i}" for i in range(5)])
+    assert calls == [0, 0]  # after batches 2 and 4 of 5

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import command_block, emit, parser_for, task_sentences, timed  # noqa: E402  (benchmarks/common.py)
+from common import command_block, cpu_name, emit, parser_for, task_sentences, timed  # noqa: E402  (benchmarks/common.py)
 
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
@@ -40,13 +40,6 @@ from sentune.core.onnx_runtime import attach_graph
 from sentune.data.catalog import resolve_data_dir, select_tasks
 
 ROWS = 4096  # a CPU token-budget batch (sentune's Encoder: 4096 padded tokens)
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def matmul_rate(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 1.0) -> float:

@@ -32,6 +32,7 @@ from sentune.adapt.candidates import Candidate, Ensemble, Plan, Reference, Train
 from sentune.adapt.context import Context
 from sentune.adapt.decide import detectable_gain
 from sentune.adapt.inputs import AdaptConfig, Inputs, prepare
+from sentune.core.memory import release_unreferenced
 from sentune.core.models import load_model
 from sentune.core.results import write_atomic
 from sentune.data.user_data import ScoredPairs
@@ -144,6 +145,7 @@ def _record(candidate: Candidate, scores: dict[str, np.ndarray], detail: dict, s
         record["dev_score"] = ctx.selection_score(scores["dev"])  # every choice reads this, never the confirmation pairs
         print(f"{label} {candidate.name}: selection {ctx.metric} {record['dev_score']:.2f} ({seconds / 60:.1f} min)", flush=True)
     write_atomic(candidate.folder(ctx) / "candidate.json", json.dumps(record, indent=2))
+    release_unreferenced()  # the candidate's model is garbage now (sentune.core.memory)
     return record
 
 

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 from sentune.core.backend import runner_of
 from sentune.core.device import DEVICE_ENV
 from sentune.core.distributed import world_size
+from sentune.core.memory import release_freed_memory
 from sentune.core.pooling import PoolingSpec, pool
 from sentune.errors import UserError
 
@@ -182,7 +183,7 @@ class Encoder:
         done: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
         pending: list[tuple[np.ndarray, dict[str, torch.Tensor]]] = []
         try:
-            for batch, features in self._tokenized(model, unique, batches, prefetch=on_gpu):
+            for number, (batch, features) in enumerate(self._tokenized(model, unique, batches, prefetch=on_gpu), start=1):
                 ids = features.get("input_ids")
                 long_batch = ids is not None and ids.shape[-1] >= TRIM_FROM_TOKENS
                 pending.append((batch, self._forward(model, features)))
@@ -190,7 +191,7 @@ class Encoder:
                 if not on_gpu or len(pending) >= FLUSH_EVERY:
                     done += _to_numpy(pending)
                     pending = []
-                if long_batch and not on_gpu:
+                if not on_gpu and (long_batch or number % TRIM_EVERY_BATCHES == 0):
                     release_freed_memory()
             done += _to_numpy(pending)
         finally:
@@ -243,30 +244,16 @@ class Encoder:
         return out
 
 
-def _heap_trimmer():
-    try:
-        import ctypes
-
-        return ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to do
-        return None
-
-
-_TRIM = _heap_trimmer()
-
-
-def release_freed_memory() -> None:
-    """Give the memory freed by the last batch back to the system (CPU, after batches of TRIM_FROM_TOKENS tokens or
-    more). glibc keeps freed activation buffers in its heap, and long batches of every length leave large holes:
-    `sentune eval --tasks scifact-train` (5,183 abstracts at 256 tokens) peaked at 2,181 MiB without this and 1,124 MiB
-    with it, taking 197.6 s and 208.3 s (benchmarks/speed/retrieval_eval.py, 2026-11-24; InformationRetrievalEvaluator in the
-    same two runs took 208.8 s and 212.7 s, so most of that difference is the machine). After every batch it also cost
-    6 % on short STS sentences, hence the length threshold (they never reach it)."""
-    if _TRIM is not None:
-        _TRIM(0)
-
-
-TRIM_FROM_TOKENS = 128  # padded batch length from which release_freed_memory runs after the batch
+# Padded batch length from which release_freed_memory runs after the batch. `sentune eval --tasks scifact-train`
+# (5,183 abstracts at 256 tokens) peaked at 2,181 MiB without it and 1,124 MiB with it, taking 197.6 s and 208.3 s
+# (benchmarks/speed/retrieval_eval.py, 2026-11-24; InformationRetrievalEvaluator in the same two runs took 208.8 s and
+# 212.7 s, so most of that difference is the machine). After every batch it also cost 6 % on short STS sentences,
+# which never reach this length.
+TRIM_FROM_TOKENS = 128
+# Short batches leave smaller holes, but many of them add up: the SciFact passages (23,078, about 90 tokens each),
+# encoded by SED's members, took a process to 2.1 GB resident with 0.9 GB after a trim. Every 16th batch costs a
+# sixteenth of the 6 %.
+TRIM_EVERY_BATCHES = 16
 FLUSH_EVERY = 64  # batches whose vectors wait on a GPU before one copy to the host
 PREFETCH = 2  # batches tokenized ahead of the GPU
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sentune.core.locks import run_lock
+from sentune.core.memory import release_unreferenced
 from sentune.core.results import write_atomic
 from sentune.errors import UserError
 from sentune.train.recipe import Recipe
@@ -77,6 +78,7 @@ def train_run(
             return RunState(folder, True)
         resume = (folder / "checkpoints").exists()
         result = train(recipe, folder, data_dir=data_dir, resume=resume, command=command, pause_at_step=pause_at_step, show_progress=show_progress)
+    release_unreferenced()  # the trainer, its model and optimizer are garbage now: give their memory back before the next run
     if "paused" in result:
         paused = result["paused"]
         return RunState(folder, False, paused["step"], paused["best"], paused["training_seconds"])

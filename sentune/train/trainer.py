@@ -33,6 +33,7 @@ from transformers import EarlyStoppingCallback, ProgressCallback, TrainerCallbac
 from sentune.core.cache import cache_dir as default_cache_dir
 from sentune.core.device import resolve_device
 from sentune.core.distributed import rank, world_size
+from sentune.core.memory import release_freed_memory
 from sentune.core.models import load_model
 from sentune.core.results import save_results, write_atomic
 from sentune.data.catalog import select_tasks
@@ -188,6 +189,17 @@ class PauseAt(TrainerCallback):
         if self.step is not None and state.global_step >= self.step and state.global_step < state.max_steps and not control.should_training_stop:
             control.should_training_stop = control.should_evaluate = control.should_save = True
             self.paused = True
+
+
+class FreeMemory(TrainerCallback):
+    """On the CPU, give the memory each step (and each evaluation) freed back to the system (sentune.core.memory):
+    without it a run over passages of every length holds several times the memory it uses."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if args.use_cpu:  # training.device resolved to cpu
+            release_freed_memory()
+
+    on_evaluate = on_step_end
 
 
 def early_stopped(trainer) -> bool:
@@ -424,7 +436,7 @@ def _fit(
             loss.load_state_dict(load_file(str(checkpoint / LOSS_STATE)), strict=False)
     spent = json.loads((checkpoint / TRAINING_TIME).read_text())["seconds"] if checkpoint and (checkpoint / TRAINING_TIME).is_file() else 0.0
     clock = TimeBudget(recipe.training.max_minutes, spent)
-    callbacks: list[TrainerCallback] = [RunCallback(run_dir, loss, clock), clock, *extra]
+    callbacks: list[TrainerCallback] = [RunCallback(run_dir, loss, clock), clock, FreeMemory(), *extra]
     if recipe.training.patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=recipe.training.patience))
     args = _training_args(recipe, run_dir / "checkpoints", evaluator.primary_metric)

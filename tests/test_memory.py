@@ -1,0 +1,57 @@
+"""sentune.core.memory: freed CPU memory handed back to the system after every training step, every evaluation and
+every finished run (the encoder's long batches: tests/test_encode.py)."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+from sentune.core import memory
+
+
+def test_release_calls_malloc_trim_with_no_padding(monkeypatch):
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "_TRIM", lambda pad: calls.append(pad))
+    assert memory.release_freed_memory() is True and calls == [0]
+    monkeypatch.setattr(memory, "_TRIM", None)  # a C library without malloc_trim: nothing is called, and it says so
+    assert memory.release_freed_memory() is False
+
+
+def test_release_unreferenced_collects_cycles_before_trimming(monkeypatch):
+    order: list[str] = []
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a reference cycle, as a trainer and its callbacks make: only the collector frees it
+    alive = weakref.ref(a)
+    del a, b
+    gc.disable()
+    try:
+        monkeypatch.setattr(memory, "_TRIM", lambda pad: order.append("dead" if alive() is None else "alive"))
+        memory.release_unreferenced()
+    finally:
+        gc.enable()
+    assert order == ["dead"]
+
+
+@pytest.mark.skipif(memory._TRIM is None, reason="glibc only")
+def test_real_trim_runs():
+    assert memory.release_freed_memory() is True
+
+
+def test_trainer_releases_after_every_cpu_step_and_evaluation(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+    from conftest import tiny_recipe
+
+    from sentune.train.recipe import load_recipe
+    from sentune.train.trainer import train
+
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "_TRIM", lambda pad: calls.append(pad))
+    recipe_path = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"max_steps": 4, "eval_steps": 2, "device": "cpu"})
+    train(load_recipe(str(recipe_path), ["eval.tasks=none"]), tmp_path / "run", data_dir=tiny_data_dir)
+    # 4 steps and 2 evaluations, at least (the dev evaluation's encoder adds its own after long batches)
+    assert len(calls) >= 6, calls
