@@ -374,6 +374,7 @@ def test_uniformity_covers_every_pair_and_alignment_the_positives(tiny_model_dir
     assert found["alignment"] == pytest.approx(alignment(encoder.encode([p.a for p in positive]), encoder.encode([p.b for p in positive])), abs=1e-6)
     only_positive = encoder.encode(list(dict.fromkeys(s for p in positive for s in (p.a, p.b))))
     assert abs(uniformity(only_positive) - found["uniformity"]) > 1e-6  # the old definition gives another number
+    assert (found["positive_pairs"], found["uniformity_sentences"]) == (len(positive), len(everything))  # what each covered, recorded
 
 
 def test_eval_transfer_with_senteval_s_mlp(tiny_model_dir, tiny_data_dir, tmp_path):

@@ -1,6 +1,10 @@
 """process_usage: the CPU time beside the wall time that adapt records with its minutes."""
 
+import os
 import time
+from pathlib import Path
+
+import pytest
 
 from sentune.core.usage import process_usage
 
@@ -44,3 +48,14 @@ def test_process_start_is_this_process_s():
         ).stdout
     )
     assert started < child <= time.time() + 1
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").is_file(), reason="reads Linux's /proc")
+def test_peak_memory_covers_an_allocation():
+    import numpy as np
+
+    before = process_usage()["peak_resident_mib"]
+    resident = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    block = np.ones(int((before - resident + 96) * 2**20) // 8)  # touched: resident memory passes the old peak by 96 MiB
+    after = process_usage()["peak_resident_mib"]
+    assert block.sum() > 0 and after >= before + 80

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ def process_started() -> float:
 
 
 def process_usage() -> dict:
-    """Wall and CPU seconds of this process so far, its torch threads, the machine's cores and 1-minute load average."""
+    """Wall and CPU seconds of this process so far, its torch threads, the machine's cores, 1-minute load average and peak memory."""
     import torch
 
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -37,4 +38,6 @@ def process_usage() -> dict:
         "torch_threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "load_average_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        # the most resident memory this process held at any time (Linux counts ru_maxrss in KiB, macOS in bytes)
+        "peak_resident_mib": round(own.ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10), 1),
     }

@@ -239,8 +239,10 @@ def _run(pooling, run_name, option, table, tasks, inputs: _Inputs, preset, align
     if inputs.pair_set is not None:
         embed, _ = shared or _embedder(table, option, inputs.examples, None, inputs.sentences, inputs.extra)
         pairs = inputs.pair_set
-        everything = embed(list(dict.fromkeys(inputs.extra["__pairs__"])))
-        run["alignment_uniformity"] = {"pairs": alignment_pairs, **alignment_uniformity(embed([a for a, _ in pairs]), embed([b for _, b in pairs]), everything)}
+        sentences = list(dict.fromkeys(inputs.extra["__pairs__"]))
+        scores = alignment_uniformity(embed([a for a, _ in pairs]), embed([b for _, b in pairs]), embed(sentences))
+        # the counts say what each was computed over: alignment over P, uniformity over the sentences of P ∪ N
+        run["alignment_uniformity"] = {"pairs": alignment_pairs, "positive_pairs": len(pairs), "uniformity_sentences": len(sentences), **scores}
     return run
 
 
