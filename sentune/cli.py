@@ -355,6 +355,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         budget=budget,
         sed_members=args.sed_members,
         reference=args.reference,
+        low_memory=args.low_memory,
         seed=args.seed,
         example=args.example,
         show_progress=not args.quiet,
@@ -634,6 +635,12 @@ def _add_adapt(sub) -> None:
         "--reference",
         action="store_true",
         help="also train sentence-transformers' SimCSE recipe with its own defaults, reported beside the candidates, never chosen",
+    )
+    p.add_argument(
+        "--low-memory",
+        action="store_true",
+        help="train every candidate (and --reference) with gradient checkpointing: the same results in less memory, slower "
+        "(benchmarks/results/training_memory.md)",
     )
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the dev pairs' split into selection and confirmation halves, the bootstrap and the permutations"

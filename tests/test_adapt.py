@@ -393,3 +393,11 @@ def test_every_trained_candidate_runs_in_adapt(method, tiny_model_dir, user_file
     assert _adapt([*args, "--methods", method, "--budget", "4", "--out", str(out)]) == 0
     record = json.loads((out / "results.json").read_text())["candidates"][method]
     assert record["kind"] == "trained" and record["select"] and record["recipe"]["name"].endswith(method)
+
+
+def test_low_memory_trains_every_candidate_with_gradient_checkpointing(tiny_model_dir, user_files, tmp_path):
+    out = tmp_path / "run"
+    args = ["--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv")]
+    assert _adapt([*args, "--methods", "simcse", "--budget", "2", "--low-memory", "--out", str(out)]) == 0
+    record = json.loads((out / "results.json").read_text())["candidates"]["simcse"]
+    assert record["recipe"]["training"]["gradient_checkpointing"] is True

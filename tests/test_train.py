@@ -227,3 +227,30 @@ def test_paused_rounds_train_the_same_weights_as_one_run_and_record_each_evaluat
     from sentence_transformers import SentenceTransformer
 
     np.testing.assert_allclose(recorded, PairsEvaluator(pairs).similarities(SentenceTransformer(str(rounds / "model"), device="cpu")), atol=1e-5)
+
+
+def test_gradient_checkpointing_is_on_while_training_and_changes_no_weight(tiny_model_dir, tiny_data_dir, tmp_path):
+    """training.gradient_checkpointing recomputes activations in the backward pass (dropout's masks replayed): the same
+    weights as without it; a run may switch it on when resumed (it is not part of the recipe's identity)."""
+    from conftest import tiny_recipe
+    from transformers import TrainerCallback
+
+    from sentune.train.recipe import same_recipe
+    from sentune.train.trainer import train
+
+    seen: list[bool] = []
+
+    class Watch(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            seen.append(model[0].auto_model.is_gradient_checkpointing)
+
+    path = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"max_steps": 3, "eval_steps": 3, "device": "cpu"})
+    weights = {}
+    for on in (False, True):
+        recipe = load_recipe(str(path), ["eval.tasks=none", f"training.gradient_checkpointing={str(on).lower()}"])
+        train(recipe, tmp_path / f"run-{on}", data_dir=tiny_data_dir, callbacks=[Watch()])
+        weights[on] = load_file(str(tmp_path / f"run-{on}" / "model" / "model.safetensors"))
+    assert seen == [False] * 3 + [True] * 3
+    assert weights[False].keys() == weights[True].keys()
+    assert all(np.allclose(weights[False][k], weights[True][k], atol=1e-6) for k in weights[False])
+    assert same_recipe(tmp_path / "run-False" / "config.yaml", load_recipe(str(path), ["eval.tasks=none", "training.gradient_checkpointing=true"]))

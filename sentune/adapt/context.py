@@ -161,7 +161,12 @@ class Context:
         given_pairs = recipe.method == "mnrl-pairs"  # GenQ trains on the user's generated queries, not on the corpus
         rows = len(self.inputs.generated) if given_pairs and self.inputs.generated else len(self.inputs.corpus)
         epoch = max(1, math.ceil(rows / recipe.training.batch_size))
-        training = replace(recipe.training, device=self.device, seed=seed if seed is not None else recipe.training.seed)
+        training = replace(
+            recipe.training,
+            device=self.device,
+            seed=seed if seed is not None else recipe.training.seed,
+            gradient_checkpointing=recipe.training.gradient_checkpointing or self.config.low_memory,
+        )
         if reference:
             training = replace(training, eval_steps=max(1, math.ceil(epoch / EVALUATIONS)))
         else:

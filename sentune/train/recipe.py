@@ -60,6 +60,9 @@ class TrainingConfig:
     max_minutes: float | None = option(
         None, "stop training after this many minutes of training (summed over resumes), evaluating the step it stops at", minimum=0, exclusive=True
     )
+    gradient_checkpointing: bool = option(
+        False, "recompute each layer's activations in the backward pass instead of keeping them: less memory, more time (the same gradients)"
+    )
 
 
 @dataclass
@@ -182,4 +185,12 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
 def same_recipe(saved: Path, recipe: Recipe) -> bool:
     """Whether a run's saved config.yaml holds `recipe`. Keys the saved file lacks take today's defaults,
     so a run written before an option existed still resumes (and is still recognised as done)."""
-    return load_recipe(str(saved), check=False).to_dict() == recipe.to_dict()
+    return _settings_that_matter(load_recipe(str(saved), check=False)) == _settings_that_matter(recipe)
+
+
+def _settings_that_matter(recipe: Recipe) -> dict:
+    """The recipe as a dict without what changes how a run is computed but not what it computes (a resumed run may
+    switch gradient checkpointing on to fit in less memory)."""
+    settings = recipe.to_dict()
+    settings["training"] = {k: v for k, v in settings["training"].items() if k != "gradient_checkpointing"}
+    return settings

@@ -301,6 +301,9 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> Sentenc
         disable_tqdm=False,  # True would print raw log dicts (PrinterCallback); TidyProgress hides its bar for --quiet instead
         # The Trainer's own NaN filter reads every step's loss (a GPU sync a step); SentuneTrainer stops on a NaN instead.
         logging_nan_inf_filter=False,
+        gradient_checkpointing=t.gradient_checkpointing,
+        # non-reentrant: the recommended form, and it needs no input that requires grad (embedding layers do not)
+        gradient_checkpointing_kwargs={"use_reentrant": False} if t.gradient_checkpointing else None,
     )
 
 
