@@ -1,15 +1,18 @@
-"""Resident memory of CPU training with and without giving freed memory back after every step (sentune.core.memory).
+"""Resident memory of CPU training: freed memory released or kept, and gradient checkpointing (sentune.core.memory,
+training.gradient_checkpointing, `sentune adapt --low-memory`).
 
-`sentune adapt --example scifact` held 4.96 GB resident with 0.38 GB in use by malloc during its SED training
-(issue 23 asks for under 2 GB). Here each candidate recipe of adapt that trains on the passages (adapt/simcse, mirror,
-ct, sg-opt, tsdae, and adapt/sed distilling two copies of the model) runs STEPS steps on the SciFact passages, exactly as adapt cuts them,
-in a fresh process each (and a fresh cache: SED computes its members' targets and SG-OPT its views, as adapt does):
-with the trainer's release after every step (the default) and, for --without's recipes, with it switched off (glibc
-keeps what PyTorch frees). Reports peak resident memory (/usr/bin/time), the seconds of a training step
+`sentune adapt --example scifact` held 4.96 GB resident with 0.38 GB in use by malloc during its SED training, and its
+--reference run of sentence-transformers' SimCSE recipe (batch 64 at the model's 256 tokens) 6.6 GB of live activations
+(issue 23 asks for under 2 GB). Here each recipe adapt trains on the passages (adapt/simcse, mirror, ct, sg-opt, tsdae,
+adapt/sed distilling two copies of the model, and adapt/st-simcse, the reference) runs STEPS steps on the SciFact
+passages, cut as adapt cuts them, in a fresh process each (with a fresh cache: SED computes its members' targets and
+SG-OPT its views, as adapt does), under each setting: the default (freed memory released after every step); 'kept'
+(the release switched off: glibc keeps what PyTorch frees), for --without's recipes; 'low-memory' (gradient
+checkpointing, as --low-memory trains). Reports peak resident memory (/usr/bin/time), the seconds of a training step
 (dev evaluation pushed past the end) and the process's seconds. Run it on an idle machine.
 
-Usage: python benchmarks/speed/training_memory.py [--data DIR] [--model default] [--steps 150] [--methods simcse,...] [--without mirror,sed]
-                                                  [--out FILE.md]
+Usage: python benchmarks/speed/training_memory.py [--data DIR] [--model default] [--steps 150] [--methods simcse,...]
+                                                  [--settings default,kept,low-memory] [--without mirror,sed] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -32,8 +35,13 @@ from sentune.data.beir import read_corpus_jsonl
 from sentune.data.catalog import resolve_data_dir
 from sentune.data.passages import passages
 
-METHODS = ("simcse", "mirror", "ct", "sg-opt", "tsdae", "sed")  # every adapt recipe that trains on the passages
-SETTINGS = (("released after every step", "on"), ("kept by glibc", "off"))
+# every adapt recipe that trains on the passages, and sentence-transformers' SimCSE recipe that --reference adds
+METHODS = ("simcse", "mirror", "ct", "sg-opt", "tsdae", "sed", "st-simcse")
+SETTINGS = {  # setting: (label, the child's trim switch, recipe overrides)
+    "default": ("freed memory released after every step", "on", []),
+    "kept": ("freed memory kept by glibc", "off", []),
+    "low-memory": ("gradient checkpointing (--low-memory), released", "on", ["training.gradient_checkpointing=true"]),
+}
 
 # argv: run folder, "on"/"off", recipe name, overrides...; prints the seconds of each step after the first 5.
 CHILD = """
@@ -81,10 +89,12 @@ def model_folder(name: str) -> str:
 
 def run(method: str, setting: str, model: str, corpus: Path, steps: int, folder: Path) -> dict:
     overrides = [f"model={model}", f"train_data=file:{corpus}", f"training.max_steps={steps}", "training.eval_steps=100000", "training.device=cpu"]
-    overrides += ["eval.dev=STS-B-dev", "pooling=mean"]
+    overrides += ["eval.dev=STS-B-dev", *SETTINGS[setting][2]]
+    if method != "st-simcse":  # adapt trains its candidates on the model's token pooling (the reference keeps its own)
+        overrides.append("pooling=mean")
     if method == "sed":
         overrides.append(f"params.members=[{model},{model}]")
-    command = [sys.executable, "-c", CHILD, str(folder), setting, f"adapt/{method}", *overrides]
+    command = [sys.executable, "-c", CHILD, str(folder), SETTINGS[setting][1], f"adapt/{method}", *overrides]
     started = time.perf_counter()
     done = subprocess.run(
         ["/usr/bin/time", "-f", "peak-kb %M", *command],
@@ -107,7 +117,8 @@ def main() -> None:
     parser.add_argument("--model", default="default")
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated adapt recipes (default: {', '.join(METHODS)})")
-    parser.add_argument("--without", default="mirror,sed", help="of those, the ones also run without the release (glibc keeps what PyTorch frees)")
+    parser.add_argument("--settings", default=",".join(SETTINGS), help=f"comma-separated, of: {', '.join(SETTINGS)}")
+    parser.add_argument("--without", default="mirror,sed", help="the recipes that the 'kept' setting runs (glibc keeps what PyTorch frees)")
     parser.add_argument("--note", help="the machine's conditions, printed on the page (e.g. what else ran)")
     parser.add_argument("--out", help="write the Markdown page here")
     args = parser.parse_args()
@@ -117,12 +128,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sentune-training-memory-") as root:
         corpus, count = corpus_file(data_dir, Path(root))
         for method in args.methods.split(","):
-            for label, setting in SETTINGS if method in args.without.split(",") else SETTINGS[:1]:
+            for setting in args.settings.split(","):
+                if setting == "kept" and method not in args.without.split(","):
+                    continue
+                label = SETTINGS[setting][0]
                 print(f"{method}: {label} ...", flush=True)
                 rows.append((method, label, run(method, setting, model, corpus, args.steps, Path(root) / f"{method}-{setting}")))
                 print(f"  {rows[-1][2]}", flush=True)
     lines = [
-        "# Resident memory of CPU training: freed memory released after every step, or kept (issue 23)",
+        "# Resident memory of CPU training: freed memory released or kept, gradient checkpointing (issue 23)",
         "",
         f"Measured {datetime.now(UTC).date()} on {cpu_name()}, {os.cpu_count()} CPU cores ({platform.machine()}); model `{args.model}`; "
         f"{args.steps} steps of each recipe on the {count} passages of the SciFact abstracts; a fresh process each (model loading included).",
