@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -55,7 +56,7 @@ def cpu_name() -> str:
 
 def command_block() -> list[str]:
     """The Markdown lines that show the command which produced a result page."""
-    return ["Command:", "", "```", "python " + " ".join(sys.argv), "```", ""]
+    return ["Command:", "", "```", "python " + shlex.join(sys.argv), "```", ""]  # quoted: it runs as shown
 
 
 def emit(lines: list[str], out: str | None) -> None:

@@ -640,7 +640,7 @@ def _add_adapt(sub) -> None:
         "--low-memory",
         action="store_true",
         help="train every candidate (and --reference) with gradient checkpointing: the same results in less memory, slower "
-        "(benchmarks/results/training_memory.md)",
+        "(measured by benchmarks/speed/training_memory.py)",
     )
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the dev pairs' split into selection and confirmation halves, the bootstrap and the permutations"
