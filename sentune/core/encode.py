@@ -251,8 +251,8 @@ class Encoder:
 # which never reach this length.
 TRIM_FROM_TOKENS = 128
 # Short batches leave smaller holes, but many of them add up: the SciFact passages (23,078, about 90 tokens each),
-# encoded by SED's members, took a process to 2.1 GB resident with 0.9 GB after a trim. Every 16th batch costs a
-# sixteenth of the 6 %.
+# encoded by SED's members, took a process to 2.1 GB resident, 0.9 GB after one trim (gdb, 2026-11-24). The cost of
+# trimming after every 16th short batch has not been timed on its own.
 TRIM_EVERY_BATCHES = 16
 FLUSH_EVERY = 64  # batches whose vectors wait on a GPU before one copy to the host
 PREFETCH = 2  # batches tokenized ahead of the GPU
