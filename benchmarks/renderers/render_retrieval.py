@@ -1,7 +1,8 @@
 """Render benchmarks/results/retrieval.md from the kept results of `EXAMPLES="scifact quora" bash
 benchmarks/runners/adapt_experiments.sh` (benchmarks/results/adapt/NAME/results.json): `sentune adapt` on documents and queries
 (issue 23), every candidate's nDCG@10 on the selection, confirmation and test queries with its interval, the choice,
-the minutes, BM25 and sentence-transformers' SimCSE beside them. A domain whose run has not finished is listed as
+the minutes, BM25 and sentence-transformers' SimCSE beside them, and the memory of each domain run again with
+--low-memory (LOW_MEMORY=1, benchmarks/results/adapt/NAME-low-memory). A domain whose run has not finished is listed as
 missing, never filled in."""
 
 from __future__ import annotations
@@ -36,6 +37,60 @@ def summary_row(name: str, results: dict) -> list[str]:
     ]
 
 
+def _peak(results: dict) -> str:
+    usage = results["meta"].get("process", {})  # the last invocation's: a resumed run's earlier parts are not in it
+    return f"{usage['peak_resident_mib'] / 1024:.2f}" if "peak_resident_mib" in usage else "—"
+
+
+def _test_scores(results: dict) -> dict[str, float]:
+    return {n: c["test"]["score"] for n, c in results["candidates"].items() if c.get("test") and n not in (REFERENCE, BM25)}
+
+
+def low_memory_section(found: dict[str, dict]) -> list[str]:
+    """Each domain run again with --low-memory and no --reference (LOW_MEMORY=1 in the runner): its peak resident
+    memory, its minutes, and whether it scored its candidates as the run without --low-memory did (gradient
+    checkpointing recomputes the same activations, so it should: the largest difference is printed, not assumed)."""
+    variants = {n: json.loads((KEPT / f"{n}-low-memory" / "results.json").read_text()) for n in found if (KEPT / f"{n}-low-memory" / "results.json").is_file()}
+    if not variants:
+        return []
+    lines = [
+        "",
+        "## Memory: the same domains with `--low-memory`",
+        "",
+        'Run by `LOW_MEMORY=1 EXAMPLES="NAME" bash benchmarks/runners/adapt_experiments.sh` (each command and date below): every '
+        "candidate trained with gradient checkpointing, and no `--reference` (sentence-transformers' recipe at batch 64 × 256 "
+        "tokens needs several GB even with checkpointing: benchmarks/results/training_memory.md). Peak resident memory is the "
+        "whole process's (`ru_maxrss`) in its last invocation; the evaluation alone: benchmarks/results/retrieval_eval.md.",
+        "",
+        "| domain | run | peak resident memory (GB) | candidate minutes | chosen | chosen's test score | test scores against the `--reference` run |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, low in variants.items():
+        full = found[name]
+        before, after = _test_scores(full), _test_scores(low)
+        shared = sorted(set(before) & set(after))
+        gap = max((abs(before[n] - after[n]) for n in shared), default=float("nan"))
+        spent = lambda r: minutes(r, reference=False) - (r["candidates"][BM25]["seconds"] / 60 if BM25 in r["candidates"] else 0.0)  # noqa: E731
+        for label, results, versus in (
+            ("the run above (`--reference`)", full, "—"),
+            ("`--low-memory`", low, f"{len(shared)} candidates scored by both; largest difference {gap:.2f}"),
+        ):
+            chosen = results["choice"]["name"]
+            lines.append(
+                f"| {name} | {label} | {_peak(results)} | {spent(results):.0f} | `{chosen}` | {results['candidates'][chosen]['test']['score']:.2f} | {versus} |"
+            )
+    for name, low in variants.items():
+        lines += [
+            "",
+            f"{name} with `--low-memory` ({low['meta']['date']}): `{low['meta'].get('command', '?')}`; every candidate: "
+            f"[adapt/{name}-low-memory/results.md](adapt/{name}-low-memory/results.md).",
+        ]
+        conditions = KEPT / f"{name}-low-memory" / "conditions.md"
+        if conditions.is_file():
+            lines += ["", f"Machine conditions (as recorded by the person who ran it): {conditions.read_text().strip()}"]
+    return lines
+
+
 def render() -> str:
     names = example_names(retrieval=True)
     found = {n: json.loads((KEPT / n / "results.json").read_text()) for n in names if (KEPT / n / "results.json").is_file()}
@@ -60,6 +115,7 @@ def render() -> str:
     missing = [n for n in names if n not in found]
     if missing:
         lines += ["", f'Not yet measured: {", ".join(missing)} (run `EXAMPLES="{" ".join(missing)}" bash benchmarks/runners/adapt_experiments.sh`).']
+    lines += low_memory_section(found)
     for name, results in found.items():
         lines += domain_section(name, results, name)
     return "\n".join(lines)

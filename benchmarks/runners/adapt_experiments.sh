@@ -4,15 +4,24 @@
 # SimCSE recipe as the reference row (--reference), resumable: run it again after an interruption and finished candidates
 # are read back. EXAMPLES="sick mrpc" runs a subset; BUDGET=300,10m sets --budget. Each domain's
 # results.json/.md, report.html and plots are kept in benchmarks/results/adapt/NAME/, and benchmarks/results/adapt.md is
-# rendered from them (benchmarks/renderers/render_adapt.py).
+# rendered from them (benchmarks/renderers/render_adapt.py). LOW_MEMORY=1 runs each domain again with --low-memory (gradient
+# checkpointing) and without --reference (sentence-transformers' recipe at batch 64 × 256 tokens needs several GB even so)
+# into adapt-NAME-low-memory: the memory an adapt run itself needs, shown in benchmarks/results/retrieval.md.
 set -euo pipefail
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 for example in ${EXAMPLES:-sick mrpc stsb qqp}; do
-  out="$runs/adapt-$example"
-  sentune adapt --example "$example" ${BUDGET:+--budget "$BUDGET"} --reference --quiet --out "$out"
-  dst=benchmarks/results/adapt/$example
+  if [ -n "${LOW_MEMORY:-}" ]; then
+    name=$example-low-memory
+    out="$runs/adapt-$name"
+    sentune adapt --example "$example" ${BUDGET:+--budget "$BUDGET"} --low-memory --quiet --out "$out"
+  else
+    name=$example
+    out="$runs/adapt-$name"
+    sentune adapt --example "$example" ${BUDGET:+--budget "$BUDGET"} --reference --quiet --out "$out"
+  fi
+  dst=benchmarks/results/adapt/$name
   mkdir -p "$dst"
   for f in results.json results.md report.html scores.png dev_curves.png wise_curve.png; do
     [ -f "$out/$f" ] && cp "$out/$f" "$dst/"
