@@ -96,7 +96,7 @@ def domain_section(name: str, results: dict, images: str) -> list[str]:
             f"Its last invocation: {usage['wall_seconds'] / 60:.1f} min wall, {usage['cpu_seconds'] / 60:.1f} min of CPU, "
             f"{usage['cores_used']} of {usage['cpu_count']} cores used on average ({usage['torch_threads']} torch threads); "
             f"load average at the end {usage['load_average_1min']}"
-            + (f"; peak resident memory {usage['peak_resident_mib'] / 1024:.2f} GB." if "peak_resident_mib" in usage else "."),
+            + (f"; peak resident memory {usage['peak_resident_mib'] / 1024:.2f} GiB." if "peak_resident_mib" in usage else "."),
             "",
         ]
     conditions = KEPT / images / "conditions.md"  # written by whoever ran it: what else the machine did meanwhile

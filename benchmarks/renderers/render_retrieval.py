@@ -58,11 +58,11 @@ def low_memory_section(found: dict[str, dict]) -> list[str]:
         "## Memory: the same domains with `--low-memory`",
         "",
         'Run by `LOW_MEMORY=1 EXAMPLES="NAME" bash benchmarks/runners/adapt_experiments.sh` (each command and date below): every '
-        "candidate trained with gradient checkpointing, and no `--reference` (sentence-transformers' recipe at batch 64 × 256 "
-        "tokens needs several GB even with checkpointing: benchmarks/results/training_memory.md). Peak resident memory is the "
+        "candidate trained with gradient checkpointing, and no `--reference` (sentence-transformers' recipe trains at batch 64 × "
+        "256 tokens; `python benchmarks/speed/training_memory.py` measures it alone, with and without checkpointing). Peak resident memory is the "
         "whole process's (`ru_maxrss`) in its last invocation; the evaluation alone: benchmarks/results/retrieval_eval.md.",
         "",
-        "| domain | run | peak resident memory (GB) | candidate minutes | chosen | chosen's test score | test scores against the `--reference` run |",
+        "| domain | run | peak resident memory (GiB) | candidate minutes | chosen | chosen's test score | test scores against the `--reference` run |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, low in variants.items():

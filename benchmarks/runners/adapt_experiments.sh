@@ -5,8 +5,8 @@
 # are read back. EXAMPLES="sick mrpc" runs a subset; BUDGET=300,10m sets --budget. Each domain's
 # results.json/.md, report.html and plots are kept in benchmarks/results/adapt/NAME/, and benchmarks/results/adapt.md is
 # rendered from them (benchmarks/renderers/render_adapt.py). LOW_MEMORY=1 runs each domain again with --low-memory (gradient
-# checkpointing) and without --reference (sentence-transformers' recipe at batch 64 × 256 tokens needs several GB even so)
-# into adapt-NAME-low-memory: the memory an adapt run itself needs, shown in benchmarks/results/retrieval.md.
+# checkpointing) and without --reference (sentence-transformers' recipe trains at batch 64 × 256 tokens: measured alone by
+# benchmarks/speed/training_memory.py) into adapt-NAME-low-memory: the memory an adapt run itself needs (retrieval.md).
 set -euo pipefail
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
