@@ -19,11 +19,16 @@ from sentune.adapt.names import BM25, REFERENCE, UNCHANGED
 from sentune.tasks.permutation import ALPHA
 
 
+def candidate_minutes(results: dict) -> float:
+    """The candidates' minutes without the references (BM25 and st-simcse are reported, never chosen)."""
+    return minutes(results, reference=False) - (results["candidates"][BM25]["seconds"] / 60 if BM25 in results["candidates"] else 0.0)
+
+
 def summary_row(name: str, results: dict) -> list[str]:
     c = results["candidates"]
     chosen, confirmation = results["choice"]["name"], results["choice"].get("confirmation")
     test = lambda n: f"{c[n]['test']['score']:.2f}" if n in c and c[n].get("test") else "—"  # noqa: E731
-    spent = minutes(results, reference=False) - (c[BM25]["seconds"] / 60 if BM25 in c else 0.0)
+    spent = candidate_minutes(results)
     return [
         name,
         test(UNCHANGED),
@@ -70,14 +75,13 @@ def low_memory_section(found: dict[str, dict]) -> list[str]:
         before, after = _test_scores(full), _test_scores(low)
         shared = sorted(set(before) & set(after))
         gap = max((abs(before[n] - after[n]) for n in shared), default=float("nan"))
-        spent = lambda r: minutes(r, reference=False) - (r["candidates"][BM25]["seconds"] / 60 if BM25 in r["candidates"] else 0.0)  # noqa: E731
         for label, results, versus in (
             ("the run above (`--reference`)", full, "—"),
             ("`--low-memory`", low, f"{len(shared)} candidates scored by both; largest difference {gap:.2f}"),
         ):
             chosen = results["choice"]["name"]
             lines.append(
-                f"| {name} | {label} | {_peak(results)} | {spent(results):.0f} | `{chosen}` | {results['candidates'][chosen]['test']['score']:.2f} | {versus} |"
+                f"| {name} | {label} | {_peak(results)} | {candidate_minutes(results):.0f} | `{chosen}` | {results['candidates'][chosen]['test']['score']:.2f} | {versus} |"
             )
     for name, low in variants.items():
         lines += [
