@@ -21,6 +21,7 @@ from sentune.adapt.decide import split_dev
 from sentune.adapt.names import TRAINED
 from sentune.adapt.select import select
 from sentune.cli import main
+from sentune.core.memory import peak_resident_mib
 from sentune.data.user_data import read_scored_pairs, write_corpus, write_scored_pairs
 from sentune.errors import UserError
 
@@ -324,6 +325,7 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
     bad = json.loads((tmp_path / "candidates" / "bad" / "candidate.json").read_text())
     assert bad["stopped"]["reason"].startswith("behind the unchanged model on the selection pairs after round 1") and bad["stopped"]["best_step"] == 10
     assert bad["dev_score"] == pytest.approx(METRICS["spearman"](gold, planted["bad"])) and bad["selection_only"]
+    assert 0 < bad["peak_memory_mib"] <= peak_resident_mib()  # this process's peak when the record was written
     np.testing.assert_array_equal(np.load(tmp_path / "candidates" / "bad" / "scores.npz")["select"], planted["bad"])
     halved = next(n for n in ("good", "fair", "meh") if n not in [e.name for e in going])
     assert "successive halving" in json.loads((tmp_path / "candidates" / halved / "candidate.json").read_text())["stopped"]["reason"]

@@ -232,12 +232,17 @@ def test_wise_interpolation_matches_the_formula_and_refuses_other_shapes(tiny_st
         for param in transformer_of(tuned).parameters():
             param.add_(torch.randn_like(param))
     start = {k: v.clone() for k, v in transformer_of(tiny_st).state_dict().items()}
-    end = transformer_of(tuned).state_dict()
-    for alpha in (0.0, 0.3, 1.0):
-        mixed = transformer_of(interpolate(tiny_st, tuned, alpha)).state_dict()
-        for name, value in end.items():
-            expected = (1 - alpha) * start[name] + alpha * value if value.is_floating_point() else value
-            torch.testing.assert_close(mixed[name], expected, rtol=0, atol=1e-6)
+    end = {k: v.clone() for k, v in transformer_of(tuned).state_dict().items()}
+    reused = copy.deepcopy(tuned)  # one copy rewritten for every α, as the wise candidate's search does
+    for alpha in (0.0, 0.3, 1.0, 0.6):
+        for model in (interpolate(tiny_st, tuned, alpha), interpolate(tiny_st, tuned, alpha, into=reused)):
+            mixed = transformer_of(model).state_dict()
+            for name, value in end.items():
+                expected = (1 - alpha) * start[name] + alpha * value if value.is_floating_point() else value
+                torch.testing.assert_close(mixed[name], expected, rtol=0, atol=1e-6)
+    assert interpolate(tiny_st, tuned, 0.5, into=reused) is reused
+    for name, value in transformer_of(tuned).state_dict().items():  # the tuned end is read, never written
+        assert torch.equal(value, end[name]), name
     for name, value in transformer_of(tiny_st).state_dict().items():
         assert torch.equal(value, start[name]), name
     sentences = ["a man plays the guitar", "the dog runs"]

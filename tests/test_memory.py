@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import gc
 import weakref
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sentune.core import memory
@@ -55,3 +57,16 @@ def test_trainer_releases_after_every_cpu_step_and_evaluation(tiny_model_dir, ti
     train(load_recipe(str(recipe_path), ["eval.tasks=none"]), tmp_path / "run", data_dir=tiny_data_dir)
     # 4 steps and 2 evaluations, at least (the dev evaluation's encoder adds its own after long batches)
     assert len(calls) >= 6, calls
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads the current resident size from /proc (Linux)")
+def test_peak_resident_is_at_least_the_current_and_sees_a_new_allocation():
+    def resident_mib() -> float:
+        line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmRSS:"))
+        return int(line.split()[1]) / 1024
+
+    before = memory.peak_resident_mib()
+    assert before is not None and before >= resident_mib() - 1  # the peak so far covers what is resident now
+    block = np.ones(int(before * 1.5 * 2**20) // 8)  # 1.5 × the peak so far, every page written
+    assert memory.peak_resident_mib() >= resident_mib() - 1 >= before * 1.4
+    del block

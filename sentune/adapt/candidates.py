@@ -157,7 +157,10 @@ class Wise(Candidate):
         return "interpolating the best tuned candidate's weights (finished or raced out) with the unchanged model's (WiSE-FT), α chosen on the selection pairs"
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
+        import copy
+
         from sentune.adapt.wise import ALPHAS, NotInterpolable, best_alpha, interpolate
+        from sentune.core.memory import release_freed_memory, release_unreferenced
         from sentune.modules.build import save_atomic
 
         tuned = tuned_sources(ctx, (Trained.kind, Ensemble.kind))
@@ -169,15 +172,19 @@ class Wise(Candidate):
         model = load_model(str(tuned_model_path(source, ctx)), device=ctx.device)
         selection = ctx.selection_scorer()  # α is chosen on the selection pairs: only those are encoded for the search
         curve: dict[float, float] = {}
+        mixed = copy.deepcopy(model)  # every α is written into this one copy (sentune.adapt.wise.interpolate)
         try:
             for alpha in ALPHAS:
-                cosines = selection.of_model(interpolate(ctx.base, model, alpha), f"{WISE}: α = {alpha}")["select"]
+                cosines = selection.of_model(interpolate(ctx.base, model, alpha, into=mixed), f"{WISE}: α = {alpha}")["select"]
                 curve[alpha] = ctx.selection_score_of(cosines)
+                release_freed_memory()  # the encoder's batches of this α
         except NotInterpolable as error:
             return {}, {"skipped": f"cannot interpolate with {source['name']}: {error}"}
         alpha = best_alpha(curve)
         print(f"    {WISE}: {source['name']} (selection {source['dev_score']:.2f}) × α = {alpha} (selection {curve[alpha]:.2f})", flush=True)
-        chosen = interpolate(ctx.base, model, alpha)
+        chosen = interpolate(ctx.base, model, alpha, into=mixed)
+        del model  # the tuned end: only the mixed copy is scored and saved from here
+        release_unreferenced()
         save_atomic(chosen, self.folder(ctx) / "model")
         detail = {"source": source["name"], "alpha": alpha, "curve": [[a, s] for a, s in curve.items()] + [[1.0, source["dev_score"]]]}
         return ctx.scorer.of_model(chosen, f"{WISE}: scoring the pairs"), detail

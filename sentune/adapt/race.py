@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sentune.core.memory import peak_resident_mib
 from sentune.core.results import write_atomic
 from sentune.tasks.bootstrap import bootstrap_differences, resamples
 from sentune.train.runs import finished_run, train_run
@@ -150,6 +151,7 @@ def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None,
         "stopped": {"reason": reason, "at_step": paused.get("step"), "best_step": step},
         "best_checkpoint": {"step": step, "dev_score": score} if step is not None else None,
         "seconds": paused.get("training_seconds", seconds),
+        "peak_memory_mib": peak_resident_mib(),  # the process's, when the record is written (every round's training before it)
     }
     if score is not None:
         record["selection_only"] = True

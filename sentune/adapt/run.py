@@ -32,7 +32,7 @@ from sentune.adapt.candidates import Candidate, Ensemble, Plan, Reference, Train
 from sentune.adapt.context import Context
 from sentune.adapt.decide import detectable_gain
 from sentune.adapt.inputs import AdaptConfig, Inputs, prepare
-from sentune.core.memory import release_unreferenced
+from sentune.core.memory import peak_resident_mib, release_unreferenced
 from sentune.core.models import load_model
 from sentune.core.results import write_atomic
 from sentune.data.user_data import ScoredPairs
@@ -140,7 +140,7 @@ def _record(candidate: Candidate, scores: dict[str, np.ndarray], detail: dict, s
     """Save the candidate's cosines and write its record (candidate.json, written last: it marks the candidate done)."""
     if scores:
         np.savez(str(candidate.folder(ctx) / "scores.npz"), **scores)  # type: ignore[arg-type]  # numpy stubs type **kwds as bool
-    record = {"name": candidate.name, "kind": candidate.kind, "seconds": seconds, **detail}
+    record = {"name": candidate.name, "kind": candidate.kind, "seconds": seconds, "peak_memory_mib": peak_resident_mib(), **detail}
     if scores:
         record["dev_score"] = ctx.selection_score(scores["dev"])  # every choice reads this, never the confirmation pairs
         print(f"{label} {candidate.name}: selection {ctx.metric} {record['dev_score']:.2f} ({seconds / 60:.1f} min)", flush=True)

@@ -32,16 +32,24 @@ def transformer_of(model) -> torch.nn.Module:
     return model[0].model  # sentence-transformers' Transformer module holds the Hugging Face model as .model
 
 
-def interpolate(base, tuned, alpha: float):
-    """A copy of `tuned` whose transformer holds (1 − α)·base + α·tuned (floating-point tensors; the rest, e.g.
-    position ids, are the tuned model's)."""
+def interpolate(base, tuned, alpha: float, into=None):
+    """A model whose transformer holds (1 − α)·base + α·tuned (floating-point tensors; the rest, e.g. position ids, are
+    the tuned model's): `into`, a copy of `tuned` made by the caller, overwritten in place, or else a new copy.
+
+    Why `into`: a search over α that copied the model for every α grew the SciFact --low-memory run from 1.2 to 1.7 GB
+    resident (each copy's Hugging Face model lingers until a full garbage collection); one copy, rewritten, does not."""
     start, end = transformer_of(base).state_dict(), transformer_of(tuned).state_dict()
     if start.keys() != end.keys() or any(start[k].shape != end[k].shape for k in end):
         different = sorted(set(start) ^ set(end)) or [k for k in end if start[k].shape != end[k].shape]
         raise NotInterpolable(f"the transformers differ ({', '.join(different[:3])}…)")
-    mixed = {k: torch.lerp(start[k].to(v), v, alpha) if v.is_floating_point() else v for k, v in end.items()}
-    model = copy.deepcopy(tuned)
-    transformer_of(model).load_state_dict(mixed)
+    model = copy.deepcopy(tuned) if into is None else into
+    target = transformer_of(model).state_dict()  # tensors sharing the parameters' storage: written in place
+    with torch.no_grad():
+        for name, value in end.items():
+            if value.is_floating_point():
+                torch.lerp(start[name].to(value), value, alpha, out=target[name])
+            else:
+                target[name].copy_(value)
     return model
 
 

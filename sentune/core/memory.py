@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import sys
 
 
 def _heap_trimmer():
@@ -38,3 +39,14 @@ def release_unreferenced() -> bool:
     release_freed_memory(): between the candidates of one `sentune adapt` run."""
     gc.collect()
     return release_freed_memory()
+
+
+def peak_resident_mib() -> float | None:
+    """This process's peak resident memory so far, in MiB (getrusage's ru_maxrss); None where there is no getrusage
+    (Windows). `sentune adapt` writes it into every candidate's record, so a run's peak can be placed afterwards."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 1024 / (1024 if sys.platform == "darwin" else 1)  # bytes on macOS, KiB elsewhere
