@@ -639,8 +639,8 @@ def _add_adapt(sub) -> None:
     p.add_argument(
         "--low-memory",
         action="store_true",
-        help="train every candidate (and --reference) with gradient checkpointing: the same results in less memory, slower "
-        "(measured by benchmarks/speed/training_memory.py)",
+        help="train every candidate (and --reference) with gradient checkpointing, and hand large blocks of memory back to the "
+        "system as soon as they are freed: the same results in less memory, slower (measured by benchmarks/speed/training_memory.py)",
     )
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the dev pairs' split into selection and confirmation halves, the bootstrap and the permutations"

@@ -397,9 +397,14 @@ def test_every_trained_candidate_runs_in_adapt(method, tiny_model_dir, user_file
     assert record["kind"] == "trained" and record["select"] and record["recipe"]["name"].endswith(method)
 
 
-def test_low_memory_trains_every_candidate_with_gradient_checkpointing(tiny_model_dir, user_files, tmp_path):
+def test_low_memory_trains_every_candidate_with_gradient_checkpointing(tiny_model_dir, user_files, tmp_path, monkeypatch):
+    import sentune.adapt.run
+
+    mapped: list[bool] = []  # the real call would change this test process's allocator: tests/test_memory.py runs it
+    monkeypatch.setattr(sentune.adapt.run, "map_large_allocations", lambda: mapped.append(True))
     out = tmp_path / "run"
     args = ["--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv")]
     assert _adapt([*args, "--methods", "simcse", "--budget", "2", "--low-memory", "--out", str(out)]) == 0
     record = json.loads((out / "results.json").read_text())["candidates"]["simcse"]
     assert record["recipe"]["training"]["gradient_checkpointing"] is True
+    assert mapped == [True]

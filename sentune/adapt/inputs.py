@@ -41,7 +41,7 @@ class AdaptConfig:
     budget: Budget = field(default_factory=Budget)
     sed_members: int = 3
     reference: bool = False  # also train sentence-transformers' SimCSE recipe, reported beside the candidates
-    low_memory: bool = False  # every training with gradient checkpointing: the same candidates in less memory, more time
+    low_memory: bool = False  # gradient checkpointing and large blocks unmapped when freed: the same candidates in less memory, more time
     seed: int = 0  # of the dev split, the bootstrap resamples and the permutations
     example: str | None = None  # the --example it came from, for the report
     show_progress: bool = True

@@ -32,7 +32,7 @@ from sentune.adapt.candidates import Candidate, Ensemble, Plan, Reference, Train
 from sentune.adapt.context import Context
 from sentune.adapt.decide import detectable_gain
 from sentune.adapt.inputs import AdaptConfig, Inputs, prepare
-from sentune.core.memory import peak_resident_mib, release_unreferenced
+from sentune.core.memory import map_large_allocations, peak_resident_mib, release_unreferenced
 from sentune.core.models import load_model
 from sentune.core.results import write_atomic
 from sentune.data.user_data import ScoredPairs
@@ -84,6 +84,8 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
 
     if inputs is None:
         inputs = prepare(config, out, data_dir)  # creates `out` only once every input is checked
+    if config.low_memory:
+        map_large_allocations()  # freed activations go back to the system within a training step (sentune.core.memory)
     base = load_model(config.model, device=config.device)
     own = own_pooling(base)
     config = replace(config, training_pooling=own or "model")
