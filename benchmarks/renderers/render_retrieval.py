@@ -89,10 +89,22 @@ def low_memory_section(found: dict[str, dict]) -> list[str]:
             f"{name} with `--low-memory` ({low['meta']['date']}): `{low['meta'].get('command', '?')}`; every candidate: "
             f"[adapt/{name}-low-memory/results.md](adapt/{name}-low-memory/results.md).",
         ]
+        lines += peaks_by_candidate(low)
         conditions = KEPT / f"{name}-low-memory" / "conditions.md"
         if conditions.is_file():
             lines += ["", f"Machine conditions (as recorded by the person who ran it): {conditions.read_text().strip()}"]
     return lines
+
+
+def peaks_by_candidate(results: dict) -> list[str]:
+    """The process's peak so far as each candidate's record was written (runs from 0563acb on): ordered by that peak,
+    which only grows, it places the run's peak between two records."""
+    peaks = {n: c["peak_memory_mib"] for n, c in results["candidates"].items() if c.get("peak_memory_mib") is not None}
+    if not peaks:
+        return []
+    ordered = sorted(peaks.items(), key=lambda item: item[1])
+    listed = ", ".join(f"{n} {mib / 1024:.2f}" for n, mib in ordered)
+    return ["", f"Peak resident memory so far (GiB) when each candidate's record was written, lowest first: {listed}."]
 
 
 def render() -> str:
