@@ -16,15 +16,16 @@ import gc
 import sys
 
 
-def _heap_trimmer():
+def _glibc():
     try:
-        return ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to do
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc (macOS, musl): nothing to do
         return None
 
 
-_TRIM = _heap_trimmer()
-_MALLOPT = getattr(ctypes.CDLL("libc.so.6"), "mallopt", None) if _TRIM is not None else None
+_LIBC = _glibc()
+_TRIM = getattr(_LIBC, "malloc_trim", None)
+_MALLOPT = getattr(_LIBC, "mallopt", None)
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
 LARGE_ALLOCATION = 1 << 20  # bytes: a 64 × 64-token batch's activations of one layer are many times this
 
