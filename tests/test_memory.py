@@ -4,6 +4,7 @@ every finished run (the encoder's long batches: tests/test_encode.py)."""
 from __future__ import annotations
 
 import gc
+import os
 import weakref
 from pathlib import Path
 
@@ -110,3 +111,35 @@ def test_mapped_large_allocations_go_back_to_the_system_when_freed():
 def test_map_large_allocations_says_false_without_mallopt(monkeypatch):
     monkeypatch.setattr(memory, "_MALLOPT", None)
     assert memory.map_large_allocations() is False
+
+
+def _mapped_resident_kib(path) -> int:
+    """Resident KiB of this process's mappings of `path` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in open("/proc/self/smaps"):
+        if "-" in line.split(" ", 1)[0]:  # a mapping's header line
+            inside = line.rstrip("\n").endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
+def test_cache_rows_read_without_touching_the_memory_map(tmp_path):
+    """read_rows returns array[rows] and leaves the map's pages out of the process (indexing the map brings them in)."""
+    from sentune.core.cache import cached_array, read_rows
+
+    values = np.random.default_rng(0).standard_normal((4096, 7, 64)).astype(np.float32)  # 7 MiB
+    path = tmp_path / "views.npy"
+    array = cached_array(path, lambda: values)
+    assert isinstance(array, np.memmap)
+    rows = np.random.default_rng(1).permutation(4096)
+    for chunk in np.array_split(rows, 64):
+        np.testing.assert_array_equal(read_rows(array, chunk), values[chunk])
+    assert _mapped_resident_kib(path) == 0
+    for chunk in np.array_split(rows, 64):
+        np.ascontiguousarray(array[chunk])
+    assert _mapped_resident_kib(path) >= 7 * 1024 - 64  # the old lookup: every page of the file
+    np.testing.assert_array_equal(read_rows(values, rows[:5]), values[rows[:5]])  # an array in memory: plain indexing
+    with pytest.raises(IndexError, match="views.npy"):
+        read_rows(array, np.array([4096]))

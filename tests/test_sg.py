@@ -69,6 +69,34 @@ def test_regulariser_matches_naive():
     assert sg.squared_distance(tuned, frozen).item() == pytest.approx(naive, rel=1e-6)
 
 
+def test_regulariser_gradient_equals_autograds_of_the_formula():
+    """The hand-written backward gives what autograd gives for Σ (θ_T − θ_F)² (bit for bit), and a parameter
+    both models share adds nothing to the value or the gradient."""
+    torch.manual_seed(0)
+    tuned, frozen = torch.nn.Linear(5, 4), torch.nn.Linear(5, 4)
+    frozen.bias = tuned.bias  # shared, as BERT_F's embeddings are BERT_T's
+    sg.squared_distance(tuned, frozen).backward()
+    weight_grad, bias_grad = tuned.weight.grad.clone(), tuned.bias.grad
+    tuned.zero_grad(set_to_none=True)
+    naive = ((tuned.weight - frozen.weight) ** 2).sum() + ((tuned.bias - frozen.bias) ** 2).sum()
+    naive.backward()
+    assert sg.squared_distance(tuned, frozen).item() == naive.item()
+    assert torch.equal(weight_grad, tuned.weight.grad)
+    assert bias_grad is None and torch.equal(tuned.bias.grad, torch.zeros(4))  # the formula's gradient there is 0
+
+
+def test_frozen_copy_shares_layer_zero_only(tiny_st):
+    """BERT_F holds BERT_T's (frozen) embeddings, not a copy, and its own copy of every other weight."""
+    from sentune.modules.build import with_pooling
+
+    model = with_pooling(tiny_st, "cls")
+    loss_fn = sg.SelfGuidedLoss(model, head_hidden=16)
+    tuned = model[0].model
+    assert all(a is b for a, b in zip(loss_fn.frozen.embeddings.parameters(), tuned.embeddings.parameters(), strict=True))
+    assert all(a is not b for a, b in zip(loss_fn.frozen.encoder.parameters(), tuned.encoder.parameters(), strict=True))
+    assert loss_fn.regularizer().item() == 0.0
+
+
 def _batch(model, sentences):
     features = model.preprocess(sentences)
     return [dict(features)], torch.arange(len(sentences))

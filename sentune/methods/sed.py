@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sentune.core.cache import cached_array
+from sentune.core.cache import cached_array, read_rows
 from sentune.core.device import full_precision
 from sentune.core.options import OptionError, option
 from sentune.methods.base import Columns, Method, TrainContext
@@ -83,7 +83,7 @@ class DistillationLoss(nn.Module):
 
     def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor) -> torch.Tensor:
         predicted = self.model(dict(sentence_features[0]))["sentence_embedding"]
-        target = torch.from_numpy(np.ascontiguousarray(self.targets[labels.cpu().numpy()])).to(predicted.device)
+        target = torch.from_numpy(read_rows(self.targets, labels.cpu().numpy())).to(predicted.device)
         with full_precision(predicted) as (predicted,):
             return F.mse_loss(predicted, target)
 

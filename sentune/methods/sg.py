@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sentune.core.cache import cached_array
+from sentune.core.cache import cached_array, read_rows
 from sentune.core.device import full_precision
 from sentune.core.distributed import gather, offset, own_columns
 from sentune.core.options import option
@@ -127,10 +127,27 @@ def _opt3_loss(c: torch.Tensor, views: torch.Tensor, temperature: float, gather_
     return (torch.logaddexp(positives, negatives.unsqueeze(1)) - positives).mean()
 
 
+class _SquaredDistanceTo(torch.autograd.Function):
+    """‖θ − θ_F‖² with gradient 2(θ − θ_F), the difference recomputed in backward: autograd would keep every
+    parameter's difference from forward to backward (pow saves its input), a second copy of the trained weights."""
+
+    @staticmethod
+    def forward(ctx, param: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(param, reference)
+        return (param - reference).pow(2).sum()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        param, reference = ctx.saved_tensors
+        return grad * (2 * (param - reference)), None  # pow's own backward: grad · (2 · difference)
+
+
 def squared_distance(tuned: nn.Module, frozen: nn.Module) -> torch.Tensor:
-    """‖θ_T − θ_F‖² over parameters with the same name."""
-    reference = dict(frozen.named_parameters())
-    named = list(tuned.named_parameters())
+    """‖θ_T − θ_F‖² over parameters with the same name (a parameter both share adds exactly 0 and is skipped)."""
+    reference = dict(frozen.named_parameters(remove_duplicate=False))
+    named = [(name, param) for name, param in tuned.named_parameters() if param is not reference[name]]
+    if not named:
+        return torch.zeros((), device=next(tuned.parameters()).device)
     if named and named[0][1].device.type == "cuda":
         # On a GPU a step is bound by launching kernels (~3 a parameter here, ~600 at BERT-base, twice that backwards):
         # the foreach kernels take a few for all of them.
@@ -139,7 +156,7 @@ def squared_distance(tuned: nn.Module, frozen: nn.Module) -> torch.Tensor:
         norms = torch._foreach_norm(torch._foreach_sub(params, others))
         return torch.stack(norms).pow(2).sum()
     # Summed left to right, term by term: the order the kept (CPU) results were computed with.
-    return functools.reduce(operator.add, [(param - reference[name]).pow(2).sum() for name, param in named])
+    return functools.reduce(operator.add, [_SquaredDistanceTo.apply(param, reference[name]) for name, param in named])
 
 
 VIEWS_ON_DEVICE_BYTES = 4 << 30  # the cached views go to the GPU up to this size (BERT-base, 13 views: ~100k sentences)
@@ -173,7 +190,10 @@ class SelfGuidedLoss(nn.Module):
         self.layers = list(range(num_hidden)) if layers is None else [k % num_hidden for k in layers]
         for param in tuned.embeddings.parameters():  # layer 0 of BERT_T stays frozen (§3, fn. 5)
             param.requires_grad = False
-        self.frozen = copy.deepcopy(tuned).eval()
+        # BERT_F's layer 0 is BERT_T's own (both frozen, so equal for the whole run): the copy shares it instead of
+        # holding a second one (the word embeddings are half of a MiniLM's weights), and it adds 0 to L^reg.
+        shared = {id(param): param for param in tuned.embeddings.parameters()}
+        self.frozen = copy.deepcopy(tuned, shared).eval()
         for param in self.frozen.parameters():
             param.requires_grad = False
         dim = tuned.config.hidden_size
@@ -224,7 +244,7 @@ class SelfGuidedLoss(nn.Module):
             if self._device_views is None or self._device_views.device != labels.device:
                 self._device_views = torch.from_numpy(np.array(self.views, dtype=np.float32)).to(labels.device)  # a writable copy of the memory map
             return self._device_views[labels]
-        return torch.from_numpy(np.ascontiguousarray(self.views[labels.cpu().numpy()])).to(device)
+        return torch.from_numpy(read_rows(self.views, labels.cpu().numpy())).to(device)
 
     def contrastive(self, c: torch.Tensor, views: torch.Tensor) -> torch.Tensor:
         """The objective on BERT_T's vectors c (b, d) and the views (b, L, d), through the head f (the head may
