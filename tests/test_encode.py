@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from conftest import SENTENCES
 
@@ -44,6 +45,19 @@ def test_duplicates_encoded_once_and_order_kept(tiny_st):
     assert sorted(encoded) == sorted(set(SENTENCES))
     np.testing.assert_array_equal(out[0], out[4])  # SENTENCES[0] == SENTENCES[4]
     assert out.dtype == np.float32 and out.shape[0] == len(SENTENCES)
+
+
+@pytest.mark.parametrize("sentences", [SENTENCES, list(dict.fromkeys(SENTENCES)), []], ids=["duplicates", "unique", "none"])
+def test_stacked_poolings_equal_the_poolings_one_by_one(tiny_st, sentences):
+    """encode_stacked (SG's views) gives every pooling of a sentence in one row, in the order asked, exactly what
+    encode_many gives pooling by pooling."""
+    names = ["layer0-max", "layer2-max", "mean"]
+    encoder = Encoder(tiny_st, names, show_progress=False)
+    stacked = encoder.encode_stacked(sentences)
+    apart = encoder.encode_many(sentences)
+    assert stacked.dtype == np.float32 and stacked.shape[:2] == (len(sentences), 3)
+    for index, name in enumerate(names):
+        np.testing.assert_array_equal(stacked[:, index], apart[name], err_msg=name)
 
 
 def test_deterministic_and_eval_mode(tiny_st):
