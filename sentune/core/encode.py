@@ -139,12 +139,10 @@ class Encoder:
     def encode_many(self, sentences: Sequence[str]) -> dict[str, np.ndarray]:
         unique, inverse, parts = self._encode_unique(sentences)
         outputs: dict[str, np.ndarray] = {}
-        while parts:  # each batch's vectors dropped once copied into place: not every batch and the outputs at once
-            batch, pooled = parts.pop()
-            for name, vectors in pooled.items():
-                if name not in outputs:
-                    outputs[name] = np.zeros((len(unique), vectors.shape[1]), dtype=np.float32)
-                outputs[name][batch] = vectors
+        for batch, name, vectors in _drain(parts):
+            if name not in outputs:
+                outputs[name] = np.zeros((len(unique), vectors.shape[1]), dtype=np.float32)
+            outputs[name][batch] = vectors
         results = {spec.name: outputs.pop(spec.name, np.zeros((0, 0), np.float32)) for spec in self.specs}
         if len(unique) == len(sentences):  # every sentence once: `inverse` is the identity, no copy needed
             return results
@@ -159,12 +157,10 @@ class Encoder:
         unique, inverse, parts = self._encode_unique(sentences)
         position = {spec.name: index for index, spec in enumerate(self.specs)}
         stacked = np.zeros((0, len(self.specs), 0), dtype=np.float32)
-        while parts:
-            batch, pooled = parts.pop()
-            for name, vectors in pooled.items():
-                if not len(stacked):
-                    stacked = np.zeros((len(unique), len(self.specs), vectors.shape[1]), dtype=np.float32)
-                stacked[batch, position[name]] = vectors
+        for batch, name, vectors in _drain(parts):
+            if not len(stacked):
+                stacked = np.zeros((len(unique), len(self.specs), vectors.shape[1]), dtype=np.float32)
+            stacked[batch, position[name]] = vectors
         return stacked if len(unique) == len(sentences) else stacked[inverse]
 
     def _encode_unique(self, sentences: Sequence[str]) -> tuple[list[str], np.ndarray, list[tuple[np.ndarray, dict[str, np.ndarray]]]]:
@@ -279,6 +275,15 @@ TRIM_FROM_TOKENS = 128
 TRIM_EVERY_BATCHES = 16
 FLUSH_EVERY = 64  # batches whose vectors wait on a GPU before one copy to the host
 PREFETCH = 2  # batches tokenized ahead of the GPU
+
+
+def _drain(parts: list[tuple[np.ndarray, dict[str, np.ndarray]]]):
+    """(rows, pooling, vectors) of every part, each part dropped from the list once its vectors have been used: the
+    caller copies them into its output, so the parts and the output are not all held at once."""
+    while parts:
+        batch, pooled = parts.pop()
+        for name, vectors in pooled.items():
+            yield batch, name, vectors
 
 
 def _to_numpy(pending: list[tuple[np.ndarray, dict[str, torch.Tensor]]]) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
