@@ -74,14 +74,16 @@ class KeptRuns:
     def __init__(self, root: Path):
         self.root, self.missing, self.used = Path(root), [], []
 
-    def get(self, rel: str | None) -> dict | None:
+    def get(self, rel: str | None, optional: bool = False) -> dict | None:
+        """optional: a run that need not exist (e.g. an old run kept beside its repeat) is not listed as missing."""
         import json
 
         if rel is None:
             return None
         path = self.root / rel / "results.json"
         if not path.is_file():
-            self.missing.append(rel)
+            if not optional:
+                self.missing.append(rel)
             return None
         self.used.append(rel)
         return json.loads(path.read_text())

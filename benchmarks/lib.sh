@@ -58,22 +58,39 @@ need() {  # need NAME...: wait until no worker holds NAME, then fail unless its 
   done
 }
 
-_train() {
+_train() {  # train NAME's run unless its results are here; keep them unless kept results exist (see model)
   local name=$1; shift
   local out="$runs/$name"
-  if [ -f "$kept/$name/results.json" ]; then echo "skip $name (done)"; return; fi
   if [ ! -f "$out/results.json" ]; then
     # Explicit status checks: inside `exclusive`'s subshell errexit is off (it is tested with ||).
     local resume=()
     [ -d "$out/checkpoints" ] && resume=(--resume)
     sentune train "$@" --out "$out" "${resume[@]}" || return $?
   fi
-  keep "$name"
+  [ -f "$kept/$name/results.json" ] || keep "$name"
 }
 
 run() {  # run NAME RECIPE [overrides]: train into benchmarks/runs/NAME unless done, keep the results
   if [ -f "$kept/$1/results.json" ]; then echo "skip $1 (done)"; return; fi
   exclusive "$1" _train "$@"
+}
+
+model() {  # model NAME RECIPE [overrides]: like run, for a run whose model a later step reads: when its results are
+  # kept but its model is not here (a fresh checkout keeps results, never models), it is trained again into
+  # benchmarks/runs/NAME; the kept results are left as they were (compare them with that run's results.json).
+  if [ -f "$kept/$1/results.json" ] && [ -d "$runs/$1/model" ]; then echo "skip $1 (done, model here)"; return; fi
+  exclusive "$1" _train "$@"
+}
+
+set_aside() {  # set_aside NAME SUFFIX: move a kept run measured the old way to NAME+SUFFIX (once), so its page shows it
+  # beside the new run, and NAME runs again
+  local name=$1 suffix=$2
+  if [ -d "$kept/$name" ] && [ ! -e "$kept/$name$suffix" ]; then
+    mv "$kept/$name" "$kept/$name$suffix"
+    [ -d "$runs/$name" ] && mv "$runs/$name" "$runs/$name$suffix"
+    echo "kept $name set aside as $name$suffix"
+  fi
+  return 0
 }
 
 step() {  # step OUT_DIR command...: an evaluation-only step, run with --out OUT_DIR unless its result exists

@@ -281,16 +281,25 @@ def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
         ("STS full ensemble", "sed-sts/sts-sed/full-ensemble"),
         ("STS-SED (learner 1)", "sed-sts/sts-sed/learner-1"),
         ("STS-SED-Flow", "sed-sts/sts-sed-flow"),
+        ("STS-Flow (member 1 with a flow fitted on STS12-16)", "sed-sts-flow"),
     ):
         result = kept.get(rel)
         if result:
-            run, training = result["runs"]["model"], (result["meta"].get("recipe") or {}).get("training", {})
+            run, training = result_run(result), (result["meta"].get("recipe") or {}).get("training", {})
             t, dev = run["tasks"]["STS-B"]["all"], (result["meta"].get("best_checkpoint") or {}).get("dev_spearman")
             out.append(
                 f"| {label} | {training.get('epochs', '–')} | {'–' if dev is None else f'{dev:.2f}'} | "
                 f"{t['pearson']:.2f} / {t['spearman']:.2f} | {avg(run, STS7):.2f} |"
             )
     return out + [""]
+
+
+def result_run(result: dict) -> dict:
+    """A trained run's evaluation ('model'), or an eval's one flow run (`sentune eval --flow`: '<pooling>+flow(...)')."""
+    if "model" in result["runs"]:
+        return result["runs"]["model"]
+    (flowed,) = [run for key, run in result["runs"].items() if "+flow(" in key]
+    return flowed
 
 
 def senteval(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:

@@ -49,6 +49,16 @@ echo "lower bound chosen on STS-B dev: $best_lb"
 sentune pipeline sts-sed-flow --members "$members" --learners "$learners" --fit-on tasks:STS12,STS13,STS14,STS15,STS16 \
   --set flow:learning_rate=1e-3 --set sts:params.lower_bound="$best_lb" --set sts:training.epochs="$sts_epochs" --set sed-learner:training.max_sentences=20000 --out "$runs/sed-sts"
 keep_tree "$runs/sed-sts" sed-sts
+# Table 4's STS-Flow row (seed 003's BERT-L-Flow: the supervised model with a flow, fitted as every -Flow row here).
+# The ensemble's member 1 is the grid's seed-1 run at the chosen bound when both train the same epochs (same recipe,
+# seed and data: the same model), so that run's model is used and a fresh checkout retrains only it.
+if [ "$sts_epochs" = "$grid_epochs" ]; then
+  model "sed-sts-lb$best_lb-s1" 005-sts "params.lower_bound=$best_lb" training.seed=1 "training.epochs=$grid_epochs"
+  member1=$runs/sed-sts-lb$best_lb-s1/model
+else
+  member1=$runs/sed-sts/sts/model
+fi
+step "$kept/sed-sts-flow" sentune eval --model "$member1" --tasks sts --flow tasks:STS12,STS13,STS14,STS15,STS16 --flow-set learning_rate=1e-3 --quiet
 
 # Table 7 (SentEval transfer + supervised relatedness) and Table 8 (pooling over the last 1, 2, 3 layers).
 for stage in default ct nli nli-ct ct-sed/learner-1 ct-sed-flow nli-ct-sed/learner-1 nli-ct-sed-flow; do

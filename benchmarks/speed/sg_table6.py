@@ -5,6 +5,9 @@ Training = what a method needs before it can encode: nothing (mean, WK), fitting
 sentences (whitening, flow; encoding them included), one SG-OPT training run (the `train_runtime` logged by the
 trainer of --sg-run, or a fresh run when none is given). Inference = encoding the STS-B test sentences.
 
+When --out names an existing page, its numbers are shown beside the new ones (columns "before"), so a re-measured
+page keeps what it replaced.
+
 Usage: python benchmarks/speed/sg_table6.py [--sg-run benchmarks/runs/sg-opt-s1] [--out FILE.md]
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -64,18 +68,47 @@ def main() -> None:
     tuned = load_model(str(run / "model"))
     t_inf, _ = timed(lambda: Encoder(tuned, "model", show_progress=False).encode(test))
     rows.append((f"SG-OPT ({run})", float(train_seconds), t_inf))
+    before, before_date = previous_page(Path(args.out)) if args.out else ({}, None)
     lines = [
         "# Seed 001, Table 6 on the default model: training and inference seconds",
         "",
         f"Date: {datetime.now(UTC).date()} · STS-B test: {len(test)} sentences to encode · whitening fit set: {len(fit_set)} sentences",
         "",
         *command_block(),
-        "| method | training s | inference s |",
-        "|---|---|---|",
     ]
-    lines += [f"| {name} | {train:.1f} | {inference:.2f} |" for name, train, inference in rows]
-    lines += ["", "SG-OPT's training time includes its periodic dev evaluations and the one-off view cache."]
+    if before:
+        lines += [
+            f"| method | training s | inference s | training s before ({before_date}) | inference s before ({before_date}) |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {name} | {train:.1f} | {inference:.2f} | " + " | ".join(before.get(name, ("–", "–"))) + " |"
+            for name, train, inference in rows
+        ]
+    else:
+        lines += ["| method | training s | inference s |", "|---|---|---|"]
+        lines += [f"| {name} | {train:.1f} | {inference:.2f} |" for name, train, inference in rows]
+    lines += [
+        "",
+        "SG-OPT's training time includes its periodic dev evaluations and the one-off view cache. Changed (issue 25): the "
+        "BERT-flow row is seed 001's Flow baseline (BERT-flow on the mean of the last two layers, fitted on the STS-B "
+        "sentences, as in sg.md's Table 1); pages before issue 25 had no Flow row.",
+    ]
     emit(lines, args.out)
+
+
+def previous_page(path: Path) -> tuple[dict[str, tuple[str, str]], str | None]:
+    """The rows (method -> (training s, inference s)) and date of an earlier page written by this script, if any."""
+    if not path.is_file():
+        return {}, None
+    text = path.read_text(encoding="utf-8")
+    date = re.search(r"^Date: (\S+)", text, flags=re.M)
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and re.fullmatch(r"[0-9.]+", cells[1]) and re.fullmatch(r"[0-9.]+", cells[2]):
+            rows[cells[0]] = (cells[1], cells[2])
+    return rows, date.group(1) if date else None
 
 
 if __name__ == "__main__":
