@@ -81,10 +81,7 @@ def main() -> None:
             f"| method | training s | inference s | training s before ({before_date}) | inference s before ({before_date}) |",
             "|---|---|---|---|---|",
         ]
-        lines += [
-            f"| {name} | {train:.1f} | {inference:.2f} | " + " | ".join(before.get(name, ("–", "–"))) + " |"
-            for name, train, inference in rows
-        ]
+        lines += [f"| {name} | {train:.1f} | {inference:.2f} | " + " | ".join(before.get(name, ("–", "–"))) + " |" for name, train, inference in rows]
     else:
         lines += ["| method | training s | inference s |", "|---|---|---|"]
         lines += [f"| {name} | {train:.1f} | {inference:.2f} |" for name, train, inference in rows]
