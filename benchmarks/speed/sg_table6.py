@@ -91,6 +91,12 @@ def main() -> None:
         "BERT-flow row is seed 001's Flow baseline (BERT-flow on the mean of the last two layers, fitted on the STS-B "
         "sentences, as in sg.md's Table 1); pages before issue 25 had no Flow row.",
     ]
+    if before:
+        lines += [
+            "",
+            f"The 'before' columns are the page this one replaced ({before_date}), another day's measurement whose machine "
+            "load is not recorded here: compare methods within one date's columns.",
+        ]
     emit(lines, args.out)
 
 
