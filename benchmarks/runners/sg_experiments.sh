@@ -8,21 +8,30 @@ set -euo pipefail
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
-# Table 1: SG-OPT and SG, 3 seeds each (trained on all STS-B sentences, no labels).
+# Replicates (issue 25): SEEDS seeds of SG and SG-OPT (the paper's 8), ABLATION_SEEDS of each ablation (3).
+seeds=${SEEDS:-8}
+ablation_seeds=${ABLATION_SEEDS:-3}
+
 # Seed 001's Flow baseline (Table 1, Figure 4; issue 25): BERT-flow on the mean of the last two layers of the untuned
 # model, fitted on the STS sentences (target) and on NLI; Table 6 times it (benchmarks/speed/sg_table6.py).
 step "$kept/baselines-flow" sentune eval --model default --pooling last2 --flow target --flow nli --tasks sts --quiet
-# `model` (not `run`) where a later step reads the run's model: on a fresh checkout it is trained again.
+# Table 1: SG-OPT and SG (trained on all STS-B sentences, no labels). `model` (not `run`) where a later step reads the
+# run's model: on a fresh checkout it is trained again.
 model sg-opt-s1 001-sg-opt training.seed=1
-for seed in 2 3; do run "sg-opt-s$seed" 001-sg-opt "training.seed=$seed"; done
-for seed in 1 2 3; do run "sg-s$seed" 001-sg "training.seed=$seed"; done
-# Table 5 ablations (seed 1; L^opt3 = sg-opt-s1).
-for objective in opt2 opt1 base; do run "ablation-$objective" 001-sg-opt "params.objective=$objective"; done
-run ablation-tau0.1 001-sg-opt params.temperature=0.1
-run ablation-tau0.001 001-sg-opt params.temperature=0.001
-run ablation-lambda0 001-sg-opt params.reg_weight=0
-run ablation-lambda1 001-sg-opt params.reg_weight=1
-run ablation-nohead 001-sg-opt params.head_hidden=null
+for seed in $(seq 2 "$seeds"); do run "sg-opt-s$seed" 001-sg-opt "training.seed=$seed"; done
+for seed in $(seq 1 "$seeds"); do run "sg-s$seed" 001-sg "training.seed=$seed"; done
+# Table 5 ablations (L^opt3 = sg-opt-sN): seed 1 is ablation-NAME, seeds 2.. are ablation-NAME-sSEED.
+ablation() {  # ablation NAME override
+  local seed
+  run "ablation-$1" 001-sg-opt "$2"
+  for seed in $(seq 2 "$ablation_seeds"); do run "ablation-$1-s$seed" 001-sg-opt "$2" "training.seed=$seed"; done
+}
+for objective in opt2 opt1 base; do ablation "$objective" "params.objective=$objective"; done
+ablation tau0.1 params.temperature=0.1
+ablation tau0.001 params.temperature=0.001
+ablation lambda0 params.reg_weight=0
+ablation lambda1 params.reg_weight=1
+ablation nohead params.head_hidden=null
 # Tuning for the default model, chosen on STS-B dev (not part of the paper's tables): BERT_F's views
 # mean-pooled (the default model's own pooling), also without the lower layers (A.3's choice), and a
 # lower learning rate for an encoder that is already trained.
