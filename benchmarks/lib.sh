@@ -96,7 +96,7 @@ set_aside() {  # set_aside NAME SUFFIX: move a kept run measured the old way to 
 step() {  # step OUT_DIR command...: an evaluation-only step, run with --out OUT_DIR unless its result exists
   local out=$1; shift
   if [ -f "$out/results.json" ] || [ -f "$out/layerwise.json" ] || [ -f "$out/pairs.json" ]; then echo "skip $out (done)"; return; fi
-  exclusive "$(basename "$out")" "$@" --out "$out"
+  exclusive "step${out//\//_}" "$@" --out "$out"  # locked by its whole path: sed-pool/X and sed-flow/X are two steps
 }
 
 keep_tree() {  # keep_tree SRC NAME: keep every finished stage under SRC (pipelines) as NAME/<stage path>

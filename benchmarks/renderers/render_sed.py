@@ -192,9 +192,29 @@ def stability(kept: KeptRuns, ensembles: list[tuple[str, str]], figure: Path | N
         }
         if members and learners:
             verdicts.append(verdict(label, [avg(r["runs"]["model"], STS7) for r in members], [avg(r["runs"]["model"], STS7) for r in learners]))
+        if stage in FLOW_GROUPS:
+            out += flow_groups(kept, label, stage, found)
     if figure and any(any(g.values()) for g in points.values()):
         out += ["", f"![members, learners and full ensemble]({stability_plot(points, figure).name})"]
     return out + [""] + (["What the must-show asks, as measured:", ""] + verdicts + [""] if verdicts else [])
+
+
+FLOW_GROUPS = ("sed/ct-sed", "sed/nli-ct-sed")  # the ensembles whose -Flow groups seed 003's Table 3 shows
+
+
+def flow_groups(kept: KeptRuns, label: str, stage: str, found: tuple[list[str], list[str]]) -> list[str]:
+    """Seed 003 Table 3's -Flow groups: each member, the full ensemble and each learner with a flow fitted on the STS12-16
+    sentences (benchmarks/runners/sed_pooling.sh, kept as sed-flow/<model path with '-' for '/'>)."""
+    members, learners = found
+    out = []
+    for group, stages in (("members", members), ("full ensemble", [f"{stage}/full-ensemble"]), ("learners (SED)", learners)):
+        runs = [r for r in (kept.get(f"sed-flow/{s.replace('/', '-')}") for s in stages) if r]
+        if runs:
+            name = f"{label}-SED-Flow" if group.startswith("learners") else f"{label}-Flow"
+            five, seven = [avg(result_run(r)) for r in runs], [avg(result_run(r), STS7) for r in runs]
+            out.append(f"| {name} | {group} | {spread(five)} |")
+            out.append(f"| | (7 tasks) | {spread(seven)} |")
+    return out
 
 
 def side_by_side(kept: KeptRuns) -> list[str]:
@@ -295,11 +315,12 @@ def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
 
 
 def result_run(result: dict) -> dict:
-    """A trained run's evaluation ('model'), or an eval's one flow run (`sentune eval --flow`: '<pooling>+flow(...)')."""
-    if "model" in result["runs"]:
-        return result["runs"]["model"]
-    (flowed,) = [run for key, run in result["runs"].items() if "+flow(" in key]
-    return flowed
+    """The run a row shows: an eval's one flow run when it fitted one (`sentune eval --flow`: '<pooling>+flow(...)',
+    beside the same pooling without it), else the trained model's evaluation ('model')."""
+    flowed = [run for key, run in result["runs"].items() if "+flow(" in key]
+    if len(flowed) > 1:
+        raise ValueError(f"{result['meta'].get('command')}: more than one flow run; a row shows one")
+    return flowed[0] if flowed else result["runs"]["model"]
 
 
 def senteval(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:

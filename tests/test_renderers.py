@@ -1,0 +1,125 @@
+"""The result-page renderers' own arithmetic and bookkeeping (benchmarks/renderers, benchmarks/speed/sg_table6.py):
+runs measured the old way shown beside their repeats, paired seed differences, the run a flow row reads. Synthetic
+results.json files in a temporary kept-runs folder; no model, no data."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sentune.data.catalog import group_tasks
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+STS7 = group_tasks("sts")
+
+
+def load(relative: str):
+    """Import a benchmarks script as a module (they are scripts, not a package)."""
+    path = BENCH / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def sts_run(score: float) -> dict:
+    """An evaluation whose 7 STS tasks all score `score` (Spearman and Pearson) under both aggregations."""
+    tasks = {t: {"all": {"spearman": score, "pearson": score}} for t in STS7}
+    summary = {"sts_tasks": list(STS7), "avg_all_spearman": score, "avg_wmean_spearman": score, "avg_all_pearson": score}
+    return {"tasks": tasks, "summary": summary}
+
+
+def write(root: Path, name: str, result: dict) -> None:
+    (root / name).mkdir(parents=True, exist_ok=True)
+    result.setdefault("meta", {}).update(command=f"cmd {name}", date="2026-11-25")
+    (root / name / "results.json").write_text(json.dumps(result))
+
+
+def test_sg_ablation_difference_is_paired_by_seed_and_judged_against_two_standard_errors(tmp_path):
+    render_sg = load("renderers/render_sg.py")
+    reference = {1: 78.0, 2: 78.5, 3: 77.5}
+    ablation = {1: 77.0, 2: 77.6, 3: 76.4}  # below SG-OPT by 1.0, 0.9, 1.1 on the same seeds
+
+    def run(seed, score):
+        return {"runs": {"model": sts_run(score)}, "meta": {"recipe": {"training": {"seed": seed}}}}
+
+    text = render_sg._versus([run(s, v) for s, v in ablation.items()], {s: v for s, v in reference.items()})
+    diffs = np.array([ablation[s] - reference[s] for s in (1, 2, 3)])
+    stderr = diffs.std(ddof=1) / np.sqrt(3)
+    assert text == f"{diffs.mean():+.2f} ± {stderr:.2f} (3 seeds; beyond 2 s.e.)"
+    noisy = {1: 79.0, 2: 77.0, 3: 78.4}  # +1.0, -1.5, +0.9: the mean is within 2 standard errors of 0
+    assert "within 2 s.e." in render_sg._versus([run(s, v) for s, v in noisy.items()], reference)
+    assert render_sg._versus([run(1, 77.0)], reference) == "-1.00 (1 seed)"
+    assert render_sg._versus([run(4, 77.0)], reference) == "–"  # no SG-OPT run with that seed: nothing to pair
+
+
+def test_sg_ablation_names_follow_the_runner():
+    render_sg = load("renderers/render_sg.py")
+    assert render_sg._ablation_names("ablation-opt2") == ["ablation-opt2", "ablation-opt2-s2", "ablation-opt2-s3"]
+    assert render_sg._ablation_names("sg-opt") == ["sg-opt-s1", "sg-opt-s2", "sg-opt-s3"]
+
+
+def test_sed_row_reads_the_flow_run_of_an_eval_and_refuses_two():
+    render_sed = load("renderers/render_sed.py")
+    plain, flowed = sts_run(70.0), sts_run(75.0)
+    result = {"runs": {"model": plain, "model+flow(tasks:STS12,learning_rate=0.001)": flowed}, "meta": {}}
+    assert render_sed.result_run(result) is flowed
+    assert render_sed.result_run({"runs": {"model": plain}, "meta": {}}) is plain
+    with pytest.raises(ValueError, match="more than one flow run"):
+        render_sed.result_run({"runs": {"mean+flow(a)": plain, "last2+flow(a)": flowed}, "meta": {"command": "x"}})
+
+
+def test_cf_shows_a_repeated_run_beside_the_old_one_with_both_numbers(tmp_path):
+    render_cf = load("renderers/render_cf.py")
+    common = load("common.py")
+    old_au = {"alignment": 0.3, "uniformity": -3.5}
+    new_au = {"alignment": 0.3, "uniformity": -3.6, "uniformity_sentences": 1000, "positive_pairs": 10}
+    write(tmp_path, "cf-align-cf-mirror-before-25", {"runs": {"model": {"alignment_uniformity": old_au}}})
+    write(tmp_path, "cf-align-cf-mirror", {"runs": {"model": {"alignment_uniformity": new_au}}})
+    write(tmp_path, "cf-align-cf-simcse", {"runs": {"model": {"alignment_uniformity": old_au}}})  # not repeated yet
+    kept = common.KeptRuns(tmp_path)
+    text = "\n".join(render_cf.alignment(kept))
+    assert "| Mirror-BERT | 0.300 | -3.600 | 1,000 sentences of every pair |" in text
+    assert "| Mirror-BERT (before issue 25) | 0.300 | -3.500 | the duplicates' sentences only |" in text
+    assert "Uniformity, before → after: Mirror-BERT -3.500 → -3.600." in text
+    assert "not comparable with the others until its run is repeated" in text  # SimCSE's row is still the old way
+    assert "cf-align-cf-mirror-before-25" not in kept.missing  # an old run is optional, never listed as missing
+    assert "cf-align-cf-flow" in kept.missing
+
+
+def test_cf_multitask_rows_before_and_after_the_head_scale_fix(tmp_path):
+    render_cf = load("renderers/render_cf.py")
+    common = load("common.py")
+
+    def multitask(sst5):
+        metrics = {
+            split: {f"multitask-{split}_{k}": v for k, v in (("sst5_acc", sst5), ("qqp_acc", 80.0), ("sts_pearson", 85.0), ("mean", 60.0))}
+            for split in ("dev", "test")
+        }
+        return {"runs": {}, "meta": {"method_metrics": metrics}}
+
+    write(tmp_path, "cf-multitask-untuned", multitask(31.5))
+    write(tmp_path, "cf-multitask-untuned-before-25", multitask(30.0))
+    text = "\n".join(render_cf.table1(common.KeptRuns(tmp_path)))
+    assert "| no tuning (mean pooling) (before issue 25: heads fed the embedding as is) | 30.00 | 80.00 | 85.00 | 60.00 |" in text
+    assert "| no tuning (mean pooling) | 31.50 | 80.00 | 85.00 | 60.00 |" in text
+    assert "SST-5 test accuracy, before → after: no tuning (mean pooling) 30.00 → 31.50." in text
+
+
+def test_sg_table6_reads_back_the_page_it_replaces(tmp_path):
+    sg_table6 = load("speed/sg_table6.py")
+    page = tmp_path / "sg_table6.md"
+    page.write_text(
+        "# Seed 001, Table 6\n\nDate: 2026-11-22 · STS-B test: 2758 sentences\n\n"
+        "| method | training s | inference s |\n|---|---|---|\n| mean pooling | 0.0 | 3.96 |\n| SG-OPT (runs/x) | 971.8 | 4.01 |\n"
+    )
+    rows, date = sg_table6.previous_page(page)
+    assert date == "2026-11-22"
+    assert rows == {"mean pooling": ("0.0", "3.96"), "SG-OPT (runs/x)": ("971.8", "4.01")}
+    assert sg_table6.previous_page(tmp_path / "absent.md") == ({}, None)
