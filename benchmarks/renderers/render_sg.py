@@ -57,6 +57,20 @@ def _transfer_rows(baselines: dict, sg: dict, before: dict | None = None) -> lis
     return out + [""]
 
 
+def _standard_preset(runs: Path, missing: list[str]) -> list[str]:
+    """Table 4 under SentEval's `standard` preset (10-fold, the paper's A.3 setting), logistic regression: the untuned
+    model (benchmarks/runners/baselines.sh) and the A.3 model."""
+    base, a3 = _load(runs / "baselines-transfer-standard"), _load(runs / "sg-opt-a3-standard")
+    if not (base and a3):
+        missing.extend(n for n, r in (("baselines-transfer-standard", base), ("sg-opt-a3-standard", a3)) if not r)
+        return []
+    out = ["Logistic regression, `standard` preset (10-fold, as the paper's A.3), same models:", ""]
+    out += ["| method | " + " | ".join(TRANSFER7) + " | avg |", "|" + "---|" * (len(TRANSFER7) + 2)]
+    for key, label in (("mean", "no tuning, mean"), ("cls", "no tuning, [CLS]")):
+        out.append(_transfer_row(label, base["runs"][key]))
+    return out + [_transfer_row("SG-OPT (A.3)", a3["runs"]["model"]), ""]
+
+
 def _table4(runs: Path, *, baselines_transfer: dict | None, a3: dict | None, missing: list[str]) -> list[str]:
     """Seed 001 Table 4: SentEval transfer of SG-OPT in the A.3 variant next to untuned mean and WK, with logistic
     regression and with the paper's MLP."""
@@ -83,6 +97,7 @@ def _table4(runs: Path, *, baselines_transfer: dict | None, a3: dict | None, mis
             "have used another thread count). Both are shown; the MLP rows below use the new one.",
             "",
         ]
+    out += _standard_preset(runs, missing)
     base_mlp, a3_mlp = _load(runs / "baselines-transfer-mlp"), _load(runs / "sg-opt-a3-mlp")
     if not (base_mlp and a3_mlp):
         missing.extend(n for n, r in (("baselines-transfer-mlp", base_mlp), ("sg-opt-a3-mlp", a3_mlp)) if not r)

@@ -48,6 +48,8 @@ model sg-opt-a3 001-sg-opt train_data=nli params.view_pooling=mean "params.layer
 # Table 4's MLP column (one hidden layer of 50, SentEval's classifier): the same A.3 model and the untuned poolings.
 step "$kept/sg-opt-a3-mlp" sentune eval --model "$runs/sg-opt-a3/model" --tasks senteval7 --preset fast-mlp --quiet
 step "$kept/baselines-transfer-mlp" sentune eval --model default --pooling mean,wk,cls --tasks senteval7 --preset fast-mlp --quiet
+# SentEval's `standard` preset (10-fold, as the paper's A.3) for the same A.3 model; the untuned model's is baselines.sh's.
+step "$kept/sg-opt-a3-standard" sentune eval --model "$runs/sg-opt-a3/model" --tasks senteval7 --preset standard --quiet
 
 # Tables 2-3 (multilingual STS, English default model), Figure 1 and Figure 5 for SG-OPT seed 1.
 sg=$runs/sg-opt-s1/model
