@@ -94,7 +94,8 @@ def table1(runs: KeptRuns) -> list[str]:
             "scale whatever the encoder; they used to read it as is: the untuned model's unit vectors, the trained encoders' "
             "unnormalised ones, a flow's of norm about √384, to which the sentiment head's linear layer is sensitive (the "
             "cosine heads are not). The paper runs 5000 multitask steps; the old and the new runs here both take the steps "
-            "stated at the top. SST-5 test accuracy, before → after: " + "; ".join(changed) + ".",
+            "stated at the top. The untuned model ends in its own Normalize module, so its old and new runs must agree (a check "
+            "of the change). SST-5 test accuracy, before → after: " + "; ".join(changed) + ".",
         ]
     return out + [""]
 
