@@ -46,29 +46,28 @@ def _transfer_row(label: str, run: dict) -> str:
     return f"| {label} | " + " | ".join(f"{a:.2f}" for a in accs) + f" | **{np.mean(accs):.2f}** |"
 
 
-def _transfer_rows(baselines: dict, sg: dict, before: dict | None = None) -> list[str]:
-    """The table of one classifier: untuned mean, WK and [CLS], then SG-OPT (A.3) (and its earlier run, if given)."""
-    out = ["| method | " + " | ".join(TRANSFER7) + " | avg |", "|" + "---|" * (len(TRANSFER7) + 2)]
-    for key, label in (("mean", "no tuning, mean"), ("wk", "no tuning, WK"), ("cls", "no tuning, [CLS]")):
-        out.append(_transfer_row(label, baselines["runs"][key]))
-    out.append(_transfer_row("SG-OPT (A.3)", sg["runs"]["model"]))
+def _transfer_rows(baselines: dict | None, sg: dict | None, before: dict | None = None) -> list[str]:
+    """The table of one classifier: untuned mean, WK and [CLS] (those the baseline run has), then SG-OPT (A.3) (and its
+    earlier run, if given). A run not measured yet gives no rows; the caller lists it as missing."""
+    rows = []
+    if baselines:
+        rows += [(label, baselines["runs"][key]) for key, label in BASELINE_POOLINGS if key in baselines["runs"]]
+    if sg:
+        rows.append(("SG-OPT (A.3)", sg["runs"]["model"]))
     if before:
-        out.append(_transfer_row(f"SG-OPT (A.3), the earlier run ({before['meta']['date'][:10]})", before["runs"]["model"]))
-    return out + [""]
+        rows.append((f"SG-OPT (A.3), the earlier run ({before['meta']['date'][:10]})", before["runs"]["model"]))
+    header = ["| method | " + " | ".join(TRANSFER7) + " | avg |", "|" + "---|" * (len(TRANSFER7) + 2)]
+    return header + [_transfer_row(label, run) for label, run in rows] + [""]
 
 
-def _standard_preset(runs: Path, missing: list[str]) -> list[str]:
-    """Table 4 under SentEval's `standard` preset (10-fold, the paper's A.3 setting), logistic regression: the untuned
-    model (benchmarks/runners/baselines.sh) and the A.3 model."""
-    base, a3 = _load(runs / "baselines-transfer-standard"), _load(runs / "sg-opt-a3-standard")
-    if not (base and a3):
-        missing.extend(n for n, r in (("baselines-transfer-standard", base), ("sg-opt-a3-standard", a3)) if not r)
-        return []
-    out = ["Logistic regression, `standard` preset (10-fold, as the paper's A.3), same models:", ""]
-    out += ["| method | " + " | ".join(TRANSFER7) + " | avg |", "|" + "---|" * (len(TRANSFER7) + 2)]
-    for key, label in (("mean", "no tuning, mean"), ("cls", "no tuning, [CLS]")):
-        out.append(_transfer_row(label, base["runs"][key]))
-    return out + [_transfer_row("SG-OPT (A.3)", a3["runs"]["model"]), ""]
+BASELINE_POOLINGS = (("mean", "no tuning, mean"), ("wk", "no tuning, WK"), ("cls", "no tuning, [CLS]"))
+
+
+def _classifier_block(runs: Path, intro: str, baseline_name: str, a3_name: str, missing: list[str]) -> list[str]:
+    """Table 4 under another classifier or preset: the untuned poolings' run and the A.3 model's, as far as measured."""
+    base, a3 = _load(runs / baseline_name), _load(runs / a3_name)
+    missing.extend(n for n, r in ((baseline_name, base), (a3_name, a3)) if not r)
+    return [intro, "", *_transfer_rows(base, a3)] if base or a3 else []
 
 
 def _table4(runs: Path, *, baselines_transfer: dict | None, a3: dict | None, missing: list[str]) -> list[str]:
@@ -97,13 +96,11 @@ def _table4(runs: Path, *, baselines_transfer: dict | None, a3: dict | None, mis
             "have used another thread count). Both are shown; the MLP rows below use the new one.",
             "",
         ]
-    out += _standard_preset(runs, missing)
-    base_mlp, a3_mlp = _load(runs / "baselines-transfer-mlp"), _load(runs / "sg-opt-a3-mlp")
-    if not (base_mlp and a3_mlp):
-        missing.extend(n for n, r in (("baselines-transfer-mlp", base_mlp), ("sg-opt-a3-mlp", a3_mlp)) if not r)
-        return out
-    intro = "MLP classifier (the paper's Table 4 setting: one hidden layer of 50, SentEval's; `fast-mlp` preset), same models:"
-    return out + [intro, "", *_transfer_rows(base_mlp, a3_mlp)]
+    # The untuned model's standard-preset run (benchmarks/runners/baselines.sh) has no WK pooling.
+    standard = "Logistic regression, `standard` preset (10-fold, as the paper's A.3), same models:"
+    out += _classifier_block(runs, standard, "baselines-transfer-standard", "sg-opt-a3-standard", missing)
+    mlp = "MLP classifier (the paper's Table 4 setting: one hidden layer of 50, SentEval's; `fast-mlp` preset), same models:"
+    return out + _classifier_block(runs, mlp, "baselines-transfer-mlp", "sg-opt-a3-mlp", missing)
 
 
 def _multilingual(runs: Path, missing: list[str]) -> list[str]:
