@@ -68,6 +68,14 @@ def spread(values: list[float]) -> str:
     return f"{max(values):.2f} | {np.mean(values):.2f} | {std:.2f} | {len(values)}"
 
 
+def spread_rows(label: str, group: str, evaluations: list[dict]) -> list[str]:
+    """Table 3's two rows for a group of models: the STS12-16 average's max/mean/std/count, then the 7-task one."""
+    return [
+        f"| {label} | {group} | {spread([avg(e) for e in evaluations])} |",
+        f"| | (7 tasks) | {spread([avg(e, STS7) for e in evaluations])} |",
+    ]
+
+
 def stability_plot(points: dict[str, dict[str, list[float]]], path: Path) -> Path:
     """One row per ensemble: members, learners and the full ensemble on the 7-task average axis."""
     import matplotlib
@@ -180,9 +188,7 @@ def stability(kept: KeptRuns, ensembles: list[tuple[str, str]], figure: Path | N
         full = kept.get(f"{stage}/full-ensemble")
         for group, runs in (("members", members), ("learners (SED)", learners)):
             if runs:
-                five, seven = [avg(r["runs"]["model"]) for r in runs], [avg(r["runs"]["model"], STS7) for r in runs]
-                out.append(f"| {label} | {group} | {spread(five)} |")
-                out.append(f"| | (7 tasks) | {spread(seven)} |")
+                out += spread_rows(label, group, [r["runs"]["model"] for r in runs])
         if full:
             out.append(f"| {label} | full ensemble | {avg(full['runs']['model']):.2f} | – | – | 1 |")
             out.append(f"| | (7 tasks) | {avg(full['runs']['model'], STS7):.2f} | – | – | 1 |")
@@ -211,9 +217,7 @@ def flow_groups(kept: KeptRuns, label: str, stage: str, found: tuple[list[str], 
         runs = [r for r in (kept.get(f"sed-flow/{s.replace('/', '-')}") for s in stages) if r]
         if runs:
             name = f"{label}-SED-Flow" if group.startswith("learners") else f"{label}-Flow"
-            five, seven = [avg(result_run(r)) for r in runs], [avg(result_run(r), STS7) for r in runs]
-            out.append(f"| {name} | {group} | {spread(five)} |")
-            out.append(f"| | (7 tasks) | {spread(seven)} |")
+            out += spread_rows(name, group, [result_run(r) for r in runs])
     return out
 
 

@@ -76,15 +76,12 @@ def main() -> None:
         "",
         *command_block(),
     ]
-    if before:
-        lines += [
-            f"| method | training s | inference s | training s before ({before_date}) | inference s before ({before_date}) |",
-            "|---|---|---|---|---|",
-        ]
-        lines += [f"| {name} | {train:.1f} | {inference:.2f} | " + " | ".join(before.get(name, ("–", "–"))) + " |" for name, train, inference in rows]
-    else:
-        lines += ["| method | training s | inference s |", "|---|---|---|"]
-        lines += [f"| {name} | {train:.1f} | {inference:.2f} |" for name, train, inference in rows]
+    # With an earlier page at --out, its numbers stand beside the new ones ("before" columns).
+    extra = [f"training s before ({before_date})", f"inference s before ({before_date})"] if before else []
+    lines += ["| " + " | ".join(["method", "training s", "inference s", *extra]) + " |", "|---" * (3 + len(extra)) + "|"]
+    for name, train, inference in rows:
+        old = list(before.get(name, ("–", "–"))) if before else []
+        lines.append("| " + " | ".join([name, f"{train:.1f}", f"{inference:.2f}", *old]) + " |")
     lines += [
         "",
         "SG-OPT's training time includes its periodic dev evaluations and the one-off view cache. Changed (issue 25): the "
