@@ -8,8 +8,10 @@
 # locks (util-linux flock): a run another worker holds is skipped, `need NAME` waits for one, and
 # pipelines lock their own stages. Each worker logs to benchmarks/runs/worker-N.log.
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# SENTUNE_NO_SETUP=1: the environment is ready as it is (a lent GPU machine's Python with carried wheels:
+# benchmarks/runners/sed_nli_gpu.sh), so no .venv is built.
 # shellcheck disable=SC1091
-. "$repo/scripts/setup.sh"
+[ -n "${SENTUNE_NO_SETUP:-}" ] || . "$repo/scripts/setup.sh"
 cd "$repo"
 runs=benchmarks/runs
 kept=benchmarks/results/runs

@@ -123,3 +123,20 @@ def test_sg_table6_reads_back_the_page_it_replaces(tmp_path):
     assert date == "2026-11-22"
     assert rows == {"mean pooling": ("0.0", "3.96"), "SG-OPT (runs/x)": ("971.8", "4.01")}
     assert sg_table6.previous_page(tmp_path / "absent.md") == ({}, None)
+
+
+def test_sed_issue25_line_gives_each_before_and_after_and_the_hardware_pair(tmp_path):
+    render_sed = load("renderers/render_sed.py")
+    common = load("common.py")
+    scores = {
+        "sed/nli": 72.0, "sed-gpu/nli": 73.0, "sed/nli-ct": 75.0, "sed-gpu/nli-ct": 75.5,
+        "sed/nli-ct-sed/learner-1": 74.5, "sed-gpu/nli-ct-sed/learner-1": 77.4, "sed/nli-ct-sed-flow": 75.5, "sed-gpu/nli-ct-sed-flow": 76.2,
+    }  # fmt: skip
+    kept = common.KeptRuns(tmp_path)
+    assert render_sed.issue25_nli_ct_sed(kept) == []  # nothing measured: no line, and nothing listed missing
+    assert kept.missing == []
+    for rel, score in scores.items():
+        write(tmp_path, rel, {"runs": {"model": sts_run(score)}})
+    (line,) = [text for text in render_sed.issue25_nli_ct_sed(kept) if text]
+    assert "learner 1 74.50 → 77.40" in line and "NLI-CT-SED-Flow 75.50 → 76.20" in line
+    assert "NLI 72.00 (CPU) vs 73.00 (H100)" in line and "NLI-CT 75.00 vs 75.50" in line

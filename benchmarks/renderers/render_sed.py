@@ -221,6 +221,51 @@ def flow_groups(kept: KeptRuns, label: str, stage: str, found: tuple[list[str], 
     return out
 
 
+# Issue 25 (1): NLI-CT-SED as seed 003 describes it, trained on a lent H100 (benchmarks/runners/sed_nli_gpu.sh) into a
+# pipeline folder of its own, sed-gpu; its NLI and NLI-CT rows are that pipeline's member 1, the CPU rows' recipe and seed.
+GPU_ROWS = [
+    ("NLI (H100)", "sed-gpu/nli"),
+    ("NLI-CT (H100)", "sed-gpu/nli-ct"),
+    ("NLI-CT-SED (learner 1), issue 25 (H100)", "sed-gpu/nli-ct-sed/learner-1"),
+    ("NLI-CT-SED-Flow, issue 25 (H100)", "sed-gpu/nli-ct-sed-flow"),
+]
+
+
+def issue25_nli_ct_sed(kept: KeptRuns) -> list[str]:
+    """What changed in NLI-CT-SED and what the change did: the learner and the Flow stage before and after, and the
+    hardware's own effect (the same recipe and seed on the CPU and the H100)."""
+    pairs = {
+        rel: kept.get(rel, optional=True)
+        for rel in (
+            "sed/nli",
+            "sed-gpu/nli",
+            "sed/nli-ct",
+            "sed-gpu/nli-ct",
+            "sed/nli-ct-sed/learner-1",
+            "sed-gpu/nli-ct-sed/learner-1",
+            "sed/nli-ct-sed-flow",
+            "sed-gpu/nli-ct-sed-flow",
+        )
+    }
+    if not all(pairs.values()):
+        return []
+    a = {rel: avg(result["runs"]["model"], STS7) for rel, result in pairs.items() if result}
+    return [
+        "**Changed (issue 25):** seed 003 §4 trains every ensemble member through NLI and then CT with its own seed and starts "
+        "the learners from the pre-trained model; before, the pipeline trained one NLI model that every member's CT started "
+        "from, and the learners started from that NLI model. The rows marked 'issue 25 (H100)' are the pipeline as the paper "
+        "describes it, run on a lent NVIDIA H100 (fp32; `benchmarks/runners/sed_nli_gpu.sh`: the CPU pipeline takes about "
+        "3.5 h of both cores, longer than a working session); the rows marked 'before issue 25' are the earlier CPU pipeline. "
+        f"7-task average, before → after: learner 1 {a['sed/nli-ct-sed/learner-1']:.2f} → {a['sed-gpu/nli-ct-sed/learner-1']:.2f}, "
+        f"NLI-CT-SED-Flow {a['sed/nli-ct-sed-flow']:.2f} → {a['sed-gpu/nli-ct-sed-flow']:.2f}. The hardware alone moves a run: "
+        f"the same recipe and seed give NLI {a['sed/nli']:.2f} (CPU) vs {a['sed-gpu/nli']:.2f} (H100) and NLI-CT "
+        f"{a['sed/nli-ct']:.2f} vs {a['sed-gpu/nli-ct']:.2f}, so compare the H100 rows with each other first. Not measured for "
+        "the new pipeline (the lent GPU time ran out; its models do not outlive the machine): Table 3b's dev-chosen pooling, the "
+        "NLI-CT -Flow groups, Table 7's SentEval and Table 8's layers, whose NLI-CT-SED rows are still the earlier pipeline's.",
+        "",
+    ]
+
+
 def side_by_side(kept: KeptRuns) -> list[str]:
     ours, lib = kept.get("sed/ct"), kept.get("sed-st-ct")
     if not (ours and lib):
@@ -376,7 +421,8 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
         if not result:
             continue
         runs = result["runs"]
-        for suffix, name in (("", label), ("+flow", f"{label}-Flow")):
+        flow_label = label.replace(" (", "-Flow (", 1) if " (" in label else f"{label}-Flow"  # 'X-Flow (note)', not 'X (note)-Flow'
+        for suffix, name in (("", label), ("+flow", flow_label)):
             # the plain pooling by its exact name, the flow variant by its prefix (its key also names the flow's settings)
             keys = [next((k for k in runs if (k.startswith(p + suffix) if suffix else k == p)), None) for p in ("mean", "last2", "last3")]
             if all(keys):
@@ -420,12 +466,14 @@ def main() -> None:
             ("NLI-Flow", "sed/nli-flow"),
             ("NLI-CT", "sed/nli-ct"),
             ("NLI-CT-Flow", "sed/nli-ct-flow"),
-            ("NLI-CT-SED (learner 1)", "sed/nli-ct-sed/learner-1"),
-            ("NLI-CT-SED-Flow", "sed/nli-ct-sed-flow"),
+            ("NLI-CT-SED (learner 1), before issue 25: one NLI model shared", "sed/nli-ct-sed/learner-1"),
+            ("NLI-CT-SED-Flow, before issue 25", "sed/nli-ct-sed-flow"),
+            *GPU_ROWS,
         ],
         None,
     )
-    ensembles = [("CT", "sed/ct-sed"), ("NLI-CT", "sed/nli-ct-sed"), ("STS", "sed-sts/sts-sed")]
+    parts += issue25_nli_ct_sed(kept)
+    ensembles = [("CT", "sed/ct-sed"), ("NLI-CT (before issue 25)", "sed/nli-ct-sed"), ("NLI-CT (H100)", "sed-gpu/nli-ct-sed"), ("STS", "sed-sts/sts-sed")]
     parts += stability(kept, ensembles, Path(args.out).with_name("sed_stability.png")) + stability_dev_pooling(kept, ensembles, baseline)
     parts += side_by_side(kept) + supervised(kept, Path(args.out).with_name("sed_lower_bound.png"))
     parts += senteval(
@@ -437,13 +485,20 @@ def main() -> None:
             ("NLI-CT", "nli-ct"),
             ("CT-SED", "ct-sed-learner-1"),
             ("CT-SED-Flow", "ct-sed-flow"),
-            ("NLI-CT-SED", "nli-ct-sed-learner-1"),
-            ("NLI-CT-SED-Flow", "nli-ct-sed-flow"),
+            ("NLI-CT-SED (before issue 25)", "nli-ct-sed-learner-1"),
+            ("NLI-CT-SED-Flow (before issue 25)", "nli-ct-sed-flow"),
         ],
     )
     parts += layers(
         kept,
-        [("no tuning", "default"), ("CT", "ct"), ("CT-SED", "ct-sed-learner-1"), ("NLI", "nli"), ("NLI-CT", "nli-ct"), ("NLI-CT-SED", "nli-ct-sed-learner-1")],
+        [
+            ("no tuning", "default"),
+            ("CT", "ct"),
+            ("CT-SED", "ct-sed-learner-1"),
+            ("NLI", "nli"),
+            ("NLI-CT", "nli-ct"),
+            ("NLI-CT-SED (before issue 25)", "nli-ct-sed-learner-1"),
+        ],
     )
     kept.write_page(parts, args.out, "benchmarks/runners/sed_experiments.sh")
 

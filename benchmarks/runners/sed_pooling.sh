@@ -10,7 +10,8 @@
 set -euo pipefail
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-for ensemble in sed/ct-sed sed/nli-ct-sed sed-sts/sts-sed; do
+# ENSEMBLES: the ensembles (pipeline folder/SED stage) to evaluate; sed_nli_gpu.sh names its own.
+for ensemble in ${ENSEMBLES:-sed/ct-sed sed/nli-ct-sed sed-sts/sts-sed}; do
   members_file=$runs/$ensemble/members.json
   [ -f "$members_file" ] || { echo "skip $ensemble (no members.json yet)"; continue; }
   pipeline=$runs/${ensemble%%/*}  # members.json paths are relative to the pipeline folder
