@@ -90,8 +90,22 @@ def test_model_with_flow_head_reloads_identically(tiny_st, tmp_path):
 def test_nan_is_a_clear_error():
     x = _data()
     x[3, 2] = np.nan
-    with pytest.raises(FloatingPointError, match="flow loss is nan at step 0"):
+    with pytest.raises(FloatingPointError, match="the flow's input has nan at row 3, column 2"):
         Flow(max_steps=5).fit(x)
+
+
+def test_a_diverging_fit_is_a_clear_error_naming_its_step(monkeypatch):
+    calls = []
+    original = GlowFlow.nll
+
+    def nll(self, batch):  # finite for two steps, then NaN: what a diverging fit produces
+        calls.append(1)
+        loss = original(self, batch)
+        return loss if len(calls) <= 2 else loss * float("nan")
+
+    monkeypatch.setattr(GlowFlow, "nll", nll)
+    with pytest.raises(FloatingPointError, match="flow loss is nan at step 2"):
+        Flow(max_steps=5).fit(_data())
 
 
 def test_the_settings_checked_before_torch_loads_are_the_constructors():
@@ -104,3 +118,52 @@ def test_the_settings_checked_before_torch_loads_are_the_constructors():
 
     for kind, cls in POSTPROCESSORS.items():
         assert SETTINGS[kind] == tuple(inspect.signature(cls).parameters), kind
+
+
+def hyperplane_data(n: int = 600, dim: int = 12, null: int = 2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(points spanning dim − null dimensions of R^dim around an offset, an orthonormal basis of the other `null`)."""
+    rng = np.random.default_rng(seed)
+    basis, _ = np.linalg.qr(rng.standard_normal((dim, dim)))
+    span, missing = basis[:, : dim - null], basis[:, dim - null :]
+    x = rng.standard_normal((n, dim - null)) * rng.uniform(0.5, 2.0, dim - null) @ span.T + rng.standard_normal(dim)
+    return x.astype(np.float32), missing
+
+
+def test_null_directions_are_exactly_those_the_data_does_not_use():
+    from sentune.postprocess.flow import null_directions
+
+    x, missing = hyperplane_data()
+    basis, largest = null_directions(torch.as_tensor(x), 1e-6)
+    assert basis.shape == (12, 2)
+    # the same subspace: projecting the true missing directions onto the found basis keeps them whole
+    np.testing.assert_allclose(np.linalg.norm(basis.double().numpy().T @ missing, axis=0), 1.0, atol=1e-4)
+    assert largest == pytest.approx(np.sqrt(np.linalg.eigvalsh(np.cov(x.T.astype(np.float64)))[-1]), rel=1e-4)
+    full = np.random.default_rng(1).standard_normal((600, 12)).astype(np.float32)
+    assert null_directions(torch.as_tensor(full), 1e-6)[0].shape == (12, 0)
+
+
+def test_flow_on_data_of_full_rank_is_fitted_as_without_the_null_space_noise():
+    x = np.random.default_rng(2).standard_normal((200, 6)).astype(np.float32)
+    with_noise, without = Flow(seed=3, max_steps=20).fit(x), Flow(seed=3, max_steps=20, null_noise=0.0).fit(x)
+    assert with_noise.null_directions_ == 0
+    assert with_noise.history_ == without.history_  # no noise drawn, nothing else changed
+    np.testing.assert_array_equal(with_noise.transform(x), without.transform(x))
+
+
+def test_flow_adds_noise_only_along_the_null_directions_while_fitting(monkeypatch):
+    x, missing = hyperplane_data()
+    seen = []
+    original = GlowFlow.nll
+    monkeypatch.setattr(GlowFlow, "nll", lambda self, batch: seen.append(batch.detach().clone()) or original(self, batch))
+    flow = Flow(seed=0, max_steps=5, batch_size=16, null_noise=0.1).fit(x)
+    assert flow.null_directions_ == 2 and len(seen) == 5
+    mean = x.astype(np.float64).mean(0)
+    span = np.linalg.svd(x - mean, full_matrices=False)[2][:10]  # the directions the data uses
+    data_in_span = (x - mean) @ span.T
+    for batch in seen:
+        inputs = batch.double().numpy()
+        assert np.abs((inputs - mean) @ missing).max() > 1e-3  # noise is there (std 0.1 × the largest std)
+        # within the data's own span every input is exactly a data point: the noise lies wholly in the null space
+        within = (inputs - mean) @ span.T
+        assert np.linalg.norm(within[:, None, :] - data_in_span[None], axis=2).min(axis=1).max() < 1e-4
+    np.testing.assert_array_equal(flow.transform(x), flow.transform(x))  # transform adds no noise

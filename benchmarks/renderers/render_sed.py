@@ -351,8 +351,9 @@ def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
         ("STS-SED (learner 1)", "sed-sts/sts-sed/learner-1"),
         ("STS-SED-Flow", "sed-sts/sts-sed-flow"),
         ("STS-Flow (member 1 with a flow fitted on STS12-16)", "sed-sts-flow"),
+        ("STS-Flow before issue 25's null-direction fix", "sed-sts-flow-before-25"),
     ):
-        result = kept.get(rel)
+        result = kept.get(rel, optional=rel.endswith("-before-25"))
         if result:
             run, training = result_run(result), (result["meta"].get("recipe") or {}).get("training", {})
             t, dev = run["tasks"]["STS-B"]["all"], (result["meta"].get("best_checkpoint") or {}).get("dev_spearman")
@@ -360,24 +361,36 @@ def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
                 f"| {label} | {training.get('epochs', '–')} | {'–' if dev is None else f'{dev:.2f}'} | "
                 f"{t['pearson']:.2f} / {t['spearman']:.2f} | {avg(run, STS7):.2f} |"
             )
-    flowed = kept.get("sed-sts-flow", optional=True)
-    if flowed:
-        plain, after = flowed["runs"]["model"]["tasks"], result_run(flowed)["tasks"]
-        lowered = [t for t in STS7 if after[t]["all"]["spearman"] < plain[t]["all"]["spearman"]]
-        out += [
-            "",
-            "Added (issue 25): STS-Flow, seed 003 Table 4's BERT-L-Flow row: the ensemble's member 1 (the grid's seed-1 run at "
-            "the chosen bound, the same model) with a flow fitted on the STS12-16 sentences as every -Flow row here. "
-            f"The flow lowers {len(lowered)} of the 7 tasks' Spearman"
-            + (
-                " (as the one-layer NLI-CT-SED-Flow of Table 8 does); the suspected cause, open in issue 25: this model's "
-                "embeddings (mean of the last layer, no Normalize module) have directions of zero variance over the fit "
-                "sentences, which the flow's likelihood rewards stretching without bound."
-                if len(lowered) == len(STS7)
-                else "."
-            ),
-        ]
+    out += sts_flow_note(kept.get("sed-sts-flow", optional=True), kept.get("sed-sts-flow-before-25", optional=True))
     return out + [""]
+
+
+def sts_flow_note(flowed: dict | None, before: dict | None) -> list[str]:
+    """What STS-Flow is, what the flow does to the model's 7 tasks, and (issue 25) the null-direction fix's effect."""
+    if not flowed:
+        return []
+    plain, after = flowed["runs"]["model"], result_run(flowed)
+    lowered = [t for t in STS7 if after["tasks"][t]["all"]["spearman"] < plain["tasks"][t]["all"]["spearman"]]
+    null = (after.get("fit") or {}).get("null_directions", 0)
+    text = (
+        "Added (issue 25): STS-Flow, seed 003 Table 4's BERT-L-Flow row: the ensemble's member 1 (the grid's seed-1 run at "
+        "the chosen bound, the same model) with a flow fitted on the STS12-16 sentences as every -Flow row here. "
+        f"The flow lowers {len(lowered)} of the 7 tasks' Spearman (7-task average {avg(plain, STS7):.2f} without it, "
+        f"{avg(after, STS7):.2f} with it)."
+    )
+    if before:
+        text += (
+            " **Changed (issue 25):** this model's embeddings (mean of the last layer, no Normalize module) span "
+            f"{null} fewer dimensions than they have over the fit sentences (covariance eigenvalues down to 1e-17 of the "
+            "largest), and a flow fitted on them was unstable from seed to seed (flow_null_directions.md: flows of several seeds "
+            "with and without the fix); the flow now adds noise in those directions while it fits (sentune.postprocess.flow). "
+            f"Before → after, 7-task average {avg(result_run(before), STS7):.2f} → {avg(after, STS7):.2f}, STS-B "
+            f"{result_run(before)['tasks']['STS-B']['all']['spearman']:.2f} → {after['tasks']['STS-B']['all']['spearman']:.2f}. "
+            "The other -Flow rows were not re-measured with the fix, which changes a flow only where its fit embeddings "
+            "have such directions (results.json's 'fit' then names how many); Table 8's one-layer NLI-CT-SED-Flow (56.78), "
+            "a learner pooled the same way, is the likeliest case, and its model (the earlier pipeline's) is gone."
+        )
+    return ["", text]
 
 
 def result_run(result: dict) -> dict:

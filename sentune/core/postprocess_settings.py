@@ -21,6 +21,8 @@ SETTINGS: dict[str, tuple[str, ...]] = {
         "seed",
         "show_progress",
         "device",
+        "null_tolerance",
+        "null_noise",
     ),
 }
 SETTINGS["whiten"] = SETTINGS["whitening"]

@@ -14,6 +14,16 @@ log-determinant (additive coupling is volume preserving). Differences from the T
 the learned LU 1×1 transform (the original ships a fixed reversal; available as an option), one scale
 (no multi-scale split), ActNorm log-scales stored directly (the original stores logs/3).
 
+Null directions (issue 25): embeddings that span fewer than D dimensions (mean pooling of one LayerNorm output with
+no Normalize keeps every token on the hyperplane Σ_i (y_i − β_i)/γ_i = 0; a linear head can drop rank too) give the
+density no volume in some directions, and the fit turned unstable: on seed 003's supervised STS model (3 such
+directions among 384) flows fitted on the same sentences differed by several points of STS-B Spearman from seed to
+seed (benchmarks/results/flow_null_directions.md, with and without this fix). `fit` therefore finds the directions whose variance is below
+`null_tolerance` × the largest (covariance eigen-decomposition) and adds fresh Gaussian noise of standard deviation
+`null_noise` × √(largest variance) there to each training batch: dequantisation (Uria et al. 2013; Ho et al. 2019,
+Flow++) restricted to the directions the data does not use. Data of full rank is fitted exactly as before;
+`transform` never adds noise. `null_directions_` says how many were found.
+
 Fitted, the flow compiles into sentence-transformers' own Dense modules (`to_modules`), exactly: affine
 maps (ActNorm, W) merge into neighbouring Dense layers, and each coupling becomes three Dense layers that
 carry the input through the ReLUs as relu(u) − relu(−u) = u. So a model with a flow head loads with plain
@@ -227,6 +237,17 @@ def compile_to_dense(flow: GlowFlow) -> list:
     return dense
 
 
+def null_directions(x: torch.Tensor, tolerance: float) -> tuple[torch.Tensor, float]:
+    """(orthonormal basis (D, k) of the directions in which x's variance is below tolerance × its largest, √largest
+    variance), from the covariance's eigen-decomposition in float64 on the CPU (D×D: cheap next to the fit)."""
+    centred = x.detach().cpu().double()
+    centred = centred - centred.mean(0)
+    values, vectors = torch.linalg.eigh(centred.T @ centred / max(len(centred) - 1, 1))
+    largest = float(values[-1].clamp(min=0))
+    null = values < tolerance * largest
+    return vectors[:, null].float(), math.sqrt(largest)
+
+
 class Flow:
     """fit / transform post-processor around GlowFlow. Hyper-parameters default to seed 002 §5.3:
     batch 16, AdamW lr 3e-4, weight decay 0.01, 3 blocks; gradient clipping 1.0; fp32."""
@@ -247,11 +268,14 @@ class Flow:
         seed: int = 0,
         show_progress: bool = False,
         device: str | None = None,
+        null_tolerance: float = 1e-6,
+        null_noise: float = 1e-2,
     ) -> None:
         self.n_blocks, self.hidden, self.permutation = n_blocks, hidden, permutation
         self.learning_rate, self.weight_decay, self.batch_size = learning_rate, weight_decay, batch_size
         self.epochs, self.max_steps, self.clip, self.seed, self.show_progress = epochs, max_steps, clip, seed, show_progress
         self.device = device  # None: SENTUNE_DEVICE / auto, where the command's models run
+        self.null_tolerance, self.null_noise = null_tolerance, null_noise
 
     def fit(self, x: np.ndarray) -> Flow:
         from tqdm.auto import tqdm
@@ -262,9 +286,25 @@ class Flow:
         data = torch.as_tensor(np.asarray(x), dtype=torch.float32)
         if data.ndim != 2 or len(data) < 2:
             raise UserError(f"the flow needs a 2-d array of at least two embeddings, got shape {tuple(data.shape)}")
-        data = data.to(device)
+        bad = torch.nonzero(~torch.isfinite(data))
+        if len(bad):
+            row, column = (int(i) for i in bad[0])
+            raise FloatingPointError(f"the flow's input has {data[row, column].item()} at row {row}, column {column} ({len(bad)} such values)")
+        null_basis, noise_std = null_directions(data, self.null_tolerance)
+        self.null_directions_ = null_basis.shape[1]
+        if self.null_directions_ and self.null_noise > 0:
+            logger.warning(
+                "the flow's %d embeddings span %d of %d dimensions; fitting with noise (std %.2g) in the other %d (see sentune.postprocess.flow)",
+                len(data),
+                data.shape[1] - self.null_directions_,
+                data.shape[1],
+                self.null_noise * noise_std,
+                self.null_directions_,
+            )
+        data, null_basis = data.to(device), null_basis.to(device)
         torch.manual_seed(self.seed)
         generator = torch.Generator().manual_seed(self.seed)  # the CPU's: the same batches on every device
+        noise_generator = torch.Generator().manual_seed(self.seed + 1)  # its own stream: full-rank fits draw nothing
         self.flow_ = GlowFlow(data.shape[1], self.n_blocks, self.hidden, self.permutation, self.seed).to(device)
         optimiser = torch.optim.AdamW(self.flow_.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
         steps_per_epoch = math.ceil(len(data) / self.batch_size)
@@ -274,7 +314,11 @@ class Flow:
         with tqdm(total=total, desc="flow", disable=not self.show_progress) as bar:
             while step < total:
                 for batch in torch.randperm(len(data), generator=generator).split(self.batch_size):
-                    loss = self.flow_.nll(data[batch.to(device)]).mean()
+                    inputs = data[batch.to(device)]
+                    if self.null_directions_ and self.null_noise > 0:
+                        noise = torch.randn(len(batch), self.null_directions_, generator=noise_generator) * (self.null_noise * noise_std)
+                        inputs = inputs + noise.to(device) @ null_basis.T
+                    loss = self.flow_.nll(inputs).mean()
                     optimiser.zero_grad()
                     loss.backward()
                     torch.nn.utils.clip_grad_norm_(self.flow_.parameters(), self.clip)

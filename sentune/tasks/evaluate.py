@@ -268,6 +268,8 @@ def fit_summary(fitted, sentences: int) -> dict:
     if history:
         window = max(1, min(50, len(history) // 10))
         out |= {"steps": len(history), "loss_first": float(np.mean(history[:window])), "loss_last": float(np.mean(history[-window:])), "loss_window": window}
+    if getattr(fitted, "null_directions_", 0):
+        out["null_directions"] = fitted.null_directions_  # the flow fitted with noise there (sentune.postprocess.flow)
     return out
 
 
