@@ -140,3 +140,27 @@ def test_sed_issue25_line_gives_each_before_and_after_and_the_hardware_pair(tmp_
     (line,) = [text for text in render_sed.issue25_nli_ct_sed(kept) if text]
     assert "learner 1 74.50 → 77.40" in line and "NLI-CT-SED-Flow 75.50 → 76.20" in line
     assert "NLI 72.00 (CPU) vs 73.00 (H100)" in line and "NLI-CT 75.00 vs 75.50" in line
+
+
+def test_sed_table8_shows_the_flow_fitted_before_the_fix_beside_the_new_one(tmp_path):
+    render_sed = load("renderers/render_sed.py")
+    common = load("common.py")
+
+    def layers_result(flow_score: float, null: int | None) -> dict:
+        runs = {}
+        for pooling, plain in (("mean", 78.0), ("last2", 75.0), ("last3", 72.0)):
+            runs[pooling] = sts_run(plain)
+            runs[f"{pooling}+flow(tasks:STS12,learning_rate=0.001)"] = sts_run(flow_score if pooling == "mean" else plain - 1)
+            if null is not None and pooling == "mean":
+                runs[f"{pooling}+flow(tasks:STS12,learning_rate=0.001)"]["fit"] = {"sentences": 10, "null_directions": null}
+        return {"runs": runs}
+
+    write(tmp_path, "sed-layers-default", layers_result(77.0, 3))
+    write(tmp_path, "sed-layers-default-before-25", layers_result(56.0, None))
+    lines = render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default")])
+    assert "| no tuning | 78.00 | 75.00 | 72.00 |" in lines
+    assert "| no tuning-Flow | 77.00 | 74.00 | 71.00 |" in lines
+    assert "| no tuning-Flow, before issue 25's fix | 56.00 | 74.00 | 71.00 |" in lines
+    assert any("3 fewer over the fit sentences" in line for line in lines)
+    write(tmp_path, "sed-layers-default", layers_result(77.0, None))  # a flow fitted on full-rank embeddings: no note
+    assert not any("Changed (issue 25)" in line for line in render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default")]))

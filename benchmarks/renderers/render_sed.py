@@ -433,14 +433,35 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
         result = kept.get(f"sed-layers-{tag}")
         if not result:
             continue
-        runs = result["runs"]
         flow_label = label.replace(" (", "-Flow (", 1) if " (" in label else f"{label}-Flow"  # 'X-Flow (note)', not 'X (note)-Flow'
-        for suffix, name in (("", label), ("+flow", flow_label)):
-            # the plain pooling by its exact name, the flow variant by its prefix (its key also names the flow's settings)
-            keys = [next((k for k in runs if (k.startswith(p + suffix) if suffix else k == p)), None) for p in ("mean", "last2", "last3")]
-            if all(keys):
-                out.append(f"| {name} | " + " | ".join(f"{avg(runs[k]):.2f}" for k in keys) + " |")
+        out += layer_rows(result["runs"], (("", label), ("+flow", flow_label)))
+        before = kept.get(f"sed-layers-{tag}-before-25", optional=True)
+        if before:  # measured before issue 25's null-direction fix: only its flow row can differ
+            out += layer_rows(before["runs"], (("+flow", f"{flow_label}, before issue 25's fix"),))
+    untuned = kept.get("sed-layers-default", optional=True)
+    fits = [run.get("fit") or {} for key, run in (untuned or {}).get("runs", {}).items() if key.startswith("mean+flow")]
+    if not (fits and fits[0].get("null_directions")):
+        return out + [""]
+    out += [
+        "",
+        "**Changed (issue 25):** mean pooling of the last layer without a Normalize module spans fewer dimensions than the "
+        f"embeddings have (the untuned model: {fits[0]['null_directions']} fewer over the fit sentences), and the flow now fits with noise in those "
+        "directions (sentune.postprocess.flow, flow_null_directions.md); rows marked 'before issue 25's fix' are the flow "
+        "fitted the old way. Only the untuned model's rows were re-measured; the trained models' column-1 flows (their models "
+        "are not kept) are the old fit.",
+    ]
     return out + [""]
+
+
+def layer_rows(runs: dict, variants) -> list[str]:
+    """Table 8 rows: for each (suffix, label), the pooling by its exact name ('') or its flow variant by prefix ('+flow':
+    its key also names the flow's settings), over the last 1, 2 and 3 layers."""
+    out = []
+    for suffix, name in variants:
+        keys = [next((k for k in runs if (k.startswith(p + suffix) if suffix else k == p)), None) for p in ("mean", "last2", "last3")]
+        if all(keys):
+            out.append(f"| {name} | " + " | ".join(f"{avg(runs[k]):.2f}" for k in keys) + " |")
+    return out
 
 
 def main() -> None:
