@@ -205,7 +205,7 @@ def stability(kept: KeptRuns, ensembles: list[tuple[str, str]], figure: Path | N
     return out + [""] + (["What the must-show asks, as measured:", ""] + verdicts + [""] if verdicts else [])
 
 
-FLOW_GROUPS = ("sed/ct-sed", "sed/nli-ct-sed")  # the ensembles whose -Flow groups seed 003's Table 3 shows
+FLOW_GROUPS = ("sed/ct-sed", "sed/nli-ct-sed", "sed-gpu/nli-ct-sed")  # the ensembles whose -Flow groups seed 003's Table 3 shows
 
 
 def flow_groups(kept: KeptRuns, label: str, stage: str, found: tuple[list[str], list[str]]) -> list[str]:
@@ -521,6 +521,8 @@ def main() -> None:
             ("CT-SED-Flow", "ct-sed-flow"),
             ("NLI-CT-SED (before issue 25)", "nli-ct-sed-learner-1"),
             ("NLI-CT-SED-Flow (before issue 25)", "nli-ct-sed-flow"),
+            ("NLI-CT-SED, issue 25 (H100)", "gpu-nli-ct-sed-learner-1"),
+            ("NLI-CT-SED-Flow, issue 25 (H100)", "gpu-nli-ct-sed-flow"),
         ],
     )
     parts += layers(
@@ -532,9 +534,10 @@ def main() -> None:
             ("NLI", "nli"),
             ("NLI-CT", "nli-ct"),
             ("NLI-CT-SED (before issue 25)", "nli-ct-sed-learner-1"),
+            ("NLI-CT-SED, issue 25 (H100)", "gpu-nli-ct-sed-learner-1"),
         ],
     )
-    kept.write_page(parts, args.out, "benchmarks/runners/sed_experiments.sh")
+    kept.write_page(parts, args.out, "benchmarks/runners/sed_experiments.sh`; the runs named gpu, on a CUDA machine: `bash benchmarks/runners/sed_nli_gpu.sh")
 
 
 if __name__ == "__main__":

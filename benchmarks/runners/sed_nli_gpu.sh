@@ -15,9 +15,11 @@ root=$runs/sed-gpu
 sentune pipeline nli-ct-sed-flow --members "$members" --learners "$learners" --fit-on tasks:STS12,STS13,STS14,STS15,STS16 \
   --set flow:learning_rate=1e-3 --set sed-learner:training.max_sentences=20000 --out "$root"
 keep_tree "$root" sed-gpu
-for stage in nli-ct-sed/learner-1 nli-ct-sed-flow; do
-  step "$kept/sed-gpu-senteval-${stage//\//-}" sentune eval --model "$root/$stage/model" --tasks transfer,relatedness --preset fast --quiet
-done
-step "$kept/sed-gpu-layers-nli-ct-sed-learner-1" sentune eval --model "$root/nli-ct-sed/learner-1/model" --pooling mean,last2,last3 \
+# STS-only evaluations first (seconds each on an H100); SentEval last: its classifiers run on the CPU (about a minute
+# per task on the lent machine, 2026-11-25) and an interrupted step starts again from its first task.
+step "$kept/sed-layers-gpu-nli-ct-sed-learner-1" sentune eval --model "$root/nli-ct-sed/learner-1/model" --pooling mean,last2,last3 \
   --tasks sts --flow tasks:STS12,STS13,STS14,STS15,STS16 --flow-set learning_rate=1e-3 --quiet
 ENSEMBLES=sed-gpu/nli-ct-sed bash benchmarks/runners/sed_pooling.sh
+for stage in nli-ct-sed/learner-1 nli-ct-sed-flow; do
+  step "$kept/sed-senteval-gpu-${stage//\//-}" sentune eval --model "$root/$stage/model" --tasks transfer,relatedness --preset fast --quiet
+done
