@@ -56,8 +56,8 @@ def sts_table(kept: KeptRuns, title: str, rows: list[tuple[str, str]], baseline:
     ]
     if baseline:
         out.append(sts_row("no tuning (the model's own pooling)", baseline["runs"]["model"]))
-    for label, rel in rows:
-        result = kept.get(rel)
+    for label, rel, *optional in rows:  # a third item, True: a row that need not exist (not listed as missing)
+        result = kept.get(rel, optional=bool(optional))
         if result:
             out.append(sts_row(label, result["runs"]["model"]))
     return out + [""]
@@ -111,11 +111,12 @@ def verdict(label: str, m7: list[float], l7: list[float]) -> str:
     )
 
 
-def ensemble_models(kept: KeptRuns, stage: str) -> tuple[list[str], list[str]] | None:
+def ensemble_models(kept: KeptRuns, stage: str, optional: bool = False) -> tuple[list[str], list[str]] | None:
     """(member stage paths, learner stage paths) of an SED stage, from its kept members.json and learner folders."""
     members_file = kept.root / stage / "members.json"
     if not members_file.is_file():
-        kept.missing.append(f"{stage}/members.json")
+        if not optional:
+            kept.missing.append(f"{stage}/members.json")
         return None
     root = Path(stage).parent  # members.json paths are relative to the pipeline folder
     members = [str(root / rel) for rel in json.loads(members_file.read_text())]
@@ -151,8 +152,8 @@ def stability_dev_pooling(kept: KeptRuns, ensembles: list[tuple[str, str]], base
         "|---|---|---|---|---|---|---|",
     ]
     verdicts = []
-    for label, stage in ensembles:
-        found = ensemble_models(kept, stage)
+    for label, stage, *optional in ensembles:
+        found = ensemble_models(kept, stage, bool(optional))
         if not found:
             continue
         scores = {}
@@ -180,8 +181,8 @@ def stability(kept: KeptRuns, ensembles: list[tuple[str, str]], figure: Path | N
         "|---|---|---|---|---|---|",
     ]
     verdicts, points = [], {}
-    for label, stage in ensembles:
-        found = ensemble_models(kept, stage)
+    for label, stage, *optional in ensembles:
+        found = ensemble_models(kept, stage, bool(optional))
         if not found:
             continue
         members, learners = ([r for r in map(kept.get, stages) if r] for stages in found)
@@ -221,6 +222,7 @@ def flow_groups(kept: KeptRuns, label: str, stage: str, found: tuple[list[str], 
     return out
 
 
+BEFORE = "-before-issue25"  # NLI-CT-SED's kept results from before issue 25 (sed_experiments.sh moved them aside)
 # Issue 25 (1): NLI-CT-SED as seed 003 describes it, trained on a lent H100 (benchmarks/runners/sed_nli_gpu.sh) into a
 # pipeline folder of its own, sed-gpu; its NLI and NLI-CT rows are that pipeline's member 1, the CPU rows' recipe and seed.
 GPU_ROWS = [
@@ -241,15 +243,15 @@ def issue25_nli_ct_sed(kept: KeptRuns) -> list[str]:
             "sed-gpu/nli",
             "sed/nli-ct",
             "sed-gpu/nli-ct",
-            "sed/nli-ct-sed/learner-1",
+            f"sed/nli-ct-sed{BEFORE}/learner-1",
             "sed-gpu/nli-ct-sed/learner-1",
-            "sed/nli-ct-sed-flow",
+            f"sed/nli-ct-sed-flow{BEFORE}",
             "sed-gpu/nli-ct-sed-flow",
         )
     }
     if not all(pairs.values()):
         return []
-    a = {rel: avg(result["runs"]["model"], STS7) for rel, result in pairs.items() if result}
+    a = {rel.replace(BEFORE, ""): avg(result["runs"]["model"], STS7) for rel, result in pairs.items() if result}
     return [
         "**Changed (issue 25):** seed 003 §4 trains every ensemble member through NLI and then CT with its own seed and starts "
         "the learners from the pre-trained model; before, the pipeline trained one NLI model that every member's CT started "
@@ -409,8 +411,8 @@ def senteval(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
         "| model | " + " | ".join(SENTEVAL) + " | SICK-R | STS-B | avg |",
         "|" + "---|" * (len(SENTEVAL) + 4),
     ]
-    for label, tag in tags:
-        result = kept.get(f"sed-senteval-{tag}")
+    for label, tag, *optional in tags:
+        result = kept.get(f"sed-senteval-{tag}", optional=bool(optional))
         if result:
             run = result["runs"]["model"]
             cells = [run["tasks"][t]["acc"] for t in SENTEVAL] + [run["tasks"][t]["pearson"] for t in ("SICK-R-reg", "STS-B-reg")]
@@ -429,8 +431,8 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
         "| model | 1 | 2 | 3 |",
         "|---|---|---|---|",
     ]
-    for label, tag in tags:
-        result = kept.get(f"sed-layers-{tag}")
+    for label, tag, *optional in tags:
+        result = kept.get(f"sed-layers-{tag}", optional=bool(optional))
         if not result:
             continue
         flow_label = label.replace(" (", "-Flow (", 1) if " (" in label else f"{label}-Flow"  # 'X-Flow (note)', not 'X (note)-Flow'
@@ -500,14 +502,22 @@ def main() -> None:
             ("NLI-Flow", "sed/nli-flow"),
             ("NLI-CT", "sed/nli-ct"),
             ("NLI-CT-Flow", "sed/nli-ct-flow"),
-            ("NLI-CT-SED (learner 1), before issue 25: one NLI model shared", "sed/nli-ct-sed/learner-1"),
-            ("NLI-CT-SED-Flow, before issue 25", "sed/nli-ct-sed-flow"),
+            ("NLI-CT-SED (learner 1), before issue 25: one NLI model shared", f"sed/nli-ct-sed{BEFORE}/learner-1"),
+            ("NLI-CT-SED-Flow, before issue 25", f"sed/nli-ct-sed-flow{BEFORE}"),
+            ("NLI-CT-SED (learner 1), issue 25 (CPU)", "sed/nli-ct-sed/learner-1", True),
+            ("NLI-CT-SED-Flow, issue 25 (CPU)", "sed/nli-ct-sed-flow", True),
             *GPU_ROWS,
         ],
         None,
     )
     parts += issue25_nli_ct_sed(kept)
-    ensembles = [("CT", "sed/ct-sed"), ("NLI-CT (before issue 25)", "sed/nli-ct-sed"), ("NLI-CT (H100)", "sed-gpu/nli-ct-sed"), ("STS", "sed-sts/sts-sed")]
+    ensembles = [
+        ("CT", "sed/ct-sed"),
+        ("NLI-CT (before issue 25)", f"sed/nli-ct-sed{BEFORE}"),
+        ("NLI-CT, issue 25 (CPU)", "sed/nli-ct-sed", True),
+        ("NLI-CT (H100)", "sed-gpu/nli-ct-sed"),
+        ("STS", "sed-sts/sts-sed"),
+    ]
     parts += stability(kept, ensembles, Path(args.out).with_name("sed_stability.png")) + stability_dev_pooling(kept, ensembles, baseline)
     parts += side_by_side(kept) + supervised(kept, Path(args.out).with_name("sed_lower_bound.png"))
     parts += senteval(
@@ -519,8 +529,10 @@ def main() -> None:
             ("NLI-CT", "nli-ct"),
             ("CT-SED", "ct-sed-learner-1"),
             ("CT-SED-Flow", "ct-sed-flow"),
-            ("NLI-CT-SED (before issue 25)", "nli-ct-sed-learner-1"),
-            ("NLI-CT-SED-Flow (before issue 25)", "nli-ct-sed-flow"),
+            ("NLI-CT-SED (before issue 25)", f"nli-ct-sed-learner-1{BEFORE}"),
+            ("NLI-CT-SED-Flow (before issue 25)", f"nli-ct-sed-flow{BEFORE}"),
+            ("NLI-CT-SED, issue 25 (CPU)", "nli-ct-sed-learner-1", True),
+            ("NLI-CT-SED-Flow, issue 25 (CPU)", "nli-ct-sed-flow", True),
             ("NLI-CT-SED, issue 25 (H100)", "gpu-nli-ct-sed-learner-1"),
             ("NLI-CT-SED-Flow, issue 25 (H100)", "gpu-nli-ct-sed-flow"),
         ],
@@ -533,7 +545,8 @@ def main() -> None:
             ("CT-SED", "ct-sed-learner-1"),
             ("NLI", "nli"),
             ("NLI-CT", "nli-ct"),
-            ("NLI-CT-SED (before issue 25)", "nli-ct-sed-learner-1"),
+            ("NLI-CT-SED (before issue 25)", f"nli-ct-sed-learner-1{BEFORE}"),
+            ("NLI-CT-SED, issue 25 (CPU)", "nli-ct-sed-learner-1", True),
             ("NLI-CT-SED, issue 25 (H100)", "gpu-nli-ct-sed-learner-1"),
         ],
     )

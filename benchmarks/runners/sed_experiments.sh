@@ -22,12 +22,26 @@ pipe() {  # pipe NAME: one composed recipe in the shared folder (common prefixes
 }
 
 # Issue 25: NLI-CT-SED's members now each run NLI and CT with their own seed, and its learners start from the
-# pre-trained model. Stage folders of the earlier pipeline (one shared NLI model; stage.json without "chain") are
-# moved aside once, kept results included, so that sed.md can show the old numbers beside the new.
-if [ -f "$sed_root/nli-ct-sed/stage.json" ] && ! grep -q '"chain"' "$sed_root/nli-ct-sed/stage.json"; then
+# pre-trained model. The earlier pipeline's folders (one shared NLI model: a run folder's stage.json without "chain", or a
+# kept learner that started from the NLI-CT model) and the evaluations of its models are moved aside once, kept results
+# included, so that the new pipeline never mixes with them and sed.md shows the old numbers beside the new.
+old_learner=$kept/sed/nli-ct-sed/learner-1/config.yaml
+if { [ -f "$sed_root/nli-ct-sed/stage.json" ] && ! grep -q '"chain"' "$sed_root/nli-ct-sed/stage.json"; } ||
+   { [ -f "$old_learner" ] && ! grep -q '^model: default$' "$old_learner"; }; then
+  b=-before-issue25
   for old in nli-ct-sed nli-ct-sed-flow; do
-    [ -e "$sed_root/$old" ] && mv "$sed_root/$old" "$sed_root/$old-before-issue25"
-    [ -e "$kept/sed/$old" ] && mv "$kept/sed/$old" "$kept/sed/$old-before-issue25"
+    [ -e "$sed_root/$old" ] && mv "$sed_root/$old" "$sed_root/$old$b"
+    [ -e "$kept/sed/$old" ] && mv "$kept/sed/$old" "$kept/sed/$old$b"
+  done
+  # members.json paths are relative to the pipeline folder: point them at the moved stage
+  for f in "$sed_root/nli-ct-sed$b/members.json" "$kept/sed/nli-ct-sed$b/members.json"; do
+    [ -f "$f" ] && sed -i "s|\"nli-ct-sed/|\"nli-ct-sed$b/|" "$f"
+  done
+  for old in sed-senteval-nli-ct-sed-learner-1 sed-senteval-nli-ct-sed-flow sed-layers-nli-ct-sed-learner-1; do
+    [ -e "$kept/$old" ] && mv "$kept/$old" "$kept/$old$b"
+  done
+  for old in "$kept"/sed-pool/sed-nli-ct-sed-*; do
+    [ -e "$old" ] && mv "$old" "$kept/sed-pool/sed-nli-ct-sed$b-${old#"$kept"/sed-pool/sed-nli-ct-sed-}"
   done
 fi
 # Tables 1-3: unsupervised (CT, Flow, SED) and NLI-based compositions.
