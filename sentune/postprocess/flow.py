@@ -17,12 +17,13 @@ the learned LU 1×1 transform (the original ships a fixed reversal; available as
 Null directions (issue 25): embeddings that span fewer than D dimensions (mean pooling of one LayerNorm output with
 no Normalize keeps every token on the hyperplane Σ_i (y_i − β_i)/γ_i = 0; a linear head can drop rank too) give the
 density no volume in some directions, and the fit turned unstable: on seed 003's supervised STS model (3 such
-directions among 384) flows fitted on the same sentences differed by several points of STS-B Spearman from seed to
-seed (benchmarks/results/flow_null_directions.md, with and without this fix). `fit` therefore finds the directions whose variance is below
-`null_tolerance` × the largest (covariance eigen-decomposition) and adds fresh Gaussian noise of standard deviation
-`null_noise` × √(largest variance) there to each training batch: dequantisation (Uria et al. 2013; Ho et al. 2019,
-Flow++) restricted to the directions the data does not use. Data of full rank is fitted exactly as before;
-`transform` never adds noise. `null_directions_` says how many were found.
+directions among 384) flows fitted on the same sentences differed by several points of STS-B Spearman from seed
+to seed (benchmarks/results/flow_null_directions.md, with and without this fix). `fit` therefore finds the
+directions whose variance is below `null_tolerance` × the largest (covariance eigen-decomposition) and adds fresh
+Gaussian noise of standard deviation `null_noise` × √(largest variance) there to each training batch:
+dequantisation (Uria et al. 2013; Ho et al. 2019, Flow++) restricted to the directions the data does not use. Data
+of full rank is fitted exactly as before; `transform` never adds noise. `null_directions_` says how many were
+found. (BERT-CF's jointly trained flow, sentune.modules.live_flow, does not do this.)
 
 Fitted, the flow compiles into sentence-transformers' own Dense modules (`to_modules`), exactly: affine
 maps (ActNorm, W) merge into neighbouring Dense layers, and each coupling becomes three Dense layers that
