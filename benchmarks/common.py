@@ -67,6 +67,9 @@ def emit(lines: list[str], out: str | None) -> None:
         Path(out).write_text(text, encoding="utf-8")
 
 
+BEFORE_25 = "-before-25"  # a kept run measured the way sentune did before issue 25, kept beside its repeat (lib.sh set_aside)
+
+
 class KeptRuns:
     """Kept run results (benchmarks/lib.sh keep / keep_tree) as a renderer reads them: `get` returns a run's
     results.json or None, remembering which runs were used (for the commands list) and which are missing."""

@@ -130,8 +130,8 @@ def test_sed_issue25_line_gives_each_before_and_after_and_the_hardware_pair(tmp_
     common = load("common.py")
     scores = {
         "sed/nli": 72.0, "sed-gpu/nli": 73.0, "sed/nli-ct": 75.0, "sed-gpu/nli-ct": 75.5,
-        "sed/nli-ct-sed-before-issue25/learner-1": 74.5, "sed-gpu/nli-ct-sed/learner-1": 77.4,
-        "sed/nli-ct-sed-flow-before-issue25": 75.5, "sed-gpu/nli-ct-sed-flow": 76.2,
+        "sed/nli-ct-sed-before-25/learner-1": 74.5, "sed-gpu/nli-ct-sed/learner-1": 77.4,
+        "sed/nli-ct-sed-flow-before-25": 75.5, "sed-gpu/nli-ct-sed-flow": 76.2,
     }  # fmt: skip
     kept = common.KeptRuns(tmp_path)
     assert render_sed.issue25_nli_ct_sed(kept) == []  # nothing measured: no line, and nothing listed missing

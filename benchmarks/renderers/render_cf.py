@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import KeptRuns, sts7_average  # noqa: E402  (benchmarks/common.py)
+from common import BEFORE_25, KeptRuns, sts7_average  # noqa: E402  (benchmarks/common.py)
 
 from sentune.data.catalog import group_tasks
 
@@ -248,9 +248,6 @@ def alignment(runs: KeptRuns) -> list[str]:
             ),
         ]
     return out + [""]
-
-
-BEFORE_25 = "-before-25"  # a kept run measured the way sentune did before issue 25, shown beside its new one
 
 
 def pairs(root: Path, missing: list[str]) -> list[str]:

@@ -14,7 +14,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from best_lower_bound import choose  # noqa: E402  (benchmarks/best_lower_bound.py: the runner's rule)
-from common import KeptRuns, sts7_average  # noqa: E402  (benchmarks/common.py)
+from common import BEFORE_25, KeptRuns, sts7_average  # noqa: E402  (benchmarks/common.py)
 
 from sentune.data.catalog import group_tasks
 from sentune.methods.sed import LAYER_POOLING, choose_layers
@@ -222,7 +222,6 @@ def flow_groups(kept: KeptRuns, label: str, stage: str, found: tuple[list[str], 
     return out
 
 
-BEFORE = "-before-issue25"  # NLI-CT-SED's kept results from before issue 25 (sed_experiments.sh moved them aside)
 # Issue 25 (1): NLI-CT-SED as seed 003 describes it, trained on a lent H100 (benchmarks/runners/sed_nli_gpu.sh) into a
 # pipeline folder of its own, sed-gpu; its NLI and NLI-CT rows are that pipeline's member 1, the CPU rows' recipe and seed.
 GPU_ROWS = [
@@ -243,21 +242,21 @@ def issue25_nli_ct_sed(kept: KeptRuns) -> list[str]:
             "sed-gpu/nli",
             "sed/nli-ct",
             "sed-gpu/nli-ct",
-            f"sed/nli-ct-sed{BEFORE}/learner-1",
+            f"sed/nli-ct-sed{BEFORE_25}/learner-1",
             "sed-gpu/nli-ct-sed/learner-1",
-            f"sed/nli-ct-sed-flow{BEFORE}",
+            f"sed/nli-ct-sed-flow{BEFORE_25}",
             "sed-gpu/nli-ct-sed-flow",
         )
     }
     if not all(pairs.values()):
         return []
-    a = {rel.replace(BEFORE, ""): avg(result["runs"]["model"], STS7) for rel, result in pairs.items() if result}
+    a = {rel.replace(BEFORE_25, ""): avg(result["runs"]["model"], STS7) for rel, result in pairs.items() if result}
     return [
         "**Changed (issue 25):** seed 003 §4 trains every ensemble member through NLI and then CT with its own seed and starts "
         "the learners from the pre-trained model; before, the pipeline trained one NLI model that every member's CT started "
         "from, and the learners started from that NLI model. The rows marked 'issue 25 (H100)' are the pipeline as the paper "
-        "describes it, run on a lent NVIDIA H100 (fp32; `benchmarks/runners/sed_nli_gpu.sh`: the CPU pipeline takes about "
-        "3.5 h of both cores, longer than a working session); the rows marked 'before issue 25' are the earlier CPU pipeline. "
+        "describes it, run on a lent NVIDIA H100 (fp32; `benchmarks/runners/sed_nli_gpu.sh`: the CPU pipeline is estimated "
+        "at 3.5 h of both cores from its stages' times, longer than a working session); the rows marked 'before issue 25' are the earlier CPU pipeline. "
         f"7-task average, before → after: learner 1 {a['sed/nli-ct-sed/learner-1']:.2f} → {a['sed-gpu/nli-ct-sed/learner-1']:.2f}, "
         f"NLI-CT-SED-Flow {a['sed/nli-ct-sed-flow']:.2f} → {a['sed-gpu/nli-ct-sed-flow']:.2f}. The hardware alone moves a run: "
         f"the same recipe and seed give NLI {a['sed/nli']:.2f} (CPU) vs {a['sed-gpu/nli']:.2f} (H100) and NLI-CT "
@@ -353,9 +352,9 @@ def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
         ("STS-SED (learner 1)", "sed-sts/sts-sed/learner-1"),
         ("STS-SED-Flow", "sed-sts/sts-sed-flow"),
         ("STS-Flow (member 1 with a flow fitted on STS12-16)", "sed-sts-flow"),
-        ("STS-Flow before issue 25's null-direction fix", "sed-sts-flow-before-25"),
+        ("STS-Flow before issue 25's null-direction fix", f"sed-sts-flow{BEFORE_25}"),
     ):
-        result = kept.get(rel, optional=rel.endswith("-before-25"))
+        result = kept.get(rel, optional=rel.endswith(BEFORE_25))
         if result:
             run, training = result_run(result), (result["meta"].get("recipe") or {}).get("training", {})
             t, dev = run["tasks"]["STS-B"]["all"], (result["meta"].get("best_checkpoint") or {}).get("dev_spearman")
@@ -363,7 +362,7 @@ def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
                 f"| {label} | {training.get('epochs', '–')} | {'–' if dev is None else f'{dev:.2f}'} | "
                 f"{t['pearson']:.2f} / {t['spearman']:.2f} | {avg(run, STS7):.2f} |"
             )
-    out += sts_flow_note(kept.get("sed-sts-flow", optional=True), kept.get("sed-sts-flow-before-25", optional=True))
+    out += sts_flow_note(kept.get("sed-sts-flow", optional=True), kept.get(f"sed-sts-flow{BEFORE_25}", optional=True))
     return out + [""]
 
 
@@ -383,14 +382,13 @@ def sts_flow_note(flowed: dict | None, before: dict | None) -> list[str]:
     if before:
         text += (
             " **Changed (issue 25):** this model's embeddings (mean of the last layer, no Normalize module) span "
-            f"{null} fewer dimensions than they have over the fit sentences (covariance eigenvalues down to 1e-17 of the "
-            "largest), and a flow fitted on them was unstable from seed to seed (flow_null_directions.md: flows of several seeds "
-            "with and without the fix); the flow now adds noise in those directions while it fits (sentune.postprocess.flow). "
+            f"{null} fewer dimensions than they have over the fit sentences, and a flow fitted on them was unstable from "
+            "seed to seed (flow_null_directions.md: the spectrum, and flows of several seeds with and without the fix); the flow now adds noise in those directions while it fits (sentune.postprocess.flow). "
             f"Before → after, 7-task average {avg(result_run(before), STS7):.2f} → {avg(after, STS7):.2f}, STS-B "
             f"{result_run(before)['tasks']['STS-B']['all']['spearman']:.2f} → {after['tasks']['STS-B']['all']['spearman']:.2f}. "
             "The other -Flow rows were not re-measured with the fix, which changes a flow only where its fit embeddings "
-            "have such directions (results.json's 'fit' then names how many); Table 8's one-layer NLI-CT-SED-Flow (56.78), "
-            "a learner pooled the same way, is the likeliest case, and its model (the earlier pipeline's) is gone."
+            "have such directions (results.json's 'fit' then names how many); Table 8's one-layer NLI-CT-SED-Flow of the "
+            "earlier pipeline, a learner pooled the same way, is the likeliest case, and its model is gone."
         )
     return ["", text]
 
@@ -437,7 +435,7 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
             continue
         flow_label = label.replace(" (", "-Flow (", 1) if " (" in label else f"{label}-Flow"  # 'X-Flow (note)', not 'X (note)-Flow'
         out += layer_rows(result["runs"], (("", label), ("+flow", flow_label)))
-        before = kept.get(f"sed-layers-{tag}-before-25", optional=True)
+        before = kept.get(f"sed-layers-{tag}{BEFORE_25}", optional=True)
         if before:  # measured before issue 25's null-direction fix: only its flow row can differ
             out += layer_rows(before["runs"], (("+flow", f"{flow_label}, before issue 25's fix"),))
     untuned = kept.get("sed-layers-default", optional=True)
@@ -502,8 +500,8 @@ def main() -> None:
             ("NLI-Flow", "sed/nli-flow"),
             ("NLI-CT", "sed/nli-ct"),
             ("NLI-CT-Flow", "sed/nli-ct-flow"),
-            ("NLI-CT-SED (learner 1), before issue 25: one NLI model shared", f"sed/nli-ct-sed{BEFORE}/learner-1"),
-            ("NLI-CT-SED-Flow, before issue 25", f"sed/nli-ct-sed-flow{BEFORE}"),
+            ("NLI-CT-SED (learner 1), before issue 25: one NLI model shared", f"sed/nli-ct-sed{BEFORE_25}/learner-1"),
+            ("NLI-CT-SED-Flow, before issue 25", f"sed/nli-ct-sed-flow{BEFORE_25}"),
             ("NLI-CT-SED (learner 1), issue 25 (CPU)", "sed/nli-ct-sed/learner-1", True),
             ("NLI-CT-SED-Flow, issue 25 (CPU)", "sed/nli-ct-sed-flow", True),
             *GPU_ROWS,
@@ -513,7 +511,7 @@ def main() -> None:
     parts += issue25_nli_ct_sed(kept)
     ensembles = [
         ("CT", "sed/ct-sed"),
-        ("NLI-CT (before issue 25)", f"sed/nli-ct-sed{BEFORE}"),
+        ("NLI-CT (before issue 25)", f"sed/nli-ct-sed{BEFORE_25}"),
         ("NLI-CT, issue 25 (CPU)", "sed/nli-ct-sed", True),
         ("NLI-CT (H100)", "sed-gpu/nli-ct-sed"),
         ("STS", "sed-sts/sts-sed"),
@@ -529,8 +527,8 @@ def main() -> None:
             ("NLI-CT", "nli-ct"),
             ("CT-SED", "ct-sed-learner-1"),
             ("CT-SED-Flow", "ct-sed-flow"),
-            ("NLI-CT-SED (before issue 25)", f"nli-ct-sed-learner-1{BEFORE}"),
-            ("NLI-CT-SED-Flow (before issue 25)", f"nli-ct-sed-flow{BEFORE}"),
+            ("NLI-CT-SED (before issue 25)", f"nli-ct-sed-learner-1{BEFORE_25}"),
+            ("NLI-CT-SED-Flow (before issue 25)", f"nli-ct-sed-flow{BEFORE_25}"),
             ("NLI-CT-SED, issue 25 (CPU)", "nli-ct-sed-learner-1", True),
             ("NLI-CT-SED-Flow, issue 25 (CPU)", "nli-ct-sed-flow", True),
             ("NLI-CT-SED, issue 25 (H100)", "gpu-nli-ct-sed-learner-1"),
@@ -545,7 +543,7 @@ def main() -> None:
             ("CT-SED", "ct-sed-learner-1"),
             ("NLI", "nli"),
             ("NLI-CT", "nli-ct"),
-            ("NLI-CT-SED (before issue 25)", f"nli-ct-sed-learner-1{BEFORE}"),
+            ("NLI-CT-SED (before issue 25)", f"nli-ct-sed-learner-1{BEFORE_25}"),
             ("NLI-CT-SED, issue 25 (CPU)", "nli-ct-sed-learner-1", True),
             ("NLI-CT-SED, issue 25 (H100)", "gpu-nli-ct-sed-learner-1"),
         ],

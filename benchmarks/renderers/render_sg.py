@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import sts7_average  # noqa: E402  (benchmarks/common.py)
+from common import BEFORE_25, sts7_average  # noqa: E402  (benchmarks/common.py)
 
 from sentune.data.catalog import group_tasks
 
@@ -83,7 +83,7 @@ def _table4(runs: Path, *, baselines_transfer: dict | None, a3: dict | None, mis
         f"Logistic regression, `{preset}` preset for SG-OPT, `fast` for the baselines. SG-OPT here is the A.3 variant: "
         "trained on the NLI sentences, mean-pooled views, hidden states 0-3 (embeddings and the lower layers) left out.",
         "",
-        *_transfer_rows(baselines_transfer, a3, before := _load(runs / "sg-opt-a3-before-25")),
+        *_transfer_rows(baselines_transfer, a3, before := _load(runs / f"sg-opt-a3{BEFORE_25}")),
     ]
     if before:
         avg = lambda r: np.mean([r["runs"]["model"]["tasks"][t]["acc"] for t in TRANSFER7])  # noqa: E731
@@ -122,7 +122,7 @@ def _multilingual(runs: Path, missing: list[str]) -> list[str]:
         "| method | " + " | ".join(tasks) + " |",
         "|" + "---|" * (len(tasks) + 1),
     ]
-    before = _load(runs / "sg-opt-s1-multilingual-before-25")  # the run before the en-en column, kept beside its repeat
+    before = _load(runs / f"sg-opt-s1-multilingual{BEFORE_25}")  # the run before the en-en column, kept beside its repeat
     rows = [("no tuning, [CLS]", base["runs"]["cls"]), ("no tuning, mean", base["runs"]["mean"]), ("SG-OPT (seed 1)", sg["runs"]["model"])]
     if before:
         rows.append(("SG-OPT (seed 1), run before issue 25", before["runs"]["model"]))

@@ -28,20 +28,16 @@ pipe() {  # pipe NAME: one composed recipe in the shared folder (common prefixes
 old_learner=$kept/sed/nli-ct-sed/learner-1/config.yaml
 if { [ -f "$sed_root/nli-ct-sed/stage.json" ] && ! grep -q '"chain"' "$sed_root/nli-ct-sed/stage.json"; } ||
    { [ -f "$old_learner" ] && ! grep -q '^model: default$' "$old_learner"; }; then
-  b=-before-issue25
-  for old in nli-ct-sed nli-ct-sed-flow; do
-    [ -e "$sed_root/$old" ] && mv "$sed_root/$old" "$sed_root/$old$b"
-    [ -e "$kept/sed/$old" ] && mv "$kept/sed/$old" "$kept/sed/$old$b"
+  for old in sed/nli-ct-sed sed/nli-ct-sed-flow sed-senteval-nli-ct-sed-learner-1 sed-senteval-nli-ct-sed-flow sed-layers-nli-ct-sed-learner-1; do
+    set_aside "$old" -before-25
   done
   # members.json paths are relative to the pipeline folder: point them at the moved stage
-  for f in "$sed_root/nli-ct-sed$b/members.json" "$kept/sed/nli-ct-sed$b/members.json"; do
-    [ -f "$f" ] && sed -i "s|\"nli-ct-sed/|\"nli-ct-sed$b/|" "$f"
+  for f in "$runs/sed/nli-ct-sed-before-25/members.json" "$kept/sed/nli-ct-sed-before-25/members.json"; do
+    [ -f "$f" ] && sed -i 's|"nli-ct-sed/|"nli-ct-sed-before-25/|' "$f"
   done
-  for old in sed-senteval-nli-ct-sed-learner-1 sed-senteval-nli-ct-sed-flow sed-layers-nli-ct-sed-learner-1; do
-    [ -e "$kept/$old" ] && mv "$kept/$old" "$kept/$old$b"
-  done
-  for old in "$kept"/sed-pool/sed-nli-ct-sed-*; do
-    [ -e "$old" ] && mv "$old" "$kept/sed-pool/sed-nli-ct-sed$b-${old#"$kept"/sed-pool/sed-nli-ct-sed-}"
+  # Table 3b reads sed-pool/<stage path with '-' for '/'>: the moved stage's members are sed-nli-ct-sed-before-25-*
+  for old in "$kept"/sed-pool/sed-nli-ct-sed-member-* "$kept"/sed-pool/sed-nli-ct-sed-learner-*; do
+    [ -e "$old" ] && mv "$old" "$kept/sed-pool/sed-nli-ct-sed-before-25-${old#"$kept"/sed-pool/sed-nli-ct-sed-}"
   done
 fi
 # Tables 1-3: unsupervised (CT, Flow, SED) and NLI-based compositions.
