@@ -51,6 +51,9 @@ def test_ct_sed_flow_runs_and_resumes_without_recomputing(tiny_model_dir, tiny_d
     assert json.loads((out / "ct-sed/members.json").read_text()) == ["ct", "ct-sed/member-2"]
     ensemble = json.loads((out / "ct-sed/full-ensemble/results.json").read_text())
     assert ensemble["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] == ensemble["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"]  # not NaN
+    # The Flow stage records its fit (loss at the start and the end) as `sentune eval --flow` does.
+    fit = json.loads((out / "ct-sed-flow/results.json").read_text())["meta"]["stage"]["fit"]
+    assert fit["steps"] > 0 and set(fit) >= {"loss_first", "loss_last"}
 
     # A re-run, and a pipeline sharing the prefix, train nothing already trained.
     trained.clear()

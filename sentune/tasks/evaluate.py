@@ -260,10 +260,11 @@ def _embedder(table: EmbeddingTable, option: PostprocessOption | None, examples,
     return table.mapped(fitted.transform), fit_summary(fitted, len(fit_sentences))
 
 
-def fit_summary(fitted, sentences: int) -> dict:
-    """What the post-processor was fitted on and, for a trained one (flow), its loss at the start and the end: a fit
-    that went wrong (a flow that diverged) shows there instead of only as a low score."""
-    out: dict = {"sentences": sentences}
+def fit_summary(fitted, sentences: int | None = None) -> dict:
+    """What the post-processor was fitted on (when the caller knows the count) and, for a trained one (flow), its
+    loss at the start and the end: a fit that went wrong (a flow that diverged) shows there instead of only as a low
+    score."""
+    out: dict = {} if sentences is None else {"sentences": sentences}
     history = getattr(fitted, "history_", None)
     if history:
         window = max(1, min(50, len(history) // 10))

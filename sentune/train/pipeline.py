@@ -233,12 +233,13 @@ def _fit_postprocessor(stage: str, model: str, folder: Path, config: PipelineCon
     from sentune.data.catalog import select_tasks
     from sentune.modules.build import build_postprocessed_model
     from sentune.postprocess import POSTPROCESSORS, postprocessor_settings
-    from sentune.tasks.evaluate import evaluate
+    from sentune.tasks.evaluate import evaluate, fit_summary
 
     saved = folder / "model"
     settings = postprocessor_settings(stage, config.overrides.get(stage, []), f"--set {stage}:")
     postprocessor = POSTPROCESSORS[stage](**settings)
     build_postprocessed_model(model, "model", postprocessor, config.fit_on, saved, data_dir=data_dir, show_progress=False)
     results = evaluate(load_model(str(saved)), select_tasks("sts"), data_dir, show_progress=False, model_name=str(saved))
-    results["meta"]["stage"] = {"postprocess": stage, "fit_on": config.fit_on, "input_model": model}
+    # fit() returns the post-processor itself: its loss history and, for a flow, the null directions it found
+    results["meta"]["stage"] = {"postprocess": stage, "fit_on": config.fit_on, "input_model": model, "fit": fit_summary(postprocessor)}
     save_results(results, folder, command)
