@@ -162,6 +162,27 @@ def test_sed_table8_shows_the_flow_fitted_before_the_fix_beside_the_new_one(tmp_
     assert "| no tuning | 78.00 | 75.00 | 72.00 |" in lines
     assert "| no tuning-Flow | 77.00 | 74.00 | 71.00 |" in lines
     assert "| no tuning-Flow, before issue 25's fix | 56.00 | 74.00 | 71.00 |" in lines
-    assert any("3 fewer over the fit sentences" in line for line in lines)
-    write(tmp_path, "sed-layers-default", layers_result(77.0, None))  # a flow fitted on full-rank embeddings: no note
-    assert not any("Changed (issue 25)" in line for line in render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default")]))
+    assert any("Fitted with the fix (the one-layer fit's missing directions in brackets): no tuning (3)." in line for line in lines)
+    # A model whose flow was not fitted again (no earlier fit kept beside, no null directions recorded) is named as such.
+    write(tmp_path, "sed-layers-ct", layers_result(76.0, None))
+    lines = render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default"), ("CT", "ct")])
+    assert any(line.endswith("Not fitted again (their models are not kept): CT.") for line in lines)
+    # Only models without either: no note.
+    assert not any("Changed (issue 25)" in line for line in render_sed.layers(common.KeptRuns(tmp_path), [("CT", "ct")]))
+
+
+def test_sed_flow_stages_refitted_after_the_fix_show_before_and_after(tmp_path):
+    render_sed = load("renderers/render_sed.py")
+    common = load("common.py")
+    flow_stage = {"postprocess": "flow", "fit_on": "tasks:STS12"}
+    write(tmp_path, "sed/ct-flow-before-25", {"runs": {"model": sts_run(70.0)}, "meta": {"stage": dict(flow_stage)}})
+    write(tmp_path, "sed/ct-flow", {"runs": {"model": sts_run(75.0)}, "meta": {"stage": flow_stage | {"fit": {"steps": 9, "null_directions": 3}}}})
+    write(tmp_path, "sed/nli-flow-before-25", {"runs": {"model": sts_run(71.0)}, "meta": {"stage": dict(flow_stage)}})
+    [note, _] = render_sed.flow_fix_note(common.KeptRuns(tmp_path), ["sed/ct-flow", "sed/nli-flow", "sed/flow"])
+    assert "sed/ct-flow 70.00 → 75.00 (3 null directions)." in note
+    assert note.endswith("Not fitted again yet: sed/nli-flow (only the earlier fit is shown).")
+    # A Flow stage without a fit summary predates the fix; its row says so unless its label already does.
+    kept = common.KeptRuns(tmp_path)
+    assert render_sed.fitted_before_fix("NLI-Flow", kept.get("sed/nli-flow-before-25")) == " (fitted before issue 25's fix)"
+    assert render_sed.fitted_before_fix("NLI-Flow, before issue 25's fix", kept.get("sed/nli-flow-before-25")) == ""
+    assert render_sed.fitted_before_fix("CT-Flow", kept.get("sed/ct-flow")) == ""

@@ -110,9 +110,12 @@ def supervised_cells(result: dict | None, split: str) -> str:
 
 
 def flow_target(runs: KeptRuns) -> list[str]:
-    results = [r for r in (runs.get("cf-flow-target"), runs.get("cf-flow-target-cls")) if r]
+    names = ("cf-flow-target", "cf-flow-target-cls")
+    results = [(r, "") for r in map(runs.get, names) if r]
     if not results:
         return []
+    # Issue 25: the same evaluations before the flow's null-direction fix, kept beside (benchmarks/runners/cf_experiments.sh)
+    before = [(r, ", before issue 25's fix") for r in (runs.get(n + BEFORE_25, optional=True) for n in names) if r]
     out = [
         "## Flow fitted on the target sentences (BERT-flow's 'target' setting), untuned default model",
         "",
@@ -122,17 +125,36 @@ def flow_target(runs: KeptRuns) -> list[str]:
         "| pooling | without flow | with flow, seeds | with flow, mean ± std | change |",
         "|---|---|---|---|---|",
     ]
-    verdicts = []
-    for result, pooling in ((r, p) for r in results for p in r["meta"]["poolings"]):
+    verdicts, null = [], {}
+    order = [p for r, _ in results for p in r["meta"]["poolings"]]  # each pooling's earlier fit right under it
+    pairs = sorted(
+        ((r, p, n) for r, n in results + before for p in r["meta"]["poolings"]), key=lambda x: (order.index(x[1]) if x[1] in order else len(order), x[2])
+    )
+    for result, pooling, note in pairs:
         plain = sts7_average(result["runs"][pooling])
-        seeded = [sts7_average(run) for key, run in result["runs"].items() if key.startswith(f"{pooling}+flow(")]
+        flowed = [run for key, run in result["runs"].items() if key.startswith(f"{pooling}+flow(")]
+        seeded = [sts7_average(run) for run in flowed]
         if seeded:
-            out.append(f"| {pooling} | {plain:.2f} | " + ", ".join(f"{v:.2f}" for v in seeded) + f" | {mean_std(seeded)} | {np.mean(seeded) - plain:+.2f} |")
+            out.append(
+                f"| {pooling}{note} | {plain:.2f} | " + ", ".join(f"{v:.2f}" for v in seeded) + f" | {mean_std(seeded)} | {np.mean(seeded) - plain:+.2f} |"
+            )
+            if note:
+                continue  # the verdicts are the current fit's
+            null[pooling] = max((run.get("fit") or {}).get("null_directions", 0) for run in flowed)
             raised = sum(v > plain for v in seeded)
             verdicts.append(
                 f"- {pooling}: the flow {'raises' if np.mean(seeded) > plain else 'does NOT raise'} the 7-task average "
                 f"({plain:.2f} → {np.mean(seeded):.2f}; {raised} of {len(seeded)} seeds above the plain pooling)."
             )
+    if before:
+        out += [
+            "",
+            "**Changed (issue 25):** a flow now adds noise in the directions its fit embeddings do not span "
+            "(sentune.postprocess.flow, flow_null_directions.md); rows marked 'before issue 25's fix' are the flows fitted the "
+            "old way. Directions missing from the fit embeddings (the most over a pooling's per-task fits): "
+            + ", ".join(f"{p} {n}" for p, n in null.items())
+            + ".",
+        ]
     whitened = runs.get("baselines-sts")
     if whitened:  # the linear counterpart of the flow, fitted on the same sentences (benchmarks/runners/baselines.sh)
         pairs = [

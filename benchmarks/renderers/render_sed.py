@@ -59,8 +59,17 @@ def sts_table(kept: KeptRuns, title: str, rows: list[tuple[str, str]], baseline:
     for label, rel, *optional in rows:  # a third item, True: a row that need not exist (not listed as missing)
         result = kept.get(rel, optional=bool(optional))
         if result:
-            out.append(sts_row(label, result["runs"]["model"]))
+            out.append(sts_row(label + fitted_before_fix(label, result), result["runs"]["model"]))
     return out + [""]
+
+
+def fitted_before_fix(label: str, result: dict) -> str:
+    """A pipeline Flow stage fitted before issue 25's null-direction fix records no fit summary (meta.stage.fit): say so
+    on a row whose label does not already."""
+    stage = result["meta"].get("stage") or {}
+    if stage.get("postprocess") == "flow" and "fit" not in stage and "before issue 25" not in label:
+        return " (fitted before issue 25's fix)"
+    return ""
 
 
 def spread(values: list[float]) -> str:
@@ -267,6 +276,34 @@ def issue25_nli_ct_sed(kept: KeptRuns) -> list[str]:
     ]
 
 
+def flow_fix_note(kept: KeptRuns, stages: list[str]) -> list[str]:
+    """Issue 25's null-direction fix on the pipelines' Flow stages: how many directions each fit's embeddings lacked
+    (the stage's results.json, meta.stage.fit) and its 7-task average before → after; stages not fitted again yet named."""
+    done, waiting = [], []
+    for stage in stages:
+        before = kept.get(f"{stage}{BEFORE_25}", optional=True)
+        if not before:
+            continue
+        after = kept.get(stage, optional=True)
+        if not after:
+            waiting.append(stage)
+            continue
+        null = (after["meta"].get("stage") or {}).get("fit", {}).get("null_directions", 0)
+        done.append(f"{stage} {avg(before['runs']['model'], STS7):.2f} → {avg(after['runs']['model'], STS7):.2f} ({null} null directions)")
+    if not (done or waiting):
+        return []
+    text = (
+        "**Changed (issue 25):** a flow now adds noise in the directions its fit embeddings do not span (sentune.postprocess.flow, "
+        "flow_null_directions.md); the models' own pooling lacks some of the 384 directions over the STS12-16 sentences, so each "
+        "Flow stage was fitted again and the earlier fit is shown beside it ('before issue 25's fix')."
+    )
+    if done:
+        text += " 7-task average, before → after: " + "; ".join(done) + "."
+    if waiting:
+        text += " Not fitted again yet: " + ", ".join(waiting) + " (only the earlier fit is shown)."
+    return [text, ""]
+
+
 def side_by_side(kept: KeptRuns) -> list[str]:
     ours, lib = kept.get("sed/ct"), kept.get("sed-st-ct")
     if not (ours and lib):
@@ -359,7 +396,7 @@ def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
             run, training = result_run(result), (result["meta"].get("recipe") or {}).get("training", {})
             t, dev = run["tasks"]["STS-B"]["all"], (result["meta"].get("best_checkpoint") or {}).get("dev_spearman")
             out.append(
-                f"| {label} | {training.get('epochs', '–')} | {'–' if dev is None else f'{dev:.2f}'} | "
+                f"| {label}{fitted_before_fix(label, result)} | {training.get('epochs', '–')} | {'–' if dev is None else f'{dev:.2f}'} | "
                 f"{t['pearson']:.2f} / {t['spearman']:.2f} | {avg(run, STS7):.2f} |"
             )
     out += sts_flow_note(kept.get("sed-sts-flow", optional=True), kept.get(f"sed-sts-flow{BEFORE_25}", optional=True))
@@ -386,9 +423,8 @@ def sts_flow_note(flowed: dict | None, before: dict | None) -> list[str]:
             "seed to seed (flow_null_directions.md: the spectrum, and flows of several seeds with and without the fix); the flow now adds noise in those directions while it fits (sentune.postprocess.flow). "
             f"Before → after, 7-task average {avg(result_run(before), STS7):.2f} → {avg(after, STS7):.2f}, STS-B "
             f"{result_run(before)['tasks']['STS-B']['all']['spearman']:.2f} → {after['tasks']['STS-B']['all']['spearman']:.2f}. "
-            "The other -Flow rows were not re-measured with the fix, which changes a flow only where its fit embeddings "
-            "have such directions (results.json's 'fit' then names how many); Table 8's one-layer NLI-CT-SED-Flow of the "
-            "earlier pipeline, a learner pooled the same way, is the likeliest case, and its model is gone."
+            "The fix changes a flow only where its fit embeddings have such directions (results.json's 'fit' then names "
+            "how many); Tables 1, 2, 3 and 8 say which of their -Flow rows were fitted again."
         )
     return ["", text]
 
@@ -416,7 +452,28 @@ def senteval(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
             cells = [run["tasks"][t]["acc"] for t in SENTEVAL] + [run["tasks"][t]["pearson"] for t in ("SICK-R-reg", "STS-B-reg")]
             out.append(f"| {label} | " + " | ".join(f"{c:.2f}" for c in cells) + f" | **{np.mean(cells):.2f}** |")
     preset = "fast"
-    return out + ["", f"Transfer preset `{preset}` (5-fold); see benchmarks/results/baselines.md for the protocol.", ""]
+    out += ["", f"Transfer preset `{preset}` (5-fold); see benchmarks/results/baselines.md for the protocol.", ""]
+    return out + senteval_standard(kept)
+
+
+def senteval_standard(kept: KeptRuns) -> list[str]:
+    """Added (issue 25): SentEval as seed 003 ran it (10-fold, the `standard` preset) for the untuned model (baselines.sh)
+    and seed 003's best model on the fast preset, the CT-SED learner."""
+    rows = [("no tuning (the model's own pooling)", "baselines-transfer-standard"), ("CT-SED (learner 1)", "sed-senteval-standard-ct-sed-learner-1")]
+    found = [(label, result) for label, rel in rows if (result := kept.get(rel))]
+    if not found:
+        return []
+    out = [
+        "Added (issue 25): the `standard` preset (10-fold cross-validation, SentEval's own setting, as the paper ran it) for the "
+        "untuned model and this page's best model on the fast preset, the CT-SED learner:",
+        "",
+        "| model | " + " | ".join(SENTEVAL) + " | avg |",
+        "|" + "---|" * (len(SENTEVAL) + 2),
+    ]
+    for label, result in found:
+        cells = [result["runs"]["model"]["tasks"][t]["acc"] for t in SENTEVAL]
+        out.append(f"| {label} | " + " | ".join(f"{c:.2f}" for c in cells) + f" | **{np.mean(cells):.2f}** |")
+    return out + [""]
 
 
 def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
@@ -429,6 +486,7 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
         "| model | 1 | 2 | 3 |",
         "|---|---|---|---|",
     ]
+    refitted, old_fit = [], []
     for label, tag, *optional in tags:
         result = kept.get(f"sed-layers-{tag}", optional=bool(optional))
         if not result:
@@ -438,19 +496,30 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
         before = kept.get(f"sed-layers-{tag}{BEFORE_25}", optional=True)
         if before:  # measured before issue 25's null-direction fix: only its flow row can differ
             out += layer_rows(before["runs"], (("+flow", f"{flow_label}, before issue 25's fix"),))
-    untuned = kept.get("sed-layers-default", optional=True)
-    fits = [run.get("fit") or {} for key, run in (untuned or {}).get("runs", {}).items() if key.startswith("mean+flow")]
-    if not (fits and fits[0].get("null_directions")):
+        null = one_layer_null_directions(result)
+        if before or null:
+            refitted.append(f"{label} ({null})")
+        else:
+            old_fit.append(label)
+    if not refitted:
         return out + [""]
     out += [
         "",
-        "**Changed (issue 25):** mean pooling of the last layer without a Normalize module spans fewer dimensions than the "
-        f"embeddings have (the untuned model: {fits[0]['null_directions']} fewer over the fit sentences), and the flow now fits with noise in those "
-        "directions (sentune.postprocess.flow, flow_null_directions.md); rows marked 'before issue 25's fix' are the flow "
-        "fitted the old way. Only the untuned model's rows were re-measured; the trained models' column-1 flows (their models "
-        "are not kept) are the old fit.",
+        "**Changed (issue 25):** mean pooling of the last layer spans fewer dimensions than the embeddings have, and the flow "
+        "now fits with noise in those directions (sentune.postprocess.flow, flow_null_directions.md); rows marked 'before issue "
+        "25's fix' are the flow fitted the old way. Fitted with the fix (the one-layer fit's missing directions in brackets): "
+        + ", ".join(refitted)
+        + "."
+        + (f" Not fitted again (their models are not kept): {', '.join(old_fit)}." if old_fit else ""),
     ]
     return out + [""]
+
+
+def one_layer_null_directions(result: dict) -> int:
+    """How many directions the one-layer (mean) flow's fit embeddings lacked, as its results.json records (0: none, or a
+    fit from before issue 25's fix, which did not record them)."""
+    fits = [run.get("fit") or {} for key, run in result["runs"].items() if key.startswith("mean+flow")]
+    return int(fits[0].get("null_directions", 0)) if fits else 0
 
 
 def layer_rows(runs: dict, variants) -> list[str]:
@@ -485,21 +554,27 @@ def main() -> None:
         "Table 1: unsupervised",
         [
             ("Flow", "sed/flow"),
+            ("Flow, before issue 25's fix", f"sed/flow{BEFORE_25}", True),
             ("CT", "sed/ct"),
             ("CT-Flow", "sed/ct-flow"),
+            ("CT-Flow, before issue 25's fix", f"sed/ct-flow{BEFORE_25}", True),
             ("CT-SED (learner 1)", "sed/ct-sed/learner-1"),
             ("CT-SED-Flow", "sed/ct-sed-flow"),
+            ("CT-SED-Flow, before issue 25's fix", f"sed/ct-sed-flow{BEFORE_25}", True),
         ],
         baseline,
     )
+    parts += flow_fix_note(kept, ["sed/flow", "sed/ct-flow", "sed/ct-sed-flow"])
     parts += sts_table(
         kept,
         "Table 2: with NLI labels",
         [
             ("NLI", "sed/nli"),
             ("NLI-Flow", "sed/nli-flow"),
+            ("NLI-Flow, before issue 25's fix", f"sed/nli-flow{BEFORE_25}", True),
             ("NLI-CT", "sed/nli-ct"),
             ("NLI-CT-Flow", "sed/nli-ct-flow"),
+            ("NLI-CT-Flow, before issue 25's fix", f"sed/nli-ct-flow{BEFORE_25}", True),
             ("NLI-CT-SED (learner 1), before issue 25: one NLI model shared", f"sed/nli-ct-sed{BEFORE_25}/learner-1"),
             ("NLI-CT-SED-Flow, before issue 25", f"sed/nli-ct-sed-flow{BEFORE_25}"),
             ("NLI-CT-SED (learner 1), issue 25 (CPU)", "sed/nli-ct-sed/learner-1", True),
@@ -508,6 +583,7 @@ def main() -> None:
         ],
         None,
     )
+    parts += flow_fix_note(kept, ["sed/nli-flow", "sed/nli-ct-flow"])
     parts += issue25_nli_ct_sed(kept)
     ensembles = [
         ("CT", "sed/ct-sed"),
@@ -527,6 +603,7 @@ def main() -> None:
             ("NLI-CT", "nli-ct"),
             ("CT-SED", "ct-sed-learner-1"),
             ("CT-SED-Flow", "ct-sed-flow"),
+            ("CT-SED-Flow, before issue 25's fix", f"ct-sed-flow{BEFORE_25}", True),
             ("NLI-CT-SED (before issue 25)", f"nli-ct-sed-learner-1{BEFORE_25}"),
             ("NLI-CT-SED-Flow (before issue 25)", f"nli-ct-sed-flow{BEFORE_25}"),
             ("NLI-CT-SED, issue 25 (CPU)", "nli-ct-sed-learner-1", True),

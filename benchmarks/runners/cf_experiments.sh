@@ -18,6 +18,13 @@ for name in untuned cf-simcse cf-mirror cf-flow cf-bert-cf; do
     set_aside "cf-multitask-$name" -before-25
   fi
 done
+# The flow now adds noise in the directions its fit embeddings do not span (sentune.postprocess.flow): the untuned
+# model's mean and [CLS] lack 3 of 384, so the target-sentence flows are fitted again (a fit with the fix records them).
+for name in cf-flow-target cf-flow-target-cls; do
+  if [ -f "$kept/$name/results.json" ] && ! grep -q null_directions "$kept/$name/results.json"; then
+    set_aside "$name" -before-25
+  fi
+done
 # `model` (not `run`) where a later step reads the run's model: on a fresh checkout it is trained again.
 # Table 1 encoders that need nothing else: SimCSE, Mirror, the library's MNRL next to our SimCSE, the flow
 # alone on the untuned model (encoder frozen, trained on wiki as BERT-CF's stage 2 without the Mirror term).
