@@ -186,3 +186,24 @@ def test_sed_flow_stages_refitted_after_the_fix_show_before_and_after(tmp_path):
     assert render_sed.fitted_before_fix("NLI-Flow", kept.get("sed/nli-flow-before-25")) == " (fitted before issue 25's fix)"
     assert render_sed.fitted_before_fix("NLI-Flow, before issue 25's fix", kept.get("sed/nli-flow-before-25")) == ""
     assert render_sed.fitted_before_fix("CT-Flow", kept.get("sed/ct-flow")) == ""
+
+
+def test_cf_noise_scale_table_reads_each_runs_flows_and_fit_losses(tmp_path):
+    render_cf = load("renderers/render_cf.py")
+    common = load("common.py")
+
+    def flowed(scores: list[float], loss: float) -> dict:
+        runs = {"mean": sts_run(79.0)}
+        for seed, score in enumerate(scores, 1):
+            run = sts_run(score)
+            for task in run["tasks"].values():
+                task["fit"] = {"loss_last": loss}
+            runs[f"mean+flow(per-task,seed={seed})"] = run
+        return {"runs": runs}
+
+    write(tmp_path, "cf-flow-target", flowed([76.0, 76.5], -50.0))
+    assert render_cf.noise_scale(common.KeptRuns(tmp_path)) == []  # one scale alone is no comparison
+    write(tmp_path, "cf-flow-target-noise0", flowed([77.0, 78.0], 300.0))
+    lines = render_cf.noise_scale(common.KeptRuns(tmp_path))
+    assert "| 0 (the fit before the fix) | 77.00, 78.00 | 77.50 ± 0.71 | 300.0 |" in lines
+    assert "| 1e-2 (the default) | 76.00, 76.50 | 76.25 ± 0.35 | -50.0 |" in lines

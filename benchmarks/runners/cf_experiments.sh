@@ -35,6 +35,12 @@ model cf-flow 002-bert-cf model=default params.lambda_mirror=0
 # Flow on the untuned model, fitted on each task's sentences, 3 seeds, next to the same pooling without it.
 step "$kept/cf-flow-target" sentune eval --model default --pooling mean,first-last --flow per-task:1 --flow per-task:2 --flow per-task:3 --tasks sts,dev --quiet
 step "$kept/cf-flow-target-cls" sentune eval --model default --pooling cls --flow per-task:1 --flow per-task:2 --flow per-task:3 --tasks sts,dev --quiet
+# The null-direction noise's scale (issue 25): the same mean-pooling flows with no noise (the fit before the fix) and
+# with 10x less and 10x more than the default (1e-2 x the largest direction's scale).
+for noise in 0 1e-3 1e-1; do
+  step "$kept/cf-flow-target-noise$noise" sentune eval --model default --pooling mean --flow per-task:1 --flow per-task:2 --flow per-task:3 \
+    --flow-set null_noise=$noise --tasks sts --quiet
+done
 run cf-multitask-untuned 002-multitask model=default
 # BERT-CF (Mirror → flow-joint) and the §6.1 ablations.
 need cf-mirror
