@@ -180,17 +180,26 @@ NOISE_RUNS = (
 def noise_scale(runs: KeptRuns) -> list[str]:
     """Issue 25: the mean-pooling target flows with the null-direction noise at several scales (Flow(null_noise=...),
     × the largest direction's scale), each with the loss its fits end at (mean over the tasks' fits and the seeds)."""
-    rows = []
+    rows, seeds = [], {}
     for label, name in NOISE_RUNS:
         result = runs.get(name, optional=True)
         flowed = [run for key, run in (result or {}).get("runs", {}).items() if key.startswith("mean+flow(")]
         if not flowed:
             continue
-        seeded = [sts7_average(run) for run in flowed]
+        seeded = seeds[name] = [sts7_average(run) for run in flowed]
         losses = [t["fit"]["loss_last"] for run in flowed for t in run["tasks"].values() if "loss_last" in (t.get("fit") or {})]
         rows.append(f"| {label} | " + ", ".join(f"{v:.2f}" for v in seeded) + f" | {mean_std(seeded)} | {np.mean(losses):.1f} |")
     if len(rows) < 2:
         return []
+    earlier = runs.get("cf-flow-target" + BEFORE_25, optional=True)
+    repeat = ""
+    if earlier and "cf-flow-target-noise0" in seeds:
+        old = [sts7_average(run) for key, run in earlier["runs"].items() if key.startswith("mean+flow(")]
+        gap = max(abs(a - b) for a, b in zip(old, seeds["cf-flow-target-noise0"], strict=True))
+        repeat = (
+            f" null_noise 0 takes the code path of the fit before the fix; its seeds differ from the kept earlier run's by at "
+            f"most {gap:.2f} (that run, of {earlier['meta']['date'][:10]}, predates later changes to the code; the cause is not established)."
+        )
     return [
         "",
         "The noise's scale, mean pooling (the same flows and seeds; null_noise × the largest direction's scale):",
@@ -201,9 +210,9 @@ def noise_scale(runs: KeptRuns) -> list[str]:
         "",
         "Without the noise the fits end at a far higher loss: data on fewer dimensions than the space has no maximum-likelihood "
         "density, and the fit does not converge. The noise's scale changes the end loss but not the scores. Here the "
-        "converged flow scores lower than the unconverged one, as every flow in this section scores below the plain mean "
-        "pooling; on seed 003's supervised model (flow_null_directions.md) the unconverged flows varied from seed to seed "
-        "and the converged ones did not.",
+        "converged flow scores lower than the unconverged one, and every mean-pooling flow in this section scores below the "
+        "plain mean pooling; on seed 003's supervised model (flow_null_directions.md) the unconverged flows varied from seed "
+        "to seed and the converged ones did not." + repeat,
     ]
 
 
