@@ -167,6 +167,12 @@ def test_sed_table8_shows_the_flow_fitted_before_the_fix_beside_the_new_one(tmp_
     write(tmp_path, "sed-layers-ct", layers_result(76.0, None))
     lines = render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default"), ("CT", "ct")])
     assert any(line.endswith("Not fitted again (their models are not kept): CT.") for line in lines)
+    # A run set aside for its repeat, not yet repeated, keeps its rows, marked, and is named as pending.
+    write(tmp_path, "sed-layers-nli-before-25", layers_result(60.0, None))
+    lines = render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default"), ("NLI", "nli")])
+    assert "| NLI | 78.00 | 75.00 | 72.00 |" in lines
+    assert "| NLI-Flow, before issue 25's fix | 60.00 | 74.00 | 71.00 |" in lines
+    assert any(line.endswith("To be fitted again (the runner sets them aside and repeats them): NLI.") for line in lines)
     # Only models without either: no note.
     assert not any("Changed (issue 25)" in line for line in render_sed.layers(common.KeptRuns(tmp_path), [("CT", "ct")]))
 

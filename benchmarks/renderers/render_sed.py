@@ -486,14 +486,19 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
         "| model | 1 | 2 | 3 |",
         "|---|---|---|---|",
     ]
-    refitted, old_fit = [], []
+    refitted, old_fit, pending = [], [], []
     for label, tag, *optional in tags:
         result = kept.get(f"sed-layers-{tag}", optional=bool(optional))
-        if not result:
-            continue
-        flow_label = label.replace(" (", "-Flow (", 1) if " (" in label else f"{label}-Flow"  # 'X-Flow (note)', not 'X (note)-Flow'
-        out += layer_rows(result["runs"], (("", label), ("+flow", flow_label)))
         before = kept.get(f"sed-layers-{tag}{BEFORE_25}", optional=True)
+        flow_label = label.replace(" (", "-Flow (", 1) if " (" in label else f"{label}-Flow"  # 'X-Flow (note)', not 'X (note)-Flow'
+        if not result:
+            # A run set aside for its repeat keeps its rows until the repeat is measured (it stays listed as not measured
+            # yet). An optional row's earlier run is another model (NLI-CT-SED before the pipeline's fix has its own row).
+            if before and not optional:
+                out += layer_rows(before["runs"], (("", label), ("+flow", f"{flow_label}, before issue 25's fix")))
+                pending.append(label)
+            continue
+        out += layer_rows(result["runs"], (("", label), ("+flow", flow_label)))
         if before:  # measured before issue 25's null-direction fix: only its flow row can differ
             out += layer_rows(before["runs"], (("+flow", f"{flow_label}, before issue 25's fix"),))
         null = one_layer_null_directions(result)
@@ -501,15 +506,15 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
             refitted.append(f"{label} ({null})")
         else:
             old_fit.append(label)
-    if not refitted:
+    if not refitted and not pending:
         return out + [""]
     out += [
         "",
         "**Changed (issue 25):** mean pooling of the last layer spans fewer dimensions than the embeddings have, and the flow "
         "now fits with noise in those directions (sentune.postprocess.flow, flow_null_directions.md); rows marked 'before issue "
-        "25's fix' are the flow fitted the old way. Fitted with the fix (the one-layer fit's missing directions in brackets): "
-        + ", ".join(refitted)
-        + "."
+        "25's fix' are the flow fitted the old way."
+        + (f" Fitted with the fix (the one-layer fit's missing directions in brackets): {', '.join(refitted)}." if refitted else "")
+        + (f" To be fitted again (the runner sets them aside and repeats them): {', '.join(pending)}." if pending else "")
         + (f" Not fitted again (their models are not kept): {', '.join(old_fit)}." if old_fit else ""),
     ]
     return out + [""]
