@@ -101,10 +101,13 @@ step() {  # step OUT_DIR command...: an evaluation-only step, run with --out OUT
   exclusive "step${out//\//_}" "$@" --out "$out"  # locked by its whole path: sed-pool/X and sed-flow/X are two steps
 }
 
-keep_tree() {  # keep_tree SRC NAME: keep every finished stage under SRC (pipelines) as NAME/<stage path>
+keep_tree() {  # keep_tree SRC NAME: keep every finished stage under SRC (pipelines) as NAME/<stage path>; a stage whose
+  # results are kept already keeps them (as `model` does: a fresh checkout trains a stage again only because a later stage
+  # reads its model; compare the retrained stage's results.json with the kept one)
   local src=$1 name=$2 f rel
   while IFS= read -r f; do
     rel=$(dirname "${f#"$src"/}")
+    [ -f "$kept/$name/$rel/results.json" ] && continue
     mkdir -p "$kept/$name/$rel"
     for g in results.json results.md metrics.jsonl config.yaml stage.json; do
       [ -f "$(dirname "$f")/$g" ] && cp "$(dirname "$f")/$g" "$kept/$name/$rel/"
