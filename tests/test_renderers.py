@@ -167,12 +167,27 @@ def test_sed_table8_shows_the_flow_fitted_before_the_fix_beside_the_new_one(tmp_
     write(tmp_path, "sed-layers-ct", layers_result(76.0, None))
     lines = render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default"), ("CT", "ct")])
     assert any(line.endswith("Not fitted again (their models are not kept): CT.") for line in lines)
+    # The same model's full-rank (2- and 3-layer) flows moved between the two fits: named with the largest change.
+    moved = layers_result(56.0, None)
+    moved["runs"]["last2+flow(tasks:STS12,learning_rate=0.001)"] = sts_run(74.5)
+    write(tmp_path, "sed-layers-default-before-25", moved)
+    lines = render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default")])
+    assert any("moved as well for: no tuning (up to 0.50):" in line for line in lines)
+    # A model trained again that differs from the earlier one: the earlier model's rows both shown, marked.
+    write(tmp_path, "sed-layers-nli-ct", layers_result(77.5, 3))
+    earlier = layers_result(70.0, None)
+    earlier["runs"]["mean"] = sts_run(77.0)
+    write(tmp_path, "sed-layers-nli-ct-before-25", earlier)
+    lines = render_sed.layers(common.KeptRuns(tmp_path), [("NLI-CT", "nli-ct")])
+    assert "| NLI-CT | 78.00 | 75.00 | 72.00 |" in lines and "| NLI-CT-Flow | 77.50 | 74.00 | 71.00 |" in lines
+    assert "| NLI-CT, earlier training | 77.00 | 75.00 | 72.00 |" in lines
+    assert "| NLI-CT-Flow, earlier training, before issue 25's fix | 70.00 | 74.00 | 71.00 |" in lines
     # A run set aside for its repeat, not yet repeated, keeps its rows, marked, and is named as pending.
     write(tmp_path, "sed-layers-nli-before-25", layers_result(60.0, None))
     lines = render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default"), ("NLI", "nli")])
     assert "| NLI | 78.00 | 75.00 | 72.00 |" in lines
     assert "| NLI-Flow, before issue 25's fix | 60.00 | 74.00 | 71.00 |" in lines
-    assert any(line.endswith("To be fitted again (the runner sets them aside and repeats them): NLI.") for line in lines)
+    assert any("To be fitted again (the runner sets them aside and repeats them): NLI." in line for line in lines)
     # Only models without either: no note.
     assert not any("Changed (issue 25)" in line for line in render_sed.layers(common.KeptRuns(tmp_path), [("CT", "ct")]))
 
@@ -194,6 +209,31 @@ def test_sed_flow_stages_refitted_after_the_fix_show_before_and_after(tmp_path):
     assert render_sed.fitted_before_fix("CT-Flow", kept.get("sed/ct-flow")) == ""
 
 
+def test_sed_retrained_stage_is_shown_with_where_its_losses_part_from_the_kept_run(tmp_path):
+    render_sed = load("renderers/render_sed.py")
+    common = load("common.py")
+
+    def losses(rel: str, values: list[float]) -> None:
+        lines = [json.dumps({"step": 10 * (i + 1), "loss": v}) for i, v in enumerate(values)] + [json.dumps({"step": 30, "eval_x": 1.0})]
+        (tmp_path / rel / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+    for rel, score, date in (("sed/nli-before-25", 72.0, "2026-11-22T17:16:29+00:00"), ("sed/nli", 73.5, "2026-11-25T14:30:00+00:00")):
+        write(tmp_path, rel, {"runs": {"model": sts_run(score)}})
+        result = json.loads((tmp_path / rel / "results.json").read_text())
+        result["meta"]["date"] = date
+        (tmp_path / rel / "results.json").write_text(json.dumps(result))
+    losses("sed/nli-before-25", [1.10, 1.09, 1.08])
+    losses("sed/nli", [1.10, 1.05, 1.08])
+    write(tmp_path, "sed/nli-ct", {"runs": {"model": sts_run(76.0)}})  # not trained again: no earlier run beside it
+    kept = common.KeptRuns(tmp_path)
+    [note, _] = render_sed.retrained_note(kept, [("NLI", "sed/nli"), ("NLI-CT", "sed/nli-ct")])
+    assert "earlier → again: NLI 72.00 (2026-11-22) → 73.50 (2026-11-25; losses differ from step 20)." in note
+    assert "NLI-CT" not in note
+    losses("sed/nli", [1.10, 1.09, 1.08])
+    assert render_sed.first_divergence(kept, "sed/nli-before-25", "sed/nli") is None
+    assert render_sed.retrained_note(kept, [("NLI-CT", "sed/nli-ct")]) == []
+
+
 def test_cf_noise_scale_table_reads_each_runs_flows_and_fit_losses(tmp_path):
     render_cf = load("renderers/render_cf.py")
     common = load("common.py")
@@ -213,3 +253,17 @@ def test_cf_noise_scale_table_reads_each_runs_flows_and_fit_losses(tmp_path):
     lines = render_cf.noise_scale(common.KeptRuns(tmp_path))
     assert "| 0 (the fit before the fix) | 77.00, 78.00 | 77.50 ± 0.71 | 300.0 |" in lines
     assert "| 1e-2 (the default) | 76.00, 76.50 | 76.25 ± 0.35 | -50.0 |" in lines
+
+
+def test_sed_senteval_row_of_a_flow_stage_is_marked_when_its_fit_predates_the_fix(tmp_path):
+    render_sed = load("renderers/render_sed.py")
+    common = load("common.py")
+    tasks = {t: {"acc": 80.0} for t in render_sed.SENTEVAL} | {t: {"pearson": 70.0} for t in ("SICK-R-reg", "STS-B-reg")}
+    flow_stage = {"postprocess": "flow", "fit_on": "tasks:STS12"}
+    for tag in ("ct-sed-flow", "nli-ct-flow"):
+        write(tmp_path, f"sed-senteval-{tag}", {"runs": {"model": {"tasks": tasks}}})
+    write(tmp_path, "sed/ct-sed-flow", {"runs": {"model": sts_run(70.0)}, "meta": {"stage": dict(flow_stage)}})
+    write(tmp_path, "sed/nli-ct-flow", {"runs": {"model": sts_run(70.0)}, "meta": {"stage": flow_stage | {"fit": {"null_directions": 3}}}})
+    lines = render_sed.senteval(common.KeptRuns(tmp_path), [("CT-SED-Flow", "ct-sed-flow"), ("NLI-CT-Flow", "nli-ct-flow")])
+    assert any(line.startswith("| CT-SED-Flow (fitted before issue 25's fix) | 80.00") for line in lines)
+    assert any(line.startswith("| NLI-CT-Flow | 80.00") for line in lines)
