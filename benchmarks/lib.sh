@@ -101,13 +101,26 @@ step() {  # step OUT_DIR command...: an evaluation-only step, run with --out OUT
   exclusive "step${out//\//_}" "$@" --out "$out"  # locked by its whole path: sed-pool/X and sed-flow/X are two steps
 }
 
-keep_tree() {  # keep_tree SRC NAME: keep every finished stage under SRC (pipelines) as NAME/<stage path>; a stage whose
-  # results are kept already keeps them (as `model` does: a fresh checkout trains a stage again only because a later stage
-  # reads its model; compare the retrained stage's results.json with the kept one)
-  local src=$1 name=$2 f rel
+same_scores() {  # same_scores A B: two results.json whose 7-task averages agree to the pages' two decimals
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+a, b = ((json.load(open(p)).get("runs", {}).get("model") or {}).get("summary", {}).get("avg_all_spearman") for p in sys.argv[1:3])
+sys.exit(0 if a is None or b is None or abs(a - b) < 0.005 else 1)
+PY
+}
+
+keep_tree() {  # keep_tree SRC NAME [SUFFIX]: keep every finished stage under SRC (pipelines) as NAME/<stage path>. A stage
+  # trained again (a fresh checkout retrains a stage whose model a later stage reads) keeps its kept results when its
+  # scores agree with them (as `model` does); when they differ, the kept run is set aside once as <stage>SUFFIX (default
+  # -before-25) and the repeat is kept, so that a later stage is always read beside the model it was trained or fitted on.
+  local src=$1 name=$2 suffix=${3:--before-25} f rel
   while IFS= read -r f; do
     rel=$(dirname "${f#"$src"/}")
-    [ -f "$kept/$name/$rel/results.json" ] && continue
+    if [ -f "$kept/$name/$rel/results.json" ]; then
+      if same_scores "$kept/$name/$rel/results.json" "$f" || [ -e "$kept/$name/$rel$suffix" ]; then continue; fi
+      echo "kept $name/$rel differs from its repeat: set aside as $name/$rel$suffix"
+      mv "$kept/$name/$rel" "$kept/$name/$rel$suffix"
+    fi
     mkdir -p "$kept/$name/$rel"
     for g in results.json results.md metrics.jsonl config.yaml stage.json; do
       [ -f "$(dirname "$f")/$g" ] && cp "$(dirname "$f")/$g" "$kept/$name/$rel/"

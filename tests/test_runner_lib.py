@@ -1,9 +1,10 @@
 """benchmarks/lib.sh's bookkeeping of kept results (the files the result pages are rendered from): a pipeline's
-stages are kept once and a repeat never overwrites them; a run measured the old way is set aside once. Runs the shell
-functions on temporary folders; no model, no data."""
+stage trained again keeps its kept results when it reproduces them and is set aside beside the repeat when not; a run
+measured the old way is set aside once. Runs the shell functions on temporary folders; no model, no data."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -22,20 +23,34 @@ def stage(root: Path, rel: str, text: str) -> None:
     (root / rel / "config.yaml").write_text(text)
 
 
-def test_keep_tree_keeps_new_stages_and_leaves_kept_ones_as_they_were(tmp_path):
-    src = tmp_path / "runs" / "sed"
-    stage(src, "ct", "retrained")
-    stage(src, "ct-flow", "new fit")
-    stage(src, "ct-sed/member-2", "member")
+def scored(root: Path, rel: str, score: float, tag: str) -> None:
+    """A stage folder whose results.json has a 7-task average (and a config saying which run wrote it)."""
+    (root / rel).mkdir(parents=True, exist_ok=True)
+    (root / rel / "results.json").write_text(json.dumps({"runs": {"model": {"summary": {"avg_all_spearman": score}}}}))
+    (root / rel / "config.yaml").write_text(tag)
+
+
+def test_keep_tree_keeps_reproduced_stages_and_sets_aside_those_a_repeat_moved(tmp_path):
+    src, kept = tmp_path / "runs" / "sed", tmp_path / "kept" / "sed"
+    scored(src, "ct", 78.9048, "retrained")
+    scored(kept, "ct", 78.9043, "kept")  # reproduced to rounding: the kept run stays
+    scored(src, "nli", 73.44, "retrained")
+    scored(kept, "nli", 72.48, "kept")  # the repeat moved: the kept run goes beside it
+    scored(src, "ct-flow", 76.88, "new fit")
+    scored(src, "ct-sed/member-2", 78.0, "member")
     stage(src, "ct/model/inner", "a model's own folder is not a stage")
-    stage(tmp_path / "kept" / "sed", "ct", "kept")
     lib(f'keep_tree "{src}" sed', tmp_path)
-    kept = tmp_path / "kept" / "sed"
-    assert (kept / "ct" / "results.json").read_text() == "kept"
     assert (kept / "ct" / "config.yaml").read_text() == "kept"
-    assert (kept / "ct-flow" / "results.json").read_text() == "new fit"
-    assert (kept / "ct-sed" / "member-2" / "results.json").read_text() == "member"
+    assert (kept / "nli" / "config.yaml").read_text() == "retrained"
+    assert (kept / "nli-before-25" / "config.yaml").read_text() == "kept"
+    assert (kept / "ct-flow" / "config.yaml").read_text() == "new fit"
+    assert (kept / "ct-sed" / "member-2" / "config.yaml").read_text() == "member"
     assert not (kept / "ct" / "model").exists()
+    # a third training that moves again: the earlier run is set aside only once, the kept one stays
+    scored(src, "nli", 74.0, "third")
+    lib(f'keep_tree "{src}" sed', tmp_path)
+    assert (kept / "nli" / "config.yaml").read_text() == "retrained"
+    assert (kept / "nli-before-25" / "config.yaml").read_text() == "kept"
 
 
 def test_set_aside_moves_an_old_run_once(tmp_path):

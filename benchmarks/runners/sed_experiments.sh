@@ -51,25 +51,19 @@ fi
 # fits are kept beside once, each set aside only when this run fits it again.
 # (and the SentEval rows of the retrained NLI and NLI-CT stages, so that Table 7 reads the same models as Tables 2 and 8)
 refit_evals="sed-senteval-ct-sed-flow sed-layers-ct sed-layers-ct-sed-learner-1 sed-layers-nli sed-layers-nli-ct sed-senteval-nli sed-senteval-nli-ct"
-# Their input stages are trained again for it (a checkout keeps no models); CT reproduces its kept run (2026-11-25: 1e-3
-# on the 7-task average) and keeps its results; NLI does not (its losses differ from the first logged step; the code
-# changed since 2026-11-22), so the kept NLI and NLI-CT stages are set aside once, beside the Flow stages fitted on them
-# (sed.md: 'earlier training').
-case " $pipelines " in *" nli-flow "* | *" nli-ct-flow "* | *" nli-ct-sed-flow "*) set_aside sed/nli -before-25 ;; esac
-case " $pipelines " in *" nli-ct-flow "* | *" nli-ct-sed-flow "*)
-  set_aside sed/nli-ct -before-25
-  # that stage was member 1 of the earlier NLI-CT-SED ensemble: its members.json and Table 3b evaluation follow it
+# Tables 1-3: unsupervised (CT, Flow, SED) and NLI-based compositions.
+for name in $pipelines; do set_aside "sed/$name" -before-25; pipe "$name"; done
+# Their input stages are trained again for it (a checkout keeps no models); keep_tree sets a kept stage aside when its
+# repeat scores differ (NLI and NLI-CT on 2026-11-25; CT reproduced). The earlier NLI-CT-SED ensemble's member 1 was the
+# NLI-CT stage: its members.json and Table 3b evaluation follow it when it is set aside.
+if [ -d "$kept/sed/nli-ct-before-25" ]; then
   for f in "$runs/sed/nli-ct-sed-before-25/members.json" "$kept/sed/nli-ct-sed-before-25/members.json"; do
     [ -f "$f" ] && sed -i 's|"nli-ct"|"nli-ct-before-25"|' "$f"
   done
-  if [ -d "$kept/sed-pool/sed-nli-ct" ] && [ ! -e "$kept/sed-pool/sed-nli-ct-before-25" ] &&
-    grep -q '"nli-ct-before-25"' "$kept/sed/nli-ct-sed-before-25/members.json"; then
+  if [ -d "$kept/sed-pool/sed-nli-ct" ] && [ ! -e "$kept/sed-pool/sed-nli-ct-before-25" ]; then
     mv "$kept/sed-pool/sed-nli-ct" "$kept/sed-pool/sed-nli-ct-before-25"
   fi
-  ;;
-esac
-# Tables 1-3: unsupervised (CT, Flow, SED) and NLI-based compositions.
-for name in $pipelines; do set_aside "sed/$name" -before-25; pipe "$name"; done
+fi
 trained() {  # trained STAGE: its model is here (the untuned model always is); else say why its evaluation is skipped
   if [ "$1" = default ] || [ -d "$sed_root/$1/model" ]; then return 0; fi
   echo "skip the evaluations of $1 (not trained in this run: PIPELINES=$pipelines)"
