@@ -142,3 +142,15 @@ def test_stsb_file_without_the_track_is_an_error_naming_it(tmp_path):
     path = _write(tmp_path / "sts-dev.csv", "main-captions\tMSRvid\t2012test\t0001\t5.0\ta\tb\n")
     with pytest.raises(DataError, match=r"sts-dev.csv: no rows of track5.en-en \(2017\)"):
         readers.read_stsb_csv(path, only=readers.STS17_EN_EN)
+
+
+def test_a_sets_examples_come_split_by_split_in_a_fixed_order(tiny_data_dir):
+    # Training shuffles rows by index with its seed: reading the same pairs in another order trains another model
+    # (005-nli on 2026-11-23, sed.md). This order is what every NLI run since was trained on.
+    from sentune.data.catalog import load_examples
+
+    sources = [(ex.source.path.rsplit("/", 2)[-2:]) for ex in load_examples("nli", tiny_data_dir)]
+    blocks = [key for i, key in enumerate(map(tuple, sources)) if i == 0 or key != tuple(sources[i - 1])]
+    assert blocks == [("SNLI", "labels.dev"), ("XNLI-en", "dev-en.tsv"), ("SNLI", "labels.test")]
+    lines = [ex.source.line for ex in load_examples("nli", tiny_data_dir) if ex.source.path.endswith("labels.dev")]
+    assert lines == sorted(lines) and lines[0] == 1  # each file in its own order

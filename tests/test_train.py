@@ -83,11 +83,35 @@ def test_train_end_to_end_and_saved_model_reproduces_evaluation(recipe_file, tmp
     assert again.wait(timeout=300) == 2 and "holds a finished run" in again.stderr.read()
     best = max(evals, key=lambda m: m["eval_sts-b-dev_spearman"])
     assert results["meta"]["best_checkpoint"]["step"] == best["step"]
+    from sentune.methods.registry import get_method
+    from sentune.train.recipe import validate_recipe
+    from sentune.train.trainer import method_context, training_data_digest
+
+    recipe = load_recipe(str(recipe_file))  # the rows the run read, in its order
+    method = get_method(recipe.method)
+    columns = method.data_view(method_context(recipe, validate_recipe(recipe), Path(env["SENTUNE_DATA"])))
+    assert results["meta"]["training_data"] == training_data_digest(columns, method.columns)
     model = SentenceTransformer(str(run / "model"), device="cpu")
     again = evaluate(model, select_tasks("STS-B"), Path(env["SENTUNE_DATA"]), show_progress=False)
     assert again["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] == pytest.approx(results["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"], abs=1e-6)
     card = (run / "model" / "README.md").read_text()
     assert "Trained with sentune" in card and "sg-opt" in card and "Self-Guided" in card
+
+
+def test_training_data_digest_changes_with_order_content_and_columns():
+    from sentune.train.trainer import training_data_digest
+
+    columns = {"premise": ["a", "b", "c"], "hypothesis": ["x", "y", "z"], "label": [0, 1, 2]}
+    names = ("premise", "hypothesis", "label")
+    digest = training_data_digest(columns, names)
+    assert digest["rows"] == 3 and len(digest["sha256"]) == 64
+    assert training_data_digest({k: list(v) for k, v in columns.items()}, names) == digest  # a function of the values only
+    reordered = {k: [v[0], v[2], v[1]] for k, v in columns.items()}  # the same rows, another order: other batches
+    assert training_data_digest(reordered, names)["sha256"] != digest["sha256"]
+    assert training_data_digest({**columns, "label": [0, 1, 1]}, names)["sha256"] != digest["sha256"]
+    assert training_data_digest(columns, names[:2])["sha256"] != digest["sha256"]
+    # a column boundary moved is another data set, not the same bytes
+    assert training_data_digest({"a": ["xy"], "b": ["z"]}, ("a", "b")) != training_data_digest({"a": ["x"], "b": ["yz"]}, ("a", "b"))
 
 
 @pytest.mark.slow

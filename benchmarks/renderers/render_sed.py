@@ -338,7 +338,11 @@ def retrained_note(kept: KeptRuns, stages: list[tuple[str, str]]) -> list[str]:
     return [
         "**Trained again (issue 25):** fitting a Flow stage again needs its input model, which a checkout does not keep, so "
         "these stages were trained again with the same recipe, seed and thread count and did not reproduce the kept run (the "
-        "code changed between the two; which change moved the training is not established). 7-task average, earlier → again: "
+        "code changed between the two: bisecting its history with 10-step runs of 005-nli finds commit 409a955 of 2026-11-23, "
+        "which reads the `nli` set split by split (SNLI dev, XNLI-en dev, SNLI test) where it had read it file by file (SNLI "
+        "dev, SNLI test, XNLI-en dev): the same pairs in another order, so the seeded shuffle draws other batches; a stage "
+        "trained on the NLI model follows it. Runs since record a digest of their training rows in order, results.json's "
+        "meta.training_data). 7-task average, earlier → again: "
         + "; ".join(done)
         + ". Each -Flow row is fitted on the model of the row above it; a row marked 'earlier training' is the earlier model, "
         "and the 'before issue 25's fix' flow was fitted on it.",

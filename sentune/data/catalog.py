@@ -234,7 +234,9 @@ def load_set(name: str, data_dir: Path) -> dict[str, list]:
 
 
 def load_examples(name: str, data_dir: Path) -> list:
-    """Every example of a named set, all splits in order (e.g. the NLI pairs)."""
+    """Every example of a named set, split by split in the order the records first name them, each split's records in
+    sets.yaml's order (`nli`: SNLI dev, XNLI-en dev, SNLI test). Training reads them in this order through a seeded
+    shuffle, so changing it changes the trained model (it did on 2026-11-23: sed.md)."""
     return [ex for items in load_set(name, data_dir).values() for ex in items]
 
 

@@ -321,6 +321,20 @@ def check_run_dir(run_dir: Path, recipe: Recipe, resume: bool) -> None:
 PAUSED = "paused.json"
 
 
+def training_data_digest(columns: dict[str, list], names: tuple[str, ...] | list[str]) -> dict:
+    """Rows and sha256 of the training columns in the order the Trainer reads them. The seeded shuffle draws batches by
+    index, so the same rows in another order train another model: a repeat of a run that does not reproduce it says
+    here whether its data (order included) changed. (It did once: the `nli` set read split by split instead of file by
+    file moved 005-nli's losses from the first logged step; sed.md.)"""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update(name.encode())
+        digest.update(json.dumps(columns[name], ensure_ascii=False, default=str).encode())
+    return {"rows": len(columns[names[0]]) if names else 0, "sha256": digest.hexdigest()}
+
+
 def method_context(recipe: Recipe, params, data_dir: Path, dev_score=None, show_progress: bool = True) -> TrainContext:
     # Caches are keyed by content (model weights, sentences, settings), so runs may share one folder:
     # Seeds and ablations of one recipe reuse e.g. SG's frozen views instead of recomputing them.
@@ -403,6 +417,7 @@ def train(
             "training_device": resolve_device(recipe.training.device, "training.device"),
             "training_precision": recipe.training.precision,
             "processes": world_size(),
+            "training_data": training_data_digest(columns, method.columns),
         }
     )
     if note:
