@@ -91,9 +91,11 @@ def _table4(runs: Path, *, baselines_transfer: dict | None, a3: dict | None, mis
             f"Changed (issue 25): the A.3 model was trained again ({a3['meta']['date'][:10]}) to run the MLP classifier on "
             "the model these rows describe (models are not kept between sessions); the same recipe gave another model "
             f"(best STS-B dev checkpoint at step {a3['meta']['best_checkpoint']['step']} vs {before['meta']['best_checkpoint']['step']}), "
-            f"whose transfer average is {avg(a3):.2f} against the earlier run's {avg(before):.2f}. The cause is not established "
-            "(the same code reproduces SG-OPT seed 1 and SimCSE bit for bit; the earlier run predates later changes and may "
-            "have used another thread count). Both are shown; the MLP rows below use the new one.",
+            f"whose transfer average is {avg(a3):.2f} against the earlier run's {avg(before):.2f}. The cause: commit 409a955 "
+            "(2026-11-23) reads the `nli` set split by split (SNLI dev, XNLI-en dev, SNLI test) where it had read it file by "
+            "file: the same sentences in another order, so the seeded shuffle draws other batches (today's code made to read "
+            "the earlier order logs the earlier run's step-10 loss to float rounding; sed.md's NLI stage moved the same way). "
+            "Both are shown; the MLP rows below use the new one.",
             "",
         ]
     # The untuned model's standard-preset run (benchmarks/runners/baselines.sh) has no WK pooling.
