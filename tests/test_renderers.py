@@ -141,6 +141,23 @@ def test_sed_issue25_line_gives_each_before_and_after_and_the_hardware_pair(tmp_
     (line,) = [text for text in render_sed.issue25_nli_ct_sed(kept) if text]
     assert "learner 1 74.50 → 77.40" in line and "NLI-CT-SED-Flow 75.50 → 76.20" in line
     assert "NLI 72.00 (CPU) vs 73.00 (H100)" in line and "NLI-CT 75.00 vs 75.50" in line
+    assert "estimated at 3.5 h" in line and "(CPU)`" not in line and "on the CPU" not in line
+    assert (
+        "on the H100 (the lent GPU time ran out; its models do not outlive the machine): Table 3b's dev-chosen pooling, the NLI-CT -Flow groups, Table 7's SentEval, Table 8's layers."
+        in line
+    )
+    # the same pipeline run on the CPU: its before → after, and what it has not measured yet, read from the kept results
+    write(tmp_path, "sed/nli-ct-sed/learner-1", {"runs": {"model": sts_run(76.0)}})
+    write(tmp_path, "sed-senteval-nli-ct-sed-learner-1", {"runs": {"model": sts_run(80.0)}})
+    write(tmp_path, "sed-layers-gpu-nli-ct-sed-learner-1", {"runs": {"model": sts_run(80.0)}})
+    (line,) = [text for text in render_sed.issue25_nli_ct_sed(kept) if text]
+    assert "estimated at 3.5 h" not in line and "PIPELINES=nli-ct-sed-flow" in line
+    assert "learner 1 74.50 → 76.00 (CPU)" in line and "NLI-CT-SED-Flow 75.50 → 76.20 (H100)" in line
+    assert "on the CPU: Table 3b's dev-chosen pooling, the NLI-CT -Flow groups, Table 8's layers." in line
+    assert (
+        "on the H100 (the lent GPU time ran out; its models do not outlive the machine): Table 3b's dev-chosen pooling, the NLI-CT -Flow groups, Table 7's SentEval."
+        in line
+    )
 
 
 def test_sed_table8_shows_the_flow_fitted_before_the_fix_beside_the_new_one(tmp_path):

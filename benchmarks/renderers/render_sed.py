@@ -242,38 +242,68 @@ GPU_ROWS = [
 
 
 def issue25_nli_ct_sed(kept: KeptRuns) -> list[str]:
-    """What changed in NLI-CT-SED and what the change did: the learner and the Flow stage before and after, and the
-    hardware's own effect (the same recipe and seed on the CPU and the H100)."""
-    pairs = {
-        rel: kept.get(rel, optional=True)
-        for rel in (
-            "sed/nli",
-            "sed-gpu/nli",
-            "sed/nli-ct",
-            "sed-gpu/nli-ct",
-            f"sed/nli-ct-sed{BEFORE_25}/learner-1",
-            "sed-gpu/nli-ct-sed/learner-1",
-            f"sed/nli-ct-sed-flow{BEFORE_25}",
-            "sed-gpu/nli-ct-sed-flow",
-        )
-    }
+    """What changed in NLI-CT-SED and what the change did: the learner and the Flow stage before and after, on the H100
+    and (once run) on the CPU, the hardware's own effect (the same recipe and seed on both), and which of the new
+    pipeline's evaluations each machine has not measured (read from the kept results, not stated by hand)."""
+    rels = (
+        "sed/nli",
+        "sed-gpu/nli",
+        "sed/nli-ct",
+        "sed-gpu/nli-ct",
+        f"sed/nli-ct-sed{BEFORE_25}/learner-1",
+        "sed-gpu/nli-ct-sed/learner-1",
+        f"sed/nli-ct-sed-flow{BEFORE_25}",
+        "sed-gpu/nli-ct-sed-flow",
+    )
+    pairs = {rel: kept.get(rel, optional=True) for rel in rels}
     if not all(pairs.values()):
         return []
-    a = {rel.replace(BEFORE_25, ""): avg(result["runs"]["model"], STS7) for rel, result in pairs.items() if result}
-    return [
+    a = {rel.replace(BEFORE_25, "-before"): avg(result["runs"]["model"], STS7) for rel, result in pairs.items() if result}
+    cpu = {rel: kept.get(rel, optional=True) for rel in ("sed/nli-ct-sed/learner-1", "sed/nli-ct-sed-flow")}
+    text = (
         "**Changed (issue 25):** seed 003 §4 trains every ensemble member through NLI and then CT with its own seed and starts "
         "the learners from the pre-trained model; before, the pipeline trained one NLI model that every member's CT started "
         "from, and the learners started from that NLI model. The rows marked 'issue 25 (H100)' are the pipeline as the paper "
-        "describes it, run on a lent NVIDIA H100 (fp32; `benchmarks/runners/sed_nli_gpu.sh`: the CPU pipeline is estimated "
-        "at 3.5 h of both cores from its stages' times, longer than a working session); the rows marked 'before issue 25' are the earlier CPU pipeline. "
-        f"7-task average, before → after: learner 1 {a['sed/nli-ct-sed/learner-1']:.2f} → {a['sed-gpu/nli-ct-sed/learner-1']:.2f}, "
-        f"NLI-CT-SED-Flow {a['sed/nli-ct-sed-flow']:.2f} → {a['sed-gpu/nli-ct-sed-flow']:.2f}. The hardware alone moves a run: "
-        f"the same recipe and seed give NLI {a['sed/nli']:.2f} (CPU) vs {a['sed-gpu/nli']:.2f} (H100) and NLI-CT "
-        f"{a['sed/nli-ct']:.2f} vs {a['sed-gpu/nli-ct']:.2f}, so compare the H100 rows with each other first. Not measured for "
-        "the new pipeline (the lent GPU time ran out; its models do not outlive the machine): Table 3b's dev-chosen pooling, the "
-        "NLI-CT -Flow groups, Table 7's SentEval and Table 8's layers, whose NLI-CT-SED rows are still the earlier pipeline's.",
-        "",
-    ]
+        "describes it, run on a lent NVIDIA H100 (fp32; `benchmarks/runners/sed_nli_gpu.sh`)"
+    )
+    text += (
+        ", those marked 'issue 25 (CPU)' the same pipeline at the earlier CPU scale (`JOBS=2 PIPELINES=nli-ct-sed-flow STS=0 "
+        "bash benchmarks/runners/sed_experiments.sh`)"
+        if any(cpu.values())
+        else "; the CPU pipeline is estimated at 3.5 h of both cores from its stages' times, longer than a working session"
+    )
+    text += (
+        "; the rows marked 'before issue 25' are the earlier CPU pipeline. 7-task average, before → after: "
+        f"learner 1 {a['sed/nli-ct-sed-before/learner-1']:.2f} → {a['sed-gpu/nli-ct-sed/learner-1']:.2f}, "
+        f"NLI-CT-SED-Flow {a['sed/nli-ct-sed-flow-before']:.2f} → {a['sed-gpu/nli-ct-sed-flow']:.2f} (H100)"
+    )
+    if any(cpu.values()):
+        after = [
+            f"{label} {a[before]:.2f} → {avg(run['runs']['model'], STS7):.2f}"
+            for (label, before), run in zip(
+                (("learner 1", "sed/nli-ct-sed-before/learner-1"), ("NLI-CT-SED-Flow", "sed/nli-ct-sed-flow-before")), cpu.values(), strict=True
+            )
+            if run
+        ]
+        text += "; " + ", ".join(after) + " (CPU)"
+    text += (
+        f". The hardware alone moves a run: the same recipe and seed give NLI {a['sed/nli']:.2f} (CPU) vs {a['sed-gpu/nli']:.2f} "
+        f"(H100) and NLI-CT {a['sed/nli-ct']:.2f} vs {a['sed-gpu/nli-ct']:.2f}, so compare rows of one machine with each other first."
+    )
+    for machine, pool, senteval_tag in (("H100", "sed-gpu-nli-ct-sed", "gpu-nli-ct-sed"), ("CPU", "sed-nli-ct-sed", "nli-ct-sed")):
+        if machine == "CPU" and not any(cpu.values()):
+            continue
+        evaluations = {
+            "Table 3b's dev-chosen pooling": f"sed-pool/{pool}-learner-1",
+            "the NLI-CT -Flow groups": f"sed-flow/{pool}-learner-1",
+            "Table 7's SentEval": f"sed-senteval-{senteval_tag}-learner-1",
+            "Table 8's layers": f"sed-layers-{senteval_tag}-learner-1",
+        }
+        missing = [what for what, rel in evaluations.items() if not kept.get(rel, optional=True)]
+        if missing:
+            why = " (the lent GPU time ran out; its models do not outlive the machine)" if machine == "H100" else ""
+            text += f" Not measured for the new pipeline on the {machine}{why}: " + ", ".join(missing) + "."
+    return [text, ""]
 
 
 def flow_fix_note(kept: KeptRuns, stages: list[str]) -> list[str]:
