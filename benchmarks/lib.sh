@@ -95,9 +95,22 @@ set_aside() {  # set_aside NAME SUFFIX: move a kept run measured the old way to 
   return 0
 }
 
+done_step() {  # done_step OUT_DIR: an evaluation step's result is there
+  [ -f "$1/results.json" ] || [ -f "$1/layerwise.json" ] || [ -f "$1/pairs.json" ]
+}
+
+model_for() {  # model_for "OUT_DIR..." NAME RECIPE [overrides]: `model` while a step in OUT_DIR... (the evaluations that read
+  # NAME's model) has no result, else `run`: a fresh checkout does not train a model again for steps already kept
+  local outs=$1 out; shift
+  for out in $outs; do
+    done_step "$out" || { model "$@"; return; }
+  done
+  run "$@"
+}
+
 step() {  # step OUT_DIR command...: an evaluation-only step, run with --out OUT_DIR unless its result exists
   local out=$1; shift
-  if [ -f "$out/results.json" ] || [ -f "$out/layerwise.json" ] || [ -f "$out/pairs.json" ]; then echo "skip $out (done)"; return; fi
+  if done_step "$out"; then echo "skip $out (done)"; return; fi
   exclusive "step${out//\//_}" "$@" --out "$out"  # locked by its whole path: sed-pool/X and sed-flow/X are two steps
 }
 

@@ -62,3 +62,20 @@ def test_set_aside_moves_an_old_run_once(tmp_path):
     lib("set_aside sed/flow -before-25", tmp_path)  # the repeat is measured: a second call moves nothing
     assert (tmp_path / "kept" / "sed" / "flow" / "results.json").read_text() == "new fit"
     assert (tmp_path / "kept" / "sed" / "flow-before-25" / "results.json").read_text() == "old fit"
+
+
+def test_model_for_trains_a_missing_model_only_while_a_step_that_reads_it_has_no_result(tmp_path):
+    # `sentune` stands in for training: it records its call and leaves a finished run (results and model)
+    fake = 'sentune() { echo "$*" >> "$runs/calls"; local out; out=$(echo "$*" | sed "s/.*--out \\([^ ]*\\).*/\\1/"); mkdir -p "$out/model"; echo "{}" > "$out/results.json"; }; '
+    kept, runs = tmp_path / "kept", tmp_path / "runs"
+    stage(kept, "a3", "kept run")  # its results are kept; its model is not here (a fresh checkout)
+    stage(kept, "a3-mlp", "{}")
+    (runs / ".locks").mkdir(parents=True)
+    lib(fake + f'model_for "{kept}/a3-mlp {kept}/a3-standard" a3 001-sg-opt train_data=nli', tmp_path)
+    assert "train 001-sg-opt train_data=nli --out" in (runs / "calls").read_text()  # a3-standard still reads the model
+    assert (kept / "a3" / "results.json").read_text() == "kept run"  # the kept results are left as they were
+    (runs / "calls").unlink()
+    stage(kept, "a3-standard", "{}")
+    (runs / "a3" / "model").rename(runs / "a3" / "gone")
+    lib(fake + f'model_for "{kept}/a3-mlp {kept}/a3-standard" a3 001-sg-opt train_data=nli', tmp_path)
+    assert not (runs / "calls").exists()  # every reader kept: nothing trained

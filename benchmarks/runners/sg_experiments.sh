@@ -16,8 +16,13 @@ ablation_seeds=${ABLATION_SEEDS:-3}
 # model, fitted on the STS sentences (target) and on NLI; Table 6 times it (benchmarks/speed/sg_table6.py).
 step "$kept/baselines-flow" sentune eval --model default --pooling last2 --flow target --flow nli --tasks sts --quiet
 # Table 1: SG-OPT and SG (trained on all STS-B sentences, no labels). `model` (not `run`) where a later step reads the
-# run's model: on a fresh checkout it is trained again.
-model sg-opt-s1 001-sg-opt training.seed=1
+# run's model: on a fresh checkout it is trained again, unless every step that reads it is kept already.
+s1_readers_done() {  # the steps below that read SG-OPT seed 1's model (multilingual, layerwise, t-SNE, Table 6) are kept
+  done_step "$kept/sg-opt-s1-multilingual" && grep -q STS17-en-en "$kept/sg-opt-s1-multilingual/results.json" &&
+    done_step "$kept/layerwise-sg-opt-s1" && [ -f benchmarks/results/sg-figures/tsne.png ] &&
+    grep -q BERT-flow benchmarks/results/sg_table6.md 2>/dev/null
+}
+if s1_readers_done; then run sg-opt-s1 001-sg-opt training.seed=1; else model sg-opt-s1 001-sg-opt training.seed=1; fi
 for seed in $(seq 2 "$seeds"); do run "sg-opt-s$seed" 001-sg-opt "training.seed=$seed"; done
 for seed in $(seq 1 "$seeds"); do run "sg-s$seed" 001-sg "training.seed=$seed"; done
 # Table 5 ablations (L^opt3 = sg-opt-sN): seed 1 is ablation-NAME, seeds 2.. are ablation-NAME-sSEED.
@@ -44,7 +49,7 @@ for seed in 2 3; do run "tune-meanviews-s$seed" 001-sg-opt params.view_pooling=m
 # Figure 4: trained on NLI sentences instead of STS-B.
 run sg-opt-nli 001-sg-opt train_data=nli
 # Table 4 (A.3 variant): NLI sentences, mean-pooled views, lower layers left out.
-model sg-opt-a3 001-sg-opt train_data=nli params.view_pooling=mean "params.layers=[4,5,6]" eval.tasks=sts,transfer
+model_for "$kept/sg-opt-a3-mlp $kept/sg-opt-a3-standard" sg-opt-a3 001-sg-opt train_data=nli params.view_pooling=mean "params.layers=[4,5,6]" eval.tasks=sts,transfer
 # Table 4's MLP column (one hidden layer of 50, SentEval's classifier): the same A.3 model and the untuned poolings.
 step "$kept/sg-opt-a3-mlp" sentune eval --model "$runs/sg-opt-a3/model" --tasks senteval7 --preset fast-mlp --quiet
 step "$kept/baselines-transfer-mlp" sentune eval --model default --pooling mean,wk,cls --tasks senteval7 --preset fast-mlp --quiet
