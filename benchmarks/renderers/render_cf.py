@@ -198,7 +198,11 @@ def noise_scale(runs: KeptRuns) -> list[str]:
         gap = max(abs(a - b) for a, b in zip(old, seeds["cf-flow-target-noise0"], strict=True))
         repeat = (
             f" null_noise 0 takes the code path of the fit before the fix; its seeds differ from the kept earlier run's by at "
-            f"most {gap:.2f} (that run, of {earlier['meta']['date'][:10]}, predates later changes to the code; the cause is not established)."
+            f"most {gap:.2f}. The cause: that run, of {earlier['meta']['date'][:10]}, encoded other sentences with them (its tasks "
+            "included STS-B dev), so its embeddings differ in the last float bits (sentence-transformers pads each batch of "
+            "length-sorted sentences), and a fit without the noise does not converge and carries such differences into its "
+            "scores; a fit with the noise does not (flow_input_sensitivity.md: the same sentences encoded alone and with "
+            "others, flows of three seeds fitted on each, with and without the noise)."
         )
     return [
         "",
