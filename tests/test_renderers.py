@@ -209,6 +209,40 @@ def test_sed_table8_shows_the_flow_fitted_before_the_fix_beside_the_new_one(tmp_
     assert not any("Changed (issue 25)" in line for line in render_sed.layers(common.KeptRuns(tmp_path), [("CT", "ct")]))
 
 
+def test_sed_table8_issue25_row_and_the_one_layer_collapse_note(tmp_path):
+    render_sed = load("renderers/render_sed.py")
+    common = load("common.py")
+    assert render_sed.flow_name("NLI-CT-SED, issue 25 (CPU)") == "NLI-CT-SED-Flow, issue 25 (CPU)"
+    assert render_sed.flow_name("NLI-CT (H100)", "-SED-Flow") == "NLI-CT-SED-Flow (H100)"
+    assert render_sed.flow_name("no tuning") == "no tuning-Flow"
+
+    def layers_result(one_layer: dict[int | None, float], null: int | None = 3) -> dict:
+        runs = {p: sts_run(v) for p, v in (("mean", 79.0), ("last2", 77.0), ("last3", 74.0))}
+        for seed, score in one_layer.items():
+            label = "tasks:STS12" + ("" if seed is None else f",seed={seed}") + ",learning_rate=0.001"
+            runs[f"mean+flow({label})"] = sts_run(score) | ({"fit": {"null_directions": null}} if null else {})
+        for pooling in ("last2", "last3"):
+            runs[f"{pooling}+flow(tasks:STS12,learning_rate=0.001)"] = sts_run(75.0)
+        return {"runs": runs}
+
+    # The issue-25 learner's kept earlier run is the old pipeline's other model: it has its own row, never 'earlier training'.
+    write(tmp_path, "sed-layers-nli-ct-sed-learner-1", layers_result({None: 77.4}))
+    write(tmp_path, "sed-layers-nli-ct-sed-learner-1-before-25", layers_result({None: 56.8}, null=None))
+    tags = [("NLI-CT-SED (before issue 25)", "nli-ct-sed-learner-1-before-25"), ("NLI-CT-SED, issue 25 (CPU)", "nli-ct-sed-learner-1", True)]
+    kept = common.KeptRuns(tmp_path)
+    lines = render_sed.layers(kept, tags)
+    assert "| NLI-CT-SED-Flow (before issue 25) | 56.80 | 75.00 | 75.00 |" in lines
+    assert "| NLI-CT-SED-Flow, issue 25 (CPU) | 77.40 | 75.00 | 75.00 |" in lines
+    assert not any("earlier training" in line for line in lines)
+    # Without the no-noise probe there is no collapse note, and the probe is listed as not measured.
+    assert not any("one-layer collapse" in line for line in lines)
+    assert "sed-layers-noise0-nli-ct-sed-learner-1" in kept.missing
+    write(tmp_path, "sed-layers-noise0-nli-ct-sed-learner-1", layers_result({0: 60.0, 1: 77.0}))
+    (note,) = [line for line in render_sed.layers(common.KeptRuns(tmp_path), tags) if "one-layer collapse" in line]
+    assert "scores 56.80 at one layer" in note and "lacks the same 3 directions" in note
+    assert "by flow seed: 0: 60.00, 1: 77.00; fitted with the fix (seed 0, the table's row): 77.40." in note
+
+
 def test_sed_flow_stages_refitted_after_the_fix_show_before_and_after(tmp_path):
     render_sed = load("renderers/render_sed.py")
     common = load("common.py")

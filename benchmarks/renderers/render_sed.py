@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,8 +74,16 @@ def fitted_before_fix(label: str, result: dict) -> str:
 
 
 def spread(values: list[float]) -> str:
-    std = np.std(values, ddof=1) if len(values) > 1 else 0.0
-    return f"{max(values):.2f} | {np.mean(values):.2f} | {std:.2f} | {len(values)}"
+    if len(values) == 1:  # one model (a full ensemble): no mean or spread to show
+        return f"{values[0]:.2f} | – | – | 1"
+    return f"{max(values):.2f} | {np.mean(values):.2f} | {np.std(values, ddof=1):.2f} | {len(values)}"
+
+
+def flow_name(label: str, stages: str = "-Flow") -> str:
+    """A labelled model's later stages: `stages` after the method's name, before any note ('NLI-CT-SED, issue 25 (CPU)'
+    -> 'NLI-CT-SED-Flow, issue 25 (CPU)'; 'NLI-CT (H100)' -> 'NLI-CT-Flow (H100)')."""
+    cut = min((i for i in (label.find(", "), label.find(" (")) if i >= 0), default=len(label))
+    return f"{label[:cut]}{stages}{label[cut:]}"
 
 
 def spread_rows(label: str, group: str, evaluations: list[dict]) -> list[str]:
@@ -226,7 +235,7 @@ def flow_groups(kept: KeptRuns, label: str, stage: str, found: tuple[list[str], 
     for group, stages in (("members", members), ("full ensemble", [f"{stage}/full-ensemble"]), ("learners (SED)", learners)):
         runs = [r for r in (kept.get(f"sed-flow/{s.replace('/', '-')}") for s in stages) if r]
         if runs:
-            name = f"{label}-SED-Flow" if group.startswith("learners") else f"{label}-Flow"
+            name = flow_name(label, "-SED-Flow" if group.startswith("learners") else "-Flow")
             out += spread_rows(name, group, [result_run(r) for r in runs])
     return out
 
@@ -568,12 +577,13 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
     refitted, old_fit, pending, moved = [], [], [], []
     for label, tag, *optional in tags:
         result = kept.get(f"sed-layers-{tag}", optional=bool(optional))
-        before = kept.get(f"sed-layers-{tag}{BEFORE_25}", optional=True)
-        flow_label = label.replace(" (", "-Flow (", 1) if " (" in label else f"{label}-Flow"  # 'X-Flow (note)', not 'X (note)-Flow'
+        # An optional row's earlier run is another model (NLI-CT-SED before the pipeline's fix has its own row).
+        before = None if optional else kept.get(f"sed-layers-{tag}{BEFORE_25}", optional=True)
+        flow_label = flow_name(label)
         if not result:
             # A run set aside for its repeat keeps its rows until the repeat is measured (it stays listed as not measured
-            # yet). An optional row's earlier run is another model (NLI-CT-SED before the pipeline's fix has its own row).
-            if before and not optional:
+            # yet).
+            if before:
                 out += layer_rows(before["runs"], (("", label), ("+flow", f"{flow_label}, before issue 25's fix")))
                 pending.append(label)
             continue
@@ -595,6 +605,7 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
         return out + [""]
     out += [
         "",
+        *one_layer_collapse(kept),
         "**Changed (issue 25):** mean pooling of the last layer spans fewer dimensions than the embeddings have, and the flow "
         "now fits with noise in those directions (sentune.postprocess.flow, flow_null_directions.md); rows marked 'before issue "
         "25's fix' are the flow fitted the old way."
@@ -610,6 +621,29 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
         ),
     ]
     return out + [""]
+
+
+def one_layer_collapse(kept: KeptRuns) -> list[str]:
+    """Issue 25 asks to explain NLI-CT-SED-Flow's one-layer collapse before the fix. That model is not kept; the learner
+    of the pipeline as the paper describes it is, and its one-layer flow fitted the old way (no noise in the directions
+    the embeddings lack: sed-layers-noise0-nli-ct-sed-learner-1, several seeds) shows whether such a fit collapses."""
+    old = kept.get(f"sed-layers-nli-ct-sed-learner-1{BEFORE_25}", optional=True)
+    new = kept.get("sed-layers-nli-ct-sed-learner-1", optional=True)
+    probe = kept.get("sed-layers-noise0-nli-ct-sed-learner-1", optional=not (old and new))  # listed as not measured once both are
+    if not (old and new and probe):
+        return []
+    one_layer = lambda r: next(avg(run) for key, run in r["runs"].items() if key.startswith("mean+flow"))  # noqa: E731
+    seeds = [(re.search(r"seed=(\d+)", key).group(1), avg(run)) for key, run in probe["runs"].items() if key.startswith("mean+flow")]
+    return [
+        f"**The one-layer collapse (issue 25):** NLI-CT-SED-Flow (before issue 25) scores {one_layer(old):.2f} at one layer "
+        "against its 2- and 3-layer flows' scores above; its flow was fitted before the fix, and its model is not kept to fit "
+        "again. The NLI-CT-SED learner of the pipeline as the paper describes it lacks the same "
+        f"{one_layer_null_directions(new)} directions at one layer; its one-layer flow fitted the old way (`null_noise=0`), "
+        "STS12-16 average by flow seed: "
+        + ", ".join(f"{seed}: {score:.2f}" for seed, score in seeds)
+        + f"; fitted with the fix (seed 0, the table's row): {one_layer(new):.2f}.",
+        "",
+    ]
 
 
 def full_rank_flow_change(before: dict, after: dict) -> float:
