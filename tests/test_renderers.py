@@ -239,8 +239,13 @@ def test_sed_table8_issue25_row_and_the_one_layer_collapse_note(tmp_path):
     assert "sed-layers-noise0-nli-ct-sed-learner-1" in kept.missing
     write(tmp_path, "sed-layers-noise0-nli-ct-sed-learner-1", layers_result({0: 60.0, 1: 77.0}))
     (note,) = [line for line in render_sed.layers(common.KeptRuns(tmp_path), tags) if "one-layer collapse" in line]
-    assert "scores 56.80 at one layer" in note and "lacks the same 3 directions" in note
-    assert "by flow seed: 0: 60.00, 1: 77.00; fitted with the fix (seed 0, the table's row): 77.40." in note
+    assert "scores 56.80 at one layer, 79.00 without the flow" in note and "lacks 3 directions" in note
+    assert "by flow seed: 0: 60.00, 1: 77.00 (fitted with the fix, seed 0, the table's row: 77.40)" in note
+    assert "the fit collapses for flow seed(s) 0 as the old fit did: the fit without the noise is the cause" in note
+    # No seed more than 10 points below the plain pooling: the probe does not reproduce it, and the page says so.
+    write(tmp_path, "sed-layers-noise0-nli-ct-sed-learner-1", layers_result({0: 77.2, 1: 78.0}))
+    (note,) = [line for line in render_sed.layers(common.KeptRuns(tmp_path), tags) if "one-layer collapse" in line]
+    assert "none collapses, so the probe does not reproduce the old fit's collapse and its cause is not established" in note
 
 
 def test_sed_flow_stages_refitted_after_the_fix_show_before_and_after(tmp_path):
