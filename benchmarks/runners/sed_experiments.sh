@@ -123,6 +123,17 @@ if trained nli-ct-sed/learner-1; then
   step "$kept/sed-layers-noise0-nli-ct-sed-learner-1" sentune eval --model "$sed_root/nli-ct-sed/learner-1/model" --pooling mean --tasks sts \
     --flow "$fit:0" --flow "$fit:1" --flow "$fit:2" --flow "$fit:3" --flow-set learning_rate=1e-3 --flow-set null_noise=0 --quiet
 fi
+# The old pipeline's learners started from the NLI model. Probe: learner 1's recipe and targets (the same members, so the
+# cached targets), started from the NLI model instead, its one-layer flow fitted without the noise and with it.
+if trained nli-ct-sed/learner-1 && trained nli; then
+  members=$(python3 -c 'import json, sys; print(",".join(f"{sys.argv[1]}/{m}/model" for m in json.load(open(sys.argv[2]))))' \
+    "$sed_root" "$sed_root/nli-ct-sed/members.json")
+  model_for "$kept/sed-layers-noise0-learner-from-nli $kept/sed-layers-noise1e-2-learner-from-nli" sed-probe-learner-from-nli 005-sed "model=$sed_root/nli/model" "params.members=[$members]" training.max_sentences=20000
+  for noise in 0 1e-2; do
+    step "$kept/sed-layers-noise$noise-learner-from-nli" sentune eval --model "$runs/sed-probe-learner-from-nli/model" --pooling mean \
+      --tasks sts --flow "$fit:0" --flow-set learning_rate=1e-3 --flow-set null_noise=$noise --quiet
+  done
+fi
 # SentEval as seed 003 ran it (10-fold, the `standard` preset) for its best model on the fast preset, the CT-SED learner;
 # the untuned model's is baselines.sh's.
 if trained ct-sed/learner-1; then
