@@ -234,18 +234,23 @@ def test_sed_table8_issue25_row_and_the_one_layer_collapse_note(tmp_path):
     assert "| NLI-CT-SED-Flow (before issue 25) | 56.80 | 75.00 | 75.00 |" in lines
     assert "| NLI-CT-SED-Flow, issue 25 (CPU) | 77.40 | 75.00 | 75.00 |" in lines
     assert not any("earlier training" in line for line in lines)
-    # Without the no-noise probe there is no collapse note, and the probe is listed as not measured.
+    # Without the no-noise probes there is no collapse note, and the probes are listed as not measured.
     assert not any("one-layer collapse" in line for line in lines)
     assert "sed-layers-noise0-nli-ct-sed-learner-1" in kept.missing
-    write(tmp_path, "sed-layers-noise0-nli-ct-sed-learner-1", layers_result({0: 60.0, 1: 77.0}))
-    (note,) = [line for line in render_sed.layers(common.KeptRuns(tmp_path), tags) if "one-layer collapse" in line]
-    assert "scores 56.80 at one layer, 79.00 without the flow" in note and "lacks 3 directions" in note
-    assert "by flow seed: 0: 60.00, 1: 77.00 (fitted with the fix, seed 0, the table's row: 77.40)" in note
-    assert "the fit collapses for flow seed(s) 0 as the old fit did: the fit without the noise is the cause" in note
-    # No seed more than 10 points below the plain pooling: the probe does not reproduce it, and the page says so.
     write(tmp_path, "sed-layers-noise0-nli-ct-sed-learner-1", layers_result({0: 77.2, 1: 78.0}))
     (note,) = [line for line in render_sed.layers(common.KeptRuns(tmp_path), tags) if "one-layer collapse" in line]
-    assert "none collapses, so the probe does not reproduce the old fit's collapse and its cause is not established" in note
+    assert "scores 56.80 at one layer, 79.00 without the flow" in note and "lacking 3 directions" in note
+    assert "by flow seed: 0: 77.20, 1: 78.00 (with the fix, seed 0, the table's row: 77.40)" in note
+    assert "None collapses, so the probes do not reproduce the old fit's collapse and its cause is not established" in note
+    # The learner started from the NLI model collapses without the noise and not with it: the cause, said so.
+    write(tmp_path, "sed-layers-noise0-learner-from-nli", layers_result({0: 58.0}))
+    write(tmp_path, "sed-layers-noise1e-2-learner-from-nli", layers_result({0: 76.5}))
+    (note,) = [line for line in render_sed.layers(common.KeptRuns(tmp_path), tags) if "one-layer collapse" in line]
+    assert (
+        "started from the NLI model, as the old pipeline's learners were (3 directions lacking; 79.00 without the flow): 58.00 without the noise, 76.50 with the fix"
+        in note
+    )
+    assert note.endswith("A fit without the noise collapses as the old one did, so that is the cause; the fix's fits do not.")
 
 
 def test_sed_flow_stages_refitted_after_the_fix_show_before_and_after(tmp_path):
