@@ -253,6 +253,23 @@ def test_sed_table8_issue25_row_and_the_one_layer_collapse_note(tmp_path):
     assert note.endswith("A fit without the noise collapses as the old one did, so that is the cause; the fix's fits do not.")
 
 
+def test_sed_flow_groups_name_the_flow_after_the_method_and_mark_a_partial_group(tmp_path):
+    render_sed = load("renderers/render_sed.py")
+    common = load("common.py")
+    flowed = lambda score: {"runs": {"model": sts_run(80.0), "model+flow(tasks:STS12,learning_rate=0.001)": sts_run(score)}}  # noqa: E731
+    members, learners = ["sed/ct", "sed/ct-sed/member-2"], ["sed/ct-sed/learner-1"]
+    write(tmp_path, "sed-flow/sed-ct", flowed(76.0))
+    lines = render_sed.flow_groups(common.KeptRuns(tmp_path), "CT, issue 25 (CPU)", "sed/ct-sed", (members, learners))
+    assert lines == ["| CT-Flow, issue 25 (CPU) | members (1 of 2 measured) | 76.00 | – | – | 1 |", "| | (7 tasks) | 76.00 | – | – | 1 |"]
+    write(tmp_path, "sed-flow/sed-ct-sed-member-2", flowed(78.0))
+    write(tmp_path, "sed-flow/sed-ct-sed-full-ensemble", flowed(79.0))
+    write(tmp_path, "sed-flow/sed-ct-sed-learner-1", flowed(77.0))
+    lines = render_sed.flow_groups(common.KeptRuns(tmp_path), "CT", "sed/ct-sed", (members, learners))
+    assert "| CT-Flow | members | 78.00 | 77.00 | 1.41 | 2 |" in lines
+    assert "| CT-Flow | full ensemble | 79.00 | – | – | 1 |" in lines
+    assert "| CT-SED-Flow | learners (SED) | 77.00 | – | – | 1 |" in lines
+
+
 def test_sed_flow_stages_refitted_after_the_fix_show_before_and_after(tmp_path):
     render_sed = load("renderers/render_sed.py")
     common = load("common.py")

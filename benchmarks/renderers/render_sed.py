@@ -236,7 +236,8 @@ def flow_groups(kept: KeptRuns, label: str, stage: str, found: tuple[list[str], 
         runs = [r for r in (kept.get(f"sed-flow/{s.replace('/', '-')}") for s in stages) if r]
         if runs:
             name = flow_name(label, "-SED-Flow" if group.startswith("learners") else "-Flow")
-            out += spread_rows(name, group, [result_run(r) for r in runs])
+            shown = group if len(runs) == len(stages) else f"{group} ({len(runs)} of {len(stages)} measured)"  # never read as the group
+            out += spread_rows(name, shown, [result_run(r) for r in runs])
     return out
 
 
