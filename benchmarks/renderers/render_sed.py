@@ -296,6 +296,13 @@ def issue25_nli_ct_sed(kept: KeptRuns) -> list[str]:
             if run
         ]
         text += "; " + ", ".join(after) + " (CPU)"
+    probe = kept.get("sed-probe-learner-from-nli", optional=True)  # sed_experiments.sh: learner 1 started from the NLI model
+    if probe and cpu["sed/nli-ct-sed/learner-1"]:
+        text += (
+            f". Which change moved the learner: learner 1's recipe and targets (CPU) started from the NLI model, as the old "
+            f"pipeline's learners were, give {avg(probe['runs']['model'], STS7):.2f} (`sed-probe-learner-from-nli`) against "
+            f"{avg(cpu['sed/nli-ct-sed/learner-1']['runs']['model'], STS7):.2f} from the pre-trained model"
+        )
     text += (
         f". The hardware alone moves a run: the same recipe and seed give NLI {a['sed/nli']:.2f} (CPU) vs {a['sed-gpu/nli']:.2f} "
         f"(H100) and NLI-CT {a['sed/nli-ct']:.2f} vs {a['sed-gpu/nli-ct']:.2f}, so compare rows of one machine with each other first."
