@@ -162,7 +162,10 @@ def test_sed_issue25_line_gives_each_before_and_after_and_the_hardware_pair(tmp_
     # the probe that starts learner 1 from the NLI model, as the old pipeline did: said beside the learner it varies
     write(tmp_path, "sed-probe-learner-from-nli", {"runs": {"model": sts_run(75.1)}})
     (line,) = [text for text in render_sed.issue25_nli_ct_sed(kept) if text]
-    assert "started from the NLI model, as the old pipeline's learners were, give 75.10 (`sed-probe-learner-from-nli`) against 76.00 from the pre-trained model." in line
+    assert (
+        "started from the NLI model, as the old pipeline's learners were, give 75.10 (`sed-probe-learner-from-nli`) against 76.00 from the pre-trained model."
+        in line
+    )
 
 
 def test_sed_table8_shows_the_flow_fitted_before_the_fix_beside_the_new_one(tmp_path):
