@@ -583,10 +583,12 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
         "|---|---|---|---|",
     ]
     refitted, old_fit, pending, moved = [], [], [], []
+    own_rows = {tag for _, tag, *_ in tags}
     for label, tag, *optional in tags:
         result = kept.get(f"sed-layers-{tag}", optional=bool(optional))
-        # An optional row's earlier run is another model (NLI-CT-SED before the pipeline's fix has its own row).
-        before = None if optional else kept.get(f"sed-layers-{tag}{BEFORE_25}", optional=True)
+        # A set-aside run that is a row of its own is another model (NLI-CT-SED before the pipeline's fix), not this
+        # row's earlier fit or training.
+        before = None if f"{tag}{BEFORE_25}" in own_rows else kept.get(f"sed-layers-{tag}{BEFORE_25}", optional=True)
         flow_label = flow_name(label)
         if not result:
             # A run set aside for its repeat keeps its rows until the repeat is measured (it stays listed as not measured
@@ -636,7 +638,7 @@ def one_layer_collapse(kept: KeptRuns) -> list[str]:
     (sed_experiments.sh) fit one-layer flows the old way (no noise in the directions the embeddings lack) on the learner
     of the pipeline as the paper describes it (several seeds) and on the same learner started from the NLI model, as the
     old pipeline's learners were (with the fix beside it); a flow that costs the pooling more than 10 points collapses,
-    as the old fit (78.58 -> 56.78) did."""
+    as the old fit did (about 22 points)."""
     old = kept.get(f"sed-layers-nli-ct-sed-learner-1{BEFORE_25}", optional=True)
     new = kept.get("sed-layers-nli-ct-sed-learner-1", optional=True)
     if not (old and new):

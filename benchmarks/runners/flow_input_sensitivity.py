@@ -2,7 +2,8 @@
 
 cf.md's `null_noise=0` flows (the fit before the fix) differ from the kept 2026-11-22 run by up to about a point per
 task although they take the same sentences in the same order, while flows on first-last pooling (no null directions)
-reproduce it to the third decimal. The suspect: the embeddings. sentence-transformers sorts what it encodes by length
+reproduce it to within 0.01 per task (2026-11-25, seed 1: `sentune eval --model default --pooling mean,first-last
+--flow per-task:1 --flow-set null_noise=0 --tasks sts,dev`, the earlier run's task set). The suspect: the embeddings. sentence-transformers sorts what it encodes by length
 and pads each batch, so a sentence's vector depends, in the last float bits, on which other sentences were encoded
 with it (the earlier run encoded the STS-B dev sentences too); a fit that does not converge (embeddings on fewer
 dimensions than they have: no maximum-likelihood density) may amplify that. This script encodes each task's
@@ -86,12 +87,11 @@ def main() -> None:
 
 
 def cosine_spearman(vectors: np.ndarray, a: list[int], b: list[int], gold: list[float]) -> float:
-    """Spearman ×100 of the cosines of rows a[i], b[i] against the gold scores (every pair of the task: 'all')."""
-    from scipy.stats import spearmanr
+    """Spearman ×100 of the cosines of rows a[i], b[i] against the gold scores (every pair of the task: 'all'), with
+    the evaluation's own scoring (sentune.tasks.sts)."""
+    from sentune.tasks.sts import correlations, cosine_scores
 
-    u, v = vectors[a], vectors[b]
-    cosine = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
-    return 100 * spearmanr(cosine, gold).statistic
+    return correlations(cosine_scores(vectors[a], vectors[b]), np.asarray(gold))["spearman"]
 
 
 if __name__ == "__main__":

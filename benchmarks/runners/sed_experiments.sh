@@ -118,8 +118,8 @@ for stage in default ct ct-sed/learner-1 nli nli-ct nli-ct-sed/learner-1; do
 done
 # Table 8's one-layer collapse of NLI-CT-SED-Flow before issue 25 (56.78; that model is not kept): the NLI-CT-SED learner's
 # one-layer flow fitted the old way (no noise in the directions its embeddings lack), four seeds (0 is the table's).
+fit=tasks:STS12,STS13,STS14,STS15,STS16
 if trained nli-ct-sed/learner-1; then
-  fit=tasks:STS12,STS13,STS14,STS15,STS16
   step "$kept/sed-layers-noise0-nli-ct-sed-learner-1" sentune eval --model "$sed_root/nli-ct-sed/learner-1/model" --pooling mean --tasks sts \
     --flow "$fit:0" --flow "$fit:1" --flow "$fit:2" --flow "$fit:3" --flow-set learning_rate=1e-3 --flow-set null_noise=0 --quiet
 fi
