@@ -288,6 +288,17 @@ def test_sed_flow_stages_refitted_after_the_fix_show_before_and_after(tmp_path):
     [note, _] = render_sed.flow_fix_note(common.KeptRuns(tmp_path), ["sed/ct-flow", "sed/nli-flow", "sed/flow"])
     assert "sed/ct-flow 70.00 → 75.00 (3 null directions)." in note
     assert note.endswith("Not fitted again yet: sed/nli-flow (only the earlier fit is shown).")
+    # A fit that lacked no direction: the fix does not act, and the move is set against the same flow fitted again.
+    learner = "benchmarks/runs/sed/ct-sed/learner-1/model"
+    write(tmp_path, "sed/ct-sed-flow-before-25", {"runs": {"model": sts_run(76.0)}, "meta": {"stage": dict(flow_stage)}})
+    full_rank = flow_stage | {"input_model": learner, "fit": {"steps": 9}}
+    write(tmp_path, "sed/ct-sed-flow", {"runs": {"model": sts_run(75.75)}, "meta": {"stage": full_rank}})
+    [note, _] = render_sed.flow_fix_note(common.KeptRuns(tmp_path), ["sed/ct-sed-flow"])
+    assert "sed/ct-sed-flow 76.00 → 75.75 (0 null directions: the fix leaves this fit as it was)." in note
+    write(tmp_path, "sed-flow/sed-ct-sed-learner-1", {"runs": {"model": sts_run(78.0), "model+flow(tasks:STS12)": sts_run(75.5)}})
+    [note, _] = render_sed.flow_fix_note(common.KeptRuns(tmp_path), ["sed/ct-sed-flow"])
+    assert "(0 null directions: the fix leaves this fit as it was; the same flow on the same model fitted again in " in note
+    assert "sed-flow/sed-ct-sed-learner-1, its sentences encoded in other batches, gives 75.50, so a refit alone moves it by 0.25" in note
     # A Flow stage without a fit summary predates the fix; its row says so unless its label already does.
     kept = common.KeptRuns(tmp_path)
     assert render_sed.fitted_before_fix("NLI-Flow", kept.get("sed/nli-flow-before-25")) == " (fitted before issue 25's fix)"

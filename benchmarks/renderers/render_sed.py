@@ -336,7 +336,8 @@ def flow_fix_note(kept: KeptRuns, stages: list[str]) -> list[str]:
             waiting.append(stage)
             continue
         null = (after["meta"].get("stage") or {}).get("fit", {}).get("null_directions", 0)
-        done.append(f"{stage} {avg(before['runs']['model'], STS7):.2f} → {avg(after['runs']['model'], STS7):.2f} ({null} null directions)")
+        line = f"{stage} {avg(before['runs']['model'], STS7):.2f} → {avg(after['runs']['model'], STS7):.2f} ({null} null directions"
+        done.append(line + (refit_spread(kept, after) if null == 0 else "") + ")")
     if not (done or waiting):
         return []
     text = (
@@ -349,6 +350,22 @@ def flow_fix_note(kept: KeptRuns, stages: list[str]) -> list[str]:
     if waiting:
         text += " Not fitted again yet: " + ", ".join(waiting) + " (only the earlier fit is shown)."
     return [text, ""]
+
+
+def refit_spread(kept: KeptRuns, stage: dict) -> str:
+    """For a Flow stage whose fit lacked no direction (the fix leaves it as it was): the same flow fitted again on the same
+    model by Table 3's -Flow group (sed-flow/<input model's stage>, its sentences encoded in other batches), so that a
+    move before → after is set against what a refit alone moves (flow_input_sensitivity.md)."""
+    model = (stage["meta"].get("stage") or {}).get("input_model", "")
+    rel = "sed-flow/" + model.removeprefix("benchmarks/runs/").removesuffix("/model").replace("/", "-")
+    again = kept.get(rel, optional=True) if model else None
+    if not again or not any("+flow(" in key for key in again["runs"]):
+        return ": the fix leaves this fit as it was"
+    refit, here = avg(result_run(again), STS7), avg(stage["runs"]["model"], STS7)
+    return (
+        f": the fix leaves this fit as it was; the same flow on the same model fitted again in {rel}, its sentences encoded "
+        f"in other batches, gives {refit:.2f}, so a refit alone moves it by {abs(refit - here):.2f}; see flow_input_sensitivity.md"
+    )
 
 
 def first_divergence(kept: KeptRuns, earlier: str, later: str) -> int | None:
