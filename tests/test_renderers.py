@@ -364,3 +364,15 @@ def test_sed_senteval_row_of_a_flow_stage_is_marked_when_its_fit_predates_the_fi
     lines = render_sed.senteval(common.KeptRuns(tmp_path), [("CT-SED-Flow", "ct-sed-flow"), ("NLI-CT-Flow", "nli-ct-flow")])
     assert any(line.startswith("| CT-SED-Flow (fitted before issue 25's fix) | 80.00") for line in lines)
     assert any(line.startswith("| NLI-CT-Flow | 80.00") for line in lines)
+
+
+def test_cf_multitask_cost_reads_each_runs_training_time_per_step(tmp_path):
+    render_cf = load("renderers/render_cf.py")
+    common = load("common.py")
+    assert render_cf.multitask_cost(common.KeptRuns(tmp_path)) == ""  # no run: nothing claimed
+    for name, seconds in (("cf-multitask-untuned", 1500.0), ("cf-multitask-cf-mirror", 1800.0)):
+        write(tmp_path, name, {"runs": {}, "meta": {"training_seconds": seconds, "training_device": "cpu", "recipe": {"training": {"max_steps": 100}}}})
+    write(tmp_path, "cf-multitask-cf-flow", {"runs": {}, "meta": {}})  # kept before training time was recorded: left out
+    text = render_cf.multitask_cost(common.KeptRuns(tmp_path))
+    assert "Training took 15.0-18.0 s a step here (2 runs, CPU, dev evaluations included)" in text
+    assert "5000 steps would take about 21-25 h per encoder" in text
