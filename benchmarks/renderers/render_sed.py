@@ -227,13 +227,18 @@ def stability(kept: KeptRuns, ensembles: list[tuple[str, str]], figure: Path | N
 FLOW_GROUPS = ("sed/ct-sed", "sed/nli-ct-sed", "sed-gpu/nli-ct-sed")  # the ensembles whose -Flow groups seed 003's Table 3 shows
 
 
+def sed_flow_rel(stage: str) -> str:
+    """Where sed_pooling.sh keeps a pipeline stage's model with a flow fitted on the STS12-16 sentences."""
+    return f"sed-flow/{stage.replace('/', '-')}"
+
+
 def flow_groups(kept: KeptRuns, label: str, stage: str, found: tuple[list[str], list[str]]) -> list[str]:
     """Seed 003 Table 3's -Flow groups: each member, the full ensemble and each learner with a flow fitted on the STS12-16
     sentences (benchmarks/runners/sed_pooling.sh, kept as sed-flow/<model path with '-' for '/'>)."""
     members, learners = found
     out = []
     for group, stages in (("members", members), ("full ensemble", [f"{stage}/full-ensemble"]), ("learners (SED)", learners)):
-        runs = [r for r in (kept.get(f"sed-flow/{s.replace('/', '-')}") for s in stages) if r]
+        runs = [r for r in (kept.get(sed_flow_rel(s)) for s in stages) if r]
         if runs:
             name = flow_name(label, "-SED-Flow" if group.startswith("learners") else "-Flow")
             shown = group if len(runs) == len(stages) else f"{group} ({len(runs)} of {len(stages)} measured)"  # never read as the group
@@ -357,11 +362,12 @@ def refit_spread(kept: KeptRuns, stage: dict) -> str:
     model by Table 3's -Flow group (sed-flow/<input model's stage>, its sentences encoded in other batches), so that a
     move before → after is set against what a refit alone moves (flow_input_sensitivity.md)."""
     model = (stage["meta"].get("stage") or {}).get("input_model", "")
-    rel = "sed-flow/" + model.removeprefix("benchmarks/runs/").removesuffix("/model").replace("/", "-")
+    rel = sed_flow_rel(model.removeprefix("benchmarks/runs/").removesuffix("/model"))
     again = kept.get(rel, optional=True) if model else None
-    if not again or not any("+flow(" in key for key in again["runs"]):
+    refit_run = flow_run(again) if again else None
+    if not refit_run:
         return ": the fix leaves this fit as it was"
-    refit, here = avg(result_run(again), STS7), avg(stage["runs"]["model"], STS7)
+    refit, here = avg(refit_run, STS7), avg(stage["runs"]["model"], STS7)
     return (
         f": the fix leaves this fit as it was; the same flow on the same model fitted again in {rel}, its sentences encoded "
         f"in other batches, gives {refit:.2f}, so a refit alone moves it by {abs(refit - here):.2f}; see flow_input_sensitivity.md"
@@ -539,13 +545,17 @@ def sts_flow_note(flowed: dict | None, before: dict | None) -> list[str]:
     return ["", text]
 
 
-def result_run(result: dict) -> dict:
-    """The run a row shows: an eval's one flow run when it fitted one (`sentune eval --flow`: '<pooling>+flow(...)',
-    beside the same pooling without it), else the trained model's evaluation ('model')."""
+def flow_run(result: dict) -> dict | None:
+    """An eval's one flow run (`sentune eval --flow`: '<pooling>+flow(...)', beside the same pooling without it), or None."""
     flowed = [run for key, run in result["runs"].items() if "+flow(" in key]
     if len(flowed) > 1:
         raise ValueError(f"{result['meta'].get('command')}: more than one flow run; a row shows one")
-    return flowed[0] if flowed else result["runs"]["model"]
+    return flowed[0] if flowed else None
+
+
+def result_run(result: dict) -> dict:
+    """The run a row shows: an eval's flow run when it fitted one, else the trained model's evaluation ('model')."""
+    return flow_run(result) or result["runs"]["model"]
 
 
 def senteval(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
