@@ -784,7 +784,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-LIBRARIES = ("sentence_transformers", "transformers", "datasets", "accelerate", "httpx", "httpx2", "huggingface_hub", "urllib3", "py.warnings")
+LIBRARIES = ("sentence_transformers", "transformers", "datasets", "accelerate", "bm25s", "httpx", "httpx2", "huggingface_hub", "urllib3", "py.warnings")
 
 
 def configure_output(verbose: bool) -> None:

@@ -310,7 +310,7 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
         np.save(run / "dev_cosines" / "step-8.npy", gold + rng.normal(0, 9.0, 150))  # an earlier, worse evaluation
         np.save(run / "dev_cosines" / "step-10.npy", cosines)
         (run / "paused.json").write_text(json.dumps({"step": 10, "training_seconds": 5.0}))
-        entries.append(Entry(name, recipe, run, run.parent / "candidate.json"))
+        entries.append(Entry(name, "trained", recipe, run, run.parent))
     ctx = SimpleNamespace(
         out=tmp_path,
         metric="spearman",

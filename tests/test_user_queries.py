@@ -106,11 +106,13 @@ def test_training_evaluates_and_records_on_queries(tiny_model_dir, tmp_path):
 
 
 def test_bm25_ranks_by_shared_words_and_never_returns_the_query_itself():
-    from sentune.tasks.bm25 import bm25_rank
+    pytest.importorskip("bm25s")
+    from sentune.search.lexical import CollectionRanker, LexicalIndex
 
     corpus = [Document("a", "the dog runs in the park", HERE), Document("b", "a guitar and a piano", HERE), Document("c", "stock market price rises", HERE)]
     queries = [Query("q1", "guitar", HERE, {"b": 1}), Query("c", "market price", HERE, {"a": 1})]
-    ranked = bm25_rank(queries, corpus, depth=2)
+    bm25_rank = CollectionRanker(LexicalIndex.build([d.text for d in corpus]), [d.id for d in corpus], depth=2)
+    ranked = bm25_rank(queries, corpus)
     assert ranked[0][0] == 1  # the one document with the word
     assert 2 not in ranked[1] and len(ranked[1]) == 2  # query 'c' is document 'c': never a result
     values = QueryScorer.whole({"x": RetrievalSet(queries, corpus)}).of_ranker(bm25_rank)["x"]

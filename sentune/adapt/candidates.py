@@ -1,19 +1,39 @@
 """What `sentune adapt` tries, in order: the model as it is (always), its other untuned poolings, whitening and the flow
 fitted on the corpus, the label-free training methods (raced against each other, sentune.adapt.race), SED over seeds of
 the best trained one, the best tuned one's weights interpolated with the unchanged model's (WiSE-FT, sentune.adapt.wise),
-and, only when asked (--reference), sentence-transformers' own SimCSE recipe, reported beside them and never chosen.
+for search the hybrid of BM25 and a dense candidate (sentune.search.fusion), and the baselines reported beside them and
+never chosen: BM25 and reciprocal rank fusion for search, and, only when asked (--reference), sentence-transformers'
+own SimCSE recipe.
 
-Each kind is a class: `describe` (the line printed when it starts), `run` (its dev and test cosines and what the record
-keeps), `model` (the model it stands for, to save when it is chosen). Running them is sentune.adapt.run's job."""
+Each kind is one class in KINDS (the registry: its order is the run order within a phase): `planned` (which of it a
+run has), `describe` (the line printed when it starts), `run` (its dev and test scores and what its record keeps) or,
+for kinds that train, `produce` (the whole record), and `model` (the model it stands for, to save when chosen).
+`record` is the one entry point: it reads a finished candidate back (a resumed run) or produces it."""
 
 from __future__ import annotations
 
-import json
+import inspect
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from sentune.adapt.names import BM25, GENQ, METHODS, POSTPROCESSED, REFERENCE, SED, TRAINED, UNCHANGED, UNTUNED_POOLINGS, WISE
+from sentune.adapt.names import (
+    BM25,
+    BM25_UNSTEMMED,
+    GENQ,
+    HYBRID,
+    METHODS,
+    POSTPROCESSED,
+    REFERENCE,
+    RRF,
+    SED,
+    TRAINED,
+    UNCHANGED,
+    UNTUNED_POOLINGS,
+    WISE,
+)
+from sentune.adapt.records import finish_trained, load_record, read_back, trained_record, write_record
 from sentune.errors import UserError
 
 if TYPE_CHECKING:
@@ -21,12 +41,30 @@ if TYPE_CHECKING:
 
     from sentune.adapt.context import Context
 
+PHASES = ("before_race", "raced", "after_race")
+
+
+@dataclass(frozen=True)
+class PlanSetup:
+    """What decides which candidates a run has."""
+
+    methods: tuple[str, ...]
+    own: str | None  # the untuned pooling the model's own pipeline computes (not tried twice)
+    reference: bool = False
+    generated_queries: bool = False
+    retrieval: bool = False
+
 
 @dataclass
 class Candidate:
     name: str  # its folder under OUT/candidates and its row in the results
     kind: ClassVar[str] = ""
-    eligible: ClassVar[bool] = True  # the reference is reported, never chosen
+    phase: ClassVar[str] = "before_race"
+    eligible: ClassVar[bool] = True  # baselines are reported, never chosen
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        raise NotImplementedError
 
     def folder(self, ctx: Context) -> Path:
         return ctx.out / "candidates" / self.name
@@ -34,8 +72,22 @@ class Candidate:
     def describe(self, ctx: Context) -> str:
         raise NotImplementedError
 
+    def record(self, label: str, ctx: Context) -> dict:
+        """Its record: read back when it finished before, else produced now."""
+        found = read_back(self, label, ctx)
+        if found is not None:
+            return found
+        self.folder(ctx).mkdir(parents=True, exist_ok=True)
+        return self.produce(label, ctx)
+
+    def produce(self, label: str, ctx: Context) -> dict:
+        print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
+        started = time.perf_counter()
+        scores, detail = self.run(ctx)
+        return write_record(self, scores, detail, time.perf_counter() - started, label, ctx)
+
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
-        """Its cosines of the dev (and test) pairs, and what its record keeps beyond them ({} scores: skipped)."""
+        """Its scores of the dev (and test) units, and what its record keeps beyond them ({} scores: skipped)."""
         raise NotImplementedError
 
     def model(self, ctx: Context):
@@ -44,14 +96,24 @@ class Candidate:
 
         return load_model(str(self.folder(ctx) / "model"), device=ctx.device)
 
+    def system(self, ctx: Context) -> dict | None:
+        """Search: how its ranking is made beyond the model's cosine (sentune.search.index's settings); None: dense."""
+        return None
+
 
 @dataclass
-class Pooling(Candidate):
-    pooling: str = ""
-    kind: ClassVar[str] = "pooling"
+class Unchanged(Candidate):
+    """The model as it is: its own pipeline, untuned."""
+
+    pooling: str = "model"
+    kind: ClassVar[str] = "unchanged"
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(UNCHANGED)]
 
     def describe(self, ctx: Context) -> str:
-        return f"scoring the untuned model with {self.pooling} pooling"
+        return "scoring the untuned model"
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
         return ctx.untuned(self.pooling), {"setting": self.pooling}
@@ -63,14 +125,17 @@ class Pooling(Candidate):
 
 
 @dataclass
-class Unchanged(Pooling):
-    """The model as it is: its own pipeline, untuned."""
+class Pooling(Unchanged):
+    """Another untuned pooling of the model's layers."""
 
-    pooling: str = "model"
-    kind: ClassVar[str] = "unchanged"
+    kind: ClassVar[str] = "pooling"
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(f"pooling-{p}", p) for p in UNTUNED_POOLINGS if p != setup.own] if "poolings" in setup.methods else []
 
     def describe(self, ctx: Context) -> str:
-        return "scoring the untuned model"
+        return f"scoring the untuned model with {self.pooling} pooling"
 
 
 @dataclass
@@ -79,6 +144,10 @@ class PostProcessed(Candidate):
 
     postprocessor: str = ""
     kind: ClassVar[str] = "postprocess"
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(p, p) for p in POSTPROCESSED if p in setup.methods]
 
     def describe(self, ctx: Context) -> str:
         return f"fitting {self.postprocessor} on the corpus"
@@ -89,15 +158,17 @@ class PostProcessed(Candidate):
         from sentune.modules.build import save_atomic
         from sentune.postprocess import get_postprocessor
 
-        settings = {"show_progress": ctx.config.show_progress} if self.postprocessor == "flow" else {}
-        fitted = get_postprocessor(self.postprocessor)(**settings).fit(ctx.corpus_vectors())
+        kind = get_postprocessor(self.postprocessor)
+        offered = {"show_progress": ctx.config.show_progress, "device": ctx.device}  # each takes those its __init__ names
+        settings = {k: v for k, v in offered.items() if k in inspect.signature(kind).parameters}
+        fitted = kind(**settings).fit(ctx.corpus_vectors())
         save_atomic(SentenceTransformer(modules=list(ctx.base) + fitted.to_modules(), device=ctx.device), self.folder(ctx) / "model")
         return ctx.scorer.of_vectors(fitted.transform(ctx.untuned_vectors())), {"setting": self.postprocessor}
 
 
 @dataclass
 class WithRun(Candidate):
-    """A candidate that is a training run (OUT/candidates/NAME/run, sentune.train.runs); trained by sentune.adapt.run."""
+    """A candidate that is a training run (OUT/candidates/NAME/run, sentune.train.runs)."""
 
     def run_folder(self, ctx: Context) -> Path:
         return self.folder(ctx) / "run"
@@ -130,13 +201,25 @@ def tuned_sources(ctx: Context, kinds: tuple[str, ...]) -> list[dict]:
 
 @dataclass
 class Trained(WithRun):
-    """A bundled recipe trained on the corpus (sentune/recipes/adapt/NAME.yaml), raced against the others."""
+    """A bundled recipe trained on the corpus (sentune/recipes/adapt/NAME.yaml), raced against the others
+    (sentune.adapt.run trains the raced ones together; their records are written by the race)."""
 
     recipe_name: str = ""
     kind: ClassVar[str] = "trained"
+    phase: ClassVar[str] = "raced"
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        found: list[Candidate] = [cls(m, f"adapt/{m}") for m in TRAINED if m in setup.methods]
+        if setup.generated_queries:  # GenQ trains on the user's generated queries (--queries-from)
+            found.append(cls(GENQ, f"adapt/{GENQ}"))
+        return found
 
     def describe(self, ctx: Context) -> str:
         return f"training ({ctx.budget_text()}; early stop on the selection pairs)"
+
+    def finish(self, label: str, ctx: Context) -> dict[str, np.ndarray]:
+        return finish_trained(self, label, ctx)
 
 
 @dataclass
@@ -144,14 +227,57 @@ class Ensemble(WithRun):
     """SED: seeds 2..N of the best trained candidate (seed 1 is its own run) distilled into one learner."""
 
     kind: ClassVar[str] = "sed"
+    phase: ClassVar[str] = "after_race"
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(SED)] if SED in setup.methods else []
 
     def describe(self, ctx: Context) -> str:
         return f"distilling {ctx.config.sed_members} seeds of the best trained candidate ({ctx.budget_text()})"
+
+    def produce(self, label: str, ctx: Context) -> dict:
+        """Seeds 2..N of the best trained candidate on the selection pairs (finished, or raced out: its best checkpoint
+        is seed 1), each trained for as many steps as that candidate needed to reach its best checkpoint; then the
+        learner, raced alone against the unchanged model and that candidate."""
+        import numpy as np
+
+        from sentune.adapt.race import Entry, race
+        from sentune.train.runs import train_each
+
+        trained = tuned_sources(ctx, (Trained.kind,))
+        if not trained:
+            return write_record(
+                self, {}, {"skipped": "no trained candidate with weights left to take an ensemble from (--prune removes them)"}, 0.0, label, ctx
+            )
+        source = max(trained, key=lambda r: r["dev_score"])  # finished or raced out: its best checkpoint is seed 1
+        steps = max(source["best_checkpoint"]["step"] or 1, source["recipe"]["training"]["eval_steps"])
+        print(f"{label} {self.name}: {self.describe(ctx)}: seeds 1..{ctx.config.sed_members} of {source['name']} ({steps} steps each)", flush=True)
+        started = time.perf_counter()
+        jobs = [
+            (ctx.recipe(f"adapt/{source['name']}", steps=steps, seed=seed), self.folder(ctx) / f"member-{seed}")
+            for seed in range(2, ctx.config.sed_members + 1)
+        ]
+        train_each(jobs, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress)
+        members = [str(tuned_model_path(source, ctx)), *(str(folder / "model") for _, folder in jobs)]
+        member_seconds = time.perf_counter() - started
+        recipe = ctx.recipe("adapt/sed", members=members)
+        scores = np.load(ctx.out / "candidates" / source["name"] / "scores.npz")
+        rivals = {source["name"]: scores["select"] if "select" in scores else ctx.selection_cosines(scores["dev"])}
+        entry = Entry(self.name, self.kind, recipe, self.run_folder(ctx), self.folder(ctx))
+        extra = {"source": source["name"], "member_seconds": member_seconds}
+        race([entry], ctx, lambda e: finish_trained(self, label, ctx, extra), rivals=rivals)
+        return load_record(self.folder(ctx))
 
 
 @dataclass
 class Wise(Candidate):
     kind: ClassVar[str] = "wise"
+    phase: ClassVar[str] = "after_race"
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(WISE)] if WISE in setup.methods else []
 
     def describe(self, ctx: Context) -> str:
         return "interpolating the best tuned candidate's weights (finished or raced out) with the unchanged model's (WiSE-FT), α chosen on the selection pairs"
@@ -190,6 +316,57 @@ class Wise(Candidate):
         return ctx.scorer.of_model(chosen, f"{WISE}: scoring the pairs"), detail
 
 
+DENSE_KINDS = (Unchanged.kind, Pooling.kind, PostProcessed.kind, Trained.kind, Ensemble.kind, Wise.kind)
+
+
+@dataclass
+class Hybrid(Candidate):
+    """Search: BM25 (stemmed, sentune.search.lexical) and a dense candidate fused by a convex combination of min-max
+    normalised scores (sentune.search.fusion), its weight α chosen on the selection queries alone, each ranked against
+    the whole corpus. `dense`: the unchanged model, or ('best') the dense candidate best on the selection queries when
+    it is another (a trained one, say); that one is skipped when the unchanged model is the best."""
+
+    dense: str = UNCHANGED
+    kind: ClassVar[str] = "hybrid"
+    phase: ClassVar[str] = "after_race"
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(HYBRID), cls(f"{HYBRID}-best", "best")] if setup.retrieval and HYBRID in setup.methods else []
+
+    def describe(self, ctx: Context) -> str:
+        which = "the unchanged model" if self.dense == UNCHANGED else "the best dense candidate on the selection queries"
+        return f"fusing BM25 with {which}, the weight chosen on the selection queries"
+
+    def source(self, ctx: Context) -> str | None:
+        if self.dense == UNCHANGED:
+            return UNCHANGED
+        dense = [r for r in ctx.records.values() if r["kind"] in DENSE_KINDS and "dev_score" in r and "stopped" not in r and not r.get("skipped")]
+        best = max(dense, key=lambda r: r["dev_score"], default=None)
+        return None if best is None or best["name"] == UNCHANGED else best["name"]
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
+        from sentune.search.fusion import Fusion
+
+        source = self.source(ctx)
+        if source is None:
+            return {}, {"skipped": f"the unchanged model is the best dense candidate on the selection queries: its hybrid is `{HYBRID}`"}
+        vectors = ctx.untuned_vectors() if source == UNCHANGED else ctx.vectors_of(ctx.candidate(source).model(ctx), source)
+        alpha, curve, read = ctx.choose_fusion_weight(vectors)
+        fusion = Fusion("convex", alpha)
+        print(f"    {self.name}: BM25 + {source}, α = {alpha:g} (selection, whole corpus: {curve[alpha]:.2f})", flush=True)
+        detail = {"setting": fusion.label, "source": source, "fusion": fusion.to_dict(), "lexical": ctx.lexical_settings().label}
+        detail |= {"alpha_curve": [[a, s] for a, s in curve.items()], "weight_read_queries": read}
+        return ctx.rank_with(ctx.hybrid_ranker(vectors, fusion)), detail
+
+    def model(self, ctx: Context):
+        source = load_record(self.folder(ctx))["source"]
+        return ctx.candidate(source).model(ctx)
+
+    def system(self, ctx: Context) -> dict | None:
+        return {"fusion": load_record(self.folder(ctx))["fusion"]}
+
+
 @dataclass
 class Reference(WithRun):
     """sentence-transformers' own SimCSE recipe with its own defaults (one epoch, the last checkpoint): the user's usual
@@ -197,29 +374,71 @@ class Reference(WithRun):
 
     recipe_name: str = f"adapt/{REFERENCE}"
     kind: ClassVar[str] = "baseline"
+    phase: ClassVar[str] = "after_race"
     eligible: ClassVar[bool] = False
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(REFERENCE)] if setup.reference else []
 
     def describe(self, ctx: Context) -> str:
         return "training sentence-transformers' SimCSE recipe (reported, never chosen)"
 
+    def produce(self, label: str, ctx: Context) -> dict:
+        from sentune.train.runs import train_run
+
+        print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
+        data_dir = ctx.data_dir or Path(".")
+        train_run(ctx.recipe(self.recipe_name, reference=True), self.run_folder(ctx), data_dir=data_dir, show_progress=ctx.config.show_progress)
+        return trained_record(self, self.run_folder(ctx), label, ctx)
+
 
 @dataclass
 class Lexical(Candidate):
-    """BM25 on the documents (retrieval with --reference): the lexical baseline search is measured against, reported
-    beside the candidates and never chosen (it is not an encoder)."""
+    """Search: BM25 alone over the documents, the lexical baseline search is measured against (stemmed as BEIR runs it;
+    the unstemmed variant beside it), reported and never chosen (it is not an encoder; the hybrid covers it at α = 0)."""
 
+    stemmed: bool = True
     kind: ClassVar[str] = "baseline"
+    phase: ClassVar[str] = "after_race"
     eligible: ClassVar[bool] = False
 
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(BM25), cls(BM25_UNSTEMMED, stemmed=False)] if setup.retrieval else []
+
     def describe(self, ctx: Context) -> str:
-        return "ranking the documents by BM25 (reported, never chosen)"
+        return f"ranking the documents by {ctx.lexical_settings(self.stemmed).label} (reported, never chosen)"
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
-        from sentune.tasks.bm25 import bm25_rank
-        from sentune.tasks.user_queries import QueryScorer
+        return ctx.rank_with(ctx.lexical(self.stemmed)), {"setting": ctx.lexical_settings(self.stemmed).label}
 
-        assert isinstance(ctx.scorer, QueryScorer)  # planned for retrieval runs only
-        return ctx.scorer.of_ranker(bm25_rank), {"setting": "BM25 (bm25s, k1 = 1.5, b = 0.75)"}
+
+@dataclass
+class Rrf(Candidate):
+    """Search: reciprocal rank fusion of BM25 and the unchanged model (k = 60), the fusion most search engines offer
+    first; reported beside the convex hybrid and never chosen."""
+
+    kind: ClassVar[str] = "baseline"
+    phase: ClassVar[str] = "after_race"
+    eligible: ClassVar[bool] = False
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(RRF)] if setup.retrieval and HYBRID in setup.methods else []
+
+    def describe(self, ctx: Context) -> str:
+        return "fusing BM25 with the unchanged model by reciprocal rank fusion (reported, never chosen)"
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
+        from sentune.search.fusion import Fusion
+
+        fusion = Fusion("rrf")
+        return ctx.rank_with(ctx.hybrid_ranker(ctx.untuned_vectors(), fusion)), {"setting": fusion.label, "fusion": fusion.to_dict()}
+
+
+# The registry: every kind a run may have, in run order within its phase. A new kind is a class and a line here.
+KINDS: tuple[type[Candidate], ...] = (Unchanged, Pooling, PostProcessed, Trained, Ensemble, Wise, Hybrid, Reference, Lexical, Rrf)
 
 
 @dataclass
@@ -261,23 +480,9 @@ def own_pooling(model) -> str | None:
 
 
 def plan(methods: tuple[str, ...], own: str | None, reference: bool, generated_queries: bool = False, retrieval: bool = False) -> Plan:
-    found = Plan(before_race=[Unchanged(UNCHANGED)])
-    if "poolings" in methods:
-        found.before_race += [Pooling(f"pooling-{p}", p) for p in UNTUNED_POOLINGS if p != own]
-    found.before_race += [PostProcessed(p, p) for p in POSTPROCESSED if p in methods]
-    found.raced = [Trained(m, f"adapt/{m}") for m in TRAINED if m in methods]
-    if generated_queries:
-        found.raced.append(Trained(GENQ, f"adapt/{GENQ}"))
-    if SED in methods:
-        found.after_race.append(Ensemble(SED))
-    if WISE in methods:
-        found.after_race.append(Wise(WISE))
-    if reference:
-        found.after_race.append(Reference(REFERENCE))
-        if retrieval:
-            found.after_race.append(Lexical(BM25))
+    setup = PlanSetup(methods, own, reference, generated_queries, retrieval)
+    found = Plan()
+    for kind in KINDS:
+        for candidate in kind.planned(setup):
+            getattr(found, candidate.phase).append(candidate)
     return found
-
-
-def read_record(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.is_file() else None

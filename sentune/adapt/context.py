@@ -35,7 +35,9 @@ class Context:
     data_dir: Path | None
     base: Any
     scorer: Scorer
+    plan: Any = None  # sentune.adapt.candidates.Plan: the run's candidates, for those built on another
     records: dict[str, dict] = field(default_factory=dict)
+    _lexical: dict[bool, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.scorer = self._scoring(self.scorer)
@@ -86,7 +88,8 @@ class Context:
             row = {text: i for i, text in enumerate(texts)}
             select = RetrievalSet([dev.queries[i] for i in split.select], dev.corpus)
             model = untuned[1]["model"]
-            pool = selection_pool(select, model[[row[q.text] for q in select.queries]], model[[row[d.text] for d in select.corpus]])
+            lexical = self.lexical().scores([q.text for q in select.queries], [d.id for d in select.corpus])  # BM25's top documents join the pool too
+            pool = selection_pool(select, model[[row[q.text] for q in select.queries]], model[[row[d.text] for d in select.corpus]], lexical=lexical)
             with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".pool-") as scratch:
                 os.replace(write_beir_folder(Path(scratch) / "pool", pool, SELECT_SPLIT), folder)
         pool = read_beir_folder(folder, SELECT_SPLIT)
@@ -144,6 +147,76 @@ class Context:
             np.save(cache, Encoder(self.base, "model", show_progress=self.config.show_progress, desc=desc).encode(self.inputs.corpus))
         return np.load(cache)
 
+    # -- search: BM25 over the whole document collection, and systems fused from it --
+    def retrieval_dev(self) -> RetrievalSet:
+        assert isinstance(self.inputs.dev, RetrievalSet)  # the search candidates are planned for retrieval runs only
+        return self.inputs.dev
+
+    def rank_with(self, ranker) -> dict[str, np.ndarray]:
+        """Every split's per-query nDCG@10 ×100 under a ranker of documents (a system that is not one cosine)."""
+        from sentune.tasks.user_queries import QueryScorer
+
+        assert isinstance(self.scorer, QueryScorer)
+        return self.scorer.of_ranker(ranker)
+
+    def candidate(self, name: str):
+        return next(c for c in self.plan.all if c.name == name)
+
+    def vectors_of(self, model, name: str) -> np.ndarray:
+        """A model's vectors of every text the scorer reads (rows: scorer.sentences()), encoded once per run."""
+        cache = self.out / "candidates" / name / ".vectors.npy"
+        if not cache.is_file():
+            np.save(cache, self.scorer.encode(model, ["model"], f"{name}: encoding for the hybrid")["model"])
+        return np.load(cache)
+
+    def lexical_settings(self, stemmed: bool = True):
+        from sentune.search.lexical import LexicalSettings
+
+        return LexicalSettings() if stemmed else LexicalSettings(stemmer=None)
+
+    def lexical(self, stemmed: bool = True):
+        """BM25 over every document (built once; sentune.search.lexical.CollectionRanker): a part ranking a subset of
+        them reads the collection's statistics."""
+        from sentune.search.lexical import CollectionRanker, LexicalIndex
+        from sentune.tasks.retrieval import DEPTH
+
+        if stemmed not in self._lexical:
+            documents = self.retrieval_dev().corpus
+            index = LexicalIndex.build([d.text for d in documents], self.lexical_settings(stemmed), show_progress=self.config.show_progress)
+            self._lexical[stemmed] = CollectionRanker(index, [d.id for d in documents], DEPTH)
+        return self._lexical[stemmed]
+
+    def hybrid_ranker(self, vectors: np.ndarray, fusion):
+        """Rank by `fusion` of BM25 and the cosine of `vectors` (rows: scorer.sentences())."""
+        from sentune.search.fusion import hybrid_rank
+        from sentune.tasks.retrieval import DEPTH
+
+        row = {text: i for i, text in enumerate(self.scorer.sentences())}
+
+        def fused(queries, corpus) -> list[list[int]]:
+            ids = [d.id for d in corpus]
+            lexical = self.lexical().scores([q.text for q in queries], ids)
+            query_vectors, doc_vectors = vectors[[row[q.text] for q in queries]], vectors[[row[d.text] for d in corpus]]
+            return hybrid_rank(query_vectors, doc_vectors, lambda rows: lexical[rows], ids, fusion, depth=DEPTH, query_ids=[q.id for q in queries])
+
+        return fused
+
+    def choose_fusion_weight(self, vectors: np.ndarray) -> tuple[float, dict[float, float], list[str]]:
+        """The convex weight α best on the selection queries, each ranked against the whole corpus (not the pool:
+        the normalisation reads every document's score, as it will when the system serves); ties: the α nearer 0.5.
+        Only the selection queries are read: their ids are returned with the weight, and the record keeps them."""
+        from sentune.search.fusion import ALPHAS, Fusion
+        from sentune.tasks.retrieval import HEADLINE, per_query_metrics
+
+        dev, split = self.retrieval_dev(), self.inputs.split
+        queries = [dev.queries[i] for i in split.select]
+        curve = {}
+        for alpha in ALPHAS:
+            ranked = self.hybrid_ranker(vectors, Fusion("convex", alpha))(queries, dev.corpus)
+            curve[alpha] = 100 * float(per_query_metrics([[dev.corpus[i].id for i in r] for r in ranked], queries)[HEADLINE].mean())
+        best = max(curve, key=lambda a: (round(curve[a], 9), -abs(a - 0.5)))
+        return best, curve, [q.id for q in queries]
+
     # -- training --
     def budget_text(self) -> str:
         budget = self.config.budget
@@ -154,11 +227,12 @@ class Context:
         """A bundled candidate recipe set for this run: the model, the corpus, the selection pairs as dev, the steps
         (default: the budget) with 10 evaluations and early stopping. The reference keeps its own defaults (one epoch,
         the last checkpoint, no budget); only its dev curve is set."""
+        from sentune.methods.registry import get_method
         from sentune.train.recipe import load_recipe, validate_recipe
 
         recipe = load_recipe(name, check=False)
         data = self.out / "data"
-        given_pairs = recipe.method == "mnrl-pairs"  # GenQ trains on the user's generated queries, not on the corpus
+        given_pairs = get_method(recipe.method).needs_pairs  # GenQ trains on the user's generated queries, not on the corpus
         rows = len(self.inputs.generated) if given_pairs and self.inputs.generated else len(self.inputs.corpus)
         epoch = max(1, math.ceil(rows / recipe.training.batch_size))
         training = replace(

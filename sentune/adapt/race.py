@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sentune.adapt.records import record_path
 from sentune.core.memory import peak_resident_mib
 from sentune.core.results import write_atomic
 from sentune.tasks.bootstrap import bootstrap_differences, resamples
@@ -46,9 +47,14 @@ class Entry:
     """One racing candidate: its name, its recipe (the whole budget) and its run folder."""
 
     name: str
+    kind: str  # the candidate's kind, written into the record of a stopped one
     recipe: Recipe
     run: Path
-    record: Path  # candidate.json: written when it finishes or stops
+    folder: Path  # the candidate's folder: its record (written when it finishes or stops) and scores
+
+    @property
+    def record(self) -> Path:
+        return record_path(self.folder)
 
 
 def _paused_step(run: Path) -> int:
@@ -76,7 +82,7 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, np.ndarra
     finished: dict[str, np.ndarray] = dict(rivals or {})
     for e in entries:
         if e.record.is_file() and "stopped" not in json.loads(e.record.read_text()):
-            finished[e.name] = ctx.selection_cosines(np.load(e.record.parent / "scores.npz")["dev"])
+            finished[e.name] = ctx.selection_cosines(np.load(e.folder / "scores.npz")["dev"])
     started = {e.name: time.perf_counter() for e in active}
     for index, fraction in enumerate(RUNGS):
         if not active:
@@ -140,11 +146,11 @@ def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None,
     step, score, cosines = standing if standing else (None, None, None)
     print(f"    race: {entry.name} stops: {reason}", flush=True)
     if cosines is not None:
-        np.savez(str(entry.record.parent / "scores.npz"), select=cosines)
+        np.savez(str(entry.folder / "scores.npz"), select=cosines)
     paused = json.loads((entry.run / "paused.json").read_text()) if (entry.run / "paused.json").is_file() else {}
     record = {
         "name": entry.name,
-        "kind": "trained",
+        "kind": entry.kind,
         "setting": entry.recipe.name,
         "run": str(entry.run.relative_to(ctx.out)),
         "recipe": entry.recipe.to_dict(),

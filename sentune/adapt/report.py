@@ -53,6 +53,8 @@ def candidate_table(results: dict) -> str:
             note += f"{'; ' if note else ''}step {c['best_checkpoint']['step']}"
         if c.get("alpha") is not None:
             note += f"{'; ' if note else ''}{c['source']} at α = {c['alpha']:g}"
+        if c["kind"] == "hybrid" and c.get("fusion"):
+            note += f"{'; ' if note else ''}BM25 + {c['source']}, {c['setting']}"
         row = [f"`{name}`"]
         for part in parts:
             row += [_interval(c[part]), _versus(c[part])]

@@ -39,7 +39,8 @@ FAISS_FROM_PAIRS = 100_000_000  # queries × documents from which FAISS's exact 
 FAISS_SLACK = 16  # extra results asked of FAISS, so documents tied at the cut are re-ranked by id
 
 
-def _unit(vectors: np.ndarray) -> np.ndarray:
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (float32), so a dot product is a cosine."""
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.maximum(norms, 1e-12)
@@ -55,7 +56,7 @@ def rank(
     skip_same_id: bool = False,
 ) -> list[list[int]]:
     """The indices of the top `depth` documents for each query, best first, by cosine similarity; ties by document id."""
-    queries = _unit(query_vectors)
+    queries = unit_rows(query_vectors)
     n_docs = len(doc_ids)
     id_order = np.empty(n_docs, dtype=np.int64)
     id_order[np.argsort(np.asarray(doc_ids, dtype=object), kind="stable")] = np.arange(n_docs)  # rank of each id
@@ -67,7 +68,7 @@ def rank(
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
     best = [empty] * len(queries)  # per query: (document indices, scores) of the best so far, best first
     for start in range(0, n_docs, BLOCK):
-        scores = queries @ _unit(doc_vectors[start : start + BLOCK]).T
+        scores = queries @ unit_rows(doc_vectors[start : start + BLOCK]).T
         take = min(keep, scores.shape[1])
         part = np.argpartition(-scores, take - 1, axis=1)[:, :take]
         boundary = np.take_along_axis(scores, part, axis=1).min(axis=1)
@@ -95,7 +96,7 @@ def _rank_faiss(faiss, queries: np.ndarray, doc_vectors: np.ndarray, id_order: n
     """The same exact search by FAISS's flat inner-product index; its top keep + FAISS_SLACK re-sorted with ties by id."""
     index = faiss.IndexFlatIP(queries.shape[1])
     for start in range(0, len(doc_vectors), BLOCK):
-        index.add(np.ascontiguousarray(_unit(doc_vectors[start : start + BLOCK])))
+        index.add(np.ascontiguousarray(unit_rows(doc_vectors[start : start + BLOCK])))
     scores, found = index.search(np.ascontiguousarray(queries), min(len(doc_vectors), keep + FAISS_SLACK))
     ranked = []
     for row_scores, row in zip(scores, found, strict=True):

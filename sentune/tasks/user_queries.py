@@ -105,16 +105,25 @@ class QueriesEvaluator(PairsEvaluator):
 POOL_DEPTH = 30  # each selection query's top documents under the unchanged model that join the selection pool
 
 
-def selection_pool(data: RetrievalSet, query_vectors: np.ndarray, doc_vectors: np.ndarray, depth: int = POOL_DEPTH) -> RetrievalSet:
-    """The selection queries against a pool of the corpus: every relevant document and each query's top `depth` under
-    the unchanged model (`query_vectors`, `doc_vectors`: its embeddings of data.queries and data.corpus), in corpus
+def selection_pool(
+    data: RetrievalSet, query_vectors: np.ndarray, doc_vectors: np.ndarray, depth: int = POOL_DEPTH, lexical: np.ndarray | None = None
+) -> RetrievalSet:
+    """The selection queries against a pool of the corpus: every relevant document, each query's top `depth` under
+    the unchanged model (`query_vectors`, `doc_vectors`: its embeddings of data.queries and data.corpus) and, given
+    `lexical` (BM25 scores, queries × data.corpus), its top `depth` documents that share a word with it, in corpus
     order. Training evaluates every few steps: ranking a pool instead of the corpus makes each evaluation cost a few
     thousand documents whatever the corpus's size. A candidate ranks only the pool, so documents outside it can never
-    push relevant ones down: pool scores flatter candidates that differ most from the unchanged model. That bias can
-    pick the candidate but cannot confirm it: the confirmation queries rank the whole corpus."""
+    push relevant ones down: pool scores flatter candidates that differ most from the unchanged model, and a pool only
+    the dense model filled would flatter it against BM25 and the hybrid. That bias can pick the candidate but cannot
+    confirm it: the confirmation queries rank the whole corpus."""
 
     ids = [d.id for d in data.corpus]
+    query_ids = [q.id for q in data.queries]
     chosen = {doc for q in data.queries for doc in q.relevant}
-    for row in rank(query_vectors, doc_vectors, ids, depth=depth, query_ids=[q.id for q in data.queries], skip_same_id=True):
+    for row in rank(query_vectors, doc_vectors, ids, depth=depth, query_ids=query_ids, skip_same_id=True):
         chosen.update(ids[i] for i in row)
+    if lexical is not None:
+        for row, query_id in zip(np.asarray(lexical), query_ids, strict=True):
+            top = np.argsort(-row, kind="stable")[: depth + 1]
+            chosen.update(ids[i] for i in top if row[i] > 0 and ids[i] != query_id)
     return RetrievalSet(data.queries, [d for d in data.corpus if d.id in chosen])

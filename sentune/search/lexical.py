@@ -1,0 +1,124 @@
+"""BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009) as BEIR and Anserini run
+it on English: lower-cased word tokens of two characters or more, English stop words removed, the English Snowball
+stemmer (PyStemmer), one tokenisation for documents and queries. Scored by the bm25s package (Lù, 2024; Lucene's
+variant, k1 = 1.5, b = 0.75, bm25s's defaults): `pip install sentune[search]`.
+
+`stemmer=None` keeps the unstemmed variant sentune used before (reported beside the stemmed one once, on
+benchmarks/results/retrieval.md). Every score here is over the whole document collection the index was built on, so a
+subset of it (adapt's selection pool) is scored with the collection's statistics, not the subset's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sentune.errors import UserError
+
+STEMMER = "english"  # Snowball's English stemmer, as Elasticsearch's and Lucene's English analyzers
+SETTINGS_FILE = "lexical.json"
+
+
+@dataclass(frozen=True)
+class LexicalSettings:
+    stemmer: str | None = STEMMER
+    stopwords: str = "en"
+    k1: float = 1.5
+    b: float = 0.75
+
+    @property
+    def label(self) -> str:
+        return f"BM25 (bm25s, k1 = {self.k1:g}, b = {self.b:g}, {'stemmed: Snowball ' + self.stemmer if self.stemmer else 'unstemmed'}, stop words {self.stopwords})"
+
+
+def _bm25s():
+    try:
+        import bm25s
+    except ImportError:
+        raise UserError("BM25 needs the bm25s package: pip install 'sentune[search]' (or pip install bm25s PyStemmer)") from None
+    return bm25s
+
+
+def _stemmer(name: str | None):
+    if name is None:
+        return None
+    try:
+        import Stemmer
+    except ImportError:
+        raise UserError("stemmed BM25 needs PyStemmer: pip install 'sentune[search]' (or pip install PyStemmer)") from None
+    return Stemmer.Stemmer(name).stemWord
+
+
+class LexicalIndex:
+    """BM25 over one document collection: `scores(texts)` gives every document's score for each text."""
+
+    def __init__(self, retriever, settings: LexicalSettings, size: int) -> None:
+        self.retriever, self.settings, self.size = retriever, settings, size
+
+    @classmethod
+    def build(cls, texts: list[str], settings: LexicalSettings = LexicalSettings(), show_progress: bool = False) -> LexicalIndex:
+        bm25s = _bm25s()
+        retriever = bm25s.BM25(k1=settings.k1, b=settings.b)
+        retriever.index(tokenize(texts, settings), show_progress=show_progress)
+        return cls(retriever, settings, len(texts))
+
+    def tokens(self, texts: list[str]) -> list[list[str]]:
+        return tokenize(texts, self.settings)
+
+    def scores(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), documents) BM25 scores, float32; a text with no word in the collection scores 0 everywhere."""
+        out = np.zeros((len(texts), self.size), dtype=np.float32)
+        for row, tokens in enumerate(self.tokens(texts)):
+            ids = self.retriever.get_tokens_ids(tokens)
+            if ids:
+                out[row] = self.retriever.get_scores_from_ids(ids)
+        return out
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.retriever.save(str(folder), show_progress=False)
+        (folder / SETTINGS_FILE).write_text(json.dumps({**asdict(self.settings), "documents": self.size}, indent=2))
+
+    @classmethod
+    def load(cls, folder: Path) -> LexicalIndex:
+        bm25s = _bm25s()
+        saved = json.loads((folder / SETTINGS_FILE).read_text())
+        size = saved.pop("documents")
+        return cls(bm25s.BM25.load(str(folder), show_progress=False, verbosity=0), LexicalSettings(**saved), size)
+
+
+def tokenize(texts: list[str], settings: LexicalSettings) -> list[list[str]]:
+    """The one tokenisation of documents and queries: bm25s's word pattern, lower case, stop words out, then stemmed."""
+    bm25s = _bm25s()
+    stem = _stemmer(settings.stemmer)
+    words = bm25s.tokenize(texts, stopwords=settings.stopwords, return_ids=False, show_progress=False)
+    return [[stem(w) for w in row] for row in words] if stem else [list(row) for row in words]
+
+
+class CollectionRanker:
+    """BM25 over a whole document collection, ranking any subset of it (adapt's selection pool, or all of it) with
+    the collection's statistics. A ranker of sentune.tasks.user_queries.QueryScorer.of_ranker: a document whose id is
+    the query's is never returned (BEIR's rule for Quora-style sets)."""
+
+    def __init__(self, index: LexicalIndex, collection_ids: list[str], depth: int = 100) -> None:
+        self.index, self.depth = index, depth
+        self.position = {doc: i for i, doc in enumerate(collection_ids)}
+        self._last: tuple[tuple[str, ...], np.ndarray] | None = None
+
+    def scores(self, texts: list[str], doc_ids: list[str]) -> np.ndarray:
+        """BM25 scores of the texts against those documents; the last texts' scores are kept (a weight search asks
+        for the same queries many times)."""
+        key = tuple(texts)
+        if self._last is None or self._last[0] != key:
+            self._last = (key, self.index.scores(list(texts)))
+        return self._last[1][:, [self.position[d] for d in doc_ids]]
+
+    def __call__(self, queries, corpus) -> list[list[int]]:
+        from sentune.search.fusion import id_order, top_by_score
+
+        ids = [d.id for d in corpus]
+        own = {doc: i for i, doc in enumerate(ids)}
+        return top_by_score(self.scores([q.text for q in queries], ids), id_order(ids), self.depth, exclude=[own.get(q.id) for q in queries])
