@@ -7,6 +7,8 @@
 # rendered from them (benchmarks/renderers/render_adapt.py). LOW_MEMORY=1 runs each domain again with --low-memory (gradient
 # checkpointing) and without --reference (sentence-transformers' recipe trains at batch 64 × 256 tokens: measured alone by
 # benchmarks/speed/training_memory.py) into adapt-NAME-low-memory: the memory an adapt run itself needs (retrieval.md).
+# METHODS=... passes --methods (a subset of the candidates); NO_REFERENCE=1 leaves --reference out (retrieval runs report
+# BM25 and RRF beside the candidates either way).
 set -euo pipefail
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -19,7 +21,9 @@ for example in ${EXAMPLES:-sick mrpc stsb qqp}; do
   else
     name=$example
     out="$runs/adapt-$name"
-    sentune adapt --example "$example" ${BUDGET:+--budget "$BUDGET"} --reference --quiet --out "$out"
+    reference=--reference
+    [ -n "${NO_REFERENCE:-}" ] && reference=
+    sentune adapt --example "$example" ${BUDGET:+--budget "$BUDGET"} ${METHODS:+--methods "$METHODS"} $reference --quiet --out "$out"
   fi
   dst=benchmarks/results/adapt/$name
   mkdir -p "$dst"
