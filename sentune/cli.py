@@ -740,6 +740,8 @@ def _preflight(args: argparse.Namespace) -> None:
         check_writable(Path(args.output), "output")
     elif getattr(args, "out", None):
         check_writable(Path(args.out), "--out")
+    if getattr(args, "run", None) and args.command == "search":
+        check_writable(Path(args.run), "--run")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -755,6 +757,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show the traceback of user errors too")
     parser.add_argument("-v", "--verbose", action="store_true", help="also show the libraries' logs and warnings")
     sub = parser.add_subparsers(dest="command", required=True)
+    from sentune.search.command import add_index, add_search
+
     for add in (
         _add_eval,
         _add_train,
@@ -773,9 +777,24 @@ def build_parser() -> argparse.ArgumentParser:
         _add_cache,
         _add_adapt,
         _add_export,
+        add_index,
+        add_search,
     ):
         add(sub)
-    for name in ("eval", "encode", "whiten", "flow", "layerwise", "tsne", "pairs", "pipeline", "ensemble", "adapt"):  # the commands that run models
+    for name in (
+        "eval",
+        "encode",
+        "whiten",
+        "flow",
+        "layerwise",
+        "tsne",
+        "pairs",
+        "pipeline",
+        "ensemble",
+        "adapt",
+        "index",
+        "search",
+    ):  # the commands that run models
         sub.choices[name].add_argument("--device", help="auto (CUDA when present, the default), cpu, cuda or cuda:N; training takes training.device")
     for name in ("eval", "train", "pipeline", "layerwise", "tsne", "pairs", "adapt"):  # the commands that score catalogued tasks
         sub.choices[name].add_argument(

@@ -242,7 +242,11 @@ def test_a_normalising_pipeline_trains_raw_and_is_saved_normalised(tiny_st, tmp_
     base = SentenceTransformer(modules=[*tiny_st, Normalize()], device="cpu")
     assert own_pooling(base) == "mean" and own_pooling(tiny_st) == "mean"
     results = {"choice": {"name": "pooling-cls", "reason": "planted"}}
-    _save_choice(results, Plan(before_race=[Pooling("pooling-cls", "cls")]), SimpleNamespace(base=base, out=tmp_path, device="cpu"))
+    _save_choice(
+        results,
+        Plan(before_race=[Pooling("pooling-cls", "cls")]),
+        SimpleNamespace(base=base, out=tmp_path, device="cpu", inputs=SimpleNamespace(retrieval=False)),
+    )
     saved = SentenceTransformer(str(tmp_path / "model"), device="cpu")
     assert [type(m).__name__ for m in saved][-2:] == ["Pooling", "Normalize"]
     vectors = saved.encode(["a man plays the guitar", "the dog runs"])

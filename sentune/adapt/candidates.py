@@ -364,7 +364,8 @@ class Hybrid(Candidate):
         return ctx.candidate(source).model(ctx)
 
     def system(self, ctx: Context) -> dict | None:
-        return {"fusion": load_record(self.folder(ctx))["fusion"]}
+        record = load_record(self.folder(ctx))
+        return {"fusion": record["fusion"], "source": record["source"]}
 
 
 @dataclass

@@ -24,6 +24,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from sentune.adapt.candidates import Plan, own_pooling, plan
 from sentune.adapt.context import Context
 from sentune.adapt.decide import detectable_gain
@@ -156,6 +158,37 @@ def _save_choice(results: dict, candidates: Plan, ctx: Context) -> None:
         model = SentenceTransformer(modules=[*model, Normalize()], device=str(model.device))
     save_atomic(model, ctx.out / "model", readme_extra=card)
     logger.info("saved the chosen model (%s) to %s", chosen, ctx.out / "model")
+    if ctx.inputs.retrieval:
+        _save_index(candidate, ctx)
+
+
+def _save_index(candidate, ctx: Context) -> None:
+    """Search: OUT is also an index of the chosen system (sentune.search.index) over every document, its model OUT/model,
+    so `sentune search OUT` ranks as the run scored it. The dense part reuses the vectors the run scored with when it has
+    them (the unchanged model's, or a hybrid's source's)."""
+    from sentune.adapt.names import UNCHANGED
+    from sentune.search.fusion import Fusion
+    from sentune.search.index import FILES, BuildPlan, build_index, read_settings
+
+    system = candidate.system(ctx)
+    fusion = Fusion.from_dict(system["fusion"]) if system else None
+    documents = ctx.retrieval_dev().corpus
+    source = system.get("source", candidate.name) if system else candidate.name
+    cached = ctx.out / "candidates" / source / ".vectors.npy"
+    vectors = None
+    if source == UNCHANGED or cached.is_file():
+        every = ctx.untuned_vectors() if source == UNCHANGED else np.load(cached)
+        row = {text: i for i, text in enumerate(ctx.scorer.sentences())}
+        vectors = every[[row[d.text] for d in documents]]
+    model = load_model(str(ctx.out / "model"), device=ctx.device)
+    saved = read_settings(ctx.out)
+    if saved is not None and saved.get("corpus_sha256") and saved.get("model") == "model":  # an earlier choice's index: built again
+        for name in FILES:
+            path = ctx.out / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    plan = BuildPlan("hybrid" if fusion else "dense", fusion)
+    build_index(model, "model", documents, ctx.out, plan, show_progress=ctx.config.show_progress, vectors=vectors, shared_folder=True)
+    print(f"index: {ctx.out} ({plan.system}{', ' + fusion.label if fusion else ''}): sentune search {ctx.out} --query TEXT", flush=True)
 
 
 def prune(out: Path, chosen: str) -> list[Path]:

@@ -106,16 +106,19 @@ def hybrid_rank(
     *,
     depth: int,
     query_ids: Sequence[str] | None = None,
-) -> list[list[int]]:
-    """The top `depth` documents per query under `fusion` of the cosine and the lexical score. `lexical_scores(rows)`:
-    the BM25 scores of those queries (rows of query_vectors) against these documents. With `query_ids`, a document
-    whose id is the query's is neither ranked nor normalised over (BEIR's rule for Quora-style sets)."""
+    with_scores: bool = False,
+):
+    """The top `depth` documents per query under `fusion` of the cosine and the lexical score (and, `with_scores`,
+    their fused scores). `lexical_scores(rows)`: the BM25 scores of those queries (rows of query_vectors) against
+    these documents. With `query_ids`, a document whose id is the query's is neither ranked nor normalised over
+    (BEIR's rule for Quora-style sets)."""
     from sentune.tasks.retrieval import unit_rows
 
     ties = id_order(doc_ids)
     position = {doc: i for i, doc in enumerate(doc_ids)}
     docs = unit_rows(doc_vectors)
     ranked: list[list[int]] = []
+    values: list[list[float]] = []
     for start in range(0, len(query_vectors), QUERY_BLOCK):
         rows = np.arange(start, min(start + QUERY_BLOCK, len(query_vectors)))
         dense = unit_rows(query_vectors[rows]) @ docs.T
@@ -125,5 +128,8 @@ def hybrid_rank(
             if doc is not None:  # out of both normalisations: the row's minimum changes neither min nor max
                 dense[i, doc] = np.delete(dense[i], doc).min() if len(doc_ids) > 1 else 0.0
                 lexical[i, doc] = np.delete(lexical[i], doc).min() if len(doc_ids) > 1 else 0.0
-        ranked += top_by_score(fusion.fuse(dense, lexical, ties), ties, depth, exclude=own)
-    return ranked
+        fused = fusion.fuse(dense, lexical, ties)
+        block = top_by_score(fused, ties, depth, exclude=own)
+        ranked += block
+        values += [[float(fused[i, d]) for d in row] for i, row in enumerate(block)]
+    return (ranked, values) if with_scores else ranked

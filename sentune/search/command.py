@@ -1,0 +1,108 @@
+"""`sentune index` and `sentune search`: build a search index over a BEIR corpus.jsonl, and rank its documents for a
+query or a queries file (sentune.search.index). Every input is read and checked before a model loads; a mistake is one
+line naming the file and line (or the option), exit 2, nothing written."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from sentune.errors import UserError
+
+
+def parse_fusion(text: str | None):
+    """--fusion none | rrf | convex:ALPHA (ALPHA in [0, 1], the weight of the dense scores)."""
+    from sentune.search.fusion import Fusion
+
+    if text in (None, "none"):
+        return None
+    if text == "rrf":
+        return Fusion("rrf")
+    kind, _, value = (text or "").partition(":")
+    try:
+        alpha = float(value)
+    except ValueError:
+        alpha = -1.0
+    if kind != "convex" or not 0.0 <= alpha <= 1.0:
+        raise UserError(f"--fusion {text}: use none, rrf or convex:ALPHA with ALPHA from 0 to 1 (the weight of the dense scores)")
+    return Fusion("convex", alpha)
+
+
+def add_index(sub) -> None:
+    p = sub.add_parser("index", help="build a search index (dense vectors, memory-mapped and resumable, and BM25) over a BEIR corpus.jsonl")
+    p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
+    p.add_argument("--corpus", required=True, help="the documents: a BEIR corpus.jsonl (_id, title, text)")
+    p.add_argument("--out", required=True, help="the index folder; run the same command again to resume an interrupted build")
+    p.add_argument(
+        "--fusion",
+        default="none",
+        help="how `sentune search` ranks: none (the model's cosine alone), convex:ALPHA (min-max normalised cosine and BM25, ALPHA on the "
+        "cosine; `sentune adapt` chooses it on your queries) or rrf (reciprocal rank fusion, k = 60)",
+    )
+    p.add_argument("--no-stem", action="store_true", help="BM25 without the English stemmer (BEIR and Anserini stem)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow code shipped with the model (off by default)")
+    p.set_defaults(func=cmd_index)
+
+
+def add_search(sub) -> None:
+    p = sub.add_parser("search", help="rank an index's documents for a query (--query) or a queries file (--queries), or write a TREC run file")
+    p.add_argument("index", help="an index folder (`sentune index`, or a retrieval `sentune adapt` run's output folder)")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--query", help="one query: its ranked documents are printed")
+    group.add_argument("--queries", help="queries.jsonl (_id, text) or a .tsv of id<TAB>query")
+    p.add_argument("--top", type=int, default=10, help="documents per query (default 10)")
+    p.add_argument("--run", help="write a TREC run file (qid Q0 docid rank score tag) instead of printing")
+    p.add_argument("--system", help="rank with another part of the index: dense, bm25 or hybrid (default: the index's own)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_search)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from sentune.data.beir import read_corpus_jsonl
+    from sentune.search.index import BuildPlan, build_index, check_resume
+    from sentune.search.lexical import LexicalSettings
+
+    fusion = parse_fusion(args.fusion)
+    documents = read_corpus_jsonl(args.corpus)  # a bad line or an empty file: file:line, before the model loads
+    from sentune.core.embedding_cache import model_digest
+    from sentune.core.models import load_model
+
+    model = load_model(args.model, trust_remote_code=args.trust_remote_code)
+    digest = model_digest(model)
+    out = Path(args.out)
+    check_resume(out, digest, documents)  # another model's or other documents' index: one line, nothing written
+    plan = BuildPlan("hybrid" if fusion else "dense", fusion, LexicalSettings(stemmer=None) if args.no_stem else LexicalSettings())
+    build_index(model, args.model, documents, out, plan, show_progress=not args.quiet, model_digest=digest)
+    print(
+        f"index: {out} ({len(documents)} documents, {plan.system}{', ' + fusion.label if fusion else ''}); search it with `sentune search {out} --query TEXT`"
+    )
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from sentune.data.beir import Query, read_queries
+    from sentune.data.readers import Source
+    from sentune.search.index import SearchIndex, write_trec_run
+
+    if args.top < 1:
+        raise UserError(f"--top {args.top}: at least 1")
+    index = SearchIndex.open(Path(args.index), args.system)
+    queries = [Query("query", args.query, Source("--query", 1), {})] if args.query is not None else read_queries(args.queries)
+    if args.query is not None and not args.query.strip():
+        raise UserError("--query: empty")
+    hits = index.search(queries, args.top, show_progress=not args.quiet)
+    if args.run:
+        write_trec_run(Path(args.run), queries, hits)
+        print(f"run: {args.run} ({len(queries)} queries × top {args.top}, {index.system})", file=sys.stderr)
+        return 0
+    if args.query is not None:
+        for i, hit in enumerate(hits[0], start=1):
+            snippet = hit.text if len(hit.text) <= 100 else hit.text[:97] + "..."
+            print(f"{i:>3}  {hit.score:8.4f}  {hit.doc_id}  {snippet}")
+        return 0
+    for query, row in zip(queries, hits, strict=True):
+        for i, hit in enumerate(row, start=1):
+            print(f"{query.id} Q0 {hit.doc_id} {i} {hit.score:.6f} sentune")
+    return 0

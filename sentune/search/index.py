@@ -1,0 +1,299 @@
+"""A search index on disk: what `sentune index` builds, `sentune search` reads and a retrieval `sentune adapt` run saves
+its chosen system as.
+
+    INDEX/index.json       the system (dense, bm25 or hybrid with its fusion), the model (a path relative to INDEX when it
+                           lies inside, else its name) and its weights' digest, the documents' count and sha256
+    INDEX/documents.jsonl  the documents' ids and texts, in index order
+    INDEX/vectors.npy      float32 (documents × dimension), the model's own pipeline; memory-mapped when read
+    INDEX/progress.json    rows of vectors.npy written so far: an interrupted build resumes there
+    INDEX/bm25/            BM25 as BEIR runs it (sentune.search.lexical), built after the vectors
+
+The vectors are written chunk by chunk into the memory-mapped file, so a build never holds more than one chunk's
+activations, and `complete` in index.json is set last: a search refuses an index whose build did not finish.
+
+Several processes (torchrun / accelerate launch, the launchers training uses): each rank encodes a contiguous shard of
+the documents into shards/rank-R.npy; rank 0 waits for all of them (a gloo or NCCL barrier), writes vectors.npy in
+document order, BM25 and index.json. The result is the one-process index (tests/test_search.py checks it on 2 gloo
+processes).
+
+Search is exact: every document scored (sentune.tasks.retrieval.rank: NumPy in blocks, FAISS's flat index for large
+ones), as every sentune evaluation ranks; the hybrid normalises each system's scores over every document
+(sentune.search.fusion).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sentune.data.beir import Document, Query
+from sentune.errors import UserError
+from sentune.search.fusion import Fusion, hybrid_rank, id_order, top_by_score
+from sentune.search.lexical import LexicalIndex, LexicalSettings
+
+FORMAT = "sentune-index/1"
+INDEX_FILE = "index.json"
+FILES = (INDEX_FILE, "documents.jsonl", "vectors.npy", "progress.json", "bm25")  # what a build writes into its folder
+CHUNK = 1024  # documents encoded between two progress marks
+SYSTEMS = ("dense", "bm25", "hybrid")
+
+
+def corpus_digest(documents: list[Document]) -> str:
+    digest = hashlib.sha256()
+    for d in documents:
+        digest.update(d.id.encode() + b"\0" + d.text.encode() + b"\0")
+    return digest.hexdigest()
+
+
+def read_settings(folder: Path) -> dict | None:
+    path = folder / INDEX_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def check_resume(folder: Path, model_digest: str, documents: list[Document], shared_folder: bool = False) -> dict | None:
+    """An existing index's settings when this build may continue it; one line naming index.json when it was built by
+    another model or over other documents (nothing is written). `shared_folder`: the index's files join others (an
+    adapt run's output folder)."""
+    saved = read_settings(folder)
+    if saved is None:
+        if not shared_folder and folder.exists() and any(folder.iterdir()):
+            raise UserError(f"--out {folder}: a folder that is not empty and holds no {INDEX_FILE}; choose an empty or new folder")
+        return None
+    if saved.get("format") != FORMAT:
+        raise UserError(f"{folder / INDEX_FILE}: not a sentune index ({saved.get('format')!r})")
+    if saved["model_digest"] != model_digest:
+        raise UserError(f"{folder / INDEX_FILE}: built by another model ({saved['model']}, weights {saved['model_digest'][:12]}); choose another --out")
+    if saved["corpus_sha256"] != corpus_digest(documents):
+        raise UserError(f"{folder / INDEX_FILE}: built over other documents ({saved['documents']}); choose another --out")
+    return saved
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    system: str = "dense"
+    fusion: Fusion | None = None
+    lexical: LexicalSettings = LexicalSettings()
+
+
+def build_index(
+    model: Any,
+    model_ref: str,
+    documents: list[Document],
+    out: Path,
+    plan: BuildPlan = BuildPlan(),
+    *,
+    show_progress: bool = False,
+    model_digest: str | None = None,
+    vectors: np.ndarray | None = None,
+    shared_folder: bool = False,
+) -> Path:
+    """Encode `documents` with `model` into out/vectors.npy (resuming a build stopped before), build BM25, and write
+    index.json. `model_ref`: how a search loads the model again (a path relative to `out`, or a name). `vectors`: the
+    documents' vectors already encoded by this model (an adapt run's), written as they are."""
+    from sentune.core.distributed import rank, world_size
+    from sentune.core.embedding_cache import model_digest as digest_of
+
+    model_digest = model_digest or digest_of(model)
+    saved = check_resume(out, model_digest, documents, shared_folder)
+    if (
+        saved is not None
+        and saved.get("complete")
+        and saved["system"] == plan.system
+        and saved.get("fusion") == (plan.fusion.to_dict() if plan.fusion else None)
+    ):
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "format": FORMAT,
+        "system": plan.system,
+        "fusion": plan.fusion.to_dict() if plan.fusion else None,
+        "model": model_ref,
+        "model_digest": model_digest,
+        "documents": len(documents),
+        "corpus_sha256": corpus_digest(documents),
+        "lexical": vars(plan.lexical) | {"label": plan.lexical.label},
+        "complete": False,
+    }
+    if rank() == 0:
+        _write_json(out / INDEX_FILE, settings)
+        with (out / "documents.jsonl").open("w", encoding="utf-8") as f:
+            for d in documents:
+                f.write(json.dumps({"_id": d.id, "text": d.text}, ensure_ascii=False) + "\n")
+    if vectors is not None:
+        if rank() == 0:
+            np.save(out / "vectors.npy", np.asarray(vectors, dtype=np.float32))
+            _write_json(out / "progress.json", {"rows": len(documents)})
+    elif world_size() > 1:
+        _encode_shard(model, documents, out, show_progress)
+    else:
+        _encode_into(model, [d.text for d in documents], out / "vectors.npy", out / "progress.json", show_progress)
+    if rank() != 0:
+        return out
+    LexicalIndex.build([d.text for d in documents], plan.lexical, show_progress=show_progress).save(out / "bm25")
+    settings["dimension"] = int(np.load(out / "vectors.npy", mmap_mode="r").shape[1])
+    settings["complete"] = True
+    _write_json(out / INDEX_FILE, settings)
+    return out
+
+
+def _write_json(path: Path, value: dict) -> None:
+    from sentune.core.results import write_atomic
+
+    write_atomic(path, json.dumps(value, indent=2))
+
+
+def _encode_into(model: Any, texts: list[str], vectors_path: Path, progress_path: Path, show_progress: bool) -> None:
+    """texts' vectors into a memory-mapped .npy, CHUNK rows at a time; progress_path says how many rows are written."""
+    from tqdm.auto import tqdm
+
+    from sentune.core.encode import Encoder
+
+    encoder = Encoder(model, "model", show_progress=False)
+    done = json.loads(progress_path.read_text())["rows"] if progress_path.is_file() and vectors_path.is_file() else 0
+    if done == 0:
+        dimension = encoder.encode(texts[:1]).shape[1]
+        np.lib.format.open_memmap(vectors_path, mode="w+", dtype=np.float32, shape=(len(texts), dimension)).flush()
+    vectors = np.lib.format.open_memmap(vectors_path, mode="r+")
+    with tqdm(total=len(texts), initial=done, desc="encoding the documents", unit="doc", disable=not show_progress) as bar:
+        for start in range(done, len(texts), CHUNK):
+            chunk = texts[start : start + CHUNK]
+            vectors[start : start + len(chunk)] = encoder.encode(chunk)
+            vectors.flush()
+            _write_json(progress_path, {"rows": start + len(chunk)})
+            bar.update(len(chunk))
+    del vectors
+
+
+def shard_bounds(total: int, ranks: int, rank: int) -> tuple[int, int]:
+    """The contiguous rows rank `rank` of `ranks` encodes (the first total % ranks ranks take one more)."""
+    size, extra = divmod(total, ranks)
+    start = rank * size + min(rank, extra)
+    return start, start + size + (rank < extra)
+
+
+def _encode_shard(model: Any, documents: list[Document], out: Path, show_progress: bool) -> None:
+    import torch.distributed as dist
+
+    from sentune.core.distributed import rank, world_size
+
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if os.environ.get("SENTUNE_INDEX_BACKEND") == "nccl" else "gloo")
+    me, ranks = rank(), world_size()
+    start, stop = shard_bounds(len(documents), ranks, me)
+    shards = out / "shards"
+    shards.mkdir(exist_ok=True)
+    texts = [d.text for d in documents[start:stop]]
+    _encode_into(model, texts, shards / f"rank-{me}.npy", shards / f"rank-{me}.json", show_progress and me == 0)
+    dist.barrier()
+    if me == 0:
+        parts = [np.load(shards / f"rank-{r}.npy", mmap_mode="r") for r in range(ranks)]
+        vectors = np.lib.format.open_memmap(out / "vectors.npy", mode="w+", dtype=np.float32, shape=(len(documents), parts[0].shape[1]))
+        for r, part in enumerate(parts):
+            lo, hi = shard_bounds(len(documents), ranks, r)
+            vectors[lo:hi] = part
+        vectors.flush()
+        del vectors, parts
+        _write_json(out / "progress.json", {"rows": len(documents)})
+        for path in shards.iterdir():
+            path.unlink()
+        shards.rmdir()
+    dist.barrier()
+
+
+@dataclass
+class Hit:
+    doc_id: str
+    score: float
+    text: str
+
+
+class SearchIndex:
+    """A built index, read for searching: `search(texts)` ranks every document for each text."""
+
+    def __init__(self, folder: Path, settings: dict, system: str | None = None, device: str | None = None) -> None:
+        self.folder, self.settings = folder, settings
+        self.system = system or settings["system"]
+        self.fusion = Fusion.from_dict(settings["fusion"]) if settings.get("fusion") else Fusion("convex", 0.5)
+        self.ids: list[str] = []
+        self.texts: list[str] = []
+        with (folder / "documents.jsonl").open(encoding="utf-8") as f:
+            for line in f:
+                record = json.loads(line)
+                self.ids.append(record["_id"])
+                self.texts.append(record["text"])
+        self.device = device
+        self._model: Any = None
+        self._lexical: LexicalIndex | None = None
+
+    @classmethod
+    def open(cls, folder: Path, system: str | None = None, device: str | None = None) -> SearchIndex:
+        """One line naming the folder when it is not a finished index (checked before any model loads)."""
+        settings = read_settings(folder)
+        if settings is None or settings.get("format") != FORMAT:
+            hint = " (an adapt run saves one only for search data)" if (folder / "adapt.json").is_file() else ""
+            raise UserError(f"{folder}: no sentune index ({INDEX_FILE}){hint}; build one with `sentune index`")
+        if not settings.get("complete"):
+            raise UserError(f"{folder / INDEX_FILE}: the build did not finish; run the same `sentune index` command again to resume it")
+        if system is not None and system not in SYSTEMS:
+            raise UserError(f"--system {system}: choose {', '.join(SYSTEMS)}")
+        return cls(folder, settings, system, device)
+
+    def model(self):
+        if self._model is None:
+            from sentune.core.models import load_model
+
+            ref = self.settings["model"]
+            inside = self.folder / ref
+            self._model = load_model(str(inside) if inside.is_dir() else ref, device=self.device)
+        return self._model
+
+    def lexical(self) -> LexicalIndex:
+        if self._lexical is None:
+            self._lexical = LexicalIndex.load(self.folder / "bm25")
+        return self._lexical
+
+    def search(self, queries: list[Query], top: int = 10, show_progress: bool = False) -> list[list[Hit]]:
+        """The top documents for each query, best first, with the system's score; a document whose id is the
+        query's is not returned (BEIR's rule for sets whose queries are documents too)."""
+        from sentune.core.encode import Encoder
+        from sentune.tasks.retrieval import rank, unit_rows
+
+        texts = [q.text for q in queries]
+        query_ids = [q.id for q in queries]
+        ties = id_order(self.ids)
+        own = {doc: i for i, doc in enumerate(self.ids)}
+        if self.system == "bm25":
+            scores = self.lexical().scores(texts)
+            ranked = top_by_score(scores, ties, top, exclude=[own.get(q) for q in query_ids])
+            values = [[float(scores[r, d]) for d in row] for r, row in enumerate(ranked)]
+            return self._hits(ranked, values)
+        vectors = np.load(self.folder / "vectors.npy", mmap_mode="r")
+        query_vectors = Encoder(self.model(), "model", show_progress=show_progress, desc="encoding the queries").encode(texts)
+        if self.system == "dense":
+            ranked = rank(query_vectors, vectors, self.ids, depth=top, query_ids=query_ids, skip_same_id=True)
+            units = unit_rows(query_vectors)
+            values = [[float(units[r] @ unit_rows(vectors[[d]])[0]) for d in row] for r, row in enumerate(ranked)]
+            return self._hits(ranked, values)
+        lexical = self.lexical().scores(texts)
+        ranked, values = hybrid_rank(
+            query_vectors, vectors, lambda rows: lexical[rows], self.ids, self.fusion, depth=top, query_ids=query_ids, with_scores=True
+        )
+        return self._hits(ranked, values)
+
+    def _hits(self, ranked: list[list[int]], values: list[list[float]]) -> list[list[Hit]]:
+        return [[Hit(self.ids[d], v, self.texts[d]) for d, v in zip(row, scores, strict=True)] for row, scores in zip(ranked, values, strict=True)]
+
+
+def write_trec_run(path: Path, queries: list[Query], hits: list[list[Hit]], tag: str = "sentune") -> None:
+    """TREC's run format, one line a result: `qid Q0 docid rank score tag` (rank from 1), what trec_eval, pyserini and
+    ranx read."""
+    from sentune.core.results import write_atomic
+
+    lines = [f"{q.id} Q0 {h.doc_id} {i} {h.score:.6f} {tag}" for q, row in zip(queries, hits, strict=True) for i, h in enumerate(row, start=1)]
+    write_atomic(path, "\n".join(lines) + ("\n" if lines else ""))

@@ -1,0 +1,175 @@
+"""`sentune index` / `sentune search` (sentune.search.index) on the tiny model: the index equals a direct ranking, a
+killed build resumes, bad input is one line and writes nothing, the TREC run file reads back with a tiny reader of
+the format, and an adapt run's saved system searches exactly as the run scored it."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from conftest import tree_state
+from test_adapt_retrieval import _toy_beir
+
+from sentune.cli import main
+from sentune.data.beir import read_beir_folder
+
+pytest.importorskip("bm25s")
+pytest.importorskip("Stemmer")
+
+
+def read_trec_run(path) -> dict[str, list[tuple[str, int, float]]]:
+    """A tiny reader of TREC's run format: `qid Q0 docid rank score tag`, six fields a line."""
+    runs: dict[str, list[tuple[str, int, float]]] = {}
+    for line in path.read_text().splitlines():
+        qid, q0, doc, rank, score, tag = line.split()
+        assert q0 == "Q0" and tag
+        runs.setdefault(qid, []).append((doc, int(rank), float(score)))
+    return runs
+
+
+def ndcg10(ranked: list[str], relevant: dict[str, int]) -> float:
+    """nDCG@10 by its formula, written out apart from sentune.tasks.retrieval."""
+    dcg = sum(relevant.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranked[:10]))
+    ideal = sum(g / math.log2(i + 2) for i, g in enumerate(sorted(relevant.values(), reverse=True)[:10]))
+    return dcg / ideal
+
+
+@pytest.fixture
+def toy(tmp_path):
+    return _toy_beir(tmp_path / "toy")
+
+
+def test_index_then_search_ranks_as_the_dense_and_bm25_parts_do(tiny_model_dir, toy, tmp_path, capsys):
+    dev, _ = toy
+    index = tmp_path / "index"
+    assert main(["index", "--model", str(tiny_model_dir), "--corpus", str(dev / "corpus.jsonl"), "--out", str(index), "--quiet", "--fusion", "convex:0.4"]) == 0
+    settings = json.loads((index / "index.json").read_text())
+    assert settings["complete"] and settings["system"] == "hybrid" and settings["fusion"] == {"kind": "convex", "alpha": 0.4}
+    assert settings["documents"] == 150 and np.load(index / "vectors.npy").shape == (150, settings["dimension"])
+    run = tmp_path / "run.txt"
+    assert main(["search", str(index), "--queries", str(dev / "queries.jsonl"), "--top", "5", "--run", str(run), "--quiet"]) == 0
+    hybrid = read_trec_run(run)
+    assert len(hybrid) == 100 and all([r for _, r, _ in rows] == [1, 2, 3, 4, 5] for rows in hybrid.values())
+    assert all(rows[i][2] >= rows[i + 1][2] for rows in hybrid.values() for i in range(4))  # best first
+    # the dense part alone is the exact cosine ranking of the tiny model's own vectors
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.tasks.retrieval import rank
+
+    data = read_beir_folder(dev, "dev")
+    model = SentenceTransformer(str(tiny_model_dir), device="cpu")
+    expected = rank(model.encode([q.text for q in data.queries]), model.encode([d.text for d in data.corpus]), [d.id for d in data.corpus], depth=5)
+    assert main(["search", str(index), "--queries", str(dev / "queries.jsonl"), "--top", "5", "--run", str(run), "--system", "dense", "--quiet"]) == 0
+    dense = read_trec_run(run)
+    same = sum(dense[q.id][0][0] == data.corpus[row[0]].id for q, row in zip(data.queries, expected, strict=True))
+    assert same >= 98  # float noise between two encoders may swap a near tie
+    # one query printed
+    capsys.readouterr()
+    query = data.queries[0]
+    assert main(["search", str(index), "--query", query.text, "--top", "3", "--system", "bm25", "--quiet"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    from sentune.search.fusion import id_order, top_by_score
+    from sentune.search.lexical import LexicalIndex
+
+    scores = LexicalIndex.build([d.text for d in data.corpus]).scores([query.text])
+    top = top_by_score(scores, id_order([d.id for d in data.corpus]), 3)[0]
+    assert [line.split()[2] for line in lines] == [data.corpus[i].id for i in top]
+    assert [float(line.split()[1]) for line in lines] == pytest.approx([float(scores[0, i]) for i in top], abs=1e-4)
+
+
+def test_a_killed_build_resumes_and_equals_an_uninterrupted_one(tiny_model_dir, toy, tmp_path, monkeypatch):
+    import sentune.search.index as index_module
+
+    dev, _ = toy
+    args = ["index", "--model", str(tiny_model_dir), "--corpus", str(dev / "corpus.jsonl"), "--quiet"]
+    monkeypatch.setattr(index_module, "CHUNK", 32)
+    assert main([*args, "--out", str(tmp_path / "whole")]) == 0
+    real = index_module._write_json
+    calls = {"n": 0}
+
+    def dies_after_two_chunks(path, value):
+        real(path, value)
+        if path.name == "progress.json":
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(index_module, "_write_json", dies_after_two_chunks)
+    with pytest.raises(KeyboardInterrupt):
+        main([*args, "--out", str(tmp_path / "killed")])
+    assert json.loads((tmp_path / "killed" / "progress.json").read_text())["rows"] == 64
+    assert main(["search", str(tmp_path / "killed"), "--query", "a man", "--quiet"]) == 2  # unfinished: refused
+    monkeypatch.setattr(index_module, "_write_json", real)
+    assert main([*args, "--out", str(tmp_path / "killed")]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "killed" / "vectors.npy"), np.load(tmp_path / "whole" / "vectors.npy"), atol=1e-6)
+
+
+def test_bad_input_is_one_line_and_writes_nothing(tiny_model_dir, tiny_st, toy, tmp_path, capsys):
+    dev, _ = toy
+    index = tmp_path / "index"
+    assert main(["index", "--model", str(tiny_model_dir), "--corpus", str(dev / "corpus.jsonl"), "--out", str(index), "--quiet"]) == 0
+    no_text = tmp_path / "no-text.jsonl"
+    no_text.write_text('{"_id": "a", "text": "a man"}\n{"_id": "b", "title": ""}\n')
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    duplicates = tmp_path / "queries.tsv"
+    duplicates.write_text("q1\ta man\nq1\tthe dog\n")
+    other = tmp_path / "other-model"
+    import torch
+
+    with torch.no_grad():
+        next(tiny_st[0].auto_model.parameters()).add_(0.5)  # the same architecture, other weights
+    tiny_st.save(str(other))
+    before = tree_state(tmp_path)
+    cases = [
+        (["index", "--model", str(tiny_model_dir), "--corpus", str(no_text), "--out", str(tmp_path / "new")], f"{no_text}:2:"),
+        (["index", "--model", str(tiny_model_dir), "--corpus", str(empty), "--out", str(tmp_path / "new")], f"{empty}: file is empty"),
+        (["index", "--model", str(other), "--corpus", str(dev / "corpus.jsonl"), "--out", str(index)], f"{index / 'index.json'}: built by another model"),
+        (["search", str(index), "--queries", str(duplicates)], f"{duplicates}:2: query id 'q1' already used at line 1"),
+        (["search", str(tmp_path), "--query", "a man"], "no sentune index"),
+        (
+            ["index", "--model", str(tiny_model_dir), "--corpus", str(dev / "corpus.jsonl"), "--out", str(tmp_path / "new"), "--fusion", "convex:2"],
+            "--fusion convex:2",
+        ),
+        (["search", str(index), "--query", "a man", "--system", "sparse"], "--system sparse"),
+    ]
+    for args, message in cases:
+        assert main([*args, "--quiet"]) == 2, args
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], (args, err)
+    assert tree_state(tmp_path) == before
+
+
+@pytest.mark.slow
+def test_an_adapt_run_searches_as_it_scored_its_chosen_hybrid(tiny_model_dir, toy, tmp_path):
+    """The toy's queries are words of their documents: BM25 helps, the hybrid is chosen, its weight read only the
+    selection queries, and `sentune search OUT --run` gives the test nDCG@10 the run reported."""
+    dev, test = toy
+    out = tmp_path / "run"
+    args = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out), "--methods", "whitening,hybrid"]
+    assert main(args) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["choice"]["name"] == "hybrid", results["choice"]["reason"]
+    hybrid = results["candidates"]["hybrid"]
+    from sentune.adapt.decide import split_dev
+
+    queries = read_beir_folder(out / "data" / "dev", "dev").queries
+    split = split_dev(np.zeros(len(queries)))
+    assert sorted(hybrid["weight_read_queries"]) == sorted(queries[i].id for i in split.select)
+    test_queries = read_beir_folder(test, "test").queries
+    assert not set(hybrid["weight_read_queries"]) & ({queries[i].id for i in split.confirm} | {q.id for q in test_queries})
+    for name in ("bm25", "bm25-unstemmed", "rrf"):
+        assert results["candidates"][name]["kind"] == "baseline" and not results["candidates"][name]["eligible"]
+    # the pool holds BM25's top documents too
+    settings = json.loads((out / "index.json").read_text())
+    assert settings["system"] == "hybrid" and settings["fusion"] == hybrid["fusion"] and settings["model"] == "model"
+    run = tmp_path / "test.run"
+    assert main(["search", str(out), "--queries", str(test / "queries.jsonl"), "--top", "100", "--run", str(run), "--quiet"]) == 0
+    ranked = read_trec_run(run)
+    mean = 100 * np.mean([ndcg10([doc for doc, _, _ in ranked.get(q.id, [])], q.relevant) for q in test_queries])
+    assert mean == pytest.approx(hybrid["test"]["score"], abs=1e-6)
+    from sentence_transformers import SentenceTransformer
+
+    assert SentenceTransformer(str(out / "model"), device="cpu").encode(["a man"]).shape[0] == 1
