@@ -173,3 +173,34 @@ def test_an_adapt_run_searches_as_it_scored_its_chosen_hybrid(tiny_model_dir, to
     from sentence_transformers import SentenceTransformer
 
     assert SentenceTransformer(str(out / "model"), device="cpu").encode(["a man"]).shape[0] == 1
+
+
+@pytest.mark.slow
+def test_two_torchrun_processes_build_the_one_process_index(tiny_model_dir, toy, tmp_path):
+    """torchrun with two gloo processes: each encodes its shard, rank 0 writes the index; equal to a one-process build."""
+    import os
+    import subprocess
+    import sys
+
+    dev, _ = toy
+    args = ["index", "--model", str(tiny_model_dir), "--corpus", str(dev / "corpus.jsonl"), "--quiet", "--fusion", "rrf"]
+    assert main([*args, "--out", str(tmp_path / "one")]) == 0
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "SENTUNE_DEVICE": "cpu"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "sentune", *args, "--out", str(tmp_path / "two")]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("index: ") == 1  # one process speaks
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir())  # no shard left behind
+    np.testing.assert_allclose(np.load(two / "vectors.npy"), np.load(one / "vectors.npy"), atol=1e-6)
+    assert json.loads((two / "index.json").read_text()) == json.loads((one / "index.json").read_text())
+    assert (two / "documents.jsonl").read_text() == (one / "documents.jsonl").read_text()
+
+
+def test_shards_cover_every_row_once():
+    from sentune.search.index import shard_bounds
+
+    for total in (0, 1, 7, 150):
+        for ranks in (1, 2, 3, 8):
+            bounds = [shard_bounds(total, ranks, r) for r in range(ranks)]
+            assert bounds[0][0] == 0 and bounds[-1][1] == total and all(bounds[i][1] == bounds[i + 1][0] for i in range(ranks - 1))

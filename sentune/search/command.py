@@ -75,9 +75,12 @@ def cmd_index(args: argparse.Namespace) -> int:
     check_resume(out, digest, documents)  # another model's or other documents' index: one line, nothing written
     plan = BuildPlan("hybrid" if fusion else "dense", fusion, LexicalSettings(stemmer=None) if args.no_stem else LexicalSettings())
     build_index(model, args.model, documents, out, plan, show_progress=not args.quiet, model_digest=digest)
-    print(
-        f"index: {out} ({len(documents)} documents, {plan.system}{', ' + fusion.label if fusion else ''}); search it with `sentune search {out} --query TEXT`"
-    )
+    from sentune.core.distributed import rank
+
+    if rank() == 0:  # under torchrun, one process speaks
+        print(
+            f"index: {out} ({len(documents)} documents, {plan.system}{', ' + fusion.label if fusion else ''}); search it with `sentune search {out} --query TEXT`"
+        )
     return 0
 
 

@@ -203,7 +203,8 @@ def _encode_shard(model: Any, documents: list[Document], out: Path, show_progres
         for path in shards.iterdir():
             path.unlink()
         shards.rmdir()
-    dist.barrier()
+    dist.barrier()  # no process leaves while another still talks to it (gloo aborts on such a teardown)
+    dist.destroy_process_group()
 
 
 @dataclass
