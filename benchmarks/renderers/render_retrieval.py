@@ -1,7 +1,9 @@
 """Render benchmarks/results/retrieval.md from the kept results of `EXAMPLES="scifact quora" bash
 benchmarks/runners/adapt_experiments.sh` (benchmarks/results/adapt/NAME/results.json): `sentune adapt` on documents and queries
-(issue 23), every candidate's nDCG@10 on the selection, confirmation and test queries with its interval, the choice,
-the minutes, BM25 and sentence-transformers' SimCSE beside them, and the memory of each domain run again with
+(issues 23, 45), every candidate's nDCG@10 on the selection, confirmation and test queries with its interval, the choice,
+the minutes, what search users would run instead beside them (BM25 stemmed and unstemmed, reciprocal rank fusion,
+sentence-transformers' SimCSE when run), the hybrid's weight curve, the index's time and memory
+(benchmarks/speed/index_speed.py: benchmarks/results/index_speed.json), and the memory of each domain run again with
 --low-memory (LOW_MEMORY=1, benchmarks/results/adapt/NAME-low-memory). A domain whose run has not finished is listed as
 missing, never filled in."""
 
@@ -15,31 +17,95 @@ from datetime import UTC, datetime
 from render_adapt import KEPT, domain_section, minutes, test_versus  # noqa: E402  (benchmarks/renderers/render_adapt.py)
 
 from sentune.adapt.examples import example_names
-from sentune.adapt.names import BM25, REFERENCE, UNCHANGED
+from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, UNCHANGED
 from sentune.tasks.permutation import ALPHA
 
 
 def candidate_minutes(results: dict) -> float:
-    """The candidates' minutes without the references (BM25 and st-simcse are reported, never chosen)."""
-    return minutes(results, reference=False) - (results["candidates"][BM25]["seconds"] / 60 if BM25 in results["candidates"] else 0.0)
+    """The candidates' minutes without the baselines (BM25, RRF, st-simcse: reported, never chosen)."""
+    return sum(c["seconds"] for c in results["candidates"].values() if c["kind"] != "baseline") / 60
+
+
+def _difference(row: dict | None, key: str) -> str:
+    if not row or key not in row:
+        return "—"
+    v = row[key]
+    return f"{v['candidate'] - v['baseline']:+.2f} [{v['difference_low']:+.2f}, {v['difference_high']:+.2f}]"
 
 
 def summary_row(name: str, results: dict) -> list[str]:
     c = results["candidates"]
     chosen, confirmation = results["choice"]["name"], results["choice"].get("confirmation")
     test = lambda n: f"{c[n]['test']['score']:.2f}" if n in c and c[n].get("test") else "—"  # noqa: E731
-    spent = candidate_minutes(results)
     return [
         name,
         test(UNCHANGED),
+        test(BM25),
+        test(BM25_UNSTEMMED),
+        test(RRF),
+        test(HYBRID),
         f"`{chosen}`",
         test(chosen),
         test_versus(results),
+        _difference(c[chosen].get("test"), "vs_bm25"),
         f"{confirmation['p_value']:.3f} ({results['choice']['best_on_selection']})" if confirmation else "—",
-        test(BM25),
         test(REFERENCE),
-        f"{spent:.0f}",
+        f"{candidate_minutes(results):.0f}",
     ]
+
+
+def hybrid_lines(name: str, results: dict) -> list[str]:
+    """The weight the hybrid chose and its curve on the selection queries (each ranked against the whole corpus)."""
+    lines = []
+    for cname, c in results["candidates"].items():
+        if c["kind"] != "hybrid" or not c.get("alpha_curve"):
+            continue
+        curve = ", ".join(f"{a:g}: {v:.2f}" for a, v in c["alpha_curve"])
+        lines += [
+            f"- {name}, `{cname}` (BM25 + `{c['source']}`): {c['setting']}; nDCG@10 of the {len(c['weight_read_queries'])} selection queries, "
+            f"whole corpus, by α (1 = the dense model alone, 0 = BM25 alone): {curve}.",
+        ]
+    return lines
+
+
+INDEX_SPEED = KEPT.parent / "index_speed.json"
+
+
+def index_lines() -> list[str]:
+    if not INDEX_SPEED.is_file():
+        return ["", "## `sentune index` and `sentune search`", "", "Not yet measured: `python benchmarks/speed/index_speed.py`."]
+    found = json.loads(INDEX_SPEED.read_text())
+    index, lines = found["index"], ["", "## `sentune index` and `sentune search`", ""]
+    lines += [
+        f"Measured {found['date']} (sentune {found['commit']}, {found['cpu_count']} CPU cores) by `python benchmarks/speed/index_speed.py`: each "
+        "command a process of its own under `/usr/bin/time -v` (wall time and peak resident memory, model loading included).",
+        "",
+        "| command | what | wall (s) | peak resident memory (MiB) |",
+        "|---|---|---|---|",
+        f"| `{_short(index['command'])}` | {index['documents']:,} abstracts: vectors, BM25, {index['bytes'] / 2**20:.1f} MiB on disk | "
+        f"{index['wall_seconds']:.1f} | {index['peak_resident_kib'] / 1024:.0f} |",
+    ]
+    if "search" in found:
+        search = found["search"]
+        lines.append(
+            f"| `{_short(search['command'])}` | {search['queries']} queries, top 100, TREC run file | {search['wall_seconds']:.1f} | {search['peak_resident_kib'] / 1024:.0f} |"
+        )
+    if "adapt_search" in found:
+        a = found["adapt_search"]
+        lines += [
+            "",
+            f"`sentune search` on the scifact adapt run's output ranks as the run scored its chosen system (`{a['chosen']}`): "
+            f"`{a['command']}`, then nDCG@10 of the run file over the {a['queries']} test queries: {a['search_ndcg10']:.4f}; the run's "
+            f"reported test score: {a['reported_ndcg10']:.4f}.",
+        ]
+    return lines
+
+
+def _short(command: str) -> str:
+    """The command as a user types it: `sentune ...` without the interpreter and the scratch folders' paths."""
+    words = command.split()
+    words = words[words.index("sentune") :] if "sentune" in words else words
+    return " ".join("INDEX" if "scifact-index" in w else ("RUN" if w.endswith(".run") else w) for w in words)
 
 
 def _peak(results: dict) -> str:
@@ -48,7 +114,7 @@ def _peak(results: dict) -> str:
 
 
 def _test_scores(results: dict) -> dict[str, float]:
-    return {n: c["test"]["score"] for n, c in results["candidates"].items() if c.get("test") and n not in (REFERENCE, BM25)}
+    return {n: c["test"]["score"] for n, c in results["candidates"].items() if c.get("test") and c["kind"] != "baseline"}
 
 
 def low_memory_section(found: dict[str, dict]) -> list[str]:
@@ -67,7 +133,7 @@ def low_memory_section(found: dict[str, dict]) -> list[str]:
         "256 tokens; `python benchmarks/speed/training_memory.py` measures it alone, with and without checkpointing). Peak resident memory is the "
         "whole process's (`ru_maxrss`) in its last invocation; the evaluation alone: benchmarks/results/retrieval_eval.md.",
         "",
-        "| domain | run | peak resident memory (GiB) | candidate minutes | chosen | chosen's test score | test scores against the `--reference` run |",
+        "| domain | run | peak resident memory (GiB) | candidate minutes | chosen | chosen's test score | test scores against the run above |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, low in variants.items():
@@ -76,7 +142,7 @@ def low_memory_section(found: dict[str, dict]) -> list[str]:
         shared = sorted(set(before) & set(after))
         gap = max((abs(before[n] - after[n]) for n in shared), default=float("nan"))
         for label, results, versus in (
-            ("the run above (`--reference`)", full, "—"),
+            ("the run above", full, "—"),
             ("`--low-memory`", low, f"{len(shared)} candidates scored by both; largest difference {gap:.2f}"),
         ):
             chosen = results["choice"]["name"]
@@ -111,26 +177,33 @@ def render() -> str:
     names = example_names(retrieval=True)
     found = {n: json.loads((KEPT / n / "results.json").read_text()) for n in names if (KEPT / n / "results.json").is_file()}
     lines = [
-        "# `sentune adapt` for search: two retrieval domains (issue 23)",
+        "# `sentune adapt` for search: two retrieval domains (issues 23, 45)",
         "",
         f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from benchmarks/results/adapt/NAME/results.json; the runs: "
-        '`EXAMPLES="scifact quora" bash benchmarks/runners/adapt_experiments.sh` (each domain\'s exact command and date below).',
+        "`bash benchmarks/runners/adapt_experiments.sh` with the settings of each domain's exact command below.",
         "",
         "Default model (all-MiniLM-L6-v2), default budget, 2 CPU cores. nDCG@10 ×100 per query; the selection queries rank a pool "
-        "(their relevant documents and the unchanged model's top 30), the confirmation and test queries the whole corpus; the "
+        "(their relevant documents and the top 30 of the unchanged model and of BM25), the confirmation and test queries the whole corpus; the "
         f"chosen candidate replaces the unchanged model only when a one-sided paired permutation test over the confirmation queries "
-        f"gives p ≤ {ALPHA:g}. BM25 (bm25s) and `st-simcse` (sentence-transformers' SimCSE recipe) are reported, never chosen; "
-        "candidate minutes leave both out.",
+        f"gives p ≤ {ALPHA:g}. `hybrid` is BM25 (stemmed) and the unchanged model fused by a convex combination of min-max normalised "
+        "scores, its weight chosen on the selection queries; `bm25`, `bm25-unstemmed` (sentune's BM25 before issue 45), `rrf` "
+        "(reciprocal rank fusion of BM25 and the unchanged model, k = 60) and `st-simcse` (sentence-transformers' SimCSE recipe, with "
+        "--reference) are reported, never chosen; candidate minutes leave them out. Differences: paired bootstrap over the test queries, 95 % interval.",
         "",
         "## Summary (test queries)",
         "",
-        "| domain | unchanged | chosen | chosen's score | chosen − unchanged [95 % CI] | confirmation p (best on selection) | BM25 | ST SimCSE | candidate minutes |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| domain | unchanged | BM25 | BM25 unstemmed | RRF | hybrid | chosen | chosen's score | chosen − unchanged [95 % CI] | chosen − BM25 [95 % CI] "
+        "| confirmation p (best on selection) | ST SimCSE | candidate minutes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += ["| " + " | ".join(summary_row(n, r)) + " |" for n, r in found.items()]
     missing = [n for n in names if n not in found]
     if missing:
         lines += ["", f'Not yet measured: {", ".join(missing)} (run `EXAMPLES="{" ".join(missing)}" bash benchmarks/runners/adapt_experiments.sh`).']
+    curves = [line for n, r in found.items() for line in hybrid_lines(n, r)]
+    if curves:
+        lines += ["", "The hybrid's weight, chosen on the selection queries alone:", "", *curves]
+    lines += index_lines()
     lines += low_memory_section(found)
     for name, results in found.items():
         lines += domain_section(name, results, name)

@@ -15,7 +15,7 @@ import numpy as np
 import sentune
 from sentune.adapt.candidates import Candidate
 from sentune.adapt.decide import SELECT_FRACTION, DevSplit, decide
-from sentune.adapt.names import RULE, UNCHANGED
+from sentune.adapt.names import BM25, RULE, UNCHANGED
 from sentune.core.usage import process_usage
 from sentune.tasks.bootstrap import METRICS, RESAMPLES, paired_bootstrap, resamples, score_interval
 from sentune.tasks.permutation import ALPHA, PERMUTATIONS
@@ -34,6 +34,8 @@ def _split_rows(gold: np.ndarray, scores: dict[str, np.ndarray], metric: str, se
             row["accuracy"] = METRICS["accuracy"](gold, predicted)
         if name != UNCHANGED:
             row["vs_unchanged"] = asdict(paired_bootstrap(gold, predicted, scores[UNCHANGED], metric, draws))
+        if BM25 in scores and name != BM25:  # search: what users would run instead, on the same resamples
+            row["vs_bm25"] = asdict(paired_bootstrap(gold, predicted, scores[BM25], metric, draws))
         rows[name] = row
     return rows
 

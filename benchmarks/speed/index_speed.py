@@ -1,0 +1,101 @@
+"""Time and peak memory of `sentune index` over the SciFact corpus (5,183 abstracts) and of `sentune search` for the
+scifact example's test queries, each a process of its own under /usr/bin/time -v; and, when the adapt run of the
+scifact example is there (benchmarks/runs/adapt-scifact), the nDCG@10 of `sentune search RUN --queries ... --run FILE`
+on its test queries against the test score that run reported for its chosen system. Writes
+benchmarks/results/index_speed.json, which benchmarks/renderers/render_retrieval.py puts on retrieval.md.
+
+Usage: python benchmarks/speed/index_speed.py [--data DIR] [--runs benchmarks/runs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = REPO / "benchmarks" / "results" / "index_speed.json"
+
+
+def timed(command: list[str]) -> dict:
+    """Wall seconds and peak resident memory of one command, read from GNU time's report."""
+    done = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True, cwd=REPO)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    report = done.stderr
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", report)
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", report)
+    assert wall and rss, report[-2000:]
+    parts = [float(p) for p in wall.group(1).split(":")]
+    seconds = sum(p * 60 ** (len(parts) - 1 - i) for i, p in enumerate(parts))
+    return {"command": " ".join(command), "wall_seconds": seconds, "peak_resident_kib": int(rss.group(1))}
+
+
+def run_ndcg(run_file: Path, qrels: Path) -> tuple[float, int]:
+    """Mean nDCG@10 ×100 of a TREC run file over the queries of a BEIR qrels file (sentune's metric code)."""
+    from sentune.data.beir import Query
+    from sentune.data.readers import Source
+    from sentune.tasks.retrieval import per_query_metrics
+
+    relevant: dict[str, dict[str, int]] = {}
+    for number, line in enumerate(qrels.read_text().splitlines()):
+        fields = line.split("\t")
+        if number == 0 and not fields[-1].strip().lstrip("-").isdigit():
+            continue  # BEIR's header line
+        relevant.setdefault(fields[0], {})[fields[1]] = int(fields[2])
+    ranked: dict[str, list[tuple[int, str]]] = {}
+    for line in run_file.read_text().splitlines():
+        qid, _, doc, rank, _, _ = line.split()
+        ranked.setdefault(qid, []).append((int(rank), doc))
+    queries = [Query(q, "", Source(str(qrels), 0), docs) for q, docs in relevant.items()]
+    rows = [[doc for _, doc in sorted(ranked.get(q.id, []))] for q in queries]
+    return 100 * float(per_query_metrics(rows, queries)["ndcg@10"].mean()), len(queries)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=os.environ.get("SENTUNE_DATA", str(REPO.parent / "shared" / "data")))
+    parser.add_argument("--runs", default=str(REPO / "benchmarks" / "runs"))
+    args = parser.parse_args()
+    corpus = Path(args.data) / "retrieval" / "scifact" / "corpus.jsonl"
+    adapt_run = Path(args.runs) / "adapt-scifact"
+    test = adapt_run / "example" / "test"
+    sentune = [sys.executable, "-m", "sentune"]
+    found: dict = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "cpu_count": os.cpu_count()}
+    found["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+    with tempfile.TemporaryDirectory() as scratch:
+        index = Path(scratch) / "scifact-index"
+        found["index"] = timed([*sentune, "index", "--model", "default", "--corpus", str(corpus), "--out", str(index), "--quiet", "--fusion", "convex:0.5"])
+        found["index"]["documents"] = json.loads((index / "index.json").read_text())["documents"]
+        found["index"]["bytes"] = sum(p.stat().st_size for p in index.rglob("*") if p.is_file())
+        if test.is_dir():
+            run = Path(scratch) / "test.run"
+            found["search"] = timed([*sentune, "search", str(index), "--queries", str(test / "queries.jsonl"), "--top", "100", "--run", str(run), "--quiet"])
+            found["search"]["queries"] = sum(1 for _ in (test / "queries.jsonl").open())
+    if (adapt_run / "index.json").is_file():
+        results = json.loads((adapt_run / "results.json").read_text())
+        chosen = results["choice"]["name"]
+        with tempfile.TemporaryDirectory() as scratch:
+            run = Path(scratch) / "adapt.run"
+            command = [*sentune, "search", str(adapt_run.relative_to(REPO)), "--queries", str((test / "queries.jsonl").relative_to(REPO)), "--top", "100"]
+            timed([*command, "--run", str(run), "--quiet"])
+            score, queries = run_ndcg(run, test / "qrels" / "test.tsv")
+        found["adapt_search"] = {
+            "command": " ".join(command[2:]) + " --run FILE",
+            "chosen": chosen,
+            "search_ndcg10": score,
+            "reported_ndcg10": results["candidates"][chosen]["test"]["score"],
+            "queries": queries,
+        }
+    OUT.write_text(json.dumps(found, indent=2) + "\n")
+    print(json.dumps(found, indent=2))
+
+
+if __name__ == "__main__":
+    main()
