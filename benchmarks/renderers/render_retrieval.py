@@ -14,7 +14,7 @@ import json
 import sys
 from datetime import UTC, datetime
 
-from render_adapt import KEPT, domain_section, minutes, test_versus  # noqa: E402  (benchmarks/renderers/render_adapt.py)
+from render_adapt import KEPT, domain_section, test_versus  # noqa: E402  (benchmarks/renderers/render_adapt.py)
 
 from sentune.adapt.examples import example_names
 from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, UNCHANGED
