@@ -270,19 +270,20 @@ def test_without_dev_pairs_stsb_dev_selects_and_the_report_says_so(tiny_model_di
     assert "STS-B-dev (no --dev given)" in (out / "results.md").read_text()
 
 
-def test_a_refused_run_leaves_the_finished_one_untouched_and_shared_pairs_are_warned(tiny_model_dir, user_files, tmp_path, capsys):
+def test_a_refused_run_leaves_the_finished_one_untouched_and_shared_pairs_are_warned(tiny_model_dir, user_files, tmp_path, capsys, caplog):
     out = tmp_path / "run"
     args = ["--model", str(tiny_model_dir), "--dev", str(user_files / "dev.tsv"), "--methods", "poolings", "--out", str(out)]
     # The dev file given as --test too: accepted (the user may mean it), with a warning that the test proves nothing.
     assert _adapt([*args, "--corpus", str(user_files / "corpus.txt"), "--test", str(user_files / "dev.tsv")]) == 0
-    assert f"100 of the 100 test pairs of {user_files / 'dev.tsv'} are also dev pairs" in capsys.readouterr().err
+    assert f"100 of the 100 test pairs of {user_files / 'dev.tsv'} are also dev pairs" in caplog.text
+    caplog.clear()
 
     before = tree_state(out)
     other = tmp_path / "other.txt"
     other.write_text("".join(f"another sentence number {i}\n" for i in range(150)))
     assert _adapt([*args, "--corpus", str(other), "--test", str(user_files / "dev.tsv")]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("warning: 100 of the 100 test pairs") and "holds an adapt run with other corpus_sha256" in err[1] and len(err) == 2
+    assert "100 of the 100 test pairs" in caplog.text and "holds an adapt run with other corpus_sha256" in err[0] and len(err) == 1
     assert tree_state(out) == before  # neither its data nor anything else was replaced
     few = tmp_path / "few.txt"
     few.write_text("one sentence\n")
@@ -363,7 +364,7 @@ def test_sed_and_wise_build_on_raced_out_candidates_best_checkpoints(tmp_path):
 
 
 @pytest.mark.slow
-def test_sentences_longer_than_the_model_reads_are_warned_about(tiny_model_dir, user_files, tmp_path, capsys):
+def test_sentences_longer_than_the_model_reads_are_warned_about(tiny_model_dir, user_files, tmp_path, caplog):
     """Issue 28: a 1 MB line used to be truncated without a word."""
     long = " ".join(["word"] * 200_000)  # 1 MB
     corpus = tmp_path / "long.txt"
@@ -371,9 +372,9 @@ def test_sentences_longer_than_the_model_reads_are_warned_about(tiny_model_dir, 
     dev = tmp_path / "dev-long.tsv"
     dev.write_text((user_files / "dev.tsv").read_text() + f"{long}\ta short one\t3\n")
     assert _adapt(["--model", str(tiny_model_dir), "--corpus", str(corpus), "--dev", str(dev), "--methods", "poolings", "--out", str(tmp_path / "run")]) == 0
-    err = capsys.readouterr().err
-    assert "warning: 1 of the 121 corpus sentences are longer than the model's" in err and "'word word word" in err
-    assert "warning: 1 of the 101 dev pairs have a sentence longer than the model's" in err and f"{tmp_path / 'run' / 'data' / 'dev.tsv'}:101" in err
+    err = caplog.text
+    assert "1 of the 121 corpus sentences are longer than the model's" in err and "'word word word" in err
+    assert "1 of the 101 dev pairs have a sentence longer than the model's" in err and f"{tmp_path / 'run' / 'data' / 'dev.tsv'}:101" in err
 
 
 def test_every_adapt_candidate_recipe_is_bundled_and_trains_a_registered_method():

@@ -4,9 +4,9 @@ answers in a second and leaves nothing on disk (sentune.adapt.run does the work)
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,6 +22,8 @@ from sentune.data.catalog import load_task, select_tasks, sha256_of
 from sentune.data.readers import read_paraphrase_pairs
 from sentune.data.user_data import ScoredPairs, read_scored_pairs, read_user_corpus, write_corpus, write_scored_pairs
 from sentune.train.runs import claim
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from sentune.tasks.user_pairs import Scorer
@@ -180,10 +182,11 @@ def _warn_shared_pairs(dev_rows: list[tuple[str, str, float]], test: ScoredPairs
     seen = {frozenset((a, b)) for a, b, _ in dev_rows}
     shared = sum(frozenset((p.a, p.b)) in seen for p in test.pairs)
     if shared:
-        print(
-            f"warning: {shared} of the {len(test.pairs)} test pairs of {config.test} are also dev pairs: the choice has seen them, so their test "
-            "score does not measure it independently",
-            file=sys.stderr,
+        logger.warning(
+            "%d of the %d test pairs of %s are also dev pairs: the choice has seen them, so their test score does not measure it independently",
+            shared,
+            len(test.pairs),
+            config.test,
         )
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sentune.adapt.records import record_path
+from sentune.adapt.records import CandidateRecord, record_path
 from sentune.core.memory import peak_resident_mib
 from sentune.core.results import write_atomic
 from sentune.tasks.bootstrap import bootstrap_differences, resamples
@@ -148,20 +148,16 @@ def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None,
     if cosines is not None:
         np.savez(str(entry.folder / "scores.npz"), select=cosines)
     paused = json.loads((entry.run / "paused.json").read_text()) if (entry.run / "paused.json").is_file() else {}
-    record = {
-        "name": entry.name,
-        "kind": entry.kind,
+    detail = {
         "setting": entry.recipe.name,
         "run": str(entry.run.relative_to(ctx.out)),
         "recipe": entry.recipe.to_dict(),
         "stopped": {"reason": reason, "at_step": paused.get("step"), "best_step": step},
         "best_checkpoint": {"step": step, "dev_score": score} if step is not None else None,
-        "seconds": paused.get("training_seconds", seconds),
-        "peak_memory_mib": peak_resident_mib(),  # the process's, when the record is written (every round's training before it)
+        **({"selection_only": True} if score is not None else {}),
     }
-    if score is not None:
-        record["selection_only"] = True
-        record["dev_score"] = score
+    # peak memory: the process's when the record is written (every round's training before it)
+    record = CandidateRecord(entry.name, entry.kind, paused.get("training_seconds", seconds), peak_resident_mib(), score, detail).to_dict()
     write_atomic(entry.record, json.dumps(record, indent=2))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,25 @@ from sentune.core.results import write_atomic
 
 logger = logging.getLogger(__name__)
 RECORD_FILE = "candidate.json"
+
+
+@dataclass
+class CandidateRecord:
+    """What candidate.json holds: the fields every kind has, and `detail`, what its kind adds (its setting, run, source,
+    α, ...), kept at the top level of the JSON, as results.json shows it."""
+
+    name: str
+    kind: str
+    seconds: float
+    peak_memory_mib: float | None
+    dev_score: float | None = None  # the selection score: None when the candidate was skipped
+    detail: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        found = {"name": self.name, "kind": self.kind, "seconds": self.seconds, "peak_memory_mib": self.peak_memory_mib, **self.detail}
+        if self.dev_score is not None:
+            found["dev_score"] = self.dev_score
+        return found
 
 
 def record_path(folder: Path) -> Path:
@@ -36,15 +56,16 @@ def write_record(candidate: Any, scores: dict[str, np.ndarray], detail: dict, se
     folder = candidate.folder(ctx)
     if scores:
         np.savez(str(folder / "scores.npz"), **scores)  # type: ignore[arg-type]  # numpy stubs type **kwds as bool
-    record = {"name": candidate.name, "kind": candidate.kind, "seconds": seconds, "peak_memory_mib": peak_resident_mib(), **detail}
+    record = CandidateRecord(candidate.name, candidate.kind, seconds, peak_resident_mib(), detail=detail)
     if scores:
-        record["dev_score"] = ctx.selection_score(scores["dev"])  # every choice reads this, never the confirmation part
-        print(f"{label} {candidate.name}: selection {ctx.metric} {record['dev_score']:.2f} ({seconds / 60:.1f} min)", flush=True)
+        record.dev_score = ctx.selection_score(scores["dev"])  # every choice reads this, never the confirmation part
+        print(f"{label} {candidate.name}: selection {ctx.metric} {record.dev_score:.2f} ({seconds / 60:.1f} min)", flush=True)
     elif "skipped" in detail:
         print(f"{label} {candidate.name}: skipped: {detail['skipped']}", flush=True)
-    write_atomic(record_path(folder), json.dumps(record, indent=2))
+    found = record.to_dict()
+    write_atomic(record_path(folder), json.dumps(found, indent=2))
     release_unreferenced()  # the candidate's model is garbage now (sentune.core.memory)
-    return record
+    return found
 
 
 def trained_record(candidate: Any, run: Path, label: str, ctx: Any, extra: dict | None = None) -> dict:

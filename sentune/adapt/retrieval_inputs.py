@@ -11,11 +11,13 @@ of scored pairs. Read and checked here before any model loads, like the pairs (s
 
 from __future__ import annotations
 
-import sys
+import logging
 from pathlib import Path
 
 from sentune.adapt.budget import AdaptError
 from sentune.data.beir import Document, RetrievalSet, attach_qrels, read_corpus_jsonl, read_queries
+
+logger = logging.getLogger(__name__)
 
 
 def is_retrieval(dev: Path | None, test: Path | None, dev_qrels: Path | None, test_qrels: Path | None) -> bool:
@@ -59,9 +61,9 @@ def read_retrieval_inputs(
     if test_set is not None:
         shared = {q.text for q in dev_set.queries} & {q.text for q in test_set.queries}
         if shared:
-            print(
-                f"warning: {len(shared)} of the {len(test_set.queries)} test queries are also dev queries: the choice has seen them, so their test "
-                "score does not measure it independently",
-                file=sys.stderr,
+            logger.warning(
+                "%d of the %d test queries are also dev queries: the choice has seen them, so their test score does not measure it independently",
+                len(shared),
+                len(test_set.queries),
             )
     return documents, dev_set, test_set

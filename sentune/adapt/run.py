@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -47,17 +46,23 @@ def _warn_overlong(inputs: Inputs, base) -> None:
     corpus = overlong_indices(inputs.corpus, base)
     if corpus:
         first = inputs.corpus[corpus[0]]
-        print(
-            f"warning: {len(corpus)} of the {len(inputs.corpus)} corpus sentences are longer than the model's {limit} tokens and are read "
-            f"only up to there (the first: {first[:60]!r}{'...' if len(first) > 60 else ''})",
-            file=sys.stderr,
+        logger.warning(
+            "%d of the %d corpus sentences are longer than the model's %d tokens and are read only up to there (the first: %r%s)",
+            len(corpus),
+            len(inputs.corpus),
+            limit,
+            first[:60],
+            "..." if len(first) > 60 else "",
         )
     if inputs.documents is not None:
         long = overlong_indices([d.text for d in inputs.documents], base)
         if long:
-            print(
-                f"note: {len(long)} of the {len(inputs.documents)} documents are longer than the model's {limit} tokens: their first {limit} are ranked, as BEIR does",
-                file=sys.stderr,
+            logger.info(
+                "%d of the %d documents are longer than the model's %d tokens: their first %d are ranked, as BEIR does",
+                len(long),
+                len(inputs.documents),
+                limit,
+                limit,
             )
         return
     for name, pairs in (("dev", inputs.dev), ("test", inputs.test)):
@@ -67,10 +72,14 @@ def _warn_overlong(inputs: Inputs, base) -> None:
         hits = sorted({i // 2 for i in overlong_indices(sentences, base)})
         if hits:
             source = pairs.pairs[hits[0]].source
-            print(
-                f"warning: {len(hits)} of the {len(pairs.pairs)} {name} pairs have a sentence longer than the model's {limit} tokens, read only up "
-                f"to there (the first: {source.path}:{source.line})",
-                file=sys.stderr,
+            logger.warning(
+                "%d of the %d %s pairs have a sentence longer than the model's %d tokens, read only up to there (the first: %s:%s)",
+                len(hits),
+                len(pairs.pairs),
+                name,
+                limit,
+                source.path,
+                source.line,
             )
 
 
