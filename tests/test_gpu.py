@@ -113,7 +113,7 @@ def test_adapt_runs_on_cuda(tiny_model_dir, tmp_path):
     words = "a the man woman dog cat plays runs eats guitar piano park food car street ball".split()
     sentence = lambda: " ".join(rng.choice(words, size=5))
     (tmp_path / "corpus.txt").write_text("".join(sentence() + "\n" for _ in range(64)))
-    (tmp_path / "dev.tsv").write_text("".join(f"{sentence()}\t{sentence()}\t{rng.uniform(0, 5):.2f}\n" for _ in range(30)))
+    (tmp_path / "dev.tsv").write_text("".join(f"{sentence()}\t{sentence()}\t{rng.uniform(0, 5):.2f}\n" for _ in range(120)))  # adapt needs 100
     out = tmp_path / "run"
     args = [
         "adapt",
@@ -131,3 +131,34 @@ def test_adapt_runs_on_cuda(tiny_model_dir, tmp_path):
     run = json.loads((out / "candidates" / "simcse" / "run" / "results.json").read_text())
     assert run["meta"]["training_device"].startswith("cuda")
     assert json.loads((out / "results.json").read_text())["choice"]["name"]
+
+
+def test_index_and_search_on_cuda_equal_the_cpu(tiny_model_dir, tmp_path):
+    """`sentune index --device cuda` writes the vectors the CPU writes (within float noise) and searches the same."""
+    pytest.importorskip("bm25s")
+    pytest.importorskip("Stemmer")
+    from test_adapt_retrieval import _toy_beir
+
+    dev, _ = _toy_beir(tmp_path / "toy")
+    for device in ("cpu", "cuda"):
+        args = ["index", "--quiet", "--device", device, "--model", str(tiny_model_dir), "--corpus", str(dev / "corpus.jsonl"), "--fusion", "convex:0.5"]
+        assert main([*args, "--out", str(tmp_path / device)]) == 0
+        assert (
+            main(
+                [
+                    "search",
+                    str(tmp_path / device),
+                    "--device",
+                    device,
+                    "--queries",
+                    str(dev / "queries.jsonl"),
+                    "--run",
+                    str(tmp_path / f"{device}.run"),
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
+    np.testing.assert_allclose(np.load(tmp_path / "cuda" / "vectors.npy"), np.load(tmp_path / "cpu" / "vectors.npy"), atol=1e-4)
+    top = lambda path: [line.split()[2] for line in path.read_text().splitlines() if line.split()[3] == "1"]  # noqa: E731
+    assert sum(a == b for a, b in zip(top(tmp_path / "cpu.run"), top(tmp_path / "cuda.run"), strict=True)) >= 98
