@@ -112,7 +112,7 @@ def test_adapt_runs_on_cuda(tiny_model_dir, tmp_path):
     rng = np.random.default_rng(0)
     words = "a the man woman dog cat plays runs eats guitar piano park food car street ball".split()
     sentence = lambda: " ".join(rng.choice(words, size=5))
-    (tmp_path / "corpus.txt").write_text("".join(sentence() + "\n" for _ in range(64)))
+    (tmp_path / "corpus.txt").write_text("".join(sentence() + "\n" for _ in range(400)))  # adapt needs 100 distinct
     (tmp_path / "dev.tsv").write_text("".join(f"{sentence()}\t{sentence()}\t{rng.uniform(0, 5):.2f}\n" for _ in range(120)))  # adapt needs 100
     out = tmp_path / "run"
     args = [
