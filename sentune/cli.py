@@ -351,6 +351,8 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         dev_qrels=dev_qrels,
         test_qrels=test_qrels,
         queries_from=Path(args.queries_from) if args.queries_from else None,
+        train=Path(args.train) if args.train else None,
+        labels=not args.no_labels,
         methods=methods,
         budget=budget,
         sed_members=args.sed_members,
@@ -628,6 +630,12 @@ def _add_adapt(sub) -> None:
         "--example",
         help="a ready-made domain built from the data directory: sick, qqp, mrpc, stsb (pairs) or scifact, quora (retrieval); replaces --corpus/--dev/--test",
     )
+    p.add_argument(
+        "--train",
+        help="labelled pairs (s1<TAB>s2<TAB>label, as --dev) the supervised candidates train on, apart from the dev set: never used to select "
+        "or confirm; refused when it shares a pair with --dev or --test. Without it they train on the selection half, scored out of fold",
+    )
+    p.add_argument("--no-labels", action="store_true", help="the label-free candidates only: the dev labels only select and confirm")
     p.add_argument("--methods", help=f"comma-separated subset of: {', '.join(METHODS)} (default: all)")
     p.add_argument("--budget", help="per candidate: STEPS, MINUTESm, both (500,10m) or epoch (default: one pass over the corpus)")
     p.add_argument("--sed-members", type=int, default=3, help="seeds of the best trained candidate that SED distils (default 3)")

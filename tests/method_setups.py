@@ -27,6 +27,8 @@ SETUPS: dict[str, dict] = {
     "bt-sg-opt": {"train_data": "pairs", "params": {"head_hidden": 16, "temperature": 0.1}, "training": {"batch_size": 4}},
     "mnrl-pairs": {"train_data": "pairs", "training": {"batch_size": 4}},
     "sed": {"params": {"members": "model-twice"}},  # two members: the tiny model itself, twice
+    "cosent": {"train_data": "labelled-graded", "training": {"batch_size": 4}},
+    "online-contrastive": {"train_data": "labelled-binary", "training": {"batch_size": 4}},
 }
 
 
@@ -45,6 +47,12 @@ def tiny_training_args(method: str, tmp_path: Path, model: str | Path) -> dict:
         pairs = tmp_path / "pairs.tsv"
         pairs.write_text("".join(f"a man plays {w}\ta man is playing {w}\n" for w in PARAPHRASES))
         args["train_data"] = f"pairs:{pairs}"
+    if str(args.get("train_data", "")).startswith("labelled-"):
+        labelled = tmp_path / "labelled.tsv"
+        binary = args["train_data"] == "labelled-binary"
+        rows = [(f"a man plays {w}", f"a man is playing {w}" if i % 2 == 0 else f"the {w} is on the table", i % 2 == 0) for i, w in enumerate(PARAPHRASES)]
+        labelled.write_text("".join(f"{a}\t{b}\t{(1 if same else 0) if binary else (4.5 if same else 1.0 + i / 4)}\n" for i, (a, b, same) in enumerate(rows)))
+        args["train_data"] = f"labelled:{labelled}"
     if args.get("params", {}).get("members") == "model-twice":
         args["params"]["members"] = [str(model), str(model)]
     return args

@@ -28,6 +28,7 @@ from sentune.adapt.names import (
     REFERENCE,
     RRF,
     SED,
+    SUPERVISED,
     TRAINED,
     UNCHANGED,
     UNTUNED_POOLINGS,
@@ -53,6 +54,7 @@ class PlanSetup:
     reference: bool = False
     generated_queries: bool = False
     retrieval: bool = False
+    labels: bool = True  # --no-labels: the label-free candidates only
 
 
 @dataclass
@@ -271,6 +273,97 @@ class Ensemble(WithRun):
 
 
 @dataclass
+class Supervised(WithRun):
+    """Fine-tuned on the user's labels: --train's pairs when given (never read to select or confirm), else the selection
+    part of the dev pairs, its selection score then out of fold (sentune.adapt.crossfit: K models each trained without
+    one fold score it, then the model is refit on the whole selection part for confirmation and test). CoSENT on graded
+    pairs, OnlineContrastiveLoss on 0/1 pairs (sentune.methods.labelled), a recipe fixed in advance. `start`: the
+    unchanged model, or ('best') the best label-free trained candidate (domain adaptation, then labels: the order
+    sentence-transformers recommends); that one is skipped when none trained."""
+
+    start: str = UNCHANGED
+    kind: ClassVar[str] = "supervised"
+    phase: ClassVar[str] = "after_race"
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        if not setup.labels or setup.retrieval or SUPERVISED not in setup.methods:
+            return []
+        return [cls(SUPERVISED), *([cls(f"{SUPERVISED}-stacked", "best")] if any(m in TRAINED for m in setup.methods) else [])]
+
+    def describe(self, ctx: Context) -> str:
+        where = "the unchanged model" if self.start == UNCHANGED else "the best label-free trained candidate"
+        return f"fine-tuning {where} on the labelled pairs ({self.recipe_name(ctx)})"
+
+    @staticmethod
+    def recipe_name(ctx: Context) -> str:
+        return "adapt/cosent" if ctx.metric == "spearman" else "adapt/online-contrastive"
+
+    def produce(self, label: str, ctx: Context) -> dict:
+
+        from sentune.adapt.crossfit import FOLDS, out_of_fold
+        from sentune.core.models import load_model
+        from sentune.data.user_data import ScoredPairs, read_scored_pairs, write_scored_pairs
+        from sentune.tasks.user_pairs import PairScorer
+        from sentune.train.runs import train_run
+
+        print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
+        started = time.perf_counter()
+        start_model = ctx.config.model
+        if self.start != UNCHANGED:
+            sources = tuned_sources(ctx, (Trained.kind, Ensemble.kind))
+            if not sources:
+                return write_record(self, {}, {"skipped": "no label-free trained candidate with weights to start from"}, 0.0, label, ctx)
+            source = max(sources, key=lambda r: r["dev_score"])
+            start_model = str(tuned_model_path(source, ctx))
+        name, data_dir, progress = self.recipe_name(ctx), ctx.data_dir or Path("."), ctx.config.show_progress
+
+        recipes: dict[Path, dict] = {}
+
+        def train(rows: list, folder: Path):
+            folder.mkdir(parents=True, exist_ok=True)
+            write_scored_pairs(folder / "train.tsv", [(p.a, p.b, p.score) for p in rows])
+            recipe = ctx.labelled_recipe(name, folder / "train.tsv", len(rows), start_model)
+            recipes[folder] = recipe.to_dict()
+            train_run(recipe, folder / "run", data_dir=data_dir, show_progress=progress)
+            return load_model(str(folder / "run" / "model"), device=ctx.device)
+
+        given = ctx.out / "data" / "train.tsv"
+        selection = read_scored_pairs(ctx.out / "data" / "dev-select.tsv")  # the selection part, in split.select's order
+        detail: dict = {"setting": name, "start": start_model if self.start != UNCHANGED else UNCHANGED, "run": str(self.run_folder(ctx).relative_to(ctx.out))}
+        if given.is_file():
+            rows = read_scored_pairs(given).pairs
+            model = train(rows, self.folder(ctx))
+            scores = ctx.scorer.of_model(model, f"{self.name}: scoring")
+            detail |= {"trained_on": "--train", "train_pairs": len(rows), "dev_indices_trained_on": []}
+        else:
+            select = ctx.inputs.split.select
+            folds: list[list[int]] = []
+
+            def fit(fold: int, rows: np.ndarray):
+                folds.append(sorted(int(select[i]) for i in rows))
+                return train([selection.pairs[i] for i in rows], self.folder(ctx) / f"fold-{fold}")
+
+            def predict(model, held: np.ndarray) -> np.ndarray:
+                part = ScoredPairs([selection.pairs[i] for i in held], selection.kind, selection.path)
+                return PairScorer({"held": part}).of_model(model)["held"]
+
+            oof = out_of_fold(len(selection.pairs), FOLDS, ctx.config.seed, fit, predict)
+            model = train(selection.pairs, self.folder(ctx))
+            scores = ctx.scorer.of_model(model, f"{self.name}: scoring")
+            scores["dev"][select] = oof  # the selection part's scores: out of fold
+            detail |= {
+                "trained_on": "the selection part (cross-fitted)",
+                "train_pairs": len(selection.pairs),
+                "folds": FOLDS,
+                "dev_indices_trained_on": sorted(int(i) for i in select),
+                "fold_dev_indices_trained_on": folds,
+            }
+        detail["recipe"] = recipes[self.folder(ctx)]  # the refit's (the folds' differ in their rows only)
+        return write_record(self, scores, detail, time.perf_counter() - started, label, ctx)
+
+
+@dataclass
 class Wise(Candidate):
     kind: ClassVar[str] = "wise"
     phase: ClassVar[str] = "after_race"
@@ -289,7 +382,8 @@ class Wise(Candidate):
         from sentune.core.memory import release_freed_memory, release_unreferenced
         from sentune.modules.build import save_atomic
 
-        tuned = tuned_sources(ctx, (Trained.kind, Ensemble.kind))
+        # a model trained on the selection part would choose its own α on the rows it learned: only --train's qualify
+        tuned = [r for r in tuned_sources(ctx, (Trained.kind, Ensemble.kind, Supervised.kind)) if not r.get("dev_indices_trained_on")]
         if not tuned:
             return {}, {"skipped": "no tuned candidate with weights left to interpolate with (--prune removes them)"}
         source = max(tuned, key=lambda r: r["dev_score"])  # the selection score: finished or raced out
@@ -316,7 +410,7 @@ class Wise(Candidate):
         return ctx.scorer.of_model(chosen, f"{WISE}: scoring the pairs"), detail
 
 
-DENSE_KINDS = (Unchanged.kind, Pooling.kind, PostProcessed.kind, Trained.kind, Ensemble.kind, Wise.kind)
+DENSE_KINDS = (Unchanged.kind, Pooling.kind, PostProcessed.kind, Trained.kind, Ensemble.kind, Supervised.kind, Wise.kind)
 
 
 @dataclass
@@ -439,7 +533,7 @@ class Rrf(Candidate):
 
 
 # The registry: every kind a run may have, in run order within its phase. A new kind is a class and a line here.
-KINDS: tuple[type[Candidate], ...] = (Unchanged, Pooling, PostProcessed, Trained, Ensemble, Wise, Hybrid, Reference, Lexical, Rrf)
+KINDS: tuple[type[Candidate], ...] = (Unchanged, Pooling, PostProcessed, Trained, Ensemble, Supervised, Wise, Hybrid, Reference, Lexical, Rrf)
 
 
 @dataclass
@@ -480,8 +574,8 @@ def own_pooling(model) -> str | None:
     return mode if mode in UNTUNED_POOLINGS else None
 
 
-def plan(methods: tuple[str, ...], own: str | None, reference: bool, generated_queries: bool = False, retrieval: bool = False) -> Plan:
-    setup = PlanSetup(methods, own, reference, generated_queries, retrieval)
+def plan(methods: tuple[str, ...], own: str | None, reference: bool, generated_queries: bool = False, retrieval: bool = False, labels: bool = True) -> Plan:
+    setup = PlanSetup(methods, own, reference, generated_queries, retrieval, labels)
     found = Plan()
     for kind in KINDS:
         for candidate in kind.planned(setup):

@@ -260,6 +260,34 @@ class Context:
         validate_recipe(recipe, name)
         return recipe
 
+    def labelled_recipe(self, name: str, train_file: Path, rows: int, model: str | None = None):
+        """A supervised candidate's recipe (sentune/recipes/adapt/NAME.yaml), fixed in advance: its epochs over the `rows`
+        labelled pairs of `train_file`, one evaluation at the last step (the one kept: nothing is chosen on the rows it
+        trained on), from `model` (default: the unchanged one)."""
+        from sentune.methods.labelled import LABELLED_PREFIX
+        from sentune.train.recipe import load_recipe, validate_recipe
+
+        recipe = load_recipe(name, check=False)
+        steps = max(1, math.ceil(recipe.training.epochs * math.ceil(rows / recipe.training.batch_size)))
+        training = replace(
+            recipe.training,
+            device=self.device,
+            max_steps=steps,
+            eval_steps=steps,
+            patience=0,
+            gradient_checkpointing=recipe.training.gradient_checkpointing or self.config.low_memory,
+        )
+        recipe = replace(
+            recipe,
+            model=model or self.config.model,
+            train_data=f"{LABELLED_PREFIX}{train_file}",
+            pooling=self.config.training_pooling,
+            training=training,
+            eval=replace(recipe.eval, dev=self._training_dev()),
+        )
+        validate_recipe(recipe, name)
+        return recipe
+
     def _training_dev(self) -> str:
         from sentune.tasks.user_pairs import PAIRS_PREFIX
         from sentune.tasks.user_queries import QUERIES_PREFIX

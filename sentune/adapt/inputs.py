@@ -39,6 +39,8 @@ class AdaptConfig:
     dev_qrels: Path | None = None  # retrieval: --dev is then a queries file (sentune.adapt.retrieval_inputs)
     test_qrels: Path | None = None
     queries_from: Path | None = None  # retrieval: generated `query<TAB>passage` pairs, the GenQ candidate's training data
+    train: Path | None = None  # labelled pairs the supervised candidates train on, apart from dev and test (never select or confirm)
+    labels: bool = True  # False (--no-labels): the label-free candidates only
     methods: tuple[str, ...] = ()
     budget: Budget = field(default_factory=Budget)
     sed_members: int = 3
@@ -113,6 +115,7 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
     test = read_scored_pairs(config.test) if config.test is not None else None
     if test is not None:
         _warn_shared_pairs(dev_rows, test, config)
+    train_rows = _train_pairs(config, dev_rows, test) if config.train is not None else None
     split = split_dev(np.array([r[2] for r in dev_rows]), seed=config.seed)
     files = {
         "corpus.txt": lambda path: write_corpus(path, corpus),
@@ -121,7 +124,11 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
     }
     if test is not None:
         files["test.tsv"] = lambda path: write_scored_pairs(path, [(p.a, p.b, p.score) for p in test.pairs])
-    data = _write_claimed(out, config, files, {"corpus": ["corpus.txt"], "dev": ["dev.tsv"], "test": ["test.tsv"] if test else []})
+    parts = {"corpus": ["corpus.txt"], "dev": ["dev.tsv"], "test": ["test.tsv"] if test else []}
+    if train_rows is not None:
+        files["train.tsv"] = lambda path: write_scored_pairs(path, train_rows)
+        parts["train"] = ["train.tsv"]
+    data = _write_claimed(out, config, files, parts)
     return Inputs(corpus, read_scored_pairs(data / "dev.tsv"), read_scored_pairs(data / "test.tsv") if test else None, dev_label, split)
 
 
@@ -177,6 +184,25 @@ def _write_claimed(out: Path, config: AdaptConfig, files: dict, parts: dict[str,
     return data
 
 
+def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], test: ScoredPairs | None) -> list[tuple[str, str, float]]:
+    """--train's labelled pairs, refused (one line naming both files) when one is also a dev or test pair: a pair it
+    trained on would then select, confirm or test it."""
+    assert config.train is not None
+    found = read_scored_pairs(config.train)
+    if found.kind == "scores" and not {r[2] for r in dev_rows} - {0.0, 1.0}:  # a 0/1 loss cannot read graded scores
+        raise AdaptError(f"--train {config.train}: graded scores, but the dev pairs have 0/1 labels; give 0/1 training pairs")
+    for other, rows in (("--dev", [(a, b) for a, b, _ in dev_rows]), ("--test", [(p.a, p.b) for p in test.pairs] if test else [])):
+        seen = {frozenset(pair) for pair in rows}
+        shared = [p for p in found.pairs if frozenset((p.a, p.b)) in seen]
+        if shared:
+            where = config.dev if other == "--dev" else config.test
+            raise AdaptError(
+                f"--train {shared[0].source.path}:{shared[0].source.line}: {len(shared)} of its pairs are also pairs of {other} {where or DEFAULT_DEV}; "
+                "a train file must share no pair with the dev or test set"
+            )
+    return [(p.a, p.b, p.score) for p in found.pairs]
+
+
 def _warn_shared_pairs(dev_rows: list[tuple[str, str, float]], test: ScoredPairs, config: AdaptConfig) -> None:
     """A test pair that is also a dev pair (either order) was seen by the choice: its test score proves less."""
     seen = {frozenset((a, b)) for a, b, _ in dev_rows}
@@ -200,6 +226,7 @@ def _claim(out: Path, config: AdaptConfig, digests: dict[str, str | None]) -> No
         "dev_sha256": digests["dev"],
         "test_sha256": digests["test"],
         **({"queries_from_sha256": digests["queries_from"]} if "queries_from" in digests else {}),  # absent: older runs resume
+        **({"train_sha256": digests["train"]} if "train" in digests else {}),
         "budget": asdict(config.budget),
         "sed_members": config.sed_members,
         "seed": config.seed,

@@ -96,7 +96,9 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
     base = load_model(config.model, device=config.device)
     own = own_pooling(base)
     config = replace(config, training_pooling=own or "model")
-    candidates = plan(config.methods, own, config.reference, generated_queries=config.queries_from is not None, retrieval=inputs.retrieval)
+    candidates = plan(
+        config.methods, own, config.reference, generated_queries=config.queries_from is not None, retrieval=inputs.retrieval, labels=config.labels
+    )
     ctx = Context(config, inputs, out, data_dir, base, inputs.scorer(config.show_progress), plan=candidates)
     _warn_overlong(inputs, base)
     if inputs.retrieval:

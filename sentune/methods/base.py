@@ -124,6 +124,7 @@ class Method:
     ordered_batches: bool = False  # batches in dataset order (rows laid out in blocks, e.g. CT's 1 + 7)
     poolings: tuple[str, ...] | None = None  # poolings it can train; None: any trainable pooling
     needs_pairs: bool = False  # trains on `train_data: pairs:PATH` (sentence<TAB>paraphrase)
+    needs_labels: bool = False  # trains on `train_data: labelled:PATH` (s1<TAB>s2<TAB>label)
     # params -> {parameter-name pattern: learning rate} for parameters that train at a rate of their own (the loss's
     # named parameters, e.g. "model.3.flow."; sentence-transformers' learning_rate_mapping); None: one rate for all
     learning_rates: Callable[[Any], dict[str, float]] | None = None

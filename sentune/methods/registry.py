@@ -28,6 +28,8 @@ REGISTRY: dict[str, str] = {
     "sts-regression": "sts_regression:STS_REGRESSION",
     "sed": "sed:SED",
     "tsdae": "tsdae:TSDAE",
+    "cosent": "labelled:COSENT",
+    "online-contrastive": "labelled:ONLINE_CONTRASTIVE",
 }
 
 

@@ -1,0 +1,134 @@
+"""Supervised adapt candidates (sentune.adapt.candidates.Supervised): trained on labels it is allowed to read, scored
+out of fold on the selection part (sentune.adapt.crossfit), refused --train files that share pairs with dev or test."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import tree_state
+
+from sentune.adapt.crossfit import fold_assignment, out_of_fold
+from sentune.cli import main
+from sentune.data.user_data import write_corpus, write_scored_pairs
+
+WORDS = "a the man woman dog cat plays runs eats guitar piano park food car street ball kid boy girl sings".split()
+
+
+def test_out_of_fold_equals_a_naive_k_fold_loop():
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=23)
+    x = rng.normal(size=23)
+    # a 'model' is the training rows' mean label and slope through the origin: what it predicts depends on its rows
+    fit = lambda fold, rows: (y[rows].mean(), float(x[rows] @ y[rows] / (x[rows] @ x[rows])))  # noqa: E731
+    predict = lambda model, rows: model[0] + model[1] * x[rows]  # noqa: E731
+    found = out_of_fold(23, 5, seed=7, fit=fit, predict=predict)
+    folds = fold_assignment(23, 5, seed=7)
+    naive = np.zeros(23)
+    for i in range(23):
+        train = [j for j in range(23) if folds[j] != folds[i]]
+        naive[i] = y[train].mean() + (x[train] @ y[train] / (x[train] @ x[train])) * x[i]
+    np.testing.assert_allclose(found, naive)
+    assert sorted(np.bincount(folds).tolist()) == [4, 4, 5, 5, 5]
+
+
+def _graded(rng, n):
+    """Pairs whose score is how many of five words survive: something a model can learn from the labels."""
+    rows = []
+    for _ in range(n):
+        a = list(rng.choice(WORDS, size=5))
+        keep = int(rng.integers(0, 6))
+        b = a[:keep] + list(rng.choice(WORDS, size=5 - keep))
+        rows.append((" ".join(a), " ".join(b), float(keep)))
+    return rows
+
+
+@pytest.fixture
+def labelled(tmp_path):
+    rng = np.random.default_rng(0)
+    write_corpus(tmp_path / "corpus.txt", [" ".join(rng.choice(WORDS, size=6)) for _ in range(150)])
+    write_scored_pairs(tmp_path / "dev.tsv", _graded(rng, 120))
+    write_scored_pairs(tmp_path / "test.tsv", _graded(rng, 60))
+    write_scored_pairs(tmp_path / "train.tsv", _graded(rng, 80))
+    return tmp_path
+
+
+def _args(tiny_model_dir, folder, out):
+    return [
+        "adapt",
+        "--quiet",
+        "--model",
+        str(tiny_model_dir),
+        "--corpus",
+        str(folder / "corpus.txt"),
+        "--dev",
+        str(folder / "dev.tsv"),
+        "--test",
+        str(folder / "test.tsv"),
+        "--out",
+        str(out),
+    ]
+
+
+@pytest.mark.slow
+def test_the_supervised_candidate_trains_on_the_selection_part_only_and_is_scored_out_of_fold(tiny_model_dir, labelled, tmp_path):
+    from sentune.adapt.decide import split_dev
+
+    out = tmp_path / "run"
+    assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised"]) == 0
+    record = json.loads((out / "results.json").read_text())["candidates"]["supervised"]
+    split = split_dev(np.array([float(line.split("\t")[2]) for line in (out / "data" / "dev.tsv").read_text().splitlines()]))
+    select, confirm = set(split.select.tolist()), set(split.confirm.tolist())
+    assert record["trained_on"] == "the selection part (cross-fitted)" and record["setting"] == "adapt/cosent"
+    assert set(record["dev_indices_trained_on"]) == select and not set(record["dev_indices_trained_on"]) & confirm
+    folds = record["fold_dev_indices_trained_on"]
+    assert len(folds) == 5 and all(set(f) < select for f in folds)
+    held = [select - set(f) for f in folds]
+    assert set().union(*held) == select and sum(len(h) for h in held) == len(select)  # every selection pair held out once
+    # the selection scores are out of fold: not the refit model's own cosines of the pairs it trained on
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.data.user_data import read_scored_pairs
+    from sentune.tasks.user_pairs import PairScorer
+
+    refit = SentenceTransformer(str(out / "candidates" / "supervised" / "run" / "model"), device="cpu")
+    own = PairScorer({"dev": read_scored_pairs(out / "data" / "dev.tsv")}).of_model(refit)["dev"]
+    scores = np.load(out / "candidates" / "supervised" / "scores.npz")["dev"]
+    np.testing.assert_allclose(scores[split.confirm], own[split.confirm], atol=1e-5)
+    assert not np.allclose(scores[split.select], own[split.select], atol=1e-3)
+
+
+@pytest.mark.slow
+def test_shuffled_labels_keep_the_unchanged_model(tiny_model_dir, labelled, tmp_path):
+    rows = [line.split("\t") for line in (labelled / "dev.tsv").read_text().splitlines()]
+    shuffled = np.random.default_rng(1).permutation([r[2] for r in rows])
+    (labelled / "dev.tsv").write_text("".join(f"{a}\t{b}\t{s}\n" for (a, b, _), s in zip(rows, shuffled, strict=True)))
+    out = tmp_path / "run"
+    assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised"]) == 0
+    assert json.loads((out / "results.json").read_text())["choice"]["name"] == "unchanged"
+
+
+@pytest.mark.slow
+def test_a_train_file_trains_and_never_selects(tiny_model_dir, labelled, tmp_path):
+    out = tmp_path / "run"
+    assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised", "--train", str(labelled / "train.tsv")]) == 0
+    record = json.loads((out / "results.json").read_text())["candidates"]["supervised"]
+    assert record["trained_on"] == "--train" and record["train_pairs"] == 80 and record["dev_indices_trained_on"] == []
+    assert (out / "data" / "train.tsv").read_text() == (labelled / "train.tsv").read_text()
+
+
+def test_a_train_file_sharing_pairs_with_dev_or_test_is_refused_and_no_labels_plans_none(tiny_model_dir, labelled, tmp_path, capsys):
+    leaky = tmp_path / "leaky.tsv"
+    leaky.write_text(
+        (labelled / "train.tsv").read_text() + "\t".join((labelled / "test.tsv").read_text().splitlines()[3].split("\t")[::-1][1:][::-1] + ["2.0"]) + "\n"
+    )
+    before = tree_state(tmp_path)
+    assert main([*_args(tiny_model_dir, labelled, tmp_path / "run"), "--train", str(leaky)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--train {leaky}:81: 1 of its pairs are also pairs of --test {labelled / 'test.tsv'}" in err[0], err
+    assert tree_state(tmp_path) == before
+    from sentune.adapt.candidates import parse_methods, plan
+
+    assert "supervised" in [c.name for c in plan(parse_methods(None), "mean", reference=False).all]
+    assert not [c for c in plan(parse_methods(None), "mean", reference=False, labels=False).all if c.kind == "supervised"]
