@@ -29,6 +29,7 @@ SETUPS: dict[str, dict] = {
     "sed": {"params": {"members": "model-twice"}},  # two members: the tiny model itself, twice
     "cosent": {"train_data": "labelled-graded", "training": {"batch_size": 4}},
     "online-contrastive": {"train_data": "labelled-binary", "training": {"batch_size": 4}},
+    "mnrl-hard-negatives": {"train_data": "tuples", "training": {"batch_size": 4}},
 }
 
 
@@ -53,6 +54,10 @@ def tiny_training_args(method: str, tmp_path: Path, model: str | Path) -> dict:
         rows = [(f"a man plays {w}", f"a man is playing {w}" if i % 2 == 0 else f"the {w} is on the table", i % 2 == 0) for i, w in enumerate(PARAPHRASES)]
         labelled.write_text("".join(f"{a}\t{b}\t{(1 if same else 0) if binary else (4.5 if same else 1.0 + i / 4)}\n" for i, (a, b, same) in enumerate(rows)))
         args["train_data"] = f"labelled:{labelled}"
+    if args.get("train_data") == "tuples":
+        tuples = tmp_path / "tuples.tsv"
+        tuples.write_text("".join(f"who plays {w}\ta man plays {w}\ta dog eats food\tthe car is red\n" for w in PARAPHRASES))
+        args["train_data"] = f"tuples:{tuples}"
     if args.get("params", {}).get("members") == "model-twice":
         args["params"]["members"] = [str(model), str(model)]
     return args

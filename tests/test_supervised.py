@@ -132,3 +132,30 @@ def test_a_train_file_sharing_pairs_with_dev_or_test_is_refused_and_no_labels_pl
 
     assert "supervised" in [c.name for c in plan(parse_methods(None), "mean", reference=False).all]
     assert not [c for c in plan(parse_methods(None), "mean", reference=False, labels=False).all if c.kind == "supervised"]
+
+
+@pytest.mark.slow
+def test_the_search_candidate_trains_on_selection_queries_with_mined_negatives(tiny_model_dir, tmp_path):
+    from test_adapt_retrieval import _toy_beir
+
+    from sentune.adapt.decide import split_dev
+    from sentune.data.beir import read_beir_folder
+
+    dev, test = _toy_beir(tmp_path / "toy")
+    out = tmp_path / "run"
+    args = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out), "--methods", "supervised"]
+    assert main(args) == 0
+    record = json.loads((out / "results.json").read_text())["candidates"]["supervised"]
+    queries = read_beir_folder(out / "data" / "dev", "dev").queries
+    split = split_dev(np.zeros(len(queries)))
+    assert record["setting"] == "adapt/mnrl-hard-negatives" and set(record["dev_indices_trained_on"]) == set(split.select.tolist())
+    # every training row of the refit: a selection query, one of its relevant documents, two documents not judged relevant to it
+    by_text = {q.text: q for q in queries}
+    texts = {d.id: d.text for d in read_beir_folder(out / "data" / "dev", "dev").corpus}
+    rows = [line.split("\t") for line in (out / "candidates" / "supervised" / "train.tsv").read_text().splitlines()]
+    selected = {queries[i].text for i in split.select}
+    assert len(rows) == sum(len(queries[i].relevant) for i in split.select)
+    for query, positive, *negatives in rows:
+        q = by_text[query]
+        assert query in selected and positive in {texts[d] for d in q.relevant}
+        assert len(negatives) == 2 and not set(negatives) & {texts[d] for d in q.relevant}

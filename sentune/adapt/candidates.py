@@ -274,37 +274,61 @@ class Ensemble(WithRun):
 
 @dataclass
 class Supervised(WithRun):
-    """Fine-tuned on the user's labels: --train's pairs when given (never read to select or confirm), else the selection
-    part of the dev pairs, its selection score then out of fold (sentune.adapt.crossfit: K models each trained without
-    one fold score it, then the model is refit on the whole selection part for confirmation and test). CoSENT on graded
-    pairs, OnlineContrastiveLoss on 0/1 pairs (sentune.methods.labelled), a recipe fixed in advance. `start`: the
-    unchanged model, or ('best') the best label-free trained candidate (domain adaptation, then labels: the order
-    sentence-transformers recommends); that one is skipped when none trained."""
+    """Fine-tuned on the user's labels: --train's when given (never read to select or confirm), else the selection part
+    of the dev set, its selection score then out of fold (sentune.adapt.crossfit: K models each trained without one fold
+    score it, then the model is refit on the whole selection part for confirmation and test). CoSENT on graded pairs,
+    OnlineContrastiveLoss on 0/1 pairs (sentune.methods.labelled), MultipleNegativesRankingLoss with two mined hard
+    negatives on search data (SupervisedSearch), each a recipe fixed in advance. `start`: the unchanged model, or
+    ('best') the best label-free trained candidate (domain adaptation, then labels: the order sentence-transformers
+    recommends); that one is skipped when none trained."""
 
     start: str = UNCHANGED
     kind: ClassVar[str] = "supervised"
     phase: ClassVar[str] = "after_race"
+    search: ClassVar[bool] = False  # which data it plans for: pairs, or (SupervisedSearch) queries
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
-        if not setup.labels or setup.retrieval or SUPERVISED not in setup.methods:
+        if not setup.labels or setup.retrieval != cls.search or SUPERVISED not in setup.methods:
             return []
         return [cls(SUPERVISED), *([cls(f"{SUPERVISED}-stacked", "best")] if any(m in TRAINED for m in setup.methods) else [])]
 
     def describe(self, ctx: Context) -> str:
         where = "the unchanged model" if self.start == UNCHANGED else "the best label-free trained candidate"
-        return f"fine-tuning {where} on the labelled pairs ({self.recipe_name(ctx)})"
+        return f"fine-tuning {where} on the labels ({self.recipe_name(ctx)})"
 
-    @staticmethod
-    def recipe_name(ctx: Context) -> str:
+    def recipe_name(self, ctx: Context) -> str:
         return "adapt/cosent" if ctx.metric == "spearman" else "adapt/online-contrastive"
+
+    # -- what differs between pairs and queries --
+    def selection_units(self, ctx: Context) -> list:
+        """The selection part's units (pairs), in split.select's order."""
+        from sentune.data.user_data import read_scored_pairs
+
+        return read_scored_pairs(ctx.out / "data" / "dev-select.tsv").pairs
+
+    def given_units(self, ctx: Context) -> list | None:
+        from sentune.data.user_data import read_scored_pairs
+
+        given = ctx.out / "data" / "train.tsv"
+        return read_scored_pairs(given).pairs if given.is_file() else None
+
+    def write_training(self, units: list, path: Path, ctx: Context) -> int:
+        from sentune.data.user_data import write_scored_pairs
+
+        write_scored_pairs(path, [(p.a, p.b, p.score) for p in units])
+        return len(units)
+
+    def score_held(self, model, units: list, ctx: Context):
+        from sentune.data.user_data import ScoredPairs
+        from sentune.tasks.user_pairs import PairScorer
+
+        return PairScorer({"held": ScoredPairs(units, "scores" if ctx.metric == "spearman" else "binary", "held-out fold")}).of_model(model)["held"]
 
     def produce(self, label: str, ctx: Context) -> dict:
 
         from sentune.adapt.crossfit import FOLDS, out_of_fold
         from sentune.core.models import load_model
-        from sentune.data.user_data import ScoredPairs, read_scored_pairs, write_scored_pairs
-        from sentune.tasks.user_pairs import PairScorer
         from sentune.train.runs import train_run
 
         print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
@@ -314,53 +338,88 @@ class Supervised(WithRun):
             sources = tuned_sources(ctx, (Trained.kind, Ensemble.kind))
             if not sources:
                 return write_record(self, {}, {"skipped": "no label-free trained candidate with weights to start from"}, 0.0, label, ctx)
-            source = max(sources, key=lambda r: r["dev_score"])
-            start_model = str(tuned_model_path(source, ctx))
+            start_model = str(tuned_model_path(max(sources, key=lambda r: r["dev_score"]), ctx))
         name, data_dir, progress = self.recipe_name(ctx), ctx.data_dir or Path("."), ctx.config.show_progress
-
         recipes: dict[Path, dict] = {}
 
-        def train(rows: list, folder: Path):
+        def train(units: list, folder: Path):
             folder.mkdir(parents=True, exist_ok=True)
-            write_scored_pairs(folder / "train.tsv", [(p.a, p.b, p.score) for p in rows])
-            recipe = ctx.labelled_recipe(name, folder / "train.tsv", len(rows), start_model)
+            rows = self.write_training(units, folder / "train.tsv", ctx)
+            recipe = ctx.labelled_recipe(name, folder / "train.tsv", rows, start_model)
             recipes[folder] = recipe.to_dict()
             train_run(recipe, folder / "run", data_dir=data_dir, show_progress=progress)
             return load_model(str(folder / "run" / "model"), device=ctx.device)
 
-        given = ctx.out / "data" / "train.tsv"
-        selection = read_scored_pairs(ctx.out / "data" / "dev-select.tsv")  # the selection part, in split.select's order
         detail: dict = {"setting": name, "start": start_model if self.start != UNCHANGED else UNCHANGED, "run": str(self.run_folder(ctx).relative_to(ctx.out))}
-        if given.is_file():
-            rows = read_scored_pairs(given).pairs
-            model = train(rows, self.folder(ctx))
+        given = self.given_units(ctx)
+        if given is not None:
+            model = train(given, self.folder(ctx))
             scores = ctx.scorer.of_model(model, f"{self.name}: scoring")
-            detail |= {"trained_on": "--train", "train_pairs": len(rows), "dev_indices_trained_on": []}
+            detail |= {"trained_on": "--train", "train_units": len(given), "dev_indices_trained_on": []}
         else:
-            select = ctx.inputs.split.select
+            select, units = ctx.inputs.split.select, self.selection_units(ctx)
             folds: list[list[int]] = []
 
             def fit(fold: int, rows: np.ndarray):
                 folds.append(sorted(int(select[i]) for i in rows))
-                return train([selection.pairs[i] for i in rows], self.folder(ctx) / f"fold-{fold}")
+                return train([units[i] for i in rows], self.folder(ctx) / f"fold-{fold}")
 
-            def predict(model, held: np.ndarray) -> np.ndarray:
-                part = ScoredPairs([selection.pairs[i] for i in held], selection.kind, selection.path)
-                return PairScorer({"held": part}).of_model(model)["held"]
-
-            oof = out_of_fold(len(selection.pairs), FOLDS, ctx.config.seed, fit, predict)
-            model = train(selection.pairs, self.folder(ctx))
+            oof = out_of_fold(len(units), FOLDS, ctx.config.seed, fit, lambda model, held: self.score_held(model, [units[i] for i in held], ctx))
+            model = train(units, self.folder(ctx))
             scores = ctx.scorer.of_model(model, f"{self.name}: scoring")
             scores["dev"][select] = oof  # the selection part's scores: out of fold
             detail |= {
                 "trained_on": "the selection part (cross-fitted)",
-                "train_pairs": len(selection.pairs),
+                "train_units": len(units),
                 "folds": FOLDS,
                 "dev_indices_trained_on": sorted(int(i) for i in select),
                 "fold_dev_indices_trained_on": folds,
             }
         detail["recipe"] = recipes[self.folder(ctx)]  # the refit's (the folds' differ in their rows only)
         return write_record(self, scores, detail, time.perf_counter() - started, label, ctx)
+
+
+@dataclass
+class SupervisedSearch(Supervised):
+    """Supervised on search data: MultipleNegativesRankingLoss on (query, relevant document, BM25's best-ranked
+    unjudged document, the unchanged model's best-ranked unjudged document) rows, one per judged-relevant document
+    (sentune.methods.mnrl; no judged-relevant document is ever a negative). Mined here rather than with
+    sentence-transformers' mine_hard_negatives, which mines with one embedding model: BM25's and the unchanged model's
+    rankings of the whole corpus are what the run already holds. Held-out selection queries rank the selection pool,
+    as every candidate's selection queries do."""
+
+    search: ClassVar[bool] = True
+
+    def recipe_name(self, ctx: Context) -> str:
+        return "adapt/mnrl-hard-negatives"
+
+    def selection_units(self, ctx: Context) -> list:
+        from sentune.data.beir import read_beir_folder
+        from sentune.tasks.user_queries import SELECT_SPLIT
+
+        return read_beir_folder(ctx.selection_folder(), SELECT_SPLIT).queries  # split.select's order
+
+    def given_units(self, ctx: Context) -> list | None:
+        from sentune.data.beir import read_beir_folder
+
+        given = ctx.out / "data" / "train"
+        return read_beir_folder(given, "train").queries if given.is_dir() else None
+
+    def write_training(self, units: list, path: Path, ctx: Context) -> int:
+        texts = {d.id: d.text for d in ctx.retrieval_dev().corpus}
+        negatives = ctx.hard_negatives(units)
+        rows = [(q.text, texts[doc], *negatives[q.id]) for q in units for doc in q.relevant if q.relevant[doc] > 0]
+        path.write_text("".join("\t".join(" ".join(field.split()) for field in row) + "\n" for row in rows), encoding="utf-8")
+        return len(rows)
+
+    def score_held(self, model, units: list, ctx: Context):
+        import numpy as np
+
+        from sentune.data.beir import RetrievalSet, read_beir_folder
+        from sentune.tasks.user_queries import SELECT_SPLIT, QueryScorer, RankedQueries
+
+        pool = read_beir_folder(ctx.selection_folder(), SELECT_SPLIT).corpus
+        return QueryScorer({"held": [RankedQueries(RetrievalSet(units, pool), np.arange(len(units)))]}).of_model(model)["held"]
 
 
 @dataclass
@@ -533,7 +592,20 @@ class Rrf(Candidate):
 
 
 # The registry: every kind a run may have, in run order within its phase. A new kind is a class and a line here.
-KINDS: tuple[type[Candidate], ...] = (Unchanged, Pooling, PostProcessed, Trained, Ensemble, Supervised, Wise, Hybrid, Reference, Lexical, Rrf)
+KINDS: tuple[type[Candidate], ...] = (
+    Unchanged,
+    Pooling,
+    PostProcessed,
+    Trained,
+    Ensemble,
+    Supervised,
+    SupervisedSearch,
+    Wise,
+    Hybrid,
+    Reference,
+    Lexical,
+    Rrf,
+)
 
 
 @dataclass

@@ -201,6 +201,30 @@ class Context:
 
         return fused
 
+    def hard_negatives(self, queries) -> dict[str, tuple[str, str]]:
+        """Per query: the best-ranked document over the whole corpus that is not judged relevant to it (nor the query's
+        own document) under BM25 and under the unchanged model, as texts."""
+        from sentune.core.encode import Encoder
+        from sentune.search.fusion import id_order, top_by_score
+        from sentune.tasks.retrieval import rank
+
+        documents = self.retrieval_dev().corpus
+        ids = [d.id for d in documents]
+        texts = [q.text for q in queries]
+        row = {text: i for i, text in enumerate(self.scorer.sentences())}
+        known = self.untuned_vectors()
+        missing = [t for t in texts if t not in row]  # --train's queries: not among the scored texts
+        extra = Encoder(self.base, "model", show_progress=False).encode(missing) if missing else None
+        query_vectors = np.stack([known[row[t]] if t in row else extra[missing.index(t)] for t in texts])  # type: ignore[index]
+        depth = max(len(q.relevant) for q in queries) + 2
+        dense = rank(query_vectors, known[[row[d.text] for d in documents]], ids, depth=depth)
+        lexical = top_by_score(self.lexical().scores(texts, ids), id_order(ids), depth)
+        found = {}
+        for q, by_dense, by_bm25 in zip(queries, dense, lexical, strict=True):
+            first = lambda ranked: next(documents[i].text for i in ranked if ids[i] not in q.relevant and ids[i] != q.id)  # noqa: E731,B023
+            found[q.id] = (first(by_bm25), first(by_dense))
+        return found
+
     def choose_fusion_weight(self, vectors: np.ndarray) -> tuple[float, dict[float, float], list[str]]:
         """The convex weight α best on the selection queries, each ranked against the whole corpus (not the pool:
         the normalisation reads every document's score, as it will when the system serves); ties: the α nearer 0.5.
@@ -262,12 +286,15 @@ class Context:
 
     def labelled_recipe(self, name: str, train_file: Path, rows: int, model: str | None = None):
         """A supervised candidate's recipe (sentune/recipes/adapt/NAME.yaml), fixed in advance: its epochs over the `rows`
-        labelled pairs of `train_file`, one evaluation at the last step (the one kept: nothing is chosen on the rows it
-        trained on), from `model` (default: the unchanged one)."""
+        training rows of `train_file` (labelled pairs, or search tuples), one evaluation at the last step (the one kept:
+        nothing is chosen on the rows it trained on), from `model` (default: the unchanged one)."""
         from sentune.methods.labelled import LABELLED_PREFIX
+        from sentune.methods.mnrl import TUPLES_PREFIX
+        from sentune.methods.registry import get_method
         from sentune.train.recipe import load_recipe, validate_recipe
 
         recipe = load_recipe(name, check=False)
+        prefix = TUPLES_PREFIX if get_method(recipe.method).needs_tuples else LABELLED_PREFIX
         steps = max(1, math.ceil(recipe.training.epochs * math.ceil(rows / recipe.training.batch_size)))
         training = replace(
             recipe.training,
@@ -280,7 +307,7 @@ class Context:
         recipe = replace(
             recipe,
             model=model or self.config.model,
-            train_data=f"{LABELLED_PREFIX}{train_file}",
+            train_data=f"{prefix}{train_file}",
             pooling=self.config.training_pooling,
             training=training,
             eval=replace(recipe.eval, dev=self._training_dev()),

@@ -149,6 +149,7 @@ def _prepare_retrieval(config: AdaptConfig, out: Path) -> Inputs:
             f"--dev {config.dev}: {dev.units} queries with a relevant document; adapt needs at least {MIN_DEV_PAIRS} (half select, half confirm the choice)"
         )
     generated = read_paraphrase_pairs(config.queries_from, user_file=True) if config.queries_from is not None else None
+    train = _train_queries(config, documents, dev, test) if config.train is not None else None
     split = split_dev(dev.gold, seed=config.seed)
     files = {"corpus.txt": lambda path: write_corpus(path, corpus), "dev": lambda path: write_beir_folder(path, dev, "dev")}
     if test is not None:
@@ -158,6 +159,9 @@ def _prepare_retrieval(config: AdaptConfig, out: Path) -> Inputs:
         "dev": ["dev/queries.jsonl", "dev/qrels/dev.tsv"],
         "test": ["test/queries.jsonl", "test/qrels/test.tsv"] if test else [],
     }
+    if train is not None:
+        files["train"] = lambda path: write_beir_folder(path, train, "train")
+        parts["train"] = ["train/queries.jsonl", "train/qrels/train.tsv"]
     if generated is not None:
         files["queries-from.tsv"] = lambda path: path.write_text("".join(f"{q}\t{p}\n" for q, p in generated), encoding="utf-8")
         parts["queries_from"] = ["queries-from.tsv"]
@@ -201,6 +205,23 @@ def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], te
                 "a train file must share no pair with the dev or test set"
             )
     return [(p.a, p.b, p.score) for p in found.pairs]
+
+
+def _train_queries(config: AdaptConfig, documents: list[Document], dev: RetrievalSet, test: RetrievalSet | None) -> RetrievalSet:
+    """Search: --train's queries and judgements (a BEIR folder with qrels/train.tsv) over the same documents, refused
+    (one line naming both) when a query is also a dev or test query."""
+    from sentune.adapt.retrieval_inputs import query_set
+
+    assert config.train is not None
+    train = query_set(config.train, None, documents, "train", "--train")
+    for option, other in (("--dev", dev), ("--test", test)):
+        shared = [q for q in train.queries if other is not None and q.text in {o.text for o in other.queries}]
+        if shared:
+            raise AdaptError(
+                f"--train {shared[0].source.path}:{shared[0].source.line}: {len(shared)} of its queries are also queries of {option} "
+                f"{config.dev if option == '--dev' else config.test}; a train set must share no query with the dev or test set"
+            )
+    return train
 
 
 def _warn_shared_pairs(dev_rows: list[tuple[str, str, float]], test: ScoredPairs, config: AdaptConfig) -> None:

@@ -274,6 +274,18 @@ def read_paraphrase_pairs(path: str | Path, *, user_file: bool = False) -> list[
     return out
 
 
+def read_tuples(path: str | Path, width: int) -> list[tuple[str, ...]]:
+    """`anchor<TAB>positive<TAB>negative...` per line, exactly `width` non-empty fields (a search candidate's training
+    rows: a query, a relevant passage and mined hard negatives)."""
+    path = Path(path)
+    names = ", ".join(["anchor", "positive", *(f"negative {i}" for i in range(1, width - 1))])
+    out = []
+    for number, line in enumerate(read_lines(path), start=1):
+        fields = _fields(path, number, line, width, names, exact=True)
+        out.append(tuple(_nonempty(path, number, f, "field") for f in fields))
+    return out
+
+
 # One registry from a catalog record's `format` to its reader, shared by evaluation tasks (tasks.yaml)
 # and named sets (sets.yaml). A reader takes the record (its `files` by split, or SemEval's `dir` and
 # `subsets`, and options such as `keep_blank` and `labels`) and the data directory, and returns the

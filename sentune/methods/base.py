@@ -125,6 +125,7 @@ class Method:
     poolings: tuple[str, ...] | None = None  # poolings it can train; None: any trainable pooling
     needs_pairs: bool = False  # trains on `train_data: pairs:PATH` (sentence<TAB>paraphrase)
     needs_labels: bool = False  # trains on `train_data: labelled:PATH` (s1<TAB>s2<TAB>label)
+    needs_tuples: bool = False  # trains on `train_data: tuples:PATH` (anchor<TAB>positive<TAB>negatives)
     # params -> {parameter-name pattern: learning rate} for parameters that train at a rate of their own (the loss's
     # named parameters, e.g. "model.3.flow."; sentence-transformers' learning_rate_mapping); None: one rate for all
     learning_rates: Callable[[Any], dict[str, float]] | None = None

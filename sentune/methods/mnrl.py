@@ -2,6 +2,10 @@
 unsupervised SimCSE (anchors against the positives of the batch only, no anchor-anchor negatives),
 registered so sentune's own SimCSE can be compared with it on the same trainer, data and seed.
 
+`mnrl-hard-negatives`: the same loss on (query, relevant passage, hard negative 1, hard negative 2) rows
+(`train_data: tuples:PATH`, four tab-separated fields), each query's own negatives added to the batch's passages
+(sentence-transformers' n-tuple form of the loss; Karpukhin et al., "Dense Passage Retrieval", EMNLP 2020, §3.2).
+
 `mnrl-pairs`: the same loss on given (anchor, positive) pairs (`train_data: pairs:PATH`), e.g. GenQ (Thakur et al.,
 "BEIR", NeurIPS 2021 Datasets and Benchmarks, §4): generated queries paired with the passages they were generated from,
 
@@ -44,4 +48,27 @@ def given_pairs_view(ctx: TrainContext) -> Columns:
 
 MNRL_PAIRS = Method(
     "mnrl-pairs", build_mnrl_loss, pooling="mean", columns=("sentence", "positive"), params=MNRLParams, data_view=given_pairs_view, needs_pairs=True
+)
+
+
+TUPLES_PREFIX = "tuples:"
+HARD_NEGATIVES = 2  # negatives per row: the best-ranked unjudged document of BM25 and of the dense model
+
+
+def tuples_view(ctx: TrainContext) -> Columns:
+    from sentune.data.readers import read_tuples
+
+    rows = read_tuples(ctx.recipe.train_data[len(TUPLES_PREFIX) :], 2 + HARD_NEGATIVES)
+    columns = {"anchor": [r[0] for r in rows], "positive": [r[1] for r in rows]}
+    return columns | {f"negative_{i}": [r[1 + i] for r in rows] for i in range(1, HARD_NEGATIVES + 1)}
+
+
+MNRL_HARD_NEGATIVES = Method(
+    "mnrl-hard-negatives",
+    build_mnrl_loss,
+    pooling="mean",
+    columns=("anchor", "positive", *(f"negative_{i}" for i in range(1, HARD_NEGATIVES + 1))),
+    params=MNRLParams,
+    data_view=tuples_view,
+    needs_tuples=True,
 )

@@ -24,6 +24,7 @@ REGISTRY: dict[str, str] = {
     "st-ct": "ct:ST_CT",
     "st-mnrl": "mnrl:ST_MNRL",
     "mnrl-pairs": "mnrl:MNRL_PAIRS",
+    "mnrl-hard-negatives": "mnrl:MNRL_HARD_NEGATIVES",
     "nli": "nli:NLI",
     "sts-regression": "sts_regression:STS_REGRESSION",
     "sed": "sed:SED",

@@ -77,7 +77,7 @@ class Recipe:
     method: str = option(help="a registered method (sentune.methods.registry)")
     name: str = option("", "the recipe's name (default: the file's stem)")
     model: str = option("default", "'default', a hub id or a local folder")
-    train_data: str = option("stsb", "a named set (sentune/data/sets.yaml), file:PATH, tasks:SELECTION, pairs:PATH or labelled:PATH")
+    train_data: str = option("stsb", "a named set (sentune/data/sets.yaml), file:PATH, tasks:SELECTION, pairs:PATH, labelled:PATH or tuples:PATH")
     params: dict[str, Any] = option(default_factory=dict, help="the method's parameters (checked against its record)")
     # None = the method's own (e.g. mean for SimCSE). 'model' keeps the model's pipeline, e.g. a flow or
     # whitening head after the pooling, so fine-tuning trains through it.
@@ -164,11 +164,16 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
             raise RecipeError(f"train_data: method {method.name!r} needs train_data: pairs:PATH (sentence<TAB>paraphrase lines)")
         if method.needs_labels and not recipe.train_data.startswith("labelled:"):
             raise RecipeError(f"train_data: method {method.name!r} needs train_data: labelled:PATH (s1<TAB>s2<TAB>label lines)")
+        if method.needs_tuples and not recipe.train_data.startswith("tuples:"):
+            raise RecipeError(f"train_data: method {method.name!r} needs train_data: tuples:PATH (anchor<TAB>positive<TAB>negative lines)")
         if recipe.train_data.startswith("pairs:"):
             if not Path(recipe.train_data[6:]).is_file():
                 raise RecipeError(f"train_data: {recipe.train_data[6:]}: file not found")
         elif recipe.train_data.startswith("labelled:"):
             read_scored_pairs(recipe.train_data[len("labelled:") :])  # a malformed line is named now, not when training starts
+        elif recipe.train_data.startswith("tuples:"):
+            if not Path(recipe.train_data[7:]).is_file():
+                raise RecipeError(f"train_data: {recipe.train_data[7:]}: file not found")
         else:
             check_sentence_set(recipe.train_data, "train_data")
         if recipe.eval.dev.startswith(PAIRS_PREFIX):
