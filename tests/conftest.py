@@ -291,3 +291,15 @@ def kill_when(proc, ready, *, what: str = "the run", timeout: float = 240.0, aft
         subprocess.run(["pkill", "-KILL", "-P", str(proc.pid)], check=False)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+
+
+def assert_plot(path: Path, min_colours: int = 3) -> None:
+    """A PNG that holds a drawing: a picture of some size, not one flat colour, with lines or marks in several colours."""
+    from matplotlib.image import imread
+
+    image = imread(str(path))
+    assert image.ndim == 3 and image.shape[0] >= 200 and image.shape[1] >= 200, image.shape
+    colours = np.unique((image[..., :3] * 255).astype(np.uint8).reshape(-1, 3), axis=0)
+    assert len(colours) >= min_colours, f"{path}: {len(colours)} colour(s): blank"
+    ink = (image[..., :3].mean(axis=2) < 0.9).mean()  # the share of pixels darker than near-white
+    assert 0.005 < ink < 0.9, f"{path}: {ink:.1%} of the pixels drawn"

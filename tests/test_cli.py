@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import tree_state
+from conftest import assert_plot, tree_state
 
 from sentune.cli import main
 
@@ -182,7 +182,7 @@ def test_layerwise_writes_scores_and_plot(tiny_model_dir, tiny_data_dir, tmp_pat
     assert main(["layerwise", "--model", str(tiny_model_dir), "--data", str(tiny_data_dir), "--out", str(tmp_path), "--quiet"]) == 0
     result = json.loads((tmp_path / "layerwise.json").read_text())
     assert result["layers"] == list(range(6)) and all(len(v) == 6 for v in result["scores"].values())
-    assert (tmp_path / "layerwise.png").stat().st_size > 1000
+    assert_plot(tmp_path / "layerwise.png")
 
 
 def test_report_renders_tables_and_plots(tiny_model_dir, tiny_data_dir, tmp_path):
@@ -198,7 +198,8 @@ def test_report_renders_tables_and_plots(tiny_model_dir, tiny_data_dir, tmp_path
     page = (report / "report.html").read_text()
     assert "![STS average per run](sts_average.png)" in md and "| layer | cls | mean | max |" in md
     assert "<table>" in page and '<img alt="layer-wise Spearman" src="layerwise.png">' in page
-    assert (report / "sts_average.png").stat().st_size > 1000 and (report / "layerwise.png").stat().st_size > 1000
+    assert_plot(report / "sts_average.png")
+    assert_plot(report / "layerwise.png")
     assert main(["report", str(tmp_path / "nothing"), "--out", str(report)]) == 2
 
 
@@ -231,7 +232,7 @@ def test_tsne_figure_panels(tiny_model_dir, tiny_data_dir, tmp_path):
     )
     record = json.loads((tmp_path / "tsne.json").read_text())
     assert len(record["panels"]) == 2 and all(len(points) == 20 for points in record["panels"].values())  # 10 pairs, 2 sentences each
-    assert (tmp_path / "tsne.png").stat().st_size > 1000
+    assert_plot(tmp_path / "tsne.png")
     assert (
         main(
             [

@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from sentune.cli import main
@@ -52,6 +53,14 @@ def test_a_new_task_is_one_catalog_entry(tmp_path, tiny_model_dir, tiny_data_dir
         out = tmp_path / "eval"
         assert main(["eval", "--model", str(tiny_model_dir), "--tasks", "mine", "--data", str(data), "--out", str(out), "--quiet"]) == 0
         result = json.loads((out / "results.json").read_text())["runs"]["model"]["tasks"]["MY-STS"]
-        assert result["n"] == 12 and -100 <= result["all"]["spearman"] <= 100  # a number, not NaN
+        # the new task is scored as every STS task: the Spearman of the model's cosines against the gold scores
+        from scipy.stats import spearmanr
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(tiny_model_dir), device="cpu")
+        a, b = (model.encode([r.split("\t")[col] for r in rows]) for col in (5, 6))
+        cosines = (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+        expected = 100 * spearmanr(cosines, [float(r.split("\t")[4]) for r in rows])[0]
+        assert result["n"] == 12 and result["all"]["spearman"] == pytest.approx(expected, abs=1e-3)
     finally:
         catalog.load_catalog.cache_clear()

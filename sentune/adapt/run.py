@@ -130,7 +130,7 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
 
 
 def _race_trained(candidates: Plan, ctx: Context) -> None:
-    from sentune.adapt.race import RUNGS, Entry, race
+    from sentune.adapt.race import CONFIDENCE, RUNGS, Entry, race
 
     raced = candidates.raced
     if not raced:
@@ -145,7 +145,7 @@ def _race_trained(candidates: Plan, ctx: Context) -> None:
         entries.append(Entry(candidate.name, candidate.kind, recipe, candidate.run_folder(ctx), candidate.folder(ctx)))
     print(
         f"race: {len(entries)} training candidates in rounds to {', '.join(f'{f:g}' for f in RUNGS)} of their steps; after each, one behind the "
-        "unchanged model or the leader on the selection pairs with 95 % confidence stops, and at most half go on",
+        f"unchanged model or the leader on the selection pairs with {CONFIDENCE:.0%} confidence stops, and at most half go on",
         flush=True,
     )
     by_name = {c.name: c for c in raced}

@@ -299,11 +299,8 @@ def compute_views(model, sentences: list[str], layers: list[int], view_pooling: 
 
     def compute() -> np.ndarray:
         names = [f"layer{k}-{view_pooling}" for k in layers]
-        # Encoded straight into the (N, L, d) array: np.stack(...).astype(...) over the layers held them three times,
-        # and layers stacked afterwards into one array twice. For the SciFact passages' views (23,078 × 7 × 384,
-        # 237 MiB) the --low-memory adapt run went from 1,381 to 1,938 MiB resident in the 1.5 s after they were
-        # encoded (the first way, 795bc81) and from 1,332 to 1,797 MiB (the second, f07b98f). compute_views of those
-        # passages alone, the peak above the model's: 691 MiB the second way, 449 MiB this way (2026-11-25).
+        # Encoded straight into the (N, L, d) array: stacking the layers afterwards would hold every view twice at
+        # the peak (the memory adapt's --low-memory runs are measured by, benchmarks/results/retrieval.md).
         return Encoder(model, names, show_progress=show_progress, desc="SG: BERT_F views of the training sentences (cached)").encode_stacked(sentences)
 
     return cached_array(Path(cache_dir) / f"sg-views-{key}.npy" if cache_dir else None, compute)

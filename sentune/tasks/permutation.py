@@ -36,10 +36,8 @@ from sentune.tasks.batched_metrics import MEAN_METRICS, ROW_METRICS
 
 PERMUTATIONS = 1000
 # The level of the confirmation: a candidate replaces the baseline when p ≤ ALPHA. Not 0.05: the test is exact only
-# up to the standardisation above, and adapt promises at most 5 % in every setting of the calibration, not on average.
-# At 0.05 the simulated rule shipped up to 6.5 % [5.4, 7.9] in one setting (benchmarks/results/adapt_calibration.md at
-# d5251d2), at 0.04 up to 5.1 % [4.2, 6.1] (at 4cb6987); the page as it is now shows the rates at 0.03, 0.04 and 0.05
-# from the same simulated runs, and the power 0.03 costs.
+# up to the standardisation above, and adapt promises at most 5 % in every setting of the calibration, not on average;
+# benchmarks/results/adapt_calibration.md shows the simulated rule's rates at 0.03, 0.04 and 0.05 and the power 0.03 costs.
 ALPHA = 0.03
 _TOLERANCE = 1e-9  # permuted differences this close to the observed one count as reaching it (conservative)
 

@@ -16,11 +16,8 @@ are both).
 
 The search is exact at every size: every document is scored, with NumPy in blocks of documents (memory stays bounded),
 or, from FAISS_FROM_PAIRS query-document pairs on and when faiss is installed (`pip install sentune[search]`), with
-FAISS's flat inner-product index, the same exact search about 4 times as fast (benchmarks/results/search_speed.md,
-1,000 queries: 2.80 s against 0.65 s at 100,000 documents, 8.75 s against 1.97 s at 300,000). An approximate index
-(HNSW) is not used: an evaluation searches once, and building one took longer than the exact search at every measured
-size (84 s at 100,000 documents, 212 s at 300,000). From that page's numbers it would pay off only beyond about 50,000
-queries against NumPy at 100,000 documents, or 170,000 against FAISS's flat index at 300,000.
+FAISS's flat inner-product index, the same exact search, faster at that size (benchmarks/results/search_speed.md
+measures both and an approximate HNSW index, which did not pay off at any measured size: an evaluation searches once).
 """
 
 from __future__ import annotations
