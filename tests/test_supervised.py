@@ -100,7 +100,8 @@ def test_the_supervised_candidate_trains_on_the_selection_part_only_and_is_score
 
 
 @pytest.mark.slow
-def test_shuffled_labels_keep_the_unchanged_model(tiny_model_dir, labelled, tmp_path):
+def test_shuffled_labels_keep_the_unchanged_model(tiny_model_dir, labelled, tmp_path, monkeypatch):
+    monkeypatch.setattr("sentune.adapt.crossfit.FOLDS", 2)  # the folds' structure is the first test's; two keep this one short
     rows = [line.split("\t") for line in (labelled / "dev.tsv").read_text().splitlines()]
     shuffled = np.random.default_rng(1).permutation([r[2] for r in rows])
     (labelled / "dev.tsv").write_text("".join(f"{a}\t{b}\t{s}\n" for (a, b, _), s in zip(rows, shuffled, strict=True)))
@@ -135,7 +136,8 @@ def test_a_train_file_sharing_pairs_with_dev_or_test_is_refused_and_no_labels_pl
 
 
 @pytest.mark.slow
-def test_the_search_candidate_trains_on_selection_queries_with_mined_negatives(tiny_model_dir, tmp_path):
+def test_the_search_candidate_trains_on_selection_queries_with_mined_negatives(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr("sentune.adapt.crossfit.FOLDS", 2)
     from test_adapt_retrieval import _toy_beir
 
     from sentune.adapt.decide import split_dev
