@@ -79,6 +79,67 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return folder
 
 
+def _tiny_wordpiece_vocab(specials: list[str]) -> dict[str, int]:
+    vocab = specials + WORDS + [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"] + list("abcdefghijklmnopqrstuvwxyz")
+    return {token: i for i, token in enumerate(dict.fromkeys(vocab))}
+
+
+@pytest.fixture(scope="session")
+def tiny_mpnet_dir(tmp_path_factory) -> Path:
+    """A tiny randomly initialised MPNet (the family of all-mpnet-base-v2: relative position attention, <s> and </s>
+    around the text, no token type ids), built from a config as the tiny BERT is."""
+    from transformers import MPNetConfig, MPNetModel, MPNetTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-mpnet")
+    vocab = _tiny_wordpiece_vocab(["<s>", "<pad>", "</s>", "[UNK]", "<mask>"])
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    try:  # transformers 5 takes the vocabulary as a dict, older releases as a file (as the tiny BERT)
+        tokenizer = MPNetTokenizerFast(vocab=vocab, do_lower_case=True, unk_token="[UNK]")
+    except TypeError:
+        tokenizer = MPNetTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True, unk_token="[UNK]")
+    assert tokenizer.unk_token_id not in tokenizer("a man plays the guitar")["input_ids"]
+    assert "token_type_ids" not in tokenizer("a man plays the guitar")
+    torch.manual_seed(0)
+    config = MPNetConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, max_position_embeddings=80,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    MPNetModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_dir(tmp_path_factory) -> Path:
+    """A tiny randomly initialised RoBERTa-style model: a byte-level BPE tokenizer without token type ids, one token type,
+    positions offset by the padding index."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaModel, RobertaTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-roberta")
+    bpe = ByteLevelBPETokenizer()
+    sentences = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))] + SENTENCES
+    bpe.train_from_iterator(sentences, vocab_size=400, min_frequency=1, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
+    bpe.save_model(str(folder))
+    vocab = json.loads((folder / "vocab.json").read_text())
+    merges = [tuple(line.split()) for line in (folder / "merges.txt").read_text().splitlines() if line and not line.startswith("#")]
+    try:  # transformers 5 takes the vocabulary and merges themselves, older releases their files
+        tokenizer = RobertaTokenizerFast(vocab=vocab, merges=merges)
+    except TypeError:
+        tokenizer = RobertaTokenizerFast(vocab_file=str(folder / "vocab.json"), merges_file=str(folder / "merges.txt"))
+    assert tokenizer.unk_token_id not in tokenizer("a man plays the guitar")["input_ids"]
+    tokenizer.model_input_names = ["input_ids", "attention_mask"]
+    assert "token_type_ids" not in tokenizer("a man plays the guitar")
+    torch.manual_seed(0)
+    config = RobertaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, max_position_embeddings=80,
+        type_vocab_size=1, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    RobertaModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def _tiny_st(tiny_model_dir):
     from sentence_transformers import SentenceTransformer

@@ -95,3 +95,21 @@ def test_wk_first_layers_have_no_left_context():
     assert _window_rows(5, 0, 2) == [1, 2, 0]
     assert _window_rows(5, 1, 2) == [2, 3, 1]
     assert _window_rows(5, 3, 2) == [1, 2, 4, 3]
+
+
+FAMILY_POOLINGS = ["cls", "mean", "max", "first-last", "last2", "layer0-mean", "layer2-cls"]
+
+
+@pytest.mark.parametrize("family", ["tiny_mpnet_dir", "tiny_roberta_dir"])
+def test_every_pooling_of_the_encoder_on_families_without_token_type_ids(family, request):
+    """MPNet and a RoBERTa-style model (<s> first, no token type ids, other position ids): sentune's encoder gives, for
+    every pooling, what a naive loop over the model's own hidden states gives."""
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.core.encode import Encoder
+
+    model = SentenceTransformer(str(request.getfixturevalue(family)), device="cpu")
+    hidden, mask = _hidden_states(model, SENTENCES)
+    found = Encoder(model, FAMILY_POOLINGS, show_progress=False).encode_many(SENTENCES)
+    for name in FAMILY_POOLINGS:
+        np.testing.assert_allclose(found[name], _naive(PoolingSpec.parse(name), hidden, mask), rtol=1e-4, atol=1e-5, err_msg=f"{family} {name}")
