@@ -291,3 +291,20 @@ def test_stopping_the_permutations_early_changes_no_decision_at_or_below_its_lev
             assert (quick.p_value <= level) == (full.p_value <= level)
         branches.add(full.p_value <= 0.05)
     assert branches == {True, False}  # both the confirmed and the stopped case were met
+
+
+def test_a_method_that_cannot_train_the_model_family_is_left_out_of_the_race(tiny_mpnet_dir, tiny_model_dir, caplog):
+    """TSDAE decodes with the encoder's architecture as a causal LM: MPNet has none, so adapt leaves tsdae out (with the
+    reason) instead of stopping when its turn comes; a BERT keeps it."""
+    from types import SimpleNamespace
+
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.adapt.candidates import parse_methods, plan
+    from sentune.adapt.run import _leave_out_untrainable
+
+    for folder, kept in ((tiny_mpnet_dir, False), (tiny_model_dir, True)):
+        candidates = plan(parse_methods("simcse,tsdae"), "mean", reference=False)
+        _leave_out_untrainable(candidates, SimpleNamespace(base=SentenceTransformer(str(folder), device="cpu")))
+        assert [c.name for c in candidates.raced] == (["simcse", "tsdae"] if kept else ["simcse"])
+    assert "tsdae is left out: TSDAE decodes with the encoder's own architecture as a causal language model" in caplog.text

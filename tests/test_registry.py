@@ -43,14 +43,28 @@ def test_every_registered_method_has_a_tiny_training_setup(monkeypatch):
     assert methods_without_setup() == ["demo-unregistered-in-tests"]
 
 
+FAMILIES = ("tiny_model_dir", "tiny_mpnet_dir", "tiny_roberta_dir")  # BERT; MPNet and RoBERTa-style: no token type ids
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("method", method_names())
-def test_every_registered_method_trains_on_the_tiny_model(method, tiny_model_dir, tiny_data_dir, tmp_path):
+def test_every_registered_method_trains_on_the_tiny_model(method, family, tiny_data_dir, tmp_path, request, capsys):
     import numpy as np
-    from conftest import train_tiny
+    from conftest import tiny_recipe, train_tiny
     from method_setups import tiny_training_args
     from sentence_transformers import SentenceTransformer
 
-    run = train_tiny(tmp_path, method, tiny_model_dir, tiny_data_dir, **tiny_training_args(method, tmp_path, tiny_model_dir))
+    from sentune.cli import main
+    from sentune.methods.registry import get_method
+
+    model = request.getfixturevalue(family)
+    reason = get_method(method).cannot_train(SentenceTransformer(str(model), device="cpu"))
+    if reason:  # a method that cannot train a family says so in one line, before any training
+        recipe = tiny_recipe(tmp_path / "r.yaml", method, model, **tiny_training_args(method, tmp_path, model))
+        assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]) == 2
+        assert capsys.readouterr().err.strip() == f"sentune: error: method {method}: {reason}; model {model}"
+        return
+    run = train_tiny(tmp_path, method, model, tiny_data_dir, **tiny_training_args(method, tmp_path, model))
     results = json.loads((run / "results.json").read_text())
     assert results["meta"]["recipe"]["method"] == method
     assert np.isfinite(results["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"])

@@ -101,6 +101,7 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
     )
     ctx = Context(config, inputs, out, data_dir, base, inputs.scorer(config.show_progress), plan=candidates)
     _warn_overlong(inputs, base)
+    _leave_out_untrainable(candidates, ctx)
     if inputs.retrieval:
         ctx.use_selection_pool()
     print(
@@ -127,6 +128,19 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
     _save_choice(results, candidates, ctx)
     write_results(results, out, command)
     return results
+
+
+def _leave_out_untrainable(candidates: Plan, ctx: Context) -> None:
+    """A training method that cannot train this model's family (TSDAE without a causal-LM class, say) is left out,
+    with the reason, rather than stopping the run when its turn comes."""
+    from sentune.methods.registry import get_method
+    from sentune.train.recipe import load_recipe
+
+    for candidate in list(candidates.raced):
+        reason = get_method(load_recipe(candidate.recipe_name, check=False).method).cannot_train(ctx.base)
+        if reason:
+            candidates.raced.remove(candidate)
+            logger.warning("%s is left out: %s", candidate.name, reason)
 
 
 def _race_trained(candidates: Plan, ctx: Context) -> None:

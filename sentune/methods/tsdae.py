@@ -81,4 +81,23 @@ def build_tsdae_loss(model, columns: Columns, ctx: TrainContext) -> TSDAELoss:
     return TSDAELoss(model)
 
 
-TSDAE = Method("tsdae", build_tsdae_loss, pooling="cls", columns=("noisy", "sentence"), params=TSDAEParams, data_view=damaged_rows, citation=CITATION)
+def without_decoder(config) -> str | None:
+    """The decoder is the encoder's own architecture run as a causal language model with its weights tied: a family
+    transformers has no causal-LM class for (MPNet, say) cannot decode."""
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING:
+        return None
+    return f"TSDAE decodes with the encoder's own architecture as a causal language model, and transformers has none for {config.model_type!r}"
+
+
+TSDAE = Method(
+    "tsdae",
+    build_tsdae_loss,
+    pooling="cls",
+    columns=("noisy", "sentence"),
+    params=TSDAEParams,
+    data_view=damaged_rows,
+    unsupported=without_decoder,
+    citation=CITATION,
+)

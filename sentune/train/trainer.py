@@ -350,6 +350,9 @@ def build_training(recipe: Recipe, data_dir: Path, *, dev_score=None, show_progr
     method = get_method(recipe.method)
     device = resolve_device(recipe.training.device, "training.device")  # the caches and dev evaluation run there too
     model = with_pooling(load_model(recipe.model, device=device), recipe.pooling or method.pooling)
+    reason = method.cannot_train(model)
+    if reason:
+        raise UserError(f"method {method.name}: {reason}; model {recipe.model}")
     if recipe.training.max_seq_length:
         model.max_seq_length = recipe.training.max_seq_length
     ctx = method_context(recipe, params, data_dir, dev_score, show_progress)
