@@ -21,7 +21,8 @@ fi
 cd "$repo"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 if [ "$#" -eq 0 ]; then
-  # The kill-and-resume test is left to the main suite: its kill lands at a random moment (see issue notes).
-  set -- tests/test_architecture.py tests/test_registry.py tests/test_train.py tests/test_build.py -k "not resume_after_kill"
+  # The kill-and-resume test is left to the main suite: its kill lands at a random moment (see issue notes); so are the
+  # other model families of the registry test (the floors are about library versions, which the BERT runs show).
+  set -- tests/test_architecture.py tests/test_registry.py tests/test_train.py tests/test_build.py -k "not resume_after_kill and not tiny_mpnet_dir and not tiny_roberta_dir"
 fi
 "$venv/bin/python" -m pytest -q --slow "$@"
