@@ -108,7 +108,13 @@ def test_budget_and_methods_are_checked():
     planned = plan(parse_methods(None), "mean", reference=True)
     names = [c.name for c in planned.all]
     assert names[0] == "unchanged" and "pooling-mean" not in names and "pooling-cls" in names  # the model's own pooling is not tried twice
-    assert [c.name for c in planned.raced] == ["simcse", "mirror", "ct", "sg-opt", "tsdae"] and names[-3:] == ["sed", "wise", "st-simcse"]
+    assert [c.name for c in planned.raced] == ["simcse", "mirror", "ct", "sg-opt", "tsdae"] and names[-5:] == [
+        "sed",
+        "supervised",
+        "supervised-stacked",
+        "wise",
+        "st-simcse",
+    ]
     assert "st-simcse" not in [c.name for c in plan(parse_methods(None), "mean", reference=False).all]
 
 
@@ -378,13 +384,13 @@ def test_sentences_longer_than_the_model_reads_are_warned_about(tiny_model_dir, 
 
 
 def test_every_adapt_candidate_recipe_is_bundled_and_trains_a_registered_method():
-    """names.TRAINED (what --methods races), SED, the reference and GenQ each have a recipe adapt/NAME.yaml of a registered
-    method, and no adapt recipe is left without a candidate."""
-    from sentune.adapt.names import GENQ, REFERENCE, SED
+    """names.TRAINED (what --methods races), SED, the reference, GenQ and the supervised candidates' recipes each have a
+    recipe adapt/NAME.yaml of a registered method, and no adapt recipe is left without a candidate."""
+    from sentune.adapt.names import GENQ, REFERENCE, SED, SUPERVISED_RECIPES
     from sentune.methods.registry import method_names
     from sentune.train.recipe import RECIPE_DIR, load_recipe
 
-    candidates = {*TRAINED, SED, REFERENCE, GENQ}
+    candidates = {*TRAINED, SED, REFERENCE, GENQ, *SUPERVISED_RECIPES.values()}
     assert {p.stem for p in (RECIPE_DIR / "adapt").glob("*.yaml")} == candidates
     for name in candidates:
         assert load_recipe(f"adapt/{name}", check=False).method in method_names(), name

@@ -90,6 +90,9 @@ def index_lines() -> list[str]:
         lines.append(
             f"| `{_short(search['command'])}` | {search['queries']} queries, top 100, TREC run file | {search['wall_seconds']:.1f} | {search['peak_resident_kib'] / 1024:.0f} |"
         )
+    conditions = INDEX_SPEED.with_name("index_speed_conditions.md")  # written by whoever ran it
+    if conditions.is_file():
+        lines += ["", f"Machine conditions (as recorded by the person who ran it): {conditions.read_text().strip()}"]
     if "adapt_search" in found:
         a = found["adapt_search"]
         lines += [
@@ -105,7 +108,19 @@ def _short(command: str) -> str:
     """The command as a user types it: `sentune ...` without the interpreter and the scratch folders' paths."""
     words = command.split()
     words = words[words.index("sentune") :] if "sentune" in words else words
-    return " ".join("INDEX" if "scifact-index" in w else ("RUN" if w.endswith(".run") else w) for w in words)
+
+    def shown(word: str) -> str:
+        if "scifact-index" in word:
+            return "INDEX"
+        if word.endswith(".run"):
+            return "RUN"
+        if "/retrieval/" in word:  # the data directory's file
+            return "$SENTUNE_DATA/retrieval/" + word.split("/retrieval/", 1)[1]
+        if "/benchmarks/" in word:  # this checkout's file
+            return "benchmarks/" + word.split("/benchmarks/", 1)[1]
+        return word
+
+    return " ".join(shown(w) for w in words)
 
 
 def _peak(results: dict) -> str:

@@ -29,6 +29,7 @@ from sentune.adapt.names import (
     RRF,
     SED,
     SUPERVISED,
+    SUPERVISED_RECIPES,
     TRAINED,
     UNCHANGED,
     UNTUNED_POOLINGS,
@@ -298,7 +299,7 @@ class Supervised(WithRun):
         return f"fine-tuning {where} on the labels ({self.recipe_name(ctx)})"
 
     def recipe_name(self, ctx: Context) -> str:
-        return "adapt/cosent" if ctx.metric == "spearman" else "adapt/online-contrastive"
+        return f"adapt/{SUPERVISED_RECIPES['graded' if ctx.metric == 'spearman' else 'binary']}"
 
     # -- what differs between pairs and queries --
     def selection_units(self, ctx: Context) -> list:
@@ -391,7 +392,7 @@ class SupervisedSearch(Supervised):
     search: ClassVar[bool] = True
 
     def recipe_name(self, ctx: Context) -> str:
-        return "adapt/mnrl-hard-negatives"
+        return f"adapt/{SUPERVISED_RECIPES['search']}"
 
     def selection_units(self, ctx: Context) -> list:
         from sentune.data.beir import read_beir_folder

@@ -13,6 +13,7 @@ BM25_UNSTEMMED = "bm25-unstemmed"  # search: BM25 without the stemmer, as sentun
 HYBRID = "hybrid"  # search: BM25 fused with a dense candidate (sentune.search.fusion)
 RRF = "rrf"  # search: reciprocal rank fusion of BM25 and the unchanged model; reported, never chosen
 GENQ = "genq"  # trained on the user's generated queries (--queries-from); not in METHODS: it runs whenever they are given
+SUPERVISED_RECIPES = {"graded": "cosent", "binary": "online-contrastive", "search": "mnrl-hard-negatives"}  # adapt/NAME.yaml by labels
 SUPERVISED = "supervised"  # fine-tuned on the user's labels (--train, else the selection part, cross-fitted); --no-labels leaves it out
 METHODS = ("poolings", *POSTPROCESSED, *TRAINED, SED, SUPERVISED, WISE, HYBRID)  # what --methods picks from (hybrid: search runs only)
 RULE = "select-confirm"  # results.json's meta.rule; runs before issue 27 have none (one bootstrap on all dev pairs)
