@@ -12,7 +12,7 @@ CASES = [
     (["training.seed=abc"], "training.seed: expected an integer, got 'abc'"),
     (["training.batch_size=abc"], "training.batch_size: expected an integer, got 'abc'"),
     (["training.batch_size=-1"], "training.batch_size: expected a number >= 1, got -1"),
-    (["method=sg-op"], "method: unknown method 'sg-op'; choose bt, bt-sg-opt, ct"),
+    (["method=sg-op"], "method: unknown method 'sg-op'; choose bt, bt-sg-opt, cosent, ct"),
     (["pooling=wk"], "pooling: 'wk' (SBERT-WK) is an evaluation-only pooling"),
     (["pooling=nope"], "unknown pooling 'nope'"),
     (["params.temperature=0"], "params.temperature: expected a number > 0, got 0"),

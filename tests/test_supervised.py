@@ -115,7 +115,7 @@ def test_a_train_file_trains_and_never_selects(tiny_model_dir, labelled, tmp_pat
     out = tmp_path / "run"
     assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised", "--train", str(labelled / "train.tsv")]) == 0
     record = json.loads((out / "results.json").read_text())["candidates"]["supervised"]
-    assert record["trained_on"] == "--train" and record["train_pairs"] == 80 and record["dev_indices_trained_on"] == []
+    assert record["trained_on"] == "--train" and record["train_units"] == 80 and record["dev_indices_trained_on"] == []
     assert (out / "data" / "train.tsv").read_text() == (labelled / "train.tsv").read_text()
 
 
