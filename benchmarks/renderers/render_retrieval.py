@@ -82,13 +82,13 @@ def index_lines() -> list[str]:
         "",
         "| command | what | wall (s) | peak resident memory (MiB) |",
         "|---|---|---|---|",
-        f"| `{_short(index['command'])}` | {index['documents']:,} abstracts: vectors, BM25, {index['bytes'] / 2**20:.1f} MiB on disk | "
+        f"| `{index['command']}` | {index['documents']:,} abstracts: vectors, BM25, {index['bytes'] / 2**20:.1f} MiB on disk | "
         f"{index['wall_seconds']:.1f} | {index['peak_resident_kib'] / 1024:.0f} |",
     ]
     if "search" in found:
         search = found["search"]
         lines.append(
-            f"| `{_short(search['command'])}` | {search['queries']} queries, top 100, TREC run file | {search['wall_seconds']:.1f} | {search['peak_resident_kib'] / 1024:.0f} |"
+            f"| `{search['command']}` | {search['queries']} queries, top 100, TREC run file | {search['wall_seconds']:.1f} | {search['peak_resident_kib'] / 1024:.0f} |"
         )
     conditions = INDEX_SPEED.with_name("index_speed_conditions.md")  # written by whoever ran it
     if conditions.is_file():
@@ -102,25 +102,6 @@ def index_lines() -> list[str]:
             f"reported test score: {a['reported_ndcg10']:.4f}.",
         ]
     return lines
-
-
-def _short(command: str) -> str:
-    """The command as a user types it: `sentune ...` without the interpreter and the scratch folders' paths."""
-    words = command.split()
-    words = words[words.index("sentune") :] if "sentune" in words else words
-
-    def shown(word: str) -> str:
-        if "scifact-index" in word:
-            return "INDEX"
-        if word.endswith(".run"):
-            return "RUN"
-        if "/retrieval/" in word:  # the data directory's file
-            return "$SENTUNE_DATA/retrieval/" + word.split("/retrieval/", 1)[1]
-        if "/benchmarks/" in word:  # this checkout's file
-            return "benchmarks/" + word.split("/benchmarks/", 1)[1]
-        return word
-
-    return " ".join(shown(w) for w in words)
 
 
 def _peak(results: dict) -> str:

@@ -23,6 +23,26 @@ REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "benchmarks" / "results" / "index_speed.json"
 
 
+def portable(command: str) -> str:
+    """The command as a user types it: `sentune ...` without the interpreter, the data directory as $SENTUNE_DATA,
+    this checkout's files relative to it, and the scratch index and run file as INDEX and RUN."""
+
+    def shown(word: str) -> str:
+        if "scifact-index" in word:
+            return "INDEX"
+        if word.endswith(".run"):
+            return "RUN"
+        if "/retrieval/" in word:
+            return "$SENTUNE_DATA/retrieval/" + word.split("/retrieval/", 1)[1]
+        if word.startswith(str(REPO) + "/"):
+            return word[len(str(REPO)) + 1 :]
+        return word
+
+    words = command.split()
+    words = words[words.index("sentune") :] if "sentune" in words else words
+    return " ".join(shown(w) for w in words)
+
+
 def timed(command: list[str]) -> dict:
     """Wall seconds and peak resident memory of one command, read from GNU time's report."""
     done = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True, cwd=REPO)
@@ -34,7 +54,7 @@ def timed(command: list[str]) -> dict:
     assert wall and rss, report[-2000:]
     parts = [float(p) for p in wall.group(1).split(":")]
     seconds = sum(p * 60 ** (len(parts) - 1 - i) for i, p in enumerate(parts))
-    return {"command": " ".join(command), "wall_seconds": seconds, "peak_resident_kib": int(rss.group(1))}
+    return {"command": portable(" ".join(command)), "wall_seconds": seconds, "peak_resident_kib": int(rss.group(1))}
 
 
 def run_ndcg(run_file: Path, qrels: Path) -> tuple[float, int]:

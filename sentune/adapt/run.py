@@ -184,10 +184,10 @@ def _save_choice(results: dict, candidates: Plan, ctx: Context) -> None:
     save_atomic(model, ctx.out / "model", readme_extra=card)
     logger.info("saved the chosen model (%s) to %s", chosen, ctx.out / "model")
     if ctx.inputs.retrieval:
-        _save_index(candidate, ctx)
+        _save_index(candidate, model, ctx)
 
 
-def _save_index(candidate, ctx: Context) -> None:
+def _save_index(candidate, model, ctx: Context) -> None:
     """Search: OUT is also an index of the chosen system (sentune.search.index) over every document, its model OUT/model,
     so `sentune search OUT` ranks as the run scored it. The dense part reuses the vectors the run scored with when it has
     them (the unchanged model's, or a hybrid's source's)."""
@@ -205,7 +205,6 @@ def _save_index(candidate, ctx: Context) -> None:
         every = ctx.untuned_vectors() if source == UNCHANGED else np.load(cached)
         row = {text: i for i, text in enumerate(ctx.scorer.sentences())}
         vectors = every[[row[d.text] for d in documents]]
-    model = load_model(str(ctx.out / "model"), device=ctx.device)
     saved = read_settings(ctx.out)
     if saved is not None and saved.get("corpus_sha256") and saved.get("model") == "model":  # an earlier choice's index: built again
         for name in FILES:

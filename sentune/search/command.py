@@ -61,7 +61,7 @@ def add_search(sub) -> None:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from sentune.data.beir import read_corpus_jsonl
-    from sentune.search.index import BuildPlan, build_index, check_resume
+    from sentune.search.index import BuildPlan, build_index
     from sentune.search.lexical import LexicalSettings
 
     fusion = parse_fusion(args.fusion)
@@ -72,8 +72,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     model = load_model(args.model, trust_remote_code=args.trust_remote_code)
     digest = model_digest(model)
     out = Path(args.out)
-    check_resume(out, digest, documents)  # another model's or other documents' index: one line, nothing written
     plan = BuildPlan("hybrid" if fusion else "dense", fusion, LexicalSettings(stemmer=None) if args.no_stem else LexicalSettings())
+    # an index of another model or of other documents in --out: one line, before anything is written
     build_index(model, args.model, documents, out, plan, show_progress=not args.quiet, model_digest=digest)
     from sentune.core.distributed import rank
 
