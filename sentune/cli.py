@@ -321,6 +321,14 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         raise UserError(f"--sed-members {args.sed_members}: an ensemble needs at least 2 members")
     out = Path(args.out)
     data_dir = None
+    if args.example_train:
+        from sentune.adapt.examples import check_example
+
+        if not args.example or args.train:
+            raise UserError("--example-train: give it with --example, instead of --train")
+        if "train" not in check_example(args.example):
+            raise UserError(f"--example-train: the example {args.example} has no labelled train split apart from its dev and test")
+    train = Path(args.train) if args.train else None
     if args.example or not args.dev:  # the data directory is read only for an example or the default dev pairs
         from sentune.data.catalog import resolve_data_dir
 
@@ -335,6 +343,8 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         print(f"example {args.example}: {files.about}", flush=True)
         corpus, dev, test = files.corpus, files.dev, files.test
         dev_qrels, test_qrels = files.dev_qrels, files.test_qrels
+        if args.example_train:
+            train = files.train
     if corpus is None and not (dev is not None and dev.is_dir()):
         raise UserError("--corpus FILE (or --example NAME) is required")
     from dataclasses import replace
@@ -351,7 +361,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         dev_qrels=dev_qrels,
         test_qrels=test_qrels,
         queries_from=Path(args.queries_from) if args.queries_from else None,
-        train=Path(args.train) if args.train else None,
+        train=train,
         labels=not args.no_labels,
         methods=methods,
         budget=budget,
@@ -634,6 +644,12 @@ def _add_adapt(sub) -> None:
         "--train",
         help="labelled pairs (s1<TAB>s2<TAB>label, as --dev) the supervised candidates train on, apart from the dev set: never used to select "
         "or confirm; refused when it shares a pair with --dev or --test. Without it they train on the selection half, scored out of fold",
+    )
+    p.add_argument(
+        "--example-train",
+        action="store_true",
+        help="with --example: train the supervised candidates on the example's labelled train split (sick, mrpc, stsb: the rest of "
+        "their source split, no pair shared with dev or test), as --train",
     )
     p.add_argument("--no-labels", action="store_true", help="the label-free candidates only: the dev labels only select and confirm")
     p.add_argument("--methods", help=f"comma-separated subset of: {', '.join(METHODS)} (default: all)")

@@ -236,6 +236,44 @@ def test_examples_write_the_users_formats_from_the_catalog(tiny_data_dir, tmp_pa
         write_example("bank", tiny_data_dir, tmp_path / "x")
 
 
+def test_example_train_splits_share_no_pair_with_dev_or_test(tmp_path):
+    """sick, mrpc and stsb write their labelled train split: every pair of the source split that is not a dev or test pair
+    (MRPC: the rest of the train file once the 500 dev pairs are drawn); a train row repeating a test pair is left out."""
+    from conftest import write_tiny_data_dir
+
+    from sentune.adapt.examples import write_example
+
+    data = write_tiny_data_dir(tmp_path / "data")
+    header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
+    test_row = (data / "senteval/MRPC/msr_paraphrase_test.txt").read_text().splitlines()[1]
+    rows = [f"{i % 2}\t{i}\t{i + 1}\tsentence {i} a\tsentence {i} b" for i in range(520)] + [test_row]
+    (data / "senteval/MRPC/msr_paraphrase_train.txt").write_text("\n".join([header, *rows]) + "\n")
+    mrpc = write_example("mrpc", data, tmp_path / "mrpc")
+    dev, train = read_scored_pairs(mrpc.dev).pairs, read_scored_pairs(mrpc.train).pairs
+    test_pair = tuple(test_row.split("\t")[3:5])
+    assert len(dev) == 500 and len(train) + (test_pair not in {(p.a, p.b) for p in dev}) == 21  # the test pair is never a train pair
+    assert {(p.a, p.b) for p in train} | {(p.a, p.b) for p in dev} >= {(f"sentence {i} a", f"sentence {i} b") for i in range(520)}
+    assert not {(p.a, p.b) for p in train} & {(p.a, p.b) for p in dev}
+    for name in ("sick", "stsb"):
+        files = write_example(name, data, tmp_path / name)
+        train = read_scored_pairs(files.train).pairs
+        others = {frozenset((p.a, p.b)) for f in (files.dev, files.test) for p in read_scored_pairs(f).pairs}
+        assert len(train) == 24 and not {frozenset((p.a, p.b)) for p in train} & others, name
+    assert write_example("qqp", data, tmp_path / "qqp").train is None
+
+
+def test_example_train_is_refused_where_an_example_has_none(tiny_data_dir, tmp_path):
+    for args, said in (
+        (["--example", "scifact", "--example-train"], "--example-train: the example scifact has no labelled train split apart from its dev and test"),
+        (["--corpus", "x.txt", "--example-train"], "--example-train: give it with --example, instead of --train"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "sentune", "adapt", *args, "--data", str(tiny_data_dir), "--out", str(tmp_path / "out")], capture_output=True, text=True
+        )
+        assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith(said), done.stderr
+        assert not (tmp_path / "out").exists()
+
+
 def test_a_normalising_pipeline_trains_raw_and_is_saved_normalised(tiny_st, tmp_path):
     """A base model ending in Normalize (as all-MiniLM-L6-v2) trains its own pooling without it (CT's dot product and
     TSDAE's decoder need the raw vector) and the chosen model gets it back, so users' dot products stay cosines."""

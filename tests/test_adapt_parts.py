@@ -12,7 +12,7 @@ from sentune.data.readers import DataError
 from sentune.data.user_data import read_scored_pairs, read_user_corpus
 from sentune.tasks.batched_metrics import average_precision_rows, average_ranks, spearman_rows
 from sentune.tasks.bootstrap import average_precision, best_threshold_accuracy, paired_bootstrap, resamples, spearman
-from sentune.tasks.permutation import paired_permutation_test
+from sentune.tasks.permutation import paired_permutation_test, step_down_max_t
 
 
 def _naive_spearman(x, y):
@@ -101,6 +101,43 @@ def test_permutation_test_matches_a_naive_loop():
         assert found.p_value == pytest.approx((1 + sum(d >= observed - 1e-9 for d in permuted)) / 301), metric
     same = paired_permutation_test(gold, a, a * 3 + 1, "spearman", count=100)
     assert same.p_value == 1.0 and not same.confirmed  # identical rankings: never better
+
+
+def test_step_down_max_t_equals_a_naive_loop_of_its_formula():
+    """Westfall & Young's algorithm 2.8 by hand: per permutation every candidate's swapped difference (one swap
+    pattern for all), successive maxima from the smallest observed difference up, adjusted p made monotone."""
+    from sklearn.metrics import average_precision_score
+
+    rng = np.random.default_rng(5)
+    gold = rng.normal(size=60)
+    baseline = gold + rng.normal(0, 1.5, 60)
+    candidates = np.stack([gold + rng.normal(0, s, 60) for s in (0.6, 1.0, 1.5, 2.5)] + [baseline * 4 - 1])  # last: the baseline rescaled
+    labels = (gold > 0.3).astype(float)
+    for metric, truth, naive in (("spearman", gold, _naive_spearman), ("average_precision", labels, lambda y, s: average_precision_score(y == 1, s) * 100)):
+        found = step_down_max_t(truth, candidates, baseline, metric, count=200, seed=3)
+        swap = np.random.default_rng(3).random((200, 60)) < 0.5
+        z = lambda v: (v - v.mean()) / v.std()  # noqa: E731
+        rb, rc = z(baseline), [z(c) for c in candidates]
+        observed = [naive(truth, c) - naive(truth, baseline) for c in candidates]
+        order = sorted(range(5), key=lambda i: -observed[i])
+        adjusted, running = {}, 0.0
+        for j, i in enumerate(order):
+            hits = 0
+            for m in swap:
+                permuted = [naive(truth, np.where(m, rb, rc[c])) - naive(truth, np.where(m, rc[c], rb)) for c in order[j:]]
+                hits += max(permuted) >= observed[i] - 1e-9
+            running = max(running, (1 + hits) / 201)
+            adjusted[i] = running
+        assert found.differences == pytest.approx(observed, abs=1e-9), metric
+        assert found.adjusted_p == pytest.approx([adjusted[i] for i in range(5)]), metric
+        assert found.adjusted_p[4] == 1.0 and found.best_confirmed(0.03) in (-1, 0), metric  # the rescaled baseline is never better
+    # one candidate: the paired permutation test itself (same swap patterns)
+    single = step_down_max_t(gold, candidates[:1], baseline, "spearman", count=300, seed=7)
+    assert single.adjusted_p[0] == paired_permutation_test(gold, candidates[0], baseline, "spearman", count=300, seed=7).p_value
+    # stop_above: decisions at levels up to it are the full test's
+    early = step_down_max_t(gold, candidates[1:], baseline, "spearman", count=300, seed=1, stop_above=0.05)
+    full = step_down_max_t(gold, candidates[1:], baseline, "spearman", count=300, seed=1)
+    assert np.array_equal(early.adjusted_p <= 0.05, full.adjusted_p <= 0.05) and np.all(early.adjusted_p <= full.adjusted_p)
 
 
 def test_dev_split_is_seeded_disjoint_and_keeps_the_share_of_positives():

@@ -39,16 +39,16 @@ class DevSplit:
     confirm: np.ndarray
 
 
-def split_dev(gold: np.ndarray, seed: int = 0) -> DevSplit:
-    """A seeded split of the dev pairs into selection and confirmation halves; 0/1 labels are split per class so both
-    halves hold the same share of positives (average precision is sensitive to it)."""
+def split_dev(gold: np.ndarray, seed: int = 0, fraction: float = SELECT_FRACTION) -> DevSplit:
+    """A seeded split of the dev pairs into selection (`fraction` of them) and confirmation parts; 0/1 labels are split
+    per class so both parts hold the same share of positives (average precision is sensitive to it)."""
     rng = np.random.default_rng(seed)
     binary = set(np.unique(gold)) <= {0.0, 1.0}
     groups = [np.flatnonzero(gold == label) for label in (0.0, 1.0)] if binary else [np.arange(len(gold))]
     select, confirm = [], []
     for group in groups:
         shuffled = rng.permutation(group)
-        cut = int(round(len(shuffled) * SELECT_FRACTION))
+        cut = int(round(len(shuffled) * fraction))
         select.append(shuffled[:cut])
         confirm.append(shuffled[cut:])
     return DevSplit(np.sort(np.concatenate(select)), np.sort(np.concatenate(confirm)))

@@ -5,7 +5,7 @@ and `--test`, so an example runs exactly as a user's own data would."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -29,6 +29,7 @@ class ExampleFiles:
     test: Path
     dev_qrels: Path | None = None  # retrieval examples: dev and test are queries files with their judgements
     test_qrels: Path | None = None
+    train: Path | None = None  # labelled pairs apart from dev and test (`--example-train` hands them to --train)
 
 
 def examples() -> dict[str, dict]:
@@ -76,7 +77,17 @@ def write_example(name: str, data_dir: Path, folder: Path) -> ExampleFiles:
     test, _ = _pairs(spec["test"], data_dir, taken)
     write_scored_pairs(files.dev, dev)
     write_scored_pairs(files.test, test)
+    if "train" in spec:
+        write_scored_pairs(folder / "train.tsv", _apart(_pairs(spec["train"], data_dir, taken)[0], dev + test))
+        files = replace(files, train=folder / "train.tsv")
     return files
+
+
+def _apart(rows: list[tuple[str, str, float]], others: list[tuple[str, str, float]]) -> list[tuple[str, str, float]]:
+    """The rows that are not also a pair of `others` (either order): a train split may repeat a dev or test pair, and
+    adapt refuses a train file that does."""
+    seen = {frozenset((a, b)) for a, b, _ in others}
+    return [row for row in rows if frozenset(row[:2]) not in seen]
 
 
 def _write_retrieval(name: str, spec: dict, data_dir: Path, folder: Path) -> ExampleFiles:
