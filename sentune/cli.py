@@ -50,7 +50,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     if args.backend != "torch" and args.precision != "fp32":
         raise UserError(f"--precision {args.precision} is for --backend torch (an int8 graph is --backend onnx-int8)")
-    model = load_model(args.model, trust_remote_code=args.trust_remote_code, backend=args.backend)
+    model = load_model(args.model, trust_remote_code=args.trust_remote_code, backend=args.backend, device=args.device)
     results = evaluate(
         model,
         tasks,
@@ -94,10 +94,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     main_process = rank() == 0  # data parallel (torchrun): one process speaks and writes
     if main_process:
-        _train_banner(recipe, out, data_dir)
+        from sentune.train.trainer import training_device
+
+        _train_banner(recipe, out, data_dir, training_device(recipe, args.device))
     if args.resume and not any((out / "checkpoints").glob("checkpoint-*/COMPLETE")):
         print(f"sentune: nothing to resume in {out} (no complete checkpoint): training starts at step 0", file=sys.stderr)
-    results = train(recipe, out, data_dir=data_dir, resume=args.resume, command=_command_line(), show_progress=not args.quiet)
+    results = train(recipe, out, data_dir=data_dir, resume=args.resume, command=_command_line(), show_progress=not args.quiet, device=args.device)
     if not main_process:
         return 0
     print(sts_summary_table(results["runs"]) or "")
@@ -105,19 +107,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _device() -> str:
+def _device(device: str) -> str:
     import torch
 
-    return f"cuda ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)"
+    return f"{device} ({torch.cuda.get_device_name(device)})" if device.startswith("cuda") else f"cpu ({torch.get_num_threads()} threads)"
 
 
-def _train_banner(recipe, out: Path, data_dir: Path) -> None:
+def _train_banner(recipe, out: Path, data_dir: Path, device: str) -> None:
     t = recipe.training
     length = f"{t.max_steps} steps" if t.max_steps > 0 else f"{t.epochs:g} epoch(s)"
     stop = f", stops after {t.patience} without a new best" if t.patience else ""
     print(
         f"sentune train: method {recipe.method} (recipe {recipe.name}) on model {recipe.model}\n"
-        f"  data: {recipe.train_data} from {data_dir}; device: {_device()}\n"
+        f"  data: {recipe.train_data} from {data_dir}; device: {_device(device)}\n"
         f"  {length} at batch {t.batch_size}, evaluated on {recipe.eval.dev} every {t.eval_steps} steps{stop}\n"
         f"  run folder: {out}",
         flush=True,
@@ -147,7 +149,9 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
         if not sep or "=" not in override:
             raise UserError(f"--set {item!r}: expected STAGE:key=value, e.g. ct:training.max_steps=500")
         overrides.setdefault(stage, []).append(override)
-    config = PipelineConfig(parse_stages(args.name), model=args.model, members=args.members, learners=args.learners, fit_on=args.fit_on, overrides=overrides)
+    config = PipelineConfig(
+        parse_stages(args.name), model=args.model, members=args.members, learners=args.learners, fit_on=args.fit_on, overrides=overrides, device=args.device
+    )
     out = Path(args.out or Path("runs") / args.name)
     final = run_pipeline(config, out, data_dir=resolve_data_dir(args.data), command=_command_line())
     print(f"pipeline {args.name}: final model {final}; every stage's results under {out}")
@@ -157,7 +161,7 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 def cmd_ensemble(args: argparse.Namespace) -> int:
     from sentune.train.ensemble import save_ensemble
 
-    folder = save_ensemble(args.member, Path(args.out), args.pooling)
+    folder = save_ensemble(args.member, Path(args.out), args.pooling, device=args.device)
     print(f"wrote {folder} (evaluate it with: sentune eval --model {folder})")
     return 0
 
@@ -176,6 +180,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
         trust_remote_code=args.trust_remote_code,
         show_progress=not args.quiet,
         backend=args.backend,
+        device=args.device,
     )
     print(f"wrote {count} embeddings to {args.output}")
     return 0
@@ -193,8 +198,10 @@ def cmd_postprocess(args: argparse.Namespace) -> int:
         settings = {"n_components": args.k}
     else:
         settings = {"n_blocks": args.blocks, "seed": args.seed, "epochs": args.epochs, "show_progress": not args.quiet}
-    postprocessor = get_postprocessor(args.command)(**settings)
-    path = build_postprocessed_model(args.model, args.pooling, postprocessor, args.fit_on, Path(args.out), data_dir=data_dir, show_progress=not args.quiet)
+    postprocessor = get_postprocessor(args.command)(**settings, device=args.device)
+    path = build_postprocessed_model(
+        args.model, args.pooling, postprocessor, args.fit_on, Path(args.out), data_dir=data_dir, device=args.device, show_progress=not args.quiet
+    )
     print(f"saved model to {path} (load it with SentenceTransformer({str(path)!r}))")
     return 0
 
@@ -206,7 +213,7 @@ def cmd_layerwise(args: argparse.Namespace) -> int:
     from sentune.analysis.layerwise import layerwise_scores, plot_layerwise, save_layerwise
     from sentune.core.models import load_model
 
-    model = load_model(args.model, trust_remote_code=args.trust_remote_code)
+    model = load_model(args.model, trust_remote_code=args.trust_remote_code, device=args.device)
     result = layerwise_scores(model, task, data_dir, show_progress=not args.quiet, model_name=args.model)
     result["meta"]["command"] = _command_line()
     json_path = save_layerwise(result, Path(args.out))
@@ -231,7 +238,7 @@ def cmd_tsne(args: argparse.Namespace) -> int:
     from sentune.analysis.figures import tsne_figure
     from sentune.core.models import load_model
 
-    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, labels, strict=True)]
+    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code, device=args.device)) for name, label in zip(args.model, labels, strict=True)]
     path = tsne_figure(models, data_dir, Path(args.out), task=args.task, count=args.pairs)
     print(f"wrote {path}")
     return 0
@@ -245,7 +252,7 @@ def cmd_pairs(args: argparse.Namespace) -> int:
     from sentune.analysis.pairs import pair_cosines, save_pairs
     from sentune.core.models import load_model
 
-    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code)) for name, label in zip(args.model, labels, strict=True)]
+    models = [(label, load_model(name, trust_remote_code=args.trust_remote_code, device=args.device)) for name, label in zip(args.model, labels, strict=True)]
     record = pair_cosines(models, args.task, data_dir, count=args.pairs, seed=args.seed)
     record["command"] = _command_line()
     print(f"wrote {save_pairs(record, Path(args.out))}")
@@ -350,7 +357,6 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from sentune.adapt.inputs import AdaptConfig, prepare
-    from sentune.core.device import resolve_device
 
     config = AdaptConfig(
         corpus=corpus,
@@ -374,7 +380,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         backend=args.backend,
     )
     inputs = prepare(config, out, data_dir)  # every file read and checked before torch loads
-    config = replace(config, device=resolve_device(args.device))  # auto asks torch about CUDA
+    config = replace(config, device=args.device)
     from sentune.adapt.run import adapt, prune
 
     results = adapt(config, out, data_dir=data_dir, command=_command_line(), inputs=inputs)
@@ -807,6 +813,7 @@ def build_parser() -> argparse.ArgumentParser:
         add(sub)
     for name in (
         "eval",
+        "train",
         "encode",
         "whiten",
         "flow",
@@ -819,7 +826,10 @@ def build_parser() -> argparse.ArgumentParser:
         "index",
         "search",
     ):  # the commands that run models
-        sub.choices[name].add_argument("--device", help="auto (CUDA when present, the default), cpu, cuda or cuda:N; training takes training.device")
+        sub.choices[name].add_argument(
+            "--device",
+            help="auto (CUDA when present, the default; $SENTUNE_DEVICE when set), cpu, cuda or cuda:N; a recipe's training.device other than auto wins",
+        )
     for name in ("eval", "train", "pipeline", "layerwise", "tsne", "pairs", "adapt"):  # the commands that score catalogued tasks
         sub.choices[name].add_argument(
             "--allow-modified-data", action="store_true", help="score tasks whose files differ from the catalog (counts, SHA256SUMS); recorded in results.json"
@@ -854,10 +864,12 @@ def main(argv: list[str] | None = None) -> int:
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        if getattr(args, "device", None):  # the cheapest check first: an option's spelling, before any model name
+        if hasattr(args, "device"):  # the cheapest check first: an option's spelling, before any model name
             from sentune.core.device import DEVICE_ENV, resolve_device
 
-            os.environ[DEVICE_ENV] = resolve_device(args.device)  # every model this command loads
+            # chosen once (SENTUNE_DEVICE is --device's default) and passed down; exported for the processes it starts
+            args.device = resolve_device(args.device or os.environ.get(DEVICE_ENV), "--device")
+            os.environ[DEVICE_ENV] = args.device
         _preflight(args)
     except UserError as exc:
         print(f"sentune: error: {exc}", file=sys.stderr)

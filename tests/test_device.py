@@ -59,15 +59,65 @@ def test_eval_records_its_device(device, tiny_model_dir, tiny_data_dir, tmp_path
     assert json.loads((out / "results.json").read_text())["meta"]["device"] == expected
 
 
-def test_auto_follows_the_device_a_command_or_the_user_chose(monkeypatch):
-    """A recipe's `training.device: auto` (or a post-processor's None) takes SENTUNE_DEVICE, which --device sets;
-    an explicit device wins over it."""
+def test_the_environment_is_only_a_commands_default(monkeypatch, capsys, tiny_model_dir, tiny_data_dir, tmp_path):
+    """resolve_device never reads SENTUNE_DEVICE; a command takes it as --device's default, an explicit --device wins,
+    and the command exports the device it chose for the processes it starts."""
+    import os
+
     from sentune.core.device import resolve_device
 
-    monkeypatch.setenv("SENTUNE_DEVICE", "cpu")
-    assert resolve_device("auto") == resolve_device(None) == "cpu"
-    monkeypatch.delenv("SENTUNE_DEVICE")
-    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     monkeypatch.setenv("SENTUNE_DEVICE", "tpu")
-    with pytest.raises(Exception, match="--device tpu: expected auto, cpu, cuda or cuda:N"):
-        resolve_device(None)
+    assert resolve_device("cpu") == "cpu" and resolve_device(None) == resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert main(["eval", "--model", "default"]) == 2
+    assert capsys.readouterr().err == "sentune: error: --device tpu: expected auto, cpu, cuda or cuda:N\n"
+    out = tmp_path / "eval"
+    assert (
+        main(["eval", "--device", "cpu", "--model", str(tiny_model_dir), "--tasks", "STS-B", "--data", str(tiny_data_dir), "--out", str(out), "--quiet"]) == 0
+    )
+    assert json.loads((out / "results.json").read_text())["meta"]["device"] == "cpu" and os.environ["SENTUNE_DEVICE"] == "cpu"
+
+
+def test_an_api_call_that_asks_for_the_cpu_fits_everything_there_with_cuda_present(monkeypatch, tiny_model_dir, tmp_path):
+    """With CUDA faked present and SENTUNE_DEVICE=cuda, adapt called from Python with device="cpu" trains (simcse, and
+    SED's members and learner), fits whitening and the flow, interpolates and scores on the CPU: anything that chose
+    its own device would pick CUDA, which this build cannot run (torch raises). The trainer's `device` argument is
+    what an auto recipe uses."""
+    import numpy as np
+    from conftest import _sentence
+
+    from sentune.adapt.budget import Budget
+    from sentune.adapt.inputs import AdaptConfig, prepare
+    from sentune.adapt.run import adapt
+    from sentune.data.user_data import write_corpus, write_scored_pairs
+
+    rng = np.random.default_rng(0)
+    write_corpus(tmp_path / "corpus.txt", [_sentence(rng) for _ in range(120)])
+    write_scored_pairs(tmp_path / "dev.tsv", [(_sentence(rng), _sentence(rng), float(rng.uniform(0, 5))) for _ in range(100)])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    # Library bookkeeping that only asks whether CUDA exists: sentence-transformers' trainer builds default
+    # TrainingArguments (for its model card), which select cuda:0, and transformers' checkpoints save the CUDA random
+    # state. Neither places anything on CUDA; anything placed there still raises in this CPU build.
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    monkeypatch.setattr(torch.cuda.random, "get_rng_state", lambda device="cuda": torch.zeros(1, dtype=torch.uint8))
+    monkeypatch.setenv("SENTUNE_DEVICE", "cuda")
+    from sentune.core.device import resolve_device
+
+    assert resolve_device(None) == "cuda"  # the fake holds: an unchosen device would be CUDA
+    config = AdaptConfig(
+        corpus=tmp_path / "corpus.txt",
+        model=str(tiny_model_dir),
+        dev=tmp_path / "dev.tsv",
+        methods=("whitening", "flow", "simcse", "sed", "wise"),
+        budget=Budget(steps=2),
+        sed_members=2,
+        show_progress=False,
+        device="cpu",
+    )
+    out = tmp_path / "run"
+    results = adapt(config, out, data_dir=None, inputs=prepare(config, out, None))
+    candidates = results["candidates"]
+    assert {"whitening", "flow", "simcse", "sed", "wise"} <= set(candidates)
+    assert all("skipped" not in candidates[name] for name in ("whitening", "flow", "simcse", "sed")), candidates
+    trained = [json.loads(p.read_text())["meta"]["training_device"] for p in out.rglob("results.json") if "training_device" in p.read_text()]
+    assert trained and set(trained) == {"cpu"}

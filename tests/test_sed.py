@@ -31,7 +31,7 @@ def members(tiny_st, tmp_path):
 def test_targets_are_the_member_mean_and_cached(members, tmp_path, monkeypatch):
     from sentence_transformers import SentenceTransformer
 
-    targets = sed.ensemble_targets(members, SENTENCES, tmp_path / "cache", show_progress=False)
+    targets = sed.ensemble_targets(members, SENTENCES, tmp_path / "cache", device="cpu", show_progress=False)
     expected = np.mean([SentenceTransformer(m, device="cpu").encode(SENTENCES, convert_to_numpy=True) for m in members], axis=0)
     np.testing.assert_allclose(targets, expected, rtol=1e-4, atol=1e-5)
 
@@ -39,7 +39,7 @@ def test_targets_are_the_member_mean_and_cached(members, tmp_path, monkeypatch):
         raise AssertionError("a cached run must not encode")
 
     monkeypatch.setattr("sentune.core.encode.Encoder.encode_many", no_encoding)
-    again = sed.ensemble_targets(members, SENTENCES, tmp_path / "cache", show_progress=False)
+    again = sed.ensemble_targets(members, SENTENCES, tmp_path / "cache", device="cpu", show_progress=False)
     np.testing.assert_array_equal(again, targets)
 
 

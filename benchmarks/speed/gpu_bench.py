@@ -25,7 +25,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -192,7 +191,7 @@ def model_and_loss(recipe, data_dir: Path):
     """The model, the method's record, its training columns and its loss, built as the trainer builds them."""
     from sentune.train.trainer import build_training
 
-    method, model, columns, loss, _ = build_training(replace(recipe, training=replace(recipe.training, device=DEVICE)), data_dir, show_progress=False)
+    method, model, columns, loss, _ = build_training(recipe, data_dir, device=DEVICE, show_progress=False)
     return model, method, columns, loss.to(DEVICE).train()
 
 

@@ -1,6 +1,8 @@
-"""Where models run: `--device auto|cpu|cuda|cuda:N` (auto: CUDA when present). The CLI sets SENTUNE_DEVICE
-from the option, so every model a command loads (members, pipelines' stages, caches' encoders) follows it;
-under torchrun each process takes its own GPU (LOCAL_RANK)."""
+"""Where models run: `--device auto|cpu|cuda|cuda:N` (auto: CUDA when present). A command resolves its device once
+(sentune.cli) and passes it down as an argument to everything that loads a model or fits on tensors (members,
+pipelines' stages, caches' encoders, post-processors); nothing in-process reads the environment for it. SENTUNE_DEVICE
+is the default of `--device` when a command starts, and a command exports its device there for the processes it starts.
+Under torchrun each process takes its own GPU (LOCAL_RANK)."""
 
 from __future__ import annotations
 
@@ -23,8 +25,6 @@ def resolve_device(option: str | None = None, where: str = "--device") -> str:
     """The device an option names, checked; torch is imported only to ask about CUDA, so a misspelt option or a plain
     'cpu' answers before it loads."""
     value = (option or "auto").strip().lower()
-    if value == "auto":  # SENTUNE_DEVICE (set by a command's --device, or by the user) refines auto: a recipe's auto follows it
-        value = os.environ.get(DEVICE_ENV, "").strip().lower() or "auto"
     if value != "auto" and not re.fullmatch(r"cpu|cuda(:\d+)?", value):
         raise UserError(f"{where} {value}: expected auto, cpu, cuda or cuda:N")
     if value == "cpu":

@@ -15,7 +15,15 @@ from sentune.errors import UserError
 
 
 def encode_file(
-    model_name: str, pooling: str, input_path: Path, output_path: Path, *, trust_remote_code: bool = False, show_progress: bool = True, backend: str = "torch"
+    model_name: str,
+    pooling: str,
+    input_path: Path,
+    output_path: Path,
+    *,
+    trust_remote_code: bool = False,
+    show_progress: bool = True,
+    backend: str = "torch",
+    device: str = "cpu",
 ) -> int:
     if output_path.suffix not in (".npy", ".jsonl"):
         raise UserError(f"output {output_path}: use a .npy or .jsonl file name")
@@ -28,7 +36,7 @@ def encode_file(
             f"warning: {input_path}: {len(blank)} blank lines (first: line {blank[0]}) encoded as empty strings, so that row i is line i",
             file=sys.stderr,
         )
-    encoder = Encoder(load_model(model_name, trust_remote_code=trust_remote_code, backend=backend), pooling, show_progress=show_progress)
+    encoder = Encoder(load_model(model_name, trust_remote_code=trust_remote_code, backend=backend, device=device), pooling, show_progress=show_progress)
     vectors = encoder.encode(sentences)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     if output_path.suffix == ".npy":

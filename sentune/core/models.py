@@ -62,7 +62,7 @@ def _needs_only_installed_code(path: Path) -> bool:
     )
 
 
-def load_model(name: str, *, trust_remote_code: bool = False, device: str | None = None, backend: str = "torch"):  # device None: SENTUNE_DEVICE / auto
+def load_model(name: str, *, trust_remote_code: bool = False, device: str | None = None, backend: str = "torch"):  # device None: auto
     """Load a sentence-transformers or plain HF model id / local path.
 
     Weights are read with safetensors, or with `torch.load(weights_only=True)` when a checkpoint has

@@ -47,6 +47,7 @@ class TrainContext:
     cache_dir: Path | None = None
     dev_score: Callable[[SentenceTransformer], float] | None = None  # recipe.eval.dev's metric ×100 (Spearman; nDCG@10 for queries)
     show_progress: bool = True
+    device: str = "cpu"  # where the run trains: models a method loads (e.g. SED's members) go there
 
     @property
     def dev_task(self) -> str:

@@ -41,7 +41,7 @@ CITATION = """@article{carlsson2021sed,
 }"""
 
 
-def ensemble_targets(members: list[str], sentences: list[str], cache_dir: Path | None, *, show_progress: bool = True) -> np.ndarray:
+def ensemble_targets(members: list[str], sentences: list[str], cache_dir: Path | None, *, device: str, show_progress: bool = True) -> np.ndarray:
     """Mean of the members' masked-mean embeddings for every sentence, cached under cache_dir and reused
     (the key covers the member folders' weights and the sentences)."""
     from sentune.core.encode import Encoder
@@ -52,7 +52,11 @@ def ensemble_targets(members: list[str], sentences: list[str], cache_dir: Path |
         total = np.zeros((0,))
         for index, member in enumerate(members):
             desc = f"SED: ensemble targets, member {index + 1}/{len(members)} (cached)"
-            vectors = Encoder(with_pooling(load_model(member), "mean"), "model", show_progress=show_progress, desc=desc).encode(sentences).astype(np.float64)
+            vectors = (
+                Encoder(with_pooling(load_model(member, device=device), "mean"), "model", show_progress=show_progress, desc=desc)
+                .encode(sentences)
+                .astype(np.float64)
+            )
             total = vectors if index == 0 else total + vectors
         return (total / len(members)).astype(np.float32)
 
@@ -106,7 +110,7 @@ class SEDParams:
 
 
 def build_sed_loss(model, columns: Columns, ctx: TrainContext) -> DistillationLoss:
-    targets = ensemble_targets(list(ctx.params.members), columns["sentence"], ctx.cache_dir, show_progress=ctx.show_progress)
+    targets = ensemble_targets(list(ctx.params.members), columns["sentence"], ctx.cache_dir, device=ctx.device, show_progress=ctx.show_progress)
     return DistillationLoss(model, targets)
 
 

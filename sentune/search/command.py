@@ -69,7 +69,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from sentune.core.embedding_cache import model_digest
     from sentune.core.models import load_model
 
-    model = load_model(args.model, trust_remote_code=args.trust_remote_code)
+    model = load_model(args.model, trust_remote_code=args.trust_remote_code, device=args.device)
     digest = model_digest(model)
     out = Path(args.out)
     plan = BuildPlan("hybrid" if fusion else "dense", fusion, LexicalSettings(stemmer=None) if args.no_stem else LexicalSettings())
@@ -91,7 +91,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     if args.top < 1:
         raise UserError(f"--top {args.top}: at least 1")
-    index = SearchIndex.open(Path(args.index), args.system)
+    index = SearchIndex.open(Path(args.index), args.system, device=args.device)
     queries = [Query("query", args.query, Source("--query", 1), {})] if args.query is not None else read_queries(args.queries)
     if args.query is not None and not args.query.strip():
         raise UserError("--query: empty")

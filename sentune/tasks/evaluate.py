@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -39,6 +39,7 @@ class PostprocessOption:
     fit_on: str
     number: int | None = None  # whitening: components kept; flow: seed
     settings: tuple = ()  # further constructor settings as (name, value) pairs, e.g. (("learning_rate", 1e-3),)
+    device: str = "cpu"  # where it fits: evaluate() sets the evaluated model's
 
     @classmethod
     def parse(cls, kind: str, text: str, settings: dict | None = None) -> PostprocessOption:
@@ -58,7 +59,7 @@ class PostprocessOption:
     def build(self):
         cls = get_postprocessor(self.kind)
         number = {} if self.number is None else {cls.number_setting: self.number}
-        return cls(**{**number, **dict(self.settings)})
+        return cls(**{**number, **dict(self.settings), "device": self.device})
 
 
 class EmbeddingTable:
@@ -165,6 +166,7 @@ def evaluate(
     if preset not in PRESETS:
         raise UserError(f"unknown preset {preset!r}; choose {', '.join(PRESETS)}")
     started = time.perf_counter()
+    postprocess = [replace(option, device=str(model.device)) for option in postprocess]  # fitted where the model runs
     inputs = _gather(tasks, data_dir, postprocess, alignment_pairs, examples)
     all_sentences = inputs.all_sentences
     encoder = Encoder(model, poolings, show_progress=show_progress, precision=precision, desc="encoding the tasks' sentences")

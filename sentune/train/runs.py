@@ -65,8 +65,10 @@ def train_run(
     wait: bool = True,
     pause_at_step: int | None = None,
     show_progress: bool = True,
+    device: str | None = None,
 ) -> RunState | None:
-    """Train `recipe` into `folder` unless it is finished; None when `wait` is False and another process holds it."""
+    """Train `recipe` into `folder` unless it is finished; None when `wait` is False and another process holds it.
+    `device`: the command's, for a recipe whose training.device is auto."""
     from sentune.train.trainer import train
 
     with run_lock(folder, wait) as held:
@@ -77,7 +79,9 @@ def train_run(
             logger.info("run %s done, skipped", folder)
             return RunState(folder, True)
         resume = (folder / "checkpoints").exists()
-        result = train(recipe, folder, data_dir=data_dir, resume=resume, command=command, pause_at_step=pause_at_step, show_progress=show_progress)
+        result = train(
+            recipe, folder, data_dir=data_dir, resume=resume, command=command, pause_at_step=pause_at_step, show_progress=show_progress, device=device
+        )
     release_unreferenced()  # the trainer, its model and optimizer are garbage now: give their memory back before the next run
     if "paused" in result:
         paused = result["paused"]
@@ -85,8 +89,8 @@ def train_run(
     return RunState(folder, True)
 
 
-def train_each(jobs: list[tuple[Recipe, Path]], *, data_dir: Path, command: str | None = None, show_progress: bool = True) -> None:
+def train_each(jobs: list[tuple[Recipe, Path]], *, data_dir: Path, command: str | None = None, show_progress: bool = True, device: str | None = None) -> None:
     """Runs that do not depend on each other: first every one no other process is training, then wait for the rest."""
-    busy = [job for job in jobs if train_run(*job, data_dir=data_dir, command=command, wait=False, show_progress=show_progress) is None]
+    busy = [job for job in jobs if train_run(*job, data_dir=data_dir, command=command, wait=False, show_progress=show_progress, device=device) is None]
     for recipe, folder in busy:
-        train_run(recipe, folder, data_dir=data_dir, command=command, show_progress=show_progress)
+        train_run(recipe, folder, data_dir=data_dir, command=command, show_progress=show_progress, device=device)

@@ -69,6 +69,18 @@ class SentuneTrainer(SentenceTransformerTrainer):
     training_seconds: float = 0.0  # the time spent training, summed over resumes (training.max_minutes counts it)
     stopped_by_time: bool = False  # training.max_minutes ended the run
 
+    def _load_from_checkpoint(self, checkpoint_path: str, model=None) -> None:
+        """sentence-transformers' own version loads the checkpoint on its default device (CUDA when present) only to
+        copy its weights into the model: a run asked to train on the CPU would allocate on a GPU. Here it loads where
+        the model is; the rest is the library's (its module classes, its trust_remote_code)."""
+        from sentence_transformers.base.modules import Module
+        from sentence_transformers.util import fullname
+
+        model = getattr(self.model, "_orig_mod", self.model) if model is None else model
+        classes = {fullname(module): type(module) for module in model.modules() if isinstance(module, Module)}
+        loaded = model.__class__._load_with_module_classes(checkpoint_path, classes, trust_remote_code=model.trust_remote_code, device=str(model.device))
+        model.load_state_dict(loaded.state_dict())
+
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         if self.step_schedule is None:
             return super().create_scheduler(num_training_steps, optimizer)
@@ -266,7 +278,7 @@ def latest_complete_checkpoint(folder: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> SentenceTransformerTrainingArguments:
+def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str, device: str) -> SentenceTransformerTrainingArguments:
     t = recipe.training
     return SentenceTransformerTrainingArguments(
         output_dir=str(output_dir),
@@ -293,7 +305,7 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str) -> Sentenc
         greater_is_better=True,
         logging_steps=t.logging_steps,
         report_to="none",
-        use_cpu=resolve_device(t.device, "training.device") == "cpu",
+        use_cpu=device == "cpu",
         bf16=t.precision == "bf16",
         fp16=t.precision == "fp16",  # with the Trainer's loss scaler
         # Data parallel: every process must hold as many rows for the negatives' all-gather.
@@ -335,27 +347,32 @@ def training_data_digest(columns: dict[str, list], names: tuple[str, ...] | list
     return {"rows": len(columns[names[0]]) if names else 0, "sha256": digest.hexdigest()}
 
 
-def method_context(recipe: Recipe, params, data_dir: Path, dev_score=None, show_progress: bool = True) -> TrainContext:
+def method_context(recipe: Recipe, params, data_dir: Path, dev_score=None, show_progress: bool = True, device: str = "cpu") -> TrainContext:
     # Caches are keyed by content (model weights, sentences, settings), so runs may share one folder:
     # Seeds and ablations of one recipe reuse e.g. SG's frozen views instead of recomputing them.
     cache_dir = default_cache_dir()  # SENTUNE_CACHE, or the user's cache folder: never the run folder
-    return TrainContext(recipe=recipe, params=params, data_dir=data_dir, cache_dir=cache_dir, dev_score=dev_score, show_progress=show_progress)
+    return TrainContext(recipe=recipe, params=params, data_dir=data_dir, cache_dir=cache_dir, dev_score=dev_score, show_progress=show_progress, device=device)
 
 
-def build_training(recipe: Recipe, data_dir: Path, *, dev_score=None, show_progress: bool = True):
-    """(method, model, training columns, loss, the method's context) for a recipe, as every run starts: the model on the training device with
+def training_device(recipe: Recipe, device: str | None = None) -> str:
+    """Where a run trains: the recipe's training.device, or when it says auto, the device the command chose (`device`;
+    None: CUDA when present). Resolved once per run and passed to everything the run loads."""
+    return resolve_device(device if recipe.training.device == "auto" else recipe.training.device, "training.device")
+
+
+def build_training(recipe: Recipe, data_dir: Path, *, device: str, dev_score=None, show_progress: bool = True):
+    """(method, model, training columns, loss, the method's context) for a recipe, as every run starts: the model on `device` with
     the method's pooling and the recipe's max_seq_length, the method's view of the training data and its loss. The
     one place this is set up (training, and benchmarks/speed/gpu_bench.py's step timings)."""
     params = validate_recipe(recipe)
     method = get_method(recipe.method)
-    device = resolve_device(recipe.training.device, "training.device")  # the caches and dev evaluation run there too
     model = with_pooling(load_model(recipe.model, device=device), recipe.pooling or method.pooling)
     reason = method.cannot_train(model)
     if reason:
         raise UserError(f"method {method.name}: {reason}; model {recipe.model}")
     if recipe.training.max_seq_length:
         model.max_seq_length = recipe.training.max_seq_length
-    ctx = method_context(recipe, params, data_dir, dev_score, show_progress)
+    ctx = method_context(recipe, params, data_dir, dev_score, show_progress, device)  # the caches and dev evaluation run there too
     columns = method.data_view(ctx)
     return method, model, columns, method.build_loss(model, columns, ctx), ctx
 
@@ -370,12 +387,14 @@ def train(
     callbacks: list[TrainerCallback] | None = None,
     pause_at_step: int | None = None,
     show_progress: bool = True,
+    device: str | None = None,
 ) -> dict:
     """Train `recipe` into `run_dir`; returns the final evaluation results. The recipe is validated and the
     folder checked before anything is written. `callbacks`: more transformers TrainerCallbacks (e.g. a step timer).
     `pause_at_step`: stop there with a checkpoint and return {"paused": {"step", "best", "training_seconds"}} instead,
     unless the run ends first (its last step, early stopping, training.max_minutes); train again with resume to go on.
-    `show_progress`: the training bar (False for --quiet)."""
+    `show_progress`: the training bar (False for --quiet). `device`: the command's device, used when the recipe's
+    training.device is auto (sentune.train.trainer.training_device)."""
     run_dir = Path(run_dir)
     params = validate_recipe(recipe)
     check_run_dir(run_dir, recipe, resume)
@@ -387,7 +406,8 @@ def train(
     dev = dev_evaluator(recipe.eval.dev, data_dir)
     if isinstance(dev, PairsEvaluator):
         dev.record = run_dir / "dev_cosines"
-    method, model, columns, loss, ctx = build_training(recipe, data_dir, dev_score=dev.score, show_progress=show_progress)
+    device = training_device(recipe, device)
+    method, model, columns, loss, ctx = build_training(recipe, data_dir, device=device, dev_score=dev.score, show_progress=show_progress)
     from datasets import Dataset
 
     dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
@@ -398,7 +418,9 @@ def train(
     checkpoint = latest_complete_checkpoint(run_dir / "checkpoints") if resume else None
     pause = PauseAt(pause_at_step)
     learning_rates = method.learning_rates(params) if method.learning_rates else {}
-    trainer, best = _fit(recipe, method, model, loss, dataset, evaluator, run_dir, checkpoint, [pause, *(callbacks or [])], show_progress, learning_rates)
+    trainer, best = _fit(
+        recipe, method, model, loss, dataset, evaluator, run_dir, checkpoint, [pause, *(callbacks or [])], show_progress, device, learning_rates
+    )
     if rank() != 0:  # data parallel: the first process selects, evaluates and saves; the others are done
         return {}
     if pause.paused and not early_stopped(trainer) and not trainer.stopped_by_time:
@@ -417,7 +439,7 @@ def train(
             "best_checkpoint": best,
             "resumed_from": checkpoint.name if checkpoint else None,
             "training_seconds": trainer.training_seconds,  # summed over resumes
-            "training_device": resolve_device(recipe.training.device, "training.device"),
+            "training_device": device,
             "training_precision": recipe.training.precision,
             "processes": world_size(),
             "training_data": training_data_digest(columns, method.columns),
@@ -447,6 +469,7 @@ def _fit(
     checkpoint: Path | None,
     extra: list[TrainerCallback],
     show_progress: bool,
+    device: str,
     learning_rates: dict[str, float] | None = None,
 ):
     """The Trainer run, from `checkpoint` when resuming; leaves the best checkpoint's weights in the model
@@ -460,7 +483,7 @@ def _fit(
     callbacks: list[TrainerCallback] = [RunCallback(run_dir, loss, clock), clock, FreeMemory(), *extra]
     if recipe.training.patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=recipe.training.patience))
-    args = _training_args(recipe, run_dir / "checkpoints", evaluator.primary_metric)
+    args = _training_args(recipe, run_dir / "checkpoints", evaluator.primary_metric, device)
     if learning_rates:  # parameters (by name pattern) with a rate of their own, e.g. a flow beside its encoder
         args.learning_rate_mapping = dict(learning_rates)
     if method.ordered_batches:
