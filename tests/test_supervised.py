@@ -111,12 +111,27 @@ def test_shuffled_labels_keep_the_unchanged_model(tiny_model_dir, labelled, tmp_
 
 
 @pytest.mark.slow
-def test_a_train_file_trains_and_never_selects(tiny_model_dir, labelled, tmp_path):
+def test_a_train_file_trains_and_never_selects_and_a_second_run_redoes_only_what_read_it(tiny_model_dir, labelled, tmp_path, monkeypatch, capsys):
+    """--train trains the supervised candidate and selects nothing; the same folder run again with another --train (or
+    none) produces the supervised candidate again and reads the others back: only it depends on the train data."""
+    monkeypatch.setattr("sentune.adapt.crossfit.FOLDS", 2)
     out = tmp_path / "run"
-    assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised", "--train", str(labelled / "train.tsv")]) == 0
+    with_train = [*_args(tiny_model_dir, labelled, out), "--methods", "supervised,whitening", "--train", str(labelled / "train.tsv")]
+    assert main(with_train) == 0
     record = json.loads((out / "results.json").read_text())["candidates"]["supervised"]
     assert record["trained_on"] == "--train" and record["train_units"] == 80 and record["dev_indices_trained_on"] == []
-    assert (out / "data" / "train.tsv").read_text() == (labelled / "train.tsv").read_text()
+    assert (out / "data" / "train.tsv").read_text() == (labelled / "train.tsv").read_text() and record["train_sha256"]
+    capsys.readouterr()
+    assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised,whitening"]) == 0
+    said = capsys.readouterr().out
+    record = json.loads((out / "results.json").read_text())["candidates"]["supervised"]
+    assert record["trained_on"] == "the selection part (cross-fitted)" and record["train_sha256"] is None
+    assert not (out / "data" / "train.tsv").exists()
+    assert "supervised: its inputs changed (train_sha256): produced again" in said and "whitening: done before, read back" in said
+    capsys.readouterr()
+    assert main(with_train) == 0
+    assert json.loads((out / "results.json").read_text())["candidates"]["supervised"]["trained_on"] == "--train"
+    assert "whitening: done before, read back" in capsys.readouterr().out
 
 
 def test_a_train_file_sharing_pairs_with_dev_or_test_is_refused_and_no_labels_plans_none(tiny_model_dir, labelled, tmp_path, capsys):

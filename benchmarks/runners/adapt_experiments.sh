@@ -8,7 +8,9 @@
 # checkpointing) and without --reference (sentence-transformers' recipe trains at batch 64 × 256 tokens: measured alone by
 # benchmarks/speed/training_memory.py) into adapt-NAME-low-memory: the memory an adapt run itself needs (retrieval.md).
 # METHODS=... passes --methods (a subset of the candidates); NO_REFERENCE=1 leaves --reference out (retrieval runs report
-# BM25 and RRF beside the candidates either way).
+# BM25 and RRF beside the candidates either way). EXAMPLE_TRAIN=1 runs each domain again in its folder with
+# --example-train (the supervised candidates train on the example's labelled train split; every other candidate is read
+# back) and keeps its results as NAME-train.
 set -euo pipefail
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -19,11 +21,11 @@ for example in ${EXAMPLES:-sick mrpc stsb qqp}; do
     out="$runs/adapt-$name"
     sentune adapt --example "$example" ${BUDGET:+--budget "$BUDGET"} --low-memory --quiet --out "$out"
   else
-    name=$example
-    out="$runs/adapt-$name"
+    name=$example${EXAMPLE_TRAIN:+-train}
+    out="$runs/adapt-$example"
     reference=--reference
     [ -n "${NO_REFERENCE:-}" ] && reference=
-    sentune adapt --example "$example" ${BUDGET:+--budget "$BUDGET"} ${METHODS:+--methods "$METHODS"} $reference --quiet --out "$out"
+    sentune adapt --example "$example" ${EXAMPLE_TRAIN:+--example-train} ${BUDGET:+--budget "$BUDGET"} ${METHODS:+--methods "$METHODS"} $reference --quiet --out "$out"
   fi
   dst=benchmarks/results/adapt/$name
   mkdir -p "$dst"

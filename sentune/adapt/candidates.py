@@ -13,6 +13,7 @@ for kinds that train, `produce` (the whole record), and `model` (the model it st
 from __future__ import annotations
 
 import inspect
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,11 +76,20 @@ class Candidate:
     def describe(self, ctx: Context) -> str:
         raise NotImplementedError
 
+    def depends_on(self, ctx: Context) -> dict:
+        """What its record depends on beyond the run's claimed settings (sentune.adapt.inputs._claim), kept in the
+        record: one read back with other values is produced again."""
+        return {}
+
     def record(self, label: str, ctx: Context) -> dict:
-        """Its record: read back when it finished before, else produced now."""
+        """Its record: read back when it finished before on the same inputs, else produced now."""
         found = read_back(self, label, ctx)
-        if found is not None:
+        wanted = self.depends_on(ctx)
+        if found is not None and all(found.get(key) == value for key, value in wanted.items()):
             return found
+        if found is not None:
+            print(f"{label} {self.name}: its inputs changed ({', '.join(wanted)}): produced again", flush=True)
+            shutil.rmtree(self.folder(ctx))
         self.folder(ctx).mkdir(parents=True, exist_ok=True)
         return self.produce(label, ctx)
 
@@ -294,6 +304,9 @@ class Supervised(WithRun):
             return []
         return [cls(SUPERVISED), *([cls(f"{SUPERVISED}-stacked", "best")] if any(m in TRAINED for m in setup.methods) else [])]
 
+    def depends_on(self, ctx: Context) -> dict:
+        return {"train_sha256": ctx.train_sha256}  # what it trains on: --train's data, or (None) the selection part
+
     def describe(self, ctx: Context) -> str:
         where = "the unchanged model" if self.start == UNCHANGED else "the best label-free trained candidate"
         return f"fine-tuning {where} on the labels ({self.recipe_name(ctx)})"
@@ -431,6 +444,9 @@ class Wise(Candidate):
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
         return [cls(WISE)] if WISE in setup.methods else []
+
+    def depends_on(self, ctx: Context) -> dict:
+        return {"train_sha256": ctx.train_sha256}  # a supervised model trained on --train may be its tuned end
 
     def describe(self, ctx: Context) -> str:
         return "interpolating the best tuned candidate's weights (finished or raced out) with the unchanged model's (WiSE-FT), α chosen on the selection pairs"

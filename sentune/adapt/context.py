@@ -52,6 +52,15 @@ class Context:
         return self.config.device
 
     @property
+    def train_sha256(self) -> str | None:
+        """The digest of the run's --train data (OUT/data/train.tsv, or train/ for search), None without --train."""
+        from sentune.data.catalog import sha256_of
+
+        data = self.out / "data"
+        files = [data / "train.tsv"] if (data / "train.tsv").is_file() else sorted((data / "train").rglob("*.*")) if (data / "train").is_dir() else []
+        return "+".join(sha256_of(f) for f in files) or None
+
+    @property
     def metric(self) -> str:
         return self.inputs.dev.metric
 

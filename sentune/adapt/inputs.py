@@ -181,6 +181,8 @@ def _write_claimed(out: Path, config: AdaptConfig, files: dict, parts: dict[str,
         digests = {part: "+".join(sha256_of(Path(incoming) / name) for name in names) or None for part, names in parts.items()}
         _claim(out, config, digests)
         data.mkdir(exist_ok=True)
+        for stale in ("train.tsv", "train"):  # an earlier run's --train: this one has none, or writes its own below
+            shutil.rmtree(data / stale) if (data / stale).is_dir() else (data / stale).unlink(missing_ok=True)
         for name in files:
             if (data / name).is_dir():  # the same settings were claimed: the same contents
                 shutil.rmtree(data / name)
@@ -239,7 +241,9 @@ def _warn_shared_pairs(dev_rows: list[tuple[str, str, float]], test: ScoredPairs
 
 def _claim(out: Path, config: AdaptConfig, digests: dict[str, str | None]) -> None:
     """Record the settings every candidate depends on; a folder holding other settings is refused, never mixed. The
-    methods are not among them: a second run may add candidates to a finished one."""
+    methods are not among them: a second run may add candidates to a finished one. Nor is --train: only the supervised
+    candidates and wise read it, and their records name the train data they read (Candidate.depends_on), so a second
+    run with another --train (or none) redoes those and reads the rest back."""
     settings = {
         "model": config.model,
         "rule": RULE,
@@ -247,7 +251,6 @@ def _claim(out: Path, config: AdaptConfig, digests: dict[str, str | None]) -> No
         "dev_sha256": digests["dev"],
         "test_sha256": digests["test"],
         **({"queries_from_sha256": digests["queries_from"]} if "queries_from" in digests else {}),  # absent: older runs resume
-        **({"train_sha256": digests["train"]} if "train" in digests else {}),
         "budget": asdict(config.budget),
         "sed_members": config.sed_members,
         "seed": config.seed,

@@ -54,6 +54,7 @@ def read_back(candidate: Any, label: str, ctx: Any) -> dict | None:
 def write_record(candidate: Any, scores: dict[str, np.ndarray], detail: dict, seconds: float, label: str, ctx: Any) -> dict:
     """Save the candidate's per-unit scores and write its record; `scores` empty: the candidate was skipped."""
     folder = candidate.folder(ctx)
+    detail = {**detail, **candidate.depends_on(ctx)}
     if scores:
         np.savez(str(folder / "scores.npz"), **scores)  # type: ignore[arg-type]  # numpy stubs type **kwds as bool
     record = CandidateRecord(candidate.name, candidate.kind, seconds, peak_resident_mib(), detail=detail)
