@@ -20,11 +20,16 @@ from sentune.tasks.permutation import ALPHA
 
 KEPT = Path(__file__).parents[1] / "results" / "adapt"
 BEFORE = KEPT / "before"
-TIME_TARGET = 0.35  # issue 27: each domain's candidate minutes at most this share of the old rule's
 
 
-def _load(folder: Path) -> dict[str, dict]:
-    return {d: json.loads((folder / d / "results.json").read_text()) for d in example_names(retrieval=False) if (folder / d / "results.json").is_file()}
+LABEL_FREE = KEPT / "label-free"  # the runs before the supervised candidates (issue 46): their choices and minutes
+SUPERVISED = ("supervised", "supervised-stacked")
+
+
+def _load(folder: Path, train: bool = False) -> dict[str, dict]:
+    """The kept runs by domain; `train`: also each domain's run with --example-train (kept as NAME-train)."""
+    names = [n for d in example_names(retrieval=False) for n in ([d, f"{d}-train"] if train else [d])]
+    return {n: json.loads((folder / n / "results.json").read_text()) for n in names if (folder / n / "results.json").is_file()}
 
 
 def _pm(row: dict) -> str:
@@ -42,25 +47,35 @@ def test_versus(results: dict) -> str:
     return "— (unchanged kept)" if chosen == UNCHANGED else _pm(results["candidates"][chosen]["test"])
 
 
-def summary_row(name: str, results: dict, before: dict | None) -> list[str]:
+def supervised_cell(results: dict) -> str:
+    """Each supervised candidate's selection score (out of fold when it trained on the selection part) and test score."""
+    found = []
+    for name in SUPERVISED:
+        c = results["candidates"].get(name)
+        if c and "dev_score" in c and c.get("test"):
+            found.append(f"{name.removeprefix('supervised').strip('-') or 'from unchanged'}: {c['dev_score']:.2f} / {c['test']['score']:.2f}")
+    return "; ".join(found) or "—"
+
+
+def summary_row(name: str, results: dict, label_free: dict | None) -> list[str]:
     c = results["candidates"]
     chosen = results["choice"]["name"]
     confirmation = results["choice"].get("confirmation")
     reference = c.get(REFERENCE, {}).get("test")
-    spent = minutes(results, reference=False)
-    old = minutes(before, reference=False) + minutes(before, reference=True) if before else None
+    earlier = label_free["choice"]["name"] if label_free else None
     return [
-        name,
+        name.replace("-train", ", --train"),
         METRIC_NAMES[results["meta"]["test"]["metric"]],
         f"{c[UNCHANGED]['test']['score']:.2f}",
         f"`{chosen}`",
         f"{c[chosen]['test']['score']:.2f}",
         test_versus(results),
         f"{confirmation['p_value']:.3f} ({results['choice']['best_on_selection']})" if confirmation else "—",
+        supervised_cell(results),
         f"{reference['score']:.2f}" if reference else "—",
-        f"{spent:.0f}",
-        f"{old:.0f}" if old is not None else "—",
-        (f"{spent / old:.2f}" + (" ✓" if spent / old <= TIME_TARGET else " **✗**")) if old else "—",
+        f"{minutes(results, reference=False):.0f}",
+        f"`{earlier}` {label_free['candidates'][earlier]['test']['score']:.2f}" if label_free and earlier else "—",
+        f"{minutes(label_free, reference=False):.0f}" if label_free else "—",
     ]
 
 
@@ -109,9 +124,9 @@ def domain_section(name: str, results: dict, images: str) -> list[str]:
 
 
 def render() -> str:
-    after, before = _load(KEPT), _load(BEFORE)
+    after, before, label_free = _load(KEPT, train=True), _load(BEFORE), _load(LABEL_FREE)
     lines = [
-        "# `sentune adapt` on four domains (issues 15, 27)",
+        "# `sentune adapt` on four domains (issues 15, 27, 46)",
         "",
         f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from benchmarks/results/adapt/NAME/results.json (the rule "
         "of issue 27) and benchmarks/results/adapt/before/NAME/results.json (the rule before it); the runs: "
@@ -128,10 +143,20 @@ def render() -> str:
         "",
         "## Summary (test set)",
         "",
-        "| domain | metric | unchanged | chosen | chosen's score | chosen − unchanged [95 % CI] | confirmation p (best on selection) | ST SimCSE | candidate minutes | minutes before (all runs) | ratio ≤ 0.35? |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| domain | metric | unchanged | chosen | chosen's score | chosen − unchanged [95 % CI] | confirmation p (best on selection) "
+        "| supervised: selection / test | ST SimCSE | candidate minutes | label-free run: chosen, test | its minutes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    lines += ["| " + " | ".join(summary_row(d, r, before.get(d))) + " |" for d, r in after.items()]
+    lines += ["| " + " | ".join(summary_row(d, r, label_free.get(d.removesuffix("-train")))) + " |" for d, r in after.items()]
+    lines += [
+        "",
+        "`supervised` fine-tunes the unchanged model on the labels, `supervised-stacked` the best label-free trained "
+        "candidate (sentune.adapt.candidates.Supervised): on the selection half of the dev pairs, its selection score then "
+        "out of fold (5-fold cross-fitting, refit on the whole half), or with `--train` (rows `, --train`: the example's "
+        "labelled train split, `--example-train`) on those pairs, the dev pairs then only selecting and confirming. The "
+        "label-free run is the same domain's run before the supervised candidates existed (benchmarks/results/adapt/"
+        "label-free/NAME/results.json, its command in it): its choice's test score and candidate minutes.",
+    ]
     missing = [d for d in example_names(retrieval=False) if d not in after]
     if missing:
         lines += [
