@@ -85,6 +85,16 @@ def _tiny_wordpiece_vocab(specials: list[str]) -> dict[str, int]:
 
 
 @pytest.fixture(scope="session")
+def second_model_dir() -> Path:
+    """A real model of another family given by the environment (SENTUNE_SECOND_MODEL: a folder, e.g. all-mpnet-base-v2
+    from ../shared/tools/second-model.sh), for benchmarks/runners/second_model.sh; skipped when it is not set."""
+    folder = os.environ.get("SENTUNE_SECOND_MODEL")
+    if not folder:
+        pytest.skip("SENTUNE_SECOND_MODEL not set (a second model family's folder)")
+    return Path(folder)
+
+
+@pytest.fixture(scope="session")
 def tiny_mpnet_dir(tmp_path_factory) -> Path:
     """A tiny randomly initialised MPNet (the family of all-mpnet-base-v2: relative position attention, <s> and </s>
     around the text, no token type ids), built from a config as the tiny BERT is."""

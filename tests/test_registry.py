@@ -43,7 +43,8 @@ def test_every_registered_method_has_a_tiny_training_setup(monkeypatch):
     assert methods_without_setup() == ["demo-unregistered-in-tests"]
 
 
-FAMILIES = ("tiny_model_dir", "tiny_mpnet_dir", "tiny_roberta_dir")  # BERT; MPNet and RoBERTa-style: no token type ids
+# BERT; MPNet and RoBERTa-style (no token type ids); a real second family when SENTUNE_SECOND_MODEL names one (else skipped)
+FAMILIES = ("tiny_model_dir", "tiny_mpnet_dir", "tiny_roberta_dir", "second_model_dir")
 
 
 @pytest.mark.parametrize("family", FAMILIES)

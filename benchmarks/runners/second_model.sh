@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Issue 47: every command a user runs, on a second model family: sentence-transformers/all-mpnet-base-v2 (MPNet, 12
+# layers, d 768, no token type ids), assembled from PyPI by ../shared/tools/second-model.sh (MODEL=DIR to use another
+# folder). Each step's results are kept in benchmarks/results/runs/second-model-* (resumable: a finished step is
+# skipped); benchmarks/renderers/render_second_model.py renders benchmarks/results/second_model.md from them.
+# STEPS="eval speed" runs a subset (eval, transfer, retrieval, whiten, train, speed, export, adapt, index). Run it on an
+# idle machine: the model is several times slower than MiniLM.
+set -euo pipefail
+# shellcheck disable=SC1091
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+model=${MODEL:-$(bash ../shared/tools/second-model.sh)}
+out=$runs/second-model
+mkdir -p "$out" "$kept"
+steps=${STEPS:-eval transfer retrieval whiten train speed export adapt index}
+has() { [[ " $steps " == *" $1 "* ]]; }
+done_at() { [ -f "$kept/$1/results.json" ]; }
+
+if has eval && ! done_at second-model-sts; then  # every untuned pooling, 7 STS tasks
+  sentune eval --model "$model" --pooling model,cls,mean,max,first-last,last2,last4,wk --tasks sts --quiet --out "$runs/second-model-sts"
+  keep second-model-sts
+fi
+if has transfer && ! done_at second-model-transfer; then
+  sentune eval --model "$model" --tasks transfer --preset fast --quiet --out "$runs/second-model-transfer"
+  keep second-model-transfer
+fi
+if has retrieval && ! done_at second-model-retrieval; then
+  sentune eval --model "$model" --tasks retrieval --quiet --out "$runs/second-model-retrieval"
+  keep second-model-retrieval
+fi
+if has whiten && ! done_at second-model-whitened; then  # `sentune whiten` saves a model; its STS scores beside the untuned
+  [ -f "$out/whitened/modules.json" ] || sentune whiten --model "$model" --fit-on nli --out "$out/whitened" --quiet
+  sentune eval --model "$out/whitened" --tasks sts --quiet --out "$runs/second-model-whitened"
+  keep second-model-whitened
+fi
+if has train && [ ! -f "$kept/second-model-train/pytest.txt" ]; then  # every registered method trains a few steps through the
+  # one trainer on this model (tests/test_registry.py's set-ups: tiny data, a few steps each), as on the tiny families
+  mkdir -p "$kept/second-model-train"
+  SENTUNE_SECOND_MODEL="$model" python -m pytest -q --slow -p no:cacheprovider tests/test_registry.py -k second_model_dir \
+    | tee "$kept/second-model-train/pytest.txt"
+fi
+if has speed && [ ! -f benchmarks/results/second_model_speed.md ]; then  # ST's own encode vs sentune's backends, same sentences
+  python benchmarks/speed/speed_eval.py --model "$model" --out benchmarks/results/second_model_speed.md
+fi
+if has export && ! done_at second-model-onnx; then  # ONNX fp32 and int8, then scored through --backend onnx
+  [ -f "$out/served/onnx/model.onnx" ] || sentune export "$model" --to "$out/served" --quantize int8
+  sentune eval --model "$out/served" --backend onnx --tasks sts --quiet --out "$runs/second-model-onnx"
+  keep second-model-onnx
+fi
+if has adapt && [ ! -f benchmarks/results/adapt/second-model-mrpc/results.json ]; then  # a budget that fits (steps per candidate)
+  sentune adapt --model "$model" --example mrpc --budget "${BUDGET:-60}" --quiet --out "$runs/adapt-second-model-mrpc"
+  mkdir -p benchmarks/results/adapt/second-model-mrpc
+  for f in results.json results.md scores.png dev_curves.png wise_curve.png; do
+    [ -f "$runs/adapt-second-model-mrpc/$f" ] && cp "$runs/adapt-second-model-mrpc/$f" benchmarks/results/adapt/second-model-mrpc/
+  done
+fi
+if has index && [ ! -f "$kept/second-model-search/run.tsv" ]; then  # sentune index / search on SciFact with the second model
+  sentune index --model "$model" --corpus "$SENTUNE_DATA/retrieval/scifact/corpus.jsonl" --out "$out/index" --quiet
+  mkdir -p "$kept/second-model-search"
+  sentune search "$out/index" --queries "$SENTUNE_DATA/retrieval/scifact/queries.jsonl" --top 100 --run "$kept/second-model-search/run.tsv" --quiet
+fi
+echo "second model: done ($steps)"
