@@ -340,7 +340,7 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
     others, which tie with the unchanged model, at most half go on (successive halving), the best ones; a stopped one
     keeps its best selection cosines and a record that says why."""
     from sentune.adapt.race import Entry, _eliminate
-    from sentune.tasks.bootstrap import METRICS
+    from sentune.core.metrics import METRICS
 
     rng = np.random.default_rng(0)
     gold = rng.normal(size=150)
@@ -366,14 +366,14 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
         config=SimpleNamespace(seed=0),
         selection_gold=lambda: gold,
         selection_cosines=lambda dev: dev,
-        selection_score_of=lambda cosines: METRICS["spearman"](gold, cosines),
+        selection_score_of=lambda cosines: METRICS["spearman"].score(gold, cosines),
         untuned=lambda pooling: {"dev": unchanged},
     )
     going = _eliminate(entries, {}, ctx, 1, {e.name: 0.0 for e in entries})
-    assert [e.name for e in going] == sorted(["good", "fair", "meh"], key=lambda n: -METRICS["spearman"](gold, planted[n]))[:2]
+    assert [e.name for e in going] == sorted(["good", "fair", "meh"], key=lambda n: -METRICS["spearman"].score(gold, planted[n]))[:2]
     bad = json.loads((tmp_path / "candidates" / "bad" / "candidate.json").read_text())
     assert bad["stopped"]["reason"].startswith("behind the unchanged model on the selection pairs after round 1") and bad["stopped"]["best_step"] == 10
-    assert bad["dev_score"] == pytest.approx(METRICS["spearman"](gold, planted["bad"])) and bad["selection_only"]
+    assert bad["dev_score"] == pytest.approx(METRICS["spearman"].score(gold, planted["bad"])) and bad["selection_only"]
     assert 0 < bad["peak_memory_mib"] <= peak_resident_mib()  # this process's peak when the record was written
     np.testing.assert_array_equal(np.load(tmp_path / "candidates" / "bad" / "scores.npz")["select"], planted["bad"])
     halved = next(n for n in ("good", "fair", "meh") if n not in [e.name for e in going])

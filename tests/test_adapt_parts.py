@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from sentune.adapt.decide import decide, split_dev
+from sentune.core.batched_metrics import average_precision_rows, average_ranks, spearman_rows
+from sentune.core.metrics import average_precision, best_threshold_accuracy, spearman
 from sentune.data.readers import DataError
 from sentune.data.user_data import read_scored_pairs, read_user_corpus
-from sentune.tasks.batched_metrics import average_precision_rows, average_ranks, spearman_rows
-from sentune.tasks.bootstrap import average_precision, best_threshold_accuracy, paired_bootstrap, resamples, spearman
+from sentune.tasks.bootstrap import paired_bootstrap, resamples
 from sentune.tasks.permutation import paired_permutation_test, step_down_max_t
 
 

@@ -11,12 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sentune.core.metrics import ranking_metrics
 from sentune.data import beir
 from sentune.data.beir import Document, Query, read_beir_folder
 from sentune.data.readers import DataError, Source
 from sentune.tasks import retrieval
 
 HERE = Source("test", 1)
+
+RANKING = [m.name for m in ranking_metrics()]
 
 
 def write_beir(folder, docs, queries, qrels, *, header=True):
@@ -121,7 +124,7 @@ def test_metrics_equal_the_naive_formulas_per_query():
     for row, (ranked, query) in enumerate(zip(rankings, queries, strict=True)):
         for name, value in naive_metrics(ranked, query.relevant).items():
             assert got[name][row] == pytest.approx(value, abs=1e-12), (name, row)
-    assert set(got) == set(retrieval.METRICS)
+    assert set(got) == set(RANKING)
 
 
 def test_rank_is_an_exact_sort_with_ties_by_id_whatever_the_block(monkeypatch):
@@ -148,7 +151,7 @@ def test_skip_same_id_drops_the_query_itself():
 
 def _st_evaluator_ndcg(model, data) -> dict:
     scores = retrieval.reference_evaluator(data.queries, data.corpus)(model)
-    return {name: scores[f"cosine_{name}"] for name in retrieval.METRICS}
+    return {name: scores[f"cosine_{name}"] for name in RANKING}
 
 
 def test_equals_information_retrieval_evaluator_on_the_tiny_model(tiny_st, tmp_path):
@@ -206,11 +209,11 @@ def test_catalog_task_scores_like_the_evaluator_and_reads_its_corpus_from_the_ca
     first = evaluate(tiny_st, [spec], data_dir, show_progress=False)
     second = evaluate(tiny_st, [spec], data_dir, show_progress=False)
     assert encoded == [25, 120, 25]  # queries, corpus; then the queries alone: the corpus came from the cache
-    assert all(first["runs"]["model"]["tasks"][spec.name][m] == second["runs"]["model"]["tasks"][spec.name][m] for m in retrieval.METRICS)
+    assert all(first["runs"]["model"]["tasks"][spec.name][m] == second["runs"]["model"]["tasks"][spec.name][m] for m in RANKING)
     data = beir.RetrievalSet(**load_task(spec, data_dir))
     expected = _st_evaluator_ndcg(tiny_st, data)
     result = first["runs"]["model"]["tasks"][spec.name]
-    for name in retrieval.METRICS:
+    for name in RANKING:
         assert result[name] / 100 == pytest.approx(expected[name], abs=1e-6), name
     assert first["runs"]["model"]["summary"]["avg_ndcg@10"] == result["ndcg@10"]
     assert len(list((tmp_path / "cache").glob("embeddings-*.npy"))) == 2  # the vectors and the truncation record
@@ -235,6 +238,25 @@ def test_eval_command_prints_the_retrieval_table(tiny_model_dir, tmp_path, monke
     assert saved["n_queries"] == 25 and saved["n_documents"] == 120 and f"| {saved['ndcg@10']:.2f} |" in out
 
 
+def test_a_new_metric_is_one_record(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """A toy ranking metric added to sentune.core.metrics.METRICS alone is computed for every query, saved, and shown
+    in the eval table: evaluation, results and tables read the records, never a list of their own."""
+    from sentune.cli import main
+    from sentune.core.metrics import METRICS, Metric
+
+    def precision_at_5(ranked, relevant):
+        return sum(doc in relevant for doc in ranked[:5]) / 5
+
+    monkeypatch.setitem(METRICS, "precision@5", Metric("precision@5", "P@5 ×100", "P@5", per_query=precision_at_5))
+    data_dir = _toy_data_dir(tmp_path)
+    monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path / "cache"))
+    assert main(["eval", "--model", str(tiny_model_dir), "--tasks", "scifact-train", "--data", str(data_dir), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())["runs"]["model"]["tasks"]["scifact-train"]
+    assert "| MAP@100 | P@5 | queries |" in out and f"| {saved['precision@5']:.2f} |" in out
+    assert 0 <= saved["precision@5"] <= 100
+
+
 SHARED = Path(os.environ.get("SENTUNE_DATA", "/nonexistent")) / "retrieval" / "scifact"
 
 
@@ -252,7 +274,7 @@ def test_scifact_train_on_the_shared_data_equals_the_evaluator(tiny_st, tmp_path
     result = evaluate(tiny_st, [spec], data_dir, show_progress=False)["runs"]["model"]["tasks"][spec.name]
     assert (result["n_queries"], result["n_documents"]) == (809, 5183)
     expected = _st_evaluator_ndcg(tiny_st, beir.RetrievalSet(**load_task(spec, data_dir)))
-    for name in retrieval.METRICS:
+    for name in RANKING:
         assert result[name] / 100 == pytest.approx(expected[name], abs=1e-6), name
 
 
@@ -261,7 +283,8 @@ def test_query_level_confirmation_swaps_the_raw_values_and_matches_the_exact_tes
     every one of the 2^10 swap patterns can be enumerated, which the sampled p-value must approach."""
     import itertools
 
-    from sentune.tasks.bootstrap import METRICS, paired_bootstrap, resamples
+    from sentune.core.metrics import METRICS
+    from sentune.tasks.bootstrap import paired_bootstrap, resamples
     from sentune.tasks.permutation import paired_permutation_test
 
     rng = np.random.default_rng(4)
@@ -275,7 +298,7 @@ def test_query_level_confirmation_swaps_the_raw_values_and_matches_the_exact_tes
     found = paired_permutation_test(gold, candidate, baseline, "ndcg@10", count=20000, seed=1)
     assert found.candidate == pytest.approx(candidate.mean()) and found.baseline == pytest.approx(baseline.mean())
     assert found.p_value == pytest.approx(exact, abs=0.01)
-    assert METRICS["ndcg@10"](gold, candidate) == pytest.approx(candidate.mean())
+    assert METRICS["ndcg@10"].score(gold, candidate) == pytest.approx(candidate.mean())
     comparison = paired_bootstrap(gold, candidate, baseline, "ndcg@10", resamples(10, seed=0))
     assert comparison.difference_low < observed < comparison.difference_high
 

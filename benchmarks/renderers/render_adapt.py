@@ -15,7 +15,8 @@ from pathlib import Path
 
 from sentune.adapt.examples import example_names
 from sentune.adapt.names import REFERENCE, UNCHANGED
-from sentune.adapt.report import METRIC_NAMES, candidate_table
+from sentune.adapt.report import candidate_table
+from sentune.core.metrics import METRICS
 from sentune.tasks.permutation import ALPHA
 
 KEPT = Path(__file__).parents[1] / "results" / "adapt"
@@ -65,7 +66,7 @@ def summary_row(name: str, results: dict, label_free: dict | None) -> list[str]:
     earlier = label_free["choice"]["name"] if label_free else None
     return [
         name.replace("-train", ", --train"),
-        METRIC_NAMES[results["meta"]["test"]["metric"]],
+        METRICS[results["meta"]["test"]["metric"]].label,
         f"{c[UNCHANGED]['test']['score']:.2f}",
         f"`{chosen}`",
         f"{c[chosen]['test']['score']:.2f}",

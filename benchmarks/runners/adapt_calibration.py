@@ -35,7 +35,7 @@ import numpy as np
 from scipy.stats import binomtest, norm
 
 from sentune.adapt.decide import decide, split_dev
-from sentune.tasks.batched_metrics import ROW_METRICS
+from sentune.core import metrics
 from sentune.tasks.bootstrap import bootstrap_differences
 from sentune.tasks.permutation import ALPHA
 
@@ -66,7 +66,7 @@ def expected_gain(metric: str, factor: float, n: int = 200_000, seed: int = 1234
     z, e0, rest = rng.normal(size=n), rng.normal(size=n), rng.normal(size=n)
     errors = SHARED * e0 + np.sqrt(1 - SHARED**2) * rest
     gold = gold_of(z, metric)
-    scores = ROW_METRICS[metric](gold, np.stack([z + SIGMA * e0, z + SIGMA * factor * errors]))
+    scores = metrics.METRICS[metric].rows(gold, np.stack([z + SIGMA * e0, z + SIGMA * factor * errors]))
     return float(scores[1] - scores[0])
 
 
@@ -95,7 +95,7 @@ def simulate(rng: np.random.Generator, n: int, factors: list[float], metric: str
 
 def old_rule(gold, unchanged, checkpoints, metric, rng) -> int:
     """Index of the shipped candidate, or -1 (the rule of sentune ≤ d042c59)."""
-    measure = ROW_METRICS[metric]
+    measure = metrics.METRICS[metric].rows
     k, c, n = checkpoints.shape
     scores = measure(gold, checkpoints.reshape(k * c, n)).reshape(k, c)
     best_checkpoint = scores.argmax(axis=1)
@@ -109,7 +109,7 @@ def new_rule(gold, unchanged, checkpoints, metric, seed) -> tuple[int, float | N
     """(index of the candidate best on the selection half, its confirmation p-value or None when it was not tested):
     sentune.adapt.decide with checkpoints chosen on the selection half; it ships when p ≤ the level, so one simulation
     gives the rate at every level (LEVELS)."""
-    measure = ROW_METRICS[metric]
+    measure = metrics.METRICS[metric].rows
     k, c, n = checkpoints.shape
     split = split_dev(gold, seed=seed)
     scores = measure(gold[split.select], checkpoints[:, :, split.select].reshape(k * c, -1)).reshape(k, c)

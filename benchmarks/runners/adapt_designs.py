@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import adapt_calibration as calibration  # noqa: E402  (the simulated users and their rates)
 
 from sentune.adapt.decide import decide, split_dev  # noqa: E402
-from sentune.tasks.batched_metrics import ROW_METRICS  # noqa: E402
+from sentune.core.metrics import METRICS  # noqa: E402
 from sentune.tasks.permutation import ALPHA, step_down_max_t  # noqa: E402
 
 DESIGNS = ("half", "select-30", "swapped", "max-T")
@@ -44,7 +44,7 @@ NULL_CANDIDATES = (5, 14)
 def chosen_on(gold, part: np.ndarray, checkpoints: np.ndarray, metric: str) -> dict[str, np.ndarray]:
     """Each candidate at its checkpoint best on the pairs `part` (every pair's predictions)."""
     k, c, _ = checkpoints.shape
-    scores = ROW_METRICS[metric](gold[part], checkpoints[:, :, part].reshape(k * c, -1)).reshape(k, c)
+    scores = METRICS[metric].rows(gold[part], checkpoints[:, :, part].reshape(k * c, -1)).reshape(k, c)
     return {str(i): checkpoints[i, j] for i, j in enumerate(scores.argmax(axis=1))}
 
 

@@ -17,8 +17,8 @@ import numpy as np
 from sentune.adapt.inputs import AdaptConfig, Inputs
 from sentune.adapt.names import UNTUNED_POOLINGS
 from sentune.core.encode import Encoder
+from sentune.core.metrics import METRICS
 from sentune.data.beir import RetrievalSet, read_beir_folder, write_beir_folder
-from sentune.tasks.bootstrap import METRICS
 from sentune.tasks.user_pairs import Scorer
 
 PATIENCE = 3  # evaluations without a new best on the selection pairs before a candidate stops early
@@ -121,7 +121,7 @@ class Context:
         return dev_scores[self.inputs.split.select]
 
     def selection_score_of(self, selection_cosines: np.ndarray) -> float:
-        return METRICS[self.metric](self.selection_gold(), selection_cosines)
+        return METRICS[self.metric].score(self.selection_gold(), selection_cosines)
 
     def selection_score(self, dev_scores: np.ndarray) -> float:
         return self.selection_score_of(self.selection_cosines(dev_scores))

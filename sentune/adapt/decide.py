@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sentune.tasks.batched_metrics import ROW_METRICS
+from sentune.core.metrics import METRICS
 from sentune.tasks.permutation import ALPHA, Confirmation, paired_permutation_test
 
 SELECT_FRACTION = 0.5
@@ -57,7 +57,7 @@ def split_dev(gold: np.ndarray, seed: int = 0, fraction: float = SELECT_FRACTION
 def selection_scores(gold: np.ndarray, split: DevSplit, scores: dict[str, np.ndarray], metric: str) -> dict[str, float]:
     """Each system's score on the selection pairs (what every choice of adapt reads)."""
     names = list(scores)
-    found = ROW_METRICS[metric](gold[split.select], np.stack([scores[n][split.select] for n in names]))
+    found = METRICS[metric].rows(gold[split.select], np.stack([scores[n][split.select] for n in names]))
     return {n: float(s) for n, s in zip(names, found, strict=True)}
 
 

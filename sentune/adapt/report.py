@@ -9,9 +9,8 @@ import json
 from pathlib import Path
 
 from sentune.analysis.report import markdown_to_html
+from sentune.core.metrics import METRICS
 from sentune.core.results import write_atomic
-
-METRIC_NAMES = {"spearman": "Spearman ×100", "average_precision": "average precision ×100", "ndcg@10": "nDCG@10 ×100"}
 
 
 def _interval(row: dict | None) -> str:
@@ -83,9 +82,9 @@ def render_markdown(results: dict, plots: list[tuple[str, str]]) -> str:
         f"Date: {meta['date']} · sentune {meta['sentune_version']} · model `{meta['model']}` · corpus {meta['corpus']['sentences']} sentences · "
         f"budget per candidate: {limits}",
         "",
-        f"Dev: {dev['label']}, {dev['pairs']} {unit}, {METRIC_NAMES[dev['metric']]}: {dev['select_pairs']} select (every checkpoint, α and "
+        f"Dev: {dev['label']}, {dev['pairs']} {unit}, {METRICS[dev['metric']].label}: {dev['select_pairs']} select (every checkpoint, α and "
         f"candidate is chosen on them{pool}), {dev['confirm_pairs']} confirm the one chosen (read by nothing else)."
-        + (f" Test: {meta['test']['pairs']} {unit}, {METRIC_NAMES[meta['test']['metric']]} (never used for the choice)." if meta["test"] else " No test set."),
+        + (f" Test: {meta['test']['pairs']} {unit}, {METRICS[meta['test']['metric']].label} (never used for the choice)." if meta["test"] else " No test set."),
         "",
         f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.",
         "",
@@ -142,7 +141,7 @@ def _dev_plot(results: dict, curves: dict[str, list], xlabel: str, path: Path, s
     part = dev_parts(results)[0]
     ax.axhline(results["candidates"]["unchanged"][part]["score"], color="black", linestyle="--", linewidth=1, label="unchanged")
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(f"{DEV_PARTS.get(part, part)} {METRIC_NAMES[results['meta']['dev']['metric']]}")
+    ax.set_ylabel(f"{DEV_PARTS.get(part, part)} {METRICS[results['meta']['dev']['metric']].label}")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -170,7 +169,7 @@ def score_plot(results: dict, out: Path) -> Path:
             ax.errorbar(r["score"], y, xerr=[[r["score"] - r["low"]], [r["high"] - r["score"]]], fmt="o", color=color, capsize=3)
         ax.axvline(results["candidates"]["unchanged"][split]["score"], color="black", linestyle="--", linewidth=1)
         ax.set_yticks(range(len(rows)), [n for n, _ in rows])
-        ax.set_xlabel(f"{DEV_PARTS.get(split, split)} {METRIC_NAMES[results['meta']['test' if split == 'test' else 'dev']['metric']]}")
+        ax.set_xlabel(f"{DEV_PARTS.get(split, split)} {METRICS[results['meta']['test' if split == 'test' else 'dev']['metric']].label}")
     fig.tight_layout()
     path = out / "scores.png"
     fig.savefig(path, dpi=120)

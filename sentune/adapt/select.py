@@ -16,8 +16,9 @@ import sentune
 from sentune.adapt.candidates import Candidate
 from sentune.adapt.decide import SELECT_FRACTION, DevSplit, decide
 from sentune.adapt.names import BM25, RULE, UNCHANGED
+from sentune.core.metrics import METRICS
 from sentune.core.usage import process_usage
-from sentune.tasks.bootstrap import METRICS, RESAMPLES, paired_bootstrap, resamples, score_interval
+from sentune.tasks.bootstrap import RESAMPLES, paired_bootstrap, resamples, score_interval
 from sentune.tasks.permutation import ALPHA, PERMUTATIONS
 
 TEST_SEED_OFFSET = 1  # the test resamples differ from the dev ones
@@ -29,9 +30,9 @@ def _split_rows(gold: np.ndarray, scores: dict[str, np.ndarray], metric: str, se
     rows = {}
     for name, predicted in scores.items():
         low, high = score_interval(gold, predicted, metric, draws)
-        row: dict = {"score": METRICS[metric](gold, predicted), "low": low, "high": high}
+        row: dict = {"score": METRICS[metric].score(gold, predicted), "low": low, "high": high}
         if metric == "average_precision":
-            row["accuracy"] = METRICS["accuracy"](gold, predicted)
+            row["accuracy"] = METRICS["accuracy"].score(gold, predicted)
         if name != UNCHANGED:
             row["vs_unchanged"] = asdict(paired_bootstrap(gold, predicted, scores[UNCHANGED], metric, draws))
         if BM25 in scores and name != BM25:  # search: what users would run instead, on the same resamples

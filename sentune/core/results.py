@@ -7,6 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from sentune.core.metrics import ranking_metrics
 from sentune.data.catalog import group_tasks
 
 
@@ -108,9 +109,6 @@ def relatedness_table(runs: dict[str, dict]) -> str | None:
     return _table(["run"] + [f"{t} (Pearson / Spearman)" for t in names], rows)
 
 
-RETRIEVAL_COLUMNS = (("ndcg@10", "nDCG@10"), ("mrr@10", "MRR@10"), ("recall@10", "R@10"), ("recall@100", "R@100"), ("map@100", "MAP@100"))
-
-
 def retrieval_table(runs: dict[str, dict]) -> str | None:
     """One row per (run, retrieval task): every metric ×100 and the counts."""
     names = [t for t in _task_order(runs) if any(r["tasks"].get(t, {}).get("main") == "ndcg@10" for r in runs.values())]
@@ -121,8 +119,8 @@ def retrieval_table(runs: dict[str, dict]) -> str | None:
         for task in names:
             result = run["tasks"].get(task)
             if result:
-                rows.append([run_name, task] + [_fmt(result[key]) for key, _ in RETRIEVAL_COLUMNS] + [str(result["n_queries"]), str(result["n_documents"])])
-    return _table(["run", "task", *(label for _, label in RETRIEVAL_COLUMNS), "queries", "documents"], rows)
+                rows.append([run_name, task] + [_fmt(result[m.name]) for m in ranking_metrics()] + [str(result["n_queries"]), str(result["n_documents"])])
+    return _table(["run", "task", *(m.short for m in ranking_metrics()), "queries", "documents"], rows)
 
 
 def _task_order(runs: dict[str, dict]) -> list[str]:

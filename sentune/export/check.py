@@ -41,15 +41,15 @@ class CheckSet:
     @classmethod
     def of_pairs(cls, path: Path) -> CheckSet:
         from sentune.core.encode import Encoder
+        from sentune.core.metrics import METRICS
         from sentune.data.user_data import read_scored_pairs
-        from sentune.tasks.bootstrap import METRICS
         from sentune.tasks.sts import cosine_scores
 
         pairs = read_scored_pairs(path)
         sentences = [s for p in pairs.pairs for s in (p.a, p.b)]
 
         def score_vectors(vectors) -> float:
-            return float(METRICS[pairs.metric](pairs.gold, cosine_scores(vectors[0::2], vectors[1::2])))
+            return float(METRICS[pairs.metric].score(pairs.gold, cosine_scores(vectors[0::2], vectors[1::2])))
 
         def score(model) -> float:
             return score_vectors(Encoder(model, "model", show_progress=False).encode(sentences))

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sentune.tasks.batched_metrics import MEAN_METRICS, ROW_METRICS
+from sentune.core.metrics import METRICS
 
 PERMUTATIONS = 1000
 # The level of the confirmation: a candidate replaces the baseline when p ≤ ALPHA. Not 0.05: the test is exact only
@@ -86,9 +86,9 @@ def paired_permutation_test(
     `stop_above`: stop drawing permutations once p is certain to exceed it (the decision p ≤ level is then the full
     test's for every level ≤ stop_above, and the p-value returned is a lower bound of the full one). The calibration
     benchmark uses it to simulate thousands of runs; adapt runs the full test and reports the exact p-value."""
-    measure = ROW_METRICS[metric]
+    measure = METRICS[metric].rows
     n = len(gold)
-    a, b = (candidate, baseline) if metric in MEAN_METRICS else (standardise(candidate), standardise(baseline))
+    a, b = (candidate, baseline) if METRICS[metric].mean_of_items else (standardise(candidate), standardise(baseline))
     rng = np.random.default_rng(seed)
     observed = float(measure(gold, a)[0] - measure(gold, b)[0])
     enough = math.inf if stop_above is None else stop_above * (count + 1) - 1  # this many reached: p > stop_above
@@ -137,10 +137,10 @@ def step_down_max_t(
 
     `stop_above`: stop once p̃_(1) is certain to exceed it; every adjusted p-value is then above it too (a lower bound is
     returned), so decisions at levels ≤ stop_above are the full test's."""
-    measure = ROW_METRICS[metric]
+    measure = METRICS[metric].rows
     candidates = np.atleast_2d(np.asarray(candidates, dtype=np.float64))
     k, n = candidates.shape
-    if metric in MEAN_METRICS:
+    if METRICS[metric].mean_of_items:
         a, b = candidates, np.asarray(baseline, dtype=np.float64)
     else:
         a, b = np.stack([standardise(row) for row in candidates]), standardise(baseline)

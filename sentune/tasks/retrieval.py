@@ -26,11 +26,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sentune.core.metrics import DEPTH, ranking_metrics
 from sentune.data.beir import Query
 
 HEADLINE = "ndcg@10"
-METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "map@100")
-DEPTH = 100  # the deepest cut any metric reads
 BLOCK = 50_000  # documents scored at once: a 1,000-query block of 50k documents is 200 MB of float32 scores
 FAISS_FROM_PAIRS = 100_000_000  # queries × documents from which FAISS's exact flat index replaces NumPy (about 3 s in NumPy)
 FAISS_SLACK = 16  # extra results asked of FAISS, so documents tied at the cut are re-ranked by id
@@ -111,25 +110,10 @@ def _finish(ranked: list[list[int]], doc_ids: Sequence[str], depth: int, query_i
     return [row[:depth] for row in ranked]
 
 
-def _dcg(gains: Sequence[float]) -> float:
-    return float(sum(g / np.log2(i + 2) for i, g in enumerate(gains)))
-
-
 def per_query_metrics(ranked_doc_ids: Sequence[Sequence[str]], queries: Sequence[Query]) -> dict[str, np.ndarray]:
-    """Every metric of METRICS for every query (0-1 scale), from its ranked document ids and its judgements."""
-    out = {name: np.zeros(len(queries)) for name in METRICS}
-    for row, (ranked, query) in enumerate(zip(ranked_doc_ids, queries, strict=True)):
-        relevant = query.relevant
-        hits = [doc in relevant for doc in ranked[:DEPTH]]
-        ideal = sorted(relevant.values(), reverse=True)[:10]
-        out["ndcg@10"][row] = _dcg([relevant.get(doc, 0) for doc in ranked[:10]]) / _dcg(ideal)
-        first = next((i for i, hit in enumerate(hits[:10]) if hit), None)
-        out["mrr@10"][row] = 0.0 if first is None else 1.0 / (first + 1)
-        out["recall@10"][row] = sum(hits[:10]) / len(relevant)
-        out["recall@100"][row] = sum(hits[:100]) / len(relevant)
-        precisions = [sum(hits[: i + 1]) / (i + 1) for i, hit in enumerate(hits[:100]) if hit]
-        out["map@100"][row] = sum(precisions) / min(100, len(relevant))
-    return out
+    """Every ranking metric (sentune.core.metrics) for every query (0-1 scale), from its ranked document ids and its
+    judgements."""
+    return {m.name: np.array([m.per_query(ranked, q.relevant) for ranked, q in zip(ranked_doc_ids, queries, strict=True)]) for m in ranking_metrics()}  # type: ignore[misc]
 
 
 def query_scores(

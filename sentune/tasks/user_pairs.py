@@ -13,8 +13,8 @@ import numpy as np
 from sentence_transformers.evaluation import SentenceEvaluator
 
 from sentune.core.encode import Encoder
+from sentune.core.metrics import METRICS
 from sentune.data.user_data import ScoredPairs, read_scored_pairs
-from sentune.tasks.bootstrap import METRICS
 from sentune.tasks.sts import cosine_scores
 
 PAIRS_PREFIX = "pairs:"
@@ -88,10 +88,10 @@ class PairsEvaluator(SentenceEvaluator):
         if self.record is not None and steps >= 0:
             self.record.mkdir(parents=True, exist_ok=True)
             np.save(self.record / f"step-{steps}.npy", similarities)
-        return {self.primary_metric: METRICS[self.metric](self.gold, similarities)}
+        return {self.primary_metric: METRICS[self.metric].score(self.gold, similarities)}
 
     def similarities(self, model) -> np.ndarray:
         return PairScorer({self.name: self.pairs}).of_model(model)[self.name]
 
     def score(self, model) -> float:
-        return METRICS[self.metric](self.gold, self.similarities(model))
+        return METRICS[self.metric].score(self.gold, self.similarities(model))

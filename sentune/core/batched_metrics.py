@@ -1,4 +1,4 @@
-"""The pair metrics of sentune.tasks.bootstrap computed for many versions of the predictions at once: one row per
+"""The pair metrics of sentune.core.metrics computed for many versions of the predictions at once: one row per
 bootstrap resample or per permutation. A loop of 1,000 SciPy / scikit-learn calls takes seconds; these take tens of
 milliseconds, which is what lets the calibration benchmark simulate thousands of `sentune adapt` runs.
 
@@ -70,7 +70,3 @@ def average_precision_rows(gold: np.ndarray, predicted: np.ndarray) -> np.ndarra
 def mean_rows(gold: np.ndarray, predicted: np.ndarray) -> np.ndarray:
     """A metric already computed per item (a query's nDCG@10 ×100): the mean of each row; `gold` is not read."""
     return np.atleast_2d(predicted).mean(axis=1)
-
-
-ROW_METRICS = {"spearman": spearman_rows, "average_precision": average_precision_rows, "ndcg@10": mean_rows}
-MEAN_METRICS = ("ndcg@10",)  # the items' values are the metric's own parts: a test swaps them as they are
