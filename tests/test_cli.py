@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -402,3 +403,31 @@ def test_a_postprocessor_fitted_on_one_set_is_fitted_once_and_its_fit_recorded(t
     assert main([*args, "--flow", "per-task", "--flow-set", "max_steps=20", "--out", str(tmp_path / "per-task")]) == 0
     tasks = json.loads((tmp_path / "per-task" / "results.json").read_text())["runs"]["mean+flow(per-task,max_steps=20)"]["tasks"]
     assert len(fits) == 3 and [tasks[t]["fit"]["sentences"] for t in ("STS12", "STS-B", "SICK-R")] == fits
+
+
+def test_the_command_reference_is_generated_from_the_command_records():
+    """docs/commands.md is what sentune.cli.reference generates now: regenerate it after changing an option."""
+    from sentune.cli.reference import command_reference
+
+    assert (Path(__file__).parents[1] / "docs" / "commands.md").read_text(encoding="utf-8") == command_reference()
+
+
+def test_a_new_command_is_one_record(monkeypatch, capsys):
+    """A command record added to the list is parsed, run, given the shared option groups it asks for, and documented."""
+    import sentune.cli.app
+    from sentune.cli.base import Command
+    from sentune.cli.reference import command_reference
+
+    def options(p):
+        p.add_argument("--times", type=int, default=1, help="how often to greet")
+
+    def greet(args):
+        print("hello " * args.times + args.device)
+        return 0
+
+    toy = Command("greet", "say hello", options, greet, runs_models=True)
+    monkeypatch.setattr(sentune.cli.app, "COMMANDS", (*sentune.cli.app.COMMANDS, toy))
+    assert main(["greet", "--times", "2", "--device", "cpu"]) == 0
+    assert capsys.readouterr().out == "hello hello cpu\n"
+    reference = command_reference()
+    assert "## `sentune greet`" in reference and "| `--times TIMES` |  | `1` | how often to greet |" in reference and "`greet`." in reference

@@ -29,8 +29,11 @@ def parse_fusion(text: str | None):
     return Fusion("convex", alpha)
 
 
-def add_index(sub) -> None:
-    p = sub.add_parser("index", help="build a search index (dense vectors, memory-mapped and resumable, and BM25) over a BEIR corpus.jsonl")
+INDEX_HELP = "build a search index (dense vectors, memory-mapped and resumable, and BM25) over a BEIR corpus.jsonl"
+SEARCH_HELP = "rank an index's documents for a query (--query) or a queries file (--queries), or write a TREC run file"
+
+
+def index_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
     p.add_argument("--corpus", required=True, help="the documents: a BEIR corpus.jsonl (_id, title, text)")
     p.add_argument("--out", required=True, help="the index folder; run the same command again to resume an interrupted build")
@@ -43,11 +46,9 @@ def add_index(sub) -> None:
     p.add_argument("--no-stem", action="store_true", help="BM25 without the English stemmer (BEIR and Anserini stem)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--trust-remote-code", action="store_true", help="allow code shipped with the model (off by default)")
-    p.set_defaults(func=cmd_index)
 
 
-def add_search(sub) -> None:
-    p = sub.add_parser("search", help="rank an index's documents for a query (--query) or a queries file (--queries), or write a TREC run file")
+def search_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("index", help="an index folder (`sentune index`, or a retrieval `sentune adapt` run's output folder)")
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--query", help="one query: its ranked documents are printed")
@@ -56,7 +57,6 @@ def add_search(sub) -> None:
     p.add_argument("--run", help="write a TREC run file (qid Q0 docid rank score tag) instead of printing")
     p.add_argument("--system", help="rank with another part of the index: dense, bm25 or hybrid (default: the index's own)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=cmd_search)
 
 
 def cmd_index(args: argparse.Namespace) -> int:

@@ -1,0 +1,5 @@
+import sys
+
+from sentune.cli.app import main
+
+sys.exit(main())

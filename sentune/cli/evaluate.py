@@ -1,0 +1,304 @@
+"""Commands that measure models: eval, encode, layerwise, tsne, pairs, compare, report."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sentune.cli.base import Command, backend_option, command_line, csv_list, model_options
+from sentune.errors import UserError
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from contextlib import nullcontext
+
+    from sentune.core.locks import exclusive_output
+
+    # --out is held from the first check to the last write: two runs never write one folder, finished results stay
+    with exclusive_output(Path(args.out), overwrite=args.overwrite) if args.out else nullcontext():
+        return _eval(args)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from sentune.core.postprocess_settings import postprocessor_settings
+    from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
+
+    data_dir = resolve_data_dir(args.data)
+    tasks = select_tasks(args.tasks)
+    flow_settings = postprocessor_settings("flow", args.flow_set, "--flow-set")
+    examples = {spec.name: load_task(spec, data_dir) for spec in tasks}  # read and checked before torch is imported
+    from sentune.core.models import load_model
+    from sentune.core.results import render_markdown, retrieval_table, save_results, sts_summary_table
+    from sentune.tasks.evaluate import PostprocessOption, evaluate
+
+    if args.backend != "torch" and args.precision != "fp32":
+        raise UserError(f"--precision {args.precision} is for --backend torch (an int8 graph is --backend onnx-int8)")
+    model = load_model(args.model, trust_remote_code=args.trust_remote_code, backend=args.backend, device=args.device)
+    results = evaluate(
+        model,
+        tasks,
+        data_dir,
+        poolings=csv_list(args.pooling),
+        postprocess=[PostprocessOption.parse("whitening", w) for w in args.whiten] + [PostprocessOption.parse("flow", f, flow_settings) for f in args.flow],
+        preset=args.preset,
+        alignment_pairs=args.alignment_pairs,
+        show_progress=not args.quiet,
+        model_name=args.model,
+        precision=args.precision,
+        examples=examples,
+    )
+    if args.out:
+        json_path, md_path = save_results(results, Path(args.out), command_line())
+        tables = [t for t in (sts_summary_table(results["runs"]), retrieval_table(results["runs"])) if t]
+        print("\n\n".join(tables) or render_markdown(results))
+        print(f"\nwrote {json_path} and {md_path}")
+    else:
+        print(render_markdown(results))
+    return 0
+
+
+def eval_options(p: argparse.ArgumentParser) -> None:
+    model_options(p)
+    p.add_argument("--tasks", default="sts", help="task or group names, comma-separated: sts, dev, transfer, relatedness, multilingual, STS12, ...")
+    p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
+    p.add_argument("--out", help="folder for results.json and results.md (refused when it holds results, unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace the results a finished eval left in --out")
+    p.add_argument(
+        "--whiten",
+        action="append",
+        default=[],
+        metavar="SET[:k]",
+        help="also evaluate with whitening fitted on SET (target, per-task, nli, wiki, stsb, file:PATH), keeping k dims; repeatable",
+    )
+    p.add_argument(
+        "--flow",
+        action="append",
+        default=[],
+        metavar="SET[:seed]",
+        help="also evaluate with a BERT-flow (Glow) fitted on SET (target, per-task, nli, wiki, stsb, file:PATH, tasks:SELECTION); repeatable",
+    )
+    p.add_argument(
+        "--flow-set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Flow setting for every --flow, e.g. learning_rate=1e-3 (seeds 003/004); repeatable",
+    )
+    p.add_argument(
+        "--preset",
+        default="fast",
+        choices=["fast", "standard", "fast-mlp", "standard-mlp"],
+        help="SentEval transfer preset: fast (5-fold) or standard (10-fold), logistic regression; -mlp: SentEval's MLP (50 hidden units)",
+    )
+    p.add_argument(
+        "--precision",
+        default="fp32",
+        choices=["fp32", "bf16"],
+        help="fp32 (exact, default) or bf16 autocast (about 2x faster on CPUs with bf16 units; embeddings move by ~1e-2)",
+    )
+    p.add_argument("--alignment-pairs", choices=["qqp", "stsb"], help="also report alignment and uniformity on these positive pairs")
+    backend_option(p)
+
+
+def cmd_encode(args: argparse.Namespace) -> int:
+    from sentune.data.readers import read_corpus
+
+    read_corpus(Path(args.input), skip_blank=True, user_file=True)  # a missing or unreadable input is named before the model code loads
+    from sentune.core.encoding_io import encode_file
+
+    count = encode_file(
+        args.model,
+        args.pooling,
+        Path(args.input),
+        Path(args.output),
+        trust_remote_code=args.trust_remote_code,
+        show_progress=not args.quiet,
+        backend=args.backend,
+        device=args.device,
+    )
+    print(f"wrote {count} embeddings to {args.output}")
+    return 0
+
+
+def encode_options(p: argparse.ArgumentParser) -> None:
+    model_options(p, "one pooling name")
+    p.add_argument("input", help="text file, one sentence per line")
+    p.add_argument("output", help="output .npy or .jsonl")
+    backend_option(p)
+
+
+def cmd_layerwise(args: argparse.Namespace) -> int:
+    from sentune.data.catalog import resolve_data_dir, select_tasks
+
+    data_dir, task = resolve_data_dir(args.data), select_tasks(args.task, "--task")[0]  # before torch loads
+    from sentune.analysis.layerwise import layerwise_scores, plot_layerwise, save_layerwise
+    from sentune.core.models import load_model
+
+    model = load_model(args.model, trust_remote_code=args.trust_remote_code, device=args.device)
+    result = layerwise_scores(model, task, data_dir, show_progress=not args.quiet, model_name=args.model)
+    result["meta"]["command"] = command_line()
+    json_path = save_layerwise(result, Path(args.out))
+    png = plot_layerwise([result], Path(args.out) / "layerwise.png")
+    print(f"wrote {json_path} and {png}")
+    return 0
+
+
+def layerwise_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="default")
+    p.add_argument("--task", default="STS-B")
+    p.add_argument("--data")
+    p.add_argument("--out", required=True)
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--quiet", action="store_true")
+
+
+def _labels(args: argparse.Namespace) -> list[str]:
+    """One display label per --model: the --label options, or the model arguments themselves."""
+    labels = args.label or []
+    if labels and len(labels) != len(args.model):
+        raise UserError(f"--label given {len(labels)} times for {len(args.model)} --model options: give one label per model or none")
+    return labels or args.model
+
+
+def _compared_models(args: argparse.Namespace) -> tuple[Path, list]:
+    """tsne and pairs: the data directory and (label, model) per --model, the task checked before torch loads."""
+    from sentune.data.catalog import resolve_data_dir, select_tasks
+
+    data_dir, labels = resolve_data_dir(args.data), _labels(args)
+    select_tasks(args.task, "--task")
+    from sentune.core.models import load_model
+
+    return data_dir, [
+        (label, load_model(name, trust_remote_code=args.trust_remote_code, device=args.device)) for name, label in zip(args.model, labels, strict=True)
+    ]
+
+
+def compared_models_options(p: argparse.ArgumentParser, *, model_help: str, label_help: str, task: str, pairs: int, pairs_help: str) -> None:
+    """The options tsne and pairs share: the models side by side and the task's pairs they are shown on."""
+    p.add_argument("--model", action="append", required=True, help=model_help)
+    p.add_argument("--label", action="append", help=label_help)
+    p.add_argument("--task", default=task)
+    p.add_argument("--pairs", type=int, default=pairs, help=pairs_help)
+
+
+def cmd_tsne(args: argparse.Namespace) -> int:
+    data_dir, models = _compared_models(args)
+    from sentune.analysis.figures import tsne_figure
+
+    print(f"wrote {tsne_figure(models, data_dir, Path(args.out), task=args.task, count=args.pairs)}")
+    return 0
+
+
+def tsne_options(p: argparse.ArgumentParser) -> None:
+    compared_models_options(
+        p,
+        model_help="repeat for before/after panels",
+        label_help="panel title per --model (default: the model argument)",
+        task="STS-B-dev",
+        pairs=20,
+        pairs_help="positive and negative pairs each",
+    )
+    p.add_argument("--data")
+    p.add_argument("--out", required=True)
+    p.add_argument("--trust-remote-code", action="store_true")
+
+
+def cmd_pairs(args: argparse.Namespace) -> int:
+    data_dir, models = _compared_models(args)
+    from sentune.analysis.pairs import pair_cosines, save_pairs
+
+    record = pair_cosines(models, args.task, data_dir, count=args.pairs, seed=args.seed)
+    record["command"] = command_line()
+    print(f"wrote {save_pairs(record, Path(args.out))}")
+    return 0
+
+
+def pairs_options(p: argparse.ArgumentParser) -> None:
+    compared_models_options(
+        p,
+        model_help="repeat: one cosine column per model",
+        label_help="column name per --model (default: the model argument)",
+        task="STS13",
+        pairs=8,
+        pairs_help="number of pairs, stratified by gold score",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data")
+    p.add_argument("--out", required=True)
+    p.add_argument("--trust-remote-code", action="store_true")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    import json
+
+    from sentune.core.results import sts_summary_table
+
+    runs = {}
+    for item in args.entries:
+        label, sep, where = item.rpartition("=")
+        folder, _, run = where.partition("#")
+        path = Path(folder) / "results.json"
+        if not path.is_file():
+            raise UserError(f"{item}: no results.json in {folder}")
+        results = json.loads(path.read_text(encoding="utf-8"))["runs"]
+        run = run or "model"
+        if run not in results:
+            raise UserError(f"{item}: {path} has no run {run!r}; it has {', '.join(results)}")
+        runs[label if sep else f"{folder}#{run}"] = results[run]
+    print(sts_summary_table(runs) or "no STS results to compare")
+    return 0
+
+
+def compare_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("entries", nargs="+", metavar="[LABEL=]DIR[#RUN]", help="a results folder and the run in it (default: model)")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    missing = [p for p in args.runs if not Path(p).is_dir()]
+    if missing:  # before the plotting code loads and before --out is made
+        raise UserError(f"{', '.join(missing)}: no such run folder")
+    from sentune.analysis.report import build_report
+
+    md, html = build_report([Path(p) for p in args.runs], Path(args.out))
+    print(f"wrote {md} and {html}")
+    return 0
+
+
+def report_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("runs", nargs="+", help="run folders (with results.json and/or layerwise.json)")
+    p.add_argument("--out", required=True)
+
+
+EVAL = Command("eval", "evaluate a model on STS / transfer / multilingual tasks", eval_options, cmd_eval, runs_models=True, scores_tasks=True)
+ENCODE = Command("encode", "encode a text file (one sentence per line) to .npy or .jsonl", encode_options, cmd_encode, runs_models=True)
+LAYERWISE = Command(
+    "layerwise",
+    "Spearman of every layer under cls/mean/max pooling (seed 001, Figure 1)",
+    layerwise_options,
+    cmd_layerwise,
+    runs_models=True,
+    scores_tasks=True,
+)
+TSNE = Command(
+    "tsne", "t-SNE of positive and negative STS pairs, one panel per model (seed 001, Figure 5)", tsne_options, cmd_tsne, runs_models=True, scores_tasks=True
+)
+PAIRS = Command(
+    "pairs",
+    "sentence pairs of an STS task with each model's cosine and the gold score (seed 002, Tables 3-6)",
+    pairs_options,
+    cmd_pairs,
+    runs_models=True,
+    scores_tasks=True,
+)
+COMPARE = Command("compare", "one STS table (Spearman x100, 'all') of runs side by side", compare_options, cmd_compare)
+REPORT = Command("report", "turn run folders into one Markdown and one HTML page with tables and plots", report_options, cmd_report)
+
+COMMANDS = (
+    EVAL,
+    ENCODE,
+    LAYERWISE,
+    TSNE,
+    PAIRS,
+    COMPARE,
+    REPORT,
+)
