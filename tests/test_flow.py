@@ -113,11 +113,40 @@ def test_the_settings_checked_before_torch_loads_are_the_constructors():
     they must stay the constructors' parameters."""
     import inspect
 
-    from sentune.core.postprocess_settings import SETTINGS
-    from sentune.postprocess import POSTPROCESSORS
+    from sentune.core.postprocess_settings import REGISTRY
+    from sentune.postprocess import get_postprocessor
 
-    for kind, cls in POSTPROCESSORS.items():
-        assert SETTINGS[kind] == tuple(inspect.signature(cls).parameters), kind
+    for kind, (_, settings) in REGISTRY.items():
+        assert settings == tuple(inspect.signature(get_postprocessor(kind)).parameters), kind
+
+
+class CentreOnly:
+    """A toy post-processor: subtract the mean of what it was fitted on."""
+
+    label_name, number_setting, number_label = "centre", "unused", "{}"
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+
+    def fit(self, x):
+        self.mean_ = np.asarray(x).mean(axis=0)
+        return self
+
+    def transform(self, x):
+        return np.asarray(x) - self.mean_
+
+
+def test_a_new_post_processor_is_one_registry_line(tiny_st, tiny_data_dir, monkeypatch):
+    """Registered by one line, a post-processor is fitted and applied inside an evaluation by its name."""
+    from sentune.core.postprocess_settings import REGISTRY
+    from sentune.data.catalog import select_tasks
+    from sentune.tasks.evaluate import PostprocessOption, evaluate
+
+    monkeypatch.setitem(REGISTRY, "centre", (f"{__name__}:CentreOnly", ("device",)))
+    results = evaluate(tiny_st, select_tasks("STS-B"), tiny_data_dir, postprocess=[PostprocessOption.parse("centre", "target")], show_progress=False)
+    assert set(results["runs"]) == {"model", "model+centre(target)"}
+    plain, centred = (results["runs"][r]["tasks"]["STS-B"]["all"]["spearman"] for r in ("model", "model+centre(target)"))
+    assert np.isfinite(centred) and centred != plain  # centring changes cosines
 
 
 def hyperplane_data(n: int = 600, dim: int = 12, null: int = 2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -239,12 +239,12 @@ def _fit_postprocessor(stage: str, model: str, folder: Path, config: PipelineCon
     from sentune.core.models import load_model
     from sentune.data.catalog import select_tasks
     from sentune.modules.build import build_postprocessed_model
-    from sentune.postprocess import POSTPROCESSORS, postprocessor_settings
+    from sentune.postprocess import get_postprocessor, postprocessor_settings
     from sentune.tasks.evaluate import evaluate, fit_summary
 
     saved = folder / "model"
     settings = postprocessor_settings(stage, config.overrides.get(stage, []), f"--set {stage}:")
-    postprocessor = POSTPROCESSORS[stage](**settings, device=config.device)
+    postprocessor = get_postprocessor(stage)(**settings, device=config.device)
     build_postprocessed_model(model, "model", postprocessor, config.fit_on, saved, data_dir=data_dir, device=config.device, show_progress=False)
     results = evaluate(load_model(str(saved), device=config.device), select_tasks("sts"), data_dir, show_progress=False, model_name=str(saved))
     # fit() returns the post-processor itself: its loss history and, for a flow, the null directions it found
