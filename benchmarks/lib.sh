@@ -1,7 +1,7 @@
 # Shared by the experiment runners: set up, then `run NAME RECIPE [overrides]` trains a recipe into
 # benchmarks/runs/NAME (not committed: models, checkpoints), skipping a finished run and resuming an
-# interrupted one, and keeps its results (results.json/.md, metrics.jsonl, config.yaml) in
-# benchmarks/results/runs/NAME, which is committed and read by the renderers.
+# interrupted one, and keeps what the renderers read of it (results.json; layerwise.json, pairs.md of those commands) in
+# benchmarks/results/runs/NAME, which is committed (check_renders.sh fails on a kept file no renderer reads).
 #
 # JOBS=2 runs the calling script as two workers of one thread each (on 2 cores more steps per second in
 # total than one two-thread run: benchmarks/results/parallel_speed.md). Workers share the work through
@@ -35,7 +35,7 @@ fi
 keep() {  # keep NAME: copy a finished run's small result files where they are committed
   local src="$runs/$1" dst="$kept/$1"
   mkdir -p "$dst"
-  for f in results.json results.md metrics.jsonl config.yaml layerwise.json pairs.json pairs.md; do
+  for f in results.json layerwise.json pairs.md; do
     [ -f "$src/$f" ] && cp "$src/$f" "$dst/"
   done
   return 0
@@ -135,11 +135,10 @@ keep_tree() {  # keep_tree SRC NAME [SUFFIX]: keep every finished stage under SR
       mv "$kept/$name/$rel" "$kept/$name/$rel$suffix"
     fi
     mkdir -p "$kept/$name/$rel"
-    for g in results.json results.md metrics.jsonl config.yaml stage.json; do
-      [ -f "$(dirname "$f")/$g" ] && cp "$(dirname "$f")/$g" "$kept/$name/$rel/"
-    done
+    cp "$f" "$kept/$name/$rel/"
+    # a stage set aside beside its repeat: sed.md shows where their training losses part (both metrics.jsonl)
+    if [ -e "$kept/$name/$rel$suffix" ] && [ -f "$(dirname "$f")/metrics.jsonl" ]; then cp "$(dirname "$f")/metrics.jsonl" "$kept/$name/$rel/"; fi
   done < <(find "$src" -name results.json -not -path "*/checkpoints/*" -not -path "*/model/*")
-  cp "$src"/pipeline-*.json "$kept/$name/" 2>/dev/null || true
   find "$src" -name members.json -not -path "*/model/*" | while IFS= read -r f; do
     rel=$(dirname "${f#"$src"/}"); mkdir -p "$kept/$name/$rel"; cp "$f" "$kept/$name/$rel/"
   done

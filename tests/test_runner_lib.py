@@ -20,14 +20,17 @@ def lib(script: str, tmp_path: Path) -> None:
 def stage(root: Path, rel: str, text: str) -> None:
     (root / rel).mkdir(parents=True, exist_ok=True)
     (root / rel / "results.json").write_text(text)
-    (root / rel / "config.yaml").write_text(text)
 
 
 def scored(root: Path, rel: str, score: float, tag: str) -> None:
-    """A stage folder whose results.json has a 7-task average (and a config saying which run wrote it)."""
+    """A stage folder whose results.json has a 7-task average and says which run wrote it, with its training log."""
     (root / rel).mkdir(parents=True, exist_ok=True)
-    (root / rel / "results.json").write_text(json.dumps({"runs": {"model": {"summary": {"avg_all_spearman": score}}}}))
-    (root / rel / "config.yaml").write_text(tag)
+    (root / rel / "results.json").write_text(json.dumps({"runs": {"model": {"summary": {"avg_all_spearman": score}}}, "tag": tag}))
+    (root / rel / "metrics.jsonl").write_text(json.dumps({"step": 1, "loss": score}) + "\n")
+
+
+def tag(folder: Path) -> str:
+    return json.loads((folder / "results.json").read_text())["tag"]
 
 
 def test_keep_tree_keeps_reproduced_stages_and_sets_aside_those_a_repeat_moved(tmp_path):
@@ -40,17 +43,20 @@ def test_keep_tree_keeps_reproduced_stages_and_sets_aside_those_a_repeat_moved(t
     scored(src, "ct-sed/member-2", 78.0, "member")
     stage(src, "ct/model/inner", "a model's own folder is not a stage")
     lib(f'keep_tree "{src}" sed', tmp_path)
-    assert (kept / "ct" / "config.yaml").read_text() == "kept"
-    assert (kept / "nli" / "config.yaml").read_text() == "retrained"
-    assert (kept / "nli-before-25" / "config.yaml").read_text() == "kept"
-    assert (kept / "ct-flow" / "config.yaml").read_text() == "new fit"
-    assert (kept / "ct-sed" / "member-2" / "config.yaml").read_text() == "member"
+    assert tag(kept / "ct") == "kept"
+    assert tag(kept / "nli") == "retrained"
+    assert tag(kept / "nli-before-25") == "kept"
+    assert tag(kept / "ct-flow") == "new fit"
+    assert tag(kept / "ct-sed" / "member-2") == "member"
     assert not (kept / "ct" / "model").exists()
+    # only the results the pages read are kept; a training log only beside a set-aside twin (sed.md compares the two)
+    assert (kept / "nli" / "metrics.jsonl").is_file() and (kept / "nli-before-25" / "metrics.jsonl").is_file()
+    assert not (kept / "ct-flow" / "metrics.jsonl").exists() and not (kept / "ct-flow" / "config.yaml").exists()
     # a third training that moves again: the earlier run is set aside only once, the kept one stays
     scored(src, "nli", 74.0, "third")
     lib(f'keep_tree "{src}" sed', tmp_path)
-    assert (kept / "nli" / "config.yaml").read_text() == "retrained"
-    assert (kept / "nli-before-25" / "config.yaml").read_text() == "kept"
+    assert tag(kept / "nli") == "retrained"
+    assert tag(kept / "nli-before-25") == "kept"
 
 
 def test_set_aside_moves_an_old_run_once(tmp_path):

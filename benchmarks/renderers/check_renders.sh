@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
 # Re-render every kept results page from its kept run results and fail if any number changed: the pages
-# are rewritten in place and compared with git, ignoring only their "Rendered <date> by ..." line.
+# are rewritten in place and compared with git, ignoring only their "Rendered <date> by ..." line. Every renderer runs
+# through audit_reads.py, and a tracked file under benchmarks/results/runs that none of them read fails the check too.
 # Run from the repository root on a clean checkout; `git checkout benchmarks/results` restores the dates.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 kept=benchmarks/results/runs
-python benchmarks/renderers/render_sg.py >/dev/null
-python benchmarks/renderers/render_cf.py >/dev/null
-python benchmarks/renderers/render_sed.py >/dev/null
-python benchmarks/renderers/render_adapt.py >/dev/null
-python benchmarks/renderers/render_retrieval.py --out benchmarks/results/retrieval.md >/dev/null
+reads=$(mktemp)
+trap 'rm -f "$reads"' EXIT
+audit() { python benchmarks/renderers/audit_reads.py "$reads" "$@" >/dev/null; }
+audit benchmarks/renderers/render_sg.py
+audit benchmarks/renderers/render_cf.py
+audit benchmarks/renderers/render_sed.py
+audit benchmarks/renderers/render_adapt.py
+audit benchmarks/renderers/render_retrieval.py --out benchmarks/results/retrieval.md
 folders=()  # as benchmarks/runners/baselines.sh renders them: every baselines run that is kept
 for name in baselines-sts baselines-transfer-fast baselines-transfer-standard baselines-relatedness-multilingual layerwise-default; do
   if [ -d "$kept/$name" ]; then folders+=("$kept/$name"); fi
 done
-python benchmarks/renderers/render_results.py --title "Baselines: the untuned default model" "${folders[@]}" --figure baselines-report/layerwise.png \
-  --figure baselines-report/sts_average.png --out benchmarks/results/baselines.md >/dev/null
-sentune report "${folders[@]}" --out benchmarks/results/baselines-report >/dev/null
-sentune report "$kept/layerwise-default" "$kept/layerwise-sg-opt-s1" --out benchmarks/results/sg-report >/dev/null
+audit benchmarks/renderers/render_results.py --title "Baselines: the untuned default model" "${folders[@]}" --figure baselines-report/layerwise.png \
+  --figure baselines-report/sts_average.png --out benchmarks/results/baselines.md
+audit -m sentune report "${folders[@]}" --out benchmarks/results/baselines-report
+audit -m sentune report "$kept/layerwise-default" "$kept/layerwise-sg-opt-s1" --out benchmarks/results/sg-report
+unread=$(comm -23 <(git ls-files "$kept" | sort) <(sort -u "$reads"))
+if [ -n "$unread" ]; then
+  echo "$unread" | head -20 >&2
+  echo "check_renders: $(echo "$unread" | wc -l) tracked file(s) under $kept that no renderer reads: remove them, or render them" >&2
+  exit 1
+fi
 # The exit status from a plain diff: with --stat, git (2.39) answers 0 under -I even when lines changed.
 if git diff --quiet -I '^Rendered ' -- '*.md'; then
   echo "check_renders: every kept page re-renders with the same numbers"
