@@ -6,6 +6,7 @@ import platform
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -103,3 +104,27 @@ class KeptRuns:
             parts += ["", f"Not measured yet (run `bash {runner}` to continue): " + ", ".join(sorted(set(self.missing)))]
         Path(out).write_text("\n".join(parts) + "\n", encoding="utf-8")
         print(f"wrote {out}")
+
+
+def render_kept_page(
+    description: str,
+    default_out: str,
+    title: str,
+    source: str,
+    sections: Callable[[KeptRuns, Path], list[str]],
+    runner: str,
+    intro: Callable[[KeptRuns], str] = lambda runs: "",
+) -> None:
+    """The one `main` of the pages rendered from kept runs (render_cf.py, render_sed.py): --runs and --out, the title,
+    the line saying when, by which command and from which runner's results the page was rendered (`source`, then the
+    page's `intro`), the page's sections, and KeptRuns.write_page's list of the runs used and those still missing."""
+    import argparse
+    from datetime import UTC, datetime
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--runs", default="benchmarks/results/runs", help="kept run results (benchmarks/lib.sh keep/keep_tree)")
+    parser.add_argument("--out", default=default_out)
+    args = parser.parse_args()
+    runs = KeptRuns(Path(args.runs))
+    head = [f"# {title}", "", f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from the kept results of `{source}`" + intro(runs), ""]
+    runs.write_page(head + sections(runs, Path(args.out)), args.out, runner)

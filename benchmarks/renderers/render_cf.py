@@ -4,15 +4,13 @@ every number comes from a results.json (or pairs.json), every run names its comm
 
 from __future__ import annotations
 
-import argparse
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import BEFORE_25, KeptRuns, sts7_average  # noqa: E402  (benchmarks/common.py)
+from common import BEFORE_25, KeptRuns, render_kept_page, sts7_average  # noqa: E402  (benchmarks/common.py)
 
 from sentune.data.catalog import group_tasks
 
@@ -365,23 +363,20 @@ def run_scale(runs: KeptRuns) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", default="benchmarks/results/runs", help="kept run results (benchmarks/lib.sh keep)")
-    parser.add_argument("--out", default="benchmarks/results/cf.md")
-    args = parser.parse_args()
-    runs = KeptRuns(Path(args.runs))
-    parts = [
-        "# Seed 002 (contrastive flows, multitask fine-tuning) on the default model",
-        "",
-        f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from the kept results of "
-        "`benchmarks/runners/cf_experiments.sh`. The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for "
-        "sentence similarity), not the paper's MinBERT; CPU scale: " + run_scale(runs) + " STS-B dev plays the paper's "
-        "'STS-13 dev' role (STS-13 has no dev split here). The default model's card lists its training data, among them "
-        "Quora Question Triplets (103,663) and AllNLI: its QQP accuracies are those of a model that has seen Quora duplicates.",
-        "",
-    ]
-    parts += table1(runs) + flow_target(runs) + side_by_side(runs) + ablations(runs) + alignment(runs) + pairs(runs.root, runs.missing)
-    runs.write_page(parts, args.out, "benchmarks/runners/cf_experiments.sh")
+    render_kept_page(
+        __doc__,
+        "benchmarks/results/cf.md",
+        "Seed 002 (contrastive flows, multitask fine-tuning) on the default model",
+        "benchmarks/runners/cf_experiments.sh",
+        lambda runs, out: table1(runs) + flow_target(runs) + side_by_side(runs) + ablations(runs) + alignment(runs) + pairs(runs.root, runs.missing),
+        "benchmarks/runners/cf_experiments.sh",
+        lambda runs: (
+            ". The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for "
+            "sentence similarity), not the paper's MinBERT; CPU scale: " + run_scale(runs) + " STS-B dev plays the paper's "
+            "'STS-13 dev' role (STS-13 has no dev split here). The default model's card lists its training data, among them "
+            "Quora Question Triplets (103,663) and AllNLI: its QQP accuracies are those of a model that has seen Quora duplicates."
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -4,19 +4,18 @@ every number comes from a results.json; the commands are listed at the end."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from best_lower_bound import choose  # noqa: E402  (benchmarks/best_lower_bound.py: the runner's rule)
-from common import BEFORE_25, KeptRuns, sts7_average  # noqa: E402  (benchmarks/common.py)
+from common import BEFORE_25, KeptRuns, render_kept_page, sts7_average  # noqa: E402  (benchmarks/common.py)
 
+from sentune.core.plots import save_figure
 from sentune.data.catalog import group_tasks
 from sentune.methods.sed import LAYER_POOLING, choose_layers
 
@@ -113,10 +112,7 @@ def stability_plot(points: dict[str, dict[str, list[float]]], path: Path) -> Pat
     ax.set_xlabel("average of the 7 STS tasks, Spearman ×100")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def verdict(label: str, m7: list[float], l7: list[float]) -> str:
@@ -453,10 +449,7 @@ def lower_bound_plot(grid: dict[float, dict[str, float]], best: float, path: Pat
     ax.set_ylabel("Spearman ×100")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
@@ -735,22 +728,9 @@ def layer_rows(runs: dict, variants) -> list[str]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", default="benchmarks/results/runs", help="kept run results (benchmarks/lib.sh keep/keep_tree)")
-    parser.add_argument("--out", default="benchmarks/results/sed.md")
-    args = parser.parse_args()
-    kept = KeptRuns(Path(args.runs))
+def sections(kept: KeptRuns, out: Path) -> list[str]:
     baseline = json.loads((kept.root / "baselines-sts" / "results.json").read_text()) if (kept.root / "baselines-sts" / "results.json").is_file() else None
-    parts = [
-        "# Seeds 003/004 (Contrastive Tension, NLI, Flow, Sentence Ensemble Distillation) on the default model",
-        "",
-        f"Rendered {datetime.now(UTC).date()} by `python {' '.join(sys.argv)}` from the kept results of "
-        "`benchmarks/runners/sed_experiments.sh`, whose header states the CPU scale (ensemble size, CT steps, distillation "
-        "sentences, grid runs). The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for sentence "
-        "similarity), not BERT-Large; NLI uses the 22k NLI pairs of the data directory, not SNLI+MNLI's 1M.",
-        "",
-    ]
+    parts: list[str] = []
     parts += sts_table(
         kept,
         "Table 1: unsupervised",
@@ -797,8 +777,8 @@ def main() -> None:
         ("NLI-CT (H100)", "sed-gpu/nli-ct-sed"),
         ("STS", "sed-sts/sts-sed"),
     ]
-    parts += stability(kept, ensembles, Path(args.out).with_name("sed_stability.png")) + stability_dev_pooling(kept, ensembles, baseline)
-    parts += side_by_side(kept) + supervised(kept, Path(args.out).with_name("sed_lower_bound.png"))
+    parts += stability(kept, ensembles, out.with_name("sed_stability.png")) + stability_dev_pooling(kept, ensembles, baseline)
+    parts += side_by_side(kept) + supervised(kept, out.with_name("sed_lower_bound.png"))
     parts += senteval(
         kept,
         [
@@ -832,7 +812,23 @@ def main() -> None:
             ("NLI-CT-SED, issue 25 (H100)", "gpu-nli-ct-sed-learner-1"),
         ],
     )
-    kept.write_page(parts, args.out, "benchmarks/runners/sed_experiments.sh`; the runs named gpu, on a CUDA machine: `bash benchmarks/runners/sed_nli_gpu.sh")
+    return parts
+
+
+def main() -> None:
+    render_kept_page(
+        __doc__,
+        "benchmarks/results/sed.md",
+        "Seeds 003/004 (Contrastive Tension, NLI, Flow, Sentence Ensemble Distillation) on the default model",
+        "benchmarks/runners/sed_experiments.sh",
+        sections,
+        "benchmarks/runners/sed_experiments.sh`; the runs named gpu, on a CUDA machine: `bash benchmarks/runners/sed_nli_gpu.sh",
+        lambda kept: (
+            ", whose header states the CPU scale (ensemble size, CT steps, distillation "
+            "sentences, grid runs). The default model is all-MiniLM-L6-v2 (6 layers, 384-d, already trained for sentence "
+            "similarity), not BERT-Large; NLI uses the 22k NLI pairs of the data directory, not SNLI+MNLI's 1M."
+        ),
+    )
 
 
 if __name__ == "__main__":

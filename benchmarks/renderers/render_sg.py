@@ -15,6 +15,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from common import BEFORE_25, sts7_average  # noqa: E402  (benchmarks/common.py)
 
+from sentune.core.plots import save_figure
 from sentune.data.catalog import group_tasks
 
 STS7 = group_tasks("sts")  # the catalog's 7 STS tasks
@@ -267,10 +268,7 @@ def _drop_plot(bars: dict[str, tuple[float, float]], path: Path) -> Path:
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_ylabel("drop with NLI data (Spearman ×100)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _figures(results_dir: Path) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sentune.analysis.report import markdown_to_html
 from sentune.core.metrics import METRICS
+from sentune.core.plots import save_figure
 from sentune.core.results import write_atomic
 
 
@@ -143,10 +144,7 @@ def _dev_plot(results: dict, curves: dict[str, list], xlabel: str, path: Path, s
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"{DEV_PARTS.get(part, part)} {METRICS[results['meta']['dev']['metric']].label}")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def score_plot(results: dict, out: Path) -> Path:
@@ -170,11 +168,7 @@ def score_plot(results: dict, out: Path) -> Path:
         ax.axvline(results["candidates"]["unchanged"][split]["score"], color="black", linestyle="--", linewidth=1)
         ax.set_yticks(range(len(rows)), [n for n, _ in rows])
         ax.set_xlabel(f"{DEV_PARTS.get(split, split)} {METRICS[results['meta']['test' if split == 'test' else 'dev']['metric']].label}")
-    fig.tight_layout()
-    path = out / "scores.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "scores.png")
 
 
 def write_results(results: dict, out: Path, command: str | None) -> None:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from sentune.analysis.pairs import encode_pairs
+from sentune.core.plots import save_figure
 from sentune.core.results import write_atomic
 from sentune.data.catalog import load_task, select_tasks
 
@@ -49,10 +50,6 @@ def tsne_figure(models: list[tuple[str, object]], data_dir: Path, out_dir: Path,
         ax.set_title(f"{label}\nmean cos: positive {cosines[: len(positives)].mean():.2f}, negative {cosines[len(positives) :].mean():.2f}", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "tsne.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = save_figure(fig, out_dir / "tsne.png")
     write_atomic(out_dir / "tsne.json", json.dumps(record))
     return path

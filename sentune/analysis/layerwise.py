@@ -10,6 +10,7 @@ import numpy as np
 
 import sentune
 from sentune.core.encode import Encoder
+from sentune.core.plots import save_figure
 from sentune.core.results import write_atomic
 from sentune.data.catalog import TaskSpec, load_task
 from sentune.errors import UserError
@@ -70,8 +71,4 @@ def plot_layerwise(results: list[dict], path: Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("Spearman ×100")
     axes[0][0].legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from sentune.analysis.layerwise import plot_layerwise
 from sentune.analysis.pairs import pairs_markdown
+from sentune.core.plots import save_figure
 from sentune.core.results import relatedness_table, sts7, sts_summary_table, transfer_table, write_atomic
 
 
@@ -46,10 +47,7 @@ def _sts_average_plot(entries: list[tuple[str, dict]], path: Path) -> Path | Non
         ax.text(value, y, f" {value:.2f}", va="center", fontsize=8)
     ax.set_xlabel("average of the 7 STS tasks, Spearman ×100 ('all')")
     ax.set_xlim(min(0, min(b[1] for b in bars)), max(b[1] for b in bars) * 1.12)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def build_report(folders: list[Path], out: Path) -> tuple[Path, Path]:
