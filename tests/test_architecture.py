@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import io
+import re
 import tokenize
 from pathlib import Path
 
@@ -139,3 +140,14 @@ def test_no_code_outside_the_data_layer_builds_a_data_path():
             continue
         offenders += [f"{path.relative_to(PACKAGE)}: {s!r}" for s in _code_strings(path) if "senteval/" in s or "corpora/" in s]
     assert not offenders, offenders
+
+
+def test_no_module_names_the_default_models_size():
+    """sentune works on any encoder (issue 47): no code or docstring in sentune/ states the default model's width (384)
+    or layer count (6 layers) as if every model had them; sizes are read from the model's config."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if re.search(r"\b384\b|\b6[ -]layers?\b|\bsix layers\b", line, flags=re.IGNORECASE):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

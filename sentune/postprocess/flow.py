@@ -17,7 +17,7 @@ the learned LU 1×1 transform (the original ships a fixed reversal; available as
 Null directions (issue 25): embeddings that span fewer than D dimensions (mean pooling of one LayerNorm output with
 no Normalize keeps every token on the hyperplane Σ_i (y_i − β_i)/γ_i = 0; a linear head can drop rank too) give the
 density no volume in some directions, and the fit turned unstable: on seed 003's supervised STS model (3 such
-directions among 384) flows fitted on the same sentences differed by several points of STS-B Spearman from seed
+directions of its D) flows fitted on the same sentences differed by several points of STS-B Spearman from seed
 to seed (benchmarks/results/flow_null_directions.md, with and without this fix), and even the same seed's fit moved
 with float rounding in its input (benchmarks/results/flow_input_sensitivity.md). `fit` therefore finds the
 directions whose variance is below `null_tolerance` × the largest (covariance eigen-decomposition) and adds fresh
