@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -20,7 +19,6 @@ from sentence_transformers import SentenceTransformer
 from tqdm.auto import tqdm
 
 from sentune.core.backend import runner_of
-from sentune.core.device import DEVICE_ENV
 from sentune.core.distributed import world_size
 from sentune.core.memory import release_freed_memory
 from sentune.core.pooling import PoolingSpec, pool
@@ -302,6 +300,6 @@ def encode_devices(model: SentenceTransformer) -> list[torch.device]:
     device = model.device
     if device.type != "cuda" or world_size() > 1 or torch.cuda.device_count() < 2:
         return [device]
-    if os.environ.get(DEVICE_ENV, "auto").strip().lower() not in ("auto", "cuda", ""):
+    if not getattr(model, "sentune_spread", False):  # a numbered GPU asked for, or a model load_model did not place
         return [device]
     return [device] + [torch.device(f"cuda:{i}") for i in range(torch.cuda.device_count()) if i != (device.index or 0)]

@@ -78,10 +78,11 @@ def load_model(name: str, *, trust_remote_code: bool = False, device: str | None
     hf_logging.disable_progress_bar()  # a "Loading weights" bar per model is noise; sentune shows its own progress
     resolved = check_model_name(name)
     path = Path(resolved)
+    where = "cpu" if backend != "torch" else resolve_device(device)
     try:
         model = SentenceTransformer(
             resolved,
-            device="cpu" if backend != "torch" else resolve_device(device),
+            device=where,
             trust_remote_code=trust_remote_code or _needs_only_installed_code(path),
             model_kwargs={"weights_only": True},
         )
@@ -94,6 +95,7 @@ def load_model(name: str, *, trust_remote_code: bool = False, device: str | None
         from sentune.core.onnx_runtime import use_backend
 
         use_backend(model, backend, source=resolved if path.is_dir() else None)
+    model.sentune_spread = where == "cuda"  # no GPU named: encoding may spread over every GPU (sentune.core.encode)
     return model
 
 
