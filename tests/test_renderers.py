@@ -376,3 +376,26 @@ def test_cf_multitask_cost_reads_each_runs_training_time_per_step(tmp_path):
     text = render_cf.multitask_cost(common.KeptRuns(tmp_path))
     assert "Training took 15.0-18.0 s a step here (2 runs, CPU, dev evaluations included)" in text
     assert "5000 steps would take about 21-25 h per encoder" in text
+
+
+def test_the_shuffled_null_permutes_only_the_selection_labels_of_adapts_own_split():
+    """benchmarks/runners/adapt_shuffled_null.py: the selection part (split_dev with the run's seed, as `--seed` makes
+    adapt use) gets its own labels in another order; the confirmation part keeps its labels; --all-shuffled permutes all."""
+    import numpy as np
+
+    from sentune.adapt.decide import split_dev
+    from sentune.data.readers import Pair, Source
+
+    null = load("runners/adapt_shuffled_null.py")
+    rng = np.random.default_rng(0)
+    gold = np.round(rng.uniform(0, 5, 120), 1)
+    pairs = [Pair(f"a{i}", f"b{i}", float(g), Source("dev.tsv", i + 1)) for i, g in enumerate(gold)]
+    for seed in (1, 2):
+        rows = null.shuffled_dev(pairs, seed, everything=False)
+        split = split_dev(gold, seed=seed)
+        labels = np.array([r[2] for r in rows])
+        assert [r[:2] for r in rows] == [(p.a, p.b) for p in pairs]
+        assert np.array_equal(labels[split.confirm], gold[split.confirm])
+        assert sorted(labels[split.select]) == sorted(gold[split.select]) and not np.array_equal(labels[split.select], gold[split.select])
+        everything = np.array([r[2] for r in null.shuffled_dev(pairs, seed, everything=True)])
+        assert sorted(everything) == sorted(gold) and not np.array_equal(everything[split.confirm], gold[split.confirm])
