@@ -95,7 +95,7 @@ def load_model(name: str, *, trust_remote_code: bool = False, device: str | None
         from sentune.core.onnx_runtime import use_backend
 
         use_backend(model, backend, source=resolved if path.is_dir() else None)
-    model.sentune_spread = where == "cuda"  # no GPU named: encoding may spread over every GPU (sentune.core.encode)
+    setattr(model, "sentune_spread", where == "cuda")  # noqa: B010  (mypy: a Module attribute) no GPU named: encoding may spread over every GPU
     return model
 
 
