@@ -431,3 +431,22 @@ def test_a_new_command_is_one_record(monkeypatch, capsys):
     assert capsys.readouterr().out == "hello hello cpu\n"
     reference = command_reference()
     assert "## `sentune greet`" in reference and "| `--times TIMES` |  | `1` | how often to greet |" in reference and "`greet`." in reference
+
+
+def test_a_library_that_sets_its_own_log_level_stays_quiet_without_verbose():
+    """bm25s sets its logger to DEBUG when imported, after sentune configured the output: its records still stay out
+    of stderr without -v, and sentune's own INFO lines still show."""
+    import subprocess
+    import sys
+
+    code = (
+        "import logging; from sentune.cli.base import configure_output; configure_output(False); "
+        "lib = logging.getLogger('bm25s'); lib.setLevel(logging.DEBUG); lib.debug('library debug'); lib.info('library info'); "
+        "logging.getLogger('sentune.x').info('own info')"
+    )
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr
+    assert "library" not in quiet and "INFO sentune.x: own info" in quiet
+    loud = subprocess.run(
+        [sys.executable, "-c", code.replace("configure_output(False)", "configure_output(True)")], capture_output=True, text=True, check=True
+    ).stderr
+    assert "library info" in loud and "library debug" not in loud

@@ -97,6 +97,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 LIBRARIES = ("sentence_transformers", "transformers", "datasets", "accelerate", "bm25s", "httpx", "httpx2", "huggingface_hub", "urllib3", "py.warnings")
+LIBRARY_ROOTS = {name.split(".")[0] for name in LIBRARIES}
 
 
 def configure_output(verbose: bool) -> None:
@@ -106,6 +107,11 @@ def configure_output(verbose: bool) -> None:
     logging.captureWarnings(True)  # library warnings become log records of 'py.warnings', shown with -v
     for name in LIBRARIES:
         logging.getLogger(name).setLevel(logging.INFO if verbose else logging.ERROR)
+    # A library may set its own logger's level when it is imported (bm25s sets DEBUG), after this: the handlers
+    # themselves drop the libraries' records below what -v allows.
+    floor = logging.INFO if verbose else logging.ERROR
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(lambda record: record.levelno >= floor or record.name.split(".")[0] not in LIBRARY_ROOTS)
     if not verbose:  # read when transformers / datasets are first imported
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         os.environ.setdefault("DATASETS_VERBOSITY", "error")
