@@ -100,6 +100,18 @@ LIBRARIES = ("sentence_transformers", "transformers", "datasets", "accelerate", 
 LIBRARY_ROOTS = {name.split(".")[0] for name in LIBRARIES}
 
 
+class LibraryFilter(logging.Filter):
+    """Drops the libraries' records below `floor` (ERROR without -v), whatever level their loggers were set to."""
+
+    floor = logging.ERROR
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= self.floor or record.name.split(".")[0] not in LIBRARY_ROOTS
+
+
+LIBRARY_FILTER = LibraryFilter()
+
+
 def configure_output(verbose: bool) -> None:
     """sentune's own messages (INFO and up) on stderr; the libraries' logs and Python warnings only with -v:
     stdout carries results, tables and one line per evaluation."""
@@ -109,9 +121,10 @@ def configure_output(verbose: bool) -> None:
         logging.getLogger(name).setLevel(logging.INFO if verbose else logging.ERROR)
     # A library may set its own logger's level when it is imported (bm25s sets DEBUG), after this: the handlers
     # themselves drop the libraries' records below what -v allows.
-    floor = logging.INFO if verbose else logging.ERROR
+    LIBRARY_FILTER.floor = logging.INFO if verbose else logging.ERROR  # one filter, its floor set by the latest command
     for handler in logging.getLogger().handlers:
-        handler.addFilter(lambda record: record.levelno >= floor or record.name.split(".")[0] not in LIBRARY_ROOTS)
+        if LIBRARY_FILTER not in handler.filters:
+            handler.addFilter(LIBRARY_FILTER)
     if not verbose:  # read when transformers / datasets are first imported
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         os.environ.setdefault("DATASETS_VERBOSITY", "error")
