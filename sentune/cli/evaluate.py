@@ -179,6 +179,9 @@ def compared_models_options(p: argparse.ArgumentParser, *, model_help: str, labe
     p.add_argument("--label", action="append", help=label_help)
     p.add_argument("--task", default=task)
     p.add_argument("--pairs", type=int, default=pairs, help=pairs_help)
+    p.add_argument("--data")
+    p.add_argument("--out", required=True)
+    p.add_argument("--trust-remote-code", action="store_true")
 
 
 def cmd_tsne(args: argparse.Namespace) -> int:
@@ -198,9 +201,6 @@ def tsne_options(p: argparse.ArgumentParser) -> None:
         pairs=20,
         pairs_help="positive and negative pairs each",
     )
-    p.add_argument("--data")
-    p.add_argument("--out", required=True)
-    p.add_argument("--trust-remote-code", action="store_true")
 
 
 def cmd_pairs(args: argparse.Namespace) -> int:
@@ -223,9 +223,6 @@ def pairs_options(p: argparse.ArgumentParser) -> None:
         pairs_help="number of pairs, stratified by gold score",
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data")
-    p.add_argument("--out", required=True)
-    p.add_argument("--trust-remote-code", action="store_true")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
