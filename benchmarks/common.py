@@ -68,6 +68,11 @@ def emit(lines: list[str], out: str | None) -> None:
         Path(out).write_text(text, encoding="utf-8")
 
 
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table's lines from its header and rows of cells (the renderers keep rows as data, cells as text)."""
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(row) + " |" for row in rows)]
+
+
 BEFORE_25 = "-before-25"  # a kept run measured the way sentune did before issue 25, kept beside its repeat (lib.sh set_aside)
 
 

@@ -15,6 +15,11 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One torch thread (this process and those it starts) unless OMP_NUM_THREADS says otherwise: the tiny models gain nothing
+# from a second thread, and on a busy machine a second OpenMP thread spin-waits for a core, which slows a test many
+# times over (a tiny-model training step, not a compute-bound one).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 # The tiny data directories are not the catalogued data (24 examples a task): score them anyway. The tests of
 # the check itself unset this.
 os.environ["SENTUNE_ALLOW_MODIFIED_DATA"] = "1"

@@ -125,7 +125,7 @@ def test_sg_table6_reads_back_the_page_it_replaces(tmp_path):
     assert sg_table6.previous_page(tmp_path / "absent.md") == ({}, None)
 
 
-def test_sed_issue25_line_gives_each_before_and_after_and_the_hardware_pair(tmp_path):
+def test_sed_pipeline_change_gives_each_model_before_and_after_on_both_machines(tmp_path):
     render_sed = load("renderers/render_sed.py")
     common = load("common.py")
     scores = {
@@ -134,70 +134,60 @@ def test_sed_issue25_line_gives_each_before_and_after_and_the_hardware_pair(tmp_
         "sed/nli-ct-sed-flow-before-25": 75.5, "sed-gpu/nli-ct-sed-flow": 76.2,
     }  # fmt: skip
     kept = common.KeptRuns(tmp_path)
-    assert render_sed.issue25_nli_ct_sed(kept) == []  # nothing measured: no line, and nothing listed missing
+    assert render_sed.pipeline_change(kept) == []  # nothing measured: no table, and nothing listed missing
     assert kept.missing == []
     for rel, score in scores.items():
         write(tmp_path, rel, {"runs": {"model": sts_run(score)}})
-    (line,) = [text for text in render_sed.issue25_nli_ct_sed(kept) if text]
-    assert "learner 1 74.50 → 77.40" in line and "NLI-CT-SED-Flow 75.50 → 76.20" in line
-    assert "NLI 72.00 (CPU) vs 73.00 (H100)" in line and "NLI-CT 75.00 vs 75.50" in line
-    assert "estimated at 3.5 h" in line and "(CPU)`" not in line and "on the CPU" not in line
-    assert (
-        "on the H100 (the lent GPU time ran out; its models do not outlive the machine): Table 3b's dev-chosen pooling, the NLI-CT -Flow groups, Table 7's SentEval, Table 8's layers."
-        in line
-    )
-    # the same pipeline run on the CPU: its before → after, and what it has not measured yet, read from the kept results
+    lines = render_sed.pipeline_change(kept)
+    assert "| NLI | – | 72.00 | 73.00 |" in lines and "| NLI-CT | – | 75.00 | 75.50 |" in lines
+    assert "| NLI-CT-SED (learner 1) | 74.50 | not measured | 77.40 |" in lines
+    assert "| NLI-CT-SED-Flow | 75.50 | not measured | 76.20 |" in lines
+    assert "| NLI-CT-SED (learner 1) started from the NLI model (probe) | – | not measured | – |" in lines
+    assert "| Table 8's layers | not measured | not measured |" in lines
+    # the same pipeline run on the CPU, and which of its evaluations each machine has measured, read from the kept results
     write(tmp_path, "sed/nli-ct-sed/learner-1", {"runs": {"model": sts_run(76.0)}})
     write(tmp_path, "sed-senteval-nli-ct-sed-learner-1", {"runs": {"model": sts_run(80.0)}})
     write(tmp_path, "sed-layers-gpu-nli-ct-sed-learner-1", {"runs": {"model": sts_run(80.0)}})
-    (line,) = [text for text in render_sed.issue25_nli_ct_sed(kept) if text]
-    assert "estimated at 3.5 h" not in line and "PIPELINES=nli-ct-sed-flow" in line
-    assert "learner 1 74.50 → 76.00 (CPU)" in line and "NLI-CT-SED-Flow 75.50 → 76.20 (H100)" in line
-    assert "on the CPU: Table 3b's dev-chosen pooling, the NLI-CT -Flow groups, Table 8's layers." in line
-    assert (
-        "on the H100 (the lent GPU time ran out; its models do not outlive the machine): Table 3b's dev-chosen pooling, the NLI-CT -Flow groups, Table 7's SentEval."
-        in line
-    )
-    assert "Which change moved the learner" not in line
-    # the probe that starts learner 1 from the NLI model, as the old pipeline did: said beside the learner it varies
     write(tmp_path, "sed-probe-learner-from-nli", {"runs": {"model": sts_run(75.1)}})
-    (line,) = [text for text in render_sed.issue25_nli_ct_sed(kept) if text]
-    assert (
-        "started from the NLI model, as the old pipeline's learners were, give 75.10 (`sed-probe-learner-from-nli`) against 76.00 from the pre-trained model."
-        in line
-    )
+    lines = render_sed.pipeline_change(common.KeptRuns(tmp_path))
+    assert "| NLI-CT-SED (learner 1) | 74.50 | 76.00 | 77.40 |" in lines
+    assert "| NLI-CT-SED (learner 1) started from the NLI model (probe) | – | 75.10 | – |" in lines
+    assert "| Table 7's SentEval | measured | not measured |" in lines and "| Table 8's layers | not measured | measured |" in lines
+    assert "| Table 3b's dev-chosen pooling | not measured | not measured |" in lines
+
+
+def layers_result(flow_score: float, null: int | None) -> dict:
+    """Table 8's kept run: mean, last2, last3 poolings (78, 75, 72) and their flows (the one-layer flow at flow_score,
+    recording `null` missing directions unless None; the others one point below their pooling)."""
+    runs = {}
+    for pooling, plain in (("mean", 78.0), ("last2", 75.0), ("last3", 72.0)):
+        runs[pooling] = sts_run(plain)
+        runs[f"{pooling}+flow(tasks:STS12,learning_rate=0.001)"] = sts_run(flow_score if pooling == "mean" else plain - 1)
+        if null is not None and pooling == "mean":
+            runs[f"{pooling}+flow(tasks:STS12,learning_rate=0.001)"]["fit"] = {"sentences": 10, "null_directions": null}
+    return {"runs": runs}
 
 
 def test_sed_table8_shows_the_flow_fitted_before_the_fix_beside_the_new_one(tmp_path):
     render_sed = load("renderers/render_sed.py")
     common = load("common.py")
-
-    def layers_result(flow_score: float, null: int | None) -> dict:
-        runs = {}
-        for pooling, plain in (("mean", 78.0), ("last2", 75.0), ("last3", 72.0)):
-            runs[pooling] = sts_run(plain)
-            runs[f"{pooling}+flow(tasks:STS12,learning_rate=0.001)"] = sts_run(flow_score if pooling == "mean" else plain - 1)
-            if null is not None and pooling == "mean":
-                runs[f"{pooling}+flow(tasks:STS12,learning_rate=0.001)"]["fit"] = {"sentences": 10, "null_directions": null}
-        return {"runs": runs}
-
     write(tmp_path, "sed-layers-default", layers_result(77.0, 3))
     write(tmp_path, "sed-layers-default-before-25", layers_result(56.0, None))
     lines = render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default")])
     assert "| no tuning | 78.00 | 75.00 | 72.00 |" in lines
     assert "| no tuning-Flow | 77.00 | 74.00 | 71.00 |" in lines
     assert "| no tuning-Flow, before issue 25's fix | 56.00 | 74.00 | 71.00 |" in lines
-    assert any("Fitted with the fix (the one-layer fit's missing directions in brackets): no tuning (3)." in line for line in lines)
+    assert "| no tuning | with the fix | 3 | 0.00 |" in lines
     # A model whose flow was not fitted again (no earlier fit kept beside, no null directions recorded) is named as such.
     write(tmp_path, "sed-layers-ct", layers_result(76.0, None))
     lines = render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default"), ("CT", "ct")])
-    assert any(line.endswith("Not fitted again (their models are not kept): CT.") for line in lines)
-    # The same model's full-rank (2- and 3-layer) flows moved between the two fits: named with the largest change.
+    assert "| CT | before the fix (its model is not kept) | not recorded | – |" in lines
+    # The same model's full-rank (2- and 3-layer) flows moved between the two fits: the largest change.
     moved = layers_result(56.0, None)
     moved["runs"]["last2+flow(tasks:STS12,learning_rate=0.001)"] = sts_run(74.5)
     write(tmp_path, "sed-layers-default-before-25", moved)
     lines = render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default")])
-    assert any("moved as well for: no tuning (up to 0.50):" in line for line in lines)
+    assert "| no tuning | with the fix | 3 | 0.50 |" in lines
     # A model trained again that differs from the earlier one: the earlier model's rows both shown, marked.
     write(tmp_path, "sed-layers-nli-ct", layers_result(77.5, 3))
     earlier = layers_result(70.0, None)
@@ -207,24 +197,26 @@ def test_sed_table8_shows_the_flow_fitted_before_the_fix_beside_the_new_one(tmp_
     assert "| NLI-CT | 78.00 | 75.00 | 72.00 |" in lines and "| NLI-CT-Flow | 77.50 | 74.00 | 71.00 |" in lines
     assert "| NLI-CT, earlier training | 77.00 | 75.00 | 72.00 |" in lines
     assert "| NLI-CT-Flow, earlier training, before issue 25's fix | 70.00 | 74.00 | 71.00 |" in lines
+    assert "| NLI-CT | with the fix | 3 | – |" in lines
     # A run set aside for its repeat, not yet repeated, keeps its rows, marked, and is named as pending.
     write(tmp_path, "sed-layers-nli-before-25", layers_result(60.0, None))
     lines = render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default"), ("NLI", "nli")])
     assert "| NLI | 78.00 | 75.00 | 72.00 |" in lines
     assert "| NLI-Flow, before issue 25's fix | 60.00 | 74.00 | 71.00 |" in lines
-    assert any("To be fitted again (the runner sets them aside and repeats them): NLI." in line for line in lines)
-    # Only models without either: no note.
-    assert not any("Changed (issue 25)" in line for line in render_sed.layers(common.KeptRuns(tmp_path), [("CT", "ct")]))
+    assert "| NLI | to be fitted again (the runner sets it aside and repeats it) | – | – |" in lines
+    # Only models whose flow predates the fix: no fit table (the table's rows are the whole of Table 8).
+    lines = render_sed.layers(common.KeptRuns(tmp_path), [("CT", "ct")])
+    assert lines[-2:] == ["| CT-Flow | 76.00 | 74.00 | 71.00 |", ""]
 
 
-def test_sed_table8_issue25_row_and_the_one_layer_collapse_note(tmp_path):
+def test_sed_table8_issue25_row_and_the_one_layer_collapse_table(tmp_path):
     render_sed = load("renderers/render_sed.py")
     common = load("common.py")
     assert render_sed.flow_name("NLI-CT-SED, issue 25 (CPU)") == "NLI-CT-SED-Flow, issue 25 (CPU)"
     assert render_sed.flow_name("NLI-CT (H100)", "-SED-Flow") == "NLI-CT-SED-Flow (H100)"
     assert render_sed.flow_name("no tuning") == "no tuning-Flow"
 
-    def layers_result(one_layer: dict[int | None, float], null: int | None = 3) -> dict:
+    def seeded_layers(one_layer: dict[int | None, float], null: int | None = 3) -> dict:
         runs = {p: sts_run(v) for p, v in (("mean", 79.0), ("last2", 77.0), ("last3", 74.0))}
         for seed, score in one_layer.items():
             label = "tasks:STS12" + ("" if seed is None else f",seed={seed}") + ",learning_rate=0.001"
@@ -234,31 +226,29 @@ def test_sed_table8_issue25_row_and_the_one_layer_collapse_note(tmp_path):
         return {"runs": runs}
 
     # The issue-25 learner's kept earlier run is the old pipeline's other model: it has its own row, never 'earlier training'.
-    write(tmp_path, "sed-layers-nli-ct-sed-learner-1", layers_result({None: 77.4}))
-    write(tmp_path, "sed-layers-nli-ct-sed-learner-1-before-25", layers_result({None: 56.8}, null=None))
+    write(tmp_path, "sed-layers-nli-ct-sed-learner-1", seeded_layers({None: 77.4}))
+    write(tmp_path, "sed-layers-nli-ct-sed-learner-1-before-25", seeded_layers({None: 56.8}, null=None))
     tags = [("NLI-CT-SED (before issue 25)", "nli-ct-sed-learner-1-before-25"), ("NLI-CT-SED, issue 25 (CPU)", "nli-ct-sed-learner-1", True)]
     kept = common.KeptRuns(tmp_path)
     lines = render_sed.layers(kept, tags)
     assert "| NLI-CT-SED-Flow (before issue 25) | 56.80 | 75.00 | 75.00 |" in lines
     assert "| NLI-CT-SED-Flow, issue 25 (CPU) | 77.40 | 75.00 | 75.00 |" in lines
     assert not any("earlier training" in line for line in lines)
-    # Without the no-noise probes there is no collapse note, and the probes are listed as not measured.
-    assert not any("one-layer collapse" in line for line in lines)
+    # Without the no-noise probes there is no collapse table, and the probes are listed as not measured.
+    assert not any("| collapses |" in line for line in lines)
     assert "sed-layers-noise0-nli-ct-sed-learner-1" in kept.missing
-    write(tmp_path, "sed-layers-noise0-nli-ct-sed-learner-1", layers_result({0: 77.2, 1: 78.0}))
-    (note,) = [line for line in render_sed.layers(common.KeptRuns(tmp_path), tags) if "one-layer collapse" in line]
-    assert "scores 56.80 at one layer, 79.00 without the flow" in note and "lacking 3 directions" in note
-    assert "by flow seed: 0: 77.20, 1: 78.00 (with the fix, seed 0, the table's row: 77.40)" in note
-    assert "None collapses, so the probes do not reproduce the old fit's collapse and its cause is not established" in note
-    # The learner started from the NLI model collapses without the noise and not with it: the cause, said so.
-    write(tmp_path, "sed-layers-noise0-learner-from-nli", layers_result({0: 58.0}))
-    write(tmp_path, "sed-layers-noise1e-2-learner-from-nli", layers_result({0: 76.5}))
-    (note,) = [line for line in render_sed.layers(common.KeptRuns(tmp_path), tags) if "one-layer collapse" in line]
-    assert (
-        "started from the NLI model, as the old pipeline's learners were (3 directions lacking; 79.00 without the flow): 58.00 without the noise, 76.50 with the fix"
-        in note
-    )
-    assert note.endswith("A fit without the noise collapses as the old one did, so that is the cause; the fix's fits do not.")
+    write(tmp_path, "sed-layers-noise0-nli-ct-sed-learner-1", seeded_layers({0: 77.2, 1: 78.0}))
+    lines = render_sed.layers(common.KeptRuns(tmp_path), tags)
+    assert "| NLI-CT-SED-Flow before issue 25 | before the fix | not recorded | 79.00 | 0 | 56.80 | yes |" in lines
+    assert "| the paper's learner | no noise | 3 | 79.00 | 0 | 77.20 | no |" in lines
+    assert "| the paper's learner | no noise | 3 | 79.00 | 1 | 78.00 | no |" in lines
+    assert "| the paper's learner (the table's row) | with the fix | 3 | 79.00 | 0 | 77.40 | no |" in lines
+    # The learner started from the NLI model collapses without the noise and not with it.
+    write(tmp_path, "sed-layers-noise0-learner-from-nli", seeded_layers({0: 58.0}))
+    write(tmp_path, "sed-layers-noise1e-2-learner-from-nli", seeded_layers({0: 76.5}))
+    lines = render_sed.layers(common.KeptRuns(tmp_path), tags)
+    assert "| the learner started from the NLI model | no noise | 3 | 79.00 | 0 | 58.00 | yes |" in lines
+    assert "| the learner started from the NLI model | with the fix | 3 | 79.00 | 0 | 76.50 | no |" in lines
 
 
 def test_sed_flow_groups_name_the_flow_after_the_method_and_mark_a_partial_group(tmp_path):
@@ -285,20 +275,20 @@ def test_sed_flow_stages_refitted_after_the_fix_show_before_and_after(tmp_path):
     write(tmp_path, "sed/ct-flow-before-25", {"runs": {"model": sts_run(70.0)}, "meta": {"stage": dict(flow_stage)}})
     write(tmp_path, "sed/ct-flow", {"runs": {"model": sts_run(75.0)}, "meta": {"stage": flow_stage | {"fit": {"steps": 9, "null_directions": 3}}}})
     write(tmp_path, "sed/nli-flow-before-25", {"runs": {"model": sts_run(71.0)}, "meta": {"stage": dict(flow_stage)}})
-    [note, _] = render_sed.flow_fix_note(common.KeptRuns(tmp_path), ["sed/ct-flow", "sed/nli-flow", "sed/flow"])
-    assert "sed/ct-flow 70.00 → 75.00 (3 null directions)." in note
-    assert note.endswith("Not fitted again yet: sed/nli-flow (only the earlier fit is shown).")
+    lines = render_sed.flow_fix_table(common.KeptRuns(tmp_path), ["sed/ct-flow", "sed/nli-flow", "sed/flow"])
+    assert "| sed/ct-flow | 3 | 70.00 | 75.00 | – |" in lines
+    assert "| sed/nli-flow | – | 71.00 | not fitted again yet | – |" in lines
+    assert not any(line.startswith("| sed/flow ") for line in lines)  # no earlier fit kept: not a row
     # A fit that lacked no direction: the fix does not act, and the move is set against the same flow fitted again.
     learner = "benchmarks/runs/sed/ct-sed/learner-1/model"
     write(tmp_path, "sed/ct-sed-flow-before-25", {"runs": {"model": sts_run(76.0)}, "meta": {"stage": dict(flow_stage)}})
     full_rank = flow_stage | {"input_model": learner, "fit": {"steps": 9}}
     write(tmp_path, "sed/ct-sed-flow", {"runs": {"model": sts_run(75.75)}, "meta": {"stage": full_rank}})
-    [note, _] = render_sed.flow_fix_note(common.KeptRuns(tmp_path), ["sed/ct-sed-flow"])
-    assert "sed/ct-sed-flow 76.00 → 75.75 (0 null directions: the fix leaves this fit as it was)." in note
+    assert "| sed/ct-sed-flow | 0 | 76.00 | 75.75 | – |" in render_sed.flow_fix_table(common.KeptRuns(tmp_path), ["sed/ct-sed-flow"])
     write(tmp_path, "sed-flow/sed-ct-sed-learner-1", {"runs": {"model": sts_run(78.0), "model+flow(tasks:STS12)": sts_run(75.5)}})
-    [note, _] = render_sed.flow_fix_note(common.KeptRuns(tmp_path), ["sed/ct-sed-flow"])
-    assert "(0 null directions: the fix leaves this fit as it was; the same flow on the same model fitted again in " in note
-    assert "sed-flow/sed-ct-sed-learner-1, its sentences encoded in other batches, gives 75.50, so a refit alone moves it by 0.25" in note
+    lines = render_sed.flow_fix_table(common.KeptRuns(tmp_path), ["sed/ct-sed-flow"])
+    assert "| sed/ct-sed-flow | 0 | 76.00 | 75.75 | 75.50 (sed-flow/sed-ct-sed-learner-1) |" in lines
+    assert render_sed.flow_fix_table(common.KeptRuns(tmp_path), ["sed/flow"]) == []
     # A Flow stage without a fit summary predates the fix; its row says so unless its label already does.
     kept = common.KeptRuns(tmp_path)
     assert render_sed.fitted_before_fix("NLI-Flow", kept.get("sed/nli-flow-before-25")) == " (fitted before issue 25's fix)"
@@ -323,12 +313,26 @@ def test_sed_retrained_stage_is_shown_with_where_its_losses_part_from_the_kept_r
     losses("sed/nli", [1.10, 1.05, 1.08])
     write(tmp_path, "sed/nli-ct", {"runs": {"model": sts_run(76.0)}})  # not trained again: no earlier run beside it
     kept = common.KeptRuns(tmp_path)
-    [note, _] = render_sed.retrained_note(kept, [("NLI", "sed/nli"), ("NLI-CT", "sed/nli-ct")])
-    assert "earlier → again: NLI 72.00 (2026-11-22) → 73.50 (2026-11-25; losses differ from step 20)." in note
-    assert "NLI-CT" not in note
+    lines = render_sed.retrained_table(kept, [("NLI", "sed/nli"), ("NLI-CT", "sed/nli-ct")])
+    assert "| NLI | 2026-11-22 | 72.00 | 2026-11-25 | 73.50 | 20 |" in lines
+    assert not any(line.startswith("| NLI-CT ") for line in lines)
     losses("sed/nli", [1.10, 1.09, 1.08])
     assert render_sed.first_divergence(kept, "sed/nli-before-25", "sed/nli") is None
-    assert render_sed.retrained_note(kept, [("NLI-CT", "sed/nli-ct")]) == []
+    assert "| NLI | 2026-11-22 | 72.00 | 2026-11-25 | 73.50 | none |" in render_sed.retrained_table(kept, [("NLI", "sed/nli")])
+    assert render_sed.retrained_table(kept, [("NLI-CT", "sed/nli-ct")]) == []
+
+
+def test_sed_sts_flow_table_counts_the_tasks_the_flow_lowers(tmp_path):
+    render_sed = load("renderers/render_sed.py")
+    assert render_sed.sts_flow_table(None, None) == []
+    lowered = sts_run(79.0)
+    lowered["tasks"]["STS-B"]["all"]["spearman"] = 81.0  # above the model's 80: the one task the flow does not lower
+    lowered["summary"]["avg_all_spearman"] = 79.5  # the page reads the summary's average, not the tasks'
+    flowed = {"runs": {"model": sts_run(80.0), "model+flow(tasks:STS12)": lowered | {"fit": {"null_directions": 3}}}}
+    lines = render_sed.sts_flow_table(flowed, {"runs": {"model": sts_run(80.0), "model+flow(tasks:STS12)": sts_run(70.0)}})
+    assert "| without the flow | 80.00 | 80.00 | – | – |" in lines
+    assert "| with the flow | 79.50 | 81.00 | 6 of 7 | 3 |" in lines
+    assert "| with the flow, before issue 25's fix | 70.00 | 70.00 | 7 of 7 | – |" in lines
 
 
 def test_cf_noise_scale_table_reads_each_runs_flows_and_fit_losses(tmp_path):

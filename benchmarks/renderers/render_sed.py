@@ -13,7 +13,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
 from best_lower_bound import choose  # noqa: E402  (benchmarks/best_lower_bound.py: the runner's rule)
-from common import BEFORE_25, KeptRuns, render_kept_page, sts7_average  # noqa: E402  (benchmarks/common.py)
+from common import BEFORE_25, KeptRuns, markdown_table, render_kept_page, sts7_average  # noqa: E402  (benchmarks/common.py)
 
 from sentune.core.plots import save_figure
 from sentune.data.catalog import group_tasks
@@ -242,132 +242,102 @@ def flow_groups(kept: KeptRuns, label: str, stage: str, found: tuple[list[str], 
     return out
 
 
-# Issue 25 (1): NLI-CT-SED as seed 003 describes it, trained on a lent H100 (benchmarks/runners/sed_nli_gpu.sh) into a
-# pipeline folder of its own, sed-gpu; its NLI and NLI-CT rows are that pipeline's member 1, the CPU rows' recipe and seed.
-GPU_ROWS = [
-    ("NLI (H100)", "sed-gpu/nli"),
-    ("NLI-CT (H100)", "sed-gpu/nli-ct"),
-    ("NLI-CT-SED (learner 1), issue 25 (H100)", "sed-gpu/nli-ct-sed/learner-1"),
-    ("NLI-CT-SED-Flow, issue 25 (H100)", "sed-gpu/nli-ct-sed-flow"),
+PIPELINE_TEXT = (
+    "**Changed (issue 25):** seed 003 §4 trains every ensemble member through NLI and then CT with its own seed and starts "
+    "the learners from the pre-trained model; before, the pipeline trained one NLI model that every member's CT started "
+    "from, and the learners started from that NLI model. The table sets the earlier CPU pipeline beside the pipeline as "
+    "the paper describes it, on the CPU (`JOBS=2 PIPELINES=nli-ct-sed-flow STS=0 bash benchmarks/runners/sed_experiments.sh`) "
+    "and on a lent NVIDIA H100 (fp32; `benchmarks/runners/sed_nli_gpu.sh`). NLI and NLI-CT did not change: their two "
+    "columns are the same recipe and seed on two machines, what the hardware alone moves, so rows of one machine are "
+    "compared with each other first. The probe starts learner 1 (its recipe and targets) from the NLI model, as the old "
+    "pipeline's learners were: which of the two changes moved the learner."
+)
+# (label, before issue 25 on the CPU, the paper's pipeline on the CPU, the same on the H100): 7-task averages
+PIPELINE_ROWS = [
+    ("NLI", None, "sed/nli", "sed-gpu/nli"),
+    ("NLI-CT", None, "sed/nli-ct", "sed-gpu/nli-ct"),
+    ("NLI-CT-SED (learner 1)", f"sed/nli-ct-sed{BEFORE_25}/learner-1", "sed/nli-ct-sed/learner-1", "sed-gpu/nli-ct-sed/learner-1"),
+    ("NLI-CT-SED (learner 1) started from the NLI model (probe)", None, "sed-probe-learner-from-nli", None),
+    ("NLI-CT-SED-Flow", f"sed/nli-ct-sed-flow{BEFORE_25}", "sed/nli-ct-sed-flow", "sed-gpu/nli-ct-sed-flow"),
+]
+# what each machine's run of the new pipeline feeds beyond Table 2: (evaluation, its kept run on the CPU, on the H100)
+PIPELINE_EVALUATIONS = [
+    ("Table 3b's dev-chosen pooling", "sed-pool/sed-nli-ct-sed-learner-1", "sed-pool/sed-gpu-nli-ct-sed-learner-1"),
+    ("the NLI-CT -Flow groups", "sed-flow/sed-nli-ct-sed-learner-1", "sed-flow/sed-gpu-nli-ct-sed-learner-1"),
+    ("Table 7's SentEval", "sed-senteval-nli-ct-sed-learner-1", "sed-senteval-gpu-nli-ct-sed-learner-1"),
+    ("Table 8's layers", "sed-layers-nli-ct-sed-learner-1", "sed-layers-gpu-nli-ct-sed-learner-1"),
 ]
 
 
-def issue25_nli_ct_sed(kept: KeptRuns) -> list[str]:
-    """What changed in NLI-CT-SED and what the change did: the learner and the Flow stage before and after, on the H100
-    and (once run) on the CPU, the hardware's own effect (the same recipe and seed on both), and which of the new
-    pipeline's evaluations each machine has not measured (read from the kept results, not stated by hand)."""
-    rels = (
-        "sed/nli",
-        "sed-gpu/nli",
-        "sed/nli-ct",
-        "sed-gpu/nli-ct",
-        f"sed/nli-ct-sed{BEFORE_25}/learner-1",
-        "sed-gpu/nli-ct-sed/learner-1",
-        f"sed/nli-ct-sed-flow{BEFORE_25}",
-        "sed-gpu/nli-ct-sed-flow",
-    )
-    pairs = {rel: kept.get(rel, optional=True) for rel in rels}
-    if not all(pairs.values()):
+def pipeline_change(kept: KeptRuns) -> list[str]:
+    """Issue 25's NLI-CT-SED pipeline change as data: each model's 7-task average before (the earlier CPU pipeline) and
+    after (the paper's, on the CPU and on the H100), and which evaluations each machine's new pipeline has measured.
+    Nothing when the H100 pipeline and the earlier one are not both kept."""
+    if not (kept.get(f"sed/nli-ct-sed{BEFORE_25}/learner-1", optional=True) and kept.get("sed-gpu/nli-ct-sed/learner-1", optional=True)):
         return []
-    a = {rel.replace(BEFORE_25, "-before"): avg(result["runs"]["model"], STS7) for rel, result in pairs.items() if result}
-    cpu = {rel: kept.get(rel, optional=True) for rel in ("sed/nli-ct-sed/learner-1", "sed/nli-ct-sed-flow")}
-    text = (
-        "**Changed (issue 25):** seed 003 §4 trains every ensemble member through NLI and then CT with its own seed and starts "
-        "the learners from the pre-trained model; before, the pipeline trained one NLI model that every member's CT started "
-        "from, and the learners started from that NLI model. The rows marked 'issue 25 (H100)' are the pipeline as the paper "
-        "describes it, run on a lent NVIDIA H100 (fp32; `benchmarks/runners/sed_nli_gpu.sh`)"
-    )
-    text += (
-        ", those marked 'issue 25 (CPU)' the same pipeline at the earlier CPU scale (`JOBS=2 PIPELINES=nli-ct-sed-flow STS=0 "
-        "bash benchmarks/runners/sed_experiments.sh`)"
-        if any(cpu.values())
-        else "; the CPU pipeline is estimated at 3.5 h of both cores from its stages' times, longer than a working session"
-    )
-    text += (
-        "; the rows marked 'before issue 25' are the earlier CPU pipeline. 7-task average, before → after: "
-        f"learner 1 {a['sed/nli-ct-sed-before/learner-1']:.2f} → {a['sed-gpu/nli-ct-sed/learner-1']:.2f}, "
-        f"NLI-CT-SED-Flow {a['sed/nli-ct-sed-flow-before']:.2f} → {a['sed-gpu/nli-ct-sed-flow']:.2f} (H100)"
-    )
-    if any(cpu.values()):
-        after = [
-            f"{label} {a[before]:.2f} → {avg(run['runs']['model'], STS7):.2f}"
-            for (label, before), run in zip(
-                (("learner 1", "sed/nli-ct-sed-before/learner-1"), ("NLI-CT-SED-Flow", "sed/nli-ct-sed-flow-before")), cpu.values(), strict=True
-            )
-            if run
-        ]
-        text += "; " + ", ".join(after) + " (CPU)"
-    probe = kept.get("sed-probe-learner-from-nli", optional=True)  # sed_experiments.sh: learner 1 started from the NLI model
-    if probe and cpu["sed/nli-ct-sed/learner-1"]:
-        text += (
-            f". Which change moved the learner: learner 1's recipe and targets (CPU) started from the NLI model, as the old "
-            f"pipeline's learners were, give {avg(probe['runs']['model'], STS7):.2f} (`sed-probe-learner-from-nli`) against "
-            f"{avg(cpu['sed/nli-ct-sed/learner-1']['runs']['model'], STS7):.2f} from the pre-trained model"
-        )
-    text += (
-        f". The hardware alone moves a run: the same recipe and seed give NLI {a['sed/nli']:.2f} (CPU) vs {a['sed-gpu/nli']:.2f} "
-        f"(H100) and NLI-CT {a['sed/nli-ct']:.2f} vs {a['sed-gpu/nli-ct']:.2f}, so compare rows of one machine with each other first."
-    )
-    for machine, pool, senteval_tag in (("H100", "sed-gpu-nli-ct-sed", "gpu-nli-ct-sed"), ("CPU", "sed-nli-ct-sed", "nli-ct-sed")):
-        if machine == "CPU" and not any(cpu.values()):
-            continue
-        evaluations = {
-            "Table 3b's dev-chosen pooling": f"sed-pool/{pool}-learner-1",
-            "the NLI-CT -Flow groups": f"sed-flow/{pool}-learner-1",
-            "Table 7's SentEval": f"sed-senteval-{senteval_tag}-learner-1",
-            "Table 8's layers": f"sed-layers-{senteval_tag}-learner-1",
-        }
-        missing = [what for what, rel in evaluations.items() if not kept.get(rel, optional=True)]
-        if missing:
-            why = " (the lent GPU time ran out; its models do not outlive the machine)" if machine == "H100" else ""
-            text += f" Not measured for the new pipeline on the {machine}{why}: " + ", ".join(missing) + "."
-    return [text, ""]
+
+    def cell(rel: str | None) -> str:
+        result = kept.get(rel, optional=True)
+        return "–" if rel is None else (f"{avg(result['runs']['model'], STS7):.2f}" if result else "not measured")
+
+    rows = [[label, *(cell(rel) for rel in rels)] for label, *rels in PIPELINE_ROWS]
+    measured = lambda rel: "measured" if kept.get(rel, optional=True) else "not measured"  # noqa: E731
+    return [
+        PIPELINE_TEXT,
+        "",
+        *markdown_table(["7-task average", "before issue 25 (CPU)", "issue 25 (CPU)", "issue 25 (H100)"], rows),
+        "",
+        *markdown_table(["the new pipeline's", "CPU", "H100"], [[what, measured(cpu), measured(gpu)] for what, cpu, gpu in PIPELINE_EVALUATIONS]),
+        "",
+    ]
 
 
-def flow_fix_note(kept: KeptRuns, stages: list[str]) -> list[str]:
+FLOW_FIX_TEXT = (
+    "**Changed (issue 25):** a flow now adds noise in the directions its fit embeddings do not span (sentune.postprocess.flow, "
+    "flow_null_directions.md), so each Flow stage was fitted again; the earlier fit is the row marked 'before issue 25's fix'. "
+    "Where the fit lacked no direction the fix leaves it as it was, and its move is set against the same flow fitted again on "
+    "the same model by Table 3's -Flow group, its sentences encoded in other batches (flow_input_sensitivity.md)."
+)
+
+
+def flow_fix_table(kept: KeptRuns, stages: list[str]) -> list[str]:
     """Issue 25's null-direction fix on the pipelines' Flow stages: how many directions each fit's embeddings lacked
-    (the stage's results.json, meta.stage.fit) and its 7-task average before → after; stages not fitted again yet named."""
-    done, waiting = [], []
+    (the stage's results.json, meta.stage.fit), its 7-task average before and after, and for a fit the fix leaves as it
+    was, the same flow refitted; a stage not fitted again yet says so. Nothing when no stage has an earlier fit kept."""
+    rows = []
     for stage in stages:
         before = kept.get(f"{stage}{BEFORE_25}", optional=True)
         if not before:
             continue
         after = kept.get(stage, optional=True)
         if not after:
-            waiting.append(stage)
+            rows.append([stage, "–", f"{avg(before['runs']['model'], STS7):.2f}", "not fitted again yet", "–"])
             continue
         null = (after["meta"].get("stage") or {}).get("fit", {}).get("null_directions", 0)
-        line = f"{stage} {avg(before['runs']['model'], STS7):.2f} → {avg(after['runs']['model'], STS7):.2f} ({null} null directions"
-        done.append(line + (refit_spread(kept, after) if null == 0 else "") + ")")
-    if not (done or waiting):
+        refit = refitted(kept, after) if null == 0 else None
+        rows.append(
+            [
+                stage,
+                str(null),
+                f"{avg(before['runs']['model'], STS7):.2f}",
+                f"{avg(after['runs']['model'], STS7):.2f}",
+                f"{refit[1]:.2f} ({refit[0]})" if refit else "–",
+            ]
+        )
+    if not rows:
         return []
-    text = (
-        "**Changed (issue 25):** a flow now adds noise in the directions its fit embeddings do not span (sentune.postprocess.flow, "
-        "flow_null_directions.md); the models' own pooling lacks some of the 384 directions over the STS12-16 sentences, so each "
-        "Flow stage was fitted again and the earlier fit is shown beside it ('before issue 25's fix')."
-    )
-    if done:
-        text += " 7-task average, before → after: " + "; ".join(done) + "."
-    if waiting:
-        text += " Not fitted again yet: " + ", ".join(waiting) + " (only the earlier fit is shown)."
-    return [text, ""]
+    header = ["Flow stage", "null directions", "7-task average, before the fix", "after", "the same flow refitted"]
+    return [FLOW_FIX_TEXT, "", *markdown_table(header, rows), ""]
 
 
-def refit_spread(kept: KeptRuns, stage: dict) -> str:
-    """For a Flow stage whose fit lacked no direction (the fix leaves it as it was): the same flow fitted again on the same
-    model by Table 3's -Flow group (sed-flow/<input model's stage>, its sentences encoded in other batches), so that a
-    move before → after is set against what a refit alone moves (flow_input_sensitivity.md)."""
+def refitted(kept: KeptRuns, stage: dict) -> tuple[str, float] | None:
+    """For a Flow stage: the same flow fitted again on the same model by Table 3's -Flow group (sed-flow/<input model's
+    stage>) and its 7-task average, or None when that group is not kept: what a refit alone moves."""
     model = (stage["meta"].get("stage") or {}).get("input_model", "")
     rel = sed_flow_rel(model.removeprefix("benchmarks/runs/").removesuffix("/model"))
     again = kept.get(rel, optional=True) if model else None
     refit_run = flow_run(again) if again else None
-    if not refit_run:
-        return ": the fix leaves this fit as it was"
-    refit, here = avg(refit_run, STS7), avg(stage["runs"]["model"], STS7)
-    return (
-        f": the fix leaves this fit as it was; the same flow on the same model fitted again in {rel}, its sentences encoded "
-        f"in other batches, gives {refit:.2f}, so a refit alone moves it by {abs(refit - here):.2f}; see flow_input_sensitivity.md"
-    )
+    return (rel, avg(refit_run, STS7)) if refit_run else None
 
 
 def first_divergence(kept: KeptRuns, earlier: str, later: str) -> int | None:
@@ -384,36 +354,40 @@ def first_divergence(kept: KeptRuns, earlier: str, later: str) -> int | None:
     return next((step for step in sorted(a.keys() & b.keys()) if not np.isclose(a[step], b[step], rtol=1e-6)), None)
 
 
-def retrained_note(kept: KeptRuns, stages: list[tuple[str, str]]) -> list[str]:
-    """Stages trained again so that their Flow stage could be fitted again (a checkout keeps results, never models) whose
-    repeat did not reproduce the kept run: the earlier run is shown beside ('earlier training'), with where and by how
-    much the two differ, so that every -Flow row is read against the model it was fitted on."""
-    done = []
+RETRAINED_TEXT = (
+    "**Trained again (issue 25):** fitting a Flow stage again needs its input model, which a checkout does not keep, so "
+    "these stages were trained again with the same recipe, seed and thread count and did not reproduce the kept run: the "
+    "code between the two reads the `nli` set split by split (SNLI dev, XNLI-en dev, SNLI test) where it had read it file "
+    "by file (SNLI dev, SNLI test, XNLI-en dev), the same pairs in another order, so the seeded shuffle draws other "
+    "batches, and a stage trained on the NLI model follows it. Runs since record a digest of their training rows in order "
+    "(results.json's meta.training_data). Each -Flow row is fitted on the model of the row above it; a row marked 'earlier "
+    "training' is the earlier model, and the 'before issue 25's fix' flow was fitted on it."
+)
+
+
+def retrained_table(kept: KeptRuns, stages: list[tuple[str, str]]) -> list[str]:
+    """Stages trained again so that their Flow stage could be fitted again whose repeat did not reproduce the kept run:
+    each run's date and 7-task average and the first logged step whose loss differs. Nothing when none was."""
+    rows = []
     for label, stage in stages:
         before, after = kept.get(f"{stage}{BEFORE_25}", optional=True), kept.get(stage, optional=True)
         if not (before and after):
             continue
         step = first_divergence(kept, f"{stage}{BEFORE_25}", stage)
-        where = f"losses differ from step {step}" if step is not None else "the same logged losses"
-        done.append(
-            f"{label} {avg(before['runs']['model'], STS7):.2f} ({before['meta']['date'][:10]}) → "
-            f"{avg(after['runs']['model'], STS7):.2f} ({after['meta']['date'][:10]}; {where})"
+        rows.append(
+            [
+                label,
+                before["meta"]["date"][:10],
+                f"{avg(before['runs']['model'], STS7):.2f}",
+                after["meta"]["date"][:10],
+                f"{avg(after['runs']['model'], STS7):.2f}",
+                "none" if step is None else str(step),
+            ]
         )
-    if not done:
+    if not rows:
         return []
-    return [
-        "**Trained again (issue 25):** fitting a Flow stage again needs its input model, which a checkout does not keep, so "
-        "these stages were trained again with the same recipe, seed and thread count and did not reproduce the kept run (the "
-        "code changed between the two: bisecting its history with 10-step runs of 005-nli finds commit 409a955 of 2026-11-23, "
-        "which reads the `nli` set split by split (SNLI dev, XNLI-en dev, SNLI test) where it had read it file by file (SNLI "
-        "dev, SNLI test, XNLI-en dev): the same pairs in another order, so the seeded shuffle draws other batches; a stage "
-        "trained on the NLI model follows it. Runs since record a digest of their training rows in order, results.json's "
-        "meta.training_data). 7-task average, earlier → again: "
-        + "; ".join(done)
-        + ". Each -Flow row is fitted on the model of the row above it; a row marked 'earlier training' is the earlier model, "
-        "and the 'before issue 25's fix' flow was fitted on it.",
-        "",
-    ]
+    header = ["stage", "earlier run", "7-task average", "trained again", "7-task average", "first step whose loss differs"]
+    return [RETRAINED_TEXT, "", *markdown_table(header, rows), ""]
 
 
 def side_by_side(kept: KeptRuns) -> list[str]:
@@ -508,34 +482,37 @@ def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
                 f"| {label}{fitted_before_fix(label, result)} | {training.get('epochs', '–')} | {'–' if dev is None else f'{dev:.2f}'} | "
                 f"{t['pearson']:.2f} / {t['spearman']:.2f} | {avg(run, STS7):.2f} |"
             )
-    out += sts_flow_note(kept.get("sed-sts-flow", optional=True), kept.get(f"sed-sts-flow{BEFORE_25}", optional=True))
+    out += sts_flow_table(kept.get("sed-sts-flow", optional=True), kept.get(f"sed-sts-flow{BEFORE_25}", optional=True))
     return out + [""]
 
 
-def sts_flow_note(flowed: dict | None, before: dict | None) -> list[str]:
-    """What STS-Flow is, what the flow does to the model's 7 tasks, and (issue 25) the null-direction fix's effect."""
+STS_FLOW_TEXT = (
+    "STS-Flow, seed 003 Table 4's BERT-L-Flow row: the ensemble's member 1 (the grid's seed-1 run at the chosen bound, the "
+    "same model) with a flow fitted on the STS12-16 sentences as every -Flow row here. **Changed (issue 25):** this "
+    "model's embeddings (mean of the last layer, no Normalize module) span fewer dimensions than they have over the fit "
+    "sentences, and a flow fitted on them was unstable from seed to seed (flow_null_directions.md); the flow now adds noise "
+    "in those directions while it fits (sentune.postprocess.flow), and the earlier fit is the last row."
+)
+
+
+def sts_flow_table(flowed: dict | None, before: dict | None) -> list[str]:
+    """STS-Flow as data: the model without and with its flow (7-task average, STS-B, how many of the 7 tasks the flow
+    lowers, the directions its fit lacked), and the flow fitted before issue 25's fix when kept."""
     if not flowed:
         return []
-    plain, after = flowed["runs"]["model"], result_run(flowed)
-    lowered = [t for t in STS7 if after["tasks"][t]["all"]["spearman"] < plain["tasks"][t]["all"]["spearman"]]
-    null = (after.get("fit") or {}).get("null_directions", 0)
-    text = (
-        "Added (issue 25): STS-Flow, seed 003 Table 4's BERT-L-Flow row: the ensemble's member 1 (the grid's seed-1 run at "
-        "the chosen bound, the same model) with a flow fitted on the STS12-16 sentences as every -Flow row here. "
-        f"The flow lowers {len(lowered)} of the 7 tasks' Spearman (7-task average {avg(plain, STS7):.2f} without it, "
-        f"{avg(after, STS7):.2f} with it)."
-    )
+    plain = flowed["runs"]["model"]
+
+    def row(label: str, run: dict) -> list[str]:
+        lowered = sum(run["tasks"][t]["all"]["spearman"] < plain["tasks"][t]["all"]["spearman"] for t in STS7)
+        null = (run.get("fit") or {}).get("null_directions")
+        cells = [f"{avg(run, STS7):.2f}", f"{run['tasks']['STS-B']['all']['spearman']:.2f}"]
+        return [label, *cells, "–" if run is plain else f"{lowered} of 7", "–" if null is None else str(null)]
+
+    rows = [row("without the flow", plain), row("with the flow", result_run(flowed))]
     if before:
-        text += (
-            " **Changed (issue 25):** this model's embeddings (mean of the last layer, no Normalize module) span "
-            f"{null} fewer dimensions than they have over the fit sentences, and a flow fitted on them was unstable from "
-            "seed to seed (flow_null_directions.md: the spectrum, and flows of several seeds with and without the fix); the flow now adds noise in those directions while it fits (sentune.postprocess.flow). "
-            f"Before → after, 7-task average {avg(result_run(before), STS7):.2f} → {avg(after, STS7):.2f}, STS-B "
-            f"{result_run(before)['tasks']['STS-B']['all']['spearman']:.2f} → {after['tasks']['STS-B']['all']['spearman']:.2f}. "
-            "The fix changes a flow only where its fit embeddings have such directions (results.json's 'fit' then names "
-            "how many); Tables 1, 2, 3 and 8 say which of their -Flow rows were fitted again."
-        )
-    return ["", text]
+        rows.append(row("with the flow, before issue 25's fix", result_run(before)))
+    header = ["STS-Flow", "7-task average", "STS-B", "tasks the flow lowers", "directions the fit lacked"]
+    return ["", STS_FLOW_TEXT, "", *markdown_table(header, rows)]
 
 
 def flow_run(result: dict) -> dict | None:
@@ -592,6 +569,15 @@ def senteval_standard(kept: KeptRuns) -> list[str]:
     return out + [""]
 
 
+LAYER_FIT_TEXT = (
+    "**Changed (issue 25):** mean pooling of the last layer spans fewer dimensions than the embeddings have, and the flow "
+    "now fits with noise in those directions (sentune.postprocess.flow, flow_null_directions.md); rows marked 'before issue "
+    "25's fix' are the flow fitted the old way. The 2- and 3-layer flows' embeddings span every direction, so the fix "
+    "leaves their fit as it was; where they moved, the model was trained again for the refit and agrees with the kept one "
+    "only to float rounding."
+)
+
+
 def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
     out = [
         "## Table 8: pooling over the last 1, 2, 3 layers (Spearman ×100, average of STS12-16)",
@@ -602,7 +588,7 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
         "| model | 1 | 2 | 3 |",
         "|---|---|---|---|",
     ]
-    refitted, old_fit, pending, moved = [], [], [], []
+    fits: list[list[str]] = []  # (model, its one-layer flow's fit, directions lacking at one layer, 2-/3-layer flows moved by)
     own_rows = {tag for _, tag, *_ in tags}
     for label, tag, *optional in tags:
         result = kept.get(f"sed-layers-{tag}", optional=bool(optional))
@@ -615,50 +601,37 @@ def layers(kept: KeptRuns, tags: list[tuple[str, str]]) -> list[str]:
             # yet).
             if before:
                 out += layer_rows(before["runs"], (("", label), ("+flow", f"{flow_label}, before issue 25's fix")))
-                pending.append(label)
+                fits.append([label, "to be fitted again (the runner sets it aside and repeats it)", "–", "–"])
             continue
         out += layer_rows(result["runs"], (("", label), ("+flow", flow_label)))
+        moved = "–"
         if before and layer_rows(before["runs"], (("", ""),)) != layer_rows(result["runs"], (("", ""),)):
-            # the model itself was trained again and differs (sed.md's 'Trained again' note): both of its rows
+            # the model itself was trained again and differs (the 'Trained again' table): both of its rows
             out += layer_rows(before["runs"], (("", f"{label}, earlier training"), ("+flow", f"{flow_label}, earlier training, before issue 25's fix")))
         elif before:  # the same model measured before issue 25's null-direction fix: only its flow row differs
             out += layer_rows(before["runs"], (("+flow", f"{flow_label}, before issue 25's fix"),))
-            change = full_rank_flow_change(before["runs"], result["runs"])
-            if change >= 0.005:
-                moved.append(f"{label} (up to {change:.2f})")
+            moved = f"{full_rank_flow_change(before['runs'], result['runs']):.2f}"
         null = one_layer_null_directions(result)
-        if before or null:
-            refitted.append(f"{label} ({null})")
-        else:
-            old_fit.append(label)
-    if not refitted and not pending:
+        fitted = before or null
+        fits.append([label, "with the fix" if fitted else "before the fix (its model is not kept)", str(null) if fitted else "not recorded", moved])
+    if not any(row[1] != "before the fix (its model is not kept)" for row in fits):
         return out + [""]
-    out += [
-        "",
-        *one_layer_collapse(kept),
-        "**Changed (issue 25):** mean pooling of the last layer spans fewer dimensions than the embeddings have, and the flow "
-        "now fits with noise in those directions (sentune.postprocess.flow, flow_null_directions.md); rows marked 'before issue "
-        "25's fix' are the flow fitted the old way."
-        + (f" Fitted with the fix (the one-layer fit's missing directions in brackets): {', '.join(refitted)}." if refitted else "")
-        + (f" To be fitted again (the runner sets them aside and repeats them): {', '.join(pending)}." if pending else "")
-        + (f" Not fitted again (their models are not kept): {', '.join(old_fit)}." if old_fit else "")
-        + (
-            " The 2- and 3-layer flows, whose embeddings span every direction (the fix leaves their fit as it was), moved "
-            f"as well for: {', '.join(moved)}: the model was trained again for the refit and agrees with the kept one only to "
-            "float rounding, and a flow fitted on it does not reproduce the earlier fit to the digit."
-            if moved
-            else ""
-        ),
-    ]
-    return out + [""]
+    header = ["model", "one-layer flow fitted", "directions lacking at one layer", "2-/3-layer flows moved by"]
+    return out + ["", *one_layer_collapse(kept), LAYER_FIT_TEXT, "", *markdown_table(header, fits), ""]
+
+
+COLLAPSE_TEXT = (
+    "**The one-layer collapse (issue 25):** NLI-CT-SED-Flow before issue 25 collapsed at one layer; its flow was fitted "
+    "before the fix, recorded no fit summary, and its model is not kept to fit again. The probes (sed_experiments.sh) fit "
+    "one-layer flows the old way (`null_noise=0`) on the learner of the pipeline as the paper describes it (several flow "
+    "seeds) and on the same learner's recipe and targets started from the NLI model, as the old pipeline's learners were, "
+    "each beside the fix. A flow that costs the pooling more than 10 points collapses."
+)
 
 
 def one_layer_collapse(kept: KeptRuns) -> list[str]:
-    """Issue 25 asks to explain NLI-CT-SED-Flow's one-layer collapse before the fix. That model is not kept. Two probes
-    (sed_experiments.sh) fit one-layer flows the old way (no noise in the directions the embeddings lack) on the learner
-    of the pipeline as the paper describes it (several seeds) and on the same learner started from the NLI model, as the
-    old pipeline's learners were (with the fix beside it); a flow that costs the pooling more than 10 points collapses,
-    as the old fit did (about 22 points)."""
+    """Issue 25's one-layer collapse as data: the old model's one-layer flow and each probe's (directions lacking, the
+    pooling without the flow, each flow seed's STS12-16 average, whether it collapses). Nothing before the probes run."""
     old = kept.get(f"sed-layers-nli-ct-sed-learner-1{BEFORE_25}", optional=True)
     new = kept.get("sed-layers-nli-ct-sed-learner-1", optional=True)
     if not (old and new):
@@ -667,37 +640,27 @@ def one_layer_collapse(kept: KeptRuns) -> list[str]:
     seeded, from_nli, from_nli_fixed = (kept.get(name) for name in names)  # listed as not measured until they are
     if not seeded:
         return []
-    flowed = lambda r: [(re.search(r"seed=(\d+)", key), avg(run)) for key, run in r["runs"].items() if key.startswith("mean+flow")]  # noqa: E731
-    collapses = lambda r: [score for _, score in flowed(r) if avg(r["runs"]["mean"]) - score > 10]  # noqa: E731
-    text = (
-        f"**The one-layer collapse (issue 25):** NLI-CT-SED-Flow (before issue 25) scores {flowed(old)[0][1]:.2f} at one "
-        f"layer, {avg(old['runs']['mean']):.2f} without the flow; its flow was fitted before the fix and recorded no fit "
-        "summary, and its model is not kept to fit again. Probes, one-layer flows fitted the old way (`null_noise=0`): the "
-        f"NLI-CT-SED learner of the pipeline as the paper describes it (lacking {one_layer_null_directions(new)} directions at "
-        f"one layer; {avg(seeded['runs']['mean']):.2f} without the flow), STS12-16 average by flow seed: "
-        + ", ".join(f"{match.group(1)}: {score:.2f}" for match, score in flowed(seeded))
-        + f" (with the fix, seed 0, the table's row: {flowed(new)[0][1]:.2f})"
-    )
-    probes = [seeded]
-    if from_nli and from_nli_fixed:
-        probes.append(from_nli)
-        text += (
-            "; the same learner's recipe and targets started from the NLI model, as the old pipeline's learners were "
-            f"({one_layer_null_directions(from_nli)} directions lacking; {avg(from_nli['runs']['mean']):.2f} without the flow): "
-            f"{flowed(from_nli)[0][1]:.2f} without the noise, {flowed(from_nli_fixed)[0][1]:.2f} with the fix"
-        )
-    if any(collapses(r) for r in probes):
-        fixed = [new] + ([from_nli_fixed] if len(probes) > 1 else [])
-        text += ". A fit without the noise collapses as the old one did, so that is the cause" + (
-            "; the fix's fits do not." if not any(collapses(r) for r in fixed) else ", and a fit with the fix collapses too."
-        )
-    else:
-        text += (
-            ". None collapses, so the probes do not reproduce the old fit's collapse and its cause is not established (its model "
-            "is gone); what is established is that the pipeline as the paper describes it, fitted with the fix, does not "
-            "collapse (its row above)."
-        )
-    return [text, ""]
+    probes = [
+        ("NLI-CT-SED-Flow before issue 25", "before the fix", old, "not recorded"),
+        ("the paper's learner", "no noise", seeded, None),
+        ("the paper's learner (the table's row)", "with the fix", new, None),
+        ("the learner started from the NLI model", "no noise", from_nli, None),
+        ("the learner started from the NLI model", "with the fix", from_nli_fixed, None),
+    ]
+    rows = []
+    for model, fit, result, lacking in probes:
+        if not result:
+            continue
+        plain = avg(result["runs"]["mean"])
+        for key, run in result["runs"].items():
+            if key.startswith("mean+flow"):
+                seed = re.search(r"seed=(\d+)", key)
+                score = avg(run)
+                lack = lacking or str(one_layer_null_directions(result))
+                collapses = "yes" if plain - score > 10 else "no"
+                rows.append([model, fit, lack, f"{plain:.2f}", seed.group(1) if seed else "0", f"{score:.2f}", collapses])
+    header = ["model", "one-layer flow", "directions lacking", "without the flow", "flow seed", "with the flow", "collapses"]
+    return [COLLAPSE_TEXT, "", *markdown_table(header, rows), ""]
 
 
 def full_rank_flow_change(before: dict, after: dict) -> float:
@@ -728,91 +691,22 @@ def layer_rows(runs: dict, variants) -> list[str]:
     return out
 
 
+ROWS = Path(__file__).with_name("sed_rows.yaml")  # the tables' rows, as data
+
+
 def sections(kept: KeptRuns, out: Path) -> list[str]:
+    import yaml
+
+    rows = yaml.safe_load(ROWS.read_text())
     baseline = json.loads((kept.root / "baselines-sts" / "results.json").read_text()) if (kept.root / "baselines-sts" / "results.json").is_file() else None
     parts: list[str] = []
-    parts += sts_table(
-        kept,
-        "Table 1: unsupervised",
-        [
-            ("Flow", "sed/flow"),
-            ("Flow, before issue 25's fix", f"sed/flow{BEFORE_25}", True),
-            ("CT", "sed/ct"),
-            ("CT-Flow", "sed/ct-flow"),
-            ("CT-Flow, before issue 25's fix", f"sed/ct-flow{BEFORE_25}", True),
-            ("CT-SED (learner 1)", "sed/ct-sed/learner-1"),
-            ("CT-SED-Flow", "sed/ct-sed-flow"),
-            ("CT-SED-Flow, before issue 25's fix", f"sed/ct-sed-flow{BEFORE_25}", True),
-        ],
-        baseline,
-    )
-    parts += flow_fix_note(kept, ["sed/flow", "sed/ct-flow", "sed/ct-sed-flow"])
-    parts += sts_table(
-        kept,
-        "Table 2: with NLI labels",
-        [
-            ("NLI", "sed/nli"),
-            ("NLI, earlier training", f"sed/nli{BEFORE_25}", True),
-            ("NLI-Flow", "sed/nli-flow"),
-            ("NLI-Flow, before issue 25's fix", f"sed/nli-flow{BEFORE_25}", True),
-            ("NLI-CT", "sed/nli-ct"),
-            ("NLI-CT, earlier training", f"sed/nli-ct{BEFORE_25}", True),
-            ("NLI-CT-Flow", "sed/nli-ct-flow"),
-            ("NLI-CT-Flow, before issue 25's fix", f"sed/nli-ct-flow{BEFORE_25}", True),
-            ("NLI-CT-SED (learner 1), before issue 25: one NLI model shared", f"sed/nli-ct-sed{BEFORE_25}/learner-1"),
-            ("NLI-CT-SED-Flow, before issue 25", f"sed/nli-ct-sed-flow{BEFORE_25}"),
-            ("NLI-CT-SED (learner 1), issue 25 (CPU)", "sed/nli-ct-sed/learner-1", True),
-            ("NLI-CT-SED-Flow, issue 25 (CPU)", "sed/nli-ct-sed-flow", True),
-            *GPU_ROWS,
-        ],
-        None,
-    )
-    parts += flow_fix_note(kept, ["sed/nli-flow", "sed/nli-ct-flow"])
-    parts += retrained_note(kept, [("NLI", "sed/nli"), ("NLI-CT", "sed/nli-ct")])
-    parts += issue25_nli_ct_sed(kept)
-    ensembles = [
-        ("CT", "sed/ct-sed"),
-        ("NLI-CT (before issue 25)", f"sed/nli-ct-sed{BEFORE_25}"),
-        ("NLI-CT, issue 25 (CPU)", "sed/nli-ct-sed", True),
-        ("NLI-CT (H100)", "sed-gpu/nli-ct-sed"),
-        ("STS", "sed-sts/sts-sed"),
-    ]
+    parts += sts_table(kept, "Table 1: unsupervised", rows["table1"], baseline) + flow_fix_table(kept, rows["table1_flow_stages"])
+    parts += sts_table(kept, "Table 2: with NLI labels", rows["table2"], None) + flow_fix_table(kept, rows["table2_flow_stages"])
+    parts += retrained_table(kept, rows["retrained"]) + pipeline_change(kept)
+    ensembles = rows["ensembles"]
     parts += stability(kept, ensembles, out.with_name("sed_stability.png")) + stability_dev_pooling(kept, ensembles, baseline)
     parts += side_by_side(kept) + supervised(kept, out.with_name("sed_lower_bound.png"))
-    parts += senteval(
-        kept,
-        [
-            ("no tuning", "default"),
-            ("NLI", "nli"),
-            ("NLI, earlier training", f"nli{BEFORE_25}", True),
-            ("CT", "ct"),
-            ("NLI-CT", "nli-ct"),
-            ("NLI-CT, earlier training", f"nli-ct{BEFORE_25}", True),
-            ("CT-SED", "ct-sed-learner-1"),
-            ("CT-SED-Flow", "ct-sed-flow"),
-            ("CT-SED-Flow, before issue 25's fix", f"ct-sed-flow{BEFORE_25}", True),
-            ("NLI-CT-SED (before issue 25)", f"nli-ct-sed-learner-1{BEFORE_25}"),
-            ("NLI-CT-SED-Flow (before issue 25)", f"nli-ct-sed-flow{BEFORE_25}"),
-            ("NLI-CT-SED, issue 25 (CPU)", "nli-ct-sed-learner-1", True),
-            ("NLI-CT-SED-Flow, issue 25 (CPU)", "nli-ct-sed-flow", True),
-            ("NLI-CT-SED, issue 25 (H100)", "gpu-nli-ct-sed-learner-1"),
-            ("NLI-CT-SED-Flow, issue 25 (H100)", "gpu-nli-ct-sed-flow"),
-        ],
-    )
-    parts += layers(
-        kept,
-        [
-            ("no tuning", "default"),
-            ("CT", "ct"),
-            ("CT-SED", "ct-sed-learner-1"),
-            ("NLI", "nli"),
-            ("NLI-CT", "nli-ct"),
-            ("NLI-CT-SED (before issue 25)", f"nli-ct-sed-learner-1{BEFORE_25}"),
-            ("NLI-CT-SED, issue 25 (CPU)", "nli-ct-sed-learner-1", True),
-            ("NLI-CT-SED, issue 25 (H100)", "gpu-nli-ct-sed-learner-1"),
-        ],
-    )
-    return parts
+    return parts + senteval(kept, rows["senteval"]) + layers(kept, rows["layers"])
 
 
 def main() -> None:

@@ -17,9 +17,8 @@ Raw cosines of two models can live on different scales (e.g. after whitening), w
 would mean little, so each system's predictions are first standardised over the pairs (mean 0, standard deviation 1).
 That is an increasing affine map, so neither metric changes, and for two systems of one distribution it is nearly the
 same map for both, which a swap commutes with: the test stays (nearly) exact. Replacing each system's predictions by
-its own ranks instead is not such a common map: the rule built on it shipped a no-gain candidate in up to 8.6 %
-[7.0, 10.5] of one simulated setting (benchmarks/results/adapt_calibration.md at commit 8eeaade; the page as it is
-now measures the rule as shipped).
+its own ranks instead is not such a common map, and a rule built on it ships no-gain candidates above its level
+(benchmarks/results/adapt_calibration.md measures the rule as shipped).
 
 Retrieval (nDCG@10) is a mean of per-query values on one scale: those are swapped as they are (the classic paired
 randomisation test of IR, Smucker, Allan & Carterette, CIKM 2007).
