@@ -403,3 +403,37 @@ def test_the_shuffled_null_permutes_only_the_selection_labels_of_adapts_own_spli
         assert sorted(labels[split.select]) == sorted(gold[split.select]) and not np.array_equal(labels[split.select], gold[split.select])
         everything = np.array([r[2] for r in null.shuffled_dev(pairs, seed, everything=True)])
         assert sorted(everything) == sorted(gold) and not np.array_equal(everything[split.confirm], gold[split.confirm])
+
+
+def test_second_model_page_sets_the_pipeline_beside_sentence_transformers_and_lists_what_is_missing(tmp_path):
+    render = load("renderers/render_second_model.py")
+    common = load("common.py")
+    kept = common.KeptRuns(tmp_path)
+    lines = render.sections(kept, tmp_path / "page.md")
+    assert lines.count("Not measured yet.") == 3  # poolings, the pipeline, adapt
+    assert {"second-model-sts", "second-model-speed", "second-model-train", "second-model-search"} <= set(kept.missing)
+    write(tmp_path, "second-model-sts", {"runs": {"model": sts_run(80.0), "cls": sts_run(60.0)}})
+    naive = {t: 80.0 for t in STS7}
+    engines = {"sentune PyTorch fp32": 80.004, "sentune ONNX fp32": 80.006, "sentune ONNX int8": 79.5}
+    speed = {
+        "scores": {"naive": naive, **{e: {t: v for t in STS7} for e, v in engines.items()}},
+        "eval_seconds": {"naive": 100.0, **{e: 50.0 for e in engines}},
+        "sentences_per_second": {"sentence-transformers": 40.0, **{e: 60.0 for e in engines}},
+        "unique_sentences": 1000, "threads": 2, "repeats": 1,
+    }  # fmt: skip
+    write(tmp_path, "second-model-speed", speed)
+    write(tmp_path, "second-model-onnx", {"runs": {"model": sts_run(79.9)}})
+    (tmp_path / "second-model-train").mkdir()
+    (tmp_path / "second-model-train" / "pytest.txt").write_text("....\n\n22 passed in 60.00s\n")
+    lines = render.sections(common.KeptRuns(tmp_path), tmp_path / "page.md")
+    assert "| model | " + " | ".join(["80.00"] * 7) + " | 80.00 |" in lines and "| cls | " + " | ".join(["60.00"] * 7) + " | 60.00 |" in lines
+    assert "| published (MTEB) | 72.60 | 83.50 | 78.00 | 85.70 | 80.00 | – | – | – |" in lines
+    assert "| STS12 | 80.0000 | 80.0040 (+0.0040) | 80.0060 (+0.0060) | 79.5000 (-0.5000) |" in lines
+    assert any(line.endswith("sentune's PyTorch pipeline is within 0.01 of it on every task.") for line in lines)
+    assert "| sentence-transformers encode | 40.0 | 1.00 | 100 |" in lines and "| sentune ONNX int8 | 60.0 | 1.50 | 50 |" in lines
+    assert "| `sentune export --quantize int8`, then `sentune eval --backend onnx` | 7-task average 79.90 (the untuned model: 80.00) |" in lines
+    assert "| every registered method, a few steps (`tests/test_registry.py -k second_model_dir`) | 22 passed in 60.00s |" in lines
+    speed["scores"]["sentune PyTorch fp32"]["STS13"] = 80.02  # one task beyond the bound: said so
+    write(tmp_path, "second-model-speed", speed)
+    lines = render.sections(common.KeptRuns(tmp_path), tmp_path / "page.md")
+    assert any(line.endswith("sentune's PyTorch pipeline is NOT within 0.01 of it on every task.") for line in lines)

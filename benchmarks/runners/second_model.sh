@@ -39,8 +39,8 @@ if has train && [ ! -f "$kept/second-model-train/pytest.txt" ]; then  # every re
   SENTUNE_SECOND_MODEL="$model" python -m pytest -q --slow -p no:cacheprovider tests/test_registry.py -k second_model_dir \
     | tee "$kept/second-model-train/pytest.txt"
 fi
-if has speed && [ ! -f benchmarks/results/second_model_speed.md ]; then  # ST's own encode vs sentune's backends, same sentences
-  python benchmarks/speed/speed_eval.py --model "$model" --out benchmarks/results/second_model_speed.md
+if has speed && ! done_at second-model-speed; then  # ST's own encode vs sentune's backends (ONNX fp32, int8), same sentences
+  python benchmarks/speed/speed_eval.py --model "$model" --out benchmarks/results/second_model_speed.md --json "$kept/second-model-speed/results.json"
 fi
 if has export && ! done_at second-model-onnx; then  # ONNX fp32 and int8, then scored through --backend onnx
   [ -f "$out/served/onnx/model.onnx" ] || sentune export "$model" --to "$out/served" --quantize int8
@@ -59,4 +59,5 @@ if has index && [ ! -f "$kept/second-model-search/run.tsv" ]; then  # sentune in
   mkdir -p "$kept/second-model-search"
   sentune search "$out/index" --queries "$SENTUNE_DATA/retrieval/scifact/queries.jsonl" --top 100 --run "$kept/second-model-search/run.tsv" --quiet
 fi
+python benchmarks/renderers/render_second_model.py
 echo "second model: done ($steps)"

@@ -11,12 +11,15 @@ Backends: PyTorch fp32 (the default), PyTorch bf16 autocast (--precision bf16), 
 onnx / onnx-int8: `sentune export`'s graphs, made once into the cache before timing; int8 with export's default
 settings). Every timing is the median of --repeats runs, each backend's runs interleaved with the others'.
 
-Usage: python benchmarks/speed/speed_eval.py [--data DIR] [--model default] [--repeats 1] [--out FILE.md]
+Usage: python benchmarks/speed/speed_eval.py [--data DIR] [--model default] [--repeats 1] [--out FILE.md] [--json FILE]
+(--json: every engine's per-task scores, times and rates as a results.json that a renderer reads, e.g. second_model.md's)
 """
 
 from __future__ import annotations
 
+import json
 import platform
+import shlex
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +65,7 @@ def task_scores(result) -> dict[str, float]:
 def main() -> None:
     parser = parser_for(__doc__)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--json", help="also write the measurements as JSON (a kept results.json: meta, scores, seconds, rates)")
     args = parser.parse_args()
     data_dir = resolve_data_dir(args.data)
     tasks = select_tasks("sts")
@@ -127,6 +131,18 @@ def main() -> None:
         "'all' Spearman from sentune PyTorch fp32: " + ", ".join(f"{name} {worst[name]:.4f}" for name in VARIANTS if name != base) + ".",
     ]
     emit(lines, args.out)
+    if args.json:
+        measured = {
+            "meta": {"command": "python " + shlex.join(sys.argv), "date": datetime.now(UTC).isoformat(timespec="seconds"), "model": args.model},
+            "threads": torch.get_num_threads(),
+            "repeats": args.repeats,
+            "unique_sentences": len(unique),
+            "scores": scores,  # engine ("naive": SentenceTransformer.encode) -> task -> 'all' Spearman ×100
+            "eval_seconds": median,
+            "sentences_per_second": rate,
+        }
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(measured, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
