@@ -10,6 +10,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from sentune.methods.sts_regression import best_lower_bound
+
 
 def dev_by_bound(folders: list[Path]) -> dict[float, list[float]]:
     scores: dict[float, list[float]] = defaultdict(list)
@@ -34,7 +36,7 @@ def main() -> None:
     means = {lb: sum(v) / len(v) for lb, v in scores.items()}
     for lb, mean in means.items():
         print(f"lb {lb:.2f}: dev {mean:.2f} over {len(scores[lb])} run(s)", file=sys.stderr)
-    print(f"{choose(means):g}")
+    print(f"{best_lower_bound(means):g}")
 
 
 if __name__ == "__main__":

@@ -73,3 +73,16 @@ def test_nli_softmax_matches_naive(tiny_st):
         logits = torch.cat([u, v, (u - v).abs()], dim=1) @ loss.classifier.weight.T + loss.classifier.bias
     naive = sum(-torch.log_softmax(logits[i], -1)[labels[i]].item() for i in range(2)) / 2
     assert got == pytest.approx(naive, rel=1e-5)
+
+
+def test_best_lower_bound_is_the_best_mean_dev_score_and_the_smallest_on_a_tie():
+    """Seeds 003/004 §5.5's choice of lb (benchmarks/best_lower_bound.py and sed.md read it), against a naive loop."""
+    from sentune.methods.sts_regression import best_lower_bound
+
+    means = {0.3: 84.0, 0.0: 83.0, 0.15: 84.0, 0.9: 70.0}
+    best = None
+    for lb in sorted(means):  # ascending: a later bound replaces the best only when strictly better
+        if best is None or means[lb] > means[best]:
+            best = lb
+    assert best_lower_bound(means) == best == 0.15
+    assert best_lower_bound({0.5: 1.0}) == 0.5

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sentune.analysis import pages
 from sentune.data.catalog import group_tasks
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -77,7 +78,7 @@ def test_sed_row_reads_the_flow_run_of_an_eval_and_refuses_two():
 
 def test_cf_shows_a_repeated_run_beside_the_old_one_with_both_numbers(tmp_path):
     render_cf = load("renderers/render_cf.py")
-    common = load("common.py")
+    common = pages
     old_au = {"alignment": 0.3, "uniformity": -3.5}
     new_au = {"alignment": 0.3, "uniformity": -3.6, "uniformity_sentences": 1000, "positive_pairs": 10}
     write(tmp_path, "cf-align-cf-mirror-before-25", {"runs": {"model": {"alignment_uniformity": old_au}}})
@@ -95,7 +96,7 @@ def test_cf_shows_a_repeated_run_beside_the_old_one_with_both_numbers(tmp_path):
 
 def test_cf_multitask_rows_before_and_after_the_head_scale_fix(tmp_path):
     render_cf = load("renderers/render_cf.py")
-    common = load("common.py")
+    common = pages
 
     def multitask(sst5):
         metrics = {
@@ -127,7 +128,7 @@ def test_sg_table6_reads_back_the_page_it_replaces(tmp_path):
 
 def test_sed_pipeline_change_gives_each_model_before_and_after_on_both_machines(tmp_path):
     render_sed = load("renderers/render_sed.py")
-    common = load("common.py")
+    common = pages
     scores = {
         "sed/nli": 72.0, "sed-gpu/nli": 73.0, "sed/nli-ct": 75.0, "sed-gpu/nli-ct": 75.5,
         "sed/nli-ct-sed-before-25/learner-1": 74.5, "sed-gpu/nli-ct-sed/learner-1": 77.4,
@@ -170,7 +171,7 @@ def layers_result(flow_score: float, null: int | None) -> dict:
 
 def test_sed_table8_shows_the_flow_fitted_before_the_fix_beside_the_new_one(tmp_path):
     render_sed = load("renderers/render_sed.py")
-    common = load("common.py")
+    common = pages
     write(tmp_path, "sed-layers-default", layers_result(77.0, 3))
     write(tmp_path, "sed-layers-default-before-25", layers_result(56.0, None))
     lines = render_sed.layers(common.KeptRuns(tmp_path), [("no tuning", "default")])
@@ -211,7 +212,7 @@ def test_sed_table8_shows_the_flow_fitted_before_the_fix_beside_the_new_one(tmp_
 
 def test_sed_table8_issue25_row_and_the_one_layer_collapse_table(tmp_path):
     render_sed = load("renderers/render_sed.py")
-    common = load("common.py")
+    common = pages
     assert render_sed.flow_name("NLI-CT-SED, issue 25 (CPU)") == "NLI-CT-SED-Flow, issue 25 (CPU)"
     assert render_sed.flow_name("NLI-CT (H100)", "-SED-Flow") == "NLI-CT-SED-Flow (H100)"
     assert render_sed.flow_name("no tuning") == "no tuning-Flow"
@@ -253,7 +254,7 @@ def test_sed_table8_issue25_row_and_the_one_layer_collapse_table(tmp_path):
 
 def test_sed_flow_groups_name_the_flow_after_the_method_and_mark_a_partial_group(tmp_path):
     render_sed = load("renderers/render_sed.py")
-    common = load("common.py")
+    common = pages
     flowed = lambda score: {"runs": {"model": sts_run(80.0), "model+flow(tasks:STS12,learning_rate=0.001)": sts_run(score)}}  # noqa: E731
     members, learners = ["sed/ct", "sed/ct-sed/member-2"], ["sed/ct-sed/learner-1"]
     write(tmp_path, "sed-flow/sed-ct", flowed(76.0))
@@ -270,7 +271,7 @@ def test_sed_flow_groups_name_the_flow_after_the_method_and_mark_a_partial_group
 
 def test_sed_flow_stages_refitted_after_the_fix_show_before_and_after(tmp_path):
     render_sed = load("renderers/render_sed.py")
-    common = load("common.py")
+    common = pages
     flow_stage = {"postprocess": "flow", "fit_on": "tasks:STS12"}
     write(tmp_path, "sed/ct-flow-before-25", {"runs": {"model": sts_run(70.0)}, "meta": {"stage": dict(flow_stage)}})
     write(tmp_path, "sed/ct-flow", {"runs": {"model": sts_run(75.0)}, "meta": {"stage": flow_stage | {"fit": {"steps": 9, "null_directions": 3}}}})
@@ -298,7 +299,7 @@ def test_sed_flow_stages_refitted_after_the_fix_show_before_and_after(tmp_path):
 
 def test_sed_retrained_stage_is_shown_with_where_its_losses_part_from_the_kept_run(tmp_path):
     render_sed = load("renderers/render_sed.py")
-    common = load("common.py")
+    common = pages
 
     def losses(rel: str, values: list[float]) -> None:
         lines = [json.dumps({"step": 10 * (i + 1), "loss": v}) for i, v in enumerate(values)] + [json.dumps({"step": 30, "eval_x": 1.0})]
@@ -337,7 +338,7 @@ def test_sed_sts_flow_table_counts_the_tasks_the_flow_lowers(tmp_path):
 
 def test_cf_noise_scale_table_reads_each_runs_flows_and_fit_losses(tmp_path):
     render_cf = load("renderers/render_cf.py")
-    common = load("common.py")
+    common = pages
 
     def flowed(scores: list[float], loss: float) -> dict:
         runs = {"mean": sts_run(79.0)}
@@ -358,7 +359,7 @@ def test_cf_noise_scale_table_reads_each_runs_flows_and_fit_losses(tmp_path):
 
 def test_sed_senteval_row_of_a_flow_stage_is_marked_when_its_fit_predates_the_fix(tmp_path):
     render_sed = load("renderers/render_sed.py")
-    common = load("common.py")
+    common = pages
     tasks = {t: {"acc": 80.0} for t in render_sed.SENTEVAL} | {t: {"pearson": 70.0} for t in ("SICK-R-reg", "STS-B-reg")}
     flow_stage = {"postprocess": "flow", "fit_on": "tasks:STS12"}
     for tag in ("ct-sed-flow", "nli-ct-flow"):
@@ -372,7 +373,7 @@ def test_sed_senteval_row_of_a_flow_stage_is_marked_when_its_fit_predates_the_fi
 
 def test_cf_multitask_cost_reads_each_runs_training_time_per_step(tmp_path):
     render_cf = load("renderers/render_cf.py")
-    common = load("common.py")
+    common = pages
     assert render_cf.multitask_cost(common.KeptRuns(tmp_path)) == ""  # no run: nothing claimed
     for name, seconds in (("cf-multitask-untuned", 1500.0), ("cf-multitask-cf-mirror", 1800.0)):
         write(tmp_path, name, {"runs": {}, "meta": {"training_seconds": seconds, "training_device": "cpu", "recipe": {"training": {"max_steps": 100}}}})
@@ -390,6 +391,7 @@ def test_the_shuffled_null_permutes_only_the_selection_labels_of_adapts_own_spli
     from sentune.adapt.decide import split_dev
     from sentune.data.readers import Pair, Source
 
+    load("runners/adapt_calibration.py")  # what the script imports from its own folder (a script run adds that folder)
     null = load("runners/adapt_shuffled_null.py")
     rng = np.random.default_rng(0)
     gold = np.round(rng.uniform(0, 5, 120), 1)
@@ -407,7 +409,7 @@ def test_the_shuffled_null_permutes_only_the_selection_labels_of_adapts_own_spli
 
 def test_second_model_page_sets_the_pipeline_beside_sentence_transformers_and_lists_what_is_missing(tmp_path):
     render = load("renderers/render_second_model.py")
-    common = load("common.py")
+    common = pages
     kept = common.KeptRuns(tmp_path)
     lines = render.sections(kept, tmp_path / "page.md")
     assert lines.count("Not measured yet.") == 3  # poolings, the pipeline, adapt

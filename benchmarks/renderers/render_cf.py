@@ -4,14 +4,11 @@ every number comes from a results.json (or pairs.json), every run names its comm
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import BEFORE_25, KeptRuns, render_kept_page, sts7_average  # noqa: E402  (benchmarks/common.py)
-
+from sentune.analysis.pages import BEFORE_25, KeptRuns, render_kept_page, sts7_average
 from sentune.data.catalog import group_tasks
 
 STS7 = group_tasks("sts")  # the catalog's 7 STS tasks

@@ -7,12 +7,9 @@ run is listed as not measured, never filled in; every number comes from a kept f
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import KeptRuns, markdown_table, render_kept_page, sts7_average  # noqa: E402  (benchmarks/common.py)
-
+from sentune.analysis.pages import KeptRuns, markdown_table, render_kept_page, sts7_average
 from sentune.core.metrics import ranking_metrics
 from sentune.data.catalog import group_tasks
 

@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from best_lower_bound import choose  # noqa: E402  (benchmarks/best_lower_bound.py: the runner's rule)
-from common import BEFORE_25, KeptRuns, markdown_table, render_kept_page, sts7_average  # noqa: E402  (benchmarks/common.py)
-
+from sentune.analysis.pages import BEFORE_25, KeptRuns, markdown_table, render_kept_page, sts7_average
 from sentune.core.plots import save_figure
 from sentune.data.catalog import group_tasks
 from sentune.methods.sed import LAYER_POOLING, choose_layers
+from sentune.methods.sts_regression import best_lower_bound  # the runner's rule (benchmarks/best_lower_bound.py)
 
 STS5 = group_tasks("sts12-16")  # the catalog's groups
 STS7 = group_tasks("sts")
@@ -445,7 +442,7 @@ def supervised(kept: KeptRuns, figure: Path | None = None) -> list[str]:
         }
         for lb, items in sorted(by_lb.items())
     }
-    best = choose({lb: row["dev"] for lb, row in grid.items()})
+    best = best_lower_bound({lb: row["dev"] for lb, row in grid.items()})
     out = [
         "## Table 4: supervised STS-B (regression to a cosine target in [lb, 1])",
         "",

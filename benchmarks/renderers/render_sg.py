@@ -12,9 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import BEFORE_25, sts7_average  # noqa: E402  (benchmarks/common.py)
-
+from sentune.analysis.pages import BEFORE_25, sts7_average
 from sentune.core.plots import save_figure
 from sentune.data.catalog import group_tasks
 

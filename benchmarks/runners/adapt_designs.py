@@ -28,14 +28,12 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
+import adapt_calibration as calibration  # its own folder (the simulated users and their rates)
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-import adapt_calibration as calibration  # noqa: E402  (the simulated users and their rates)
-
-from sentune.adapt.decide import decide, split_dev  # noqa: E402
-from sentune.core.metrics import METRICS  # noqa: E402
-from sentune.tasks.permutation import ALPHA, step_down_max_t  # noqa: E402
+from sentune.adapt.decide import decide, split_dev
+from sentune.core.metrics import METRICS
+from sentune.tasks.permutation import ALPHA, step_down_max_t
 
 DESIGNS = ("half", "select-30", "swapped", "max-T")
 NULL_CANDIDATES = (5, 14)

@@ -23,15 +23,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import adapt_calibration as calibration  # its own folder (rates with Wilson intervals)
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-import adapt_calibration as calibration  # noqa: E402  (rates with Wilson intervals)
-
-from sentune.adapt.decide import split_dev  # noqa: E402
-from sentune.adapt.examples import write_example  # noqa: E402
-from sentune.data.catalog import resolve_data_dir  # noqa: E402
-from sentune.data.user_data import read_scored_pairs, write_scored_pairs  # noqa: E402
+from sentune.adapt.decide import split_dev
+from sentune.adapt.examples import write_example
+from sentune.data.catalog import resolve_data_dir
+from sentune.data.user_data import read_scored_pairs, write_scored_pairs
 
 
 def shuffled_dev(pairs: list, seed: int, everything: bool) -> list[tuple[str, str, float]]:

@@ -16,14 +16,11 @@ the pages' 'all' aggregation). Flow settings as `sentune eval --flow per-task:SE
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import command_block, emit, parser_for, task_sentences  # noqa: E402  (benchmarks/common.py)
+from sentune.analysis.pages import command_block, emit, parser_for, task_sentences
 
 
 def main() -> None:

@@ -21,7 +21,6 @@ Usage: python benchmarks/speed/cpu_ceiling.py [--data DIR] [--model default] [--
 from __future__ import annotations
 
 import platform
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -30,9 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import command_block, cpu_name, emit, parser_for, task_sentences, timed  # noqa: E402  (benchmarks/common.py)
-
+from sentune.analysis.pages import command_block, cpu_name, emit, parser_for, task_sentences, timed
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
 from sentune.core.onnx_graph import export_onnx, transformer_of

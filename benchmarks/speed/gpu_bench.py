@@ -22,7 +22,6 @@ import json
 import platform
 import random
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -30,12 +29,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import command_block, emit, timed  # noqa: E402  (benchmarks/common.py)
-from speed_eval import naive_sts  # noqa: E402
+from speed_eval import naive_sts  # its own folder
 from transformers import TrainerCallback
 
+from sentune.analysis.pages import command_block, emit, timed
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model, resolve_model_name
 from sentune.data.catalog import load_task, resolve_data_dir, select_tasks

@@ -11,7 +11,6 @@ Usage: python benchmarks/speed/onnx_exact.py [--data DIR] [--out FILE.md]
 from __future__ import annotations
 
 import platform
-import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,9 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import command_block, emit, parser_for, task_sentences  # noqa: E402  (benchmarks/common.py)
-
+from sentune.analysis.pages import command_block, emit, parser_for, task_sentences
 from sentune.cli import main as sentune
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model

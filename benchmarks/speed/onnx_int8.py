@@ -12,7 +12,6 @@ Usage: python benchmarks/speed/onnx_int8.py [--data DIR] [--model default] [--ou
 from __future__ import annotations
 
 import platform
-import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,9 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import command_block, emit, parser_for, task_sentences, timed  # noqa: E402  (benchmarks/common.py)
-
+from sentune.analysis.pages import command_block, emit, parser_for, task_sentences, timed
 from sentune.core.embedding_cache import model_digest
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model

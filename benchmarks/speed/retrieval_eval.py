@@ -21,9 +21,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
-
+from sentune.analysis.pages import command_block, emit
 from sentune.core.metrics import ranking_metrics
 from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
 

@@ -19,16 +19,12 @@ import argparse
 import math
 import os
 import platform
-import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
-
+from sentune.analysis.pages import command_block, emit
 from sentune.tasks import retrieval
 
 DIM = 384

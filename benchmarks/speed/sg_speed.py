@@ -25,8 +25,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import command_block, emit  # noqa: E402  (benchmarks/common.py)
+from sentune.analysis.pages import command_block, emit
 
 NO_EVAL = "training.eval_steps=100000"
 FUSED = "training.optimizer=adamw_torch_fused"

@@ -16,14 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import command_block, emit, timed  # noqa: E402  (benchmarks/common.py)
-
+from sentune.analysis.pages import command_block, emit, timed
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
 from sentune.data.catalog import load_sentences, load_task, resolve_data_dir, select_tasks

@@ -27,9 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import command_block, emit, parser_for, task_sentences, timed  # noqa: E402  (benchmarks/common.py)
-
+from sentune.analysis.pages import command_block, emit, parser_for, task_sentences, timed
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
 from sentune.core.onnx_quantize import DEFAULT_INT8

@@ -28,9 +28,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py, shared by the scripts of every folder
-from common import command_block, cpu_name, emit  # noqa: E402  (benchmarks/common.py)
-
+from sentune.analysis.pages import command_block, cpu_name, emit
 from sentune.data.beir import read_corpus_jsonl
 from sentune.data.catalog import resolve_data_dir
 from sentune.data.passages import passages

@@ -21,6 +21,11 @@ from sentune.methods.base import Columns, Method, TrainContext
 from sentune.methods.nli import CITATION
 
 
+def best_lower_bound(dev_means: dict[float, float]) -> float:
+    """The paper's choice of lb: the value with the best mean STS-B dev Spearman over its runs; on a tie the smallest."""
+    return max(sorted(dev_means), key=lambda lb: dev_means[lb])
+
+
 def lower_bound_target(score: torch.Tensor, lower_bound: float) -> torch.Tensor:
     return lower_bound + (1 - lower_bound) * score / 5.0
 

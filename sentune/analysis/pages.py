@@ -1,4 +1,6 @@
-"""Helpers shared by the benchmark scripts (run as `python benchmarks/NAME.py`)."""
+"""What every measured results page needs (the benchmark scripts under benchmarks/ write them): the command that
+produced it, Markdown tables, the common options of a measuring script, and kept run results read back (KeptRuns) for
+pages rendered from them."""
 
 from __future__ import annotations
 
@@ -81,7 +83,9 @@ class KeptRuns:
     results.json or None, remembering which runs were used (for the commands list) and which are missing."""
 
     def __init__(self, root: Path):
-        self.root, self.missing, self.used = Path(root), [], []
+        self.root = Path(root)
+        self.missing: list[str] = []  # runs asked for and not kept (listed on the page as not measured yet)
+        self.used: list[str] = []  # runs read (their commands listed on the page)
 
     def get(self, rel: str | None, optional: bool = False) -> dict | None:
         """optional: a run that need not exist (e.g. an old run kept beside its repeat) is not listed as missing."""
