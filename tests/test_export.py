@@ -239,3 +239,19 @@ def test_use_backend_refuses_a_gpu_model_and_unknown_backends(tiny_st):
     tiny_st.to("meta")
     with pytest.raises(UserError, match="runs on the CPU"):
         use_backend(tiny_st, "onnx")
+
+
+@pytest.mark.parametrize("family", ["tiny_mpnet_dir", "tiny_roberta_dir"])
+def test_families_without_token_type_ids_export_exactly(family, request, tmp_path):
+    """MPNet (relative position attention) and a RoBERTa-style model: the graph takes no token type ids and reproduces
+    PyTorch for the model's own pooling and a multi-layer one; the int8 graph runs."""
+    source = request.getfixturevalue(family)
+    out = tmp_path / "m"
+    assert main(["export", str(source), "--to", str(out), "--quantize", "int8", "--force"]) == 0
+    info = json.loads((out / "onnx" / "export.json").read_text())
+    assert info["inputs"] == ["input_ids", "attention_mask"] and len(info["outputs"]) == 1 + 4  # the last layer, then the embeddings and 3 layers
+    for pooling in ("model", "first-last"):
+        np.testing.assert_allclose(
+            _vectors(load_model(str(out), backend="onnx"), pooling), _vectors(load_model(str(out)), pooling), atol=EXACT, err_msg=pooling
+        )
+    assert np.isfinite(_vectors(load_model(str(out), backend="onnx-int8"))).all()
