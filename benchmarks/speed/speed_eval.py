@@ -63,26 +63,34 @@ def task_scores(result) -> dict[str, float]:
 def main() -> None:
     parser = parser_for(__doc__)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--skip",
+        nargs="*",
+        default=[],
+        choices=[n for n in VARIANTS if n != "sentune PyTorch fp32"],
+        help="engines left out (a larger model's run: each costs a full pass)",
+    )
     parser.add_argument("--json", help="also write the measurements as JSON (a kept results.json: meta, scores, seconds, rates)")
     args = parser.parse_args()
+    variants = {name: setting for name, setting in VARIANTS.items() if name not in args.skip}
     data_dir = resolve_data_dir(args.data)
     tasks = select_tasks("sts")
     st_model = load_model(args.model)
-    models = {name: load_model(args.model, backend=backend) for name, (backend, _) in VARIANTS.items()}  # graphs exported here, untimed
+    models = {name: load_model(args.model, backend=backend) for name, (backend, _) in variants.items()}  # graphs exported here, untimed
     sentences, unique = task_sentences(tasks, data_dir)
     for name, model in models.items():  # warm up each engine's kernels
-        Encoder(model, "model", show_progress=False, precision=VARIANTS[name][1]).encode(unique[:256])
+        Encoder(model, "model", show_progress=False, precision=variants[name][1]).encode(unique[:256])
     st_model.encode(unique[:256])
 
-    eval_times: dict[str, list[float]] = {"naive": [], **{name: [] for name in VARIANTS}}
-    encode_times: dict[str, list[float]] = {"sentence-transformers": [], **{name: [] for name in VARIANTS}}
+    eval_times: dict[str, list[float]] = {"naive": [], **{name: [] for name in variants}}
+    encode_times: dict[str, list[float]] = {"sentence-transformers": [], **{name: [] for name in variants}}
     scores: dict[str, dict[str, float]] = {}
     for _ in range(args.repeats):
         t, scores["naive"] = timed(lambda: naive_sts(st_model, tasks, data_dir))
         eval_times["naive"].append(t)
         t, _ = timed(lambda: st_model.encode(unique, convert_to_numpy=True))
         encode_times["sentence-transformers"].append(t)
-        for name, (_, precision) in VARIANTS.items():
+        for name, (_, precision) in variants.items():
             model = models[name]
             t, result = timed(lambda m=model, p=precision: evaluate(m, tasks, data_dir, poolings=["model"], show_progress=False, precision=p))
             eval_times[name].append(t)
@@ -116,17 +124,17 @@ def main() -> None:
         f"| naive / sentence-transformers PyTorch | {median['naive']:.1f} | 1.000 | | {rate['sentence-transformers']:.0f} | 1.00 | | "
         f"{average['naive']:.2f} | {average['naive'] - average[base]:+.3f} | |",
     ]
-    for name in VARIANTS:
+    for name in variants:
         a_target, b_target, avg_target = targets[name]
         lines.append(
             f"| {name} | {median[name]:.1f} | {median[name] / median['naive']:.3f} | {a_target} | {rate[name]:.0f} | "
             f"{rate[name] / rate['sentence-transformers']:.2f} | {b_target} | {average[name]:.2f} | {average[name] - average[base]:+.3f} | {avg_target} |"
         )
-    worst = {name: max(abs(scores[name][t] - scores[base][t]) for t in scores[base]) for name in VARIANTS}
+    worst = {name: max(abs(scores[name][t] - scores[base][t]) for t in scores[base]) for name in variants}
     lines += [
         "",
         f"Sentences in the 7 tasks: {len(sentences)}, unique: {len(unique)} ({len(unique) / len(sentences):.2f}). Largest difference of one task's "
-        "'all' Spearman from sentune PyTorch fp32: " + ", ".join(f"{name} {worst[name]:.4f}" for name in VARIANTS if name != base) + ".",
+        "'all' Spearman from sentune PyTorch fp32: " + ", ".join(f"{name} {worst[name]:.4f}" for name in variants if name != base) + ".",
     ]
     emit(lines, args.out)
     if args.json:
