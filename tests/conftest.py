@@ -120,6 +120,7 @@ def tiny_mpnet_dir(tmp_path_factory) -> Path:
         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
     )  # fmt: skip
     MPNetModel(config).save_pretrained(folder)
+    tokenizer.model_max_length = 64  # within the positions, as a real model's tokenizer says (sentence-transformers reads it)
     tokenizer.save_pretrained(folder)
     return folder
 
@@ -151,6 +152,7 @@ def tiny_roberta_dir(tmp_path_factory) -> Path:
         type_vocab_size=1, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
     )  # fmt: skip
     RobertaModel(config).save_pretrained(folder)
+    tokenizer.model_max_length = 64  # within the positions (offset by the padding index), as a real model's tokenizer says
     tokenizer.save_pretrained(folder)
     return folder
 
