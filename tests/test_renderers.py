@@ -421,7 +421,7 @@ def test_second_model_page_sets_the_pipeline_beside_sentence_transformers_and_li
         "scores": {"naive": naive, **{e: {t: v for t in STS7} for e, v in engines.items()}},
         "eval_seconds": {"naive": 100.0, **{e: 50.0 for e in engines}},
         "sentences_per_second": {"sentence-transformers": 40.0, **{e: 60.0 for e in engines}},
-        "unique_sentences": 1000, "threads": 2, "repeats": 1,
+        "unique_sentences": 1000, "encoded_sentences": 500, "threads": 2, "repeats": 1,
     }  # fmt: skip
     write(tmp_path, "second-model-speed", speed)
     write(tmp_path, "second-model-onnx", {"runs": {"model": sts_run(79.9)}})

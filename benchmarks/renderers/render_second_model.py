@@ -77,7 +77,7 @@ def speed(kept: KeptRuns) -> list[str]:
     return [
         "## Encoding speed",
         "",
-        f"The {result['unique_sentences']} unique sentences of the 7 tasks, {result['threads']} torch threads, median of "
+        f"{result['encoded_sentences']} of the {result['unique_sentences']} unique sentences of the 7 tasks, {result['threads']} torch threads, median of "
         f"{result['repeats']} run(s); the whole evaluation's seconds beside (benchmarks/results/second_model_speed.md has the page).",
         "",
         *markdown_table(["engine", "sentences/s", "ratio", "7-task evaluation (s)"], rows),

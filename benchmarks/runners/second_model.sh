@@ -40,7 +40,7 @@ if has train && [ ! -f "$kept/second-model-train/pytest.txt" ]; then  # every re
     | tee "$kept/second-model-train/pytest.txt"
 fi
 if has speed && ! done_at second-model-speed; then  # ST's own encode vs sentune's backends (ONNX fp32, int8), same sentences
-  python benchmarks/speed/speed_eval.py --model "$model" --skip "sentune PyTorch bf16" --out benchmarks/results/second_model_speed.md --json "$kept/second-model-speed/results.json"
+  python benchmarks/speed/speed_eval.py --model "$model" --skip "sentune PyTorch bf16" --encode-sample 4000 --out benchmarks/results/second_model_speed.md --json "$kept/second-model-speed/results.json"
 fi
 if has export && ! done_at second-model-onnx; then  # ONNX fp32 and int8, then scored through --backend onnx
   [ -f "$out/served/onnx/model.onnx" ] || sentune export "$model" --to "$out/served" --quantize int8
