@@ -4,6 +4,7 @@ session, a tiny SentEval-layout data directory, and a seeded toy encoder."""
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import os
 import tempfile
@@ -30,6 +31,15 @@ os.environ["SENTUNE_DEVICE"] = "cpu"
 os.environ["SENTUNE_CACHE"] = tempfile.mkdtemp(prefix="sentune-test-cache-")
 # the default data folder (sentune.data.catalog.default_data_dir) of the user running the tests is never read
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="sentune-test-xdg-")
+# (After the environment above, which sentune may read when imported.) The libraries every test imports, imported once and then frozen out of the garbage collector's view: sentune collects
+# garbage after every training run (sentune.core.memory.release_unreferenced), and a full collection over the half a
+# million objects these imports create costs a few tenths of a second, which the suite's many tiny runs would pay each.
+import sentence_transformers  # noqa: E402, F401
+import transformers  # noqa: E402, F401
+
+import sentune.cli  # noqa: E402, F401
+
+gc.freeze()
 
 
 def pytest_addoption(parser):
