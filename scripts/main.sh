@@ -3,7 +3,8 @@
 # MRPC train sentences as the corpus, 500 labelled pairs of it as dev, MRPC test as test) with the default model
 # (all-MiniLM-L6-v2) and a budget that fits about a quarter of an hour on 2 CPU cores: the untuned poolings, whitening,
 # three training methods raced against each other, the model fine-tuned on the selection half of the labelled dev pairs
-# (cross-fitted, and stacked on the best trained one), and the best one's weights interpolated with the model's. It ends with
+# (cross-fitted; `supervised-stacked`, the same from the best trained one, is left out to keep the quarter of an hour), and
+# the best one's weights interpolated with the model's. It ends with
 # the candidates table and the choice with its reason; the run folder is runs/main-adapt/ (model/, results.md,
 # report.html), and running it again after an interruption resumes it. Extra arguments go to `sentune adapt`.
 #

@@ -102,7 +102,7 @@ def test_budget_and_methods_are_checked():
     assert parse_methods("ct,simcse,ct") == ("ct", "simcse")
     with pytest.raises(UserError, match="--methods: unknown bert-flow"):
         parse_methods("simcse,bert-flow")
-    for alone in ("sed", "poolings,wise"):
+    for alone in ("sed", "poolings,wise", "supervised,supervised-stacked"):
         with pytest.raises(UserError, match="is built from a trained candidate; add one of simcse"):
             parse_methods(alone)
     planned = plan(parse_methods(None), "mean", reference=True)
@@ -116,6 +116,9 @@ def test_budget_and_methods_are_checked():
         "st-simcse",
     ]
     assert "st-simcse" not in [c.name for c in plan(parse_methods(None), "mean", reference=False).all]
+    # each supervised candidate is named on its own: scripts/main.sh leaves the stacked one out
+    assert [c.name for c in plan(parse_methods("simcse,supervised"), "mean", reference=False).all][-2:] == ["simcse", "supervised"]
+    assert [c.name for c in plan(parse_methods("simcse,supervised-stacked"), "mean", reference=False).all][-1] == "supervised-stacked"
 
 
 @pytest.mark.slow
@@ -262,15 +265,16 @@ def test_example_train_splits_share_no_pair_with_dev_or_test(tmp_path):
     assert write_example("qqp", data, tmp_path / "qqp").train is None
 
 
-def test_example_train_is_refused_where_an_example_has_none(tiny_data_dir, tmp_path):
+def test_example_train_is_refused_where_an_example_has_none(tiny_data_dir, tmp_path, capsys):
+    from sentune.cli import main
+
     for args, said in (
         (["--example", "scifact", "--example-train"], "--example-train: the example scifact has no labelled train split apart from its dev and test"),
         (["--corpus", "x.txt", "--example-train"], "--example-train: give it with --example, instead of --train"),
     ):
-        done = subprocess.run(
-            [sys.executable, "-m", "sentune", "adapt", *args, "--data", str(tiny_data_dir), "--out", str(tmp_path / "out")], capture_output=True, text=True
-        )
-        assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith(said), done.stderr
+        assert main(["adapt", *args, "--data", str(tiny_data_dir), "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert err.strip().splitlines()[-1].endswith(said), err
         assert not (tmp_path / "out").exists()
 
 

@@ -31,6 +31,7 @@ from sentune.adapt.names import (
     SED,
     SUPERVISED,
     SUPERVISED_RECIPES,
+    SUPERVISED_STACKED,
     TRAINED,
     UNCHANGED,
     UNTUNED_POOLINGS,
@@ -300,9 +301,10 @@ class Supervised(WithRun):
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
-        if not setup.labels or setup.retrieval != cls.search or SUPERVISED not in setup.methods:
+        if not setup.labels or setup.retrieval != cls.search:
             return []
-        return [cls(SUPERVISED), *([cls(f"{SUPERVISED}-stacked", "best")] if any(m in TRAINED for m in setup.methods) else [])]
+        stacked = SUPERVISED_STACKED in setup.methods and any(m in TRAINED for m in setup.methods)
+        return [*([cls(SUPERVISED)] if SUPERVISED in setup.methods else []), *([cls(SUPERVISED_STACKED, "best")] if stacked else [])]
 
     def depends_on(self, ctx: Context) -> dict:
         return {"train_sha256": ctx.train_sha256}  # what it trains on: --train's data, or (None) the selection part
@@ -646,8 +648,8 @@ def parse_methods(text: str | None) -> tuple[str, ...]:
     unknown = [m for m in chosen if m not in METHODS]
     if unknown or not chosen:
         raise UserError(f"--methods: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(METHODS)}")
-    if not any(m in TRAINED for m in chosen):  # both are built from a trained candidate: without one they could only be skipped
-        for needs in (m for m in (SED, WISE) if m in chosen):
+    if not any(m in TRAINED for m in chosen):  # each is built from a trained candidate: without one it could only be skipped
+        for needs in (m for m in (SED, SUPERVISED_STACKED, WISE) if m in chosen):
             raise UserError(f"--methods: {needs} is built from a trained candidate; add one of {', '.join(TRAINED)}")
     return chosen
 

@@ -15,5 +15,6 @@ RRF = "rrf"  # search: reciprocal rank fusion of BM25 and the unchanged model; r
 GENQ = "genq"  # trained on the user's generated queries (--queries-from); not in METHODS: it runs whenever they are given
 SUPERVISED_RECIPES = {"graded": "cosent", "binary": "online-contrastive", "search": "mnrl-hard-negatives"}  # adapt/NAME.yaml by labels
 SUPERVISED = "supervised"  # fine-tuned on the user's labels (--train, else the selection part, cross-fitted); --no-labels leaves it out
-METHODS = ("poolings", *POSTPROCESSED, *TRAINED, SED, SUPERVISED, WISE, HYBRID)  # what --methods picks from (hybrid: search runs only)
+SUPERVISED_STACKED = "supervised-stacked"  # the same, from the best label-free trained candidate
+METHODS = ("poolings", *POSTPROCESSED, *TRAINED, SED, SUPERVISED, SUPERVISED_STACKED, WISE, HYBRID)  # what --methods picks from (hybrid: search runs only)
 RULE = "select-confirm"  # results.json's meta.rule; runs before issue 27 have none (one bootstrap on all dev pairs)
