@@ -407,6 +407,22 @@ def test_the_shuffled_null_permutes_only_the_selection_labels_of_adapts_own_spli
         assert sorted(everything) == sorted(gold) and not np.array_equal(everything[split.confirm], gold[split.confirm])
 
 
+def test_the_design_study_splits_a_setting_into_chunks_whose_picks_do_not_depend_on_their_order():
+    """benchmarks/runners/adapt_designs.py: a setting's simulated users come in chunks, each from its own seeded
+    generator; merged in any order they give one record a setting with every user's pick, the same each time."""
+    load("runners/adapt_calibration.py")
+    designs = load("runners/adapt_designs.py")
+    designs.CHUNK = 3
+    chunks = [("spearman", 100, [1.0] * 5, 7, 1, None, c) for c in range(3)]  # 3 + 3 + 1 users
+    done = [designs.run_chunk(c) for c in chunks]
+    assert [len(d["picks"]["half"]) for d in done] == [3, 3, 1]
+    forward, backward = designs.merged(done), designs.merged(done[::-1])
+    assert len(forward) == 1 and all(len(forward[0]["picks"][d]) == 7 for d in designs.DESIGNS)
+    assert sorted(forward[0]["picks"]["max-T"]) == sorted(backward[0]["picks"]["max-T"])
+    assert designs.run_chunk(chunks[1])["picks"] == done[1]["picks"]  # seeded: the same users again
+    assert all(p in range(-1, 5) for d in designs.DESIGNS for p in forward[0]["picks"][d])
+
+
 def test_second_model_page_sets_the_pipeline_beside_sentence_transformers_and_lists_what_is_missing(tmp_path):
     render = load("renderers/render_second_model.py")
     common = pages

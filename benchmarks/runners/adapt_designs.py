@@ -22,6 +22,8 @@ choosing a checkpoint; on real data early stopping can matter, and max-T cannot 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import adapt_calibration as calibration  # its own folder (the simulated users and their rates)
 import numpy as np
+from tqdm import tqdm
 
 from sentune.adapt.decide import decide, split_dev
 from sentune.core.metrics import METRICS
@@ -78,16 +81,34 @@ def ship(design: str, gold, unchanged, checkpoints, metric, seed) -> int:
     return max_t_rule(gold, unchanged, checkpoints, metric, seed)
 
 
-def run_setting(job: tuple) -> dict:
-    """Every design on the same simulated users of one setting: (metric, n, factors, runs, seed, planted gain or None)."""
-    metric, n, factors, runs, seed, gain = job
-    rng = np.random.default_rng([seed, n, len(factors), int(1000 * factors[0])])
+CHUNK = 25  # simulated users a worker takes at once: a 1,500-pair setting costs seconds a user, so settings are split
+
+
+def run_chunk(job: tuple) -> dict:
+    """Every design on the same simulated users, one chunk of a setting: (metric, n, factors, runs, seed, planted gain
+    or None, chunk). Each chunk draws from its own seeded generator, so the result does not depend on the workers."""
+    metric, n, factors, runs, seed, gain, chunk = job
+    rng = np.random.default_rng([seed, n, len(factors), int(1000 * factors[0]), chunk])
     picks: dict[str, list[int]] = {d: [] for d in DESIGNS}
-    for run in range(runs):
+    started = time.process_time()
+    for run in range(chunk * CHUNK, min(runs, (chunk + 1) * CHUNK)):
         gold, unchanged, checkpoints = calibration.simulate(rng, n, factors, metric)
         for design in DESIGNS:
             picks[design].append(ship(design, gold, unchanged, checkpoints, metric, seed * 100_000 + run))
-    return {"metric": metric, "n": n, "k": len(factors), "gain": gain, "picks": picks}
+    return {"metric": metric, "n": n, "k": len(factors), "gain": gain, "picks": picks, "cpu_s": time.process_time() - started}
+
+
+def merged(chunks: list[dict]) -> list[dict]:
+    """One record a setting, its chunks' picks joined in order."""
+    settings: dict[tuple, dict] = {}
+    for part in chunks:
+        key = (part["metric"], part["n"], part["k"], part["gain"])
+        if key not in settings:
+            settings[key] = {**part, "picks": {d: [] for d in DESIGNS}, "cpu_s": 0.0}
+        settings[key]["cpu_s"] += part["cpu_s"]
+        for d in DESIGNS:
+            settings[key]["picks"][d] += part["picks"][d]
+    return list(settings.values())
 
 
 def main() -> None:
@@ -106,13 +127,20 @@ def main() -> None:
             for gain in calibration.GAINS:
                 planted = [factors[(metric, gain)]] + [1.0] * (calibration.POWER_CANDIDATES - 1)
                 jobs.append((metric, n, planted, args.power_runs, 2, gain))
+    chunks = [(*job, c) for job in jobs for c in range(-(-job[3] // CHUNK))]
+    chunks.sort(key=lambda c: -c[1])  # the largest settings first, so no worker is left with a long one at the end
     with ProcessPoolExecutor(args.workers) as pool:
-        done = list(pool.map(run_setting, jobs))
+        done = merged(list(tqdm(pool.map(run_chunk, chunks), total=len(chunks), desc="chunks of simulated users", mininterval=10)))
     null = [r for r in done if r["gain"] is None]
     power = [r for r in done if r["gain"] is not None]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     plot = Path(args.out).with_name("adapt_designs_power.png")
     power_plot(power, plot)
-    write_page(args.out, null, power, plot, time.perf_counter() - started)
+    write_page(args.out, null, power, plot, time.perf_counter() - started, args.workers)
+    for kind, rows in (("null", null), ("planted gain", power)):  # for planning the next run's size
+        for n in calibration.SIZES:
+            cpu, users = sum(r["cpu_s"] for r in rows if r["n"] == n), sum(len(r["picks"][DESIGNS[0]]) for r in rows if r["n"] == n)
+            print(f"{kind}, {n} pairs: {cpu / max(users, 1):.2f} s of CPU a simulated user (every design)", file=sys.stderr)
 
 
 def shipped_rate(picks: list[int], which) -> dict:
@@ -148,11 +176,12 @@ def power_plot(power: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def write_page(out: str, null: list[dict], power: list[dict], plot: Path, seconds: float) -> None:
+def write_page(out: str, null: list[dict], power: list[dict], plot: Path, seconds: float, workers: int) -> None:
     lines = [
         "# Designs for a small dev set: calibration and power (issue 46, item 3)",
         "",
-        f"Measured {datetime.now(UTC).date()} ({seconds / 60:.0f} min) by:",
+        f"Measured {datetime.now(UTC).date()} ({seconds / 60:.0f} min wall, {workers} worker processes on {os.cpu_count()} CPU cores,"
+        f" {platform.machine()}; numpy and scipy only, no model) by:",
         "",
         "```",
         "python " + " ".join(sys.argv),

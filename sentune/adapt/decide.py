@@ -13,8 +13,9 @@ inference. The old rule (best on all dev pairs, then a bootstrap on the same pai
 
 The cost is power: the test sees half of the pairs, so the smallest gain it detects is about √2 larger than a single
 pre-registered comparison on all of them would detect; the calibration page measures it against dev size.
-Cross-fitting (swap the parts and combine) would get some of it back, but it ends with two different chosen
-candidates and no single saved model that the statement is about.
+Other honest designs (a smaller selection part, the parts swapped, all candidates tested at once on every pair by
+step-down max-T) are measured against this one in benchmarks/results/adapt_designs.md: max-T is the most powerful
+there only because its candidates read no dev pair, which rules out every choice listed above.
 """
 
 from __future__ import annotations
