@@ -204,3 +204,26 @@ def test_shards_cover_every_row_once():
         for ranks in (1, 2, 3, 8):
             bounds = [shard_bounds(total, ranks, r) for r in range(ranks)]
             assert bounds[0][0] == 0 and bounds[-1][1] == total and all(bounds[i][1] == bounds[i + 1][0] for i in range(ranks - 1))
+
+
+def test_index_reads_the_corpus_vectors_that_eval_encoded(tiny_model_dir, tmp_path, monkeypatch):
+    """`sentune eval` on a retrieval task caches its corpus's vectors; `sentune index` of that corpus with the same model
+    reads them instead of encoding the documents again, and writes the vectors an index built from nothing writes."""
+    from test_retrieval import _toy_data_dir
+
+    from sentune.core.encode import Encoder
+
+    data_dir = _toy_data_dir(tmp_path)
+    corpus = data_dir / "retrieval" / "scifact" / "corpus.jsonl"
+    index = ["index", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--quiet"]
+    monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path / "empty-cache"))
+    assert main([*index, "--out", str(tmp_path / "from-nothing")]) == 0
+    monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path / "cache"))
+    assert main(["eval", "--model", str(tiny_model_dir), "--tasks", "scifact-train", "--data", str(data_dir), "--out", str(tmp_path / "eval"), "--quiet"]) == 0
+    encoded: list[int] = []
+    real = Encoder.encode
+    monkeypatch.setattr(Encoder, "encode", lambda self, texts, *a, **k: encoded.append(len(texts)) or real(self, texts, *a, **k))
+    assert main([*index, "--out", str(tmp_path / "from-cache")]) == 0
+    assert encoded == []
+    np.testing.assert_allclose(np.load(tmp_path / "from-cache" / "vectors.npy"), np.load(tmp_path / "from-nothing" / "vectors.npy"), atol=1e-5)
+    assert main(["search", str(tmp_path / "from-cache"), "--query", "a man", "--quiet"]) == 0

@@ -68,3 +68,13 @@ def encode_cached(encoder: Encoder, texts: Sequence[str]) -> tuple[dict[str, np.
     vectors = {name: cached_array(path, part(name)) for name, path in paths.items()}
     truncated = cached_array(truncated_path, part("__truncated__"))
     return vectors, [int(i) for i in truncated]
+
+
+def cached_only(encoder: Encoder, texts: Sequence[str]) -> dict[str, np.ndarray] | None:
+    """The vectors by pooling of `texts` when encode_cached stored this exact computation before (every pooling's
+    file present), else None; never encodes. `sentune index` reads what `sentune eval` on the same corpus encoded."""
+    key = _texts_key(encoder, texts)
+    paths = {name: cache_dir() / f"embeddings-{key}-{index}.npy" for index, name in enumerate(encoder.pooling_names)}
+    if not all(path.is_file() for path in paths.values()):
+        return None
+    return {name: np.load(path) for name, path in paths.items()}

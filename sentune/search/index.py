@@ -125,6 +125,8 @@ def build_index(
         with (out / "documents.jsonl").open("w", encoding="utf-8") as f:
             for d in documents:
                 f.write(json.dumps({"_id": d.id, "text": d.text}, ensure_ascii=False) + "\n")
+    if vectors is None and world_size() == 1:
+        vectors = _evaluated_before(model, documents)
     if vectors is not None:
         if rank() == 0:
             np.save(out / "vectors.npy", np.asarray(vectors, dtype=np.float32))
@@ -140,6 +142,20 @@ def build_index(
     settings["complete"] = True
     _write_json(out / INDEX_FILE, settings)
     return out
+
+
+def _evaluated_before(model: Any, documents: list[Document]) -> np.ndarray | None:
+    """The documents' vectors when `sentune eval` (a retrieval task on this corpus, model pooling, fp32) encoded them
+    with this model before: its embedding cache holds each distinct text once, in corpus order."""
+    from sentune.core.embedding_cache import cached_only
+    from sentune.core.encode import Encoder
+
+    texts = list(dict.fromkeys(d.text for d in documents))
+    found = cached_only(Encoder(model, "model", show_progress=False), texts)
+    if found is None:
+        return None
+    row = {text: i for i, text in enumerate(texts)}
+    return found["model"][[row[d.text] for d in documents]]
 
 
 def _write_json(path: Path, value: dict) -> None:
