@@ -455,3 +455,28 @@ def test_second_model_page_sets_the_pipeline_beside_sentence_transformers_and_li
     write(tmp_path, "second-model-speed", speed)
     lines = render.sections(common.KeptRuns(tmp_path), tmp_path / "page.md")
     assert any(line.endswith("sentune's PyTorch pipeline is NOT within 0.01 of it on every task.") for line in lines)
+
+
+def test_retrieval_summary_row_sets_the_supervised_candidates_and_the_label_free_run_beside_the_choice():
+    load("renderers/render_adapt.py")  # what the script imports from its own folder (a script run adds that folder)
+    render = load("renderers/render_retrieval.py")
+
+    def candidate(kind: str, test: float, dev: float | None = None, seconds: float = 60.0) -> dict:
+        row = {"kind": kind, "seconds": seconds, "test": {"score": test}}
+        return row | ({"dev_score": dev} if dev is not None else {})
+
+    results = {
+        "choice": {"name": "unchanged"},
+        "candidates": {
+            "unchanged": candidate("unchanged", 65.0, 63.0),
+            "bm25": candidate("baseline", 69.0, seconds=600.0),
+            "supervised": candidate("supervised", 68.5, 66.25, seconds=120.0),
+            "supervised-stacked": candidate("supervised", 67.0, 65.5, seconds=180.0),
+        },
+    }
+    earlier = {"choice": {"name": "hybrid"}, "candidates": {"hybrid": candidate("hybrid", 71.97, seconds=300.0)}}
+    row = render.summary_row("scifact", results, earlier)
+    assert row[11] == "from unchanged: 66.25 / 68.50; stacked: 65.50 / 67.00"
+    assert row[13] == "6"  # 60 + 120 + 180 s: the BM25 baseline's minutes left out
+    assert row[14:] == ["`hybrid` 71.97", "5"]
+    assert render.summary_row("scifact", results)[14:] == ["—", "—"]

@@ -14,7 +14,7 @@ import json
 import sys
 from datetime import UTC, datetime
 
-from render_adapt import KEPT, domain_section, test_versus  # noqa: E402  (benchmarks/renderers/render_adapt.py)
+from render_adapt import KEPT, LABEL_FREE, domain_section, supervised_cell, test_versus  # noqa: E402  (benchmarks/renderers/render_adapt.py)
 
 from sentune.adapt.examples import example_names
 from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, UNCHANGED
@@ -33,8 +33,10 @@ def _difference(row: dict | None, key: str) -> str:
     return f"{v['candidate'] - v['baseline']:+.2f} [{v['difference_low']:+.2f}, {v['difference_high']:+.2f}]"
 
 
-def summary_row(name: str, results: dict) -> list[str]:
+def summary_row(name: str, results: dict, label_free: dict | None = None) -> list[str]:
+    """`label_free`: the same domain's run before the supervised candidates (its choice's test score, its minutes)."""
     c = results["candidates"]
+    earlier = label_free["choice"]["name"] if label_free else None
     chosen, confirmation = results["choice"]["name"], results["choice"].get("confirmation")
     test = lambda n: f"{c[n]['test']['score']:.2f}" if n in c and c[n].get("test") else "—"  # noqa: E731
     return [
@@ -49,8 +51,11 @@ def summary_row(name: str, results: dict) -> list[str]:
         test_versus(results),
         _difference(c[chosen].get("test"), "vs_bm25"),
         f"{confirmation['p_value']:.3f} ({results['choice']['best_on_selection']})" if confirmation else "—",
+        supervised_cell(results),
         test(REFERENCE),
         f"{candidate_minutes(results):.0f}",
+        f"`{earlier}` {label_free['candidates'][earlier]['test']['score']:.2f}" if earlier else "—",
+        f"{candidate_minutes(label_free):.0f}" if label_free else "—",
     ]
 
 
@@ -189,10 +194,20 @@ def render() -> str:
         "## Summary (test queries)",
         "",
         "| domain | unchanged | BM25 | BM25 unstemmed | RRF | hybrid | chosen | chosen's score | chosen − unchanged [95 % CI] | chosen − BM25 [95 % CI] "
-        "| confirmation p (best on selection) | ST SimCSE | candidate minutes |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| confirmation p (best on selection) | supervised: selection / test | ST SimCSE | candidate minutes | label-free run: chosen, test | its minutes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    lines += ["| " + " | ".join(summary_row(n, r)) + " |" for n, r in found.items()]
+    earlier = {n: json.loads((LABEL_FREE / n / "results.json").read_text()) for n in found if (LABEL_FREE / n / "results.json").is_file()}
+    lines += ["| " + " | ".join(summary_row(n, r, earlier.get(n))) + " |" for n, r in found.items()]
+    lines += [
+        "",
+        "`supervised` fine-tunes the unchanged model on the selection queries' judgements (MultipleNegativesRankingLoss on a query, "
+        "a judged-relevant document, and BM25's and the unchanged model's best-ranked unjudged documents as hard negatives; "
+        "sentune.adapt.candidates.SupervisedSearch), `supervised-stacked` the best "
+        "label-free trained candidate; their selection score is out of fold (5-fold cross-fitting on the selection queries, then "
+        "refit on all of them). The label-free run is the same domain's run before the supervised candidates existed "
+        "(benchmarks/results/adapt/label-free/NAME/results.json, its command in it).",
+    ]
     missing = [n for n in names if n not in found]
     if missing:
         lines += ["", f'Not yet measured: {", ".join(missing)} (run `EXAMPLES="{" ".join(missing)}" bash benchmarks/runners/adapt_experiments.sh`).']
