@@ -176,3 +176,23 @@ def test_the_search_candidate_trains_on_selection_queries_with_mined_negatives(t
         q = by_text[query]
         assert query in selected and positive in {texts[d] for d in q.relevant}
         assert len(negatives) == 2 and not set(negatives) & {texts[d] for d in q.relevant}
+
+
+def test_the_hybrid_of_the_best_dense_candidate_never_fuses_a_model_trained_on_the_selection_queries():
+    """Its weight and selection score would read the queries that model learned: the best dense candidate it fuses is
+    the best of the others (a --train model qualifies, as for wise)."""
+    from types import SimpleNamespace
+
+    from sentune.adapt.candidates import Hybrid
+
+    def record(name: str, kind: str, dev: float, trained_on: list[int] | None = None) -> dict:
+        return {"name": name, "kind": kind, "dev_score": dev} | ({"dev_indices_trained_on": trained_on} if trained_on is not None else {})
+
+    best = Hybrid("hybrid-best", "best")
+    records = [record("unchanged", "unchanged", 63.0), record("flow", "postprocess", 64.0), record("supervised", "supervised", 70.0, [0, 2, 4])]
+    ctx = SimpleNamespace(records={r["name"]: r for r in records})
+    assert best.source(ctx) == "flow"
+    ctx.records["flow"]["dev_score"] = 62.0
+    assert best.source(ctx) is None  # the unchanged model is then the best: `hybrid` is its hybrid
+    ctx.records["supervised"]["dev_indices_trained_on"] = []  # trained on --train: it qualifies
+    assert best.source(ctx) == "supervised"

@@ -496,7 +496,9 @@ class Hybrid(Candidate):
     """Search: BM25 (stemmed, sentune.search.lexical) and a dense candidate fused by a convex combination of min-max
     normalised scores (sentune.search.fusion), its weight α chosen on the selection queries alone, each ranked against
     the whole corpus. `dense`: the unchanged model, or ('best') the dense candidate best on the selection queries when
-    it is another (a trained one, say); that one is skipped when the unchanged model is the best."""
+    it is another (a trained one, say); that one is skipped when the unchanged model is the best. A model trained on the
+    selection queries (a supervised candidate without --train) is not among them: its weight and its selection score
+    would read the queries it learned, as wise's α would (Wise.run)."""
 
     dense: str = UNCHANGED
     kind: ClassVar[str] = "hybrid"
@@ -513,7 +515,11 @@ class Hybrid(Candidate):
     def source(self, ctx: Context) -> str | None:
         if self.dense == UNCHANGED:
             return UNCHANGED
-        dense = [r for r in ctx.records.values() if r["kind"] in DENSE_KINDS and "dev_score" in r and "stopped" not in r and not r.get("skipped")]
+        dense = [
+            r
+            for r in ctx.records.values()
+            if r["kind"] in DENSE_KINDS and "dev_score" in r and "stopped" not in r and not r.get("skipped") and not r.get("dev_indices_trained_on")
+        ]
         best = max(dense, key=lambda r: r["dev_score"], default=None)
         return None if best is None or best["name"] == UNCHANGED else best["name"]
 
