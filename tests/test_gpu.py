@@ -108,7 +108,7 @@ def test_a_nan_loss_on_cuda_stops_training_with_the_step(tiny_model_dir, tiny_da
 
 
 def test_adapt_runs_on_cuda(tiny_model_dir, tmp_path):
-    """`sentune adapt --device cuda`: the untuned scoring, the post-processor fits and the trained candidates on the GPU."""
+    """`sentune adapt --device cuda`: the untuned scoring, the post-processor fits, the trained and the supervised candidates on the GPU."""
     rng = np.random.default_rng(0)
     words = "a the man woman dog cat plays runs eats guitar piano park food car street ball".split()
     sentence = lambda: " ".join(rng.choice(words, size=5))
@@ -127,9 +127,10 @@ def test_adapt_runs_on_cuda(tiny_model_dir, tmp_path):
         "--dev",
         str(tmp_path / "dev.tsv"),
     ]
-    assert main([*args, "--methods", "poolings,whitening,flow,simcse", "--budget", "3", "--out", str(out)]) == 0
-    run = json.loads((out / "candidates" / "simcse" / "run" / "results.json").read_text())
-    assert run["meta"]["training_device"].startswith("cuda")
+    assert main([*args, "--methods", "poolings,whitening,flow,simcse,supervised", "--budget", "3", "--out", str(out)]) == 0
+    for trained in ("simcse", "supervised"):  # supervised: the refit on the selection part (its folds train the same way)
+        run = json.loads((out / "candidates" / trained / "run" / "results.json").read_text())
+        assert run["meta"]["training_device"].startswith("cuda"), trained
     assert json.loads((out / "results.json").read_text())["choice"]["name"]
 
 
