@@ -196,3 +196,55 @@ def test_the_hybrid_of_the_best_dense_candidate_never_fuses_a_model_trained_on_t
     assert best.source(ctx) is None  # the unchanged model is then the best: `hybrid` is its hybrid
     ctx.records["supervised"]["dev_indices_trained_on"] = []  # trained on --train: it qualifies
     assert best.source(ctx) == "supervised"
+
+
+def _ndcg10(ranked: list[str], relevant: dict[str, int]) -> float:
+    """nDCG@10 ×100 by its formula."""
+    import math
+
+    dcg = sum(relevant.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranked[:10]))
+    ideal = sum(g / math.log2(i + 2) for i, g in enumerate(sorted(relevant.values(), reverse=True)[:10]))
+    return 100 * dcg / ideal
+
+
+@pytest.mark.slow
+def test_the_hybrid_of_the_supervised_candidate_is_scored_out_of_fold_with_the_unchanged_models_weight(tiny_model_dir, tmp_path, monkeypatch):
+    """hybrid-supervised: BM25 fused with the supervised candidate at `hybrid`'s α; each selection query's score comes
+    from the fold model that never trained on it, fused by hand here: min-max of the cosine and of BM25 (the whole
+    collection's statistics) over the selection pool, α · dense + (1 − α) · BM25, nDCG@10 of that ranking."""
+    pytest.importorskip("bm25s")
+    pytest.importorskip("Stemmer")
+    monkeypatch.setattr("sentune.adapt.crossfit.FOLDS", 2)
+    from sentence_transformers import SentenceTransformer
+    from test_adapt_retrieval import _toy_beir
+
+    from sentune.data.beir import read_beir_folder
+    from sentune.search.lexical import LexicalIndex, LexicalSettings
+
+    dev, test = _toy_beir(tmp_path / "toy")
+    out = tmp_path / "run"
+    args = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out)]
+    assert main([*args, "--methods", "supervised,hybrid"]) == 0
+    results = json.loads((out / "results.json").read_text())["candidates"]
+    record = results["hybrid-supervised"]
+    alpha = results["hybrid"]["fusion"]["alpha"]
+    assert record["source"] == "supervised" and record["fusion"] == {"kind": "convex", "alpha": alpha} and record["weight_from"] == "hybrid"
+    assert results["hybrid-best"].get("source") != "supervised"  # hybrid-best leaves the selection-trained model out
+    queries = read_beir_folder(out / "data" / "dev", "dev").queries
+    corpus = read_beir_folder(out / "data" / "dev", "dev").corpus
+    pool = read_beir_folder(out / "data" / "dev-select", "select").corpus
+    columns = [[d.id for d in corpus].index(d.id) for d in pool]
+    bm25 = LexicalIndex.build([d.text for d in corpus], LexicalSettings())
+    found = np.load(out / "candidates" / "hybrid-supervised" / "scores.npz")["dev"]
+    select = sorted(set(results["supervised"]["dev_indices_trained_on"]))
+    for fold, trained in enumerate(results["supervised"]["fold_dev_indices_trained_on"]):
+        model = SentenceTransformer(str(out / "candidates" / "supervised" / f"fold-{fold}" / "run" / "model"), device="cpu")
+        docs = model.encode([d.text for d in pool], normalize_embeddings=True)
+        for i in sorted(set(select) - set(trained)):
+            q = queries[i]
+            dense = docs @ model.encode([q.text], normalize_embeddings=True)[0]
+            lexical = bm25.scores([q.text])[0][columns]
+            unit = lambda v: (v - v.min()) / (v.max() - v.min())  # noqa: E731
+            fused = alpha * unit(dense) + (1 - alpha) * unit(lexical)
+            ranked = [pool[j].id for j in sorted(range(len(pool)), key=lambda j: (-fused[j], pool[j].id))]
+            assert found[i] == pytest.approx(_ndcg10(ranked, q.relevant), abs=1e-6), (fold, i)

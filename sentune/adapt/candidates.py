@@ -335,7 +335,8 @@ class Supervised(WithRun):
         write_scored_pairs(path, [(p.a, p.b, p.score) for p in units])
         return len(units)
 
-    def score_held(self, model, units: list, ctx: Context):
+    def score_held(self, model, units: list, ctx: Context, folder: Path):
+        """The held-out fold's scores by the model trained without it (`folder`: that fold's)."""
         from sentune.data.user_data import ScoredPairs
         from sentune.tasks.user_pairs import PairScorer
 
@@ -378,9 +379,14 @@ class Supervised(WithRun):
 
             def fit(fold: int, rows: np.ndarray):
                 folds.append(sorted(int(select[i]) for i in rows))
-                return train([units[i] for i in rows], self.folder(ctx) / f"fold-{fold}")
+                folder = self.folder(ctx) / f"fold-{fold}"
+                return train([units[i] for i in rows], folder), folder
 
-            oof = out_of_fold(len(units), FOLDS, ctx.config.seed, fit, lambda model, held: self.score_held(model, [units[i] for i in held], ctx))
+            def held_out(fitted, held: np.ndarray) -> np.ndarray:
+                model, folder = fitted
+                return self.score_held(model, [units[i] for i in held], ctx, folder)
+
+            oof = out_of_fold(len(units), FOLDS, ctx.config.seed, fit, held_out)
             model = train(units, self.folder(ctx))
             scores = ctx.scorer.of_model(model, f"{self.name}: scoring")
             scores["dev"][select] = oof  # the selection part's scores: out of fold
@@ -428,14 +434,29 @@ class SupervisedSearch(Supervised):
         path.write_text("".join("\t".join(" ".join(field.split()) for field in row) + "\n" for row in rows), encoding="utf-8")
         return len(rows)
 
-    def score_held(self, model, units: list, ctx: Context):
+    def score_held(self, model, units: list, ctx: Context, folder: Path):
+        """The held-out queries against the selection pool; their and the pool's vectors stay in the fold's folder
+        (HELD_VECTORS), which the hybrid of this candidate reads for its own out-of-fold scores."""
         import numpy as np
 
-        from sentune.data.beir import RetrievalSet, read_beir_folder
-        from sentune.tasks.user_queries import SELECT_SPLIT, QueryScorer, RankedQueries
+        scorer = held_scorer(units, ctx)
+        vectors = scorer.encode(model, ["model"], f"{self.name}: scoring a held-out fold")["model"]
+        np.save(folder / HELD_VECTORS, vectors)
+        return scorer.of_vectors(vectors)["held"]
 
-        pool = read_beir_folder(ctx.selection_folder(), SELECT_SPLIT).corpus
-        return QueryScorer({"held": [RankedQueries(RetrievalSet(units, pool), np.arange(len(units)))]}).of_model(model)["held"]
+
+HELD_VECTORS = "held_vectors.npy"  # a fold's vectors of its held-out queries and the selection pool (held_scorer's rows)
+
+
+def held_scorer(queries: list, ctx: Context):
+    """Scores `queries` (held-out selection queries) against the selection pool, as every selection query is ranked."""
+    import numpy as np
+
+    from sentune.data.beir import RetrievalSet, read_beir_folder
+    from sentune.tasks.user_queries import SELECT_SPLIT, QueryScorer, RankedQueries
+
+    pool = read_beir_folder(ctx.selection_folder(), SELECT_SPLIT).corpus
+    return QueryScorer({"held": [RankedQueries(RetrievalSet(queries, pool), np.arange(len(queries)))]})
 
 
 @dataclass
@@ -547,6 +568,63 @@ class Hybrid(Candidate):
 
 
 @dataclass
+class HybridSupervised(Hybrid):
+    """Search: BM25 fused with the supervised candidate trained on the selection queries (the best of them by its
+    out-of-fold score), which `hybrid-best` leaves out. Its weight is `hybrid`'s (chosen with the unchanged model, which
+    learned no query); its selection score is out of fold like its source's: each held-out fold's queries ranked
+    against the selection pool by BM25 fused with the model trained without that fold (sentune.adapt.crossfit). The
+    confirmation and test queries are ranked by the refit model fused the same way. A source trained on --train needs
+    none of this: `hybrid-best` fuses it."""
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        wanted = setup.retrieval and setup.labels and HYBRID in setup.methods and {SUPERVISED, SUPERVISED_STACKED} & set(setup.methods)
+        return [cls(f"{HYBRID}-{SUPERVISED}")] if wanted else []
+
+    def describe(self, ctx: Context) -> str:
+        return "fusing BM25 with the supervised candidate trained on the selection queries, scored out of fold"
+
+    def source(self, ctx: Context) -> str | None:
+        trained = [
+            r
+            for r in ctx.records.values()
+            if r["kind"] == Supervised.kind and r.get("fold_dev_indices_trained_on") and "dev_score" in r and not r.get("skipped")
+        ]
+        return max(trained, key=lambda r: r["dev_score"])["name"] if trained else None
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
+        import numpy as np
+
+        from sentune.search.fusion import Fusion
+
+        source = self.source(ctx)
+        if source is None:
+            return {}, {"skipped": "no supervised candidate trained on the selection queries (one trained on --train: `hybrid-best` fuses it)"}
+        record = ctx.records[source]
+        weighted = ctx.records.get(HYBRID, {})
+        alpha = weighted["fusion"]["alpha"] if "fusion" in weighted else ctx.choose_fusion_weight(ctx.untuned_vectors())[0]
+        fusion = Fusion("convex", alpha)
+        scores = ctx.rank_with(ctx.hybrid_ranker(ctx.vectors_of(ctx.candidate(source).model(ctx), source), fusion))
+        dev, select = ctx.retrieval_dev(), ctx.inputs.split.select
+        for fold, trained in enumerate(record["fold_dev_indices_trained_on"]):
+            held = np.array(sorted(set(select.tolist()) - set(trained)))
+            scorer = held_scorer([dev.queries[i] for i in held], ctx)
+            folder = self.folder(ctx).parent / source / f"fold-{fold}"
+            if (folder / HELD_VECTORS).is_file():
+                vectors = np.load(folder / HELD_VECTORS)
+            else:  # kept by runs before the vectors were: the fold's model encodes them again
+                from sentune.core.models import load_model
+
+                model = load_model(str(folder / "run" / "model"), device=ctx.device)
+                vectors = scorer.encode(model, ["model"], f"{self.name}: encoding a held-out fold")["model"]
+            scores["dev"][held] = scorer.of_ranker(ctx.hybrid_ranker(vectors, fusion, texts=scorer.sentences()))["held"]
+        print(f"    {self.name}: BM25 + {source}, α = {alpha:g} (hybrid's), selection out of fold", flush=True)
+        detail = {"setting": fusion.label, "source": source, "fusion": fusion.to_dict(), "lexical": ctx.lexical_settings().label}
+        detail |= {"weight_from": HYBRID, "trained_on": record.get("trained_on"), "dev_indices_trained_on": record["dev_indices_trained_on"]}
+        return scores, detail
+
+
+@dataclass
 class Reference(WithRun):
     """sentence-transformers' own SimCSE recipe with its own defaults (one epoch, the last checkpoint): the user's usual
     alternative, reported beside the candidates and never chosen."""
@@ -627,6 +705,7 @@ KINDS: tuple[type[Candidate], ...] = (
     SupervisedSearch,
     Wise,
     Hybrid,
+    HybridSupervised,
     Reference,
     Lexical,
     Rrf,

@@ -195,12 +195,12 @@ class Context:
             self._lexical[stemmed] = CollectionRanker(index, [d.id for d in documents], DEPTH)
         return self._lexical[stemmed]
 
-    def hybrid_ranker(self, vectors: np.ndarray, fusion):
-        """Rank by `fusion` of BM25 and the cosine of `vectors` (rows: scorer.sentences())."""
+    def hybrid_ranker(self, vectors: np.ndarray, fusion, texts: list[str] | None = None):
+        """Rank by `fusion` of BM25 and the cosine of `vectors` (rows: `texts`, by default scorer.sentences())."""
         from sentune.search.fusion import hybrid_rank
         from sentune.tasks.retrieval import DEPTH
 
-        row = {text: i for i, text in enumerate(self.scorer.sentences())}
+        row = {text: i for i, text in enumerate(self.scorer.sentences() if texts is None else texts)}
 
         def fused(queries, corpus) -> list[list[int]]:
             ids = [d.id for d in corpus]
