@@ -350,6 +350,7 @@ class Supervised(WithRun):
 
         print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
         started = time.perf_counter()
+        (self.folder(ctx) / ".vectors.npy").unlink(missing_ok=True)  # a killed earlier attempt's, maybe of other training data
         start_model = ctx.config.model
         if self.start != UNCHANGED:
             sources = tuned_sources(ctx, (Trained.kind, Ensemble.kind))
@@ -371,7 +372,7 @@ class Supervised(WithRun):
         given = self.given_units(ctx)
         if given is not None:
             model = train(given, self.folder(ctx))
-            scores = ctx.scorer.of_model(model, f"{self.name}: scoring")
+            scores = ctx.scorer.of_vectors(ctx.vectors_of(model, self.name))  # kept: a hybrid of this model reads them
             detail |= {"trained_on": "--train", "train_units": len(given), "dev_indices_trained_on": []}
         else:
             select, units = ctx.inputs.split.select, self.selection_units(ctx)
@@ -388,7 +389,7 @@ class Supervised(WithRun):
 
             oof = out_of_fold(len(units), FOLDS, ctx.config.seed, fit, held_out)
             model = train(units, self.folder(ctx))
-            scores = ctx.scorer.of_model(model, f"{self.name}: scoring")
+            scores = ctx.scorer.of_vectors(ctx.vectors_of(model, self.name))  # kept: a hybrid of this model reads them
             scores["dev"][select] = oof  # the selection part's scores: out of fold
             detail |= {
                 "trained_on": "the selection part (cross-fitted)",

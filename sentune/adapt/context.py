@@ -175,7 +175,7 @@ class Context:
         """A model's vectors of every text the scorer reads (rows: scorer.sentences()), encoded once per run."""
         cache = self.out / "candidates" / name / ".vectors.npy"
         if not cache.is_file():
-            np.save(cache, self.scorer.encode(model, ["model"], f"{name}: encoding for the hybrid")["model"])
+            np.save(cache, self.scorer.encode(model, ["model"], f"{name}: encoding every dev and test text")["model"])
         return np.load(cache)
 
     def lexical_settings(self, stemmed: bool = True):
