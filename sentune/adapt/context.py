@@ -296,7 +296,8 @@ class Context:
     def labelled_recipe(self, name: str, train_file: Path, rows: int, model: str | None = None):
         """A supervised candidate's recipe (sentune/recipes/adapt/NAME.yaml), fixed in advance: its epochs over the `rows`
         training rows of `train_file` (labelled pairs, or search tuples), one evaluation at the last step (the one kept:
-        nothing is chosen on the rows it trained on), from `model` (default: the unchanged one)."""
+        nothing is chosen on the rows it trained on), from `model` (default: the unchanged one). --budget caps it as it
+        caps every training candidate: at most its steps, and its minutes."""
         from sentune.methods.labelled import LABELLED_PREFIX
         from sentune.methods.mnrl import TUPLES_PREFIX
         from sentune.methods.registry import get_method
@@ -305,12 +306,14 @@ class Context:
         recipe = load_recipe(name, check=False)
         prefix = TUPLES_PREFIX if get_method(recipe.method).needs_tuples else LABELLED_PREFIX
         steps = max(1, math.ceil(recipe.training.epochs * math.ceil(rows / recipe.training.batch_size)))
+        steps = min(steps, self.config.budget.steps or steps)
         training = replace(
             recipe.training,
             device=self.device,
             max_steps=steps,
             eval_steps=steps,
             patience=0,
+            max_minutes=self.config.budget.minutes,
             gradient_checkpointing=recipe.training.gradient_checkpointing or self.config.low_memory,
         )
         recipe = replace(
