@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
@@ -35,6 +34,7 @@ import numpy as np
 from scipy.stats import binomtest, norm
 
 from sentune.adapt.decide import decide, split_dev
+from sentune.analysis.pages import command_line
 from sentune.core import metrics
 from sentune.tasks.bootstrap import bootstrap_differences
 from sentune.tasks.permutation import ALPHA
@@ -198,7 +198,7 @@ def main() -> None:
             {
                 "about": "smallest planted gain (points) the new rule ships with ≥ 80 % power, by metric and dev size; "
                 "linear between the simulated gains; null when even the largest simulated gain has less power",
-                "command": "python " + " ".join(sys.argv),
+                "command": command_line(),
                 "date": datetime.now(UTC).isoformat(timespec="seconds"),
                 "power_target": POWER_TARGET,
                 "gains": detectable,
@@ -258,7 +258,7 @@ def write_page(out: str, null: list[dict], power: list[dict], detectable: dict, 
         f"Measured {datetime.now(UTC).date()} ({seconds / 60:.0f} min on 2 CPU cores) by:",
         "",
         "```",
-        "python " + " ".join(sys.argv),
+        command_line(),
         "```",
         "",
         "Simulated users with a known truth (the model is in `benchmarks/runners/adapt_calibration.py`'s docstring): dev pairs with",
@@ -322,6 +322,10 @@ def write_page(out: str, null: list[dict], power: list[dict], detectable: dict, 
         "",
         "Error scales of the planted candidates (expected gain measured on 200,000 pairs): "
         + ", ".join(f"{m} +{g:g}: {f:.3f}" for (m, g), f in factors.items()),
+        "",
+        "Beside this simulation: the real null, `sentune adapt` itself with a supervised candidate trained on shuffled",
+        "selection labels (adapt_shuffled_null.md, `python benchmarks/runners/adapt_shuffled_null.py`), and other ways to",
+        "spend a small dev set on the same simulated users (adapt_designs.md, `python benchmarks/runners/adapt_designs.py`).",
         "",
     ]
     Path(out).write_text("\n".join(lines), encoding="utf-8")

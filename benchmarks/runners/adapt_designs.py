@@ -35,6 +35,7 @@ import numpy as np
 from tqdm import tqdm
 
 from sentune.adapt.decide import decide, split_dev
+from sentune.analysis.pages import command_line
 from sentune.core.metrics import METRICS
 from sentune.tasks.permutation import ALPHA, step_down_max_t
 
@@ -184,7 +185,7 @@ def write_page(out: str, null: list[dict], power: list[dict], plot: Path, second
         f" {platform.machine()}; numpy and scipy only, no model) by:",
         "",
         "```",
-        "python " + " ".join(sys.argv),
+        command_line(),
         "```",
         "",
         "Simulated users as on the calibration page (adapt_calibration.md); the designs are described in",

@@ -18,7 +18,6 @@ import argparse
 import json
 import random
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 
 from sentune.adapt.decide import split_dev
 from sentune.adapt.examples import write_example
+from sentune.analysis.pages import command_line
 from sentune.data.catalog import resolve_data_dir
 from sentune.data.user_data import read_scored_pairs, write_scored_pairs
 
@@ -86,7 +86,7 @@ def main() -> None:
         f"Measured {datetime.now(UTC).date()} ({(time.perf_counter() - started) / 60:.0f} min for the runs not read back) by:",
         "",
         "```",
-        "python " + " ".join(sys.argv),
+        command_line(),
         "```",
         "",
         f"Example {args.example}, model {args.model}, {args.dev_pairs} dev pairs a run; the runs are described in",

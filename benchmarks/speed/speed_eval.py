@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import json
 import platform
-import shlex
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from sentune.analysis.pages import command_block, emit, parser_for, task_sentences, timed
+from sentune.analysis.pages import command_block, command_line, emit, parser_for, task_sentences, timed
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
 from sentune.core.onnx_quantize import DEFAULT_INT8
@@ -141,7 +139,7 @@ def main() -> None:
     emit(lines, args.out)
     if args.json:
         measured = {
-            "meta": {"command": "python " + shlex.join(sys.argv), "date": datetime.now(UTC).isoformat(timespec="seconds"), "model": args.model},
+            "meta": {"command": command_line(), "date": datetime.now(UTC).isoformat(timespec="seconds"), "model": args.model},
             "threads": torch.get_num_threads(),
             "repeats": args.repeats,
             "unique_sentences": len(unique),

@@ -57,9 +57,14 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def command_line() -> str:
+    """The command that is running this script, as a page or a kept results.json shows it (quoted: it runs as shown)."""
+    return "python " + shlex.join(sys.argv)
+
+
 def command_block() -> list[str]:
     """The Markdown lines that show the command which produced a result page."""
-    return ["Command:", "", "```", "python " + shlex.join(sys.argv), "```", ""]  # quoted: it runs as shown
+    return ["Command:", "", "```", command_line(), "```", ""]
 
 
 def emit(lines: list[str], out: str | None) -> None:
