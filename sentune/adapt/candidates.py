@@ -613,6 +613,8 @@ class HybridSupervised(Hybrid):
             folder = self.folder(ctx).parent / source / f"fold-{fold}"
             if (folder / HELD_VECTORS).is_file():
                 vectors = np.load(folder / HELD_VECTORS)
+            elif not (folder / "run" / "model").is_dir():
+                return {}, {"skipped": f"{source}'s fold {fold} kept neither its vectors nor its model (--prune)"}
             else:  # kept by runs before the vectors were: the fold's model encodes them again
                 from sentune.core.models import load_model
 

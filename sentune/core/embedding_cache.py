@@ -46,13 +46,17 @@ def _texts_key(encoder: Encoder, texts: Sequence[str]) -> str:
     return digest.hexdigest()[:24]
 
 
+def _vector_paths(encoder: Encoder, key: str) -> dict:
+    """Where an entry's vectors live, one file per pooling."""
+    return {name: cache_dir() / f"embeddings-{key}-{index}.npy" for index, name in enumerate(encoder.pooling_names)}
+
+
 def encode_cached(encoder: Encoder, texts: Sequence[str]) -> tuple[dict[str, np.ndarray], list[int]]:
     """(vectors by pooling, indices of the truncated texts) for `texts`, from the cache when this exact computation ran
     before, else encoded and stored."""
     key = _texts_key(encoder, texts)
-    folder = cache_dir()
-    paths = {name: folder / f"embeddings-{key}-{index}.npy" for index, name in enumerate(encoder.pooling_names)}
-    truncated_path = folder / f"embeddings-{key}-truncated.npy"
+    paths = _vector_paths(encoder, key)
+    truncated_path = cache_dir() / f"embeddings-{key}-truncated.npy"
     computed: dict[str, np.ndarray] = {}
 
     def compute_all() -> dict[str, np.ndarray]:
@@ -73,8 +77,7 @@ def encode_cached(encoder: Encoder, texts: Sequence[str]) -> tuple[dict[str, np.
 def cached_only(encoder: Encoder, texts: Sequence[str]) -> dict[str, np.ndarray] | None:
     """The vectors by pooling of `texts` when encode_cached stored this exact computation before (every pooling's
     file present), else None; never encodes. `sentune index` reads what `sentune eval` on the same corpus encoded."""
-    key = _texts_key(encoder, texts)
-    paths = {name: cache_dir() / f"embeddings-{key}-{index}.npy" for index, name in enumerate(encoder.pooling_names)}
+    paths = _vector_paths(encoder, _texts_key(encoder, texts))
     if not all(path.is_file() for path in paths.values()):
         return None
     return {name: np.load(path) for name, path in paths.items()}
