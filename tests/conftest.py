@@ -268,7 +268,11 @@ def write_tiny_data_dir(root: Path, n: int = 24, seed: int = 0) -> Path:
             docs = [_sentence(rng) + " . " + _sentence(rng) for _ in range(n)]
             write(f"{spec.dir}/corpus.jsonl", [json.dumps({"_id": f"d{i}", "title": "", "text": t}) for i, t in enumerate(docs)])
             splits = sorted({sp for other in load_catalog().values() if other.format == "beir" and other.dir == spec.dir for sp in other.subsets})
-            write(f"{spec.dir}/queries.jsonl", [json.dumps({"_id": f"{sp}{i}", "text": docs[i].split(" . ")[0]}) for sp in splits for i in range(n)])
+            # each split's query of document i is another of its sentences: no query text is shared between splits, as in BEIR
+            write(
+                f"{spec.dir}/queries.jsonl",
+                [json.dumps({"_id": f"{sp}{i}", "text": docs[i].split(" . ")[k % 2]}) for k, sp in enumerate(splits) for i in range(n)],
+            )
             for sp in spec.subsets:
                 write(f"{spec.dir}/qrels/{sp}.tsv", ["query-id\tcorpus-id\tscore"] + [f"{sp}{i}\td{i}\t1" for i in range(n)])
     nli = ["entailment", "neutral", "contradiction"]

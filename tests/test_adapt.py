@@ -265,14 +265,49 @@ def test_example_train_splits_share_no_pair_with_dev_or_test(tmp_path):
     assert write_example("qqp", data, tmp_path / "qqp").train is None
 
 
+def test_scifact_tests_on_beirs_test_claims_when_the_data_has_them_and_trains_on_the_claims_dev_left(tmp_path):
+    """Without BEIR's test judgements the example tests on the train claims dev left and has no train split; with them
+    (qrels/test.tsv) those are its test set, and the claims dev left (none also a dev or test query) its train split."""
+    import json
+
+    from test_retrieval import _toy_data_dir
+
+    from sentune.adapt.examples import has_train, write_example
+    from sentune.data.beir import read_beir_folder
+
+    data = _toy_data_dir(tmp_path)  # 25 train claims, 120 abstracts
+    without = write_example("scifact", data, tmp_path / "without")
+    assert without.train is None and not has_train("scifact", data)
+    dev = read_beir_folder(without.dev, "dev").queries
+    assert len(dev) == 12 and len(read_beir_folder(without.test, "test").queries) == 13  # half each: a small data directory
+    folder = data / "retrieval" / "scifact"
+    extra = [{"_id": f"t{i}", "text": f"a test claim {i}"} for i in range(5)] + [{"_id": "t5", "text": dev[0].text}]  # one repeats a dev claim
+    with (folder / "queries.jsonl").open("a") as f:
+        f.write("".join(json.dumps(q) + "\n" for q in extra))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"t{i}\t{1000 + i}\t1\n" for i in range(6)))
+    files = write_example("scifact", data, tmp_path / "with")
+    assert has_train("scifact", data) and "BEIR's 300 test claims" in files.about
+    test, train = read_beir_folder(files.test, "test").queries, read_beir_folder(files.train, "train").queries
+    assert [q.id for q in test] == [f"t{i}" for i in range(6)] and [q.id for q in read_beir_folder(files.dev, "dev").queries] == [q.id for q in dev]
+    assert {q.id for q in train} == {q.id for q in read_beir_folder(without.test, "test").queries}  # the 13 claims dev left
+    assert not {q.text for q in train} & {q.text for q in dev + test}
+
+
 def test_example_train_is_refused_where_an_example_has_none(tiny_data_dir, tmp_path, capsys):
+    import shutil
+
     from sentune.cli import main
 
+    data = Path(shutil.copytree(tiny_data_dir, tmp_path / "data"))
+    (data / "retrieval" / "scifact" / "qrels" / "test.tsv").unlink()  # as in the shared data: BEIR's test judgements left out
     for args, said in (
-        (["--example", "scifact", "--example-train"], "--example-train: the example scifact has no labelled train split apart from its dev and test"),
+        (
+            ["--example", "scifact", "--example-train"],
+            f"--example-train: the example scifact has no labelled train split apart from its dev and test in {data}",
+        ),
         (["--corpus", "x.txt", "--example-train"], "--example-train: give it with --example, instead of --train"),
     ):
-        assert main(["adapt", *args, "--data", str(tiny_data_dir), "--out", str(tmp_path / "out")]) == 2
+        assert main(["adapt", *args, "--data", str(data), "--out", str(tmp_path / "out")]) == 2
         err = capsys.readouterr().err
         assert err.strip().splitlines()[-1].endswith(said), err
         assert not (tmp_path / "out").exists()

@@ -48,6 +48,21 @@ def check_example(name: str) -> dict:
     return known[name]
 
 
+def has_train(name: str, data_dir: Path) -> bool:
+    """Whether the example has labelled training data apart from its dev and test (`--example-train`): a pair example's
+    `train` set; a retrieval example's unused queries once its `test_task` (BEIR's own test split) is in the data."""
+    spec = check_example(name)
+    return "train" in spec or _judged(spec.get("retrieval", {}).get("test_task"), data_dir)
+
+
+def _judged(task: str | None, data_dir: Path) -> bool:
+    """A retrieval task's judgements are in the data directory (BEIR's test split may be left out of it)."""
+    if task is None:
+        return False
+    spec = select_tasks(task)[0]
+    return all((data_dir / str(spec.dir) / "qrels" / f"{split}.tsv").is_file() for split in spec.subsets)
+
+
 def _pairs(source: dict, data_dir: Path, taken: set[int] | None = None) -> tuple[list[tuple[str, str, float]], set[int]]:
     """The pairs a dev/test entry names, and the indices drawn when it samples (so `rest` can leave them out)."""
     if "task" in source:
@@ -101,9 +116,18 @@ def _write_retrieval(name: str, spec: dict, data_dir: Path, folder: Path) -> Exa
         test = [q for i, q in enumerate(queries) if i not in dev_index]
     else:
         corpus, dev, test = _quora(source, data_dir)
+    train = None
+    if _judged(source.get("test_task"), data_dir):  # BEIR's test split tests; the queries dev left are training data
+        train = test
+        test = load_task(select_tasks(source["test_task"])[0], data_dir)["queries"]
+        seen = {q.text for q in dev + test}  # adapt refuses a train query that is also a dev or test query
+        train = [q for q in train if q.text not in seen]
     write_beir_folder(folder / "dev", RetrievalSet(dev, corpus), "dev")
     write_beir_folder(folder / "test", RetrievalSet(test, corpus), "test")
-    return ExampleFiles(name, spec["about"], folder / "dev" / "corpus.jsonl", folder / "dev", folder / "test")
+    files = ExampleFiles(name, spec["about"], folder / "dev" / "corpus.jsonl", folder / "dev", folder / "test")
+    if train:
+        files = replace(files, about=spec["about_with_test"], train=write_beir_folder(folder / "train", RetrievalSet(train, corpus), "train"))
+    return files
 
 
 def _quora(source: dict, data_dir: Path) -> tuple[list[Document], list[Query], list[Query]]:

@@ -19,18 +19,19 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         raise UserError(f"--sed-members {args.sed_members}: an ensemble needs at least 2 members")
     out = Path(args.out)
     data_dir = None
-    if args.example_train:
-        from sentune.adapt.examples import check_example
-
-        if not args.example or args.train:
-            raise UserError("--example-train: give it with --example, instead of --train")
-        if "train" not in check_example(args.example):
-            raise UserError(f"--example-train: the example {args.example} has no labelled train split apart from its dev and test")
+    if args.example_train and (not args.example or args.train):
+        raise UserError("--example-train: give it with --example, instead of --train")
     train = Path(args.train) if args.train else None
     if args.example or not args.dev:  # the data directory is read only for an example or the default dev pairs
         from sentune.data.catalog import resolve_data_dir
 
         data_dir = resolve_data_dir(args.data)
+    if args.example_train:
+        from sentune.adapt.examples import has_train
+
+        assert data_dir is not None  # --example-train comes with --example
+        if not has_train(args.example, data_dir):
+            raise UserError(f"--example-train: the example {args.example} has no labelled train split apart from its dev and test in {data_dir}")
     corpus, dev, test = (Path(args.corpus) if args.corpus else None), (Path(args.dev) if args.dev else None), (Path(args.test) if args.test else None)
     dev_qrels, test_qrels = (Path(args.dev_qrels) if args.dev_qrels else None), (Path(args.test_qrels) if args.test_qrels else None)
     if args.example:
@@ -43,6 +44,8 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         dev_qrels, test_qrels = files.dev_qrels, files.test_qrels
         if args.example_train:
             train = files.train
+            if train is None:  # every query dev left is also a dev or test query
+                raise UserError(f"--example-train: the example {args.example} leaves no train query apart from its dev and test in {data_dir}")
     if corpus is None and not (dev is not None and dev.is_dir()):
         raise UserError("--corpus FILE (or --example NAME) is required")
     from dataclasses import replace
@@ -123,7 +126,8 @@ def adapt_options(p: argparse.ArgumentParser) -> None:
         "--example-train",
         action="store_true",
         help="with --example: train the supervised candidates on the example's labelled train split (sick, mrpc, stsb: the rest of "
-        "their source split, no pair shared with dev or test), as --train",
+        "their source split, no pair shared with dev or test; scifact: the train claims dev leaves, once the data directory holds BEIR's "
+        "test judgements, which then test), as --train",
     )
     p.add_argument("--no-labels", action="store_true", help="the label-free candidates only: the dev labels only select and confirm")
     p.add_argument("--methods", help=f"comma-separated subset of: {', '.join(METHODS)} (default: all)")
