@@ -480,3 +480,26 @@ def test_retrieval_summary_row_sets_the_supervised_candidates_and_the_label_free
     assert row[13] == "6"  # 60 + 120 + 180 s: the BM25 baseline's minutes left out
     assert row[14:] == ["`hybrid` 71.97", "5"]
     assert render.summary_row("scifact", results)[14:] == ["—", "—"]
+
+
+def test_the_real_null_section_of_the_calibration_page_is_rewritten_from_the_kept_runs_only(tmp_path):
+    """adapt_shuffled_null.py fills the calibration page's last section from its kept runs without the simulation:
+    added after the page's text the first time, replaced in place after, every other line untouched."""
+    calibration = load("runners/adapt_calibration.py")
+    page, kept = tmp_path / "adapt_calibration.md", tmp_path / "results.json"
+    page.write_text("# Calibration\n\n## No candidate is better\n\n| a | b |\n\nlast line of the simulation's text\n")
+    facts = {"date": "2026-11-26T17:00:00+00:00", "command": "python null.py --runs 3", "runs": 3, "dev_pairs": 100, "example": "sick"}
+    kept.write_text(json.dumps(facts | {"shipped": calibration.rate(1, 3)}))
+    calibration.put_real_null(page, kept)
+    first = page.read_text().splitlines()
+    assert first[:7] == ["# Calibration", "", "## No candidate is better", "", "| a | b |", "", "last line of the simulation's text"]
+    assert first[7:9] == ["", calibration.REAL_NULL_HEADING]
+    assert "**Shipped: 33.3 % [6.1, 79.2] (1/3)** (95 % Wilson interval). Every run's choice and reason:" in first
+    assert "python null.py --runs 3" in first and "Measured 2026-11-26 by:" in first
+    kept.write_text(json.dumps(facts | {"runs": 73, "shipped": calibration.rate(0, 73)}))
+    calibration.put_real_null(page, kept)
+    second = page.read_text().splitlines()
+    assert second[:9] == first[:9] and second.count(calibration.REAL_NULL_HEADING) == 1
+    assert "**Shipped: 0.0 % [0.0, 5.0] (0/73)** (95 % Wilson interval). Every run's choice and reason:" in second
+    assert not any("33.3 %" in line for line in second)
+    assert calibration.real_null_section(tmp_path / "none.json")[2].startswith("Not measured yet")

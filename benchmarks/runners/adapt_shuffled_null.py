@@ -9,7 +9,10 @@ supervised --seed r` runs on it: the supervised candidate fine-tunes on the shuf
 is scored out of fold there, and is confirmed or not on the untouched half. `--all-shuffled` permutes every dev
 label instead (then no model can be better on either half). Finished runs are read back (resumable).
 
-    python benchmarks/runners/adapt_shuffled_null.py --runs 20 --out benchmarks/results/adapt_shuffled_null.md
+    python benchmarks/runners/adapt_shuffled_null.py --runs 73
+
+Its runs are kept in benchmarks/results/runs/adapt-shuffled-null/results.json, and the calibration page's last section
+(adapt_calibration.md) is rewritten from them. With 73 runs and none shipped, the interval's upper end is at 5 %.
 """
 
 from __future__ import annotations
@@ -71,7 +74,10 @@ def main() -> None:
     parser.add_argument("--all-shuffled", action="store_true", help="permute every dev label, not only the selection part's")
     parser.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     parser.add_argument("--runs-dir", default="benchmarks/runs/adapt-shuffled-null")
-    parser.add_argument("--out", default="benchmarks/results/adapt_shuffled_null.md")
+    parser.add_argument("--out", help="the page (default benchmarks/results/adapt_shuffled_null.md, _all.md with --all-shuffled)")
+    parser.add_argument(
+        "--calibration-page", default="benchmarks/results/adapt_calibration.md", help="whose real-null section these runs fill (selection labels shuffled only)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     runs = Path(args.runs_dir) / ("all" if args.all_shuffled else "selection")
@@ -79,6 +85,12 @@ def main() -> None:
     found = [one_run(r, args, example, runs) for r in range(1, args.runs + 1)]
     shipped = [f for f in found if f["chosen"] != "unchanged"]
     rate = calibration.rate(len(shipped), len(found))
+    kept = calibration.REAL_NULL.with_name(calibration.REAL_NULL.parent.name + ("-all" if args.all_shuffled else "")) / "results.json"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    facts = {"command": command_line(), "date": datetime.now(UTC).isoformat(timespec="seconds"), "example": args.example}
+    facts |= {"model": args.model, "dev_pairs": args.dev_pairs, "all_shuffled": args.all_shuffled, "runs": len(found)}
+    kept.write_text(json.dumps(facts | {"shipped": rate, "found": found}, indent=2) + "\n")
+    out = args.out or f"benchmarks/results/adapt_shuffled_null{'_all' if args.all_shuffled else ''}.md"
     what = "every dev label" if args.all_shuffled else "the selection part's labels"
     lines = [
         f"# Shuffled labels: how often `sentune adapt` ships a supervised candidate that learned nothing ({what} permuted)",
@@ -98,8 +110,12 @@ def main() -> None:
         "|---|---|---|---|",
     ]
     lines += [f"| {f['run']} | {f['chosen']} | {f['seconds'] / 60:.1f} | {f['reason']} |" for f in found]
-    Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}: shipped {len(shipped)} of {len(found)}")
+    Path(out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {out}: shipped {len(shipped)} of {len(found)}")
+    page = Path(args.calibration_page)
+    if not args.all_shuffled and page.is_file():
+        calibration.put_real_null(page, kept)
+        print(f"updated {page}: {calibration.REAL_NULL_HEADING[3:]}")
 
 
 if __name__ == "__main__":
