@@ -72,11 +72,12 @@ def _args(tiny_model_dir, folder, out):
 
 
 @pytest.mark.slow
-def test_the_supervised_candidate_trains_on_the_selection_part_only_and_is_scored_out_of_fold(tiny_model_dir, labelled, tmp_path):
+def test_the_supervised_candidate_trains_on_the_selection_part_only_and_is_scored_out_of_fold(tiny_model_dir, labelled, tmp_path, capsys):
     from sentune.adapt.decide import split_dev
 
     out = tmp_path / "run"
     assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised"]) == 0
+    told = capsys.readouterr().out  # the user is told how many trainings cross-fitting takes before the first starts
     record = json.loads((out / "results.json").read_text())["candidates"]["supervised"]
     split = split_dev(np.array([float(line.split("\t")[2]) for line in (out / "data" / "dev.tsv").read_text().splitlines()]))
     select, confirm = set(split.select.tolist()), set(split.confirm.tolist())
@@ -84,6 +85,7 @@ def test_the_supervised_candidate_trains_on_the_selection_part_only_and_is_score
     assert set(record["dev_indices_trained_on"]) == select and not set(record["dev_indices_trained_on"]) & confirm
     folds = record["fold_dev_indices_trained_on"]
     assert len(folds) == 5 and all(set(f) < select for f in folds)
+    assert f"supervised: cross-fitting on the {len(select)} selection pairs: 5 trainings without one fold each, then one on all" in told
     held = [select - set(f) for f in folds]
     assert set().union(*held) == select and sum(len(h) for h in held) == len(select)  # every selection pair held out once
     # the selection scores are out of fold: not the refit model's own cosines of the pairs it trained on

@@ -387,6 +387,11 @@ class Supervised(WithRun):
                 model, folder = fitted
                 return self.score_held(model, [units[i] for i in held], ctx, folder)
 
+            # each training prints its own time; the user should know there are K + 1 of them
+            print(
+                f"    {self.name}: cross-fitting on the {len(units)} selection {ctx.inputs.dev.unit}: {FOLDS} trainings without one fold each, then one on all",
+                flush=True,
+            )
             oof = out_of_fold(len(units), FOLDS, ctx.config.seed, fit, held_out)
             model = train(units, self.folder(ctx))
             scores = ctx.scorer.of_vectors(ctx.vectors_of(model, self.name))  # kept: a hybrid of this model reads them
