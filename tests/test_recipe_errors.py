@@ -24,6 +24,7 @@ CASES = [
     (["training.keep_checkpoints=maybe"], "training.keep_checkpoints: expected true or false, got 'maybe'"),
     (["training.max_steps=0"], "training.max_steps: 0 would train nothing: give the steps (>= 1), or -1 to train `epochs` passes"),
     (["training.max_steps=-2"], "training.max_steps: expected a number >= -1, got -2"),
+    (["eval.dev=none"], "eval.dev: none needs training.checkpoint: last and training.patience: 0"),
 ]
 
 

@@ -99,8 +99,11 @@ def test_the_supervised_candidate_trains_on_the_selection_part_only_and_is_score
     scores = np.load(out / "candidates" / "supervised" / "scores.npz")["dev"]
     np.testing.assert_allclose(scores[split.confirm], own[split.confirm], atol=1e-5)
     assert not np.allclose(scores[split.select], own[split.select], atol=1e-3)
-    # its recipe, fixed in advance: 4 epochs of batch 16 over the selection pairs; --budget caps it as it caps every candidate
+    # its recipe, fixed in advance: 4 epochs of batch 16 over the selection pairs, the last step kept and nothing evaluated
+    # while it trains; --budget caps it as it caps every candidate
     assert record["recipe"]["training"]["max_steps"] == 4 * -(-len(select) // 16) and record["recipe"]["training"]["max_minutes"] is None
+    assert record["recipe"]["eval"]["dev"] == "none" and record["recipe"]["training"]["checkpoint"] == "last"
+    assert not list((out / "candidates" / "supervised").rglob("dev_cosines"))
     capped = tmp_path / "capped"
     assert main([*_args(tiny_model_dir, labelled, capped), "--methods", "supervised", "--budget", "3,5m"]) == 0
     training = json.loads((capped / "results.json").read_text())["candidates"]["supervised"]["recipe"]["training"]

@@ -220,6 +220,24 @@ def test_user_pairs_select_last_checkpoint_and_time_budget(tiny_model_dir, tiny_
         load_recipe(str(recipe_path), [f"eval.dev=pairs:{bad}"])
 
 
+def test_a_recipe_without_a_dev_task_trains_its_steps_and_keeps_the_last_unevaluated(tiny_model_dir, tiny_data_dir, tmp_path):
+    """eval.dev: none (adapt's supervised recipes, fixed in advance): no evaluation while training, the last step kept
+    and said so; a method that chooses on the dev task after training (CT's tower) is refused before any work."""
+    from conftest import tiny_recipe
+
+    from sentune.train.trainer import train
+
+    recipe_path = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"max_steps": 4, "eval_steps": 2, "checkpoint": "last", "patience": 0})
+    results = train(load_recipe(str(recipe_path), ["eval.dev=none", "eval.tasks=none"]), tmp_path / "run", data_dir=tiny_data_dir)
+    assert results["meta"]["best_checkpoint"] == {"step": 4, "dev_score": None, "dev_metric": None}
+    logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert logged and not any(key.startswith("eval_") for m in logged for key in m)
+    assert "- last checkpoint: step 4, no dev evaluation" in (tmp_path / "run" / "model" / "README.md").read_text()
+    ct = tiny_recipe(tmp_path / "ct.yaml", "ct", tiny_model_dir, training={"max_steps": 4, "checkpoint": "last", "patience": 0})
+    with pytest.raises(RecipeError, match=r"eval.dev: none: method 'ct' makes a choice on the dev task after training"):
+        load_recipe(str(ct), ["eval.dev=none"])
+
+
 @pytest.mark.slow
 def test_paused_rounds_train_the_same_weights_as_one_run_and_record_each_evaluations_cosines(tiny_model_dir, tiny_data_dir, tmp_path):
     """train(pause_at_step=…) stops with a checkpoint and a paused state; training again with resume goes on. Rounds

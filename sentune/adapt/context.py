@@ -295,13 +295,14 @@ class Context:
 
     def labelled_recipe(self, name: str, train_file: Path, rows: int, model: str | None = None):
         """A supervised candidate's recipe (sentune/recipes/adapt/NAME.yaml), fixed in advance: its epochs over the `rows`
-        training rows of `train_file` (labelled pairs, or search tuples), one evaluation at the last step (the one kept:
-        nothing is chosen on the rows it trained on), from `model` (default: the unchanged one). --budget caps it as it
-        caps every training candidate: at most its steps, and its minutes."""
+        training rows of `train_file` (labelled pairs, or search tuples), its last step kept and no evaluation while it
+        trains (nothing may be chosen on the rows it trained on, and on search data each evaluation would encode the
+        selection pool again), from `model` (default: the unchanged one). --budget caps it as it caps every training
+        candidate: at most its steps, and its minutes."""
         from sentune.methods.labelled import LABELLED_PREFIX
         from sentune.methods.mnrl import TUPLES_PREFIX
         from sentune.methods.registry import get_method
-        from sentune.train.recipe import load_recipe, validate_recipe
+        from sentune.train.recipe import NO_DEV, load_recipe, validate_recipe
 
         recipe = load_recipe(name, check=False)
         prefix = TUPLES_PREFIX if get_method(recipe.method).needs_tuples else LABELLED_PREFIX
@@ -313,6 +314,7 @@ class Context:
             max_steps=steps,
             eval_steps=steps,
             patience=0,
+            checkpoint="last",
             max_minutes=self.config.budget.minutes,
             gradient_checkpointing=recipe.training.gradient_checkpointing or self.config.low_memory,
         )
@@ -322,7 +324,7 @@ class Context:
             train_data=f"{prefix}{train_file}",
             pooling=self.config.training_pooling,
             training=training,
-            eval=replace(recipe.eval, dev=self._training_dev()),
+            eval=replace(recipe.eval, dev=NO_DEV),
         )
         validate_recipe(recipe, name)
         return recipe

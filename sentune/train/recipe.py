@@ -22,6 +22,7 @@ from sentune.errors import UserError
 
 RECIPE_DIR = Path(__file__).parents[1] / "recipes"  # sentune/recipes
 PRECISIONS = ("fp32", "bf16", "fp16")
+NO_DEV = "none"  # eval.dev: no evaluation while training (a fixed recipe whose last step is kept)
 NO_TASKS = "none"  # eval.tasks: no final evaluation (e.g. `sentune adapt` scores its candidates on the user's pairs itself)
 
 
@@ -67,7 +68,11 @@ class TrainingConfig:
 
 @dataclass
 class EvalConfig:
-    dev: str = option("STS-B-dev", "the task that selects the checkpoint (and CT's tower, SED's pooling), or pairs:PATH (s1<TAB>s2<TAB>label lines)")
+    dev: str = option(
+        "STS-B-dev",
+        "the task that selects the checkpoint (and CT's tower, SED's pooling), pairs:PATH (s1<TAB>s2<TAB>label lines), or none "
+        "(no evaluation while training: a recipe fixed in advance, its last step kept)",
+    )
     tasks: str = option("sts", "final evaluation of the selected model: task or group names, or none")
     preset: Literal["fast", "standard", "fast-mlp", "standard-mlp"] = option("fast", "SentEval transfer preset (-mlp: SentEval's MLP classifier)")
 
@@ -176,7 +181,12 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
                 raise RecipeError(f"train_data: {recipe.train_data[7:]}: file not found")
         else:
             check_sentence_set(recipe.train_data, "train_data")
-        if recipe.eval.dev.startswith(PAIRS_PREFIX):
+        if recipe.eval.dev == NO_DEV:
+            if recipe.training.checkpoint != "last" or recipe.training.patience:
+                raise RecipeError("eval.dev: none needs training.checkpoint: last and training.patience: 0 (no evaluation chooses a checkpoint or stops early)")
+            if method.finalize is not None:
+                raise RecipeError(f"eval.dev: none: method {method.name!r} makes a choice on the dev task after training; name one")
+        elif recipe.eval.dev.startswith(PAIRS_PREFIX):
             read_scored_pairs(recipe.eval.dev[len(PAIRS_PREFIX) :])  # a malformed line is named now, not at the first evaluation
         elif recipe.eval.dev.startswith(QUERIES_PREFIX):
             read_beir_folder(recipe.eval.dev[len(QUERIES_PREFIX) :], SELECT_SPLIT)

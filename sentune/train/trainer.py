@@ -44,7 +44,7 @@ from sentune.modules.build import save_atomic, with_pooling
 from sentune.tasks.dev import dev_evaluator
 from sentune.tasks.evaluate import evaluate
 from sentune.tasks.user_pairs import PairsEvaluator
-from sentune.train.recipe import NO_TASKS, Recipe, same_recipe, validate_recipe
+from sentune.train.recipe import NO_DEV, NO_TASKS, Recipe, same_recipe, validate_recipe
 
 logger = logging.getLogger(__name__)
 
@@ -132,9 +132,9 @@ class TidyProgress(ProgressCallback):
     (every logged value stays in metrics.jsonl). With `show_bar` False (--quiet) the bar is a disabled one: the
     evaluation lines and the expected time are still written."""
 
-    def __init__(self, dev_metric: str, dev_title: str, show_bar: bool = True) -> None:
+    def __init__(self, dev_metric: str | None, dev_title: str | None, show_bar: bool = True) -> None:
         super().__init__()
-        self.key, self.title, self.show_bar = f"eval_{dev_metric}", dev_title, show_bar
+        self.key, self.title, self.show_bar = f"eval_{dev_metric}" if dev_metric else None, dev_title, show_bar
         self.best: tuple[float, int] | None = None
         self.clock: tuple[int, float] | None = None  # (first step, when it ended): for the expected time
 
@@ -149,7 +149,7 @@ class TidyProgress(ProgressCallback):
             left = state.max_steps - state.global_step
             self.training_bar.write(
                 f"expected: {per_step:.2f} s a step, so about {per_step * left / 60:.1f} min for the {left} steps left "
-                f"(plus the dev evaluations; early stopping may end sooner)"
+                + ("(plus the dev evaluations; early stopping may end sooner)" if self.key else "(no dev evaluation)")
             )
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -278,7 +278,8 @@ def latest_complete_checkpoint(folder: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str, device: str) -> SentenceTransformerTrainingArguments:
+def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str | None, device: str) -> SentenceTransformerTrainingArguments:
+    """`dev_metric` None: no evaluation while training (eval.dev: none); checkpoints are still saved to resume from."""
     t = recipe.training
     return SentenceTransformerTrainingArguments(
         output_dir=str(output_dir),
@@ -295,13 +296,13 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str, device: st
         optim=t.optimizer,
         seed=t.seed,
         data_seed=t.seed,
-        eval_strategy="steps",
+        eval_strategy="steps" if dev_metric else "no",
         eval_steps=t.eval_steps,
         save_strategy="steps",
         save_steps=t.eval_steps,
         save_total_limit=2,  # the best and the latest
         load_best_model_at_end=t.checkpoint == "best",
-        metric_for_best_model=f"eval_{dev_metric}",
+        metric_for_best_model=f"eval_{dev_metric}" if dev_metric else None,
         greater_is_better=True,
         logging_steps=t.logging_steps,
         report_to="none",
@@ -403,11 +404,11 @@ def train(
         write_atomic(run_dir / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
 
     set_seed(recipe.training.seed)
-    dev = dev_evaluator(recipe.eval.dev, data_dir)
+    dev = None if recipe.eval.dev == NO_DEV else dev_evaluator(recipe.eval.dev, data_dir)
     if isinstance(dev, PairsEvaluator):
         dev.record = run_dir / "dev_cosines"
     device = training_device(recipe, device)
-    method, model, columns, loss, ctx = build_training(recipe, data_dir, device=device, dev_score=dev.score, show_progress=show_progress)
+    method, model, columns, loss, ctx = build_training(recipe, data_dir, device=device, dev_score=dev.score if dev else None, show_progress=show_progress)
     from datasets import Dataset
 
     dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
@@ -483,7 +484,8 @@ def _fit(
     callbacks: list[TrainerCallback] = [RunCallback(run_dir, loss, clock), clock, FreeMemory(), *extra]
     if recipe.training.patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=recipe.training.patience))
-    args = _training_args(recipe, run_dir / "checkpoints", evaluator.primary_metric, device)
+    primary = evaluator.primary_metric if evaluator else None  # None: eval.dev none, nothing evaluated while training
+    args = _training_args(recipe, run_dir / "checkpoints", primary, device)
     if learning_rates:  # parameters (by name pattern) with a rate of their own, e.g. a flow beside its encoder
         args.learning_rate_mapping = dict(learning_rates)
     if method.ordered_batches:
@@ -493,17 +495,17 @@ def _fit(
     model.model_card_data.set_widget_examples = lambda dataset: None
     trainer = SentuneTrainer(model=model, args=args, train_dataset=dataset, loss=loss, evaluator=evaluator, callbacks=callbacks)
     trainer.remove_callback(ProgressCallback)
-    trainer.add_callback(TidyProgress(evaluator.primary_metric, getattr(evaluator, "title", evaluator.primary_metric), show_progress))
+    trainer.add_callback(TidyProgress(primary, getattr(evaluator, "title", primary), show_progress))
     trainer.step_schedule = STEP_SCHEDULES.get(recipe.training.scheduler)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     trainer.check_finite_loss()
     # load_best_model_at_end has put the best checkpoint's weights into the model; the loss's own state
     # (heads, CT's second tower) comes from the same checkpoint.
-    metric = getattr(evaluator, "metric", evaluator.primary_metric)
+    metric = getattr(evaluator, "metric", primary)
     step: int | None = trainer.state.best_global_step
     score = trainer.state.best_metric
-    if recipe.training.checkpoint == "last":  # the last step's weights, scored as they are kept
-        step, score = trainer.state.global_step, evaluator(model)[evaluator.primary_metric]
+    if recipe.training.checkpoint == "last":  # the last step's weights, scored as they are kept (if there is a dev task)
+        step, score = trainer.state.global_step, evaluator(model)[primary] if evaluator else None
     best = {"step": step, "dev_score": score, "dev_metric": metric}
     if metric == "spearman":  # the key results pages and runners read
         best["dev_spearman"] = score
@@ -524,7 +526,8 @@ def _save_model(model, out: Path, recipe: Recipe, method: Method, results: dict,
             "## Trained with sentune",
             "",
             f"- method: `{recipe.method}` ({recipe.pooling or method.pooling} pooling); recipe `{recipe.name}`",
-            f"- {'selected' if recipe.training.checkpoint == 'best' else 'last'} checkpoint: step {best['step']}, {recipe.eval.dev} {best['dev_metric']} {best['dev_score']:.2f}",
+            f"- {'selected' if recipe.training.checkpoint == 'best' else 'last'} checkpoint: step {best['step']}, "
+            + (f"{recipe.eval.dev} {best['dev_metric']} {best['dev_score']:.2f}" if best["dev_score"] is not None else "no dev evaluation"),
             f"- STS average ('all' Spearman ×100): {summary.get('avg_all_spearman', float('nan')):.2f}",
             f"- trained on {results['meta']['training_device']} ({results['meta']['processes']} process(es)), precision {recipe.training.precision}",
             "",
