@@ -503,3 +503,18 @@ def test_the_real_null_section_of_the_calibration_page_is_rewritten_from_the_kep
     assert "**Shipped: 0.0 % [0.0, 5.0] (0/73)** (95 % Wilson interval). Every run's choice and reason:" in second
     assert not any("33.3 %" in line for line in second)
     assert calibration.real_null_section(tmp_path / "none.json")[2].startswith("Not measured yet")
+
+
+def test_the_shuffled_null_page_comes_from_the_kept_facts_alone():
+    """adapt_shuffled_null.py --render-only writes the page from its kept JSON: the rate with its interval, every run."""
+    calibration = load("runners/adapt_calibration.py")
+    null = load("runners/adapt_shuffled_null.py")
+    found = [{"run": r, "chosen": "unchanged" if r != 2 else "supervised", "reason": f"reason {r}", "seconds": 60.0 * r} for r in (1, 2, 3, 4)]
+    facts = {"command": "python null.py --runs 4", "date": "2026-11-26T18:00:00+00:00", "example": "sick", "model": "default"}
+    facts |= {"dev_pairs": 100, "all_shuffled": False, "runs": 4, "minutes": 5.2, "found": found, "shipped": calibration.rate(1, 4)}
+    lines = null.page(facts).splitlines()
+    assert lines[2] == "Measured 2026-11-26 (10 min of candidate time over the 4 runs, each one torch thread; runs are read back when run again) by:"
+    assert "python null.py --runs 4" in lines
+    assert "**Shipped: 25.0 % [4.6, 69.9] (1/4)** (95 % Wilson interval; a calibrated rule: ≤ 5 %)." in lines
+    assert [line for line in lines if line.startswith("| 2 ")] == ["| 2 | supervised | 2.0 | reason 2 |"]
+    assert sum(line.startswith("| ") and line[2].isdigit() for line in lines) == 4

@@ -33,6 +33,7 @@ def main() -> None:
             runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
         else:
             sys.argv = [target, *rest]
+            sys.path.insert(0, os.path.dirname(os.path.abspath(target)))  # as `python SCRIPT` does: its folder's modules import
             runpy.run_path(target, run_name="__main__")
     except SystemExit as exit_:
         status = exit_.code if isinstance(exit_.code, int) else 1

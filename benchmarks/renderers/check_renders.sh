@@ -15,6 +15,7 @@ audit benchmarks/renderers/render_sed.py
 audit benchmarks/renderers/render_adapt.py
 audit benchmarks/renderers/render_retrieval.py --out benchmarks/results/retrieval.md
 audit benchmarks/renderers/render_second_model.py
+audit benchmarks/runners/adapt_shuffled_null.py --render-only  # its page and the calibration page's real-null section
 folders=()  # as benchmarks/runners/baselines.sh renders them: every baselines run that is kept
 for name in baselines-sts baselines-transfer-fast baselines-transfer-standard baselines-relatedness-multilingual layerwise-default; do
   if [ -d "$kept/$name" ]; then folders+=("$kept/$name"); fi

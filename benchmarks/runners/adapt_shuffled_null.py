@@ -22,6 +22,7 @@ import json
 import random
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -70,6 +71,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--example", default="sick", help="a pair example of `sentune adapt --example` (default sick: graded, CoSENT)")
     parser.add_argument("--dev-pairs", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=1, help="runs at a time (each one torch thread: OMP_NUM_THREADS=1)")
+    parser.add_argument("--render-only", action="store_true", help="write the pages again from the kept runs (no adapt run)")
     parser.add_argument("--model", default="default")
     parser.add_argument("--all-shuffled", action="store_true", help="permute every dev label, not only the selection part's")
     parser.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
@@ -79,43 +82,53 @@ def main() -> None:
         "--calibration-page", default="benchmarks/results/adapt_calibration.md", help="whose real-null section these runs fill (selection labels shuffled only)"
     )
     args = parser.parse_args()
-    started = time.perf_counter()
-    runs = Path(args.runs_dir) / ("all" if args.all_shuffled else "selection")
-    example = write_example(args.example, resolve_data_dir(args.data), runs / "example")
-    found = [one_run(r, args, example, runs) for r in range(1, args.runs + 1)]
-    shipped = [f for f in found if f["chosen"] != "unchanged"]
-    rate = calibration.rate(len(shipped), len(found))
     kept = calibration.REAL_NULL.with_name(calibration.REAL_NULL.parent.name + ("-all" if args.all_shuffled else "")) / "results.json"
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    facts = {"command": command_line(), "date": datetime.now(UTC).isoformat(timespec="seconds"), "example": args.example}
-    facts |= {"model": args.model, "dev_pairs": args.dev_pairs, "all_shuffled": args.all_shuffled, "runs": len(found)}
-    kept.write_text(json.dumps(facts | {"shipped": rate, "found": found}, indent=2) + "\n")
-    out = args.out or f"benchmarks/results/adapt_shuffled_null{'_all' if args.all_shuffled else ''}.md"
-    what = "every dev label" if args.all_shuffled else "the selection part's labels"
+    if args.render_only:
+        facts = json.loads(kept.read_text())
+    else:
+        started = time.perf_counter()
+        runs = Path(args.runs_dir) / ("all" if args.all_shuffled else "selection")
+        example = write_example(args.example, resolve_data_dir(args.data), runs / "example")
+        with ThreadPoolExecutor(args.workers) as pool:  # each run is an `sentune adapt` process of its own
+            found = list(pool.map(lambda r: one_run(r, args, example, runs), range(1, args.runs + 1)))
+        facts = {"command": command_line(), "date": datetime.now(UTC).isoformat(timespec="seconds"), "example": args.example}
+        facts |= {"model": args.model, "dev_pairs": args.dev_pairs, "all_shuffled": args.all_shuffled, "runs": len(found)}
+        facts |= {"minutes": (time.perf_counter() - started) / 60, "found": found}
+        facts["shipped"] = calibration.rate(sum(f["chosen"] != "unchanged" for f in found), len(found))
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(facts, indent=2) + "\n")
+    out = Path(args.out or f"benchmarks/results/adapt_shuffled_null{'_all' if facts['all_shuffled'] else ''}.md")
+    out.write_text(page(facts), encoding="utf-8")
+    print(f"wrote {out}: shipped {facts['shipped']['hits']} of {facts['runs']}")
+    calibration_page = Path(args.calibration_page)
+    if not facts["all_shuffled"] and calibration_page.is_file():
+        calibration.put_real_null(calibration_page, kept)
+        print(f"updated {calibration_page}: {calibration.REAL_NULL_HEADING[3:]}")
+
+
+def page(facts: dict) -> str:
+    """The page of every run, from the kept facts alone (so --render-only writes the same page)."""
+    what = "every dev label" if facts["all_shuffled"] else "the selection part's labels"
     lines = [
         f"# Shuffled labels: how often `sentune adapt` ships a supervised candidate that learned nothing ({what} permuted)",
         "",
-        f"Measured {datetime.now(UTC).date()} ({(time.perf_counter() - started) / 60:.0f} min for the runs not read back) by:",
+        f"Measured {facts['date'][:10]} ({sum(f['seconds'] for f in facts['found']) / 60:.0f} min of candidate time over the {facts['runs']} runs, "
+        "each one torch thread; runs are read back when run again) by:",
         "",
         "```",
-        command_line(),
+        facts["command"],
         "```",
         "",
-        f"Example {args.example}, model {args.model}, {args.dev_pairs} dev pairs a run; the runs are described in",
+        f"Example {facts['example']}, model {facts['model']}, {facts['dev_pairs']} dev pairs a run; the runs are described in",
         "`benchmarks/runners/adapt_shuffled_null.py`'s docstring.",
         "",
-        f"**Shipped: {calibration.percent(rate)}** (95 % Wilson interval; a calibrated rule: ≤ 5 %).",
+        f"**Shipped: {calibration.percent(facts['shipped'])}** (95 % Wilson interval; a calibrated rule: ≤ 5 %).",
         "",
         "| run | chosen | candidate minutes | reason |",
         "|---|---|---|---|",
     ]
-    lines += [f"| {f['run']} | {f['chosen']} | {f['seconds'] / 60:.1f} | {f['reason']} |" for f in found]
-    Path(out).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"wrote {out}: shipped {len(shipped)} of {len(found)}")
-    page = Path(args.calibration_page)
-    if not args.all_shuffled and page.is_file():
-        calibration.put_real_null(page, kept)
-        print(f"updated {page}: {calibration.REAL_NULL_HEADING[3:]}")
+    lines += [f"| {f['run']} | {f['chosen']} | {f['seconds'] / 60:.1f} | {f['reason']} |" for f in facts["found"]]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
