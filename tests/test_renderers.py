@@ -518,3 +518,6 @@ def test_the_shuffled_null_page_comes_from_the_kept_facts_alone():
     assert "**Shipped: 25.0 % [4.6, 69.9] (1/4)** (95 % Wilson interval; a calibrated rule: ≤ 5 %)." in lines
     assert [line for line in lines if line.startswith("| 2 ")] == ["| 2 | supervised | 2.0 | reason 2 |"]
     assert sum(line.startswith("| ") and line[2].isdigit() for line in lines) == 4
+    # kept where the calibration page's section reads them; --all-shuffled apart
+    assert null.kept_path(False) == calibration.REAL_NULL and calibration.REAL_NULL.parent.name == "adapt-shuffled-null"
+    assert null.kept_path(True).parent.name == "adapt-shuffled-null-all" and null.kept_path(True).name == "results.json"

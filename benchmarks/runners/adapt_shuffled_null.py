@@ -82,7 +82,7 @@ def main() -> None:
         "--calibration-page", default="benchmarks/results/adapt_calibration.md", help="whose real-null section these runs fill (selection labels shuffled only)"
     )
     args = parser.parse_args()
-    kept = calibration.REAL_NULL.with_name(calibration.REAL_NULL.parent.name + ("-all" if args.all_shuffled else "")) / "results.json"
+    kept = kept_path(args.all_shuffled)
     if args.render_only:
         facts = json.loads(kept.read_text())
     else:
@@ -104,6 +104,12 @@ def main() -> None:
     if not facts["all_shuffled"] and calibration_page.is_file():
         calibration.put_real_null(calibration_page, kept)
         print(f"updated {calibration_page}: {calibration.REAL_NULL_HEADING[3:]}")
+
+
+def kept_path(all_shuffled: bool) -> Path:
+    """Where the runs are kept: the calibration page reads the selection-shuffled ones (REAL_NULL)."""
+    folder = calibration.REAL_NULL.parent
+    return folder.with_name(folder.name + "-all") / "results.json" if all_shuffled else calibration.REAL_NULL
 
 
 def page(facts: dict) -> str:
