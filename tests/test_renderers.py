@@ -488,7 +488,7 @@ def test_the_real_null_section_of_the_calibration_page_is_rewritten_from_the_kep
     calibration = load("runners/adapt_calibration.py")
     page, kept = tmp_path / "adapt_calibration.md", tmp_path / "results.json"
     page.write_text("# Calibration\n\n## No candidate is better\n\n| a | b |\n\nlast line of the simulation's text\n")
-    facts = {"date": "2026-11-26T17:00:00+00:00", "command": "python null.py --runs 3", "runs": 3, "dev_pairs": 100, "example": "sick"}
+    facts = {"meta": {"date": "2026-11-26T17:00:00+00:00", "command": "python null.py --runs 3"}, "runs": 3, "dev_pairs": 100, "example": "sick"}
     kept.write_text(json.dumps(facts | {"shipped": calibration.rate(1, 3)}))
     calibration.put_real_null(page, kept)
     first = page.read_text().splitlines()
@@ -510,7 +510,7 @@ def test_the_shuffled_null_page_comes_from_the_kept_facts_alone():
     calibration = load("runners/adapt_calibration.py")
     null = load("runners/adapt_shuffled_null.py")
     found = [{"run": r, "chosen": "unchanged" if r != 2 else "supervised", "reason": f"reason {r}", "seconds": 60.0 * r} for r in (1, 2, 3, 4)]
-    facts = {"command": "python null.py --runs 4", "date": "2026-11-26T18:00:00+00:00", "example": "sick", "model": "default"}
+    facts = {"meta": {"command": "python null.py --runs 4", "date": "2026-11-26T18:00:00+00:00"}, "example": "sick", "model": "default"}
     facts |= {"dev_pairs": 100, "all_shuffled": False, "runs": 4, "minutes": 5.2, "found": found, "shipped": calibration.rate(1, 4)}
     lines = null.page(facts).splitlines()
     assert lines[2] == "Measured 2026-11-26 (10 min of candidate time over the 4 runs, each one torch thread; runs are read back when run again) by:"

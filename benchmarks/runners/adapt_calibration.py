@@ -342,10 +342,10 @@ def real_null_section(kept: Path = REAL_NULL) -> list[str]:
         return lines + ["Not measured yet: `python benchmarks/runners/adapt_shuffled_null.py`.", ""]
     null = json.loads(kept.read_text())
     return lines + [
-        f"Measured {null['date'][:10]} by:",
+        f"Measured {null['meta']['date'][:10]} by:",
         "",
         "```",
-        null["command"],
+        null["meta"]["command"],
         "```",
         "",
         f"`sentune adapt --methods supervised` on {null['runs']} seeded samples of {null['dev_pairs']} dev pairs of the",

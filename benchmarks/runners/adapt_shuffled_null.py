@@ -91,7 +91,8 @@ def main() -> None:
         example = write_example(args.example, resolve_data_dir(args.data), runs / "example")
         with ThreadPoolExecutor(args.workers) as pool:  # each run is an `sentune adapt` process of its own
             found = list(pool.map(lambda r: one_run(r, args, example, runs), range(1, args.runs + 1)))
-        facts = {"command": command_line(), "date": datetime.now(UTC).isoformat(timespec="seconds"), "example": args.example}
+        # "meta" as every kept results.json has it (the renderers that scan benchmarks/results/runs read it)
+        facts = {"meta": {"command": command_line(), "date": datetime.now(UTC).isoformat(timespec="seconds")}, "example": args.example}
         facts |= {"model": args.model, "dev_pairs": args.dev_pairs, "all_shuffled": args.all_shuffled, "runs": len(found)}
         facts |= {"minutes": (time.perf_counter() - started) / 60, "found": found}
         facts["shipped"] = calibration.rate(sum(f["chosen"] != "unchanged" for f in found), len(found))
@@ -118,11 +119,11 @@ def page(facts: dict) -> str:
     lines = [
         f"# Shuffled labels: how often `sentune adapt` ships a supervised candidate that learned nothing ({what} permuted)",
         "",
-        f"Measured {facts['date'][:10]} ({sum(f['seconds'] for f in facts['found']) / 60:.0f} min of candidate time over the {facts['runs']} runs, "
+        f"Measured {facts['meta']['date'][:10]} ({sum(f['seconds'] for f in facts['found']) / 60:.0f} min of candidate time over the {facts['runs']} runs, "
         "each one torch thread; runs are read back when run again) by:",
         "",
         "```",
-        facts["command"],
+        facts["meta"]["command"],
         "```",
         "",
         f"Example {facts['example']}, model {facts['model']}, {facts['dev_pairs']} dev pairs a run; the runs are described in",
