@@ -495,13 +495,14 @@ def test_the_real_null_section_of_the_calibration_page_is_rewritten_from_the_kep
     assert first[:7] == ["# Calibration", "", "## No candidate is better", "", "| a | b |", "", "last line of the simulation's text"]
     assert first[7:9] == ["", calibration.REAL_NULL_HEADING]
     assert "**Shipped: 33.3 % [6.1, 79.2] (1/3)** (95 % Wilson interval). Every run's choice and reason:" in first
-    assert "python null.py --runs 3" in first and "Measured 2026-11-26 by:" in first
+    assert "python null.py --runs 3" in first and "Measured 2026-11-26 (the adapt code of commit not recorded) by:" in first
+    facts["meta"]["code"] = "c520092"
     kept.write_text(json.dumps(facts | {"runs": 73, "shipped": calibration.rate(0, 73)}))
     calibration.put_real_null(page, kept)
     second = page.read_text().splitlines()
     assert second[:9] == first[:9] and second.count(calibration.REAL_NULL_HEADING) == 1
     assert "**Shipped: 0.0 % [0.0, 5.0] (0/73)** (95 % Wilson interval). Every run's choice and reason:" in second
-    assert not any("33.3 %" in line for line in second)
+    assert not any("33.3 %" in line for line in second) and "Measured 2026-11-26 (the adapt code of commit c520092) by:" in second
     assert calibration.real_null_section(tmp_path / "none.json")[2].startswith("Not measured yet")
 
 
@@ -510,14 +511,38 @@ def test_the_shuffled_null_page_comes_from_the_kept_facts_alone():
     calibration = load("runners/adapt_calibration.py")
     null = load("runners/adapt_shuffled_null.py")
     found = [{"run": r, "chosen": "unchanged" if r != 2 else "supervised", "reason": f"reason {r}", "seconds": 60.0 * r} for r in (1, 2, 3, 4)]
-    facts = {"meta": {"command": "python null.py --runs 4", "date": "2026-11-26T18:00:00+00:00"}, "example": "sick", "model": "default"}
+    facts = {"meta": {"command": "python null.py --runs 4", "date": "2026-11-26T18:00:00+00:00", "code": "c520092"}, "example": "sick", "model": "default"}
     facts |= {"dev_pairs": 100, "all_shuffled": False, "runs": 4, "minutes": 5.2, "found": found, "shipped": calibration.rate(1, 4)}
     lines = null.page(facts).splitlines()
     assert lines[2] == "Measured 2026-11-26 (10 min of candidate time over the 4 runs, each one torch thread; runs are read back when run again) by:"
     assert "python null.py --runs 4" in lines
+    assert "Example sick, model default, 100 dev pairs a run, the adapt code of commit c520092; the runs are described in" in lines
     assert "**Shipped: 25.0 % [4.6, 69.9] (1/4)** (95 % Wilson interval; a calibrated rule: ≤ 5 %)." in lines
     assert [line for line in lines if line.startswith("| 2 ")] == ["| 2 | supervised | 2.0 | reason 2 |"]
     assert sum(line.startswith("| ") and line[2].isdigit() for line in lines) == 4
     # kept where the calibration page's section reads them; --all-shuffled apart
     assert null.kept_path(False) == calibration.REAL_NULL and calibration.REAL_NULL.parent.name == "adapt-shuffled-null"
     assert null.kept_path(True).parent.name == "adapt-shuffled-null-all" and null.kept_path(True).name == "results.json"
+
+
+def test_the_shuffled_null_records_the_commit_of_the_sentune_it_imported(tmp_path, monkeypatch):
+    """The runs may import another checkout's sentune (PYTHONPATH): the page names that checkout's commit, marked when
+    its files differ from it, and nothing outside a git checkout."""
+    import subprocess
+
+    import sentune
+
+    null = load("runners/adapt_shuffled_null.py")
+    package = tmp_path / "checkout" / "sentune"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    monkeypatch.setattr(sentune, "__file__", str(package / "__init__.py"))
+    assert null.code_commit() is None
+    git = ["git", "-C", str(package.parent), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "c"], check=True)
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert null.code_commit() == head
+    (package / "__init__.py").write_text("x = 1\n")
+    assert null.code_commit() == head + "+changes"

@@ -342,7 +342,7 @@ def real_null_section(kept: Path = REAL_NULL) -> list[str]:
         return lines + ["Not measured yet: `python benchmarks/runners/adapt_shuffled_null.py`.", ""]
     null = json.loads(kept.read_text())
     return lines + [
-        f"Measured {null['meta']['date'][:10]} by:",
+        f"Measured {null['meta']['date'][:10]} (the adapt code of commit {null['meta'].get('code') or 'not recorded'}) by:",
         "",
         "```",
         null["meta"]["command"],

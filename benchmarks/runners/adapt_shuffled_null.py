@@ -92,7 +92,8 @@ def main() -> None:
         with ThreadPoolExecutor(args.workers) as pool:  # each run is an `sentune adapt` process of its own
             found = list(pool.map(lambda r: one_run(r, args, example, runs), range(1, args.runs + 1)))
         # "meta" as every kept results.json has it (the renderers that scan benchmarks/results/runs read it)
-        facts = {"meta": {"command": command_line(), "date": datetime.now(UTC).isoformat(timespec="seconds")}, "example": args.example}
+        facts = {"meta": {"command": command_line(), "date": datetime.now(UTC).isoformat(timespec="seconds"), "code": code_commit()}}
+        facts["example"] = args.example
         facts |= {"model": args.model, "dev_pairs": args.dev_pairs, "all_shuffled": args.all_shuffled, "runs": len(found)}
         facts |= {"minutes": (time.perf_counter() - started) / 60, "found": found}
         facts["shipped"] = calibration.rate(sum(f["chosen"] != "unchanged" for f in found), len(found))
@@ -105,6 +106,22 @@ def main() -> None:
     if not facts["all_shuffled"] and calibration_page.is_file():
         calibration.put_real_null(calibration_page, kept)
         print(f"updated {calibration_page}: {calibration.REAL_NULL_HEADING[3:]}")
+
+
+def code_commit() -> str | None:
+    """The commit of the sentune package these runs imported (adapt runs it; PYTHONPATH may name another checkout), with
+    '+changes' when its files differ from that commit; None outside a git checkout."""
+    import sentune
+
+    folder = Path(sentune.__file__).parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+    try:
+        return git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain", "--", ".") else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 def kept_path(all_shuffled: bool) -> Path:
@@ -126,7 +143,8 @@ def page(facts: dict) -> str:
         facts["meta"]["command"],
         "```",
         "",
-        f"Example {facts['example']}, model {facts['model']}, {facts['dev_pairs']} dev pairs a run; the runs are described in",
+        f"Example {facts['example']}, model {facts['model']}, {facts['dev_pairs']} dev pairs a run, the adapt code of commit "
+        f"{facts['meta'].get('code') or 'not recorded'}; the runs are described in",
         "`benchmarks/runners/adapt_shuffled_null.py`'s docstring.",
         "",
         f"**Shipped: {calibration.percent(facts['shipped'])}** (95 % Wilson interval; a calibrated rule: ≤ 5 %).",

@@ -9,9 +9,12 @@ set -euo pipefail
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
-model=${MODEL:-$(bash ../shared/tools/second-model.sh)}
 out=$runs/second-model
 mkdir -p "$out" "$kept"
+# The commands name the model by a link in the run folder, so that results and pages show a path that runs from the
+# repository on any machine, never this machine's folder.
+ln -sfn "$(realpath "${MODEL:-$(bash ../shared/tools/second-model.sh)}")" "$out/model"
+model=$out/model
 steps=${STEPS:-eval transfer retrieval whiten train speed export adapt index}
 has() { [[ " $steps " == *" $1 "* ]]; }
 done_at() { [ -f "$kept/$1/results.json" ]; }
