@@ -455,6 +455,18 @@ def test_second_model_page_sets_the_pipeline_beside_sentence_transformers_and_li
     write(tmp_path, "second-model-speed", speed)
     lines = render.sections(common.KeptRuns(tmp_path), tmp_path / "page.md")
     assert any(line.endswith("sentune's PyTorch pipeline is NOT within 0.01 of it on every task.") for line in lines)
+    assert not any(line.startswith("Machine conditions") for line in lines)
+    (tmp_path / "results" / "runs").mkdir(parents=True)  # the conditions file lies beside the page: the kept root's parent
+    (tmp_path / "results" / render.CONDITIONS).write_text("eval alone; adapt beside whiten\n")
+    lines = render.sections(common.KeptRuns(tmp_path / "results" / "runs"), tmp_path / "page.md")
+    assert lines[:2] == ["Machine conditions (as recorded by the person who ran it): eval alone; adapt beside whiten", ""]
+
+
+def test_machine_conditions_quote_the_file_whole_or_give_nothing(tmp_path):
+    path = tmp_path / "conditions.md"
+    assert pages.machine_conditions(path) == []
+    path.write_text("  ran beside a test run\n\n")
+    assert pages.machine_conditions(path) == ["Machine conditions (as recorded by the person who ran it): ran beside a test run"]
 
 
 def test_retrieval_summary_row_sets_the_supervised_candidates_and_the_label_free_run_beside_the_choice():

@@ -16,6 +16,7 @@ from pathlib import Path
 from sentune.adapt.examples import example_names
 from sentune.adapt.names import REFERENCE, UNCHANGED
 from sentune.adapt.report import candidate_table
+from sentune.analysis.pages import machine_conditions
 from sentune.core.metrics import METRICS
 from sentune.tasks.permutation import ALPHA
 
@@ -115,9 +116,7 @@ def domain_section(name: str, results: dict, images: str) -> list[str]:
             + (f"; peak resident memory {usage['peak_resident_mib'] / 1024:.2f} GiB." if "peak_resident_mib" in usage else "."),
             "",
         ]
-    conditions = KEPT / images / "conditions.md"  # written by whoever ran it: what else the machine did meanwhile
-    if conditions.is_file():
-        lines += [f"Machine conditions (as recorded by the person who ran it): {conditions.read_text().strip()}", ""]
+    lines += [line for text in machine_conditions(KEPT / images / "conditions.md") for line in (text, "")]
     for plot, title in (("scores.png", "scores"), ("dev_curves.png", "dev curves"), ("wise_curve.png", "wise: dev score against α")):
         if (KEPT / images / plot).is_file():
             lines += [f"![{title}]({'adapt/' + images + '/' + plot})", ""]

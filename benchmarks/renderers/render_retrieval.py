@@ -18,6 +18,7 @@ from render_adapt import KEPT, LABEL_FREE, domain_section, supervised_cell, test
 
 from sentune.adapt.examples import example_names
 from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, UNCHANGED
+from sentune.analysis.pages import machine_conditions
 from sentune.tasks.permutation import ALPHA
 
 
@@ -95,9 +96,7 @@ def index_lines() -> list[str]:
         lines.append(
             f"| `{search['command']}` | {search['queries']} queries, top 100, TREC run file | {search['wall_seconds']:.1f} | {search['peak_resident_kib'] / 1024:.0f} |"
         )
-    conditions = INDEX_SPEED.with_name("index_speed_conditions.md")  # written by whoever ran it
-    if conditions.is_file():
-        lines += ["", f"Machine conditions (as recorded by the person who ran it): {conditions.read_text().strip()}"]
+    lines += [line for text in machine_conditions(INDEX_SPEED.with_name("index_speed_conditions.md")) for line in ("", text)]
     if "adapt_search" in found:
         a = found["adapt_search"]
         lines += [
@@ -157,9 +156,7 @@ def low_memory_section(found: dict[str, dict]) -> list[str]:
             f"[adapt/{name}-low-memory/results.md](adapt/{name}-low-memory/results.md).",
         ]
         lines += peaks_by_candidate(low)
-        conditions = KEPT / f"{name}-low-memory" / "conditions.md"
-        if conditions.is_file():
-            lines += ["", f"Machine conditions (as recorded by the person who ran it): {conditions.read_text().strip()}"]
+        lines += [line for text in machine_conditions(KEPT / f"{name}-low-memory" / "conditions.md") for line in ("", text)]
     return lines
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sentune.analysis.pages import KeptRuns, markdown_table, render_kept_page, sts7_average
+from sentune.analysis.pages import KeptRuns, machine_conditions, markdown_table, render_kept_page, sts7_average
 from sentune.core.metrics import ranking_metrics
 from sentune.data.catalog import group_tasks
 
@@ -148,8 +148,12 @@ def adapt(kept: KeptRuns) -> list[str]:
     ]
 
 
+CONDITIONS = "second_model_conditions.md"  # beside the page, written by whoever ran the steps: which ran alone, which side by side
+
+
 def sections(kept: KeptRuns, out: Path) -> list[str]:
-    return poolings(kept) + pipeline_versus_sentence_transformers(kept) + speed(kept) + other_commands(kept) + adapt(kept)
+    conditions = [line for text in machine_conditions(kept.root.parent / CONDITIONS) for line in (text, "")]
+    return conditions + poolings(kept) + pipeline_versus_sentence_transformers(kept) + speed(kept) + other_commands(kept) + adapt(kept)
 
 
 def main() -> None:

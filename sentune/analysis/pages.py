@@ -62,6 +62,12 @@ def command_line() -> str:
     return "python " + shlex.join(sys.argv)
 
 
+def machine_conditions(path: Path) -> list[str]:
+    """A results page's line from a conditions file beside a kept run (written by whoever ran it: what else the machine
+    did meanwhile, so that a reader can weigh its minutes); none when the file is absent."""
+    return [f"Machine conditions (as recorded by the person who ran it): {path.read_text().strip()}"] if path.is_file() else []
+
+
 def command_block() -> list[str]:
     """The Markdown lines that show the command which produced a result page."""
     return ["Command:", "", "```", command_line(), "```", ""]
