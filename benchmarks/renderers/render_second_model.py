@@ -104,7 +104,7 @@ def other_commands(kept: KeptRuns) -> list[str]:
     base = f" (the untuned model: {sts7_average(untuned['runs']['model']):.2f})" if untuned else ""
     for rel, command in (
         ("second-model-whitened", "`sentune whiten --fit-on nli`, then `sentune eval`"),
-        ("second-model-onnx", "`sentune export --quantize int8`, then `sentune eval --backend onnx`"),
+        ("second-model-onnx", "`sentune export --quantize int8 --keep-fp32 ffn-output`, then `sentune eval --backend onnx`"),
     ):
         result = kept.get(rel)
         if result:
