@@ -346,3 +346,17 @@ def test_a_method_that_cannot_train_the_model_family_is_left_out_of_the_race(tin
         _leave_out_untrainable(candidates, SimpleNamespace(base=SentenceTransformer(str(folder), device="cpu")))
         assert [c.name for c in candidates.raced] == (["simcse", "tsdae"] if kept else ["simcse"])
     assert "tsdae is left out: TSDAE decodes with the encoder's own architecture as a causal language model" in caplog.text
+
+
+def test_prune_removes_every_model_folder_of_the_candidates_not_chosen_folds_included(tmp_path):
+    from sentune.adapt.run import prune
+
+    models = ["chosen/model", "simcse/model", "supervised/fold-0/run/model", "supervised/fold-1/run/model", "flow/a/model"]
+    for rel in models:
+        (tmp_path / "candidates" / rel).mkdir(parents=True)
+        (tmp_path / "candidates" / rel / "model.safetensors").write_text("w")
+    (tmp_path / "candidates" / "supervised" / "record.json").write_text("{}")
+    removed = prune(tmp_path, "chosen")
+    assert sorted(p.relative_to(tmp_path / "candidates").as_posix() for p in removed) == sorted(models[1:])
+    assert (tmp_path / "candidates" / "chosen" / "model").is_dir() and (tmp_path / "candidates" / "supervised" / "record.json").is_file()
+    assert not any((tmp_path / "candidates" / rel).exists() for rel in models[1:])

@@ -55,7 +55,7 @@ def one_run(run: int, args, example, runs: Path) -> dict:
         dev = out.parent / f"dev-{run}.tsv"
         write_scored_pairs(dev, shuffled_dev([pairs[i] for i in sample], run, args.all_shuffled))
         command = ["sentune", "adapt", "--model", args.model, "--corpus", str(example.corpus), "--dev", str(dev)]
-        command += ["--methods", "supervised", "--seed", str(run), "--quiet", "--out", str(out)]
+        command += ["--methods", "supervised", "--seed", str(run), "--prune", "--quiet", "--out", str(out)]  # keep no fold models
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     results = json.loads(done.read_text())
     return {

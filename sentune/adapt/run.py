@@ -216,13 +216,14 @@ def _save_index(candidate, model, ctx: Context) -> None:
 
 
 def prune(out: Path, chosen: str) -> list[Path]:
-    """Remove the model folders of candidates not chosen (--prune); their scores and records stay."""
+    """Remove the model folders of candidates not chosen (--prune), at any depth: a cross-fitted candidate keeps one per
+    fold (fold-K/run/model); their scores and records stay."""
     removed = []
     for folder in (out / "candidates").glob("*"):
         if folder.name == chosen:
             continue
-        for model in [folder / "model", *folder.glob("*/model")]:
-            if model.is_dir():
+        for model in sorted(folder.rglob("model"), key=lambda path: len(path.parts)):
+            if model.is_dir():  # outermost first: a folder inside one already removed is gone
                 shutil.rmtree(model)
                 removed.append(model)
     return removed
