@@ -454,6 +454,16 @@ def test_second_model_page_sets_the_pipeline_beside_sentence_transformers_and_li
         in lines
     )
     assert "| every registered method, a few steps (`tests/test_registry.py -k second_model_dir`) | 22 passed in 60.00s |" in lines
+    ranking = {"ndcg@10": 60.0, "mrr@10": 55.0, "recall@10": 70.0, "recall@100": 90.0, "map@100": 50.0}
+    write(tmp_path, "second-model-retrieval", {"runs": {"model": {"tasks": {"scifact-train": ranking | {"n_queries": 9, "n_documents": 20}}}}})
+    write(tmp_path, "second-model-search", {"runs": {"dense": ranking | {"n_queries": 9}, "bm25": ranking | {"ndcg@10": 65.0, "n_queries": 9}}})
+    lines = render.sections(common.KeptRuns(tmp_path), tmp_path / "page.md")
+    cells = "mrr@10 55.00, recall@10 70.00, recall@100 90.00, map@100 50.00"
+    assert (
+        f"| `sentune index`, then `sentune search --system dense --top 100 --run` | scifact-train (9 queries): ndcg@10 60.00, {cells}; "
+        "`sentune eval` gave nDCG@10 60.00 |" in lines
+    )
+    assert f"| `sentune index`, then `sentune search --system bm25 --top 100 --run` | scifact-train (9 queries): ndcg@10 65.00, {cells} |" in lines
     speed["scores"]["sentune PyTorch fp32"]["STS13"] = 80.02  # one task beyond the bound: said so
     write(tmp_path, "second-model-speed", speed)
     lines = render.sections(common.KeptRuns(tmp_path), tmp_path / "page.md")
@@ -463,6 +473,28 @@ def test_second_model_page_sets_the_pipeline_beside_sentence_transformers_and_li
     (tmp_path / "results" / render.CONDITIONS).write_text("eval alone; adapt beside whiten\n")
     lines = render.sections(common.KeptRuns(tmp_path / "results" / "runs"), tmp_path / "page.md")
     assert lines[:2] == ["Machine conditions (as recorded by the person who ran it): eval alone; adapt beside whiten", ""]
+
+
+def test_a_trec_run_is_scored_by_its_rank_column_and_a_judged_query_it_does_not_rank_scores_zero(tmp_path, capsys):
+    """benchmarks/runners/score_trec_run.py against the formulas by hand: q1's one relevant document at rank 2
+    (nDCG@10 1/log2(3), MRR 1/2), q2 judged and not ranked (0), q3 without a relevant document not counted."""
+    score = load("runners/score_trec_run.py")
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"text {i}"}) + "\n" for i in range(1, 5)))
+    (tmp_path / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n" for i in range(1, 4)))
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td2\t1\nq2\td1\t2\nq2\td3\t1\nq3\td4\t0\n")
+    (tmp_path / "dense.tsv").write_text("q1 Q0 d2 2 0.5 x\nq1 Q0 d1 1 0.9 x\nq3 Q0 d4 1 0.7 x\n")  # out of rank order on purpose
+    files = ["--corpus", str(tmp_path / "corpus.jsonl"), "--queries", str(tmp_path / "queries.jsonl"), "--qrels", str(tmp_path / "qrels.tsv")]
+    score.main([*files, "--out", str(tmp_path / "out"), str(tmp_path / "dense.tsv")])
+    result = json.loads((tmp_path / "out" / "results.json").read_text())
+    dense = result["runs"]["dense"]
+    assert dense["n_queries"] == 2 and dense["n_ranked"] == 1
+    assert dense["ndcg@10"] == pytest.approx(100 * (1 / np.log2(3)) / 2) and dense["mrr@10"] == pytest.approx(25.0)
+    assert dense["recall@100"] == pytest.approx(50.0) and result["meta"]["command"].startswith("python benchmarks/runners/score_trec_run.py")
+    (tmp_path / "bad.tsv").write_text("q1 Q0 d2 1 0.5 x\nq1 d1 2 0.4\n")
+    with pytest.raises(SystemExit) as stop:
+        score.main([*files, "--out", str(tmp_path / "bad-out"), str(tmp_path / "bad.tsv")])
+    assert stop.value.code == 2 and f"{tmp_path / 'bad.tsv'}:2: not a TREC run line" in capsys.readouterr().err
+    assert not (tmp_path / "bad-out").exists()
 
 
 def test_machine_conditions_quote_the_file_whole_or_give_nothing(tmp_path):

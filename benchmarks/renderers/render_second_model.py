@@ -115,14 +115,16 @@ def other_commands(kept: KeptRuns) -> list[str]:
         rows.append(["every registered method, a few steps (`tests/test_registry.py -k second_model_dir`)", last.strip("= ")])
     else:
         kept.missing.append("second-model-train")
-    search = kept.root / "second-model-search" / "run.tsv"
-    if search.is_file():
-        lines = [line.split() for line in search.read_text().splitlines() if line.strip()]
-        rows.append(
-            ["`sentune index`, then `sentune search --top 100`", f"a TREC run file: {len({row[0] for row in lines})} queries, {len(lines)} ranked documents"]
-        )
-    else:
-        kept.missing.append("second-model-search")
+    search = kept.get("second-model-search")
+    if search:
+        names = {m.name for m in ranking_metrics()}
+        evaluated = (retrieval or {}).get("runs", {}).get("model", {}).get("tasks", {}).get("scifact-train", {}).get("ndcg@10")
+        for system, r in search["runs"].items():
+            cells = ", ".join(f"{k} {v:.2f}" for k, v in r.items() if k in names)
+            same = f"; `sentune eval` gave nDCG@10 {evaluated:.2f}" if system == "dense" and evaluated is not None else ""
+            rows.append(
+                [f"`sentune index`, then `sentune search --system {system} --top 100 --run`", f"scifact-train ({r['n_queries']} queries): {cells}{same}"]
+            )
     if not rows:
         return []
     return ["## Every other command", "", *markdown_table(["command", "result"], rows), ""]

@@ -61,10 +61,17 @@ if has adapt && [ ! -f benchmarks/results/adapt/second-model-mrpc/results.json ]
     [ -f "$runs/adapt-second-model-mrpc/$f" ] && cp "$runs/adapt-second-model-mrpc/$f" benchmarks/results/adapt/second-model-mrpc/
   done
 fi
-if has index && [ ! -f "$kept/second-model-search/run.tsv" ]; then  # sentune index / search on SciFact with the second model
-  sentune index --model "$model" --corpus "$SENTUNE_DATA/retrieval/scifact/corpus.jsonl" --out "$out/index" --quiet
-  mkdir -p "$kept/second-model-search"
-  sentune search "$out/index" --queries "$SENTUNE_DATA/retrieval/scifact/queries.jsonl" --top 100 --run "$kept/second-model-search/run.tsv" --quiet
+if has index && ! done_at second-model-search; then  # sentune index / search on SciFact: the index's own ranking (dense,
+  # the model's cosine) and its other two (BM25; the hybrid, convex 0.5 on an index built without --fusion), each run file
+  # scored as the evaluation scores (the dense run must give `sentune eval --tasks retrieval`'s numbers); the run files
+  # stay in the run folder (3 MB each), their scores are kept
+  scifact=$SENTUNE_DATA/retrieval/scifact
+  sentune index --model "$model" --corpus "$scifact/corpus.jsonl" --out "$out/index" --quiet
+  for system in dense bm25 hybrid; do
+    [ -f "$out/search/$system.tsv" ] || sentune search "$out/index" --system "$system" --queries "$scifact/queries.jsonl" --top 100 --run "$out/search/$system.tsv" --quiet
+  done
+  python benchmarks/runners/score_trec_run.py --corpus "$scifact/corpus.jsonl" --queries "$scifact/queries.jsonl" \
+    --qrels "$scifact/qrels/train.tsv" --out "$kept/second-model-search" "$out/search/dense.tsv" "$out/search/bm25.tsv" "$out/search/hybrid.tsv"
 fi
 python benchmarks/renderers/render_second_model.py
 echo "second model: done ($steps)"
