@@ -454,16 +454,6 @@ def test_second_model_page_sets_the_pipeline_beside_sentence_transformers_and_li
         in lines
     )
     assert "| every registered method, a few steps (`tests/test_registry.py -k second_model_dir`) | 22 passed in 60.00s |" in lines
-    ranking = {"ndcg@10": 60.0, "mrr@10": 55.0, "recall@10": 70.0, "recall@100": 90.0, "map@100": 50.0}
-    write(tmp_path, "second-model-retrieval", {"runs": {"model": {"tasks": {"scifact-train": ranking | {"n_queries": 9, "n_documents": 20}}}}})
-    write(tmp_path, "second-model-search", {"runs": {"dense": ranking | {"n_queries": 9}, "bm25": ranking | {"ndcg@10": 65.0, "n_queries": 9}}})
-    lines = render.sections(common.KeptRuns(tmp_path), tmp_path / "page.md")
-    cells = "mrr@10 55.00, recall@10 70.00, recall@100 90.00, map@100 50.00"
-    assert (
-        f"| `sentune index`, then `sentune search --system dense --top 100 --run` | scifact-train (9 queries): ndcg@10 60.00, {cells}; "
-        "`sentune eval` gave nDCG@10 60.00 |" in lines
-    )
-    assert f"| `sentune index`, then `sentune search --system bm25 --top 100 --run` | scifact-train (9 queries): ndcg@10 65.00, {cells} |" in lines
     speed["scores"]["sentune PyTorch fp32"]["STS13"] = 80.02  # one task beyond the bound: said so
     write(tmp_path, "second-model-speed", speed)
     lines = render.sections(common.KeptRuns(tmp_path), tmp_path / "page.md")
@@ -473,6 +463,54 @@ def test_second_model_page_sets_the_pipeline_beside_sentence_transformers_and_li
     (tmp_path / "results" / render.CONDITIONS).write_text("eval alone; adapt beside whiten\n")
     lines = render.sections(common.KeptRuns(tmp_path / "results" / "runs"), tmp_path / "page.md")
     assert lines[:2] == ["Machine conditions (as recorded by the person who ran it): eval alone; adapt beside whiten", ""]
+
+
+def test_second_model_transfer_table_sets_the_default_models_run_beside(tmp_path):
+    render = load("renderers/render_second_model.py")
+    assert render.transfer(pages.KeptRuns(tmp_path)) == []
+    tasks = {"MR": {"acc": 80.0}, "MRPC": {"acc": 70.0, "f1": 75.0}}
+    write(tmp_path, "second-model-transfer", {"runs": {"model": {"tasks": tasks}}})
+    write(tmp_path, "baselines-transfer-fast", {"runs": {"model": {"tasks": {"MR": {"acc": 76.0}, "MRPC": {"acc": 72.0, "f1": 81.0}}}, "cls": {"tasks": {}}}})
+    kept = pages.KeptRuns(tmp_path)
+    table = "\n".join(render.transfer(kept))
+    assert "| all-mpnet-base-v2 | 80.00 | 70.00 / 75.00 | 75.00 |" in table
+    assert "| all-MiniLM-L6-v2 (benchmarks/results/baselines.md) | 76.00 | 72.00 / 81.00 | 74.00 |" in table
+    assert set(kept.used) == {"second-model-transfer", "baselines-transfer-fast"}  # both commands listed on the page
+
+
+def test_second_model_search_section_scores_each_ranking_on_both_query_sets_beside_the_small_models_adapt_run(tmp_path):
+    """The search runs' table: the second model's rankings over the judged queries and the adapt example's test
+    queries, the default model's adapt test scores in the second column only, and the dense run set beside the
+    evaluation's nDCG@10 (said when they differ)."""
+    render = load("renderers/render_second_model.py")
+    root = tmp_path / "results" / "runs"
+    root.mkdir(parents=True)
+    assert render.search(pages.KeptRuns(root)) == []
+    ranking = {"ndcg@10": 60.0, "ndcg@10_low": 50.0, "ndcg@10_high": 70.0, "mrr@10": 55.0, "recall@10": 70.0, "recall@100": 90.0, "map@100": 50.0}
+    write(root, "second-model-retrieval", {"runs": {"model": {"tasks": {"scifact-train": ranking | {"n_queries": 9, "n_documents": 20}}}}})
+    runs = {"dense": ranking | {"n_queries": 9}, "bm25": ranking | {"ndcg@10": 65.0, "recall@100": 80.0, "n_queries": 9}}
+    example = {system: r | {"ndcg@10": r["ndcg@10"] - 1, "n_queries": 4} for system, r in runs.items()}
+    write(root, "second-model-search", {"sets": {"scifact-train": runs, "scifact example test": example}})
+    small = {
+        name: {"test": {"score": score, "low": score - 5, "high": score + 5}, "chosen": name == "hybrid"}
+        for name, score in (("unchanged", 55.0), ("bm25", 64.0), ("hybrid", 66.0))
+    }
+    (tmp_path / "results" / "adapt" / "scifact").mkdir(parents=True)
+    (tmp_path / "results" / "adapt" / "scifact" / "results.json").write_text(json.dumps({"candidates": small}))
+    lines = render.search(pages.KeptRuns(root))
+    assert "| system | scifact-train: nDCG@10 [95 % CI] (9 queries) | scifact example test: nDCG@10 [95 % CI] (4 queries) | scifact-train: R@100 |" in lines
+    assert "| all-mpnet-base-v2, `--system dense` | 60.00 [50.00, 70.00] | 59.00 [50.00, 70.00] | 90.00 |" in lines
+    assert "| all-mpnet-base-v2, `--system bm25` | 65.00 [50.00, 70.00] | 64.00 [50.00, 70.00] | 80.00 |" in lines
+    assert "| all-MiniLM-L6-v2, `sentune adapt --example scifact`: BM25 | – | 64.00 [59.00, 69.00] | – |" in lines
+    assert (
+        "| all-MiniLM-L6-v2, `sentune adapt --example scifact`: hybrid (BM25 + the model, weight chosen by adapt) (chosen) | – | 66.00 [61.00, 71.00] | – |"
+        in lines
+    )
+    assert "`sentune eval --tasks retrieval` scored scifact-train at nDCG@10 60.00; the dense run file 60.00 (equal to two decimals)." in lines
+    runs["dense"]["ndcg@10"] = 60.5  # a run file that ranks otherwise than the evaluation: said so
+    write(root, "second-model-search", {"sets": {"scifact-train": runs, "scifact example test": example}})
+    lines = render.search(pages.KeptRuns(root))
+    assert "`sentune eval --tasks retrieval` scored scifact-train at nDCG@10 60.00; the dense run file 60.50 (NOT equal to two decimals)." in lines
 
 
 def test_a_trec_run_is_scored_by_its_rank_column_and_a_judged_query_it_does_not_rank_scores_zero(tmp_path, capsys):
@@ -486,7 +524,7 @@ def test_a_trec_run_is_scored_by_its_rank_column_and_a_judged_query_it_does_not_
     files = ["--corpus", str(tmp_path / "corpus.jsonl"), "--queries", str(tmp_path / "queries.jsonl"), "--qrels", str(tmp_path / "qrels.tsv")]
     score.main([*files, "--out", str(tmp_path / "out"), str(tmp_path / "dense.tsv")])
     result = json.loads((tmp_path / "out" / "results.json").read_text())
-    dense = result["runs"]["dense"]
+    dense = result["sets"]["qrels"]["dense"]
     assert dense["n_queries"] == 2 and dense["n_ranked"] == 1
     assert dense["ndcg@10"] == pytest.approx(100 * (1 / np.log2(3)) / 2) and dense["mrr@10"] == pytest.approx(25.0)
     assert dense["recall@100"] == pytest.approx(50.0) and result["meta"]["command"].startswith("python benchmarks/runners/score_trec_run.py")
@@ -495,6 +533,30 @@ def test_a_trec_run_is_scored_by_its_rank_column_and_a_judged_query_it_does_not_
         score.main([*files, "--out", str(tmp_path / "bad-out"), str(tmp_path / "bad.tsv")])
     assert stop.value.code == 2 and f"{tmp_path / 'bad.tsv'}:2: not a TREC run line" in capsys.readouterr().err
     assert not (tmp_path / "bad-out").exists()
+
+
+def test_trec_runs_are_scored_again_over_the_adapt_examples_test_queries(tmp_path):
+    """--example scifact: the same runs over the test queries `sentune adapt --example scifact` scores (a subset of the
+    queries searched), each query's nDCG@10 as the formula gives it by hand."""
+    from test_retrieval import _toy_data_dir
+
+    from sentune.adapt.examples import write_example
+    from sentune.data.beir import read_beir_folder
+
+    score = load("runners/score_trec_run.py")
+    data = _toy_data_dir(tmp_path)  # 25 claims, claim i's relevant abstract 1000 + 3i
+    folder = data / "retrieval" / "scifact"
+    # even claims rank their abstract first, odd ones second, behind abstract 1001 (relevant to no claim)
+    lines = [f"{i} Q0 {1000 + 3 * i} 1 2.0 x" if i % 2 == 0 else f"{i} Q0 1001 1 2.0 x\n{i} Q0 {1000 + 3 * i} 2 1.0 x" for i in range(25)]
+    (tmp_path / "dense.tsv").write_text("\n".join(lines) + "\n")
+    files = ["--corpus", str(folder / "corpus.jsonl"), "--queries", str(folder / "queries.jsonl"), "--qrels", str(folder / "qrels" / "train.tsv")]
+    score.main([*files, "--name", "scifact-train", "--example", "scifact", "--data", str(data), "--out", str(tmp_path / "out"), str(tmp_path / "dense.tsv")])
+    sets = json.loads((tmp_path / "out" / "results.json").read_text())["sets"]
+    test_ids = [q.id for q in read_beir_folder(write_example("scifact", data, tmp_path / "example").test, "test").queries]
+    by_hand = {i: 1.0 if i % 2 == 0 else 1 / np.log2(3) for i in range(25)}
+    assert list(sets) == ["scifact-train", "scifact example test"] and sets["scifact example test"]["dense"]["n_queries"] == len(test_ids) == 13
+    assert sets["scifact-train"]["dense"]["ndcg@10"] == pytest.approx(100 * np.mean(list(by_hand.values())))
+    assert sets["scifact example test"]["dense"]["ndcg@10"] == pytest.approx(100 * np.mean([by_hand[int(q)] for q in test_ids]))
 
 
 def test_machine_conditions_quote_the_file_whole_or_give_nothing(tmp_path):

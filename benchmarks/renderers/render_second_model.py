@@ -15,6 +15,9 @@ from sentune.data.catalog import group_tasks
 
 STS7 = group_tasks("sts")
 ADAPT = "adapt/second-model-mrpc/results.json"  # beside the kept runs (benchmarks/results/adapt), as adapt_experiments.sh keeps them
+SMALL_TRANSFER = "baselines-transfer-fast"  # the default model's transfer run (benchmarks/runners/baselines.sh)
+SMALL_ADAPTED = "adapt/scifact/results.json"  # the default model's adapt run on SciFact: its test queries are a set scored below
+SMALL_ROWS = {"unchanged": "unchanged", "bm25": "BM25", "hybrid": "hybrid (BM25 + the model, weight chosen by adapt)"}
 # Published cosine Spearman ×100 of all-mpnet-base-v2 on MTEB's STS12-16 (each task's test pairs in one correlation,
 # as sentune's 'all'), as a model card's comparison table lists them: a check that the model here is the published one.
 PUBLISHED = {"STS12": 72.6, "STS13": 83.5, "STS14": 78.0, "STS15": 85.7, "STS16": 80.0}
@@ -85,15 +88,31 @@ def speed(kept: KeptRuns) -> list[str]:
     ]
 
 
+def transfer(kept: KeptRuns) -> list[str]:
+    """SentEval's transfer tasks (fast preset) for the model's pipeline, beside the default model's (baselines.sh)."""
+    from sentune.core.results import transfer_table
+
+    result = kept.get("second-model-transfer")
+    if not result:
+        return []
+    runs = {"all-mpnet-base-v2": result["runs"]["model"]}
+    small = kept.get(SMALL_TRANSFER, optional=True)
+    if small:
+        runs["all-MiniLM-L6-v2 (benchmarks/results/baselines.md)"] = small["runs"]["model"]
+    return [
+        "## SentEval transfer (`sentune eval --tasks transfer --preset fast`)",
+        "",
+        "Accuracy ×100 of a logistic regression on the frozen vectors of the model's own pipeline (SentEval's fast preset), "
+        "beside the default model's under the same command.",
+        "",
+        transfer_table(runs) or "",
+        "",
+    ]
+
+
 def other_commands(kept: KeptRuns) -> list[str]:
     """One row per command of second_model.sh beyond the evaluation above: what it produced, or not measured yet."""
     rows = []
-    transfer = kept.get("second-model-transfer")
-    if transfer:
-        tasks = transfer["runs"]["model"]["tasks"]
-        accs = {t: r["acc"] for t, r in tasks.items() if "acc" in r}
-        cells = ", ".join(f"{t} {a:.2f}" for t, a in accs.items())
-        rows.append(["`sentune eval --tasks transfer --preset fast`", f"accuracy: {cells}; mean {sum(accs.values()) / len(accs):.2f}"])
     retrieval = kept.get("second-model-retrieval")
     if retrieval:
         names = {m.name for m in ranking_metrics()}
@@ -115,19 +134,60 @@ def other_commands(kept: KeptRuns) -> list[str]:
         rows.append(["every registered method, a few steps (`tests/test_registry.py -k second_model_dir`)", last.strip("= ")])
     else:
         kept.missing.append("second-model-train")
-    search = kept.get("second-model-search")
-    if search:
-        names = {m.name for m in ranking_metrics()}
-        evaluated = (retrieval or {}).get("runs", {}).get("model", {}).get("tasks", {}).get("scifact-train", {}).get("ndcg@10")
-        for system, r in search["runs"].items():
-            cells = ", ".join(f"{k} {v:.2f}" for k, v in r.items() if k in names)
-            same = f"; `sentune eval` gave nDCG@10 {evaluated:.2f}" if system == "dense" and evaluated is not None else ""
-            rows.append(
-                [f"`sentune index`, then `sentune search --system {system} --top 100 --run`", f"scifact-train ({r['n_queries']} queries): {cells}{same}"]
-            )
     if not rows:
         return []
     return ["## Every other command", "", *markdown_table(["command", "result"], rows), ""]
+
+
+def interval(r: dict) -> str:
+    return f"{r['ndcg@10']:.2f} [{r['ndcg@10_low']:.2f}, {r['ndcg@10_high']:.2f}]"
+
+
+def search(kept: KeptRuns) -> list[str]:
+    """`sentune search`'s run files on SciFact, scored over the judged queries and over the adapt example's test
+    queries, beside what `sentune adapt` measured there for the default model (all-MiniLM-L6-v2)."""
+    result = kept.get("second-model-search")
+    if not result:
+        return []
+    sets = result["sets"]
+    names = list(sets)
+    header = ["system", *(f"{name}: nDCG@10 [95 % CI] ({next(iter(sets[name].values()))['n_queries']} queries)" for name in names), f"{names[0]}: R@100"]
+    rows = [
+        [f"all-mpnet-base-v2, `--system {system}`", *(interval(sets[name][system]) for name in names), f"{r['recall@100']:.2f}"]
+        for system, r in sets[names[0]].items()
+    ]
+    small = kept.root.parent / SMALL_ADAPTED
+    example = next((name for name in names if name.endswith("example test")), None)
+    if example and small.is_file():
+        candidates = json.loads(small.read_text())["candidates"]
+        for name, label in SMALL_ROWS.items():
+            test = candidates[name]["test"]
+            cells = ["–"] * len(names)
+            cells[names.index(example)] = f"{test['score']:.2f} [{test['low']:.2f}, {test['high']:.2f}]"
+            chosen = " (chosen)" if candidates[name].get("chosen") else ""
+            rows.append([f"all-MiniLM-L6-v2, `sentune adapt --example scifact`: {label}{chosen}", *cells, "–"])
+    evaluated = kept.get("second-model-retrieval", optional=True)
+    dense = sets[names[0]].get("dense")
+    check = []
+    if evaluated and dense and names[0] in evaluated["runs"]["model"]["tasks"]:
+        score = evaluated["runs"]["model"]["tasks"][names[0]]["ndcg@10"]
+        same = "equal" if f"{score:.2f}" == f"{dense['ndcg@10']:.2f}" else "NOT equal"
+        check = [
+            f"`sentune eval --tasks retrieval` scored {names[0]} at nDCG@10 {score:.2f}; the dense run file {dense['ndcg@10']:.2f} ({same} to two decimals).",
+            "",
+        ]
+    return [
+        "## Search on SciFact: `sentune index`, then `sentune search --run`, each run file scored",
+        "",
+        f"`{result['meta']['command']}` ({result['meta']['date']}): each ranking of one index (built without --fusion: the hybrid is "
+        "convex, 0.5 on min-max normalised cosine and BM25 scores), the top 100 of the whole corpus for every query; intervals: "
+        "bootstrap over the queries. The adapt example's test queries are a subset of the queries searched; the rows of "
+        "all-MiniLM-L6-v2 are its adapt run's test scores on the same queries (benchmarks/results/retrieval.md).",
+        "",
+        *markdown_table(header, rows),
+        "",
+        *check,
+    ]
 
 
 def adapt(kept: KeptRuns) -> list[str]:
@@ -155,7 +215,16 @@ CONDITIONS = "second_model_conditions.md"  # beside the page, written by whoever
 
 def sections(kept: KeptRuns, out: Path) -> list[str]:
     conditions = [line for text in machine_conditions(kept.root.parent / CONDITIONS) for line in (text, "")]
-    return conditions + poolings(kept) + pipeline_versus_sentence_transformers(kept) + speed(kept) + other_commands(kept) + adapt(kept)
+    return (
+        conditions
+        + poolings(kept)
+        + pipeline_versus_sentence_transformers(kept)
+        + speed(kept)
+        + transfer(kept)
+        + other_commands(kept)
+        + search(kept)
+        + adapt(kept)
+    )
 
 
 def main() -> None:

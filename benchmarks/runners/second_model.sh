@@ -70,8 +70,11 @@ if has index && ! done_at second-model-search; then  # sentune index / search on
   for system in dense bm25 hybrid; do
     [ -f "$out/search/$system.tsv" ] || sentune search "$out/index" --system "$system" --queries "$scifact/queries.jsonl" --top 100 --run "$out/search/$system.tsv" --quiet
   done
+  # over the judged queries (the evaluation's scifact-train) and over `sentune adapt --example scifact`'s test queries,
+  # where the page sets them beside the default model's adapt run
   python benchmarks/runners/score_trec_run.py --corpus "$scifact/corpus.jsonl" --queries "$scifact/queries.jsonl" \
-    --qrels "$scifact/qrels/train.tsv" --out "$kept/second-model-search" "$out/search/dense.tsv" "$out/search/bm25.tsv" "$out/search/hybrid.tsv"
+    --qrels "$scifact/qrels/train.tsv" --name scifact-train --example scifact --out "$kept/second-model-search" \
+    "$out/search/dense.tsv" "$out/search/bm25.tsv" "$out/search/hybrid.tsv"
 fi
 python benchmarks/renderers/render_second_model.py
 echo "second model: done ($steps)"
