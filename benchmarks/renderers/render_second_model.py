@@ -179,6 +179,11 @@ def search(kept: KeptRuns) -> list[str]:
     return [
         "## Search on SciFact: `sentune index`, then `sentune search --run`, each run file scored",
         "",
+        "The runner's index step: `sentune index --model benchmarks/runs/second-model/model --corpus $SENTUNE_DATA/retrieval/scifact/corpus.jsonl "
+        "--out benchmarks/runs/second-model/index --quiet`, then for each SYSTEM of dense, bm25 and hybrid `sentune search "
+        "benchmarks/runs/second-model/index --system SYSTEM --queries $SENTUNE_DATA/retrieval/scifact/queries.jsonl --top 100 "
+        "--run benchmarks/runs/second-model/search/SYSTEM.tsv --quiet`, then",
+        "",
         f"`{result['meta']['command']}` ({result['meta']['date']}): each ranking of one index (built without --fusion: the hybrid is "
         "convex, 0.5 on min-max normalised cosine and BM25 scores), the top 100 of the whole corpus for every query; intervals: "
         "bootstrap over the queries. The adapt example's test queries are a subset of the queries searched; the rows of "
