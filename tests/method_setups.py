@@ -60,4 +60,36 @@ def tiny_training_args(method: str, tmp_path: Path, model: str | Path) -> dict:
         args["train_data"] = f"tuples:{tuples}"
     if args.get("params", {}).get("members") == "model-twice":
         args["params"]["members"] = [str(model), str(model)]
+    if method == "tsdae" and not can_decode(model):  # MPNet: an untied decoder of its hidden size (params.decoder)
+        args["params"] = {**args.get("params", {}), "decoder": str(random_decoder(tmp_path / "decoder", model))}
     return args
+
+
+def can_decode(model: str | Path) -> bool:
+    """Whether transformers can run the model's own architecture as a causal language model (TSDAE's tied decoder)."""
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig
+
+    return type(AutoConfig.from_pretrained(model)) in MODEL_FOR_CAUSAL_LM_MAPPING
+
+
+def random_decoder(folder: Path, encoder: str | Path) -> Path:
+    """A one-layer randomly initialised BERT of the encoder's hidden size with its own WordPiece vocabulary (so TSDAE
+    re-tokenizes the targets), saved where AutoModelForCausalLM loads it."""
+    from conftest import WORDS
+    from transformers import AutoConfig, BertConfig, BertModel, BertTokenizerFast
+
+    hidden = AutoConfig.from_pretrained(encoder).hidden_size
+    vocab = {t: i for i, t in enumerate(dict.fromkeys(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *"abcdefghijklmnopqrstuvwxyz"]))}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    try:  # transformers 5 takes the vocabulary as a dict, older releases as a file (as conftest's tiny BERT)
+        tokenizer = BertTokenizerFast(vocab=vocab, do_lower_case=True)
+    except TypeError:
+        tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
+    heads = next(h for h in (4, 2, 1) if hidden % h == 0)
+    config = BertConfig(
+        vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=1, num_attention_heads=heads, intermediate_size=37, max_position_embeddings=512
+    )
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

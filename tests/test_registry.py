@@ -59,13 +59,15 @@ def test_every_registered_method_trains_on_the_tiny_model(method, family, tiny_d
     from sentune.methods.registry import get_method
 
     model = request.getfixturevalue(family)
-    reason = get_method(method).cannot_train(SentenceTransformer(str(model), device="cpu"))
+    args = tiny_training_args(method, tmp_path, model)
+    registered = get_method(method)
+    reason = registered.cannot_train(SentenceTransformer(str(model), device="cpu"), registered.resolve_params(args.get("params")))
     if reason:  # a method that cannot train a family says so in one line, before any training
-        recipe = tiny_recipe(tmp_path / "r.yaml", method, model, **tiny_training_args(method, tmp_path, model))
+        recipe = tiny_recipe(tmp_path / "r.yaml", method, model, **args)
         assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]) == 2
         assert capsys.readouterr().err.strip() == f"sentune: error: method {method}: {reason}; model {model}"
         return
-    run = train_tiny(tmp_path, method, model, tiny_data_dir, **tiny_training_args(method, tmp_path, model))
+    run = train_tiny(tmp_path, method, model, tiny_data_dir, **args)
     results = json.loads((run / "results.json").read_text())
     assert results["meta"]["recipe"]["method"] == method
     assert np.isfinite(results["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"])

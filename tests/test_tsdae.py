@@ -64,3 +64,40 @@ def test_tiny_training_saves_the_encoder_only(tiny_model_dir, tiny_data_dir, tmp
     assert names and all(n.startswith("denoising.decoder.") for n in names)
     assert any("crossattention" in n for n in names)  # the decoder's own weights are kept for a resume
     assert not any(".word_embeddings." in n for n in names)  # tied weights live with the model, not twice
+
+
+def test_an_encoder_without_a_causal_lm_decodes_with_params_decoder_untied(tiny_mpnet_dir, tiny_model_dir, tiny_data_dir, tmp_path):
+    """MPNet cannot be its own decoder: refused with the way out named; a decoder of another hidden size is refused
+    naming both sizes; one of the same size trains, untied, re-tokenizing the targets with its own tokenizer, and the
+    checkpoint keeps all of its weights (nothing of it is the encoder's)."""
+    from conftest import train_tiny
+    from method_setups import random_decoder
+    from safetensors.torch import load_file
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.methods.registry import get_method
+
+    tsdae = get_method("tsdae")
+    mpnet = SentenceTransformer(str(tiny_mpnet_dir), device="cpu")
+    reason = tsdae.cannot_train(mpnet)
+    assert "transformers has none for 'mpnet'" in reason and "give params.decoder" in reason
+    wide = random_decoder(tmp_path / "wide", tiny_model_dir)  # 32 wide, as both tiny encoders
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(wide)
+    config.hidden_size, config.num_attention_heads = 48, 4
+    config.save_pretrained(wide)
+    assert (
+        tsdae.cannot_train(mpnet, tsdae.resolve_params({"decoder": str(wide)}))
+        == f"params.decoder {str(wide)!r}: hidden size 48, the encoder's is 32 (they must be equal)"
+    )
+    assert "not a model transformers can load" in tsdae.cannot_train(mpnet, tsdae.resolve_params({"decoder": str(tmp_path / "none")}))
+    decoder = random_decoder(tmp_path / "decoder", tiny_mpnet_dir)
+    assert tsdae.cannot_train(mpnet, tsdae.resolve_params({"decoder": str(decoder)})) is None
+    loss = TSDAELoss(mpnet, str(decoder))
+    assert loss.denoising.need_retokenization  # MPNet's tokenizer is not the decoder's
+    assert not {id(p) for p in loss.denoising.decoder.parameters()} & {id(p) for p in mpnet.parameters()}  # untied
+    run = train_tiny(tmp_path, "tsdae", tiny_mpnet_dir, tiny_data_dir, params={"decoder": str(decoder)}, training={"keep_checkpoints": True})
+    assert SentenceTransformer(str(run / "model"), device="cpu").encode(["a man plays the guitar"]).shape == (1, 32)
+    names = list(load_file(str(sorted((run / "checkpoints").glob("checkpoint-*"))[-1] / "loss_state.safetensors")))
+    assert any(".word_embeddings." in n for n in names) and all(n.startswith("denoising.decoder.") for n in names)  # its own embeddings

@@ -137,7 +137,9 @@ def _leave_out_untrainable(candidates: Plan, ctx: Context) -> None:
     from sentune.train.recipe import load_recipe
 
     for candidate in list(candidates.raced):
-        reason = get_method(load_recipe(candidate.recipe_name, check=False).method).cannot_train(ctx.base)
+        recipe = load_recipe(candidate.recipe_name, check=False)
+        method = get_method(recipe.method)
+        reason = method.cannot_train(ctx.base, method.resolve_params(recipe.params))
         if reason:
             candidates.raced.remove(candidate)
             logger.warning("%s is left out: %s", candidate.name, reason)

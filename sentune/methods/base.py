@@ -127,17 +127,20 @@ class Method:
     needs_pairs: bool = False  # trains on `train_data: pairs:PATH` (sentence<TAB>paraphrase)
     needs_labels: bool = False  # trains on `train_data: labelled:PATH` (s1<TAB>s2<TAB>label)
     needs_tuples: bool = False  # trains on `train_data: tuples:PATH` (anchor<TAB>positive<TAB>negatives)
-    # the encoder's HF config -> why this method cannot train it (None: it can); checked before any training
-    unsupported: Callable[[Any], str | None] | None = None
+    # (the encoder's HF config, the method's params) -> why this method cannot train it (None: it can); checked before
+    # any training
+    unsupported: Callable[[Any, Any], str | None] | None = None
     # params -> {parameter-name pattern: learning rate} for parameters that train at a rate of their own (the loss's
     # named parameters, e.g. "model.3.flow."; sentence-transformers' learning_rate_mapping); None: one rate for all
     learning_rates: Callable[[Any], dict[str, float]] | None = None
     citation: str = ""
 
-    def cannot_train(self, model) -> str | None:
-        """Why this method cannot train `model` (a SentenceTransformer), or None."""
+    def cannot_train(self, model, params: Any = None) -> str | None:
+        """Why this method cannot train `model` (a SentenceTransformer) with `params` (None: its defaults), or None."""
         config = getattr(getattr(list(model)[0], "auto_model", None), "config", None)
-        return self.unsupported(config) if self.unsupported is not None and config is not None else None
+        if self.unsupported is None or config is None:
+            return None
+        return self.unsupported(config, self.resolve_params(None) if params is None else params)
 
     def resolve_params(self, values: dict[str, Any] | None) -> Any:
         """The typed parameters: the record's defaults, this method's defaults, then the recipe's values."""

@@ -7,6 +7,10 @@ to the encoder's, cross-attention added) must rebuild x token by token while att
 
   L_TSDAE = − 1/|T| Σ_{x} Σ_{t=1..|x|−1} log P_dec(x_{t+1} | x_{≤t}, s = f(x̃))      (padding ignored; T = the tokens)
 
+An encoder family that transformers cannot run as a causal language model (MPNet) cannot be its own decoder; with
+`params.decoder` (a model that can, of the encoder's hidden size) the decoder is that model, untied, re-tokenizing the
+target when its tokenizer differs: the library's option for it, which the paper's ablation of untied decoders uses.
+
 The loss is sentence-transformers' own DenoisingAutoEncoderLoss; this file supplies the damaged copies (seeded by
 training.seed, one draw per row as for one epoch of the library's DenoisingAutoEncoderDataset) and keeps the decoder's
 own weights (cross-attention, LM head) in the checkpoints. The paper pools with [CLS]; sentune keeps whatever pooling the
@@ -49,12 +53,13 @@ def delete_words(text: str, ratio: float, rng: random.Random) -> str:
 
 class TSDAELoss(nn.Module):
     """sentence-transformers' DenoisingAutoEncoderLoss with the encoder under `model` (so the checkpoint's loss state
-    holds only the decoder's own weights) and the decoder on the model's device."""
+    holds only the decoder's own weights) and the decoder on the model's device. `decoder`: a model to decode with,
+    untied (None: the encoder's own architecture, its weights tied)."""
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, decoder: str | None = None) -> None:
         super().__init__()
         self.model = model
-        self.denoising = DenoisingAutoEncoderLoss(model, tie_encoder_decoder=True)
+        self.denoising = DenoisingAutoEncoderLoss(model, decoder_name_or_path=decoder, tie_encoder_decoder=decoder is None)
         self.denoising.decoder.to(model.device)
 
     def forward(self, sentence_features: list[dict[str, torch.Tensor]], labels: torch.Tensor | None = None) -> torch.Tensor:
@@ -68,6 +73,9 @@ class TSDAELoss(nn.Module):
 @dataclass
 class TSDAEParams:
     deletion_ratio: float = option(0.6, "probability of deleting each word of the input (the paper's best: 0.6)", minimum=0, below=1)
+    decoder: str | None = option(
+        None, "a model (hub id or path) to decode with, untied: for an encoder transformers cannot run as a causal LM (null: the encoder's own, tied)"
+    )
 
 
 def damaged_rows(ctx: TrainContext) -> Columns:
@@ -78,17 +86,32 @@ def damaged_rows(ctx: TrainContext) -> Columns:
 
 
 def build_tsdae_loss(model, columns: Columns, ctx: TrainContext) -> TSDAELoss:
-    return TSDAELoss(model)
+    return TSDAELoss(model, ctx.params.decoder)
 
 
-def without_decoder(config) -> str | None:
-    """The decoder is the encoder's own architecture run as a causal language model with its weights tied: a family
-    transformers has no causal-LM class for (MPNet, say) cannot decode."""
-    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
+def without_decoder(config, params: TSDAEParams) -> str | None:
+    """Why TSDAE cannot decode for this encoder: by default the decoder is the encoder's own architecture run as a causal
+    language model with its weights tied, which a family transformers has no causal-LM class for (MPNet, say) cannot
+    be; `params.decoder` must be able to decode, and its hidden size must be the encoder's (the decoder attends to the
+    sentence vector). Read from the configs alone, before any weights load."""
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig
 
-    if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING:
-        return None
-    return f"TSDAE decodes with the encoder's own architecture as a causal language model, and transformers has none for {config.model_type!r}"
+    if params.decoder is None:
+        if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING:
+            return None
+        return (
+            f"TSDAE decodes with the encoder's own architecture as a causal language model, and transformers has none for {config.model_type!r}; "
+            "give params.decoder a model that has one, of the same hidden size"
+        )
+    try:
+        decoder = AutoConfig.from_pretrained(params.decoder)
+    except (OSError, ValueError) as error:
+        return f"params.decoder {params.decoder!r}: not a model transformers can load ({str(error).splitlines()[0]})"
+    if type(decoder) not in MODEL_FOR_CAUSAL_LM_MAPPING:
+        return f"params.decoder {params.decoder!r}: transformers cannot run {decoder.model_type!r} as a causal language model"
+    if decoder.hidden_size != config.hidden_size:
+        return f"params.decoder {params.decoder!r}: hidden size {decoder.hidden_size}, the encoder's is {config.hidden_size} (they must be equal)"
+    return None
 
 
 TSDAE = Method(

@@ -368,7 +368,7 @@ def build_training(recipe: Recipe, data_dir: Path, *, device: str, dev_score=Non
     params = validate_recipe(recipe)
     method = get_method(recipe.method)
     model = with_pooling(load_model(recipe.model, device=device), recipe.pooling or method.pooling)
-    reason = method.cannot_train(model)
+    reason = method.cannot_train(model, params)
     if reason:
         raise UserError(f"method {method.name}: {reason}; model {recipe.model}")
     if recipe.training.max_seq_length:
