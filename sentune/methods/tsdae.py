@@ -9,7 +9,7 @@ to the encoder's, cross-attention added) must rebuild x token by token while att
 
 An encoder family that transformers cannot run as a causal language model (MPNet) cannot be its own decoder; with
 `params.decoder` (a model that can, of the encoder's hidden size) the decoder is that model, untied, re-tokenizing the
-target when its tokenizer differs: the library's option for it, which the paper's ablation of untied decoders uses.
+target when its tokenizer differs (the library's own option; the paper's tied weights are then not possible).
 
 The loss is sentence-transformers' own DenoisingAutoEncoderLoss; this file supplies the damaged copies (seeded by
 training.seed, one draw per row as for one epoch of the library's DenoisingAutoEncoderDataset) and keeps the decoder's
