@@ -53,6 +53,11 @@ def test_index_then_search_ranks_as_the_dense_and_bm25_parts_do(tiny_model_dir, 
     hybrid = read_trec_run(run)
     assert len(hybrid) == 100 and all([r for _, r, _ in rows] == [1, 2, 3, 4, 5] for rows in hybrid.values())
     assert all(rows[i][2] >= rows[i + 1][2] for rows in hybrid.values() for i in range(4))  # best first
+    from sentune.search.index import read_trec_run as sentunes_reader
+
+    shuffled = tmp_path / "shuffled.txt"  # the rank column orders a query's documents, not the file's order
+    shuffled.write_text("\n".join(reversed(run.read_text().splitlines())) + "\n")
+    assert sentunes_reader(shuffled) == {qid: [doc for doc, _, _ in rows] for qid, rows in hybrid.items()}
     # the dense part alone is the exact cosine ranking of the tiny model's own vectors
     from sentence_transformers import SentenceTransformer
 

@@ -24,19 +24,7 @@ import numpy as np
 from sentune.core.results import display_path, write_atomic
 from sentune.data.beir import read_retrieval_set
 from sentune.errors import UserError
-
-
-def read_run(path: Path) -> dict[str, list[str]]:
-    """Each query's documents in rank order (the rank column, not the file's order)."""
-    rows: dict[str, list[tuple[int, str]]] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        parts = line.split()
-        if len(parts) != 6 or not parts[3].isdigit():
-            raise UserError(f"{path}:{number}: not a TREC run line (qid Q0 docid rank score tag)")
-        rows.setdefault(parts[0], []).append((int(parts[3]), parts[2]))
-    return {qid: [doc for _, doc in sorted(ranked)] for qid, ranked in rows.items()}
+from sentune.search.index import read_trec_run
 
 
 def score(run: dict[str, list[str]], queries) -> dict:
@@ -80,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         sets = {args.name or Path(args.qrels).stem: judged.queries}
         if args.example:
             sets[f"{args.example} example test"] = example_test_set(args.example, args.data).queries
-        runs = {run.stem: read_run(run) for run in args.runs}
+        runs = {run.stem: read_trec_run(run) for run in args.runs}
         scores = {name: {stem: score(ranked, queries) for stem, ranked in runs.items()} for name, queries in sets.items()}
     except UserError as error:
         print(f"score_trec_run: {error}", file=sys.stderr)

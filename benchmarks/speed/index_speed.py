@@ -57,25 +57,15 @@ def timed(command: list[str]) -> dict:
     return {"command": portable(" ".join(command)), "wall_seconds": seconds, "peak_resident_kib": int(rss.group(1))}
 
 
-def run_ndcg(run_file: Path, qrels: Path) -> tuple[float, int]:
-    """Mean nDCG@10 ×100 of a TREC run file over the queries of a BEIR qrels file (sentune's metric code)."""
-    from sentune.data.beir import Query
-    from sentune.data.readers import Source
+def run_ndcg(run_file: Path, test: Path) -> tuple[float, int]:
+    """Mean nDCG@10 ×100 of a TREC run file over a BEIR test folder's judged queries (sentune's reader and metric code)."""
+    from sentune.data.beir import read_beir_folder
+    from sentune.search.index import read_trec_run
     from sentune.tasks.retrieval import per_query_metrics
 
-    relevant: dict[str, dict[str, int]] = {}
-    for number, line in enumerate(qrels.read_text().splitlines()):
-        fields = line.split("\t")
-        if number == 0 and not fields[-1].strip().lstrip("-").isdigit():
-            continue  # BEIR's header line
-        relevant.setdefault(fields[0], {})[fields[1]] = int(fields[2])
-    ranked: dict[str, list[tuple[int, str]]] = {}
-    for line in run_file.read_text().splitlines():
-        qid, _, doc, rank, _, _ = line.split()
-        ranked.setdefault(qid, []).append((int(rank), doc))
-    queries = [Query(q, "", Source(str(qrels), 0), docs) for q, docs in relevant.items()]
-    rows = [[doc for _, doc in sorted(ranked.get(q.id, []))] for q in queries]
-    return 100 * float(per_query_metrics(rows, queries)["ndcg@10"].mean()), len(queries)
+    queries = read_beir_folder(test, "test").queries
+    run = read_trec_run(run_file)
+    return 100 * float(per_query_metrics([run.get(q.id, []) for q in queries], queries)["ndcg@10"].mean()), len(queries)
 
 
 def main() -> None:
@@ -105,7 +95,7 @@ def main() -> None:
             run = Path(scratch) / "adapt.run"
             command = [*sentune, "search", str(adapt_run.relative_to(REPO)), "--queries", str((test / "queries.jsonl").relative_to(REPO)), "--top", "100"]
             timed([*command, "--run", str(run), "--quiet"])
-            score, queries = run_ndcg(run, test / "qrels" / "test.tsv")
+            score, queries = run_ndcg(run, test)
         found["adapt_search"] = {
             "command": " ".join(command[2:]) + " --run FILE",
             "chosen": chosen,

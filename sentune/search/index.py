@@ -314,3 +314,17 @@ def write_trec_run(path: Path, queries: list[Query], hits: list[list[Hit]], tag:
 
     lines = [f"{q.id} Q0 {h.doc_id} {i} {h.score:.6f} {tag}" for q, row in zip(queries, hits, strict=True) for i, h in enumerate(row, start=1)]
     write_atomic(path, "\n".join(lines) + ("\n" if lines else ""))
+
+
+def read_trec_run(path: Path) -> dict[str, list[str]]:
+    """A TREC run file (what write_trec_run, trec_eval and pyserini write): each query's documents in the order of the
+    rank column, whatever the file's order; a malformed line is one error naming the file and line."""
+    rows: dict[str, list[tuple[int, str]]] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 6 or not parts[3].isdigit():
+            raise UserError(f"{path}:{number}: not a TREC run line (qid Q0 docid rank score tag)")
+        rows.setdefault(parts[0], []).append((int(parts[3]), parts[2]))
+    return {qid: [doc for _, doc in sorted(ranked)] for qid, ranked in rows.items()}
