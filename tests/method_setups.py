@@ -75,11 +75,11 @@ def can_decode(model: str | Path) -> bool:
 def random_decoder(folder: Path, encoder: str | Path) -> Path:
     """A one-layer randomly initialised BERT of the encoder's hidden size with its own WordPiece vocabulary (so TSDAE
     re-tokenizes the targets), saved where AutoModelForCausalLM loads it."""
-    from conftest import WORDS
+    from conftest import _tiny_wordpiece_vocab
     from transformers import AutoConfig, BertConfig, BertModel, BertTokenizerFast
 
     hidden = AutoConfig.from_pretrained(encoder).hidden_size
-    vocab = {t: i for i, t in enumerate(dict.fromkeys(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *"abcdefghijklmnopqrstuvwxyz"]))}
+    vocab = _tiny_wordpiece_vocab(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
     try:  # transformers 5 takes the vocabulary as a dict, older releases as a file (as conftest's tiny BERT)
