@@ -9,7 +9,8 @@ its chosen system as.
     INDEX/bm25/            BM25 as BEIR runs it (sentune.search.lexical), built after the vectors
 
 The vectors are written chunk by chunk into the memory-mapped file, so a build never holds more than one chunk's
-activations, and `complete` in index.json is set last: a search refuses an index whose build did not finish.
+activations, and `complete` in index.json is set last: a search refuses an index whose build did not finish, and one
+whose files disagree with index.json (documents, vector rows, BM25's size) or hold no fusion weight for a hybrid.
 
 Several processes (torchrun / accelerate launch, the launchers training uses): each rank encodes a contiguous shard of
 the documents into shards/rank-R.npy; rank 0 waits for all of them (a gloo or NCCL barrier), writes vectors.npy in
