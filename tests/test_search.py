@@ -66,7 +66,9 @@ def test_index_then_search_ranks_as_the_dense_and_bm25_parts_do(tiny_model_dir, 
     data = read_beir_folder(dev, "dev")
     model = SentenceTransformer(str(tiny_model_dir), device="cpu")
     expected = rank(model.encode([q.text for q in data.queries]), model.encode([d.text for d in data.corpus]), [d.id for d in data.corpus], depth=5)
-    assert main(["search", str(index), "--queries", str(dev / "queries.jsonl"), "--top", "5", "--run", str(run), "--system", "dense", "--quiet"]) == 0
+    assert (
+        main(["search", str(index), "--queries", str(dev / "queries.jsonl"), "--top", "5", "--run", str(run), "--force", "--system", "dense", "--quiet"]) == 0
+    )
     dense = read_trec_run(run)
     same = sum(dense[q.id][0][0] == data.corpus[row[0]].id for q, row in zip(data.queries, expected, strict=True))
     assert same >= 98  # float noise between two encoders may swap a near tie
@@ -232,3 +234,22 @@ def test_index_reads_the_corpus_vectors_that_eval_encoded(tiny_model_dir, tmp_pa
     assert encoded == []
     np.testing.assert_allclose(np.load(tmp_path / "from-cache" / "vectors.npy"), np.load(tmp_path / "from-nothing" / "vectors.npy"), atol=1e-5)
     assert main(["search", str(tmp_path / "from-cache"), "--query", "a man", "--quiet"]) == 0
+
+
+@pytest.mark.slow
+def test_the_fusion_adapt_chose_is_saved_in_its_index_and_reads_back_as_a_fusion(tiny_model_dir, tmp_path):
+    """adapt's hybrid weight, the α best on its selection queries (its recorded curve; ties: nearer 0.5), is the one
+    its index holds, read back as a Fusion. The toy of seed 1 chooses a weight other than 0.5, so no default can pass."""
+    from sentune.search.fusion import Fusion
+    from sentune.search.index import SearchIndex
+
+    dev, test = _toy_beir(tmp_path / "toy", seed=1)
+    out = tmp_path / "run"
+    assert main(["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out), "--methods", "hybrid"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["choice"]["name"] == "hybrid", results["choice"]["reason"]
+    curve = {alpha: score for alpha, score in results["candidates"]["hybrid"]["alpha_curve"]}
+    best = max(curve, key=lambda alpha: (round(curve[alpha], 9), -abs(alpha - 0.5)))
+    assert best != 0.5 and len(set(curve.values())) > 1  # the weight mattered on these queries
+    fusion = SearchIndex.open(out).fusion
+    assert isinstance(fusion, Fusion) and fusion == Fusion("convex", best)

@@ -180,11 +180,11 @@ def search(kept: KeptRuns) -> list[str]:
         "## Search on SciFact: `sentune index`, then `sentune search --run`, each run file scored",
         "",
         "The runner's index step: `sentune index --model benchmarks/runs/second-model/model --corpus $SENTUNE_DATA/retrieval/scifact/corpus.jsonl "
-        "--out benchmarks/runs/second-model/index --quiet`, then for each SYSTEM of dense, bm25 and hybrid `sentune search "
+        "--out benchmarks/runs/second-model/index --fusion convex:0.5 --quiet`, then for each SYSTEM of dense, bm25 and hybrid `sentune search "
         "benchmarks/runs/second-model/index --system SYSTEM --queries $SENTUNE_DATA/retrieval/scifact/queries.jsonl --top 100 "
         "--run benchmarks/runs/second-model/search/SYSTEM.tsv --quiet`, then",
         "",
-        f"`{result['meta']['command']}` ({result['meta']['date']}): each ranking of one index (built without --fusion: the hybrid is "
+        f"`{result['meta']['command']}` ({result['meta']['date']}): each ranking of one index (the hybrid "
         "convex, 0.5 on min-max normalised cosine and BM25 scores), the top 100 of the whole corpus for every query; intervals: "
         "bootstrap over the queries. The adapt example's test queries are a subset of the queries searched; the rows of "
         "all-MiniLM-L6-v2 are its adapt run's test scores on the same queries (benchmarks/results/retrieval.md).",

@@ -61,12 +61,12 @@ if has adapt && [ ! -f benchmarks/results/adapt/second-model-mrpc/results.json ]
     [ -f "$runs/adapt-second-model-mrpc/$f" ] && cp "$runs/adapt-second-model-mrpc/$f" benchmarks/results/adapt/second-model-mrpc/
   done
 fi
-if has index && ! done_at second-model-search; then  # sentune index / search on SciFact: the index's own ranking (dense,
-  # the model's cosine) and its other two (BM25; the hybrid, convex 0.5 on an index built without --fusion), each run file
+if has index && ! done_at second-model-search; then  # sentune index / search on SciFact: three rankings of one index
+  # (dense, the model's cosine; BM25; the hybrid, convex 0.5, the weight given when it is built: a hybrid needs one), each run file
   # scored as the evaluation scores (the dense run must give `sentune eval --tasks retrieval`'s numbers); the run files
   # stay in the run folder (3 MB each), their scores are kept
   scifact=$SENTUNE_DATA/retrieval/scifact
-  sentune index --model "$model" --corpus "$scifact/corpus.jsonl" --out "$out/index" --quiet
+  sentune index --model "$model" --corpus "$scifact/corpus.jsonl" --out "$out/index" --fusion convex:0.5 --quiet
   for system in dense bm25 hybrid; do
     [ -f "$out/search/$system.tsv" ] || sentune search "$out/index" --system "$system" --queries "$scifact/queries.jsonl" --top 100 --run "$out/search/$system.tsv" --quiet
   done

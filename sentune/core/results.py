@@ -28,10 +28,14 @@ def write_atomic(path: Path, text: str) -> None:
     """Write via a temporary file and rename, so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.chmod(tmp, umask_mode(directory=False))
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, umask_mode(directory=False))
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a folder in the way, an interrupt: no temporary file left beside `path`
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def save_results(results: dict, out_dir: Path, command: str | None = None) -> tuple[Path, Path]:

@@ -1,6 +1,6 @@
 """`sentune index` and `sentune search`: build a search index over a BEIR corpus.jsonl, and rank its documents for a
-query or a queries file (sentune.search.index). Every input is read and checked before a model loads; a mistake is one
-line naming the file and line (or the option), exit 2, nothing written."""
+query or a queries file (sentune.search.index). Every input is read and checked before a model loads (--out, --run, the
+index's files); a mistake is one line naming the file and line (or the option), exit 2, nothing written."""
 
 from __future__ import annotations
 
@@ -29,6 +29,22 @@ def parse_fusion(text: str | None):
     return Fusion("convex", alpha)
 
 
+def input_file(path: str, option: str) -> Path:
+    """A file the user named with `option`: one line naming the option when it is missing or a folder."""
+    found = Path(path)
+    if not found.is_file():
+        raise UserError(f"{option} {found}: {'a folder, not a file' if found.is_dir() else 'file not found'}")
+    return found
+
+
+def check_run_file(path: Path, force: bool) -> None:
+    """--run names a file this search may write: not a folder, and not one that exists unless --force."""
+    if path.is_dir():
+        raise UserError(f"--run {path}: a folder; give a file name (e.g. {path / 'search.run'})")
+    if path.exists() and not force:
+        raise UserError(f"--run {path}: the file exists; add --force to overwrite it")
+
+
 INDEX_HELP = "build a search index (dense vectors, memory-mapped and resumable, and BM25) over a BEIR corpus.jsonl"
 SEARCH_HELP = "rank an index's documents for a query (--query) or a queries file (--queries), or write a TREC run file"
 
@@ -43,7 +59,11 @@ def index_options(p: argparse.ArgumentParser) -> None:
         help="how `sentune search` ranks: none (the model's cosine alone), convex:ALPHA (min-max normalised cosine and BM25, ALPHA on the "
         "cosine; `sentune adapt` chooses it on your queries) or rrf (reciprocal rank fusion, k = 60)",
     )
-    p.add_argument("--no-stem", action="store_true", help="BM25 without the English stemmer (BEIR and Anserini stem)")
+    p.add_argument(
+        "--no-stem",
+        action="store_true",
+        help="BM25 without the English stemmer (BEIR and Anserini stem); on an existing index, its BM25 side is built again with the settings given",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--trust-remote-code", action="store_true", help="allow code shipped with the model (off by default)")
 
@@ -54,32 +74,47 @@ def search_options(p: argparse.ArgumentParser) -> None:
     group.add_argument("--query", help="one query: its ranked documents are printed")
     group.add_argument("--queries", help="queries.jsonl (_id, text) or a .tsv of id<TAB>query")
     p.add_argument("--top", type=int, default=10, help="documents per query (default 10)")
-    p.add_argument("--run", help="write a TREC run file (qid Q0 docid rank score tag) instead of printing")
-    p.add_argument("--system", help="rank with another part of the index: dense, bm25 or hybrid (default: the index's own)")
+    p.add_argument(
+        "--run",
+        help="write a TREC run file (qid Q0 docid rank score tag) instead of printing; a query or document id with whitespace is refused "
+        "(a run line is split at whitespace), not encoded",
+    )
+    p.add_argument("--force", action="store_true", help="overwrite an existing --run file")
+    p.add_argument("--system", help="rank with another part of the index: dense, bm25 or hybrid (default: the index's own; hybrid needs a saved fusion)")
+    p.add_argument(
+        "--exclude-same-id",
+        action="store_true",
+        help="never return a document whose id is the query's: BEIR's convention for sets whose queries are documents too (Quora), "
+        "and how `sentune adapt` scores; off by default",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     from sentune.data.beir import read_corpus_jsonl
-    from sentune.search.index import BuildPlan, build_index
+    from sentune.search.index import BuildPlan, build_index, check_out
     from sentune.search.lexical import LexicalSettings
 
     fusion = parse_fusion(args.fusion)
-    documents = read_corpus_jsonl(args.corpus)  # a bad line or an empty file: file:line, before the model loads
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():  # the cheapest check first
+        raise UserError(f"--out {out}: a file, not a folder; choose a new or empty folder")
+    documents = read_corpus_jsonl(input_file(args.corpus, "--corpus"))  # a bad line or an empty file: file:line, before the model loads
+    check_out(out, documents)  # another index, other files or a damaged index.json in --out: before the model loads
     from sentune.core.embedding_cache import model_digest
     from sentune.core.models import load_model
 
     model = load_model(args.model, trust_remote_code=args.trust_remote_code, device=args.device)
     digest = model_digest(model)
-    out = Path(args.out)
     plan = BuildPlan("hybrid" if fusion else "dense", fusion, LexicalSettings(stemmer=None) if args.no_stem else LexicalSettings())
-    # an index of another model or of other documents in --out: one line, before anything is written
+    # an index of another model in --out: one line, before anything is written
     build_index(model, args.model, documents, out, plan, show_progress=not args.quiet, model_digest=digest)
     from sentune.core.distributed import rank
 
     if rank() == 0:  # under torchrun, one process speaks
         print(
-            f"index: {out} ({len(documents)} documents, {plan.system}{', ' + fusion.label if fusion else ''}); search it with `sentune search {out} --query TEXT`"
+            f"index: {out} ({len(documents)} documents, {plan.system}{', ' + fusion.label if fusion else ''}{', BM25 unstemmed' if args.no_stem else ''}); "
+            f"search it with `sentune search {out} --query TEXT`"
         )
     return 0
 
@@ -91,11 +126,15 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     if args.top < 1:
         raise UserError(f"--top {args.top}: at least 1")
-    index = SearchIndex.open(Path(args.index), args.system, device=args.device)
-    queries = [Query("query", args.query, Source("--query", 1), {})] if args.query is not None else read_queries(args.queries)
+    if args.run:
+        check_run_file(Path(args.run), args.force)
     if args.query is not None and not args.query.strip():
         raise UserError("--query: empty")
-    hits = index.search(queries, args.top, show_progress=not args.quiet)
+    index = SearchIndex.open(Path(args.index), args.system, device=args.device)
+    queries = [Query("query", args.query, Source("--query", 1), {})] if args.query is not None else read_queries(input_file(args.queries, "--queries"))
+    if args.run or args.query is None:  # both write TREC run lines
+        index.check_run_ids(queries)
+    hits = index.search(queries, args.top, show_progress=not args.quiet, exclude_same_id=args.exclude_same_id)
     if args.run:
         write_trec_run(Path(args.run), queries, hits)
         print(f"run: {args.run} ({len(queries)} queries × top {args.top}, {index.system})", file=sys.stderr)

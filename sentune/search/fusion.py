@@ -77,7 +77,14 @@ class Fusion:
 
     @classmethod
     def from_dict(cls, saved: dict) -> Fusion:
-        return cls(kind=saved["kind"], alpha=saved.get("alpha", 0.5), k=saved.get("k", RRF_K))
+        """What to_dict wrote; anything else (a convex fusion without its weight, an unknown kind) is a ValueError,
+        never a guessed weight."""
+        kind = saved.get("kind") if isinstance(saved, dict) else None
+        if kind == "convex" and isinstance(saved.get("alpha"), int | float) and 0.0 <= saved["alpha"] <= 1.0:
+            return cls("convex", float(saved["alpha"]))
+        if kind == "rrf" and isinstance(saved.get("k"), int) and saved["k"] > 0:
+            return cls("rrf", k=saved["k"])
+        raise ValueError(f"not a fusion sentune writes: {saved!r} (convex with an alpha from 0 to 1, or rrf with k)")
 
     @property
     def label(self) -> str:

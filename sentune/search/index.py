@@ -9,7 +9,8 @@ its chosen system as.
     INDEX/bm25/            BM25 as BEIR runs it (sentune.search.lexical), built after the vectors
 
 The vectors are written chunk by chunk into the memory-mapped file, so a build never holds more than one chunk's
-activations, and `complete` in index.json is set last: a search refuses an index whose build did not finish.
+activations, and `complete` in index.json is set last: a search refuses an index whose build did not finish, and one
+whose files disagree with index.json (documents, vector rows, BM25's size) or hold no fusion weight for a hybrid.
 
 Several processes (torchrun / accelerate launch, the launchers training uses): each rank encodes a contiguous shard of
 the documents into shards/rank-R.npy; rank 0 waits for all of them (a gloo or NCCL barrier), writes vectors.npy in
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from sentune.data.beir import Document, Query
+from sentune.data.text_files import DataError
 from sentune.errors import UserError
 from sentune.search.fusion import Fusion, hybrid_rank, id_order, top_by_score
 from sentune.search.lexical import LexicalIndex, LexicalSettings
@@ -51,27 +53,58 @@ def corpus_digest(documents: list[Document]) -> str:
     return digest.hexdigest()
 
 
+DAMAGED = "the index is damaged: build it again into an empty --out with `sentune index`"
+
+
 def read_settings(folder: Path) -> dict | None:
+    """index.json's settings, None when the folder has none; one line naming the file (and line) when it is not a
+    JSON object."""
     path = folder / INDEX_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(path, exc.lineno, f"not JSON ({exc.msg} at column {exc.colno}): not a sentune index, or a damaged one") from None
+    except UnicodeDecodeError:
+        raise DataError(path, None, "not UTF-8 text: not a sentune index") from None
+    if not isinstance(settings, dict):
+        raise DataError(path, None, f"not a JSON object ({type(settings).__name__}): not a sentune index")
+    return settings
 
 
-def check_resume(folder: Path, model_digest: str, documents: list[Document], shared_folder: bool = False) -> dict | None:
-    """An existing index's settings when this build may continue it; one line naming index.json when it was built by
-    another model or over other documents (nothing is written). `shared_folder`: the index's files join others (an
-    adapt run's output folder)."""
+def check_out(folder: Path, documents: list[Document], shared_folder: bool = False) -> dict | None:
+    """What a build into `folder` may continue, checked without the model (so before it loads): None for a new or empty
+    folder, the settings of an index of these documents; one line naming --out or index.json when the folder is a file,
+    holds other files, or an index over other documents. `shared_folder`: the index's files join others (an adapt
+    run's output folder)."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"--out {folder}: a file, not a folder; choose a new or empty folder")
     saved = read_settings(folder)
     if saved is None:
         if not shared_folder and folder.exists() and any(folder.iterdir()):
             raise UserError(f"--out {folder}: a folder that is not empty and holds no {INDEX_FILE}; choose an empty or new folder")
         return None
     if saved.get("format") != FORMAT:
-        raise UserError(f"{folder / INDEX_FILE}: not a sentune index ({saved.get('format')!r})")
-    if saved["model_digest"] != model_digest:
-        raise UserError(f"{folder / INDEX_FILE}: built by another model ({saved['model']}, weights {saved['model_digest'][:12]}); choose another --out")
-    if saved["corpus_sha256"] != corpus_digest(documents):
-        raise UserError(f"{folder / INDEX_FILE}: built over other documents ({saved['documents']}); choose another --out")
+        raise UserError(f"{folder / INDEX_FILE}: not a sentune index ({saved.get('format')!r}); choose another --out")
+    if saved.get("corpus_sha256") != corpus_digest(documents):
+        raise UserError(f"{folder / INDEX_FILE}: built over other documents ({saved.get('documents')}); choose another --out")
     return saved
+
+
+def check_resume(folder: Path, model_digest: str, documents: list[Document], shared_folder: bool = False) -> dict | None:
+    """check_out, and one line naming index.json when the index was built by another model (nothing is written)."""
+    saved = check_out(folder, documents, shared_folder)
+    if saved is not None and saved.get("model_digest") != model_digest:
+        raise UserError(
+            f"{folder / INDEX_FILE}: built by another model ({saved.get('model')}, weights {str(saved.get('model_digest'))[:12]}); choose another --out"
+        )
+    return saved
+
+
+def lexical_record(settings: LexicalSettings) -> dict:
+    """How index.json records the BM25 settings (a build with other settings rebuilds the BM25 side)."""
+    return vars(settings) | {"label": settings.label}
 
 
 @dataclass(frozen=True)
@@ -95,7 +128,8 @@ def build_index(
 ) -> Path:
     """Encode `documents` with `model` into out/vectors.npy (resuming a build stopped before), build BM25, and write
     index.json. `model_ref`: how a search loads the model again (a path relative to `out`, or a name). `vectors`: the
-    documents' vectors already encoded by this model (an adapt run's), written as they are."""
+    documents' vectors already encoded by this model (an adapt run's), written as they are. An index of the same model
+    and documents with another system, fusion or BM25 settings keeps its vectors and gets the rest built again."""
     from sentune.core.distributed import rank, world_size
     from sentune.core.embedding_cache import model_digest as digest_of
 
@@ -106,6 +140,7 @@ def build_index(
         and saved.get("complete")
         and saved["system"] == plan.system
         and saved.get("fusion") == (plan.fusion.to_dict() if plan.fusion else None)
+        and saved.get("lexical") == lexical_record(plan.lexical)
     ):
         return out
     out.mkdir(parents=True, exist_ok=True)
@@ -117,7 +152,7 @@ def build_index(
         "model_digest": model_digest,
         "documents": len(documents),
         "corpus_sha256": corpus_digest(documents),
-        "lexical": vars(plan.lexical) | {"label": plan.lexical.label},
+        "lexical": lexical_record(plan.lexical),
         "complete": False,
     }
     if rank() == 0:
@@ -230,27 +265,42 @@ class Hit:
     text: str
 
 
+def saved_fusion(settings: dict, path: Path) -> Fusion | None:
+    """The fusion index.json records, as a Fusion (None: the index has none, a dense one); one line naming the file
+    when the record is not one sentune writes."""
+    if settings.get("fusion") is None:
+        return None
+    try:
+        return Fusion.from_dict(settings["fusion"])
+    except ValueError as exc:
+        raise DataError(path, None, f"{exc}; {DAMAGED}") from None
+
+
 class SearchIndex:
-    """A built index, read for searching: `search(texts)` ranks every document for each text."""
+    """A built index, read for searching: `search(texts)` ranks every document for each text. Opening it checks every
+    file the chosen system reads against index.json (documents, vector rows and dimension, BM25's size), so a damaged
+    index is one line naming its file, never a ranking of the wrong documents."""
 
     def __init__(self, folder: Path, settings: dict, system: str | None = None, device: str | None = None) -> None:
         self.folder, self.settings = folder, settings
         self.system = system or settings["system"]
-        self.fusion = Fusion.from_dict(settings["fusion"]) if settings.get("fusion") else Fusion("convex", 0.5)
-        self.ids: list[str] = []
-        self.texts: list[str] = []
-        with (folder / "documents.jsonl").open(encoding="utf-8") as f:
-            for line in f:
-                record = json.loads(line)
-                self.ids.append(record["_id"])
-                self.texts.append(record["text"])
+        self.fusion: Fusion | None = saved_fusion(settings, folder / INDEX_FILE)
+        if self.system == "hybrid" and self.fusion is None:
+            raise UserError(
+                f"--system hybrid: {folder / INDEX_FILE} holds no fusion weight (a {settings['system']} index); rebuild it with one, "
+                f"`sentune index --model MODEL --corpus CORPUS --out {folder} --fusion convex:ALPHA` (or rrf; its vectors are kept)"
+            )
+        self.ids, self.texts = read_documents(folder / "documents.jsonl", settings.get("documents"))
+        self.vectors = open_vectors(folder / "vectors.npy", len(self.ids), settings.get("dimension")) if self.system != "bm25" else None
+        if self.system != "dense":
+            check_lexical(folder / "bm25", len(self.ids))
         self.device = device
         self._model: Any = None
         self._lexical: LexicalIndex | None = None
 
     @classmethod
     def open(cls, folder: Path, system: str | None = None, device: str | None = None) -> SearchIndex:
-        """One line naming the folder when it is not a finished index (checked before any model loads)."""
+        """One line naming the folder or file when it is not a finished, whole index (checked before any model loads)."""
         settings = read_settings(folder)
         if settings is None or settings.get("format") != FORMAT:
             hint = " (an adapt run saves one only for search data)" if (folder / "adapt.json").is_file() else ""
@@ -259,6 +309,8 @@ class SearchIndex:
             raise UserError(f"{folder / INDEX_FILE}: the build did not finish; run the same `sentune index` command again to resume it")
         if system is not None and system not in SYSTEMS:
             raise UserError(f"--system {system}: choose {', '.join(SYSTEMS)}")
+        if settings.get("system") not in SYSTEMS:
+            raise DataError(folder / INDEX_FILE, None, f"system {settings.get('system')!r} is none of {', '.join(SYSTEMS)}; {DAMAGED}")
         return cls(folder, settings, system, device)
 
     def model(self):
@@ -275,28 +327,31 @@ class SearchIndex:
             self._lexical = LexicalIndex.load(self.folder / "bm25")
         return self._lexical
 
-    def search(self, queries: list[Query], top: int = 10, show_progress: bool = False) -> list[list[Hit]]:
-        """The top documents for each query, best first, with the system's score; a document whose id is the
-        query's is not returned (BEIR's rule for sets whose queries are documents too)."""
+    def search(self, queries: list[Query], top: int = 10, show_progress: bool = False, exclude_same_id: bool = False) -> list[list[Hit]]:
+        """The top documents for each query, best first, with the system's score. `exclude_same_id`: a document whose
+        id is the query's is not returned (BEIR's convention for sets whose queries are documents too, Quora's, and how
+        `sentune adapt` scores); a user's search returns every document."""
         from sentune.core.encode import Encoder
         from sentune.tasks.retrieval import rank, unit_rows
 
         texts = [q.text for q in queries]
-        query_ids = [q.id for q in queries]
-        ties = id_order(self.ids)
-        own = {doc: i for i, doc in enumerate(self.ids)}
+        query_ids = [q.id for q in queries] if exclude_same_id else None
         if self.system == "bm25":
+            own = {doc: i for i, doc in enumerate(self.ids)}
             scores = self.lexical().scores(texts)
-            ranked = top_by_score(scores, ties, top, exclude=[own.get(q) for q in query_ids])
+            exclude = [own.get(q) for q in query_ids] if query_ids is not None else None
+            ranked = top_by_score(scores, id_order(self.ids), top, exclude=exclude)
             values = [[float(scores[r, d]) for d in row] for r, row in enumerate(ranked)]
             return self._hits(ranked, values)
-        vectors = np.load(self.folder / "vectors.npy", mmap_mode="r")
+        vectors = self.vectors
+        assert vectors is not None  # opened for every system but bm25
         query_vectors = Encoder(self.model(), "model", show_progress=show_progress, desc="encoding the queries").encode(texts)
         if self.system == "dense":
-            ranked = rank(query_vectors, vectors, self.ids, depth=top, query_ids=query_ids, skip_same_id=True)
+            ranked = rank(query_vectors, vectors, self.ids, depth=top, query_ids=query_ids, skip_same_id=exclude_same_id)
             units = unit_rows(query_vectors)
             values = [[float(units[r] @ unit_rows(vectors[[d]])[0]) for d in row] for r, row in enumerate(ranked)]
             return self._hits(ranked, values)
+        assert self.fusion is not None  # a hybrid without a fusion is refused when opened
         lexical = self.lexical().scores(texts)
         ranked, values = hybrid_rank(
             query_vectors, vectors, lambda rows: lexical[rows], self.ids, self.fusion, depth=top, query_ids=query_ids, with_scores=True
@@ -306,12 +361,92 @@ class SearchIndex:
     def _hits(self, ranked: list[list[int]], values: list[list[float]]) -> list[list[Hit]]:
         return [[Hit(self.ids[d], v, self.texts[d]) for d, v in zip(row, scores, strict=True)] for row, scores in zip(ranked, values, strict=True)]
 
+    def check_run_ids(self, queries: list[Query]) -> None:
+        """Every query and document id fits a TREC run line (checked before the model loads when a run is written)."""
+        for q in queries:
+            if not trec_safe(q.id):
+                raise UserError(f"{q.source}: query id {q.id!r} {NOT_TREC_SAFE}; give it an id without spaces")
+        for number, doc in enumerate(self.ids, start=1):
+            if not trec_safe(doc):
+                raise UserError(
+                    f"{self.folder / 'documents.jsonl'}:{number}: document id {doc!r} {NOT_TREC_SAFE}; build the index from ids without spaces, or search with --query"
+                )
+
+
+def read_documents(path: Path, expected: int | None) -> tuple[list[str], list[str]]:
+    """documents.jsonl's ids and texts; one line naming the file and line when a line is not a document (a file cut
+    mid-line), or the file when it holds another count than index.json says."""
+    ids: list[str] = []
+    texts: list[str] = []
+    try:
+        with path.open(encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                try:
+                    record = json.loads(line)
+                    doc_id, text = record["_id"], record["text"]
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    raise DataError(path, number, f'not a document ({{"_id": ..., "text": ...}}); {DAMAGED}') from None
+                if not isinstance(doc_id, str) or not isinstance(text, str):
+                    raise DataError(path, number, f"_id and text must be strings; {DAMAGED}")
+                ids.append(doc_id)
+                texts.append(text)
+    except FileNotFoundError:
+        raise DataError(path, None, f"missing; {DAMAGED}") from None
+    except UnicodeDecodeError:
+        raise DataError(path, len(ids) + 1, f"not UTF-8 text; {DAMAGED}") from None
+    if len(ids) != expected:
+        raise DataError(path, None, f"{len(ids)} documents, but {INDEX_FILE} says {expected}; {DAMAGED}")
+    return ids, texts
+
+
+def open_vectors(path: Path, rows: int, dimension: int | None) -> np.ndarray:
+    """vectors.npy memory-mapped; one line naming it when it cannot be read (a truncated file), or its shape is not
+    (documents × the index's dimension): a search would rank other documents than it names."""
+    try:
+        vectors = np.load(path, mmap_mode="r")
+    except FileNotFoundError:
+        raise DataError(path, None, f"missing; {DAMAGED}") from None
+    except (ValueError, OSError, EOFError) as exc:  # numpy: "mmap length is greater than file size" for a cut file
+        raise DataError(path, None, f"not a whole .npy array ({exc}); {DAMAGED}") from None
+    if vectors.ndim != 2 or vectors.shape[0] != rows or (dimension is not None and vectors.shape[1] != dimension):
+        raise DataError(path, None, f"shape {vectors.shape}, but the index holds {rows} documents of dimension {dimension}; {DAMAGED}")
+    return vectors
+
+
+def check_lexical(folder: Path, rows: int) -> None:
+    """BM25's saved settings name as many documents as the index holds."""
+    from sentune.search.lexical import SETTINGS_FILE
+
+    path = folder / SETTINGS_FILE
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(path, None, f"missing; {DAMAGED}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise DataError(path, None, f"not JSON; {DAMAGED}") from None
+    if not isinstance(saved, dict) or saved.get("documents") != rows:
+        found = saved.get("documents") if isinstance(saved, dict) else None
+        raise DataError(path, None, f"BM25 over {found} documents, but the index holds {rows}; {DAMAGED}")
+
+
+NOT_TREC_SAFE = "holds whitespace, which a TREC run line (qid Q0 docid rank score tag, split at whitespace) cannot carry"
+
+
+def trec_safe(identifier: str) -> bool:
+    """An id a TREC run line carries as one field: not empty, no whitespace (what str.split() splits at)."""
+    return identifier.split() == [identifier]
+
 
 def write_trec_run(path: Path, queries: list[Query], hits: list[list[Hit]], tag: str = "sentune") -> None:
     """TREC's run format, one line a result: `qid Q0 docid rank score tag` (rank from 1), what trec_eval, pyserini and
-    ranx read."""
+    ranx read. An id with whitespace is refused, not written as a line of more fields (or encoded into an id the
+    judgements do not name)."""
     from sentune.core.results import write_atomic
 
+    for q, row in zip(queries, hits, strict=True):
+        for identifier in (q.id, *(h.doc_id for h in row)):
+            if not trec_safe(identifier):
+                raise UserError(f"{path}: id {identifier!r} {NOT_TREC_SAFE}")
     lines = [f"{q.id} Q0 {h.doc_id} {i} {h.score:.6f} {tag}" for q, row in zip(queries, hits, strict=True) for i, h in enumerate(row, start=1)]
     write_atomic(path, "\n".join(lines) + ("\n" if lines else ""))
 
