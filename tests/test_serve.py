@@ -53,8 +53,10 @@ def server_environment() -> dict:
 
 def start_server(args: list[str], port: int, timeout: float = 180.0) -> subprocess.Popen:
     """`python -m sentune serve ARGS --port PORT`, once /health answers; its output goes to a log file (read on failure)."""
-    log = open(Path(os.environ["SENTUNE_CACHE"]) / f"serve-{port}.log", "w+")  # noqa: SIM115  (closed with the process)
-    proc = subprocess.Popen([sys.executable, "-m", "sentune", "serve", *args, "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=server_environment())
+    log = open(Path(os.environ["SENTUNE_CACHE"]) / f"serve-{port}.log", "w+")  # closed by stop_server
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sentune", "serve", *args, "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=server_environment()
+    )
     proc.log = log  # type: ignore[attr-defined]
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -442,3 +444,71 @@ def smaps_of(pid: int, path: str) -> dict[str, int]:
         elif inside and fields[0].endswith(":") and len(fields) >= 2 and fields[1].isdigit():
             counters[fields[0][:-1]] = counters.get(fields[0][:-1], 0) + int(fields[1])
     return counters
+
+
+def run_batcher(jobs: list[list[int]], *, max_batch: int, wait_s: float, fail_on: int | None = None) -> tuple[list, list[list[int]]]:
+    """Submit `jobs` (lists of numbers) to a MicroBatcher at once; (each job's answer or exception, the batches `run` saw)."""
+    import asyncio
+
+    from sentune.serve.batching import MicroBatcher
+
+    seen: list[list[int]] = []
+
+    def run(items):
+        seen.append(list(items))
+        if fail_on in items:
+            raise ValueError(f"cannot do {fail_on}")
+        return [x * 10 for x in items]
+
+    async def scenario():
+        with ThreadPoolExecutor(1) as executor:
+            batcher = MicroBatcher(run, executor, max_batch=max_batch, wait_s=wait_s)
+            batcher.start()
+            answers = await asyncio.gather(*(batcher.submit(job) for job in jobs), return_exceptions=True)
+            await batcher.stop()
+            assert batcher.requests == len(jobs) and batcher.forward_passes == len(seen)
+            return answers
+
+    return asyncio.run(scenario()), seen
+
+
+def test_the_batcher_joins_requests_without_splitting_one_and_keeps_their_order():
+    answers, seen = run_batcher([[1], [2, 3], [4], [5, 6, 7, 8, 9], [10]], max_batch=4, wait_s=0.05)
+    assert answers == [[10], [20, 30], [40], [50, 60, 70, 80, 90], [100]]
+    assert seen == [[1, 2, 3, 4], [5, 6, 7, 8, 9], [10]]  # full at 4; the 5-text request runs alone, never split
+    answers, seen = run_batcher([[1], [2], [3]], max_batch=64, wait_s=0.0)
+    assert answers == [[10], [20], [30]] and sum(map(len, seen)) == 3
+
+
+def test_a_failing_batch_fails_its_requests_only():
+    answers, seen = run_batcher([[1], [2], [3, 4], [5]], max_batch=2, wait_s=0.05, fail_on=2)
+    assert seen == [[1, 2], [3, 4], [5]]
+    assert [type(a).__name__ for a in answers[:2]] == ["ValueError", "ValueError"] and answers[2:] == [[30, 40], [50]]
+
+
+def test_a_request_given_up_before_its_batch_runs_is_not_computed():
+    import asyncio
+
+    from sentune.serve.batching import MicroBatcher
+
+    seen: list[list[int]] = []
+
+    def run(items):
+        seen.append(list(items))
+        time.sleep(0.2)
+        return items
+
+    async def scenario():
+        with ThreadPoolExecutor(1) as executor:
+            batcher = MicroBatcher(run, executor, max_batch=1, wait_s=0.0)
+            batcher.start()
+            first = asyncio.ensure_future(batcher.submit([1]))
+            await asyncio.sleep(0.05)  # [1] is running
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(batcher.submit([2]), 0.05)  # gives up while it waits
+            third = await batcher.submit([3])
+            await batcher.stop()
+            return await first, third
+
+    assert asyncio.run(scenario()) == ([1], [3])
+    assert seen == [[1], [3]]

@@ -20,7 +20,7 @@ def serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on; any but the loopback one needs --api-key")
     p.add_argument("--port", type=int, default=8000, help="the port to listen on")
     p.add_argument("--api-key", help=f"every request but /health and the page must send `Authorization: Bearer KEY` (default: ${API_KEY_ENV})")
-    p.add_argument("--backend", default="torch", choices=BACKENDS, help="torch, or the exported graph: onnx, onnx-int8 (as `sentune encode --backend`)")
+    p.add_argument("--backend", default="torch", choices=BACKENDS, help="torch, or the model's exported graph, run as `sentune encode --backend` runs it")
     p.add_argument("--workers", type=int, default=1, help="server processes; each loads the model, all share the index's memory-mapped vectors")
     p.add_argument("--max-batch", type=int, default=64, help="texts computed in one forward pass, from the requests waiting together")
     p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its forward pass")
@@ -95,4 +95,3 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # a worker answers uvicorn's health pings from a thread while it loads; a busy CPU can delay them, hence the margin
     uvicorn.run("sentune.serve.app:app_from_environment", factory=True, workers=settings.workers, timeout_worker_healthcheck=60, **common)  # type: ignore[arg-type]
     return 0
-

@@ -120,7 +120,9 @@ def search_answer(texts: list[str], ranked: list, system: str, fusion: str | Non
     results = [
         {
             "query": text,
-            "hits": [{"id": hit.doc_id, "score": hit.score, "rank": rank, "text": snippet(hit.text, full_text)} for rank, hit in enumerate(result.hits, start=1)],
+            "hits": [
+                {"id": hit.doc_id, "score": hit.score, "rank": rank, "text": snippet(hit.text, full_text)} for rank, hit in enumerate(result.hits, start=1)
+            ],
             "truncated": result.truncated,
         }
         for text, result in zip(texts, ranked, strict=True)
@@ -145,4 +147,3 @@ def embeddings_answer(embedded: list, model: str, encoding_format: str) -> dict:
     if truncated:  # beside OpenAI's fields, which clients read as they are
         answer["truncated"] = truncated
     return answer
-
