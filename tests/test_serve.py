@@ -512,3 +512,27 @@ def test_a_request_given_up_before_its_batch_runs_is_not_computed():
 
     assert asyncio.run(scenario()) == ([1], [3])
     assert seen == [[1], [3]]
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_the_onnx_backends_serve_the_exported_graph_as_sentune_encode_runs_it(toy_index, served_model, tmp_path, backend):
+    pytest.importorskip("onnxruntime")
+    from fastapi.testclient import TestClient
+
+    from sentune.core.backend import backend_of
+    from sentune.serve.app import create_app
+    from sentune.serve.engine import Engine
+    from sentune.serve.settings import ServeSettings
+
+    text_file, out = tmp_path / "sentences.txt", tmp_path / "vectors.npy"
+    text_file.write_text("\n".join(SENTENCES) + "\n")
+    assert main(["encode", "--model", str(served_model), "--backend", backend, str(text_file), str(out), "--quiet"]) == 0
+    settings = ServeSettings(target=str(toy_index[0]), index=str(toy_index[0]), model=None, backend=backend)
+    engine = Engine(settings)
+    assert backend_of(engine.model) == backend and all(backend_of(view.model()) == backend for view in engine.views.values())
+    with TestClient(create_app(settings, engine)) as client:
+        answer = client.post("/v1/embeddings", json={"input": SENTENCES}).json()  # one batch, as the file's: int8 scales activations per batch
+        np.testing.assert_allclose(np.array([d["embedding"] for d in answer["data"]]), np.load(out), atol=1e-5)
+        assert client.get("/health").json()["backend"] == backend
+        hits = client.post("/search", json={"query": SENTENCES[0], "system": "dense", "top_k": 3}).json()["results"][0]["hits"]
+        assert len(hits) == 3 and hits[0]["score"] >= hits[1]["score"] >= hits[2]["score"]
