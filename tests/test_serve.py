@@ -294,6 +294,9 @@ def test_every_bad_input_is_one_json_4xx_while_valid_requests_succeed(server):
     # a form-encoded body with valid JSON in it (curl -d without a Content-Type) is read as JSON
     plain = httpx.post(f"{server}/search", content=json.dumps(valid), headers={**AUTH, "Content-Type": "application/x-www-form-urlencoded"}, timeout=60)
     assert plain.status_code == 200 and [r["query"] for r in plain.json()["results"]] == valid["queries"]
+    # a body sent in chunks, without a Content-Length, is cut off at the limit as it arrives
+    chunked = httpx.post(f"{server}/v1/embeddings", content=iter([b"x" * 1_000_000] * 3), headers=AUTH, timeout=60)
+    assert chunked.status_code == 413 and "over 2,000,000 bytes" in chunked.json()["error"]["message"]
     wrong_method = httpx.get(f"{server}/search", headers=AUTH, timeout=10)
     assert wrong_method.status_code == 405 and "GET /search" in wrong_method.json()["error"]["message"]
     assert health(server)["status"] == "ok"
@@ -351,6 +354,36 @@ def test_the_options_are_refused_before_anything_loads(toy_index, tmp_path, caps
     code = "import sys; from sentune.cli import main; rc = main(['serve', sys.argv[1], '--host', '0.0.0.0']); print(rc, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code, str(index)], capture_output=True, text=True, env=server_environment(), timeout=120)
     assert out.stdout.split() == ["2", "False"], out.stderr
+
+
+def test_what_is_served_is_told_from_the_folder(toy_index, served_model, tmp_path, monkeypatch):
+    """An index, an adapt run's folder with an index (its index) or without one (its model), a model folder or name."""
+    import shutil
+
+    from sentune.cli import build_parser
+    from sentune.errors import UserError
+    from sentune.serve.command import settings_from
+    from sentune.serve.settings import what_to_serve
+
+    index, _ = toy_index
+    assert what_to_serve(str(index)) == (str(index), None)
+    assert what_to_serve(str(served_model)) == (None, str(served_model))
+    run = tmp_path / "adapt-run"
+    shutil.copytree(served_model, run / "model")
+    (run / "adapt.json").write_text("{}")
+    assert what_to_serve(str(run)) == (None, str(run / "model"))  # a run on pairs saves a model and no index
+    shutil.copytree(index, run / "index-files")
+    for path in (run / "index-files").iterdir():
+        path.rename(run / path.name)
+    assert what_to_serve(str(run)) == (str(run), None)  # a search run's folder holds its index
+    shutil.rmtree(run / "model")
+    (run / "index.json").unlink()
+    with pytest.raises(UserError, match="neither an index"):
+        what_to_serve(str(run))
+    # the key may come from the environment
+    monkeypatch.setenv("SENTUNE_API_KEY", "from-the-environment")
+    settings = settings_from(build_parser().parse_args(["serve", str(index), "--port", str(free_port())]))
+    assert settings.api_key == "from-the-environment" and settings.index == str(index) and settings.device == "cpu"
 
 
 def test_a_model_without_an_index_answers_embeddings_only(served_model):
