@@ -10,6 +10,8 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
+
 from sentune.analysis.pages import emit, markdown_table
 
 SERVERS = ("sentune-torch", "sentune-onnx-int8", "infinity")
@@ -77,6 +79,16 @@ def render(measured: dict, source: str, screenshot: str | None, conditions: str 
                 if label in at16:
                     lines += [f"- 16 clients: {label} {at16[label]:.1f} requests/s, {at16[label] / at16['infinity']:.2f}× infinity's {at16['infinity']:.1f}."]
             lines += [""]
+    reference = measured.get("sentune-torch", {}).get("probe")  # one text embedded by each server: is it the same model?
+    if reference:
+        base = np.array(reference["embedding"])
+        for label in SERVERS[1:]:
+            probe = measured.get(label, {}).get("probe")
+            if probe:
+                other = np.array(probe["embedding"])
+                cosine = float(base @ other / (np.linalg.norm(base) * np.linalg.norm(other)))
+                lines += [f"- {label}'s vector of “{probe['text']}” has cosine {cosine:.4f} to sentune-torch's."]
+        lines += [""]
     memory_rows = [
         [
             label,

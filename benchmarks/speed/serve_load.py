@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+PROBE = "a man plays the guitar"
 WARMUP_REQUESTS = 8  # a level's first requests, not counted: connections open, the server's first batches
 
 
@@ -178,6 +179,11 @@ def run_server(args: argparse.Namespace) -> None:
     try:
         record["startup_s"] = round(wait_healthy(host + args.health, proc, args.startup_timeout), 2)
         record["memory_idle"] = memory_of(proc.pid)
+        if "embeddings" in args.endpoints.split(","):  # one vector kept, so that the page can show the servers run the same model
+            import httpx
+
+            answer = httpx.post(host + args.embeddings_path, json={"input": [PROBE], "model": args.model}, headers=headers, timeout=60)
+            record["probe"] = {"text": PROBE, "embedding": answer.json()["data"][0]["embedding"]}
         for endpoint in args.endpoints.split(","):
             for clients in (int(c) for c in args.clients.split(",")):
                 level = asyncio.run(load_level(host, endpoint, texts, clients, args.requests, args.seconds, headers, args.model, args.embeddings_path))

@@ -54,7 +54,7 @@ class Guard:
         headers = dict(scope["headers"])
         if self.key is not None and scope["path"] not in OPEN_PATHS:
             given = headers.get(b"authorization", b"")
-            if not (given.startswith(b"Bearer ") and hmac.compare_digest(given[7:].strip(), self.key)):
+            if not (given[:7].lower() == b"bearer " and hmac.compare_digest(given[7:].strip(), self.key)):  # the scheme's case is free (RFC 9110)
                 message = "no API key given: send `Authorization: Bearer KEY`" if not given else "wrong API key"
                 return await _respond(send, 401, error_body(message, "authentication_error", code="invalid_api_key"), {"www-authenticate": "Bearer"})
         limit = self.settings.max_body_bytes
