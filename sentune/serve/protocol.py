@@ -108,7 +108,9 @@ def embedding_texts(request: EmbeddingsRequest, settings: ServeSettings, dimensi
         raise ApiError(400, f"input: a string or a list of strings, not {type(value).__name__}", param="input")
     check_count(len(value), "input", settings)
     if any(isinstance(v, int) or isinstance(v, list) for v in value):
-        raise ApiError(400, "input: token ids are not taken here; send the texts", param="input")
+        raise ApiError(
+            400, "input: token ids are not taken here, send the texts (LangChain's OpenAIEmbeddings: check_embedding_ctx_length=False)", param="input"
+        )
     return [check_text(text, f"input[{i}]", settings) for i, text in enumerate(value)]
 
 
