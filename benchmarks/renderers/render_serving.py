@@ -1,8 +1,9 @@
 """Render benchmarks/results/serving.md from a serving benchmark's measurements (benchmarks/runners/serving.sh writes
 them with benchmarks/speed/serve_load.py into one JSON file): each server's throughput and p50/p99 latency on /search
 and /v1/embeddings at each number of concurrent clients, its start-up time and memory, and the wall time of one
-`sentune search --query` process beside a served query. Every number is read from the file; a server that was not
-measured is listed as missing."""
+`sentune search --query` process beside a served query. Every number is read from the file (kept in
+benchmarks/results/runs/serving/load.json, with conditions.txt beside it); a server that was not measured is listed as
+missing."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sentune.analysis.pages import emit, markdown_table
+from sentune.analysis.pages import emit, machine_conditions, markdown_table
 
 SERVERS = ("sentune-torch", "sentune-onnx-int8", "infinity")
 SEARCH_PROCESS = "sentune search --query"
@@ -41,7 +42,7 @@ def level_rows(measured: dict, endpoint: str) -> list[list[str]]:
 HEADER = ["server", "clients", "requests/s", "p50 ms", "p99 ms", "answered", "errors", "load generator CPU s"]
 
 
-def render(measured: dict, source: str, screenshot: str | None, conditions: str | None) -> list[str]:
+def render(measured: dict, source: str, screenshot: str | None) -> list[str]:
     lines = [
         "# Serving: `sentune serve` beside infinity",
         "",
@@ -118,8 +119,7 @@ def render(measured: dict, source: str, screenshot: str | None, conditions: str 
         lines += [""]
     if screenshot:
         lines += ["## The search page", "", f"![the search page]({screenshot})", ""]
-    if conditions:
-        lines += [f"Machine conditions (as recorded by the person who ran it): {conditions}", ""]
+    lines += machine_conditions(Path(source).parent / "conditions.txt")
     return lines
 
 
@@ -127,11 +127,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("measurements", help="the JSON file serve_load.py wrote")
     parser.add_argument("--screenshot", help="the page's screenshot, relative to the page")
-    parser.add_argument("--conditions", help="what else the machine did meanwhile")
     parser.add_argument("--out")
     args = parser.parse_args()
     measured = json.loads(Path(args.measurements).read_text())
-    emit(render(measured, args.measurements, args.screenshot, args.conditions), args.out)
+    emit(render(measured, args.measurements, args.screenshot), args.out)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 #   bash benchmarks/runners/serving.sh                 # the measurement (about 20 minutes beside the index build)
 #   QUICK=1 bash benchmarks/runners/serving.sh         # a check that every step runs: 300 documents, a few requests
 #
-# CONDITIONS="idle, nothing else running" goes onto the page. Infinity lives in its own virtual environment (INFINITY_VENV,
+# CONDITIONS="idle, nothing else running" goes onto the page (kept in benchmarks/results/runs/serving/conditions.txt). Infinity lives in its own virtual environment (INFINITY_VENV,
 # default benchmarks/runs/serving/infinity-venv: it needs sentence-transformers < 4 and NumPy < 2); when it cannot be
 # installed the page says it was not measured.
 set -euo pipefail
@@ -83,5 +83,12 @@ python benchmarks/speed/serve_page_shot.py --url "http://127.0.0.1:$p" --query "
 kill "$server"
 wait "$server" 2>/dev/null || true
 
-python benchmarks/renderers/render_serving.py "$measured" --screenshot "$(basename "$shot")" ${CONDITIONS:+--conditions "$CONDITIONS"} --out "$out_page" > /dev/null
-echo "serving: wrote $out_page and $shot (measurements: $measured)"
+# the measurements are kept beside the other kept results (committed; benchmarks/renderers/check_renders.sh re-renders
+# the page from them), with what else the machine did meanwhile
+keep_dir=$work
+[ -n "${QUICK:-}" ] || keep_dir=$kept/serving
+mkdir -p "$keep_dir"
+[ "$keep_dir" = "$work" ] || cp "$measured" "$keep_dir/load.json"
+if [ -n "${CONDITIONS:-}" ]; then echo "$CONDITIONS" > "$keep_dir/conditions.txt"; fi
+python benchmarks/renderers/render_serving.py "$keep_dir/load.json" --screenshot "$(basename "$shot")" --out "$out_page" > /dev/null
+echo "serving: wrote $out_page and $shot (measurements: $keep_dir/load.json)"
