@@ -14,7 +14,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "sentune"
 
 # A layer may import only layers listed before it (and itself); cli and __main__ may import anything.
-LAYERS = ["errors", "data", "core", "postprocess", "modules", "tasks", "methods", "train", "analysis", "search", "adapt", "export"]
+LAYERS = ["errors", "data", "core", "postprocess", "modules", "tasks", "methods", "train", "analysis", "search", "adapt", "export", "serve"]
 
 
 def module_name(path: Path) -> str:

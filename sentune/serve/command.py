@@ -1,0 +1,97 @@
+"""`sentune serve INDEX_OR_MODEL`: the options, checked before anything heavy loads (one line, exit 2), then uvicorn.
+
+One worker: the model and the index are loaded here, before the port opens, so a load error is one line too and the
+first answer is a warm one. Several workers (--workers N): uvicorn starts N processes that each load the model and map
+the index's vectors.npy; the vectors' pages are the page cache's, shared by all of them rather than copied."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from sentune.serve.settings import API_KEY_ENV, BACKENDS, SETTINGS_ENV, SYSTEMS, ServeSettings
+
+SERVE_HELP = "answer searches and OpenAI-style embedding requests over HTTP from an index (or a model), loaded once"
+
+
+def serve_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", metavar="INDEX_OR_MODEL", help="an index folder (`sentune index`), an adapt run's output folder, or a model")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on; any but the loopback one needs --api-key")
+    p.add_argument("--port", type=int, default=8000, help="the port to listen on")
+    p.add_argument("--api-key", help=f"every request but /health and the page must send `Authorization: Bearer KEY` (default: ${API_KEY_ENV})")
+    p.add_argument("--backend", default="torch", choices=BACKENDS, help="torch, or the model's exported graph, run as `sentune encode --backend` runs it")
+    p.add_argument("--workers", type=int, default=1, help="server processes; each loads the model, all share the index's memory-mapped vectors")
+    p.add_argument("--max-batch", type=int, default=64, help="texts computed in one forward pass, from the requests waiting together")
+    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its forward pass")
+    p.add_argument("--max-batch-inputs", type=int, default=256, help="texts in one request (input list, queries list)")
+    p.add_argument("--max-input-chars", type=int, default=100_000, help="characters in one text; longer ones are refused (400)")
+    p.add_argument("--max-body-mb", type=float, default=2.0, help="the request body's limit in MB (413 beyond)")
+    p.add_argument("--timeout-s", type=float, default=30.0, help="a request not answered in this time gets 503")
+    p.add_argument("--system", choices=SYSTEMS, help="/search's default system (default: the index's own)")
+    p.add_argument("--model-name", help="the model's name in /v1/embeddings answers (default: the hub id or the folder's name)")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow code shipped with the model (off by default)")
+    p.add_argument("--device", help="auto (CUDA when present; $SENTUNE_DEVICE when set), cpu, cuda or cuda:N; onnx backends run on the CPU")
+    p.add_argument("--quiet", action="store_true", help="no request log (uvicorn's warnings and errors only)")
+
+
+def settings_from(args: argparse.Namespace) -> ServeSettings:
+    """The options checked and the target classified, without importing torch or loading anything."""
+    from sentune.serve.settings import check_address, check_libraries, check_numbers, what_to_serve
+
+    settings = ServeSettings(
+        target=args.target,
+        index=None,
+        model=None,
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None,
+        backend=args.backend,
+        workers=args.workers,
+        max_batch=args.max_batch,
+        max_batch_inputs=args.max_batch_inputs,
+        batch_wait_ms=args.batch_wait_ms,
+        max_input_chars=args.max_input_chars,
+        max_body_bytes=int(args.max_body_mb * 1_000_000),
+        timeout_s=args.timeout_s,
+        system=args.system,
+        model_name=args.model_name,
+        trust_remote_code=args.trust_remote_code,
+        log_level="warning" if args.quiet else "info",
+    )
+    check_numbers(settings)
+    check_address(settings)
+    check_libraries()
+    index, model = what_to_serve(args.target)
+    from dataclasses import replace
+
+    from sentune.core.device import DEVICE_ENV, resolve_device
+
+    device = resolve_device(args.device or os.environ.get(DEVICE_ENV), "--device")  # imports torch, after every other check
+    return replace(settings, index=index, model=model, device=device)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    import uvicorn
+
+    from sentune.serve.app import create_app
+
+    common = dict(host=settings.host, port=settings.port, log_level=settings.log_level, access_log=settings.log_level == "info")
+    where = f"http://{settings.host}:{settings.port}"
+    if settings.workers == 1:
+        from sentune.serve.engine import Engine
+
+        engine = Engine(settings)
+        print(f"serving {settings.target} at {where} (/search, /v1/embeddings, /health, the search page at /)", file=sys.stderr)
+        uvicorn.run(create_app(settings, engine), **common)  # type: ignore[arg-type]
+        return 0
+    if settings.backend != "torch":  # the graph exported (or quantized) once here, not by every worker at once
+        from sentune.serve.engine import prepare_graph
+
+        prepare_graph(settings)
+    os.environ[SETTINGS_ENV] = settings.to_json()
+    print(f"serving {settings.target} at {where} with {settings.workers} workers", file=sys.stderr)
+    # a worker answers uvicorn's health pings from a thread while it loads; a busy CPU can delay them, hence the margin
+    uvicorn.run("sentune.serve.app:app_from_environment", factory=True, workers=settings.workers, timeout_worker_healthcheck=60, **common)  # type: ignore[arg-type]
+    return 0

@@ -1,0 +1,192 @@
+"""What a server process holds and computes: the model, loaded once, and the index, opened once; `embed` and `search`
+run in the batchers' worker thread (sentune.serve.batching), never two at a time.
+
+Vectors are `sentune encode`'s (sentune.core.encode.Encoder, the model's own pooling); rankings are `sentune search`'s
+(sentune.search.index.SearchIndex.search, one index object per system sharing the model, the documents and BM25). The
+queries of a batch get ids no document has, so no document is left out of a ranking for sharing a query's id.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sentune.serve.settings import ServeSettings
+
+
+@dataclass(frozen=True)
+class Embedded:
+    vector: np.ndarray
+    tokens: int  # what the model read: the text's tokens, special tokens included, up to its limit
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class SearchItem:
+    text: str
+    system: str
+    top: int
+
+
+@dataclass(frozen=True)
+class Ranked:
+    hits: list  # sentune.search.index.Hit, best first
+    truncated: bool  # the query was longer than the model reads (BM25 reads all of it)
+
+
+class Engine:
+    def __init__(self, settings: ServeSettings) -> None:
+        from sentune.core.encode import Encoder
+
+        self.settings = settings
+        self.views: dict[str, Any] = {}  # system -> SearchIndex
+        self.vectors: np.ndarray | None = None
+        if settings.index:
+            self.model = self._open_index(Path(settings.index))
+        else:
+            from sentune.core.models import load_model
+
+            assert settings.model is not None
+            self.model = load_model(settings.model, trust_remote_code=settings.trust_remote_code, device=settings.device, backend=settings.backend)
+        self.encoder = Encoder(self.model, "model", show_progress=False)
+        self.max_tokens = int(self.model.max_seq_length or 0)
+        self.dimension = int(self.encoder.encode(["warm up"]).shape[1])  # the first forward pass is the slow one
+        self.name = served_name(settings)
+        for view in self.views.values():  # loads BM25 and reads the vectors once: the first query is as fast as the next
+            view.search([self._query(0, "warm up")], 1)
+
+    def _open_index(self, folder: Path):
+        from sentune.search.index import SYSTEMS, SearchIndex
+
+        device = "cpu" if self.settings.backend != "torch" else self.settings.device
+        index = SearchIndex.open(folder, self.settings.system, device=device)
+        model = index.model()
+        if self.settings.backend != "torch":
+            from sentune.core.onnx_runtime import use_backend
+
+            source = Path(model_source(self.settings))
+            use_backend(model, self.settings.backend, source=str(source) if source.is_dir() else None)
+        index.lexical()
+        self.index = index
+        # one mapping of the vectors for the life of the process: every worker maps the same file, so the pages are the
+        # page cache's, once for all of them (checked in tests/test_serve.py)
+        self.vectors = np.load(folder / "vectors.npy", mmap_mode="r")
+        self.touched = float(np.asarray(self.vectors, dtype=np.float64).sum())  # read in now, not on the first query
+        for system in SYSTEMS:  # shallow copies: the model, documents and BM25 are the base index's
+            view = copy.copy(index)
+            view.system = system
+            self.views[system] = view
+        self.query_prefix = unused_prefix(index.ids)
+        return model
+
+    def _query(self, number: int, text: str):
+        from sentune.data.beir import Query
+        from sentune.data.text_files import Source
+
+        return Query(f"{self.query_prefix}{number}", text, Source("request", number + 1))
+
+    @property
+    def default_system(self) -> str | None:
+        return self.index.system if self.views else None
+
+    def token_counts(self, texts: list[str]) -> np.ndarray:
+        return self.encoder.token_lengths(texts) if texts else np.zeros(0, dtype=np.int64)
+
+    def embed(self, texts: list[str]) -> list[Embedded]:
+        lengths = self.token_counts(texts)
+        vectors = self.encoder.encode(texts)
+        limit = self.max_tokens or int(lengths.max(initial=0))
+        return [Embedded(vectors[i], int(min(n, limit)), bool(n > limit)) for i, n in enumerate(lengths)]
+
+    def search(self, items: list[SearchItem]) -> list[Ranked]:
+        """Each system's queries in one SearchIndex.search call, at the deepest `top` asked: a ranking's first k are
+        the same at any depth (exact scores, ties by document id)."""
+        out: list[Ranked | None] = [None] * len(items)
+        lengths = self.token_counts([item.text for item in items])
+        for system in dict.fromkeys(item.system for item in items):
+            rows = [i for i, item in enumerate(items) if item.system == system]
+            queries = [self._query(n, items[i].text) for n, i in enumerate(rows)]
+            hits = self.views[system].search(queries, max(items[i].top for i in rows))
+            for n, i in enumerate(rows):
+                truncated = system != "bm25" and bool(self.max_tokens and lengths[i] > self.max_tokens)
+                out[i] = Ranked(hits[n][: items[i].top], truncated)
+        return [r for r in out if r is not None]
+
+    def health(self) -> dict:
+        index = None
+        if self.views:
+            index = {
+                "name": Path(self.settings.index or "").name,
+                "documents": len(self.index.ids),
+                "dimension": int(self.vectors.shape[1]) if self.vectors is not None else None,
+                "vectors_bytes": int(self.vectors.nbytes) if self.vectors is not None else None,
+                "system": self.index.system,
+                "fusion": self.index.fusion.label,  # the hybrid's (an index built without one fuses convex, α = 0.5)
+                "systems": list(self.views),
+            }
+        return {
+            "model": self.name,
+            "backend": self.settings.backend,
+            "dimension": self.dimension,
+            "max_tokens": self.max_tokens,
+            "index": index,
+            "pid": os.getpid(),
+        }
+
+
+def model_source(settings: ServeSettings) -> str:
+    """The model a server loads: the one given, or the index's (a folder inside it, else its name)."""
+    if settings.model:
+        return settings.model
+    import json
+
+    folder = Path(settings.index or "")
+    ref = json.loads((folder / "index.json").read_text())["model"]
+    return str(folder / ref) if (folder / ref).is_dir() else resolved_model(ref)
+
+
+def prepare_graph(settings: ServeSettings) -> None:
+    """The model's ONNX graph for --backend, exported (and quantized) into the cache now if it is not there yet."""
+    from sentune.core.models import load_model
+
+    load_model(model_source(settings), trust_remote_code=settings.trust_remote_code, device="cpu", backend=settings.backend)
+
+
+def resolved_model(ref: str) -> str:
+    from sentune.core.models import resolve_model_name
+
+    return resolve_model_name(ref)
+
+
+def served_name(settings: ServeSettings) -> str:
+    """The model's name in /v1/embeddings answers: --model-name, else the hub id, or the folder's name."""
+    from sentune.core.models import DEFAULT_HUB_ID
+
+    if settings.model_name:
+        return settings.model_name
+    if settings.index:
+        import json
+
+        folder = Path(settings.index)
+        ref = json.loads((folder / "index.json").read_text())["model"]
+        if not Path(ref).is_absolute() and (folder / ref).is_dir():  # an adapt run's model/ inside the index
+            return f"{folder.name}/{ref}"
+    else:
+        ref = settings.target
+    if ref in ("default", DEFAULT_HUB_ID):
+        return DEFAULT_HUB_ID
+    path = Path(ref)
+    return path.resolve().name if path.exists() else ref
+
+
+def unused_prefix(ids: list[str]) -> str:
+    """A prefix no document id starts with: the queries' ids are it and a number, so none equals a document's."""
+    prefix = "\x00query-"
+    while any(doc.startswith(prefix) for doc in ids):
+        prefix = "\x00" + prefix
+    return prefix

@@ -1,0 +1,132 @@
+"""What `sentune serve` was asked to serve and how, checked before anything heavy is imported: the options' ranges, the
+address and its key, the port, and whether INDEX_OR_MODEL is an index, an adapt run's folder or a model. The settings
+travel to uvicorn's worker processes as JSON in an environment variable (a worker is a new interpreter)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sentune.errors import UserError
+
+API_KEY_ENV = "SENTUNE_API_KEY"
+SETTINGS_ENV = "SENTUNE_SERVE_SETTINGS"
+BACKENDS = ("torch", "onnx", "onnx-int8")
+SYSTEMS = ("hybrid", "dense", "bm25")  # sentune.search.index.SYSTEMS, without importing NumPy to check an option
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    target: str  # the INDEX_OR_MODEL argument as given
+    index: str | None  # the index folder, when there is one
+    model: str | None  # the model, when no index is served (a name or a folder)
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    backend: str = "torch"
+    device: str = "cpu"
+    workers: int = 1
+    max_batch: int = 64  # texts in one forward pass
+    batch_wait_ms: float = 5.0  # how long the first request of a batch waits for others
+    max_batch_inputs: int = 256  # texts in one request
+    max_input_chars: int = 100_000  # characters in one text
+    max_body_bytes: int = 2_000_000
+    timeout_s: float = 30.0  # a request's limit, its wait for a batch included
+    system: str | None = None  # /search's default system (None: the index's own)
+    model_name: str | None = None  # the name /v1/embeddings answers with
+    trust_remote_code: bool = False
+    log_level: str = "info"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ServeSettings:
+        return cls(**json.loads(text))
+
+    @classmethod
+    def from_environment(cls) -> ServeSettings:
+        text = os.environ.get(SETTINGS_ENV)
+        if not text:
+            raise UserError(f"{SETTINGS_ENV} is not set: start the server with `sentune serve`")
+        return cls.from_json(text)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_numbers(settings: ServeSettings) -> None:
+    """Each option in its range: one line naming it."""
+    checks = [
+        (1 <= settings.port <= 65535, f"--port {settings.port}: from 1 to 65535"),
+        (settings.workers >= 1, f"--workers {settings.workers}: at least 1"),
+        (settings.max_batch >= 1, f"--max-batch {settings.max_batch}: at least 1"),
+        (0 <= settings.batch_wait_ms <= 1000, f"--batch-wait-ms {settings.batch_wait_ms:g}: from 0 to 1000"),
+        (settings.max_batch_inputs >= 1, f"--max-batch-inputs {settings.max_batch_inputs}: at least 1"),
+        (settings.max_input_chars >= 1, f"--max-input-chars {settings.max_input_chars}: at least 1"),
+        (settings.max_body_bytes >= 1024, f"--max-body-mb {settings.max_body_bytes / 1e6:g}: at least 0.001 (1 kB)"),
+        (settings.timeout_s > 0, f"--timeout-s {settings.timeout_s:g}: more than 0"),
+        (settings.backend in BACKENDS, f"--backend {settings.backend}: choose {', '.join(BACKENDS)}"),
+        (settings.system is None or settings.system in SYSTEMS, f"--system {settings.system}: choose {', '.join(SYSTEMS)}"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise UserError(message)
+    if settings.api_key is not None and not settings.api_key.strip():
+        raise UserError(f"--api-key (or {API_KEY_ENV}): empty")
+
+
+def check_address(settings: ServeSettings) -> None:
+    """Another address than the loopback one opens the server to the network: only with a key. The port must be free
+    now (checked by binding it for a moment), not after the model has loaded."""
+    if not is_loopback(settings.host) and not settings.api_key:
+        raise UserError(
+            f"--host {settings.host}: the server would answer other machines; give --api-key KEY (or {API_KEY_ENV}) so that "
+            "every request must carry `Authorization: Bearer KEY`, or bind 127.0.0.1"
+        )
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # what uvicorn sets: a port in TIME_WAIT is free to it
+        try:
+            probe.bind((settings.host, settings.port))
+        except OSError as exc:
+            raise UserError(f"--host {settings.host} --port {settings.port}: cannot listen there ({exc.strerror or exc})") from None
+
+
+def what_to_serve(target: str) -> tuple[str | None, str | None]:
+    """(index folder, None) or (None, model): an index folder (index.json), an adapt run's folder (its index, or its
+    model when the run saved no index) or a model (a folder or a name sentune.core.models accepts). A folder that is
+    none of these is one line, before any model code loads."""
+    from sentune.core.models import check_model_name
+
+    path = Path(target).expanduser()
+    if (path / "index.json").is_file():
+        from sentune.search.index import SearchIndex
+
+        SearchIndex.open(path)  # a foreign or unfinished index: its one line now
+        return str(path), None
+    if (path / "adapt.json").is_file():
+        if (path / "model").is_dir():
+            return None, check_model_name(str(path / "model"), "INDEX_OR_MODEL")
+        raise UserError(f"{path}: an adapt run's folder with neither an index (index.json) nor a model (model/): has the run finished?")
+    if path.is_dir() and not any((path / name).exists() for name in ("config.json", "modules.json")):
+        raise UserError(f"{path}: neither an index (index.json, from `sentune index`) nor a model folder (config.json)")
+    return None, check_model_name(target, "INDEX_OR_MODEL")
+
+
+def check_libraries() -> None:
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise UserError("sentune serve needs FastAPI and uvicorn: pip install 'sentune[serve]'") from None
