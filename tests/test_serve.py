@@ -403,6 +403,27 @@ def test_a_model_without_an_index_answers_embeddings_only(served_model):
         assert status["index"] is None and status["auth"] is False and status["dimension"] == 32
 
 
+def test_an_index_without_a_fusion_serves_dense_and_bm25_and_refuses_the_hybrid(served_model, toy_index, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from sentune.cli import main
+    from sentune.serve.app import create_app
+    from sentune.serve.engine import Engine
+    from sentune.serve.settings import ServeSettings
+
+    _, dev = toy_index
+    dense = tmp_path / "dense-index"
+    assert main(["index", "--model", str(served_model), "--corpus", str(dev / "corpus.jsonl"), "--out", str(dense), "--quiet"]) == 0
+    settings = ServeSettings(target=str(dense), index=str(dense), model=None)
+    with TestClient(create_app(settings, Engine(settings))) as client:
+        refused = client.post("/search", json={"query": "a man", "system": "hybrid"})
+        assert refused.status_code == 400 and "no fusion weight" in refused.json()["error"]["message"]
+        for system in ("dense", "bm25"):
+            answer = client.post("/search", json={"query": "a man", "system": system})
+            assert answer.status_code == 200 and answer.json()["system"] == system and answer.json()["fusion"] is None
+        assert client.post("/search", json={"query": "a man"}).json()["system"] == "dense"  # the index's own
+
+
 class SlowEngine:
     """An engine whose forward pass takes `seconds`: what a server behind a long queue looks like."""
 

@@ -192,8 +192,15 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
         body = parse_body(await request.body(), SearchRequest)
         texts = search_texts(body, settings)
         system = body.system or state.engine.default_system
+        if system not in state.engine.views:
+            raise ApiError(
+                400,
+                f"system {system}: this index holds no fusion weight; serve an index built with `sentune index --fusion convex:ALPHA` "
+                f"(or an adapt run's), or ask for {' or '.join(state.engine.views)}",
+                "invalid_request_error",
+            )
         ranked = await within_limit(state.search.submit([SearchItem(text, system, body.top_k) for text in texts]))
-        fusion = state.engine.index.fusion.label
+        fusion = state.engine.index.fusion.label if state.engine.index.fusion else None
         return search_answer(texts, ranked, system, fusion, body.full_text, (time.perf_counter() - began) * 1000)
 
     @app.post("/v1/embeddings")

@@ -78,6 +78,8 @@ class Engine:
         self.vectors = np.load(folder / "vectors.npy", mmap_mode="r")
         self.touched = float(np.asarray(self.vectors, dtype=np.float64).sum())  # read in now, not on the first query
         for system in SYSTEMS:  # shallow copies: the model, documents and BM25 are the base index's
+            if system == "hybrid" and index.fusion is None:  # no weight was saved: a hybrid would be a guess
+                continue
             view = copy.copy(index)
             view.system = system
             self.views[system] = view
