@@ -101,6 +101,7 @@ def test_two_pipeline_workers_share_the_members(tiny_model_dir, tiny_data_dir, t
         "-m",
         "sentune.cli",
         "pipeline",
+        "--allow-modified-data",  # the tiny data directory
         "ct-sed",
         "--model",
         str(tiny_model_dir),
@@ -143,6 +144,7 @@ def test_a_pipeline_killed_inside_a_stage_resumes_without_recomputing(victim, ti
         "-m",
         "sentune.cli",
         "pipeline",
+        "--allow-modified-data",  # the tiny data directory
         "ct-sed-flow",
         "--model",
         str(tiny_model_dir),
@@ -203,6 +205,7 @@ def test_members_train_while_another_process_holds_the_stage_before_sed(tiny_mod
         "-m",
         "sentune.cli",
         "pipeline",
+        "--allow-modified-data",  # the tiny data directory
         "ct-sed",
         "--model",
         str(tiny_model_dir),

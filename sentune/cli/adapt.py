@@ -38,7 +38,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         from sentune.adapt.examples import write_example
 
         assert data_dir is not None
-        files = write_example(args.example, data_dir, out / "example")
+        files = write_example(args.example, data_dir, out / "example", allow_modified=args.allow_modified_data)
         print(f"example {args.example}: {files.about}", flush=True)
         corpus, dev, test = files.corpus, files.dev, files.test
         dev_qrels, test_qrels = files.dev_qrels, files.test_qrels
@@ -72,6 +72,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         example=args.example,
         show_progress=not args.quiet,
         backend=args.backend,
+        allow_modified=args.allow_modified_data,
     )
     inputs = prepare(config, out, data_dir)  # every file read and checked before torch loads
     config = replace(config, device=args.device)

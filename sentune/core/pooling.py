@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from sentune.errors import UserError
+
+if TYPE_CHECKING:  # the names parse without torch, so a recipe's pooling is checked before torch loads
+    import torch
 
 TOKEN_POOLINGS = ("cls", "mean", "max")
 
@@ -115,6 +116,8 @@ def pool(spec: PoolingSpec, hidden_states: tuple[torch.Tensor, ...] | list[torch
         return wk_pool(hidden_states, mask, layer_start=spec.wk_layer_start, window=spec.wk_window)
     if spec.tokens == "model":
         raise PoolingError("the 'model' pooling runs the model's own modules; it is not a hidden-state pooling")
+    import torch
+
     pooled = [pool_tokens(hidden_states[layer], mask, spec.tokens) for layer in spec.layers]
     return pooled[0] if len(pooled) == 1 else torch.stack(pooled).mean(0)
 
@@ -136,6 +139,8 @@ def wk_layer_weights(tokens: torch.Tensor, window: int = 2) -> torch.Tensor:
       alignment α_a(k) = 1 / (2·m·a),  a = (mean over rows of column-normalised R[:-1,:-1]) · r[:-1] / ‖r[:-1]‖
     each normalised to sum 1 over layers, α = α_n + α_a renormalised.
     """
+    import torch
+
     num_tokens, num_layers, _ = tokens.shape
     novelty = tokens.new_zeros(num_tokens, num_layers)
     alignment = tokens.new_zeros(num_tokens, num_layers)
@@ -172,6 +177,9 @@ def wk_pool(
     `window` layers the reference takes no left context (Python's negative slice is empty), and so
     do we. Computed in float64 so the QR signs and weights match the numpy reference.
     """
+    import torch
+    import torch.nn.functional as F
+
     stack = torch.stack(list(hidden_states[layer_start:]), dim=1).double()  # (B, Lw, T, D)
     lengths = mask.sum(1).long() - 1  # drop the final [SEP]
     batch, _, seq, _ = stack.shape

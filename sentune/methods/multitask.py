@@ -182,13 +182,13 @@ def split_held_out(pairs: list, seed: int = 0) -> tuple[list, list]:
     return dev, test
 
 
-def load_multitask_data(data_dir: Path, qqp_train: str = "dev") -> dict[str, dict[str, list]]:
+def load_multitask_data(data_dir: Path, qqp_train: str = "dev", *, allow_modified: bool = False) -> dict[str, dict[str, list]]:
     """SST-5 train/dev/test (task SST5), STS-B train/dev/test (task STS-B-reg), QQP: the `qqp-{qqp_train}`
     half for training, the other half split in two for dev and test (the data directory has no QQP train
     split; see split_held_out)."""
     catalog = load_catalog()
-    sst = load_task(catalog["SST5"], data_dir)
-    sts = load_task(catalog["STS-B-reg"], data_dir)
+    sst = load_task(catalog["SST5"], data_dir, allow_modified=allow_modified)
+    sts = load_task(catalog["STS-B-reg"], data_dir, allow_modified=allow_modified)
     other = "test" if qqp_train == "dev" else "dev"
     dev, test = split_held_out(load_examples(f"qqp-{other}", data_dir))
     qqp = {"train": load_examples(f"qqp-{qqp_train}", data_dir), "dev": dev, "test": test}
@@ -215,12 +215,12 @@ class MultitaskParams:
 
 
 def multitask_view(ctx: TrainContext) -> Columns:
-    data = load_multitask_data(ctx.data_dir, ctx.params.qqp_train)
+    data = load_multitask_data(ctx.data_dir, ctx.params.qqp_train, allow_modified=ctx.allow_modified)
     return multitask_rows(data["sst"]["train"], data["qqp"]["train"], data["sts"]["train"], ctx.planned_rows(5000), ctx.training.seed)
 
 
 def make_evaluator(loss: MultitaskLoss, ctx: TrainContext, split: str) -> MultitaskEvaluator:
-    data = load_multitask_data(ctx.data_dir, ctx.params.qqp_train)
+    data = load_multitask_data(ctx.data_dir, ctx.params.qqp_train, allow_modified=ctx.allow_modified)
     return MultitaskEvaluator(loss, data["sst"][split], data["qqp"][split], data["sts"][split], name=f"multitask-{split}")
 
 

@@ -276,7 +276,7 @@ class Flow:
         self.n_blocks, self.hidden, self.permutation = n_blocks, hidden, permutation
         self.learning_rate, self.weight_decay, self.batch_size = learning_rate, weight_decay, batch_size
         self.epochs, self.max_steps, self.clip, self.seed, self.show_progress = epochs, max_steps, clip, seed, show_progress
-        self.device = device  # None: SENTUNE_DEVICE / auto, where the command's models run
+        self.device = device  # where it fits (a command passes its --device); None: CUDA when present
         self.null_tolerance, self.null_noise = null_tolerance, null_noise
 
     def fit(self, x: np.ndarray) -> Flow:

@@ -149,18 +149,11 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
     from sentune.data.catalog import check_sentence_set, select_tasks
     from sentune.data.user_data import read_scored_pairs
     from sentune.methods.registry import get_method
-    from sentune.tasks.user_pairs import PAIRS_PREFIX
-    from sentune.tasks.user_queries import QUERIES_PREFIX, SELECT_SPLIT
+    from sentune.tasks.dev_sets import PAIRS_PREFIX, QUERIES_PREFIX, SELECT_SPLIT
 
     try:
         method = get_method(recipe.method)
         params = method.resolve_params(recipe.params)
-        from sentune.core.device import check_precision, resolve_device
-
-        device = resolve_device(recipe.training.device, "training.device")
-        if ":" in device and "LOCAL_RANK" not in os.environ and device != "cuda:0":
-            raise RecipeError(f"training.device {device}: train on one GPU with CUDA_VISIBLE_DEVICES={device.split(':')[1]} and training.device=cuda")
-        check_precision(recipe.training.precision, device, "training.precision")
         pooling = recipe.pooling or method.pooling
         check_trainable(pooling)
         if method.poolings is not None and recipe.pooling not in (None, *method.poolings):
@@ -194,11 +187,27 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
             select_tasks(recipe.eval.dev)
         if recipe.eval.tasks != NO_TASKS:
             select_tasks(recipe.eval.tasks)
+        _check_device(recipe.training)
     except RecipeError:
         raise
     except UserError as exc:
         raise RecipeError(f"{where}: {exc}") from None
     return params
+
+
+def _check_device(training: TrainingConfig) -> None:
+    """training.device and training.precision, last: only a recipe that names a GPU or asks for fp16 needs to ask torch
+    whether there is one (which imports it); auto with fp32 or bf16 trains wherever the command runs."""
+    from sentune.core.device import check_device, check_precision, resolve_device
+
+    device = check_device(training.device, "training.device")
+    if device == "auto" and training.precision != "fp16":
+        check_precision(training.precision, "cpu", "training.precision")  # the name; bf16 and fp32 run on either
+        return
+    device = resolve_device(device, "training.device")
+    if ":" in device and "LOCAL_RANK" not in os.environ and device != "cuda:0":
+        raise RecipeError(f"training.device {device}: train on one GPU with CUDA_VISIBLE_DEVICES={device.split(':')[1]} and training.device=cuda")
+    check_precision(training.precision, device, "training.precision")
 
 
 def same_recipe(saved: Path, recipe: Recipe) -> bool:
