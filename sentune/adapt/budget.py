@@ -22,7 +22,8 @@ class Budget:
     def parse(cls, text: str | None) -> Budget:
         """`500` (steps), `10m` (minutes), `500,10m` (both), `epoch` or nothing (one pass over the corpus), `epoch,10m`.
         Each at most once: two step counts, two time limits, or steps beside `epoch` are refused, not one of them kept."""
-        budget, given = cls(), {}
+        budget = cls()
+        given: dict[str, str] = {}  # kind (steps, minutes) -> the part that gave it
         for part in (p.strip() for p in (text or "epoch").split(",")):
             try:
                 if part == "epoch":

@@ -208,8 +208,8 @@ def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], te
     graded_dev = bool({r[2] for r in dev_rows} - {0.0, 1.0})
     if found.kind == "scores" and not graded_dev:  # a 0/1 loss cannot read graded scores
         raise AdaptError(f"--train {config.train}: graded scores, but the dev pairs ({dev_name}) have 0/1 labels; give 0/1 training pairs")
-    for other, rows in (("--dev", [(a, b) for a, b, _ in dev_rows]), ("--test", [(p.a, p.b) for p in test.pairs] if test else [])):
-        seen = {frozenset(pair) for pair in rows}
+    for other, pairs in (("--dev", [(a, b) for a, b, _ in dev_rows]), ("--test", [(p.a, p.b) for p in test.pairs] if test else [])):
+        seen = {frozenset(pair) for pair in pairs}
         shared = [p for p in found.pairs if frozenset((p.a, p.b)) in seen]
         if shared:
             where = config.dev if other == "--dev" else config.test
@@ -232,11 +232,9 @@ def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], te
 def _on_the_dev_scale(rows: list[tuple[str, str, float]], dev_scores: list[float], train: Path, dev_name: Path | str) -> list[tuple[str, str, float]]:
     """Graded --train scores outside the range of the dev scores (0-100 against 0-5) are rescaled linearly onto it, and
     the user told: the supervised candidate's CoSENT loss reads only the order of the scores, which this keeps, but the
-    files then agree on what a score means. A train file whose scores are all one value has no order to learn."""
+    files then agree on what a score means. (A file whose pairs all score alike is refused when it is read.)"""
     low, high = min(dev_scores), max(dev_scores)
     train_low, train_high = min(r[2] for r in rows), max(r[2] for r in rows)
-    if train_low == train_high:
-        raise AdaptError(f"--train {train}: every pair scores {train_low:g}; the supervised candidates learn from which pairs score higher than others")
     if low <= train_low and train_high <= high:
         return rows
     scale = (high - low) / (train_high - train_low)

@@ -22,6 +22,10 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     if args.example_train and (not args.example or args.train):
         raise UserError("--example-train: give it with --example, instead of --train")
     train = Path(args.train) if args.train else None
+    if args.example:
+        from sentune.adapt.examples import check_example
+
+        check_example(args.example)  # the name, before the data directory it is built from
     if args.example or not args.dev:  # the data directory is read only for an example or the default dev pairs
         from sentune.data.catalog import resolve_data_dir
 

@@ -108,6 +108,20 @@ def subset(items: list, limit: int | None) -> list:
     return [items[i] for i in sorted(random.Random(0).sample(range(len(items)), limit))]
 
 
+@dataclass(frozen=True)
+class deferred:  # noqa: N801 (used like the function it stands for)
+    """A function named `"module:name"`, imported on its first call: a method's record (sentune.methods.records) names
+    its code this way, so reading the record (its parameters, its data) never imports torch."""
+
+    target: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import importlib
+
+        module, _, name = self.target.partition(":")
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+
 # (model, loss, context) -> (the model to save, a note for results.json or None); the loss is the method's own class.
 Finalize = Callable[["SentenceTransformer", Any, TrainContext], "tuple[SentenceTransformer, dict | None]"]
 

@@ -21,9 +21,7 @@ The data directory holds QQP's dev and test halves only: training uses one, repo
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
@@ -32,15 +30,10 @@ from scipy.stats import pearsonr
 from sentence_transformers.evaluation import SentenceEvaluator
 from torch import nn
 
-from sentune.core.options import option
 from sentune.data.catalog import load_catalog, load_examples, load_task
-from sentune.methods.base import Columns, Method, TrainContext
-
-QQP_PER_ROW = 3
-CITATION = """@misc{bert-cf,
-  title = {BERT-CF: contrastive flows and multitask fine-tuning (seed 002)},
-  note = {see ../shared/seeds/002_*}
-}"""
+from sentune.methods.base import Columns, TrainContext
+from sentune.methods.records import MULTITASK_CITATION as CITATION
+from sentune.methods.records import QQP_PER_ROW, MultitaskParams, multitask_columns
 
 
 def hinge_cosine(u: torch.Tensor, v: torch.Tensor, hinge: float) -> torch.Tensor:
@@ -136,10 +129,6 @@ def multitask_rows(sst: list, qqp: list, sts: list, rows: int, seed: int) -> dic
     return columns
 
 
-def multitask_columns() -> tuple[str, ...]:
-    return ("sst", *[f"qqp_{side}{k}" for k in range(QQP_PER_ROW) for side in "ab"], "sts_a", "sts_b", "label")
-
-
 class MultitaskEvaluator(SentenceEvaluator):
     """Dev (or test) metrics of §5.2 through the loss's heads; primary metric = their mean ×100."""
 
@@ -195,25 +184,6 @@ def load_multitask_data(data_dir: Path, qqp_train: str = "dev", *, allow_modifie
     return {"sst": sst, "qqp": qqp, "sts": sts}
 
 
-@dataclass
-class MultitaskParams:
-    h_para: float = option(0.7, "hinge h_para of the paraphrase head")
-    h_sem: float = option(0.0, "hinge h_sem of the similarity head")
-    weights: tuple[float, ...] = option((5.0, 20.0, 1.0), "weights of L_sent, L_para, L_sem")
-    e_para: int = option(768, "output size of W_para", minimum=1)
-    e_sem: int = option(768, "output size of W_sem", minimum=1)
-    qqp_train: Literal["dev", "test"] = option("dev", "the QQP half trained on (the other is split into dev and test)")
-    head_input: Literal["unit", "as-is"] = option(
-        "unit", "what the heads read: the L2-normalised sentence embedding (one scale for every encoder) or it as given"
-    )
-
-    def __post_init__(self) -> None:
-        if len(self.weights) != 3:
-            from sentune.core.options import OptionError
-
-            raise OptionError(f"params.weights: expected 3 numbers (sentiment, paraphrase, similarity), got {list(self.weights)}")
-
-
 def multitask_view(ctx: TrainContext) -> Columns:
     data = load_multitask_data(ctx.data_dir, ctx.params.qqp_train, allow_modified=ctx.allow_modified)
     return multitask_rows(data["sst"]["train"], data["qqp"]["train"], data["sts"]["train"], ctx.planned_rows(5000), ctx.training.seed)
@@ -227,15 +197,3 @@ def make_evaluator(loss: MultitaskLoss, ctx: TrainContext, split: str) -> Multit
 def build_multitask_loss(model, columns: Columns, ctx: TrainContext) -> MultitaskLoss:
     p: MultitaskParams = ctx.params
     return MultitaskLoss(model, h_para=p.h_para, h_sem=p.h_sem, weights=p.weights, e_para=p.e_para, e_sem=p.e_sem, head_input=p.head_input)
-
-
-MULTITASK = Method(
-    "multitask",
-    build_multitask_loss,
-    pooling="mean",
-    columns=multitask_columns(),
-    params=MultitaskParams,
-    data_view=multitask_view,
-    evaluator=make_evaluator,
-    citation=CITATION,
-)
