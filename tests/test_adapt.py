@@ -148,8 +148,8 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     wise = results["candidates"]["wise"]
     # wise builds on the best tuned candidate on the selection pairs, finished or raced out (its best checkpoint)
     tuned = {n: c["select"]["score"] for n, c in results["candidates"].items() if c["kind"] in ("trained", "sed") and c["select"]}
-    assert wise["source"] == max(tuned, key=tuned.get) and wise["alpha"] in [a for a, _ in wise["curve"]]
-    assert wise["select"]["score"] == pytest.approx(max(s for _, s in wise["curve"][:-1]), abs=1e-9)  # the best α on the selection pairs
+    assert wise["source"] == max(tuned, key=tuned.get) and wise["mix"] in [a for a, _ in wise["curve"]]
+    assert wise["select"]["score"] == pytest.approx(max(s for _, s in wise["curve"][:-1]), abs=1e-9)  # the best mix on the selection pairs
     # Training reads the selection half of the dev pairs and nothing else of them.
     dev, selection = read_scored_pairs(out / "data" / "dev.tsv"), read_scored_pairs(out / "data" / "dev-select.tsv")
     split = split_dev(np.array([p.score for p in dev.pairs]))
@@ -552,4 +552,3 @@ def test_0_1_train_labels_beside_graded_dev_pairs_train_cosent_and_the_user_is_t
     rows = [(_sentence(rng), _sentence(rng), float(i % 2)) for i in range(60)]
     kept, said = _prepared_train(user_files, rows, tmp_path, caplog)
     assert kept == rows and "has 0/1 labels, the dev pairs" in said and "trains CoSENT on them" in said
-

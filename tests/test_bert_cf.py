@@ -85,7 +85,8 @@ def test_the_flow_trains_at_its_own_learning_rate(tiny_model_dir, tiny_data_dir,
     from conftest import train_tiny
     from safetensors.torch import load_file
 
-    from sentune.methods.bert_cf import FlowJointParams, flow_learning_rates
+    from sentune.methods.bert_cf import flow_learning_rates
+    from sentune.methods.records import FlowJointParams
 
     assert flow_learning_rates(FlowJointParams(flow_learning_rate=0.0)) == {}
     model = with_pooling(__import__("sentence_transformers").SentenceTransformer(str(tiny_model_dir), device="cpu"), "mean")

@@ -31,7 +31,8 @@ def test_bad_devices_fail_in_one_line(capsys, tmp_path, tiny_data_dir):
     assert main(["eval", "--device", "tpu", "--model", "default"]) == 2
     assert capsys.readouterr().err == "sentune: error: --device tpu: expected auto, cpu, cuda or cuda:N\n"
     if not torch.cuda.is_available():
-        assert main(["encode", "--device", "cuda", "--model", "default", "in.txt", str(tmp_path / "o.npy")]) == 2
+        (tmp_path / "in.txt").write_text("a sentence\n")  # the input is checked first: the device is asked for when the model loads
+        assert main(["encode", "--device", "cuda", "--model", "default", str(tmp_path / "in.txt"), str(tmp_path / "o.npy")]) == 2
         assert "--device cuda: no CUDA device here" in capsys.readouterr().err
         assert main(["train", "005-ct", "training.precision=fp16", "--out", str(tmp_path / "r"), "--data", str(tiny_data_dir)]) == 2
         assert "training.precision fp16: needs a CUDA device (use bf16 on the CPU)" in capsys.readouterr().err

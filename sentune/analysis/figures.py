@@ -1,4 +1,4 @@
-"""Figures of seed 001 that are not tables: Figure 5 (t-SNE of positive and negative STS-B dev pairs,
+"""Figures of Kim et al. 2021 that are not tables: Figure 5 (t-SNE of positive and negative STS-B dev pairs,
 before and after training). Figure 1 (layer-wise) lives in sentune.layerwise."""
 
 from __future__ import annotations

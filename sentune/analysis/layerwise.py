@@ -1,4 +1,4 @@
-"""Seed 001, Figure 1: STS Spearman of every hidden state under CLS, mean and max token pooling."""
+"""Kim et al. 2021, Figure 1: STS Spearman of every hidden state under CLS, mean and max token pooling."""
 
 from __future__ import annotations
 

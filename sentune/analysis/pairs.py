@@ -1,4 +1,4 @@
-"""Qualitative pair tables (seed 002, Tables 3-6 style): sentence pairs of an STS task with their gold
+"""Qualitative pair tables (the BERT-CF report, Tables 3-6 style): sentence pairs of an STS task with their gold
 score and each model's cosine similarity, so a reader sees where training moved a pair and whether it
 moved towards the gold.
 

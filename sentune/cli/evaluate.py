@@ -84,7 +84,7 @@ def eval_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a Flow setting for every --flow, e.g. learning_rate=1e-3 (seeds 003/004); repeatable",
+        help="a Flow setting for every --flow, e.g. learning_rate=1e-3 (the SED paper); repeatable",
     )
     p.add_argument(
         "--preset",
@@ -273,18 +273,23 @@ EVAL = Command("eval", "evaluate a model on STS / transfer / multilingual tasks"
 ENCODE = Command("encode", "encode a text file (one sentence per line) to .npy or .jsonl", encode_options, cmd_encode, runs_models=True)
 LAYERWISE = Command(
     "layerwise",
-    "Spearman of every layer under cls/mean/max pooling (seed 001, Figure 1)",
+    "Spearman of every layer under cls/mean/max pooling (Kim et al. 2021, Figure 1)",
     layerwise_options,
     cmd_layerwise,
     runs_models=True,
     scores_tasks=True,
 )
 TSNE = Command(
-    "tsne", "t-SNE of positive and negative STS pairs, one panel per model (seed 001, Figure 5)", tsne_options, cmd_tsne, runs_models=True, scores_tasks=True
+    "tsne",
+    "t-SNE of positive and negative STS pairs, one panel per model (Kim et al. 2021, Figure 5)",
+    tsne_options,
+    cmd_tsne,
+    runs_models=True,
+    scores_tasks=True,
 )
 PAIRS = Command(
     "pairs",
-    "sentence pairs of an STS task with each model's cosine and the gold score (seed 002, Tables 3-6)",
+    "sentence pairs of an STS task with each model's cosine and the gold score (the BERT-CF report, Tables 3-6)",
     pairs_options,
     cmd_pairs,
     runs_models=True,

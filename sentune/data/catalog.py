@@ -229,14 +229,14 @@ def load_set(name: str, data_dir: Path) -> dict[str, list]:
 def load_examples(name: str, data_dir: Path) -> list:
     """Every example of a named set, split by split in the order the records first name them, each split's records in
     sets.yaml's order (`nli`: SNLI dev, XNLI-en dev, SNLI test). Training reads them in this order through a seeded
-    shuffle, so changing it changes the trained model (it did on 2026-11-23: sed.md)."""
+    shuffle, so another order trains another model (sed.md shows 005-nli's)."""
     return [ex for items in load_set(name, data_dir).values() for ex in items]
 
 
 def load_sentences(name: str, data_dir: Path, *, unique: bool = True, allow_modified: bool = False) -> list[str]:
     """Sentences of a named set (sets.yaml: nli, wiki, stsb, qqp, ...), of `file:PATH` (one sentence per
     line, blank lines skipped) or of `tasks:SELECTION` (every sentence of the evaluation tasks selected,
-    e.g. `tasks:STS12,STS13,STS14,STS15,STS16`, the set seeds 003/004 fit their flow on)."""
+    e.g. `tasks:STS12,STS13,STS14,STS15,STS16`, the set the SED paper fits its flows on)."""
     if name.startswith("file:"):
         sentences = readers.read_corpus(name[5:], skip_blank=True)
     elif name.startswith("tasks:"):

@@ -1,4 +1,4 @@
-"""BERT-CF, stage 2: a flow fitted jointly with a contrastive regulariser (seed 002 §4.2).
+"""BERT-CF, stage 2: a flow fitted jointly with a contrastive regulariser (the BERT-CF report §4.2).
 
 After stage 1 (Mirror-BERT, method `mirror`) trains the encoder f, this stage freezes f and learns the
 flow g (sentune.postprocess.flow: k blocks of ActNorm → invertible 1×1 → additive coupling) with

@@ -1,6 +1,6 @@
 """Contrastive (BT): contrastive learning with back-translated paraphrases as positives.
 
-Seed 001, Appendix A.2 (after Fang & Xie 2020, CERT): "identical with our Contrastive (SG) model, except
+Kim et al. 2021, Appendix A.2 (after Fang & Xie 2020, CERT): "identical with our Contrastive (SG) model, except
 that it utilizes back-translation to generate positive samples", trained with NT-Xent. For sentence s_i
 and its paraphrase s'_i, c_i = [CLS] of BERT_T(s_i) and c'_i = [CLS] of BERT_T(s'_i); with the same
 projection head f, temperature τ and regulariser as SG:

@@ -2,7 +2,7 @@
 
 Liu et al. 2021 ("Fast, Effective, and Self-Supervised: Transforming Masked Language Models into
 Universal Lexical and Sentence Encoders", EMNLP) and Gao et al. 2021 ("SimCSE", EMNLP), in the form of
-seed 002 §4.1: the same encoder f runs twice with independent dropout; the second view x'_i has a span of
+the BERT-CF report §4.1: the same encoder f runs twice with independent dropout; the second view x'_i has a span of
 tokens replaced by [MASK], its length drawn from Geometric(p_g) and capped at `span_cap` (cap 0 = SimCSE:
 dropout only). With candidates N(x_i) = f'(x'_i) ∪ ⋃_{j≠i} {f'(x'_j), f(x_j)} (2b − 1 of them):
 

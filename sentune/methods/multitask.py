@@ -1,4 +1,4 @@
-"""Multitask fine-tuning of seed 002 (§4.3, §5.2, §5.3): a shared encoder f with three heads.
+"""Multitask fine-tuning of the BERT-CF report (§4.3, §5.2, §5.3): a shared encoder f with three heads.
 
   sentiment   logits = W_sent · dropout₀.₃(f(x)),  L_sent = cross-entropy (SST-5, 5 classes)
   paraphrase  y_para = max(cos(W_para f(x₁), W_para f(x₂)), h_para),  h_para = 0.7,
@@ -10,7 +10,7 @@
 The heads read f(x) at one scale for every encoder (`head_input`, default `unit`: the sentence embedding L2-normalised).
 Encoders differ in the norm of their output (all-MiniLM-L6-v2 ends in Normalize; trained encoders need not; a flow's
 output has norm about √d), and the sentiment head's logits scale with it while the two cosine heads do not; `as-is`
-feeds the embedding unchanged (sentune before issue 25).
+feeds the embedding unchanged.
 
 A training row therefore bundles 1 SST-5 sentence, 3 QQP pairs and 1 STS pair (batch 32 rows = 32/96/32);
 the labels travel as one vector per row. Evaluation (§5.2): SST-5 accuracy of the argmax; QQP accuracy

@@ -217,9 +217,10 @@ MNRL_HARD_NEGATIVES = Method(
 QQP_PER_ROW = 3
 
 
-MULTITASK_CITATION = """@misc{bert-cf,
-  title = {BERT-CF: contrastive flows and multitask fine-tuning (seed 002)},
-  note = {see ../shared/seeds/002_*}
+MULTITASK_CITATION = """@misc{hu-bert-cf,
+  title = {{BERT-CF}: Contrastive Flows for MultiTask-{BERT}},
+  author = {Hu, George},
+  note = {Stanford CS224N Default Project}
 }"""
 
 

@@ -1,4 +1,4 @@
-"""Sentence Ensemble Distillation (Carlsson & Sahlgren et al., seeds 003/004 §4).
+"""Sentence Ensemble Distillation (Carlsson & Sahlgren, "Sentence Embeddings by Ensemble Distillation", 2021, §4: the SED paper).
 
 N members trained with the same recipe and different seeds; for every sentence of a distillation corpus
 the target is the mean of the members' embeddings (masked mean of the last layer), computed once and

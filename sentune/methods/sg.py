@@ -1,7 +1,7 @@
 """Self-guided contrastive learning (SG, SG-OPT).
 
 Kim, Yoo & Lee, "Self-Guided Contrastive Learning for BERT Sentence Representations", ACL 2021
-(seed 001, §3). Two copies of the encoder: BERT_F, a frozen clone of the initial weights, supplies
+(Kim et al. 2021, §3). Two copies of the encoder: BERT_F, a frozen clone of the initial weights, supplies
 views h_{i,k} = p(H_{i,k}) — a token pooling p (max by default) of every hidden state k = 0..l of
 sentence i — and BERT_T, the model being trained (its layer 0, the embeddings, frozen), supplies the
 sentence vector c_i = its last-layer [CLS]. A projection head f (Linear d→4096, GELU, Linear

@@ -1,4 +1,4 @@
-"""Supervised STS regression with a tuned lower bound (seeds 003/004 §5.5): the cosine of the two sentence
+"""Supervised STS regression with a tuned lower bound (the SED paper §5.5): the cosine of the two sentence
 embeddings is regressed with MSE onto the gold score mapped linearly from [0, 5] to [lb, 1]:
 
   L = 1/B Σ (cos(f(a), f(b)) − (lb + (1 − lb)·y/5))²

@@ -18,7 +18,8 @@ import sentune
 from sentune.core.embedding_cache import encode_cached
 from sentune.core.encode import Encoder
 from sentune.core.results import averaged_sts_tasks, display_path
-from sentune.data.catalog import TaskSpec, data_problem, load_examples, load_sentences, load_task, sentences_of
+from sentune.data import catalog
+from sentune.data.catalog import TaskSpec, load_examples, load_sentences, load_task, sentences_of
 from sentune.errors import UserError
 from sentune.postprocess import get_postprocessor
 from sentune.tasks.alignment import alignment_uniformity
@@ -141,7 +142,7 @@ def _gather(tasks, data_dir, postprocess, alignment_pairs, examples, allow_modif
 
 def _modified_data(tasks: list[TaskSpec], data_dir: Path, examples: dict[str, dict[str, list]]) -> list[str]:
     """What differs from the catalogued data, for results.json, when --allow-modified-data let it through."""
-    problems = [data_problem(spec, data_dir, examples[spec.name]) for spec in tasks]
+    problems = [catalog.data_problem(spec, data_dir, examples[spec.name]) for spec in tasks]
     return [f"{where}: {what.split('; check the data directory')[0]}" for where, _, what in filter(None, problems)]
 
 
@@ -278,7 +279,7 @@ def fit_summary(fitted, sentences: int | None = None) -> dict:
 
 def _alignment_pairs(name: str, data_dir: Path, allow_modified: bool) -> tuple[list[tuple[str, str]], list[str]]:
     """(positive pairs P, the sentences of every pair P ∪ N) of an alignment set: `qqp` (both held-out halves;
-    duplicates, label 1, are P) or `stsb` (STS-B test; gold score >= 4 is P). Seed 002 §6.3 (after Wang & Isola
+    duplicates, label 1, are P) or `stsb` (STS-B test; gold score >= 4 is P). The BERT-CF report §6.3 (after Wang & Isola
     2020): alignment over P, uniformity over the data D = P ∪ N, each distinct sentence once."""
     if name == "qqp":
         pairs = load_examples("qqp-dev", data_dir) + load_examples("qqp-test", data_dir)

@@ -1,4 +1,4 @@
-"""Composed recipes (seeds 003/004 §5): any sequence of stages, named as the paper names them
+"""Composed recipes (the SED paper §5): any sequence of stages, named as the paper names them
 (`ct-flow`, `ct-sed`, `ct-sed-flow`, `nli-ct`, `nli-ct-sed-flow`, …), each stage's model feeding the next.
 
 Stages:
@@ -6,7 +6,7 @@ Stages:
   sed               train `members` ensemble members, member k running every training stage before `sed` (the
                     chain: `nli-ct` in nli-ct-sed) with seed k from the model the chain started from (the
                     last stage also takes the `sed:` overrides), then distil their mean into `learners`
-                    learners (seeds 1..K) initialised from that same model (seed 003 §4: "an ensemble of
+                    learners (seeds 1..K) initialised from that same model (the SED paper §4: "an ensemble of
                     ... models, which each have been first fine-tuned towards the siamese NLI task and then
                     tuned with CT"; "distillation learners and ensemble models are pre-trained Transformers").
                     The members also form the full ensemble (a loadable, evaluated model folder). A member

@@ -47,12 +47,12 @@ class TrainingConfig:
     optimizer: str = option("adamw_torch", "a transformers optimizer name, e.g. adamw_torch_fused, rmsprop (CT)")
     max_seq_length: int | None = option(128, "tokens per sentence (longer ones are truncated)", minimum=1)
     seed: int = option(1, "seed of the run (weights of new heads, dropout, data order)", minimum=0)
-    eval_steps: int = option(50, "evaluate on the dev task every N steps (seed 001: 50)", minimum=1)
-    patience: int = option(10, "early stopping: evaluations without a new best (seed 001: 10); 0 = never stop early", minimum=0)
+    eval_steps: int = option(50, "evaluate on the dev task every N steps (Kim et al. 2021: 50)", minimum=1)
+    patience: int = option(10, "early stopping: evaluations without a new best (Kim et al. 2021: 10); 0 = never stop early", minimum=0)
     logging_steps: int = option(10, "log the loss every N steps", minimum=1)
     max_sentences: int | None = option(None, "use a fixed random N of the training sentences, in file order (CPU-scale runs)", minimum=1)
     keep_checkpoints: bool = option(False, "keep the best and last checkpoints after the run (they hold optimizer state: ~8x the model)")
-    min_words: int = option(0, "drop training sentences of fewer words (seed 002 drops Wiki1M lines of 5 words or less)", minimum=0)
+    min_words: int = option(0, "drop training sentences of fewer words (the BERT-CF report drops Wiki1M lines of 5 words or less)", minimum=0)
     device: str = option("auto", "auto (CUDA when present), cpu or cuda; under torchrun each process takes its LOCAL_RANK's GPU")
     precision: Literal["fp32", "bf16", "fp16"] = option(
         "fp32", "autocast for training (losses and similarities stay fp32); fp16 adds a loss scaler and needs CUDA"

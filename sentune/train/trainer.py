@@ -323,8 +323,8 @@ PAUSED = "paused.json"
 def training_data_digest(columns: dict[str, list], names: tuple[str, ...] | list[str]) -> dict:
     """Rows and sha256 of the training columns in the order the Trainer reads them. The seeded shuffle draws batches by
     index, so the same rows in another order train another model: a repeat of a run that does not reproduce it says
-    here whether its data (order included) changed. (It did once: the `nli` set read split by split instead of file by
-    file moved 005-nli's losses from the first logged step; sed.md.)"""
+    here whether its data (order included) changed: the `nli` set read file by file instead of split by split moves
+    005-nli's losses from the first logged step (sed.md)."""
     import hashlib
 
     digest = hashlib.sha256()
