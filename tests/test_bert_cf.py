@@ -68,7 +68,7 @@ def test_flow_joint_training_saves_plain_model(tiny_model_dir, tiny_data_dir, tm
 
 
 def test_minbert_joint_encoder_learns_from_the_contrastive_term_only(tiny_st):
-    """Seed 002 §6.1, MinBERT-joint: the unfrozen encoder is updated by L_mirror; L_flow's gradient stops at the flow."""
+    """The BERT-CF report §6.1, MinBERT-joint: the unfrozen encoder is updated by L_mirror; L_flow's gradient stops at the flow."""
     model = with_pooling(tiny_st, "mean")
     loss_fn = build_flow_joint_loss(model, {}, method_context("flow-joint", {"freeze_encoder": False, "hidden": 8}))
     features = model.preprocess(["a man plays the guitar", "the dog runs", "two kids eat food"])

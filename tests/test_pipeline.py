@@ -235,7 +235,7 @@ def test_members_train_while_another_process_holds_the_stage_before_sed(tiny_mod
 
 @pytest.mark.slow
 def test_nli_ct_sed_members_run_every_stage_with_their_seed_and_learners_start_from_the_input(tiny_model_dir, tiny_data_dir, tmp_path):
-    """Seed 003 §4: each member is fine-tuned on NLI and then tuned with CT, with its own seed (distinct NLI models);
+    """The SED paper §4: each member is fine-tuned on NLI and then tuned with CT, with its own seed (distinct NLI models);
     the learners, like the members, start from the pre-trained input model."""
     import yaml
 

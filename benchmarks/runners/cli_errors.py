@@ -92,6 +92,16 @@ def cases(f: dict[str, Path], data: str) -> list[tuple[str, list[str], str]]:
         ("train: --out holds a finished run", ["train", "001-sg-opt", "--data", data, "--out", str(f["finished"])], "holds a finished run"),
         ("pipeline: unknown stage", ["pipeline", "ct-nope", "--data", data, "--out", out], "nope"),
         ("pipeline: bad --set", ["pipeline", "ct-sed", "--set", "ct=1", "--data", data, "--out", out], "STAGE:key=value"),
+        (
+            "pipeline: the last stage's bad override",
+            ["pipeline", "ct-sed", "--set", "sed-learner:params.eval_layers=7", "--data", data, "--out", out],
+            "params.eval_layers: expected one of 1, 2, 3, 'dev', got 7",
+        ),
+        (
+            "pipeline: --set for a stage it lacks",
+            ["pipeline", "ct-flow", "--set", "mirror:training.seed=1", "--data", data, "--out", out],
+            "has no stage mirror",
+        ),
         ("adapt: bad --budget", [*adapt, "--budget", "abc"], "--budget"),
         ("adapt: unknown method", [*adapt, "--methods", "bogus"], "--methods"),
         ("adapt: --budget with two step counts", [*adapt, "--budget", "10,20"], "two step counts"),

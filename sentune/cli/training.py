@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from sentune.cli.base import Command, command_line
@@ -107,7 +108,7 @@ def paraphrase_options(p: argparse.ArgumentParser) -> None:
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
     from sentune.data.catalog import resolve_data_dir
-    from sentune.train.pipeline import PipelineConfig, parse_stages, run_pipeline
+    from sentune.train.pipeline import PipelineConfig, check_pipeline, parse_stages, run_pipeline
 
     overrides: dict[str, list[str]] = {}
     for item in args.set:
@@ -122,9 +123,10 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
         learners=args.learners,
         fit_on=args.fit_on,
         overrides=overrides,
-        device=args.device,
         allow_modified=args.allow_modified_data,
     )
+    check_pipeline(config)  # every stage's recipe and settings, before the device is asked for (torch)
+    config = replace(config, device=args.device)
     out = Path(args.out or Path("runs") / args.name)
     final = run_pipeline(config, out, data_dir=resolve_data_dir(args.data), command=command_line())
     print(f"pipeline {args.name}: final model {final}; every stage's results under {out}")

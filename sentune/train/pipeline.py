@@ -70,7 +70,36 @@ def parse_stages(name: str) -> list[str]:
     return stages
 
 
+def check_pipeline(config: PipelineConfig) -> None:
+    """Every stage's recipe with its overrides, the post-processors' settings and --fit-on, checked before anything is
+    trained or written (no torch): a mistake in the last stage's --set answers now, not after the first stages train."""
+    from sentune.core.postprocess_settings import postprocessor_settings
+    from sentune.data.catalog import check_sentence_set
+
+    takes = set(config.stages) | ({"sed-learner"} if "sed" in config.stages else set())
+    unknown = sorted(set(config.overrides) - takes)
+    if unknown:
+        raise PipelineError(
+            f"--set {unknown[0]}:...: the pipeline {'-'.join(config.stages)} has no stage {unknown[0]} (its stages: {', '.join(sorted(takes))})"
+        )
+    for index, stage in enumerate(config.stages):
+        overrides = config.overrides.get(stage, [])
+        if stage in POSTPROCESS_STAGES:
+            postprocessor_settings(stage, overrides, f"--set {stage}:")
+            check_sentence_set(config.fit_on, "--fit-on")
+        elif stage == "sed":
+            before = config.stages[index - 1]
+            if before not in STAGE_RECIPES:
+                raise PipelineError("sed distils an ensemble of training stages: put a training stage right before it (post-processors after it)")
+            # the members: the stage before with the sed: overrides too; the learners (their members come later)
+            load_recipe(STAGE_RECIPES[before], [f"model={config.model}", *config.overrides.get(before, []), *overrides])
+            load_recipe("005-sed", [f"model={config.model}", 'params.members=["member"]', *config.overrides.get("sed-learner", [])])
+        else:
+            load_recipe(STAGE_RECIPES[stage], [f"model={config.model}", *overrides])
+
+
 def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: str | None = None) -> Path:
+    check_pipeline(config)
     out.mkdir(parents=True, exist_ok=True)
     name = "-".join(config.stages)
     model = config.model
