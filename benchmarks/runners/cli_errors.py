@@ -98,9 +98,9 @@ def cases(f: dict[str, Path], data: str) -> list[tuple[str, list[str], str]]:
             "params.eval_layers: expected one of 1, 2, 3, 'dev', got 7",
         ),
         (
-            "pipeline: --set for a stage it lacks",
-            ["pipeline", "ct-flow", "--set", "mirror:training.seed=1", "--data", data, "--out", out],
-            "has no stage mirror",
+            "pipeline: --set for an unknown stage",
+            ["pipeline", "ct-flow", "--set", "ctt:training.seed=1", "--data", data, "--out", out],
+            "no stage is called ctt",
         ),
         ("adapt: bad --budget", [*adapt, "--budget", "abc"], "--budget"),
         ("adapt: unknown method", [*adapt, "--methods", "bogus"], "--methods"),

@@ -76,12 +76,11 @@ def check_pipeline(config: PipelineConfig) -> None:
     from sentune.core.postprocess_settings import postprocessor_settings
     from sentune.data.catalog import check_sentence_set
 
-    takes = set(config.stages) | ({"sed-learner"} if "sed" in config.stages else set())
-    unknown = sorted(set(config.overrides) - takes)
+    # a stage this pipeline lacks may be set (one set of overrides for pipelines sharing --out); a name no stage has is a typo
+    stages = sorted({*STAGE_RECIPES, *POSTPROCESS_STAGES, "sed", "sed-learner"})
+    unknown = sorted(set(config.overrides) - set(stages))
     if unknown:
-        raise PipelineError(
-            f"--set {unknown[0]}:...: the pipeline {'-'.join(config.stages)} has no stage {unknown[0]} (its stages: {', '.join(sorted(takes))})"
-        )
+        raise PipelineError(f"--set {unknown[0]}:...: no stage is called {unknown[0]} (stages: {', '.join(stages)})")
     for index, stage in enumerate(config.stages):
         overrides = config.overrides.get(stage, [])
         if stage in POSTPROCESS_STAGES:
