@@ -21,9 +21,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # times over (a tiny-model training step, not a compute-bound one).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-# The tiny data directories are not the catalogued data (24 examples a task): score them anyway. The tests of
-# the check itself unset this.
-os.environ["SENTUNE_ALLOW_MODIFIED_DATA"] = "1"
 # The tiny model runs faster on the CPU than a GPU can start: tests (and the processes they start) stay on the
 # CPU unless they ask for CUDA by name (tests/test_gpu.py), so a GPU machine initialises CUDA only where it is tested.
 os.environ["SENTUNE_DEVICE"] = "cpu"
@@ -38,6 +35,9 @@ import sentence_transformers  # noqa: E402, F401
 import transformers  # noqa: E402, F401
 
 import sentune.cli  # noqa: E402, F401
+from sentune.data import catalog  # noqa: E402
+
+CATALOG_CHECK = catalog.data_problem
 
 gc.freeze()
 
@@ -55,6 +55,22 @@ def pytest_collection_modifyitems(config, items):
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tiny_data_passes_the_catalog_check():
+    """The tiny data directories are not the catalogued data (24 examples a task): in this process their tasks load as
+    if they matched the catalog (the processes a test starts pass --allow-modified-data). A test of the check itself
+    asks for `checked_data`."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(catalog, "data_problem", lambda spec, data_dir, examples: None)
+        yield
+
+
+@pytest.fixture
+def checked_data(monkeypatch):
+    """The check of a task's files against the catalog (counts, SHA256SUMS) on, as for a user."""
+    monkeypatch.setattr(catalog, "data_problem", CATALOG_CHECK)
 
 
 WORDS = (

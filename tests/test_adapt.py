@@ -99,6 +99,10 @@ def test_budget_and_methods_are_checked():
     for bad in ("0", "ten", "-3m", "5s"):
         with pytest.raises(AdaptError, match="--budget"):
             Budget.parse(bad)
+    assert Budget.parse("epoch,10m") == Budget(minutes=10.0)  # one pass over the corpus, at most 10 minutes
+    for twice, message in (("10,20", "two step counts"), ("epoch,500", "two step counts"), ("10m,20m", "two time limits")):
+        with pytest.raises(AdaptError, match=message):  # refused, not the last one kept
+            Budget.parse(twice)
     assert parse_methods("ct,simcse,ct") == ("ct", "simcse")
     with pytest.raises(UserError, match="--methods: unknown bert-flow"):
         parse_methods("simcse,bert-flow")
@@ -144,8 +148,8 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     wise = results["candidates"]["wise"]
     # wise builds on the best tuned candidate on the selection pairs, finished or raced out (its best checkpoint)
     tuned = {n: c["select"]["score"] for n, c in results["candidates"].items() if c["kind"] in ("trained", "sed") and c["select"]}
-    assert wise["source"] == max(tuned, key=tuned.get) and wise["alpha"] in [a for a, _ in wise["curve"]]
-    assert wise["select"]["score"] == pytest.approx(max(s for _, s in wise["curve"][:-1]), abs=1e-9)  # the best α on the selection pairs
+    assert wise["source"] == max(tuned, key=tuned.get) and wise["mix"] in [a for a, _ in wise["curve"]]
+    assert wise["select"]["score"] == pytest.approx(max(s for _, s in wise["curve"][:-1]), abs=1e-9)  # the best mix on the selection pairs
     # Training reads the selection half of the dev pairs and nothing else of them.
     dev, selection = read_scored_pairs(out / "data" / "dev.tsv"), read_scored_pairs(out / "data" / "dev-select.tsv")
     split = split_dev(np.array([p.score for p in dev.pairs]))
@@ -185,6 +189,7 @@ def test_bad_inputs_are_one_line_naming_file_and_line(tiny_model_dir, user_files
             str(tmp_path / "words.tsv"),
         ): "words.tsv:2: label 'similar'",
         ("--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv"), "--budget", "5x"): "--budget '5x'",
+        ("--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv"), "--budget", "10,20"): "--budget '10,20': two step counts",
     }
     for args, message in cases.items():
         assert _adapt([*base, *args]) == 2
@@ -496,3 +501,54 @@ def test_low_memory_trains_every_candidate_with_gradient_checkpointing(tiny_mode
     record = json.loads((out / "results.json").read_text())["candidates"]["simcse"]
     assert record["recipe"]["training"]["gradient_checkpointing"] is True
     assert mapped == [True]
+
+
+def test_a_train_file_of_a_few_pairs_is_refused_before_anything_is_written(tiny_model_dir, user_files, tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    write_scored_pairs(tmp_path / "train3.tsv", [(_sentence(rng), _sentence(rng), float(score)) for score in (1, 3, 4)])
+    out = tmp_path / "out"
+    args = ["--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv"), "--out", str(out)]
+    assert _adapt([*args, "--train", str(tmp_path / "train3.tsv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--train {tmp_path / 'train3.tsv'}: 3 labelled pairs; the supervised candidates need at least 50" in err
+    assert not out.exists()
+
+
+def _prepared_train(user_files: Path, train_rows: list, tmp_path: Path, caplog) -> tuple[list, str]:
+    """What prepare() (no model involved) keeps of a --train file beside user_files' dev pairs (graded 0-5), and what it said."""
+    import logging
+
+    from sentune.adapt.inputs import AdaptConfig, prepare
+
+    write_scored_pairs(tmp_path / "train.tsv", train_rows)
+    config = AdaptConfig(corpus=user_files / "corpus.txt", dev=user_files / "dev.tsv", train=tmp_path / "train.tsv")
+    with caplog.at_level(logging.WARNING, logger="sentune.adapt.inputs"):
+        prepare(config, tmp_path / "out", None)
+    kept = [(p.a, p.b, p.score) for p in read_scored_pairs(tmp_path / "out" / "data" / "train.tsv").pairs]
+    return kept, caplog.text
+
+
+def test_a_train_file_on_another_scale_is_rescaled_onto_the_dev_pairs_and_the_user_told(user_files, tmp_path, caplog):
+    rng = np.random.default_rng(2)
+    rows = [(_sentence(rng), _sentence(rng), float(rng.uniform(10, 90))) for _ in range(60)] + [("x y", "y z", 10.0), ("a b", "b c", 90.0)]
+    kept, said = _prepared_train(user_files, rows, tmp_path, caplog)
+    dev = [p.score for p in read_scored_pairs(user_files / "dev.tsv").pairs]
+    low, high = min(dev), max(dev)
+    expected = [low + (score - 10.0) / 80.0 * (high - low) for _, _, score in rows]  # 10 -> the dev minimum, 90 -> its maximum
+    np.testing.assert_allclose([score for _, _, score in kept], expected, rtol=1e-6)
+    assert [(a, b) for a, b, _ in kept] == [(a, b) for a, b, _ in rows]
+    assert f"--train {tmp_path / 'train.tsv'}: scores from 10 to 90, the dev pairs ({user_files / 'dev.tsv'}) from {low:g} to {high:g}: rescaled" in said
+
+
+def test_a_train_file_on_the_dev_scale_is_kept_as_it_is(user_files, tmp_path, caplog):
+    rng = np.random.default_rng(3)
+    rows = [(_sentence(rng), _sentence(rng), float(rng.integers(1, 5))) for _ in range(60)]
+    kept, said = _prepared_train(user_files, rows, tmp_path, caplog)
+    assert kept == rows and said == ""
+
+
+def test_0_1_train_labels_beside_graded_dev_pairs_train_cosent_and_the_user_is_told(user_files, tmp_path, caplog):
+    rng = np.random.default_rng(4)
+    rows = [(_sentence(rng), _sentence(rng), float(i % 2)) for i in range(60)]
+    kept, said = _prepared_train(user_files, rows, tmp_path, caplog)
+    assert kept == rows and "has 0/1 labels, the dev pairs" in said and "trains CoSENT on them" in said

@@ -256,13 +256,13 @@ def test_pairs_evaluator_known_answers_and_naive_cosines(tiny_st, tmp_path):
 
 
 def test_wise_interpolation_matches_the_formula_and_refuses_other_shapes(tiny_st):
-    """θ_α = (1 − α)·θ_0 + α·θ_1 for every weight of the transformer (a naive per-tensor sum), the tuned model's other
-    modules kept, the base model untouched; α = 0 and 1 are the two ends; another architecture is refused."""
+    """θ(mix) = (1 − mix)·θ_0 + mix·θ_1 for every weight of the transformer (a naive per-tensor sum), the tuned model's
+    other modules kept, the base model untouched; mix 0 and 1 are the two ends; another architecture is refused."""
     import copy
 
     import torch
 
-    from sentune.adapt.wise import NotInterpolable, best_alpha, interpolate, transformer_of
+    from sentune.adapt.wise import NotInterpolable, best_mix, interpolate, transformer_of
 
     tuned = copy.deepcopy(tiny_st)
     torch.manual_seed(0)
@@ -271,12 +271,12 @@ def test_wise_interpolation_matches_the_formula_and_refuses_other_shapes(tiny_st
             param.add_(torch.randn_like(param))
     start = {k: v.clone() for k, v in transformer_of(tiny_st).state_dict().items()}
     end = {k: v.clone() for k, v in transformer_of(tuned).state_dict().items()}
-    reused = copy.deepcopy(tuned)  # one copy rewritten for every α, as the wise candidate's search does
-    for alpha in (0.0, 0.3, 1.0, 0.6):
-        for model in (interpolate(tiny_st, tuned, alpha), interpolate(tiny_st, tuned, alpha, into=reused)):
+    reused = copy.deepcopy(tuned)  # one copy rewritten for every mix, as the wise candidate's search does
+    for mix in (0.0, 0.3, 1.0, 0.6):
+        for model in (interpolate(tiny_st, tuned, mix), interpolate(tiny_st, tuned, mix, into=reused)):
             mixed = transformer_of(model).state_dict()
             for name, value in end.items():
-                expected = (1 - alpha) * start[name] + alpha * value if value.is_floating_point() else value
+                expected = (1 - mix) * start[name] + mix * value if value.is_floating_point() else value
                 torch.testing.assert_close(mixed[name], expected, rtol=0, atol=1e-6)
     assert interpolate(tiny_st, tuned, 0.5, into=reused) is reused
     for name, value in transformer_of(tuned).state_dict().items():  # the tuned end is read, never written
@@ -293,8 +293,8 @@ def test_wise_interpolation_matches_the_formula_and_refuses_other_shapes(tiny_st
     with pytest.raises(NotInterpolable, match="the transformers differ"):
         interpolate(tiny_st, wider, 0.5)
 
-    assert best_alpha({0.1: 80.0, 0.5: 82.0, 0.9: 81.0}) == 0.5
-    assert best_alpha({0.1: 80.0, 0.3: 82.0, 0.6: 82.0}) == 0.3  # a tie: the one nearer the unchanged model
+    assert best_mix({0.1: 80.0, 0.5: 82.0, 0.9: 81.0}) == 0.5
+    assert best_mix({0.1: 80.0, 0.3: 82.0, 0.6: 82.0}) == 0.3  # a tie: the one nearer the unchanged model
 
 
 def test_detectable_gain_interpolates_the_calibration_table(tmp_path, monkeypatch):

@@ -36,13 +36,14 @@ def test_adapt_on_queries_keeps_the_unchanged_model_when_nothing_helps(tiny_mode
     assert main([*args, "--methods", "poolings,whitening,simcse,wise", "--budget", "4"]) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["meta"]["dev"]["metric"] == "ndcg@10" and results["meta"]["dev"]["unit"] == "queries"
-    assert results["meta"]["dev"]["pairs"] == 100 and results["meta"]["test"]["pairs"] == 20
+    assert results["meta"]["dev"]["queries"] == 100 and results["meta"]["test"]["queries"] == 20
+    assert "pairs" not in results["meta"]["dev"] and "pairs" not in results["meta"]["test"]  # a search run counts queries
     assert 0 < results["meta"]["process"]["cpu_seconds"] and results["meta"]["process"]["wall_seconds"] > 0  # the minutes' context
     assert results["choice"]["name"] == "unchanged", results["choice"]["reason"]
     # training chose its checkpoints on the selection queries against their pool, and recorded per-query values
     assert results["candidates"]["simcse"]["recipe"]["eval"]["dev"] == f"queries:{out / 'data' / 'dev-select'}"
     pool = read_beir_folder(out / "data" / "dev-select", "select")
-    assert len(pool.queries) == results["meta"]["dev"]["select_pairs"] == 50
+    assert len(pool.queries) == results["meta"]["dev"]["select_queries"] == 50
     assert {d for q in pool.queries for d in q.relevant} <= {d.id for d in pool.corpus}
     recorded = sorted((out / "candidates" / "simcse" / "run" / "dev_cosines").glob("step-*.npy"))
     assert recorded and np.load(recorded[0]).shape == (50,)

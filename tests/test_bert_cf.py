@@ -68,7 +68,7 @@ def test_flow_joint_training_saves_plain_model(tiny_model_dir, tiny_data_dir, tm
 
 
 def test_minbert_joint_encoder_learns_from_the_contrastive_term_only(tiny_st):
-    """Seed 002 §6.1, MinBERT-joint: the unfrozen encoder is updated by L_mirror; L_flow's gradient stops at the flow."""
+    """The BERT-CF report §6.1, MinBERT-joint: the unfrozen encoder is updated by L_mirror; L_flow's gradient stops at the flow."""
     model = with_pooling(tiny_st, "mean")
     loss_fn = build_flow_joint_loss(model, {}, method_context("flow-joint", {"freeze_encoder": False, "hidden": 8}))
     features = model.preprocess(["a man plays the guitar", "the dog runs", "two kids eat food"])
@@ -85,7 +85,8 @@ def test_the_flow_trains_at_its_own_learning_rate(tiny_model_dir, tiny_data_dir,
     from conftest import train_tiny
     from safetensors.torch import load_file
 
-    from sentune.methods.bert_cf import FlowJointParams, flow_learning_rates
+    from sentune.methods.bert_cf import flow_learning_rates
+    from sentune.methods.records import FlowJointParams
 
     assert flow_learning_rates(FlowJointParams(flow_learning_rate=0.0)) == {}
     model = with_pooling(__import__("sentence_transformers").SentenceTransformer(str(tiny_model_dir), device="cpu"), "mean")

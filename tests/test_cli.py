@@ -358,7 +358,7 @@ def test_flow_settings_reach_the_flow(tiny_model_dir, tiny_data_dir, tmp_path, c
 
 
 def test_uniformity_covers_every_pair_and_alignment_the_positives(tiny_model_dir, tiny_data_dir):
-    """Seed 002 §6.3: alignment over the positive pairs P, uniformity over D = P ∪ N (every sentence of every pair)."""
+    """The BERT-CF report §6.3: alignment over the positive pairs P, uniformity over D = P ∪ N (every sentence of every pair)."""
     from sentune.core.encode import Encoder
     from sentune.core.models import load_model
     from sentune.data.catalog import load_examples, select_tasks

@@ -3,6 +3,13 @@ matrix is benchmarks/runners/cli_errors.py's job, not a unit test's)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
 import pytest
 from conftest import tree_state
 
@@ -64,3 +71,65 @@ def test_a_missing_input_of_encode_or_paraphrase_is_just_not_found(tmp_path, cap
     assert main([*command, str(missing), str(tmp_path / ("vectors.npy" if command == ["encode"] else "pairs.tsv"))]) == 2
     assert _one_line(capsys) == f"sentune: error: {missing}: file not found"  # the user's file: no hint at --data
     assert list(tmp_path.iterdir()) == []
+
+
+RUNNER = Path(__file__).resolve().parents[1] / "benchmarks" / "runners"
+PROBE = """
+import contextlib, io, json, os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from cli_errors import cases, scratch
+from sentune.cli import main
+root = Path(sys.argv[2])
+files = scratch(root)
+os.chdir(root)
+wanted = set(json.loads(sys.argv[3]))
+for what, argv, message in cases(files, str(files["empty_data"])):
+    if what in wanted:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:
+                code = exc.code
+        heavy = [name for name in ("torch", "sentence_transformers") if name in sys.modules]
+        print(json.dumps({"case": what, "code": code, "err": err.getvalue(), "message": message, "heavy": heavy}), flush=True)
+"""
+
+
+def _error_cases() -> list[str]:
+    sys.path.insert(0, str(RUNNER))
+    try:
+        from cli_errors import cases
+    finally:
+        sys.path.remove(str(RUNNER))
+    return [what for what, _, _ in cases(defaultdict(lambda: Path("x")), "data")]
+
+
+# cmd_search reads its device (auto: torch is asked about CUDA) before SearchIndex.open looks at the folder
+SEARCH_READS_ITS_DEVICE_FIRST = ("search: index missing",)
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        pytest.param([c for c in _error_cases() if c not in SEARCH_READS_ITS_DEVICE_FIRST], id="every-case"),
+        pytest.param(
+            list(SEARCH_READS_ITS_DEVICE_FIRST), id="search-index-missing", marks=pytest.mark.xfail(strict=True, reason="sentune/search reads --device first")
+        ),
+    ],
+)
+def test_every_error_of_the_matrix_answers_before_torch_loads(names, tmp_path):
+    """The cases of benchmarks/runners/cli_errors.py (options, recipes, input files of every command), run one after
+    the other in one fresh process without SENTUNE_DEVICE (so --device is auto, whose CUDA question imports torch): each
+    exits 2 with its message, writes no output folder, and neither torch nor sentence-transformers has been imported
+    when it answers, nor by any case before it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SENTUNE_DEVICE", "SENTUNE_DATA")} | {"HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", PROBE, str(RUNNER), str(tmp_path), json.dumps(names)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["case"] for r in results] == names
+    for r in results:
+        assert r["code"] == 2 and r["message"] in r["err"], r
+        assert r["heavy"] == [], f"{r['case']}: {', '.join(r['heavy'])} imported by the time it answered"
+    assert not (tmp_path / "out").exists()

@@ -76,7 +76,7 @@ def test_nli_softmax_matches_naive(tiny_st):
 
 
 def test_best_lower_bound_is_the_best_mean_dev_score_and_the_smallest_on_a_tie():
-    """Seeds 003/004 §5.5's choice of lb (benchmarks/best_lower_bound.py and sed.md read it), against a naive loop."""
+    """The SED paper §5.5's choice of lb (benchmarks/best_lower_bound.py and sed.md read it), against a naive loop."""
     from sentune.methods.sts_regression import best_lower_bound
 
     means = {0.3: 84.0, 0.0: 83.0, 0.15: 84.0, 0.9: 70.0}

@@ -31,7 +31,8 @@ def test_bad_devices_fail_in_one_line(capsys, tmp_path, tiny_data_dir):
     assert main(["eval", "--device", "tpu", "--model", "default"]) == 2
     assert capsys.readouterr().err == "sentune: error: --device tpu: expected auto, cpu, cuda or cuda:N\n"
     if not torch.cuda.is_available():
-        assert main(["encode", "--device", "cuda", "--model", "default", "in.txt", str(tmp_path / "o.npy")]) == 2
+        (tmp_path / "in.txt").write_text("a sentence\n")  # the input is checked first: the device is asked for when the model loads
+        assert main(["encode", "--device", "cuda", "--model", "default", str(tmp_path / "in.txt"), str(tmp_path / "o.npy")]) == 2
         assert "--device cuda: no CUDA device here" in capsys.readouterr().err
         assert main(["train", "005-ct", "training.precision=fp16", "--out", str(tmp_path / "r"), "--data", str(tiny_data_dir)]) == 2
         assert "training.precision fp16: needs a CUDA device (use bf16 on the CPU)" in capsys.readouterr().err
@@ -59,22 +60,17 @@ def test_eval_records_its_device(device, tiny_model_dir, tiny_data_dir, tmp_path
     assert json.loads((out / "results.json").read_text())["meta"]["device"] == expected
 
 
-def test_the_environment_is_only_a_commands_default(monkeypatch, capsys, tiny_model_dir, tiny_data_dir, tmp_path):
-    """resolve_device never reads SENTUNE_DEVICE; a command takes it as --device's default, an explicit --device wins,
-    and the command exports the device it chose for the processes it starts."""
-    import os
-
+def test_the_environment_is_only_a_commands_default(monkeypatch, capsys):
+    """resolve_device never reads SENTUNE_DEVICE; a command takes it as --device's default, and an explicit --device
+    wins (that a command writes nothing there: tests/test_cli_state.py)."""
     from sentune.core.device import resolve_device
 
     monkeypatch.setenv("SENTUNE_DEVICE", "tpu")
     assert resolve_device("cpu") == "cpu" and resolve_device(None) == resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     assert main(["eval", "--model", "default"]) == 2
     assert capsys.readouterr().err == "sentune: error: --device tpu: expected auto, cpu, cuda or cuda:N\n"
-    out = tmp_path / "eval"
-    assert (
-        main(["eval", "--device", "cpu", "--model", str(tiny_model_dir), "--tasks", "STS-B", "--data", str(tiny_data_dir), "--out", str(out), "--quiet"]) == 0
-    )
-    assert json.loads((out / "results.json").read_text())["meta"]["device"] == "cpu" and os.environ["SENTUNE_DEVICE"] == "cpu"
+    assert main(["eval", "--device", "cpu", "--model", "./no-such-model"]) == 2  # past the device check: the model's
+    assert "--model ./no-such-model: no such folder" in capsys.readouterr().err
 
 
 def test_an_api_call_that_asks_for_the_cpu_fits_everything_there_with_cuda_present(monkeypatch, tiny_model_dir, tmp_path):

@@ -105,7 +105,7 @@ def _torchrun(args, cwd, env, **kw):
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "sentune", "train", *args]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "sentune", "train", *args, "--allow-modified-data"]
     return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kw)
 
 
@@ -156,7 +156,7 @@ def test_accelerate_launch_trains_like_torchrun(tiny_model_dir, tiny_data_dir, t
     recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"max_steps": 6, "eval_steps": 3, "device": "cpu"})
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "SENTUNE_DATA": str(tiny_data_dir)}
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no"]
-    launch += ["--dynamo_backend", "no", "-m", "sentune", "train", str(recipe), "--out", "accelerate"]
+    launch += ["--dynamo_backend", "no", "-m", "sentune", "train", str(recipe), "--out", "accelerate", "--allow-modified-data"]
     done = subprocess.run(launch, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("sentune train: method simcse") == 1  # one process speaks

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from sentune.methods.labelled import ContrastiveParams, CoSENTParams, build_contrastive, build_cosent
+from sentune.methods.labelled import build_contrastive, build_cosent
+from sentune.methods.records import ContrastiveParams, CoSENTParams
 
 
 class FixedVectors(torch.nn.Module):

@@ -20,12 +20,6 @@ STSB = "senteval/STS/STSBenchmark"
 
 
 @pytest.fixture
-def checked(monkeypatch):
-    """The catalogued-data check on (conftest turns it off for the tiny data directories)."""
-    monkeypatch.delenv("SENTUNE_ALLOW_MODIFIED_DATA", raising=False)
-
-
-@pytest.fixture
 def cut_stsb(tmp_path) -> Path:
     """STS-B with its test file cut inside the last field of row 808: every line still has 7 fields."""
     if not (SHARED / STSB / "sts-test.csv").is_file():
@@ -41,7 +35,7 @@ def cut_stsb(tmp_path) -> Path:
     return data
 
 
-def test_a_cut_task_file_is_an_error_naming_file_and_counts(cut_stsb, tiny_model_dir, tmp_path, capsys, checked):
+def test_a_cut_task_file_is_an_error_naming_file_and_counts(cut_stsb, tiny_model_dir, tmp_path, capsys, checked_data):
     out = tmp_path / "eval"
     code = main(["eval", "--model", str(tiny_model_dir), "--tasks", "STS-B", "--data", str(cut_stsb), "--out", str(out), "--quiet"])
     err = capsys.readouterr().err
@@ -50,7 +44,7 @@ def test_a_cut_task_file_is_an_error_naming_file_and_counts(cut_stsb, tiny_model
     assert not (out / "results.json").exists()
 
 
-def test_a_file_edited_in_place_differs_from_its_checksum(cut_stsb, tiny_model_dir, tmp_path, capsys, checked):
+def test_a_file_edited_in_place_differs_from_its_checksum(cut_stsb, tiny_model_dir, tmp_path, capsys, checked_data):
     test_file = cut_stsb / STSB / "sts-test.csv"
     shutil.copy(SHARED / STSB / "sts-test.csv", test_file)
     text = test_file.read_text(encoding="utf-8").replace("\t5.000\t", "\t4.000\t", 1)  # one gold score changed, same count
@@ -59,7 +53,7 @@ def test_a_file_edited_in_place_differs_from_its_checksum(cut_stsb, tiny_model_d
     assert "STS-B: the file differs from" in capsys.readouterr().err
 
 
-def test_allow_modified_data_scores_and_records_it(cut_stsb, tiny_model_dir, tmp_path, checked):
+def test_allow_modified_data_scores_and_records_it(cut_stsb, tiny_model_dir, tmp_path, checked_data):
     out = tmp_path / "eval"
     args = ["eval", "--model", str(tiny_model_dir), "--tasks", "STS-B", "--data", str(cut_stsb), "--out", str(out), "--quiet"]
     assert main([*args, "--allow-modified-data"]) == 0

@@ -101,6 +101,7 @@ def test_two_pipeline_workers_share_the_members(tiny_model_dir, tiny_data_dir, t
         "-m",
         "sentune.cli",
         "pipeline",
+        "--allow-modified-data",  # the tiny data directory
         "ct-sed",
         "--model",
         str(tiny_model_dir),
@@ -143,6 +144,7 @@ def test_a_pipeline_killed_inside_a_stage_resumes_without_recomputing(victim, ti
         "-m",
         "sentune.cli",
         "pipeline",
+        "--allow-modified-data",  # the tiny data directory
         "ct-sed-flow",
         "--model",
         str(tiny_model_dir),
@@ -203,6 +205,7 @@ def test_members_train_while_another_process_holds_the_stage_before_sed(tiny_mod
         "-m",
         "sentune.cli",
         "pipeline",
+        "--allow-modified-data",  # the tiny data directory
         "ct-sed",
         "--model",
         str(tiny_model_dir),
@@ -232,7 +235,7 @@ def test_members_train_while_another_process_holds_the_stage_before_sed(tiny_mod
 
 @pytest.mark.slow
 def test_nli_ct_sed_members_run_every_stage_with_their_seed_and_learners_start_from_the_input(tiny_model_dir, tiny_data_dir, tmp_path):
-    """Seed 003 §4: each member is fine-tuned on NLI and then tuned with CT, with its own seed (distinct NLI models);
+    """The SED paper §4: each member is fine-tuned on NLI and then tuned with CT, with its own seed (distinct NLI models);
     the learners, like the members, start from the pre-trained input model."""
     import yaml
 

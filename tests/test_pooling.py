@@ -71,8 +71,8 @@ def _reference_wk(hidden_states, mask, layer_start=4, window=2):
                 align[k] = np.mean(cols, axis=1).dot(r_mat[:-1, -1]) / np.linalg.norm(r[:-1])
                 align[k] = 1 / (align[k] * w.shape[0] * 2)
                 novelty[k] = abs(r[-1]) / np.linalg.norm(r)
-            alpha = novelty / novelty.sum() + align / align.sum()
-            tokens.append(tf.T.dot(alpha / alpha.sum()))
+            weights = novelty / novelty.sum() + align / align.sum()
+            tokens.append(tf.T.dot(weights / weights.sum()))
         tokens = np.array(tokens)
         var = np.zeros(len(tokens))
         for t in range(len(tokens)):

@@ -178,7 +178,7 @@ def test_documents_carry_title_and_text():
 
 
 def _toy_data_dir(tmp_path):
-    """A data directory whose retrieval/scifact holds a toy BEIR set (scored anyway: SENTUNE_ALLOW_MODIFIED_DATA)."""
+    """A data directory whose retrieval/scifact holds a toy BEIR set (loaded as catalogued: conftest)."""
     from conftest import WORDS
 
     rng = np.random.default_rng(3)
@@ -262,12 +262,11 @@ SHARED = Path(os.environ.get("SENTUNE_DATA", "/nonexistent")) / "retrieval" / "s
 
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED.is_dir(), reason="the shared SciFact data is not here (SENTUNE_DATA)")
-def test_scifact_train_on_the_shared_data_equals_the_evaluator(tiny_st, tmp_path, monkeypatch):
+def test_scifact_train_on_the_shared_data_equals_the_evaluator(tiny_st, tmp_path, monkeypatch, checked_data):
     """The real 809 queries and 5,183 abstracts (the tiny model keeps it fast; the default model: benchmarks/speed/retrieval_eval.py)."""
     from sentune.data.catalog import load_task, select_tasks
     from sentune.tasks.evaluate import evaluate
 
-    monkeypatch.delenv("SENTUNE_ALLOW_MODIFIED_DATA")  # the real files: their count and checksums are checked
     monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path / "cache"))
     (spec,) = select_tasks("scifact-train")
     data_dir = SHARED.parent.parent

@@ -1,4 +1,4 @@
-"""SG / SG-OPT losses against naive per-example loops written straight from seed 001's formulas, and
+"""SG / SG-OPT losses against naive per-example loops written straight from Kim et al. 2021's formulas, and
 where gradients flow."""
 
 from __future__ import annotations

@@ -51,7 +51,13 @@ def test_recipe_overrides_and_errors(recipe_file):
 
 def _train(args, cwd, env, **kw):
     return subprocess.Popen(
-        [sys.executable, "-m", "sentune.cli", "train", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **kw
+        [sys.executable, "-m", "sentune.cli", "train", *args, "--allow-modified-data"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
     )
 
 

@@ -18,7 +18,7 @@ from sentune.adapt.names import REFERENCE, UNCHANGED
 from sentune.adapt.report import candidate_table
 from sentune.analysis.pages import machine_conditions
 from sentune.core.metrics import METRICS
-from sentune.tasks.permutation import ALPHA
+from sentune.tasks.permutation import LEVEL
 
 KEPT = Path(__file__).parents[1] / "results" / "adapt"
 BEFORE = KEPT / "before"
@@ -135,7 +135,7 @@ def render() -> str:
         "Default model (all-MiniLM-L6-v2), default budget (one pass over the corpus per candidate, dev evaluated 10 times, early "
         "stop after 3 without a new best), 2 CPU cores. The rule now: every choice (checkpoints, the race, wise's α, the best "
         "candidate) reads the selection half of the dev pairs; the chosen candidate replaces the unchanged model only when a "
-        f"one-sided paired permutation test on the other half gives p ≤ {ALPHA:g} (calibrated: benchmarks/results/adapt_calibration.md). "
+        f"one-sided paired permutation test on the other half gives p ≤ {LEVEL:g} (calibrated: benchmarks/results/adapt_calibration.md). "
         "The training candidates are raced (rounds at 1/8, 1/4, 1/2 of their steps; one behind the unchanged model or the "
         "leader with 95 % stops, at most half go on). `st-simcse` is sentence-transformers' own SimCSE recipe (`--reference`), "
         "reported beside the candidates and never chosen; its minutes are counted apart. Before: the best candidate on all dev "

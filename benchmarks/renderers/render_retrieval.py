@@ -19,7 +19,7 @@ from render_adapt import KEPT, LABEL_FREE, domain_section, supervised_cell, test
 from sentune.adapt.examples import example_names
 from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, UNCHANGED
 from sentune.analysis.pages import machine_conditions
-from sentune.tasks.permutation import ALPHA
+from sentune.tasks.permutation import LEVEL
 
 
 def candidate_minutes(results: dict) -> float:
@@ -183,7 +183,7 @@ def render() -> str:
         "Default model (all-MiniLM-L6-v2), default budget, 2 CPU cores. nDCG@10 ×100 per query; the selection queries rank a pool "
         "(their relevant documents and the top 30 of the unchanged model and of BM25), the confirmation and test queries the whole corpus; the "
         f"chosen candidate replaces the unchanged model only when a one-sided paired permutation test over the confirmation queries "
-        f"gives p ≤ {ALPHA:g}. `hybrid` is BM25 (stemmed) and the unchanged model fused by a convex combination of min-max normalised "
+        f"gives p ≤ {LEVEL:g}. `hybrid` is BM25 (stemmed) and the unchanged model fused by a convex combination of min-max normalised "
         "scores, its weight chosen on the selection queries; `bm25`, `bm25-unstemmed` (sentune's BM25 before issue 45), `rrf` "
         "(reciprocal rank fusion of BM25 and the unchanged model, k = 60) and `st-simcse` (sentence-transformers' SimCSE recipe, with "
         "--reference) are reported, never chosen; candidate minutes leave them out. Differences: paired bootstrap over the test queries, 95 % interval.",

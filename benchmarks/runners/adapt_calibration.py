@@ -14,7 +14,7 @@ A simulated user (one run):
 - old rule (sentune ≤ d042c59): each candidate's checkpoint best on all dev pairs, the best candidate on all dev pairs,
   shipped when a paired bootstrap over the same pairs (1,000 resamples) has it better in ≥ 95 % of them;
 - new rule (sentune.adapt.decide): the checkpoints and the candidate chosen on the selection half, shipped when the
-  paired permutation test on the confirmation half gives p ≤ sentune.tasks.permutation.ALPHA (1,000 permutations).
+  paired permutation test on the confirmation half gives p ≤ sentune.tasks.permutation.LEVEL (1,000 permutations).
 
 Rates come with 95 % Wilson intervals over the simulated runs.
 
@@ -37,7 +37,7 @@ from sentune.adapt.decide import decide, split_dev
 from sentune.analysis.pages import command_line
 from sentune.core import metrics
 from sentune.tasks.bootstrap import bootstrap_differences
-from sentune.tasks.permutation import ALPHA
+from sentune.tasks.permutation import LEVEL
 
 SIGMA = 0.6
 CHECKPOINTS = 10
@@ -54,7 +54,7 @@ REAL_NULL = Path(__file__).parents[1] / "results" / "runs" / "adapt-shuffled-nul
 REAL_NULL_HEADING = "## The real null: `sentune adapt` with a supervised candidate trained on shuffled selection labels"
 POWER_TARGET = 0.8
 RULE_SEEDS = {"old": 1, "new": 2}
-LEVELS = (0.04, 0.05)  # the new rule's null rates at these levels too (same runs), to show why adapt ships at ALPHA
+LEVELS = (0.04, 0.05)  # the new rule's null rates at these levels too (same runs), to show why adapt ships at LEVEL
 
 
 def gold_of(latent: np.ndarray, metric: str) -> np.ndarray:
@@ -118,16 +118,16 @@ def new_rule(gold, unchanged, checkpoints, metric, seed) -> tuple[int, float | N
     scores = measure(gold[split.select], checkpoints[:, :, split.select].reshape(k * c, -1)).reshape(k, c)
     best_checkpoint = scores.argmax(axis=1)
     candidates = {str(i): checkpoints[i, best_checkpoint[i]] for i in range(k)}
-    # every level counted is ≤ max(LEVELS, ALPHA): once p must exceed it the remaining permutations change no decision
-    decision = decide(gold, split, ("unchanged", unchanged), candidates, metric, seed=seed, stop_above=max(*LEVELS, ALPHA))
+    # every level counted is ≤ max(LEVELS, LEVEL): once p must exceed it the remaining permutations change no decision
+    decision = decide(gold, split, ("unchanged", unchanged), candidates, metric, seed=seed, stop_above=max(*LEVELS, LEVEL))
     if decision.confirmation is None:
         return -1, None
-    assert (decision.name != "unchanged") == (decision.confirmation.p_value <= ALPHA)  # the rule adapt ships is the one counted
+    assert (decision.name != "unchanged") == (decision.confirmation.p_value <= LEVEL)  # the rule adapt ships is the one counted
     # a p-value above every level may be a lower bound (stop_above): only p ≤ level comparisons read it
     return int(decision.best), decision.confirmation.p_value
 
 
-def shipped(pick: tuple[int, float | None], level: float = ALPHA) -> int:
+def shipped(pick: tuple[int, float | None], level: float = LEVEL) -> int:
     """The new rule's shipped candidate at `level`, or -1."""
     index, p_value = pick
     return index if p_value is not None and p_value <= level else -1
@@ -271,13 +271,13 @@ def write_page(out: str, null: list[dict], power: list[dict], detectable: dict, 
         "- **old rule** (sentune ≤ d042c59): checkpoint and candidate best on all dev pairs, shipped when a paired bootstrap on",
         "  the same pairs has it better in ≥ 95 % of 1,000 resamples;",
         "- **new rule** (`sentune/adapt/decide.py`): checkpoint and candidate chosen on a selection half, shipped when a",
-        f"  one-sided paired permutation test on the confirmation half gives p ≤ {ALPHA:g}.",
+        f"  one-sided paired permutation test on the confirmation half gives p ≤ {LEVEL:g}.",
         "",
         "## No candidate is better: how often one is shipped anyway",
         "",
         "Every candidate has the unchanged model's expected score. A calibrated rule ships in ≤ 5 % of runs.",
         "",
-        f"| metric | dev pairs | K candidates | old rule [95 % CI] (runs) | new rule, p ≤ {ALPHA:g} (shipped) [95 % CI] (runs) | "
+        f"| metric | dev pairs | K candidates | old rule [95 % CI] (runs) | new rule, p ≤ {LEVEL:g} (shipped) [95 % CI] (runs) | "
         + " | ".join(f"new rule at p ≤ {level:g}" for level in LEVELS)
         + " |",
         "|---|---|---|---|---|" + "---|" * len(LEVELS),
@@ -288,7 +288,7 @@ def write_page(out: str, null: list[dict], power: list[dict], detectable: dict, 
     worst = max(null, key=lambda r: r["new"]["high"])
     lines += [
         "",
-        f"New rule as shipped (p ≤ {ALPHA:g}), every null setting: at most {100 * max(r['new']['rate'] for r in null):.1f} % shipped; the "
+        f"New rule as shipped (p ≤ {LEVEL:g}), every null setting: at most {100 * max(r['new']['rate'] for r in null):.1f} % shipped; the "
         f"highest upper interval end is {100 * worst['new']['high']:.1f} % ({worst['metric']}, {worst['n']} pairs, K = {worst['k']}). The "
         "last columns count the same simulated runs at other levels (rate [upper interval end]): the permutation test swaps "
         "standardised predictions, which is exact only approximately, and with 24 settings of 2,000 runs the largest rate "

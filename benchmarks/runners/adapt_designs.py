@@ -2,7 +2,7 @@
 ships a planted better one, at 100, 250, 500 and 1,500 dev pairs. Simulated users as on the calibration page
 (benchmarks/runners/adapt_calibration.py: its model, its error scales and its rates with Wilson intervals).
 
-Designs, each shipping at most one candidate, at the level adapt uses (sentune.tasks.permutation.ALPHA):
+Designs, each shipping at most one candidate, at the level adapt uses (sentune.tasks.permutation.LEVEL):
 - `half` (adapt today, sentune.adapt.decide): checkpoints and candidate chosen on a selection half, confirmed on the
   other half by the paired permutation test;
 - `select-30`: the same with a smaller selection part (30 %), so the confirmation sees 70 % of the pairs;
@@ -37,7 +37,7 @@ from tqdm import tqdm
 from sentune.adapt.decide import decide, split_dev
 from sentune.analysis.pages import command_line
 from sentune.core.metrics import METRICS
-from sentune.tasks.permutation import ALPHA, step_down_max_t
+from sentune.tasks.permutation import LEVEL, step_down_max_t
 
 DESIGNS = ("half", "select-30", "swapped", "max-T")
 NULL_CANDIDATES = (5, 14)
@@ -53,7 +53,7 @@ def chosen_on(gold, part: np.ndarray, checkpoints: np.ndarray, metric: str) -> d
 def split_rule(gold, unchanged, checkpoints, metric, seed, fraction) -> int:
     """Index of the shipped candidate or -1: select on `fraction` of the pairs, confirm on the rest."""
     split = split_dev(gold, seed=seed, fraction=fraction)
-    found = decide(gold, split, ("unchanged", unchanged), chosen_on(gold, split.select, checkpoints, metric), metric, seed=seed, stop_above=ALPHA)
+    found = decide(gold, split, ("unchanged", unchanged), chosen_on(gold, split.select, checkpoints, metric), metric, seed=seed, stop_above=LEVEL)
     return int(found.name) if found.name != "unchanged" else -1
 
 
@@ -61,7 +61,7 @@ def swapped_rule(gold, unchanged, checkpoints, metric, seed) -> int:
     split = split_dev(gold, seed=seed)
     picks = set()
     for part in (split, type(split)(split.confirm, split.select)):
-        found = decide(gold, part, ("unchanged", unchanged), chosen_on(gold, part.select, checkpoints, metric), metric, seed=seed, stop_above=ALPHA)
+        found = decide(gold, part, ("unchanged", unchanged), chosen_on(gold, part.select, checkpoints, metric), metric, seed=seed, stop_above=LEVEL)
         if found.name == "unchanged":
             return -1
         picks.add(found.name)
@@ -69,7 +69,7 @@ def swapped_rule(gold, unchanged, checkpoints, metric, seed) -> int:
 
 
 def max_t_rule(gold, unchanged, checkpoints, metric, seed) -> int:
-    return step_down_max_t(gold, checkpoints[:, -1], unchanged, metric, seed=seed, stop_above=ALPHA).best_confirmed(ALPHA)
+    return step_down_max_t(gold, checkpoints[:, -1], unchanged, metric, seed=seed, stop_above=LEVEL).best_confirmed(LEVEL)
 
 
 def ship(design: str, gold, unchanged, checkpoints, metric, seed) -> int:
@@ -189,7 +189,7 @@ def write_page(out: str, null: list[dict], power: list[dict], plot: Path, second
         "```",
         "",
         "Simulated users as on the calibration page (adapt_calibration.md); the designs are described in",
-        f"`benchmarks/runners/adapt_designs.py`'s docstring. Every design ships at most one candidate, at p ≤ {ALPHA:g}.",
+        f"`benchmarks/runners/adapt_designs.py`'s docstring. Every design ships at most one candidate, at p ≤ {LEVEL:g}.",
         "",
         "## No candidate is better: how often one is shipped anyway (a calibrated design: ≤ 5 %)",
         "",

@@ -1,3 +1,3 @@
 """`sentune adapt`: adapt an encoder to a user's own text and labels, select on the selection part of the user's dev
 set, and keep the unchanged model unless the selected candidate beats it on the confirmation part (a one-sided paired
-permutation test at sentune.tasks.permutation.ALPHA: sentune.adapt.decide)."""
+permutation test at sentune.tasks.permutation.LEVEL: sentune.adapt.decide)."""

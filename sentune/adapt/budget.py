@@ -20,20 +20,26 @@ class Budget:
 
     @classmethod
     def parse(cls, text: str | None) -> Budget:
-        """`500` (steps), `10m` (minutes), `500,10m` (both), `epoch` or nothing (one pass over the corpus)."""
+        """`500` (steps), `10m` (minutes), `500,10m` (both), `epoch` or nothing (one pass over the corpus), `epoch,10m`.
+        Each at most once: two step counts, two time limits, or steps beside `epoch` are refused, not one of them kept."""
         budget = cls()
+        given: dict[str, str] = {}  # kind (steps, minutes) -> the part that gave it
         for part in (p.strip() for p in (text or "epoch").split(",")):
             try:
                 if part == "epoch":
-                    continue
-                if part.endswith(("m", "min")):
-                    budget.minutes = float(part.rstrip("min"))
+                    kind = "steps"
+                elif part.endswith(("m", "min")):
+                    kind, budget.minutes = "minutes", float(part.rstrip("min"))
                     if not budget.minutes > 0:
                         raise ValueError
                 else:
-                    budget.steps = int(part)
+                    kind, budget.steps = "steps", int(part)
                     if budget.steps < 1:
                         raise ValueError
             except ValueError:
                 raise AdaptError(f"--budget {text!r}: expected STEPS, MINUTESm, both (500,10m) or epoch") from None
+            if kind in given:
+                what = "step counts (a number, or epoch: one pass over the corpus)" if kind == "steps" else "time limits"
+                raise AdaptError(f"--budget {text!r}: two {what}, {given[kind]} and {part}; give one of each at most (e.g. 500,10m)")
+            given[kind] = part
         return budget

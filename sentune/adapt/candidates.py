@@ -478,16 +478,16 @@ class Wise(Candidate):
         return {"train_sha256": ctx.train_sha256}  # a supervised model trained on --train may be its tuned end
 
     def describe(self, ctx: Context) -> str:
-        return "interpolating the best tuned candidate's weights (finished or raced out) with the unchanged model's (WiSE-FT), α chosen on the selection pairs"
+        return "interpolating the best tuned candidate's weights (finished or raced out) with the unchanged model's (WiSE-FT), the mix chosen on the selection pairs"
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], dict]:
         import copy
 
-        from sentune.adapt.wise import ALPHAS, NotInterpolable, best_alpha, interpolate
+        from sentune.adapt.wise import MIXES, NotInterpolable, best_mix, interpolate
         from sentune.core.memory import release_freed_memory, release_unreferenced
         from sentune.modules.build import save_atomic
 
-        # a model trained on the selection part would choose its own α on the rows it learned: only --train's qualify
+        # a model trained on the selection part would choose its own mix on the rows it learned: only --train's qualify
         tuned = [r for r in tuned_sources(ctx, (Trained.kind, Ensemble.kind, Supervised.kind)) if not r.get("dev_indices_trained_on")]
         if not tuned:
             return {}, {"skipped": "no tuned candidate with weights left to interpolate with (--prune removes them)"}
@@ -495,23 +495,25 @@ class Wise(Candidate):
         from sentune.core.models import load_model
 
         model = load_model(str(tuned_model_path(source, ctx)), device=ctx.device)
-        selection = ctx.selection_scorer()  # α is chosen on the selection pairs: only those are encoded for the search
+        selection = ctx.selection_scorer()  # the mix is chosen on the selection pairs: only those are encoded for the search
         curve: dict[float, float] = {}
-        mixed = copy.deepcopy(model)  # every α is written into this one copy (sentune.adapt.wise.interpolate)
+        mixed = copy.deepcopy(model)  # every mix is written into this one copy (sentune.adapt.wise.interpolate)
         try:
-            for alpha in ALPHAS:
-                cosines = selection.of_model(interpolate(ctx.base, model, alpha, into=mixed), f"{WISE}: α = {alpha}")["select"]
-                curve[alpha] = ctx.selection_score_of(cosines)
-                release_freed_memory()  # the encoder's batches of this α
+            for mix in MIXES:
+                cosines = selection.of_model(interpolate(ctx.base, model, mix, into=mixed), f"{WISE}: mix {mix}")["select"]
+                curve[mix] = ctx.selection_score_of(cosines)
+                release_freed_memory()  # the encoder's batches of this mix
         except NotInterpolable as error:
             return {}, {"skipped": f"cannot interpolate with {source['name']}: {error}"}
-        alpha = best_alpha(curve)
-        print(f"    {WISE}: {source['name']} (selection {source['dev_score']:.2f}) × α = {alpha} (selection {curve[alpha]:.2f})", flush=True)
-        chosen = interpolate(ctx.base, model, alpha, into=mixed)
+        mix = best_mix(curve)
+        print(
+            f"    {WISE}: {1 - mix:g}·unchanged + {mix:g}·{source['name']} (selection {curve[mix]:.2f}; {source['name']} {source['dev_score']:.2f})", flush=True
+        )
+        chosen = interpolate(ctx.base, model, mix, into=mixed)
         del model  # the tuned end: only the mixed copy is scored and saved from here
         release_unreferenced()
         save_atomic(chosen, self.folder(ctx) / "model")
-        detail = {"source": source["name"], "alpha": alpha, "curve": [[a, s] for a, s in curve.items()] + [[1.0, source["dev_score"]]]}
+        detail = {"source": source["name"], "mix": mix, "curve": [[a, s] for a, s in curve.items()] + [[1.0, source["dev_score"]]]}
         return ctx.scorer.of_model(chosen, f"{WISE}: scoring the pairs"), detail
 
 
@@ -525,7 +527,7 @@ class Hybrid(Candidate):
     the whole corpus. `dense`: the unchanged model, or ('best') the dense candidate best on the selection queries when
     it is another (a trained one, say); that one is skipped when the unchanged model is the best. A model trained on the
     selection queries (a supervised candidate without --train) is not among them: its weight and its selection score
-    would read the queries it learned, as wise's α would (Wise.run)."""
+    would read the queries it learned, as wise's mix would (Wise.run)."""
 
     dense: str = UNCHANGED
     kind: ClassVar[str] = "hybrid"
@@ -620,7 +622,7 @@ class HybridSupervised(Hybrid):
                 vectors = np.load(folder / HELD_VECTORS)
             elif not (folder / "run" / "model").is_dir():
                 return {}, {"skipped": f"{source}'s fold {fold} kept neither its vectors nor its model (--prune)"}
-            else:  # kept by runs before the vectors were: the fold's model encodes them again
+            else:  # a fold that kept its model but not its vectors: the model encodes them again
                 from sentune.core.models import load_model
 
                 model = load_model(str(folder / "run" / "model"), device=ctx.device)

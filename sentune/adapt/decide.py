@@ -1,12 +1,12 @@
 """How `sentune adapt` decides, so that its confidence is a statement about the model it saves: select on one part of
 the dev pairs, confirm on the other.
 
-Every choice adapt makes on the user's pairs — each trained candidate's checkpoint (early stopping), wise's α, which
+Every choice adapt makes on the user's pairs — each trained candidate's checkpoint (early stopping), wise's mix, which
 racing candidates go on, which candidate is best — reads only the **selection** part. The one candidate this procedure
 ends with is then compared with the unchanged model on the **confirmation** part, which nothing before has read, by a
-one-sided paired permutation test (sentune.tasks.permutation); it replaces the unchanged model when p ≤ 0.03 (ALPHA). Because
+one-sided paired permutation test (sentune.tasks.permutation); it replaces the unchanged model when p ≤ 0.03 (LEVEL). Because
 the confirmation pairs are independent of everything that picked the candidate, P(a candidate no better than the
-unchanged model is shipped) ≤ 5 % however many candidates, checkpoints and α were tried: data splitting (Cox, "A note
+unchanged model is shipped) ≤ 5 % however many candidates, checkpoints and mixes were tried: data splitting (Cox, "A note
 on data-splitting for the evaluation of significance levels", Biometrika 1975), the hold-out form of selective
 inference. The old rule (best on all dev pairs, then a bootstrap on the same pairs) shipped such a candidate in up to
 82 % of simulated runs (benchmarks/results/adapt_calibration.md).
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from sentune.core.metrics import METRICS
-from sentune.tasks.permutation import ALPHA, Confirmation, paired_permutation_test
+from sentune.tasks.permutation import LEVEL, Confirmation, paired_permutation_test
 
 SELECT_FRACTION = 0.5
 MIN_DEV_PAIRS = 100  # below it the confirmation half (50 pairs) detects only gains of many points (the calibration page)
@@ -81,7 +81,7 @@ def decide(
     stop_above: float | None = None,
     unit: str = "pairs",
 ) -> Decision:
-    """The candidate best on the selection pairs replaces the baseline when the confirmation pairs confirm it (p ≤ ALPHA);
+    """The candidate best on the selection pairs replaces the baseline when the confirmation pairs confirm it (p ≤ LEVEL);
     a candidate no better than the baseline on the selection pairs is not tested. `gold` and the scores cover every dev
     pair; the split says which part each choice reads. `stop_above`: see paired_permutation_test (simulations only).
     `unit`: what the dev set is made of, for the reason's words (pairs, or queries for retrieval)."""
@@ -108,7 +108,7 @@ def decide(
             best,
             selection,
             found,
-            f"{best} is best on the selection {unit} ({selection[best]:.2f} vs {selection[base_name]:.2f}) and beats {base_name} {where} (≤ {ALPHA:g})",
+            f"{best} is best on the selection {unit} ({selection[best]:.2f} vs {selection[base_name]:.2f}) and beats {base_name} {where} (≤ {LEVEL:g})",
         )
     return Decision(
         base_name,
@@ -116,7 +116,7 @@ def decide(
         selection,
         found,
         f"the best candidate on the selection {unit}, {best} ({selection[best]:.2f} vs {selection[base_name]:.2f}), is not confirmed {where} "
-        f"(> {ALPHA:g}): {base_name} is kept",
+        f"(> {LEVEL:g}): {base_name} is kept",
     )
 
 

@@ -63,10 +63,10 @@ def _judged(task: str | None, data_dir: Path) -> bool:
     return all((data_dir / str(spec.dir) / "qrels" / f"{split}.tsv").is_file() for split in spec.subsets)
 
 
-def _pairs(source: dict, data_dir: Path, taken: set[int] | None = None) -> tuple[list[tuple[str, str, float]], set[int]]:
+def _pairs(source: dict, data_dir: Path, taken: set[int] | None = None, allow_modified: bool = False) -> tuple[list[tuple[str, str, float]], set[int]]:
     """The pairs a dev/test entry names, and the indices drawn when it samples (so `rest` can leave them out)."""
     if "task" in source:
-        examples = load_task(select_tasks(source["task"])[0], data_dir)
+        examples = load_task(select_tasks(source["task"])[0], data_dir, allow_modified=allow_modified)
     else:
         examples = load_set(source["set"], data_dir)
     items = [ex for split in examples.values() for ex in split]
@@ -79,21 +79,22 @@ def _pairs(source: dict, data_dir: Path, taken: set[int] | None = None) -> tuple
     return [rows[i] for i in sorted(chosen)], chosen
 
 
-def write_example(name: str, data_dir: Path, folder: Path) -> ExampleFiles:
+def write_example(name: str, data_dir: Path, folder: Path, *, allow_modified: bool = False) -> ExampleFiles:
     """Write the example's corpus.txt, dev.tsv and test.tsv into `folder` (their contents depend only on the data); a
-    retrieval example writes BEIR folders dev/ and test/ instead (the documents in dev/corpus.jsonl)."""
+    retrieval example writes BEIR folders dev/ and test/ instead (the documents in dev/corpus.jsonl). `allow_modified`:
+    catalogued tasks whose files differ from the catalog are read anyway (--allow-modified-data)."""
     spec = check_example(name)
     folder.mkdir(parents=True, exist_ok=True)
     if "retrieval" in spec:
-        return _write_retrieval(name, spec, data_dir, folder)
+        return _write_retrieval(name, spec, data_dir, folder, allow_modified)
     files = ExampleFiles(name, spec["about"], folder / "corpus.txt", folder / "dev.tsv", folder / "test.tsv")
-    write_corpus(files.corpus, load_sentences(spec["corpus"], data_dir))
-    dev, taken = _pairs(spec["dev"], data_dir)
-    test, _ = _pairs(spec["test"], data_dir, taken)
+    write_corpus(files.corpus, load_sentences(spec["corpus"], data_dir, allow_modified=allow_modified))
+    dev, taken = _pairs(spec["dev"], data_dir, allow_modified=allow_modified)
+    test, _ = _pairs(spec["test"], data_dir, taken, allow_modified)
     write_scored_pairs(files.dev, dev)
     write_scored_pairs(files.test, test)
     if "train" in spec:
-        write_scored_pairs(folder / "train.tsv", _apart(_pairs(spec["train"], data_dir, taken)[0], dev + test))
+        write_scored_pairs(folder / "train.tsv", _apart(_pairs(spec["train"], data_dir, taken, allow_modified)[0], dev + test))
         files = replace(files, train=folder / "train.tsv")
     return files
 
@@ -105,10 +106,10 @@ def _apart(rows: list[tuple[str, str, float]], others: list[tuple[str, str, floa
     return [row for row in rows if frozenset(row[:2]) not in seen]
 
 
-def _write_retrieval(name: str, spec: dict, data_dir: Path, folder: Path) -> ExampleFiles:
+def _write_retrieval(name: str, spec: dict, data_dir: Path, folder: Path, allow_modified: bool) -> ExampleFiles:
     source = spec["retrieval"]
     if "task" in source:
-        found = load_task(select_tasks(source["task"])[0], data_dir)
+        found = load_task(select_tasks(source["task"])[0], data_dir, allow_modified=allow_modified)
         corpus, queries = found["corpus"], found["queries"]
         size = min(int(source["dev_queries"]), len(queries) // 2)  # a small data directory keeps half for test
         dev_index = set(random.Random(SAMPLE_SEED).sample(range(len(queries)), size))
@@ -119,7 +120,7 @@ def _write_retrieval(name: str, spec: dict, data_dir: Path, folder: Path) -> Exa
     train = None
     if _judged(source.get("test_task"), data_dir):  # BEIR's test split tests; the queries dev left are training data
         train = test
-        test = load_task(select_tasks(source["test_task"])[0], data_dir)["queries"]
+        test = load_task(select_tasks(source["test_task"])[0], data_dir, allow_modified=allow_modified)["queries"]
         seen = {q.text for q in dev + test}  # adapt refuses a train query that is also a dev or test query
         train = [q for q in train if q.text not in seen]
     write_beir_folder(folder / "dev", RetrievalSet(dev, corpus), "dev")

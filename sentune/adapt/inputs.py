@@ -50,6 +50,7 @@ class AdaptConfig:
     example: str | None = None  # the --example it came from, for the report
     show_progress: bool = True
     device: str = "cpu"  # where every model of the run loads and trains (the CLI resolves --device)
+    allow_modified: bool = False  # the default dev pairs (STS-B dev) may differ from the catalog (--allow-modified-data)
     backend: str = "torch"  # how candidates are scored on dev and test: torch, or onnx (their ONNX graphs; training stays torch)
     # What training candidates train: the model's own token pooling without its trailing Normalize when its pipeline is
     # that simple (set by adapt(); CT's dot product and TSDAE's decoder need the raw vector), else 'model'.
@@ -84,6 +85,9 @@ class Inputs:
 
 DEFAULT_DEV = "STS-B-dev"  # without --dev (the report says so)
 MIN_CORPUS_SENTENCES = 100
+# --train: the supervised candidates train batches of 16 for 4 epochs; on fewer pairs (or queries) than the selection
+# half of the smallest dev set they could train on instead, a train file gives them less than leaving it out would.
+MIN_TRAIN_UNITS = MIN_DEV_PAIRS // 2
 
 
 def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
@@ -105,7 +109,7 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
     else:
         if data_dir is None:
             raise AdaptError("--dev not given and no data directory (--data or SENTUNE_DATA) for the STS-B dev pairs it then uses")
-        examples = load_task(select_tasks(DEFAULT_DEV)[0], data_dir)
+        examples = load_task(select_tasks(DEFAULT_DEV)[0], data_dir, allow_modified=config.allow_modified)
         dev_rows, dev_label = [(p.a, p.b, p.score) for split in examples.values() for p in split], f"{DEFAULT_DEV} (no --dev given)"
     if len(dev_rows) < MIN_DEV_PAIRS:
         raise AdaptError(
@@ -195,10 +199,17 @@ def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], te
     trained on would then select, confirm or test it."""
     assert config.train is not None
     found = read_scored_pairs(config.train)
-    if found.kind == "scores" and not {r[2] for r in dev_rows} - {0.0, 1.0}:  # a 0/1 loss cannot read graded scores
-        raise AdaptError(f"--train {config.train}: graded scores, but the dev pairs have 0/1 labels; give 0/1 training pairs")
-    for other, rows in (("--dev", [(a, b) for a, b, _ in dev_rows]), ("--test", [(p.a, p.b) for p in test.pairs] if test else [])):
-        seen = {frozenset(pair) for pair in rows}
+    dev_name = config.dev or DEFAULT_DEV
+    if len(found.pairs) < MIN_TRAIN_UNITS:
+        raise AdaptError(
+            f"--train {config.train}: {len(found.pairs)} labelled pairs; the supervised candidates need at least {MIN_TRAIN_UNITS} (without --train "
+            f"they train on the selection half of the dev pairs, at least {MIN_TRAIN_UNITS}, scored out of fold)"
+        )
+    graded_dev = bool({r[2] for r in dev_rows} - {0.0, 1.0})
+    if found.kind == "scores" and not graded_dev:  # a 0/1 loss cannot read graded scores
+        raise AdaptError(f"--train {config.train}: graded scores, but the dev pairs ({dev_name}) have 0/1 labels; give 0/1 training pairs")
+    for other, pairs in (("--dev", [(a, b) for a, b, _ in dev_rows]), ("--test", [(p.a, p.b) for p in test.pairs] if test else [])):
+        seen = {frozenset(pair) for pair in pairs}
         shared = [p for p in found.pairs if frozenset((p.a, p.b)) in seen]
         if shared:
             where = config.dev if other == "--dev" else config.test
@@ -206,7 +217,40 @@ def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], te
                 f"--train {shared[0].source.path}:{shared[0].source.line}: {len(shared)} of its pairs are also pairs of {other} {where or DEFAULT_DEV}; "
                 "a train file must share no pair with the dev or test set"
             )
-    return [(p.a, p.b, p.score) for p in found.pairs]
+    rows = [(p.a, p.b, p.score) for p in found.pairs]
+    if found.kind == "binary" and graded_dev:
+        logger.warning(
+            "--train %s has 0/1 labels, the dev pairs (%s) graded scores: the supervised candidate trains CoSENT on them, each pair labelled 1 "
+            "ranked above each pair labelled 0 of its batch; the dev pairs select and confirm as usual",
+            config.train,
+            dev_name,
+        )
+        return rows
+    return _on_the_dev_scale(rows, [r[2] for r in dev_rows], config.train, dev_name) if found.kind == "scores" else rows
+
+
+def _on_the_dev_scale(rows: list[tuple[str, str, float]], dev_scores: list[float], train: Path, dev_name: Path | str) -> list[tuple[str, str, float]]:
+    """Graded --train scores outside the range of the dev scores (0-100 against 0-5) are rescaled linearly onto it, and
+    the user told: the supervised candidate's CoSENT loss reads only the order of the scores, which this keeps, but the
+    files then agree on what a score means. (A file whose pairs all score alike is refused when it is read.)"""
+    low, high = min(dev_scores), max(dev_scores)
+    train_low, train_high = min(r[2] for r in rows), max(r[2] for r in rows)
+    if low <= train_low and train_high <= high:
+        return rows
+    scale = (high - low) / (train_high - train_low)
+    logger.warning(
+        "--train %s: scores from %g to %g, the dev pairs (%s) from %g to %g: rescaled linearly onto %g-%g (the supervised candidate's "
+        "CoSENT loss reads only their order, which this keeps)",
+        train,
+        train_low,
+        train_high,
+        dev_name,
+        low,
+        high,
+        low,
+        high,
+    )
+    return [(a, b, low + (score - train_low) * scale) for a, b, score in rows]
 
 
 def _train_queries(config: AdaptConfig, documents: list[Document], dev: RetrievalSet, test: RetrievalSet | None) -> RetrievalSet:
@@ -216,6 +260,11 @@ def _train_queries(config: AdaptConfig, documents: list[Document], dev: Retrieva
 
     assert config.train is not None
     train = query_set(config.train, None, documents, "train", "--train")
+    if train.units < MIN_TRAIN_UNITS:
+        raise AdaptError(
+            f"--train {config.train}: {train.units} queries with a relevant document; the supervised candidate needs at least {MIN_TRAIN_UNITS} "
+            f"(without --train it trains on the selection half of the dev queries, at least {MIN_TRAIN_UNITS}, scored out of fold)"
+        )
     for option, other in (("--dev", dev), ("--test", test)):
         shared = [q for q in train.queries if other is not None and q.text in {o.text for o in other.queries}]
         if shared:

@@ -22,7 +22,7 @@ RECORD_FILE = "candidate.json"
 @dataclass
 class CandidateRecord:
     """What candidate.json holds: the fields every kind has, and `detail`, what its kind adds (its setting, run, source,
-    α, ...), kept at the top level of the JSON, as results.json shows it."""
+    mix, ...), kept at the top level of the JSON, as results.json shows it."""
 
     name: str
     kind: str

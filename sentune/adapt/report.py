@@ -1,7 +1,7 @@
 """results.json, results.md and report.html of `sentune adapt`: the choice and why, a table of every candidate's dev and
 test score with its 95 % interval and its comparison with the unchanged model, the time each took, the dev curve of
 every trained candidate and a plot of the scores with their intervals. Everything is rendered from results.json and
-the candidates' metrics.jsonl, so the page can always be rebuilt; and the interpolated candidate's dev score against α."""
+the candidates' metrics.jsonl, so the page can always be rebuilt; and the interpolated candidate's dev score against its mix."""
 
 from __future__ import annotations
 
@@ -51,8 +51,9 @@ def candidate_table(results: dict) -> str:
             note = f"stopped by the race at step {c['stopped']['at_step']} (best so far: step {c['stopped']['best_step']}): {c['stopped']['reason']}"
         elif c.get("best_checkpoint"):
             note += f"{'; ' if note else ''}step {c['best_checkpoint']['step']}"
-        if c.get("alpha") is not None:
-            note += f"{'; ' if note else ''}{c['source']} at α = {c['alpha']:g}"
+        mix = wise_mix(c)
+        if mix is not None:
+            note += f"{'; ' if note else ''}{1 - mix:g}·unchanged + {mix:g}·{c['source']}"
         if c["kind"] == "hybrid" and c.get("fusion"):
             note += f"{'; ' if note else ''}BM25 + {c['source']}, {c['setting']}"
         row = [f"`{name}`"]
@@ -65,6 +66,19 @@ def candidate_table(results: dict) -> str:
         row += [f"{c['seconds'] / 60:.1f}", note]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
+
+
+def wise_mix(candidate: dict) -> float | None:
+    """The wise candidate's mix of the tuned weights (None for the other kinds); results.json files written before it
+    had that name call it `alpha`."""
+    return candidate.get("mix", candidate.get("alpha"))
+
+
+def counted(part: dict) -> int:
+    """How many pairs (or queries) a dev or test set of results.json holds: the key is its unit; files written before
+    call it `pairs` either way."""
+    unit = part.get("unit", "pairs")
+    return int(part[unit] if unit in part else part["pairs"])
 
 
 def render_markdown(results: dict, plots: list[tuple[str, str]]) -> str:
@@ -83,14 +97,16 @@ def render_markdown(results: dict, plots: list[tuple[str, str]]) -> str:
         f"Date: {meta['date']} · sentune {meta['sentune_version']} · model `{meta['model']}` · corpus {meta['corpus']['sentences']} sentences · "
         f"budget per candidate: {limits}",
         "",
-        f"Dev: {dev['label']}, {dev['pairs']} {unit}, {METRICS[dev['metric']].label}: {dev['select_pairs']} select (every checkpoint, α and "
-        f"candidate is chosen on them{pool}), {dev['confirm_pairs']} confirm the one chosen (read by nothing else)."
-        + (f" Test: {meta['test']['pairs']} {unit}, {METRICS[meta['test']['metric']].label} (never used for the choice)." if meta["test"] else " No test set."),
+        f"Dev: {dev['label']}, {counted(dev)} {unit}, {METRICS[dev['metric']].label}: {dev.get(f'select_{unit}', dev.get('select_pairs'))} select "
+        f"(every checkpoint, mix and candidate is chosen on them{pool}), {dev.get(f'confirm_{unit}', dev.get('confirm_pairs'))} confirm the one chosen "
+        "(read by nothing else)."
+        + (f" Test: {counted(meta['test'])} {unit}, {METRICS[meta['test']['metric']].label} (never used for the choice)." if meta["test"] else " No test set."),
         "",
         f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.",
         "",
         f"The rule: the candidate best on the selection pairs replaces the unchanged model when a one-sided paired permutation test "
-        f"on the confirmation pairs gives p ≤ {meta['confirmation']['alpha']:g} ({meta['confirmation']['permutations']:,} permutations), so a candidate "
+        f"on the confirmation pairs gives p ≤ {meta['confirmation'].get('level', meta['confirmation'].get('alpha')):g} "
+        f"({meta['confirmation']['permutations']:,} permutations), so a candidate "
         "no better than the unchanged model is shipped in at most 5 % of runs (benchmarks/results/adapt_calibration.md). "
         f"Intervals: 95 % percentile bootstrap over 1,000 resamples of the {unit}; 'vs unchanged' is the paired difference and the "
         "share of resamples where the candidate scores higher. They describe, they do not decide: on the selection pairs they "
@@ -122,11 +138,11 @@ def dev_curves(results: dict, out: Path) -> Path | None:
 
 
 def wise_curve(results: dict, out: Path) -> Path | None:
-    """The interpolated candidate's dev score (the selection pairs) against α (1: the tuned candidate it starts from)."""
+    """The interpolated candidate's dev score (the selection pairs) against its mix (1: the tuned candidate it starts from)."""
     wise = next((c for c in results["candidates"].values() if c.get("curve")), None)
     if wise is None:
         return None
-    return _dev_plot(results, {f"(1 − α)·unchanged + α·{wise['source']}": wise["curve"]}, "α", out / "wise_curve.png", size=(6, 3.5))
+    return _dev_plot(results, {f"(1 − mix)·unchanged + mix·{wise['source']}": wise["curve"]}, "mix", out / "wise_curve.png", size=(6, 3.5))
 
 
 def _dev_plot(results: dict, curves: dict[str, list], xlabel: str, path: Path, size: tuple[float, float]) -> Path:
@@ -181,7 +197,7 @@ def write_results(results: dict, out: Path, command: str | None) -> None:
         plots.append(("Dev curves of the trained candidates", curves.name))
     interpolation = wise_curve(results, out)
     if interpolation:
-        plots.append(("Weight interpolation with the unchanged model (wise): dev score against α", interpolation.name))
+        plots.append(("Weight interpolation with the unchanged model (wise): dev score against the mix", interpolation.name))
     markdown = render_markdown(results, plots)
     write_atomic(out / "results.md", markdown)
     write_atomic(out / "report.html", markdown_to_html(markdown))

@@ -1,4 +1,4 @@
-"""`sentune adapt` on a retrieval set (issue 23): documents instead of sentences, queries with relevant documents instead
+"""`sentune adapt` on a retrieval set: documents instead of sentences, queries with relevant documents instead
 of scored pairs. Read and checked here before any model loads, like the pairs (sentune.adapt.inputs).
 
 - `--corpus`: the documents, a BEIR corpus.jsonl (`_id`, `title`, `text`); optional when `--dev` is a BEIR folder

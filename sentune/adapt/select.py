@@ -19,7 +19,7 @@ from sentune.adapt.names import BM25, RULE, UNCHANGED
 from sentune.core.metrics import METRICS
 from sentune.core.usage import process_usage
 from sentune.tasks.bootstrap import RESAMPLES, paired_bootstrap, resamples, score_interval
-from sentune.tasks.permutation import ALPHA, PERMUTATIONS
+from sentune.tasks.permutation import LEVEL, PERMUTATIONS
 
 TEST_SEED_OFFSET = 1  # the test resamples differ from the dev ones
 
@@ -59,19 +59,21 @@ def select(records: dict[str, dict], candidates: list[Candidate], inputs, split:
             "corpus": {"path": str(out / "data" / "corpus.txt"), "sentences": len(inputs.corpus)},
             "dev": {
                 "label": inputs.dev_label,
-                "pairs": inputs.dev.units,  # pairs or queries: `unit` says which
+                inputs.dev.unit: inputs.dev.units,  # "pairs" or "queries", as `unit` says
                 "unit": inputs.dev.unit,
                 "metric": metric,
-                "select_pairs": len(split.select),
-                "confirm_pairs": len(split.confirm),
+                f"select_{inputs.dev.unit}": len(split.select),
+                f"confirm_{inputs.dev.unit}": len(split.confirm),
                 "select_fraction": SELECT_FRACTION,
             },
-            "test": {"path": str(config.test), "pairs": inputs.test.units, "unit": inputs.test.unit, "metric": inputs.test.metric} if inputs.test else None,
+            "test": {"path": str(config.test), inputs.test.unit: inputs.test.units, "unit": inputs.test.unit, "metric": inputs.test.metric}
+            if inputs.test
+            else None,
             "budget": asdict(config.budget),
             "sed_members": config.sed_members,
             "seed": config.seed,
             "bootstrap": {"resamples": RESAMPLES, "seed": config.seed},
-            "confirmation": {"test": "one-sided paired permutation", "permutations": PERMUTATIONS, "alpha": ALPHA},
+            "confirmation": {"test": "one-sided paired permutation", "permutations": PERMUTATIONS, "level": LEVEL},
             "sentune_version": sentune.__version__,
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "process": process_usage(),  # this invocation only (a resumed run's earlier ones are not in it)

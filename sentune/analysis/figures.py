@@ -1,4 +1,4 @@
-"""Figures of seed 001 that are not tables: Figure 5 (t-SNE of positive and negative STS-B dev pairs,
+"""Figures of Kim et al. 2021 that are not tables: Figure 5 (t-SNE of positive and negative STS-B dev pairs,
 before and after training). Figure 1 (layer-wise) lives in sentune.layerwise."""
 
 from __future__ import annotations
@@ -12,17 +12,19 @@ from sentune.core.results import write_atomic
 from sentune.data.catalog import load_task, select_tasks
 
 
-def extreme_pairs(task: str, data_dir: Path, count: int = 20) -> tuple[list, list]:
+def extreme_pairs(task: str, data_dir: Path, count: int = 20, *, allow_modified: bool = False) -> tuple[list, list]:
     """The `count` highest-scored (positive) and lowest-scored (negative) pairs, file order among ties:
     on STS-B dev these are pairs scored exactly 5 and exactly 0, as in the paper."""
-    pairs = [p for items in load_task(select_tasks(task)[0], data_dir).values() for p in items]
+    pairs = [p for items in load_task(select_tasks(task)[0], data_dir, allow_modified=allow_modified).values() for p in items]
     order = sorted(range(len(pairs)), key=lambda i: (-pairs[i].score, i))
     positives = [pairs[i] for i in order[:count]]
     negatives = [pairs[i] for i in sorted(range(len(pairs)), key=lambda i: (pairs[i].score, i))[:count]]
     return positives, negatives
 
 
-def tsne_figure(models: list[tuple[str, object]], data_dir: Path, out_dir: Path, *, task: str = "STS-B-dev", count: int = 20, seed: int = 0) -> Path:
+def tsne_figure(
+    models: list[tuple[str, object]], data_dir: Path, out_dir: Path, *, task: str = "STS-B-dev", count: int = 20, seed: int = 0, allow_modified: bool = False
+) -> Path:
     """One panel per model: t-SNE of both sentences of each pair, a line joining the two; positives
     blue, negatives red. Coordinates are saved next to the PNG (tsne.json)."""
     import matplotlib
@@ -33,7 +35,7 @@ def tsne_figure(models: list[tuple[str, object]], data_dir: Path, out_dir: Path,
 
     labels = [label if [seen for seen, _ in models[:i]].count(label) == 0 else f"{label} #{i + 1}" for i, (label, _) in enumerate(models)]
     models = list(zip(labels, (m for _, m in models), strict=True))
-    positives, negatives = extreme_pairs(task, data_dir, count)
+    positives, negatives = extreme_pairs(task, data_dir, count, allow_modified=allow_modified)
     pairs = positives + negatives
     fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4.5), squeeze=False)
     panels: dict[str, list] = {}

@@ -1,4 +1,4 @@
-"""Seed 001, Figure 1: STS Spearman of every hidden state under CLS, mean and max token pooling."""
+"""Kim et al. 2021, Figure 1: STS Spearman of every hidden state under CLS, mean and max token pooling."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from sentune.tasks.sts import evaluate_sts
 TOKEN_POOLINGS = ("cls", "mean", "max")
 
 
-def layerwise_scores(model, task: TaskSpec, data_dir: Path, *, show_progress: bool = True, model_name: str | None = None) -> dict:
+def layerwise_scores(model, task: TaskSpec, data_dir: Path, *, show_progress: bool = True, model_name: str | None = None, allow_modified: bool = False) -> dict:
     if task.kind != "sts":
         raise UserError(f"layer-wise scores need an STS task, {task.name} is {task.kind}")
-    examples = load_task(task, data_dir)
+    examples = load_task(task, data_dir, allow_modified=allow_modified)
     num_layers = model[0].model.config.num_hidden_layers + 1
     poolings = [f"layer{k}-{tok}" for k in range(num_layers) for tok in TOKEN_POOLINGS]
     pairs = [p for items in examples.values() for p in items]

@@ -86,7 +86,7 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(row) + " |" for row in rows)]
 
 
-BEFORE_25 = "-before-25"  # a kept run measured the way sentune did before issue 25, kept beside its repeat (lib.sh set_aside)
+BEFORE_25 = "-before-25"  # the suffix of a kept run measured by an earlier version of its code, kept beside its repeat (lib.sh set_aside)
 
 
 class KeptRuns:

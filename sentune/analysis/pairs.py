@@ -1,4 +1,4 @@
-"""Qualitative pair tables (seed 002, Tables 3-6 style): sentence pairs of an STS task with their gold
+"""Qualitative pair tables (the BERT-CF report, Tables 3-6 style): sentence pairs of an STS task with their gold
 score and each model's cosine similarity, so a reader sees where training moved a pair and whether it
 moved towards the gold.
 
@@ -17,8 +17,8 @@ from sentune.core.results import write_atomic
 from sentune.data.catalog import load_task, select_tasks
 
 
-def sample_pairs(task: str, data_dir: Path, count: int, seed: int = 0) -> list:
-    pairs = [p for items in load_task(select_tasks(task)[0], data_dir).values() for p in items]
+def sample_pairs(task: str, data_dir: Path, count: int, seed: int = 0, *, allow_modified: bool = False) -> list:
+    pairs = [p for items in load_task(select_tasks(task)[0], data_dir, allow_modified=allow_modified).values() for p in items]
     if count >= len(pairs):
         return pairs
     scores = np.array([p.score for p in pairs])
@@ -40,10 +40,10 @@ def encode_pairs(model, pairs: list) -> tuple[np.ndarray, np.ndarray]:
     return vectors, (vectors[0::2] * vectors[1::2]).sum(1)
 
 
-def pair_cosines(models: list[tuple[str, object]], task: str, data_dir: Path, *, count: int = 8, seed: int = 0) -> dict:
+def pair_cosines(models: list[tuple[str, object]], task: str, data_dir: Path, *, count: int = 8, seed: int = 0, allow_modified: bool = False) -> dict:
     """{'task', 'models': [labels], 'pairs': [{'a', 'b', 'gold', 'cosine': {label: value}}]}; each model
     encodes with its own pipeline ('model' pooling), as a user of the saved model would."""
-    pairs = sample_pairs(task, data_dir, count, seed)
+    pairs = sample_pairs(task, data_dir, count, seed, allow_modified=allow_modified)
     rows = [{"a": p.a, "b": p.b, "gold": p.score, "cosine": {}} for p in pairs]
     for label, model in models:
         for row, cosine in zip(rows, encode_pairs(model, pairs)[1], strict=True):

@@ -69,14 +69,14 @@ def build_report(folders: list[Path], out: Path) -> tuple[Path, Path]:
         parts += ["## STS average per run", "", f"![STS average per run]({plot.name})", ""]
     if layerwise:
         png = plot_layerwise(layerwise, out / "layerwise.png")
-        parts += ["## Layer-wise STS (seed 001, Figure 1)", "", f"![layer-wise Spearman]({png.name})", ""]
+        parts += ["## Layer-wise STS (Kim et al. 2021, Figure 1)", "", f"![layer-wise Spearman]({png.name})", ""]
         for result in layerwise:
             rows = "\n".join(
                 f"| {k} | " + " | ".join(f"{result['scores'][t][i]:.2f}" for t in ("cls", "mean", "max")) + " |" for i, k in enumerate(result["layers"])
             )
             parts += [f"### {result['meta']['label']} — {result['meta']['task']}", "", "| layer | cls | mean | max |", "|---|---|---|---|", rows, ""]
     if pair_tables:
-        parts += ["## Sentence pairs, cosine per model (seed 002, Tables 3-6 style)", ""]
+        parts += ["## Sentence pairs, cosine per model (the BERT-CF report, Tables 3-6 style)", ""]
         for pair_table in pair_tables:
             parts += [pair_table, ""]
     for label, results in entries:

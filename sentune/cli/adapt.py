@@ -22,6 +22,10 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     if args.example_train and (not args.example or args.train):
         raise UserError("--example-train: give it with --example, instead of --train")
     train = Path(args.train) if args.train else None
+    if args.example:
+        from sentune.adapt.examples import check_example
+
+        check_example(args.example)  # the name, before the data directory it is built from
     if args.example or not args.dev:  # the data directory is read only for an example or the default dev pairs
         from sentune.data.catalog import resolve_data_dir
 
@@ -38,7 +42,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         from sentune.adapt.examples import write_example
 
         assert data_dir is not None
-        files = write_example(args.example, data_dir, out / "example")
+        files = write_example(args.example, data_dir, out / "example", allow_modified=args.allow_modified_data)
         print(f"example {args.example}: {files.about}", flush=True)
         corpus, dev, test = files.corpus, files.dev, files.test
         dev_qrels, test_qrels = files.dev_qrels, files.test_qrels
@@ -72,6 +76,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         example=args.example,
         show_progress=not args.quiet,
         backend=args.backend,
+        allow_modified=args.allow_modified_data,
     )
     inputs = prepare(config, out, data_dir)  # every file read and checked before torch loads
     config = replace(config, device=args.device)

@@ -1,6 +1,6 @@
 """The `sentune` parser, built from the command records of each family module (sentune.cli.evaluate, training,
-postprocess, adapt, export, data, search, serve), and the entry point: the device chosen once, the checks that need no model,
-one-line errors."""
+postprocess, adapt, export, data, search, serve), and the entry point: the checks that need no model, the device chosen
+once when the command first needs it, one-line errors."""
 
 from __future__ import annotations
 
@@ -43,6 +43,29 @@ def add_command(sub, command: Command) -> None:
         p.set_defaults(func=command.run)
 
 
+class CommandArgs(argparse.Namespace):
+    """The parsed command line. `device` (on the commands that run models) is resolved the first time the command reads
+    it: `auto` asks torch whether CUDA is present, which imports torch (seconds), and a command reads its device only
+    once its own checks of options, recipes and files have passed, as it loads its first model; so a mistake there
+    answers before torch loads. Resolved once, from --device or else SENTUNE_DEVICE, and then passed down as a plain
+    string; its spelling is checked at once (main)."""
+
+    @property
+    def device(self) -> str:
+        if "device_option" not in vars(self):
+            raise AttributeError("device")  # a command that runs no model has no --device
+        if "resolved_device" not in vars(self):
+            from sentune.core.device import resolve_device
+
+            self.resolved_device = resolve_device(self.device_option, "--device")
+        return self.resolved_device
+
+    @device.setter
+    def device(self, option: str | None) -> None:
+        self.device_option = option
+        vars(self).pop("resolved_device", None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="sentune", description=DESCRIPTION)
     parser.add_argument("--debug", action="store_true", help="show the traceback of user errors too")
@@ -76,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ARGV[:] = argv
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    args, extra = parser.parse_known_args(argv, CommandArgs())
     configure_output(args.verbose)
     if args.command == "train":  # overrides may also follow the options: train R --out D key=value
         args.overrides += [e for e in extra if "=" in e and not e.startswith("-")]
@@ -84,20 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        if hasattr(args, "device"):  # the cheapest check first: an option's spelling, before any model name
-            from sentune.core.device import DEVICE_ENV, resolve_device
+        if "device_option" in vars(args):  # the cheapest check first: an option's spelling, before any model name
+            from sentune.core.device import DEVICE_ENV, check_device
 
-            # chosen once (SENTUNE_DEVICE is --device's default) and passed down; exported for the processes it starts
-            args.device = resolve_device(args.device or os.environ.get(DEVICE_ENV), "--device")
-            os.environ[DEVICE_ENV] = args.device
+            # SENTUNE_DEVICE is --device's default, read once here; the device is resolved when the command first reads it
+            args.device = check_device(args.device_option or os.environ.get(DEVICE_ENV), "--device")
         preflight(args)
     except UserError as exc:
         print(f"sentune: error: {exc}", file=sys.stderr)
         return 2
-    if getattr(args, "allow_modified_data", False):
-        from sentune.data.catalog import ALLOW_MODIFIED_ENV
-
-        os.environ[ALLOW_MODIFIED_ENV] = "1"  # also for the processes a command starts
     try:
         return args.func(args)
     except UserError as exc:  # a mistake the user can fix: one line (the traceback with --debug)

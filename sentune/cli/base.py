@@ -4,8 +4,8 @@ the parser use (the command line as typed, one-line parser errors, output routin
 from __future__ import annotations
 
 import argparse
+import importlib.abc
 import logging
-import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -125,6 +125,37 @@ def configure_output(verbose: bool) -> None:
     for handler in logging.getLogger().handlers:
         if LIBRARY_FILTER not in handler.filters:
             handler.addFilter(LIBRARY_FILTER)
-    if not verbose:  # read when transformers / datasets are first imported
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        os.environ.setdefault("DATASETS_VERBOSITY", "error")
+    if not any(isinstance(finder, QuietOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, QuietOnImport())
+
+
+SETS_OWN_LEVEL = ("transformers", "datasets")  # each sets its logger's level while it is imported
+
+
+class QuietOnImport(importlib.abc.MetaPathFinder):
+    """transformers and datasets set their own logger's level when they are imported (WARNING unless their
+    environment variable says otherwise), usually after configure_output ran and always before a record passes their own
+    handler: without -v this sets it back to ERROR as soon as their import ends. It reads the floor of the latest
+    command when the import happens, so one command's choice never outlives it."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in SETS_OWN_LEVEL or LIBRARY_FILTER.floor < logging.ERROR:
+            return None
+        spec = next((found for finder in sys.meta_path if finder is not self and (found := _spec(finder, fullname, path, target))), None)
+        loader = spec.loader if spec else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module) -> None:
+            run(module)
+            if LIBRARY_FILTER.floor >= logging.ERROR:
+                logging.getLogger(fullname).setLevel(logging.ERROR)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _spec(finder, fullname: str, path, target):
+    find = getattr(finder, "find_spec", None)
+    return find(fullname, path, target) if find else None

@@ -26,7 +26,8 @@ def _eval(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data)
     tasks = select_tasks(args.tasks)
     flow_settings = postprocessor_settings("flow", args.flow_set, "--flow-set")
-    examples = {spec.name: load_task(spec, data_dir) for spec in tasks}  # read and checked before torch is imported
+    # read and checked before torch is imported
+    examples = {spec.name: load_task(spec, data_dir, allow_modified=args.allow_modified_data) for spec in tasks}
     from sentune.core.models import load_model
     from sentune.core.results import render_markdown, retrieval_table, save_results, sts_summary_table
     from sentune.tasks.evaluate import PostprocessOption, evaluate
@@ -46,6 +47,7 @@ def _eval(args: argparse.Namespace) -> int:
         model_name=args.model,
         precision=args.precision,
         examples=examples,
+        allow_modified=args.allow_modified_data,
     )
     if args.out:
         json_path, md_path = save_results(results, Path(args.out), command_line())
@@ -82,7 +84,7 @@ def eval_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a Flow setting for every --flow, e.g. learning_rate=1e-3 (seeds 003/004); repeatable",
+        help="a Flow setting for every --flow, e.g. learning_rate=1e-3 (the SED paper); repeatable",
     )
     p.add_argument(
         "--preset",
@@ -135,7 +137,7 @@ def cmd_layerwise(args: argparse.Namespace) -> int:
     from sentune.core.models import load_model
 
     model = load_model(args.model, trust_remote_code=args.trust_remote_code, device=args.device)
-    result = layerwise_scores(model, task, data_dir, show_progress=not args.quiet, model_name=args.model)
+    result = layerwise_scores(model, task, data_dir, show_progress=not args.quiet, model_name=args.model, allow_modified=args.allow_modified_data)
     result["meta"]["command"] = command_line()
     json_path = save_layerwise(result, Path(args.out))
     png = plot_layerwise([result], Path(args.out) / "layerwise.png")
@@ -188,7 +190,8 @@ def cmd_tsne(args: argparse.Namespace) -> int:
     data_dir, models = _compared_models(args)
     from sentune.analysis.figures import tsne_figure
 
-    print(f"wrote {tsne_figure(models, data_dir, Path(args.out), task=args.task, count=args.pairs)}")
+    figure = tsne_figure(models, data_dir, Path(args.out), task=args.task, count=args.pairs, allow_modified=args.allow_modified_data)
+    print(f"wrote {figure}")
     return 0
 
 
@@ -207,7 +210,7 @@ def cmd_pairs(args: argparse.Namespace) -> int:
     data_dir, models = _compared_models(args)
     from sentune.analysis.pairs import pair_cosines, save_pairs
 
-    record = pair_cosines(models, args.task, data_dir, count=args.pairs, seed=args.seed)
+    record = pair_cosines(models, args.task, data_dir, count=args.pairs, seed=args.seed, allow_modified=args.allow_modified_data)
     record["command"] = command_line()
     print(f"wrote {save_pairs(record, Path(args.out))}")
     return 0
@@ -270,18 +273,23 @@ EVAL = Command("eval", "evaluate a model on STS / transfer / multilingual tasks"
 ENCODE = Command("encode", "encode a text file (one sentence per line) to .npy or .jsonl", encode_options, cmd_encode, runs_models=True)
 LAYERWISE = Command(
     "layerwise",
-    "Spearman of every layer under cls/mean/max pooling (seed 001, Figure 1)",
+    "Spearman of every layer under cls/mean/max pooling (Kim et al. 2021, Figure 1)",
     layerwise_options,
     cmd_layerwise,
     runs_models=True,
     scores_tasks=True,
 )
 TSNE = Command(
-    "tsne", "t-SNE of positive and negative STS pairs, one panel per model (seed 001, Figure 5)", tsne_options, cmd_tsne, runs_models=True, scores_tasks=True
+    "tsne",
+    "t-SNE of positive and negative STS pairs, one panel per model (Kim et al. 2021, Figure 5)",
+    tsne_options,
+    cmd_tsne,
+    runs_models=True,
+    scores_tasks=True,
 )
 PAIRS = Command(
     "pairs",
-    "sentence pairs of an STS task with each model's cosine and the gold score (seed 002, Tables 3-6)",
+    "sentence pairs of an STS task with each model's cosine and the gold score (the BERT-CF report, Tables 3-6)",
     pairs_options,
     cmd_pairs,
     runs_models=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from sentune.cli.base import Command, command_line
@@ -15,12 +16,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     from sentune.core.results import sts_summary_table
     from sentune.data.catalog import resolve_data_dir
     from sentune.train.recipe import load_recipe
+    from sentune.train.runs import check_run_dir
 
-    recipe = load_recipe(args.recipe, args.overrides)  # every key and value checked before any work
+    recipe = load_recipe(args.recipe, args.overrides)  # every key and value checked before torch loads
     data_dir = resolve_data_dir(args.data)
     out = Path(args.out or Path("runs") / recipe.name)
-    from sentune.train.trainer import check_run_dir, train
-
     if args.overwrite and (out / "results.json").is_file() and int(os.environ.get("RANK", "0")) == 0:
         import shutil
 
@@ -28,6 +28,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         shutil.rmtree(out)
     check_run_dir(out, recipe, args.resume)
     from sentune.core.distributed import rank
+    from sentune.train.trainer import train
 
     main_process = rank() == 0  # data parallel (torchrun): one process speaks and writes
     if main_process:
@@ -36,7 +37,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         _train_banner(recipe, out, data_dir, training_device(recipe, args.device))
     if args.resume and not any((out / "checkpoints").glob("checkpoint-*/COMPLETE")):
         print(f"sentune: nothing to resume in {out} (no complete checkpoint): training starts at step 0", file=sys.stderr)
-    results = train(recipe, out, data_dir=data_dir, resume=args.resume, command=command_line(), show_progress=not args.quiet, device=args.device)
+    results = train(
+        recipe,
+        out,
+        data_dir=data_dir,
+        resume=args.resume,
+        command=command_line(),
+        show_progress=not args.quiet,
+        device=args.device,
+        allow_modified=args.allow_modified_data,
+    )
     if not main_process:
         return 0
     print(sts_summary_table(results["runs"]) or "")
@@ -98,7 +108,7 @@ def paraphrase_options(p: argparse.ArgumentParser) -> None:
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
     from sentune.data.catalog import resolve_data_dir
-    from sentune.train.pipeline import PipelineConfig, parse_stages, run_pipeline
+    from sentune.train.pipeline import PipelineConfig, check_pipeline, parse_stages, run_pipeline
 
     overrides: dict[str, list[str]] = {}
     for item in args.set:
@@ -107,8 +117,16 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
             raise UserError(f"--set {item!r}: expected STAGE:key=value, e.g. ct:training.max_steps=500")
         overrides.setdefault(stage, []).append(override)
     config = PipelineConfig(
-        parse_stages(args.name), model=args.model, members=args.members, learners=args.learners, fit_on=args.fit_on, overrides=overrides, device=args.device
+        parse_stages(args.name),
+        model=args.model,
+        members=args.members,
+        learners=args.learners,
+        fit_on=args.fit_on,
+        overrides=overrides,
+        allow_modified=args.allow_modified_data,
     )
+    check_pipeline(config)  # every stage's recipe and settings, before the device is asked for (torch)
+    config = replace(config, device=args.device)
     out = Path(args.out or Path("runs") / args.name)
     final = run_pipeline(config, out, data_dir=resolve_data_dir(args.data), command=command_line())
     print(f"pipeline {args.name}: final model {final}; every stage's results under {out}")

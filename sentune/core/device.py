@@ -1,8 +1,8 @@
 """Where models run: `--device auto|cpu|cuda|cuda:N` (auto: CUDA when present). A command resolves its device once
 (sentune.cli) and passes it down as an argument to everything that loads a model or fits on tensors (members,
-pipelines' stages, caches' encoders, post-processors); nothing in-process reads the environment for it. SENTUNE_DEVICE
-is the default of `--device` when a command starts, and a command exports its device there for the processes it starts.
-Under torchrun each process takes its own GPU (LOCAL_RANK)."""
+pipelines' stages, caches' encoders, post-processors); nothing reads or writes the environment for it but the command
+line, which takes SENTUNE_DEVICE as the default of `--device`. Under torchrun each process runs the command line itself
+and takes its own GPU (LOCAL_RANK)."""
 
 from __future__ import annotations
 
@@ -21,12 +21,18 @@ DEVICE_ENV = "SENTUNE_DEVICE"
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
-def resolve_device(option: str | None = None, where: str = "--device") -> str:
-    """The device an option names, checked; torch is imported only to ask about CUDA, so a misspelt option or a plain
-    'cpu' answers before it loads."""
+def check_device(option: str | None = None, where: str = "--device") -> str:
+    """The device an option names, its spelling checked (auto, cpu, cuda or cuda:N), not yet resolved: no torch."""
     value = (option or "auto").strip().lower()
     if value != "auto" and not re.fullmatch(r"cpu|cuda(:\d+)?", value):
         raise UserError(f"{where} {value}: expected auto, cpu, cuda or cuda:N")
+    return value
+
+
+def resolve_device(option: str | None = None, where: str = "--device") -> str:
+    """The device an option names, checked; torch is imported only to ask about CUDA, so a misspelt option or a plain
+    'cpu' answers before it loads."""
+    value = check_device(option, where)
     if value == "cpu":
         return value
     import torch

@@ -17,8 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import spearmanr
-from sklearn.metrics import average_precision_score
 
 from sentune.core.batched_metrics import average_precision_rows, mean_rows, spearman_rows
 
@@ -27,6 +25,8 @@ DEPTH = 100  # the deepest cut any ranking metric reads
 
 def spearman(gold: np.ndarray, predicted: np.ndarray) -> float:
     """Spearman ×100; 0 where either side is constant (a resample can be), where SciPy gives NaN."""
+    from scipy.stats import spearmanr  # SciPy loads when a score is computed, not when a command checks its inputs
+
     if np.ptp(gold) == 0 or np.ptp(predicted) == 0:
         return 0.0
     return float(spearmanr(gold, predicted)[0] * 100)
@@ -34,6 +34,8 @@ def spearman(gold: np.ndarray, predicted: np.ndarray) -> float:
 
 def average_precision(gold: np.ndarray, predicted: np.ndarray) -> float:
     """Average precision ×100 of ranking the pairs by similarity, positives = label 1 (scikit-learn's); 0 without positives."""
+    from sklearn.metrics import average_precision_score  # scikit-learn loads when a score is computed
+
     return float(average_precision_score(gold == 1, predicted) * 100) if (gold == 1).any() else 0.0
 
 

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from sentune.errors import UserError
+
+if TYPE_CHECKING:  # the names parse without torch, so a recipe's pooling is checked before torch loads
+    import torch
 
 TOKEN_POOLINGS = ("cls", "mean", "max")
 
@@ -115,6 +116,8 @@ def pool(spec: PoolingSpec, hidden_states: tuple[torch.Tensor, ...] | list[torch
         return wk_pool(hidden_states, mask, layer_start=spec.wk_layer_start, window=spec.wk_window)
     if spec.tokens == "model":
         raise PoolingError("the 'model' pooling runs the model's own modules; it is not a hidden-state pooling")
+    import torch
+
     pooled = [pool_tokens(hidden_states[layer], mask, spec.tokens) for layer in spec.layers]
     return pooled[0] if len(pooled) == 1 else torch.stack(pooled).mean(0)
 
@@ -132,10 +135,12 @@ def wk_layer_weights(tokens: torch.Tensor, window: int = 2) -> torch.Tensor:
 
     For layer k the token's window matrix W = [left; right; x_k] (rows) is QR-decomposed as
     Wᵀ = QR; with r the last column of R:
-      novelty   α_n(k) = |r_m| / ‖r‖
-      alignment α_a(k) = 1 / (2·m·a),  a = (mean over rows of column-normalised R[:-1,:-1]) · r[:-1] / ‖r[:-1]‖
-    each normalised to sum 1 over layers, α = α_n + α_a renormalised.
+      novelty   n(k) = |r_m| / ‖r‖
+      alignment g(k) = 1 / (2·m·a),  a = (mean over rows of column-normalised R[:-1,:-1]) · r[:-1] / ‖r[:-1]‖
+    each normalised to sum 1 over layers, the weight v(k) = n(k) + g(k) renormalised (the paper's α).
     """
+    import torch
+
     num_tokens, num_layers, _ = tokens.shape
     novelty = tokens.new_zeros(num_tokens, num_layers)
     alignment = tokens.new_zeros(num_tokens, num_layers)
@@ -153,8 +158,8 @@ def wk_layer_weights(tokens: torch.Tensor, window: int = 2) -> torch.Tensor:
         alignment[:, k] = 1.0 / (a * m * 2)
     novelty = novelty / novelty.sum(1, keepdim=True)
     alignment = alignment / alignment.sum(1, keepdim=True)
-    alpha = novelty + alignment
-    return alpha / alpha.sum(1, keepdim=True)
+    weights = novelty + alignment
+    return weights / weights.sum(1, keepdim=True)
 
 
 def wk_pool(
@@ -166,12 +171,15 @@ def wk_pool(
     """SBERT-WK sentence embedding (Wang & Kuo, "SBERT-WK", IEEE/ACM TASLP 2020), as the reference code does it.
 
     Uses hidden states `layer_start..L` (block outputs 4..L for BERT-base). Tokens: the first
-    `len - 1` positions (keeps [CLS], drops the final [SEP]). Each token becomes Σ_k α_k·h_k with
-    α from :func:`wk_layer_weights`; the sentence is Σ_t w_t·token_t with w_t ∝ the variance (ddof 0)
+    `len - 1` positions (keeps [CLS], drops the final [SEP]). Each token becomes Σ_k v_k·h_k with
+    v from :func:`wk_layer_weights`; the sentence is Σ_t w_t·token_t with w_t ∝ the variance (ddof 0)
     of the cosine similarities between adjacent layers of token t. Window note: for the first
     `window` layers the reference takes no left context (Python's negative slice is empty), and so
     do we. Computed in float64 so the QR signs and weights match the numpy reference.
     """
+    import torch
+    import torch.nn.functional as F
+
     stack = torch.stack(list(hidden_states[layer_start:]), dim=1).double()  # (B, Lw, T, D)
     lengths = mask.sum(1).long() - 1  # drop the final [SEP]
     batch, _, seq, _ = stack.shape
@@ -180,8 +188,8 @@ def wk_pool(
     sentence_of = torch.arange(batch, device=mask.device).unsqueeze(1).expand(batch, seq)[valid]  # (N,)
     tokens = stack.permute(0, 2, 1, 3)[valid]  # (N, Lw, D)
 
-    alpha = wk_layer_weights(tokens, window)  # (N, Lw)
-    token_vectors = (alpha.unsqueeze(-1) * tokens).sum(1)  # (N, D)
+    layer_weights = wk_layer_weights(tokens, window)  # (N, Lw)
+    token_vectors = (layer_weights.unsqueeze(-1) * tokens).sum(1)  # (N, D)
 
     unit = F.normalize(tokens, dim=-1)
     adjacent_cos = (unit[:, 1:] * unit[:, :-1]).sum(-1)  # (N, Lw-1)

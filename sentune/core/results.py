@@ -7,7 +7,6 @@ import os
 import tempfile
 from pathlib import Path
 
-from sentune.core.metrics import ranking_metrics
 from sentune.data.catalog import group_tasks
 
 
@@ -115,6 +114,8 @@ def relatedness_table(runs: dict[str, dict]) -> str | None:
 
 def retrieval_table(runs: dict[str, dict]) -> str | None:
     """One row per (run, retrieval task): every metric ×100 and the counts."""
+    from sentune.core.metrics import ranking_metrics  # SciPy and scikit-learn load with it: not for a command that only writes results
+
     names = [t for t in _task_order(runs) if any(r["tasks"].get(t, {}).get("main") == "ndcg@10" for r in runs.values())]
     if not names:
         return None

@@ -149,20 +149,13 @@ def resolve_data_dir(option: str | os.PathLike | None = None) -> Path:
     return path
 
 
-ALLOW_MODIFIED_ENV = "SENTUNE_ALLOW_MODIFIED_DATA"  # set by --allow-modified-data
-
-
-def modified_data_allowed() -> bool:
-    return os.environ.get(ALLOW_MODIFIED_ENV, "") not in ("", "0")
-
-
-def load_task(spec: TaskSpec, data_dir: Path, *, verify: bool = True) -> dict[str, list]:
-    """A task's examples by split (STS: by subset). With `verify`, the example count must be the catalog's
-    official size and every file listed in the data directory's SHA256SUMS must match it: a cut or edited
-    file is an error naming the file and the fix, never a silently different score (unless modified data
-    is allowed: --allow-modified-data, recorded in results.json)."""
+def load_task(spec: TaskSpec, data_dir: Path, *, allow_modified: bool = False) -> dict[str, list]:
+    """A task's examples by split (STS: by subset). The example count must be the catalog's official size and every
+    file listed in the data directory's SHA256SUMS must match it: a cut or edited file is an error naming the file and
+    the fix, never a silently different score, unless `allow_modified` (--allow-modified-data, recorded in
+    results.json)."""
     examples = spec.load(data_dir)
-    if verify and not modified_data_allowed():
+    if not allow_modified:
         problem = data_problem(spec, data_dir, examples)
         if problem:
             raise DataError(*problem)
@@ -236,18 +229,18 @@ def load_set(name: str, data_dir: Path) -> dict[str, list]:
 def load_examples(name: str, data_dir: Path) -> list:
     """Every example of a named set, split by split in the order the records first name them, each split's records in
     sets.yaml's order (`nli`: SNLI dev, XNLI-en dev, SNLI test). Training reads them in this order through a seeded
-    shuffle, so changing it changes the trained model (it did on 2026-11-23: sed.md)."""
+    shuffle, so another order trains another model (sed.md shows 005-nli's)."""
     return [ex for items in load_set(name, data_dir).values() for ex in items]
 
 
-def load_sentences(name: str, data_dir: Path, *, unique: bool = True) -> list[str]:
+def load_sentences(name: str, data_dir: Path, *, unique: bool = True, allow_modified: bool = False) -> list[str]:
     """Sentences of a named set (sets.yaml: nli, wiki, stsb, qqp, ...), of `file:PATH` (one sentence per
     line, blank lines skipped) or of `tasks:SELECTION` (every sentence of the evaluation tasks selected,
-    e.g. `tasks:STS12,STS13,STS14,STS15,STS16`, the set seeds 003/004 fit their flow on)."""
+    e.g. `tasks:STS12,STS13,STS14,STS15,STS16`, the set the SED paper fits its flows on)."""
     if name.startswith("file:"):
         sentences = readers.read_corpus(name[5:], skip_blank=True)
     elif name.startswith("tasks:"):
-        sentences = [text for task in select_tasks(name[6:]) for text, _ in sentences_of(load_task(task, data_dir))]
+        sentences = [text for task in select_tasks(name[6:]) for text, _ in sentences_of(load_task(task, data_dir, allow_modified=allow_modified))]
     else:
         if name not in set_catalog():
             raise DataError("<set>", None, f"unknown sentence set {name!r}; choose {', '.join(set_catalog())}, file:PATH or tasks:SELECTION")

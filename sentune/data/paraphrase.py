@@ -1,4 +1,4 @@
-"""Back-translation paraphrases (seed 001, A.2: English → German → English) through any pair of Hugging
+"""Back-translation paraphrases (Kim et al. 2021, A.2: English → German → English) through any pair of Hugging
 Face translation models, e.g. Helsinki-NLP/opus-mt-en-de and Helsinki-NLP/opus-mt-de-en (Marian).
 The paper used the WMT'19 fairseq models with beam 100; beams here default to 5 (CPU) and are an option."""
 

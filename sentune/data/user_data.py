@@ -1,4 +1,4 @@
-"""A user's own data for `sentune adapt` (issue 15): an unlabelled corpus and scored sentence pairs.
+"""A user's own data for `sentune adapt`: an unlabelled corpus and scored sentence pairs.
 
 Corpus: one sentence per line (.txt), a JSON object per line with a text field (.jsonl), or a column of a CSV file
 with a header (.csv); blank lines are skipped and counted, duplicates removed (first occurrence kept).

@@ -48,6 +48,7 @@ class TrainContext:
     dev_score: Callable[[SentenceTransformer], float] | None = None  # recipe.eval.dev's metric ×100 (Spearman; nDCG@10 for queries)
     show_progress: bool = True
     device: str = "cpu"  # where the run trains: models a method loads (e.g. SED's members) go there
+    allow_modified: bool = False  # catalogued tasks read from files that differ from the catalog (--allow-modified-data)
 
     @property
     def dev_task(self) -> str:
@@ -92,7 +93,7 @@ def sentence_rows(ctx: TrainContext) -> Columns:
         pairs = subset(readers.read_paraphrase_pairs(recipe.train_data[6:]), limit)
         columns = {"sentence": [a for a, _ in pairs], "paraphrase": [b for _, b in pairs]}
     else:
-        sentences = [x for x in load_sentences(recipe.train_data, ctx.data_dir) if len(x.split()) >= ctx.training.min_words]
+        sentences = [x for x in load_sentences(recipe.train_data, ctx.data_dir, allow_modified=ctx.allow_modified) if len(x.split()) >= ctx.training.min_words]
         columns = {"sentence": subset(sentences, limit)}
     columns["label"] = list(range(len(columns["sentence"])))
     return columns
@@ -105,6 +106,20 @@ def subset(items: list, limit: int | None) -> list:
     if limit is None or limit >= len(items):
         return items
     return [items[i] for i in sorted(random.Random(0).sample(range(len(items)), limit))]
+
+
+@dataclass(frozen=True)
+class deferred:  # noqa: N801 (used like the function it stands for)
+    """A function named `"module:name"`, imported on its first call: a method's record (sentune.methods.records) names
+    its code this way, so reading the record (its parameters, its data) never imports torch."""
+
+    target: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import importlib
+
+        module, _, name = self.target.partition(":")
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
 
 
 # (model, loss, context) -> (the model to save, a note for results.json or None); the loss is the method's own class.

@@ -1,4 +1,4 @@
-"""BERT-CF, stage 2: a flow fitted jointly with a contrastive regulariser (seed 002 §4.2).
+"""BERT-CF, stage 2: a flow fitted jointly with a contrastive regulariser (the BERT-CF report §4.2).
 
 After stage 1 (Mirror-BERT, method `mirror`) trains the encoder f, this stage freezes f and learns the
 flow g (sentune.postprocess.flow: k blocks of ActNorm → invertible 1×1 → additive coupling) with
@@ -17,29 +17,15 @@ its own rate, `flow_learning_rate` (§5.3: the flow at 3e-4, Mirror-BERT's encod
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 import torch
 from torch import nn
 
 from sentune.core.device import full_precision
-from sentune.core.options import option
-from sentune.methods.base import Columns, Method, TrainContext
-from sentune.methods.mirror import CITATION as MIRROR_CITATION
+from sentune.methods.base import Columns, TrainContext
 from sentune.methods.mirror import MirrorLoss, mirror_infonce
+from sentune.methods.records import BERT_CF_CITATION as CITATION
+from sentune.methods.records import FlowJointParams
 from sentune.modules.live_flow import LiveFlow
-
-CITATION = (
-    MIRROR_CITATION
-    + """
-@inproceedings{li-etal-2020-sentence,
-  title = {On the Sentence Embeddings from Pre-trained Language Models},
-  author = {Li, Bohan and Zhou, Hao and He, Junxian and Wang, Mingxuan and Yang, Yiming and Li, Lei},
-  booktitle = {Proceedings of EMNLP 2020},
-  year = {2020}
-}"""
-)
 
 
 class FlowJointLoss(nn.Module):
@@ -86,20 +72,6 @@ class FlowJointLoss(nn.Module):
         return CITATION
 
 
-@dataclass
-class FlowJointParams:
-    lambda_mirror: float = option(0.3, "λ_mirror, the weight of the contrastive regulariser (0: Mirror-flow ablation)", minimum=0)
-    temperature: float = option(0.05, "τ of L_mirror", minimum=0, exclusive=True)
-    span_p: float = option(0.3, "p_g of the masked span length", minimum=0, exclusive=True, below=1)
-    span_cap: int = option(5, "longest masked span (0: SimCSE-joint ablation)", minimum=0)
-    freeze_encoder: bool = option(True, "train only the flow (false: MinBERT-joint ablation)")
-    n_blocks: int = option(3, "flow blocks (ActNorm → 1×1 → coupling)", minimum=1)
-    hidden: int = option(32, "hidden width of each coupling network", minimum=1)
-    permutation: Literal["lu", "reverse"] = option("lu", "the invertible 1×1 (LU-decomposed) or Glow's fixed reversal")
-    flow_seed: int = option(0, "seed of the flow's initialisation")
-    flow_learning_rate: float = option(0.0, "the flow's own learning rate (0: training.learning_rate, as for the encoder)", minimum=0)
-
-
 def flow_learning_rates(params: FlowJointParams) -> dict[str, float]:
     """The flow's parameters (the LiveFlow module's `flow`, named model.N.flow.* in the loss) at their own rate."""
     return {r"^model\.\d+\.flow\.": params.flow_learning_rate} if params.flow_learning_rate > 0 else {}
@@ -121,16 +93,3 @@ def compile_live_flow(model, loss=None, ctx=None):
     if not modules or not isinstance(modules[-1], LiveFlow):
         return model, None
     return SentenceTransformer(modules=modules[:-1] + compile_to_dense(modules[-1].flow.eval()), device=str(model.device)), None
-
-
-FLOW_JOINT = Method(
-    "flow-joint",
-    build_flow_joint_loss,
-    pooling="mean",
-    columns=("sentence",),
-    params=FlowJointParams,
-    finalize=compile_live_flow,
-    learning_rates=flow_learning_rates,
-    poolings=("mean", "cls", "max", "first-last"),
-    citation=CITATION,
-)

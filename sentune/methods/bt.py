@@ -1,6 +1,6 @@
 """Contrastive (BT): contrastive learning with back-translated paraphrases as positives.
 
-Seed 001, Appendix A.2 (after Fang & Xie 2020, CERT): "identical with our Contrastive (SG) model, except
+Kim et al. 2021, Appendix A.2 (after Fang & Xie 2020, CERT): "identical with our Contrastive (SG) model, except
 that it utilizes back-translation to generate positive samples", trained with NT-Xent. For sentence s_i
 and its paraphrase s'_i, c_i = [CLS] of BERT_T(s_i) and c'_i = [CLS] of BERT_T(s'_i); with the same
 projection head f, temperature τ and regulariser as SG:
@@ -14,14 +14,11 @@ Data: a file of `sentence<TAB>paraphrase` lines (train_data: pairs:PATH), made o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 
-from sentune.core.options import option
-from sentune.methods.base import Columns, Method, TrainContext
-from sentune.methods.sg import CITATION, SelfGuidedLoss, SGParams, build_sg_loss, nt_xent_base, squared_distance
+from sentune.methods.base import Columns, TrainContext
+from sentune.methods.sg import SelfGuidedLoss, nt_xent_base, squared_distance
 
 
 class ContrastiveBTLoss(SelfGuidedLoss):
@@ -38,17 +35,8 @@ class ContrastiveBTLoss(SelfGuidedLoss):
         return out
 
 
-@dataclass
-class BTParams(SGParams):
-    cached_views: bool = option(False, "unused: BT's positives go through BERT_T every step")
-
-
 def build_bt_loss(model, columns: Columns, ctx: TrainContext) -> ContrastiveBTLoss:
     return ContrastiveBTLoss(model, **ctx.params.loss_settings())
 
 
-BT = Method(
-    "bt", build_bt_loss, pooling="cls", columns=("sentence", "paraphrase"), params=BTParams, defaults={"objective": "base"}, needs_pairs=True, citation=CITATION
-)
 # SG-OPT whose views come from BERT_F(paraphrase): build_sg_loss caches the paraphrases' views.
-BT_SG_OPT = Method("bt-sg-opt", build_sg_loss, pooling="cls", columns=("sentence", "paraphrase", "label"), params=SGParams, needs_pairs=True, citation=CITATION)

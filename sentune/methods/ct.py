@@ -25,14 +25,8 @@ from torch import nn
 
 from sentune.core.device import full_precision
 from sentune.errors import UserError
-from sentune.methods.base import Columns, Method, TrainContext, training_sentences
-
-CITATION = """@inproceedings{carlsson2021semantic,
-  title = {Semantic Re-tuning with Contrastive Tension},
-  author = {Carlsson, Fredrik and Gyllensten, Amaru Cuba and Gogoulou, Evangelia and Hellqvist, Erik Ylip{\\"a}{\\"a} and Sahlgren, Magnus},
-  booktitle = {International Conference on Learning Representations},
-  year = {2021}
-}"""
+from sentune.methods.base import Columns, TrainContext, training_sentences
+from sentune.methods.records import CT_CITATION as CITATION
 
 
 def ct_loss(left: torch.Tensor, right: torch.Tensor, same: torch.Tensor) -> torch.Tensor:
@@ -105,26 +99,9 @@ def keep_better_tower(model, loss: ContrastiveTensionLoss, ctx: TrainContext):
     return model, {"kept_tower": 1 if score1 > score2 else 2, "dev_spearman_by_tower": {1: score1, 2: score2}}
 
 
-CT = Method(
-    "ct",
-    build_ct_loss,
-    pooling="mean",
-    columns=("sentence_a", "sentence_b", "label"),
-    data_view=ct_view,
-    finalize=keep_better_tower,
-    ordered_batches=True,
-    citation=CITATION,
-)
-
-
 def build_st_ct_loss(model, columns: Columns, ctx: TrainContext):
     """sentence-transformers' own ContrastiveTensionLoss (sum-reduced BCE, dropout as the trainer leaves
     it, the second tower `model2` = the model kept), on the same rows, for the side-by-side comparison."""
     from sentence_transformers.losses import ContrastiveTensionLoss as LibraryContrastiveTensionLoss
 
     return LibraryContrastiveTensionLoss(model)
-
-
-ST_CT = Method(
-    "st-ct", build_st_ct_loss, pooling="mean", columns=("sentence_a", "sentence_b", "label"), data_view=ct_view, ordered_batches=True, citation=CITATION
-)

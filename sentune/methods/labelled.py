@@ -16,24 +16,11 @@ Both read every row of the file, in file order (the trainer shuffles them with t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sentence_transformers.losses import CoSENTLoss, OnlineContrastiveLoss, SiameseDistanceMetric
 
-from sentune.core.options import option
-from sentune.methods.base import Columns, Method, TrainContext
+from sentune.methods.base import Columns, TrainContext
 
 LABELLED_PREFIX = "labelled:"
-
-
-@dataclass
-class CoSENTParams:
-    scale: float = option(20.0, "λ: the scale of the cosine differences (CoSENT's 20)", minimum=0, exclusive=True)
-
-
-@dataclass
-class ContrastiveParams:
-    margin: float = option(0.5, "m: how far apart (cosine distance) negative pairs are pushed", minimum=0, exclusive=True)
 
 
 def labelled_rows(ctx: TrainContext) -> Columns:
@@ -50,26 +37,3 @@ def build_cosent(model, columns: Columns, ctx: TrainContext):
 
 def build_contrastive(model, columns: Columns, ctx: TrainContext):
     return OnlineContrastiveLoss(model, distance_metric=SiameseDistanceMetric.COSINE_DISTANCE, margin=ctx.params.margin)
-
-
-CITATION = 'Su, "CoSENT: A more efficient sentence vector scheme than Sentence-BERT", 2022'
-COSENT = Method(
-    "cosent",
-    build_cosent,
-    pooling="mean",
-    columns=("sentence_a", "sentence_b", "label"),
-    params=CoSENTParams,
-    data_view=labelled_rows,
-    needs_labels=True,
-    citation=CITATION,
-)
-ONLINE_CONTRASTIVE = Method(
-    "online-contrastive",
-    build_contrastive,
-    pooling="mean",
-    columns=("sentence_a", "sentence_b", "label"),
-    params=ContrastiveParams,
-    data_view=labelled_rows,
-    needs_labels=True,
-    citation='Hadsell, Chopra & LeCun, "Dimensionality Reduction by Learning an Invariant Mapping", CVPR 2006',
-)

@@ -2,7 +2,7 @@
 
 Liu et al. 2021 ("Fast, Effective, and Self-Supervised: Transforming Masked Language Models into
 Universal Lexical and Sentence Encoders", EMNLP) and Gao et al. 2021 ("SimCSE", EMNLP), in the form of
-seed 002 §4.1: the same encoder f runs twice with independent dropout; the second view x'_i has a span of
+the BERT-CF report §4.1: the same encoder f runs twice with independent dropout; the second view x'_i has a span of
 tokens replaced by [MASK], its length drawn from Geometric(p_g) and capped at `span_cap` (cap 0 = SimCSE:
 dropout only). With candidates N(x_i) = f'(x'_i) ∪ ⋃_{j≠i} {f'(x'_j), f(x_j)} (2b − 1 of them):
 
@@ -16,8 +16,6 @@ it needs the text, so it happens when the dataset is built (one draw per example
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -25,21 +23,8 @@ from torch import nn
 
 from sentune.core.device import full_precision
 from sentune.core.distributed import gather, offset, own_columns
-from sentune.core.options import option
-from sentune.methods.base import Columns, Method, TrainContext, sentence_rows
-
-CITATION = """@inproceedings{liu-etal-2021-fast,
-  title = {Fast, Effective, and Self-Supervised: Transforming Masked Language Models into Universal Lexical and Sentence Encoders},
-  author = {Liu, Fangyu and Vuli{\\'c}, Ivan and Korhonen, Anna and Collier, Nigel},
-  booktitle = {Proceedings of EMNLP 2021},
-  year = {2021}
-}
-@inproceedings{gao-etal-2021-simcse,
-  title = {{SimCSE}: Simple Contrastive Learning of Sentence Embeddings},
-  author = {Gao, Tianyu and Yao, Xingcheng and Chen, Danqi},
-  booktitle = {Proceedings of EMNLP 2021},
-  year = {2021}
-}"""
+from sentune.methods.base import Columns, TrainContext, sentence_rows
+from sentune.methods.records import MIRROR_CITATION as CITATION
 
 
 def mirror_infonce(anchors: torch.Tensor, mirrors: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:
@@ -127,15 +112,6 @@ class MirrorLoss(nn.Module):
         return CITATION
 
 
-@dataclass
-class MirrorParams:
-    temperature: float = option(0.05, "τ of the InfoNCE softmax", minimum=0, exclusive=True)
-    span_p: float = option(0.3, "p_g of the Geometric span length", minimum=0, exclusive=True, below=1)
-    span_cap: int = option(5, "longest masked span in tokens (0: SimCSE, dropout only)", minimum=0)
-    masking: Literal["token", "char"] = option("token", "token spans masked per batch, or 5 characters masked in the text (original code)")
-    gather_negatives: bool = option(True, "data parallel: every process's rows are candidates (false: this process's only)")
-
-
 def build_mirror_loss(model, columns: Columns, ctx: TrainContext) -> MirrorLoss:
     return MirrorLoss(model, **vars(ctx.params))
 
@@ -146,17 +122,3 @@ def char_masked_rows(ctx: TrainContext) -> Columns:
     rng = random.Random(ctx.training.seed)
     columns["masked"] = [mask_characters(s, rng) for s in columns["sentence"]]
     return columns
-
-
-MIRROR = Method("mirror", build_mirror_loss, pooling="mean", columns=("sentence",), params=MirrorParams, citation=CITATION)
-SIMCSE = Method("simcse", build_mirror_loss, pooling="mean", columns=("sentence",), params=MirrorParams, defaults={"span_cap": 0}, citation=CITATION)
-MIRROR_CHAR = Method(
-    "mirror-char",
-    build_mirror_loss,
-    pooling="mean",
-    columns=("sentence", "masked"),
-    params=MirrorParams,
-    defaults={"masking": "char"},
-    data_view=char_masked_rows,
-    citation=CITATION,
-)

@@ -15,18 +15,10 @@ the other passages of the batch as negatives."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sentence_transformers.losses import MultipleNegativesRankingLoss
 
-from sentune.core.options import option
-from sentune.methods.base import Columns, Method, TrainContext, sentence_rows, training_sentences
-
-
-@dataclass
-class MNRLParams:
-    scale: float = option(20.0, "1/τ of the library's loss", minimum=0, exclusive=True)
-    gather_negatives: bool = option(True, "data parallel: every process's positives are negatives (the library's gather_across_devices)")
+from sentune.methods.base import Columns, TrainContext, sentence_rows, training_sentences
+from sentune.methods.records import HARD_NEGATIVES
 
 
 def build_mnrl_loss(model, columns: Columns, ctx: TrainContext):
@@ -38,21 +30,12 @@ def pair_view(ctx: TrainContext) -> Columns:
     return {"sentence": sentences, "positive": list(sentences)}
 
 
-ST_MNRL = Method("st-mnrl", build_mnrl_loss, pooling="mean", columns=("sentence", "positive"), params=MNRLParams, data_view=pair_view)
-
-
 def given_pairs_view(ctx: TrainContext) -> Columns:
     rows = sentence_rows(ctx)  # `pairs:PATH`: sentence = the first column, paraphrase = the second
     return {"sentence": rows["sentence"], "positive": rows["paraphrase"]}
 
 
-MNRL_PAIRS = Method(
-    "mnrl-pairs", build_mnrl_loss, pooling="mean", columns=("sentence", "positive"), params=MNRLParams, data_view=given_pairs_view, needs_pairs=True
-)
-
-
 TUPLES_PREFIX = "tuples:"
-HARD_NEGATIVES = 2  # negatives per row: the best-ranked unjudged document of BM25 and of the dense model
 
 
 def tuples_view(ctx: TrainContext) -> Columns:
@@ -61,14 +44,3 @@ def tuples_view(ctx: TrainContext) -> Columns:
     rows = read_tuples(ctx.recipe.train_data[len(TUPLES_PREFIX) :], 2 + HARD_NEGATIVES)
     columns = {"anchor": [r[0] for r in rows], "positive": [r[1] for r in rows]}
     return columns | {f"negative_{i}": [r[1 + i] for r in rows] for i in range(1, HARD_NEGATIVES + 1)}
-
-
-MNRL_HARD_NEGATIVES = Method(
-    "mnrl-hard-negatives",
-    build_mnrl_loss,
-    pooling="mean",
-    columns=("anchor", "positive", *(f"negative_{i}" for i in range(1, HARD_NEGATIVES + 1))),
-    params=MNRLParams,
-    data_view=tuples_view,
-    needs_tuples=True,
-)

@@ -1,4 +1,4 @@
-"""Multitask fine-tuning of seed 002 (§4.3, §5.2, §5.3): a shared encoder f with three heads.
+"""Multitask fine-tuning of the BERT-CF report (§4.3, §5.2, §5.3): a shared encoder f with three heads.
 
   sentiment   logits = W_sent · dropout₀.₃(f(x)),  L_sent = cross-entropy (SST-5, 5 classes)
   paraphrase  y_para = max(cos(W_para f(x₁), W_para f(x₂)), h_para),  h_para = 0.7,
@@ -10,7 +10,7 @@
 The heads read f(x) at one scale for every encoder (`head_input`, default `unit`: the sentence embedding L2-normalised).
 Encoders differ in the norm of their output (all-MiniLM-L6-v2 ends in Normalize; trained encoders need not; a flow's
 output has norm about √d), and the sentiment head's logits scale with it while the two cosine heads do not; `as-is`
-feeds the embedding unchanged (sentune before issue 25).
+feeds the embedding unchanged.
 
 A training row therefore bundles 1 SST-5 sentence, 3 QQP pairs and 1 STS pair (batch 32 rows = 32/96/32);
 the labels travel as one vector per row. Evaluation (§5.2): SST-5 accuracy of the argmax; QQP accuracy
@@ -21,9 +21,7 @@ The data directory holds QQP's dev and test halves only: training uses one, repo
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
@@ -32,15 +30,10 @@ from scipy.stats import pearsonr
 from sentence_transformers.evaluation import SentenceEvaluator
 from torch import nn
 
-from sentune.core.options import option
 from sentune.data.catalog import load_catalog, load_examples, load_task
-from sentune.methods.base import Columns, Method, TrainContext
-
-QQP_PER_ROW = 3
-CITATION = """@misc{bert-cf,
-  title = {BERT-CF: contrastive flows and multitask fine-tuning (seed 002)},
-  note = {see ../shared/seeds/002_*}
-}"""
+from sentune.methods.base import Columns, TrainContext
+from sentune.methods.records import MULTITASK_CITATION as CITATION
+from sentune.methods.records import QQP_PER_ROW, MultitaskParams, multitask_columns
 
 
 def hinge_cosine(u: torch.Tensor, v: torch.Tensor, hinge: float) -> torch.Tensor:
@@ -136,10 +129,6 @@ def multitask_rows(sst: list, qqp: list, sts: list, rows: int, seed: int) -> dic
     return columns
 
 
-def multitask_columns() -> tuple[str, ...]:
-    return ("sst", *[f"qqp_{side}{k}" for k in range(QQP_PER_ROW) for side in "ab"], "sts_a", "sts_b", "label")
-
-
 class MultitaskEvaluator(SentenceEvaluator):
     """Dev (or test) metrics of §5.2 through the loss's heads; primary metric = their mean ×100."""
 
@@ -182,60 +171,29 @@ def split_held_out(pairs: list, seed: int = 0) -> tuple[list, list]:
     return dev, test
 
 
-def load_multitask_data(data_dir: Path, qqp_train: str = "dev") -> dict[str, dict[str, list]]:
+def load_multitask_data(data_dir: Path, qqp_train: str = "dev", *, allow_modified: bool = False) -> dict[str, dict[str, list]]:
     """SST-5 train/dev/test (task SST5), STS-B train/dev/test (task STS-B-reg), QQP: the `qqp-{qqp_train}`
     half for training, the other half split in two for dev and test (the data directory has no QQP train
     split; see split_held_out)."""
     catalog = load_catalog()
-    sst = load_task(catalog["SST5"], data_dir)
-    sts = load_task(catalog["STS-B-reg"], data_dir)
+    sst = load_task(catalog["SST5"], data_dir, allow_modified=allow_modified)
+    sts = load_task(catalog["STS-B-reg"], data_dir, allow_modified=allow_modified)
     other = "test" if qqp_train == "dev" else "dev"
     dev, test = split_held_out(load_examples(f"qqp-{other}", data_dir))
     qqp = {"train": load_examples(f"qqp-{qqp_train}", data_dir), "dev": dev, "test": test}
     return {"sst": sst, "qqp": qqp, "sts": sts}
 
 
-@dataclass
-class MultitaskParams:
-    h_para: float = option(0.7, "hinge h_para of the paraphrase head")
-    h_sem: float = option(0.0, "hinge h_sem of the similarity head")
-    weights: tuple[float, ...] = option((5.0, 20.0, 1.0), "weights of L_sent, L_para, L_sem")
-    e_para: int = option(768, "output size of W_para", minimum=1)
-    e_sem: int = option(768, "output size of W_sem", minimum=1)
-    qqp_train: Literal["dev", "test"] = option("dev", "the QQP half trained on (the other is split into dev and test)")
-    head_input: Literal["unit", "as-is"] = option(
-        "unit", "what the heads read: the L2-normalised sentence embedding (one scale for every encoder) or it as given"
-    )
-
-    def __post_init__(self) -> None:
-        if len(self.weights) != 3:
-            from sentune.core.options import OptionError
-
-            raise OptionError(f"params.weights: expected 3 numbers (sentiment, paraphrase, similarity), got {list(self.weights)}")
-
-
 def multitask_view(ctx: TrainContext) -> Columns:
-    data = load_multitask_data(ctx.data_dir, ctx.params.qqp_train)
+    data = load_multitask_data(ctx.data_dir, ctx.params.qqp_train, allow_modified=ctx.allow_modified)
     return multitask_rows(data["sst"]["train"], data["qqp"]["train"], data["sts"]["train"], ctx.planned_rows(5000), ctx.training.seed)
 
 
 def make_evaluator(loss: MultitaskLoss, ctx: TrainContext, split: str) -> MultitaskEvaluator:
-    data = load_multitask_data(ctx.data_dir, ctx.params.qqp_train)
+    data = load_multitask_data(ctx.data_dir, ctx.params.qqp_train, allow_modified=ctx.allow_modified)
     return MultitaskEvaluator(loss, data["sst"][split], data["qqp"][split], data["sts"][split], name=f"multitask-{split}")
 
 
 def build_multitask_loss(model, columns: Columns, ctx: TrainContext) -> MultitaskLoss:
     p: MultitaskParams = ctx.params
     return MultitaskLoss(model, h_para=p.h_para, h_sem=p.h_sem, weights=p.weights, e_para=p.e_para, e_sem=p.e_sem, head_input=p.head_input)
-
-
-MULTITASK = Method(
-    "multitask",
-    build_multitask_loss,
-    pooling="mean",
-    columns=multitask_columns(),
-    params=MultitaskParams,
-    data_view=multitask_view,
-    evaluator=make_evaluator,
-    citation=CITATION,
-)

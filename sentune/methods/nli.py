@@ -8,15 +8,9 @@ from __future__ import annotations
 from sentence_transformers.losses import SoftmaxLoss
 
 from sentune.data.catalog import load_examples
-from sentune.methods.base import Columns, Method, TrainContext
+from sentune.methods.base import Columns, TrainContext
 
 LABELS = ("entailment", "neutral", "contradiction")
-CITATION = """@inproceedings{reimers-gurevych-2019-sentence,
-  title = {Sentence-{BERT}: Sentence Embeddings using Siamese {BERT}-Networks},
-  author = {Reimers, Nils and Gurevych, Iryna},
-  booktitle = {Proceedings of EMNLP-IJCNLP 2019},
-  year = {2019}
-}"""
 
 
 def build_nli_loss(model, columns: Columns, ctx: TrainContext) -> SoftmaxLoss:
@@ -33,6 +27,3 @@ def nli_view(ctx: TrainContext) -> Columns:
     """The labelled pairs of the `nli` set (sets.yaml), the first training.max_sentences of them."""
     pairs = load_examples("nli", ctx.data_dir)[: ctx.training.max_sentences]
     return {"premise": [p.a for p in pairs], "hypothesis": [p.b for p in pairs], "label": [LABELS.index(p.label) for p in pairs]}
-
-
-NLI = Method("nli", build_nli_loss, pooling="mean", columns=("premise", "hypothesis", "label"), data_view=nli_view, citation=CITATION)

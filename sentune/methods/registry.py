@@ -1,6 +1,7 @@
-"""Method registry: one line per method, `name: "module:RECORD"` (a `Method` in sentune/methods/MODULE.py,
-or in any importable module when MODULE has a dot or lives outside the package). Only the method asked for
-is imported, so importing sentune stays fast and free of side effects."""
+"""Method registry: one line per method, `name: "MODULE:RECORD"` (a `Method` in sentune/methods/MODULE.py, or in any
+importable module when MODULE has a dot or lives outside the package). The built-in records are in
+sentune/methods/records.py, which imports no torch: a method's code loads when it first trains, so importing sentune
+and checking a recipe stay fast and free of side effects."""
 
 from __future__ import annotations
 
@@ -11,26 +12,26 @@ from sentune.errors import UserError
 from sentune.methods.base import Method
 
 REGISTRY: dict[str, str] = {
-    "sg": "sg:SG",
-    "sg-opt": "sg:SG_OPT",
-    "bt": "bt:BT",
-    "bt-sg-opt": "bt:BT_SG_OPT",
-    "mirror": "mirror:MIRROR",
-    "simcse": "mirror:SIMCSE",
-    "mirror-char": "mirror:MIRROR_CHAR",
-    "flow-joint": "bert_cf:FLOW_JOINT",
-    "multitask": "multitask:MULTITASK",
-    "ct": "ct:CT",
-    "st-ct": "ct:ST_CT",
-    "st-mnrl": "mnrl:ST_MNRL",
-    "mnrl-pairs": "mnrl:MNRL_PAIRS",
-    "mnrl-hard-negatives": "mnrl:MNRL_HARD_NEGATIVES",
-    "nli": "nli:NLI",
-    "sts-regression": "sts_regression:STS_REGRESSION",
-    "sed": "sed:SED",
-    "tsdae": "tsdae:TSDAE",
-    "cosent": "labelled:COSENT",
-    "online-contrastive": "labelled:ONLINE_CONTRASTIVE",
+    "sg": "records:SG",
+    "sg-opt": "records:SG_OPT",
+    "bt": "records:BT",
+    "bt-sg-opt": "records:BT_SG_OPT",
+    "mirror": "records:MIRROR",
+    "simcse": "records:SIMCSE",
+    "mirror-char": "records:MIRROR_CHAR",
+    "flow-joint": "records:FLOW_JOINT",
+    "multitask": "records:MULTITASK",
+    "ct": "records:CT",
+    "st-ct": "records:ST_CT",
+    "st-mnrl": "records:ST_MNRL",
+    "mnrl-pairs": "records:MNRL_PAIRS",
+    "mnrl-hard-negatives": "records:MNRL_HARD_NEGATIVES",
+    "nli": "records:NLI",
+    "sts-regression": "records:STS_REGRESSION",
+    "sed": "records:SED",
+    "tsdae": "records:TSDAE",
+    "cosent": "records:COSENT",
+    "online-contrastive": "records:ONLINE_CONTRASTIVE",
 }
 
 

@@ -1,4 +1,4 @@
-"""Sentence Ensemble Distillation (Carlsson & Sahlgren et al., seeds 003/004 §4).
+"""Sentence Ensemble Distillation (Carlsson & Sahlgren, "Sentence Embeddings by Ensemble Distillation", 2021, §4: the SED paper).
 
 N members trained with the same recipe and different seeds; for every sentence of a distillation corpus
 the target is the mean of the members' embeddings (masked mean of the last layer), computed once and
@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
@@ -28,17 +26,10 @@ from torch import nn
 
 from sentune.core.cache import cached_array, read_rows
 from sentune.core.device import full_precision
-from sentune.core.options import OptionError, option
-from sentune.methods.base import Columns, Method, TrainContext
+from sentune.methods.base import Columns, TrainContext
+from sentune.methods.records import SED_CITATION as CITATION
 
 logger = logging.getLogger(__name__)
-
-CITATION = """@article{carlsson2021sed,
-  title = {Sentence Embeddings by Ensemble Distillation},
-  author = {Carlsson, Fredrik and Sahlgren, Magnus},
-  journal = {arXiv preprint arXiv:2104.06719},
-  year = {2021}
-}"""
 
 
 def ensemble_targets(members: list[str], sentences: list[str], cache_dir: Path | None, *, device: str, show_progress: bool = True) -> np.ndarray:
@@ -99,16 +90,6 @@ class DistillationLoss(nn.Module):
 LAYER_POOLING = {1: "mean", 2: "last2", 3: "last3"}
 
 
-@dataclass
-class SEDParams:
-    members: list[str] = option(default_factory=list, help="model folders of the ensemble members")
-    eval_layers: Literal[1, 2, 3, "dev"] = option(2, "the learner's pooling: mean of its last 1, 2 or 3 layers, or 'dev' to choose on the dev task")
-
-    def __post_init__(self) -> None:
-        if not self.members:
-            raise OptionError("params.members: SED needs the model folders of the ensemble members (a list)")
-
-
 def build_sed_loss(model, columns: Columns, ctx: TrainContext) -> DistillationLoss:
     targets = ensemble_targets(list(ctx.params.members), columns["sentence"], ctx.cache_dir, device=ctx.device, show_progress=ctx.show_progress)
     return DistillationLoss(model, targets)
@@ -136,6 +117,3 @@ def learner_pooling(model, loss, ctx: TrainContext):
         ", ".join(f"{n}: {score:.2f}" for n, score in scores.items()),
     )
     return with_pooling(model, LAYER_POOLING[chosen]), {"eval_layers": chosen, "dev_spearman_by_layers": scores}
-
-
-SED = Method("sed", build_sed_loss, pooling="mean", columns=("sentence", "label"), params=SEDParams, finalize=learner_pooling, citation=CITATION)

@@ -1,7 +1,7 @@
 """Self-guided contrastive learning (SG, SG-OPT).
 
 Kim, Yoo & Lee, "Self-Guided Contrastive Learning for BERT Sentence Representations", ACL 2021
-(seed 001, §3). Two copies of the encoder: BERT_F, a frozen clone of the initial weights, supplies
+(Kim et al. 2021, §3). Two copies of the encoder: BERT_F, a frozen clone of the initial weights, supplies
 views h_{i,k} = p(H_{i,k}) — a token pooling p (max by default) of every hidden state k = 0..l of
 sentence i — and BERT_T, the model being trained (its layer 0, the embeddings, frozen), supplies the
 sentence vector c_i = its last-layer [CLS]. A projection head f (Linear d→4096, GELU, Linear
@@ -35,9 +35,7 @@ import hashlib
 import json
 import logging
 import operator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
@@ -47,8 +45,9 @@ from torch import nn
 from sentune.core.cache import cached_array, read_rows
 from sentune.core.device import full_precision
 from sentune.core.distributed import gather, offset, own_columns
-from sentune.core.options import option
-from sentune.methods.base import Columns, Method, TrainContext
+from sentune.methods.base import Columns, TrainContext
+from sentune.methods.records import SG_CITATION as CITATION
+from sentune.methods.records import SGParams
 
 logger = logging.getLogger(__name__)
 
@@ -279,14 +278,6 @@ class SelfGuidedLoss(nn.Module):
         return CITATION
 
 
-CITATION = """@inproceedings{kim-etal-2021-self,
-  title = {Self-Guided Contrastive Learning for {BERT} Sentence Representations},
-  author = {Kim, Taeuk and Yoo, Kang Min and Lee, Sang-goo},
-  booktitle = {Proceedings of ACL-IJCNLP 2021},
-  year = {2021}
-}"""
-
-
 def compute_views(model, sentences: list[str], layers: list[int], view_pooling: str, cache_dir: Path | None, show_progress: bool = True) -> np.ndarray:
     """Views of every training sentence under the *initial* model (= BERT_F), once, memory-mapped.
 
@@ -319,21 +310,6 @@ def _views_key(model, sentences, layers, view_pooling) -> str:
     return digest.hexdigest()[:16]
 
 
-@dataclass
-class SGParams:
-    objective: Literal["base", "opt1", "opt2", "opt3"] = option("opt3", "L^base (SG) or L^opt1/2/3 (SG-OPT)")
-    temperature: float = option(0.01, "τ of φ", minimum=0, exclusive=True)
-    reg_weight: float = option(0.1, "λ of L^reg = λ‖BERT_F − BERT_T‖²", minimum=0)
-    view_pooling: Literal["max", "mean", "cls"] = option("max", "token pooling of BERT_F's hidden states (the views)")
-    layers: list[int] | None = option(None, "hidden states used as views (null: every one, 0..l)")
-    head_hidden: int | None = option(4096, "width of the projection head f (null: no head)", minimum=1)
-    cached_views: bool = option(True, "compute BERT_F's views once for the training set instead of every step")
-    gather_negatives: bool = option(True, "data parallel: every process's rows are negatives (false: this process's only)")
-
-    def loss_settings(self) -> dict:
-        return {k: v for k, v in vars(self).items() if k != "cached_views"}
-
-
 def build_sg_loss(model, columns: Columns, ctx: TrainContext) -> SelfGuidedLoss:
     params: SGParams = ctx.params
     loss = SelfGuidedLoss(model, **params.loss_settings())
@@ -341,7 +317,3 @@ def build_sg_loss(model, columns: Columns, ctx: TrainContext) -> SelfGuidedLoss:
         guide = columns.get("paraphrase", columns["sentence"])
         loss.views = compute_views(model, guide, loss.layers, loss.view_pooling, ctx.cache_dir, ctx.show_progress)
     return loss
-
-
-SG = Method("sg", build_sg_loss, pooling="cls", columns=("sentence", "label"), params=SGParams, defaults={"objective": "base"}, citation=CITATION)
-SG_OPT = Method("sg-opt", build_sg_loss, pooling="cls", columns=("sentence", "label"), params=SGParams, citation=CITATION)

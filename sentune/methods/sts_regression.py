@@ -1,4 +1,4 @@
-"""Supervised STS regression with a tuned lower bound (seeds 003/004 §5.5): the cosine of the two sentence
+"""Supervised STS regression with a tuned lower bound (the SED paper §5.5): the cosine of the two sentence
 embeddings is regressed with MSE onto the gold score mapped linearly from [0, 5] to [lb, 1]:
 
   L = 1/B Σ (cos(f(a), f(b)) − (lb + (1 − lb)·y/5))²
@@ -8,17 +8,13 @@ lb = 0 is SBERT's CosineSimilarityLoss; the paper picks lb on STS-B dev from {0,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from sentune.core.device import full_precision
-from sentune.core.options import option
 from sentune.data.catalog import load_examples
-from sentune.methods.base import Columns, Method, TrainContext
-from sentune.methods.nli import CITATION
+from sentune.methods.base import Columns, TrainContext
 
 
 def best_lower_bound(dev_means: dict[float, float]) -> float:
@@ -47,11 +43,6 @@ class LowerBoundCosineLoss(nn.Module):
         return {"lower_bound": self.lower_bound}
 
 
-@dataclass
-class STSRegressionParams:
-    lower_bound: float = option(0.0, "lb: gold [0, 5] maps to [lb, 1] (0 = SBERT's CosineSimilarityLoss)", minimum=0, below=1)
-
-
 def build_loss(model, columns: Columns, ctx: TrainContext) -> LowerBoundCosineLoss:
     return LowerBoundCosineLoss(model, ctx.params.lower_bound)
 
@@ -60,14 +51,3 @@ def sts_train_view(ctx: TrainContext) -> Columns:
     """The `stsb-train` set's pairs with their gold scores, the first training.max_sentences of them."""
     pairs = load_examples("stsb-train", ctx.data_dir)[: ctx.training.max_sentences]
     return {"sentence_a": [p.a for p in pairs], "sentence_b": [p.b for p in pairs], "label": [p.score for p in pairs]}
-
-
-STS_REGRESSION = Method(
-    "sts-regression",
-    build_loss,
-    pooling="mean",
-    columns=("sentence_a", "sentence_b", "label"),
-    params=STSRegressionParams,
-    data_view=sts_train_view,
-    citation=CITATION,
-)

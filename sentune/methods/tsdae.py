@@ -23,21 +23,14 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
 
 import torch
 from sentence_transformers.losses import DenoisingAutoEncoderLoss
 from torch import nn
 
-from sentune.core.options import option
-from sentune.methods.base import Columns, Method, TrainContext, training_sentences
-
-CITATION = """@inproceedings{wang-2021-tsdae,
-  title = {{TSDAE}: Using Transformer-based Sequential Denoising Auto-Encoder for Unsupervised Sentence Embedding Learning},
-  author = {Wang, Kexin and Reimers, Nils and Gurevych, Iryna},
-  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2021},
-  year = {2021}
-}"""
+from sentune.methods.base import Columns, TrainContext, training_sentences
+from sentune.methods.records import TSDAE_CITATION as CITATION
+from sentune.methods.records import TSDAEParams
 
 WORD = re.compile(r"\w+|[^\w\s]")
 
@@ -68,14 +61,6 @@ class TSDAELoss(nn.Module):
     @property
     def citation(self) -> str:
         return CITATION
-
-
-@dataclass
-class TSDAEParams:
-    deletion_ratio: float = option(0.6, "probability of deleting each word of the input (the paper's best: 0.6)", minimum=0, below=1)
-    decoder: str | None = option(
-        None, "a model (hub id or path) to decode with, untied: for an encoder transformers cannot run as a causal LM (null: the encoder's own, tied)"
-    )
 
 
 def damaged_rows(ctx: TrainContext) -> Columns:
@@ -112,15 +97,3 @@ def without_decoder(config, params: TSDAEParams) -> str | None:
     if decoder.hidden_size != config.hidden_size:
         return f"params.decoder {params.decoder!r}: hidden size {decoder.hidden_size}, the encoder's is {config.hidden_size} (they must be equal)"
     return None
-
-
-TSDAE = Method(
-    "tsdae",
-    build_tsdae_loss,
-    pooling="cls",
-    columns=("noisy", "sentence"),
-    params=TSDAEParams,
-    data_view=damaged_rows,
-    unsupported=without_decoder,
-    citation=CITATION,
-)

@@ -103,10 +103,20 @@ def save_atomic(model: SentenceTransformer, out: Path, readme_extra: str | None 
 
 
 def build_postprocessed_model(
-    model_name: str, pooling: str, postprocessor: PostProcessor, fit_on: str, out: Path, *, data_dir: Path | None, device: str, show_progress: bool = True
+    model_name: str,
+    pooling: str,
+    postprocessor: PostProcessor,
+    fit_on: str,
+    out: Path,
+    *,
+    data_dir: Path | None,
+    device: str,
+    show_progress: bool = True,
+    allow_modified: bool = False,
 ) -> Path:
+    """`allow_modified`: a `tasks:` fit set may be read from files that differ from the catalog (--allow-modified-data)."""
     base = with_pooling(load_model(model_name, device=device), pooling)
-    sentences = load_sentences(fit_on, data_dir or Path("."))
+    sentences = load_sentences(fit_on, data_dir or Path("."), allow_modified=allow_modified)
     fitted = postprocessor.fit(
         Encoder(base, "model", show_progress=show_progress, desc=f"encoding {fit_on} to fit {type(postprocessor).__name__}").encode(sentences)
     )

@@ -1,4 +1,4 @@
-"""EnsembleMean: the 'full ensemble' of seeds 003/004 (Table 3) as one sentence-transformers module.
+"""EnsembleMean: the 'full ensemble' of the SED paper (Table 3) as one sentence-transformers module.
 
 The ensemble's embedding of a sentence is the mean of its members' embeddings (each member: its
 transformer with masked-mean pooling of the last layer, the embedding SED distils). Saved as one model

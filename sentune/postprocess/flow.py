@@ -1,5 +1,5 @@
 """BERT-flow (Li et al. 2020, "On the Sentence Embeddings from Pre-trained Language Models", EMNLP) as a
-scikit-learn-style post-processor, with the Glow blocks of seed 002 §4.2 (Kingma & Dhariwal 2018).
+scikit-learn-style post-processor, with the Glow blocks of the BERT-CF report §4.2 (Kingma & Dhariwal 2018).
 
 The flow g: Z → B maps a standard Gaussian to the embedding space; we learn g⁻¹ as k blocks, each
   ActNorm            u = s ⊙ (x + b)          (data-dependent init: zero mean, unit variance on the first batch)
@@ -14,9 +14,9 @@ log-determinant (additive coupling is volume preserving). Differences from the T
 the learned LU 1×1 transform (the original ships a fixed reversal; available as an option), one scale
 (no multi-scale split), ActNorm log-scales stored directly (the original stores logs/3).
 
-Null directions (issue 25): embeddings that span fewer than D dimensions (mean pooling of one LayerNorm output with
+Null directions: embeddings that span fewer than D dimensions (mean pooling of one LayerNorm output with
 no Normalize keeps every token on the hyperplane Σ_i (y_i − β_i)/γ_i = 0; a linear head can drop rank too) give the
-density no volume in some directions, and the fit turned unstable: on seed 003's supervised STS model (3 such
+density no volume in some directions, and the fit turned unstable: on the SED paper's supervised STS model (3 such
 directions of its D) flows fitted on the same sentences differed by several points of STS-B Spearman from seed
 to seed (benchmarks/results/flow_null_directions.md, with and without this fix), and even the same seed's fit moved
 with float rounding in its input (benchmarks/results/flow_input_sensitivity.md). `fit` therefore finds the
@@ -251,7 +251,7 @@ def null_directions(x: torch.Tensor, tolerance: float) -> tuple[torch.Tensor, fl
 
 
 class Flow:
-    """fit / transform post-processor around GlowFlow. Hyper-parameters default to seed 002 §5.3:
+    """fit / transform post-processor around GlowFlow. Hyper-parameters default to the BERT-CF report §5.3:
     batch 16, AdamW lr 3e-4, weight decay 0.01, 3 blocks; gradient clipping 1.0; fp32."""
 
     label_name, number_setting, number_label = "flow", "seed", "seed={}"  # --flow SET:N sets the seed
@@ -276,7 +276,7 @@ class Flow:
         self.n_blocks, self.hidden, self.permutation = n_blocks, hidden, permutation
         self.learning_rate, self.weight_decay, self.batch_size = learning_rate, weight_decay, batch_size
         self.epochs, self.max_steps, self.clip, self.seed, self.show_progress = epochs, max_steps, clip, seed, show_progress
-        self.device = device  # None: SENTUNE_DEVICE / auto, where the command's models run
+        self.device = device  # where it fits (a command passes its --device); None: CUDA when present
         self.null_tolerance, self.null_noise = null_tolerance, null_noise
 
     def fit(self, x: np.ndarray) -> Flow:

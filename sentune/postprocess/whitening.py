@@ -44,7 +44,7 @@ class Whitening:
         self.n_components = n_components
         self.normalize = normalize
         self.eps = eps
-        self.device = device  # where the covariance is summed (None: SENTUNE_DEVICE / auto); the SVD is NumPy's
+        self.device = device  # where the covariance is summed (None: CUDA when present); the SVD is NumPy's
 
     def fit(self, x: np.ndarray) -> Whitening:
         x = np.asarray(x, dtype=np.float64)

@@ -1,4 +1,4 @@
-"""Alignment and uniformity (Wang & Isola, ICML 2020), as seed 002 §6.3 uses them (after Gao et al. 2021).
+"""Alignment and uniformity (Wang & Isola, ICML 2020), as the BERT-CF report §6.3 uses them (after Gao et al. 2021).
 
 On L2-normalised embeddings f:
   alignment  = mean over positive pairs (x, y) of ‖f(x) − f(y)‖²
@@ -16,8 +16,9 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)
 
 
-def alignment(a: np.ndarray, b: np.ndarray, alpha: float = 2.0) -> float:
-    return float((np.linalg.norm(_unit(a) - _unit(b), axis=1) ** alpha).mean())
+def alignment(a: np.ndarray, b: np.ndarray, power: float = 2.0) -> float:
+    """E‖f(x) − f(y)‖^power over the positive pairs (Wang & Isola's α, 2)."""
+    return float((np.linalg.norm(_unit(a) - _unit(b), axis=1) ** power).mean())
 
 
 def uniformity(x: np.ndarray, t: float = 2.0, chunk: int = 2048) -> float:

@@ -17,10 +17,10 @@ from sentune.tasks.user_queries import QUERIES_PREFIX, QueriesEvaluator
 class DevEvaluator(SentenceEvaluator):
     """A sentence-transformers evaluator (the Trainer calls it every eval_steps); also a plain scorer."""
 
-    def __init__(self, task: str, data_dir: Path) -> None:
+    def __init__(self, task: str, data_dir: Path, *, allow_modified: bool = False) -> None:
         super().__init__()
         self.task, self.data_dir = select_tasks(task)[0], data_dir
-        self.examples = {self.task.name: load_task(self.task, data_dir)}  # read once, not every N steps
+        self.examples = {self.task.name: load_task(self.task, data_dir, allow_modified=allow_modified)}  # read once, not every N steps
         self.name = self.task.name.lower()
         self.metric = "spearman"
         self.primary_metric = f"{self.name}_spearman"
@@ -34,11 +34,11 @@ class DevEvaluator(SentenceEvaluator):
         return result["runs"]["model"]["tasks"][self.task.name]["all"]["spearman"]
 
 
-def dev_evaluator(dev: str, data_dir: Path) -> DevEvaluator | PairsEvaluator:
+def dev_evaluator(dev: str, data_dir: Path, *, allow_modified: bool = False) -> DevEvaluator | PairsEvaluator:
     """The evaluator of a recipe's `eval.dev`: a catalog task name, `pairs:PATH` (a user's scored pairs) or `queries:DIR`
     (a BEIR folder of queries whose qrels split is `select`: adapt's selection queries against their pool)."""
     if dev.startswith(PAIRS_PREFIX):
         return PairsEvaluator(dev[len(PAIRS_PREFIX) :])
     if dev.startswith(QUERIES_PREFIX):
         return QueriesEvaluator(dev[len(QUERIES_PREFIX) :])
-    return DevEvaluator(dev, data_dir)
+    return DevEvaluator(dev, data_dir, allow_modified=allow_modified)

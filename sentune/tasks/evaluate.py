@@ -18,7 +18,8 @@ import sentune
 from sentune.core.embedding_cache import encode_cached
 from sentune.core.encode import Encoder
 from sentune.core.results import averaged_sts_tasks, display_path
-from sentune.data.catalog import TaskSpec, data_problem, load_examples, load_sentences, load_task, modified_data_allowed, sentences_of
+from sentune.data import catalog
+from sentune.data.catalog import TaskSpec, load_examples, load_sentences, load_task, sentences_of
 from sentune.errors import UserError
 from sentune.postprocess import get_postprocessor
 from sentune.tasks.alignment import alignment_uniformity
@@ -121,19 +122,19 @@ class _Inputs:
         return self.sentences + [s for group in self.extra.values() for s in group]
 
 
-def _gather(tasks, data_dir, postprocess, alignment_pairs, examples) -> _Inputs:
+def _gather(tasks, data_dir, postprocess, alignment_pairs, examples, allow_modified: bool) -> _Inputs:
     # Callers that evaluate repeatedly (the trainer's dev evaluation) pass the examples they loaded once.
-    examples = examples or {spec.name: load_task(spec, data_dir) for spec in tasks}
+    examples = examples or {spec.name: load_task(spec, data_dir, allow_modified=allow_modified) for spec in tasks}
     sentences, sources = [], []
     for name in examples:
         for text, source in sentences_of(examples[name]):
             sentences.append(text)
             sources.append(source)
     extra_sets = {w.fit_on for w in postprocess if w.fit_on not in ("target", "per-task")}
-    extra = {name: load_sentences(name, data_dir) for name in extra_sets}
+    extra = {name: load_sentences(name, data_dir, allow_modified=allow_modified) for name in extra_sets}
     pair_set = None
     if alignment_pairs:
-        pair_set, every_sentence = _alignment_pairs(alignment_pairs, data_dir)
+        pair_set, every_sentence = _alignment_pairs(alignment_pairs, data_dir, allow_modified)
         extra["__pairs__"] = every_sentence
     documents = list(dict.fromkeys(d.text for spec in tasks if spec.kind == "retrieval" for d in examples[spec.name]["corpus"]))
     return _Inputs(examples, sentences, sources, extra, pair_set, documents)
@@ -141,9 +142,7 @@ def _gather(tasks, data_dir, postprocess, alignment_pairs, examples) -> _Inputs:
 
 def _modified_data(tasks: list[TaskSpec], data_dir: Path, examples: dict[str, dict[str, list]]) -> list[str]:
     """What differs from the catalogued data, for results.json, when --allow-modified-data let it through."""
-    if not modified_data_allowed():
-        return []
-    problems = [data_problem(spec, data_dir, examples[spec.name]) for spec in tasks]
+    problems = [catalog.data_problem(spec, data_dir, examples[spec.name]) for spec in tasks]
     return [f"{where}: {what.split('; check the data directory')[0]}" for where, _, what in filter(None, problems)]
 
 
@@ -160,14 +159,16 @@ def evaluate(
     model_name: str | None = None,
     precision: str = "fp32",
     examples: dict[str, dict[str, list]] | None = None,
+    allow_modified: bool = False,
 ) -> dict:
     """Returns {"meta": ..., "runs": {run_name: {"tasks": ..., "summary": ...}}}; one run per pooling
-    and per (pooling, post-processor) combination."""
+    and per (pooling, post-processor) combination. `allow_modified`: score tasks whose files differ from the catalog
+    (--allow-modified-data), each difference recorded in the meta."""
     if preset not in PRESETS:
         raise UserError(f"unknown preset {preset!r}; choose {', '.join(PRESETS)}")
     started = time.perf_counter()
     postprocess = [replace(option, device=str(model.device)) for option in postprocess]  # fitted where the model runs
-    inputs = _gather(tasks, data_dir, postprocess, alignment_pairs, examples)
+    inputs = _gather(tasks, data_dir, postprocess, alignment_pairs, examples, allow_modified)
     all_sentences = inputs.all_sentences
     encoder = Encoder(model, poolings, show_progress=show_progress, precision=precision, desc="encoding the tasks' sentences")
     encode_start = time.perf_counter()
@@ -213,7 +214,7 @@ def evaluate(
         "similarity": "cosine",
         "sts_protocol": "STS12-16 with SentEval subsets, pairs without gold skipped; STS-B and SICK-R test; Spearman/Pearson x100",
     }
-    modified = _modified_data(tasks, data_dir, inputs.examples)
+    modified = _modified_data(tasks, data_dir, inputs.examples) if allow_modified else []
     if modified:  # scored anyway (--allow-modified-data): say so wherever the numbers go
         meta["modified_data"] = modified
     return {"meta": meta, "runs": runs}
@@ -276,9 +277,9 @@ def fit_summary(fitted, sentences: int | None = None) -> dict:
     return out
 
 
-def _alignment_pairs(name: str, data_dir: Path) -> tuple[list[tuple[str, str]], list[str]]:
+def _alignment_pairs(name: str, data_dir: Path, allow_modified: bool) -> tuple[list[tuple[str, str]], list[str]]:
     """(positive pairs P, the sentences of every pair P ∪ N) of an alignment set: `qqp` (both held-out halves;
-    duplicates, label 1, are P) or `stsb` (STS-B test; gold score >= 4 is P). Seed 002 §6.3 (after Wang & Isola
+    duplicates, label 1, are P) or `stsb` (STS-B test; gold score >= 4 is P). The BERT-CF report §6.3 (after Wang & Isola
     2020): alignment over P, uniformity over the data D = P ∪ N, each distinct sentence once."""
     if name == "qqp":
         pairs = load_examples("qqp-dev", data_dir) + load_examples("qqp-test", data_dir)
@@ -286,7 +287,7 @@ def _alignment_pairs(name: str, data_dir: Path) -> tuple[list[tuple[str, str]], 
     elif name == "stsb":
         from sentune.data.catalog import load_catalog
 
-        pairs = load_task(load_catalog()["STS-B"], data_dir)["test"]
+        pairs = load_task(load_catalog()["STS-B"], data_dir, allow_modified=allow_modified)["test"]
         positive = [(p.a, p.b) for p in pairs if p.score >= 4.0]
     else:
         raise UserError(f"unknown positive-pair set {name!r}; choose qqp or stsb")

@@ -11,7 +11,7 @@ the distribution unchanged, so R random swap patterns give the null distribution
 
     p = (1 + #{r : d_r ≥ d}) / (R + 1)
 
-is valid at any R (Phipson & Smyth, "Permutation p-values should never be zero", 2010): P(p ≤ α | H0) ≤ α.
+is valid at any R (Phipson & Smyth, "Permutation p-values should never be zero", 2010): P(p ≤ level | H0) ≤ level for every level.
 
 Raw cosines of two models can live on different scales (e.g. after whitening), where swapping one pair's two numbers
 would mean little, so each system's predictions are first standardised over the pairs (mean 0, standard deviation 1).
@@ -34,10 +34,10 @@ import numpy as np
 from sentune.core.metrics import METRICS
 
 PERMUTATIONS = 1000
-# The level of the confirmation: a candidate replaces the baseline when p ≤ ALPHA. Not 0.05: the test is exact only
+# The significance level of the confirmation: a candidate replaces the baseline when p ≤ LEVEL. Not 0.05: the test is exact only
 # up to the standardisation above, and adapt promises at most 5 % in every setting of the calibration, not on average;
 # benchmarks/results/adapt_calibration.md shows the simulated rule's rates at 0.03, 0.04 and 0.05 and the power 0.03 costs.
-ALPHA = 0.03
+LEVEL = 0.03
 _TOLERANCE = 1e-9  # permuted differences this close to the observed one count as reaching it (conservative)
 
 
@@ -57,7 +57,7 @@ class Confirmation:
 
     @property
     def confirmed(self) -> bool:
-        return self.p_value <= ALPHA
+        return self.p_value <= LEVEL
 
 
 def standardise(values: np.ndarray) -> np.ndarray:
@@ -114,7 +114,7 @@ class MaxT:
     adjusted_p: np.ndarray  # (K,) step-down max-T adjusted one-sided p-values
     permutations: int
 
-    def best_confirmed(self, level: float = ALPHA) -> int:
+    def best_confirmed(self, level: float = LEVEL) -> int:
         """Index of the candidate with the largest difference among those with adjusted p ≤ level, or -1."""
         ok = np.flatnonzero(self.adjusted_p <= level)
         return int(ok[np.argmax(self.differences[ok])]) if len(ok) else -1

@@ -9,7 +9,7 @@ Pair tasks (MRPC, SICK-E) use SentEval's features [|u−v|, u⊙v]. The grid is 
 grid C ∈ {2^-2, …, 2^3}; seed 1111. Presets: `standard` (k = 10, SentEval's "comparable to the
 literature" setting) and `fast` (k = 5, its prototyping setting). Results name the preset.
 
-`standard-mlp` / `fast-mlp` swap the classifier for SentEval's MLP (seed 001 Table 4: "an MLP with one hidden layer of
+`standard-mlp` / `fast-mlp` swap the classifier for SentEval's MLP (Kim et al. 2021 Table 4: "an MLP with one hidden layer of
 50 units"): SentEval's `classifier = {nhid: 50}` is Linear → Sigmoid → Linear trained with Adam, batch 64, stopped
 after 5 validations (each after 4 passes over the data) without a better score, its L2 strength chosen from 10^-5 … 10^-1; here scikit-learn's
 MLPClassifier with those settings (logistic activation, 10 % of the training fold held out for the early stop).

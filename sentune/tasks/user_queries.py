@@ -20,11 +20,10 @@ import numpy as np
 from sentence_transformers.evaluation import SentenceEvaluator
 
 from sentune.data.beir import Document, Query, RetrievalSet, read_beir_folder
+from sentune.tasks.dev_sets import QUERIES_PREFIX as QUERIES_PREFIX
+from sentune.tasks.dev_sets import SELECT_SPLIT as SELECT_SPLIT
 from sentune.tasks.retrieval import HEADLINE, per_query_metrics, rank
 from sentune.tasks.user_pairs import PairsEvaluator, Scorer
-
-QUERIES_PREFIX = "queries:"
-SELECT_SPLIT = "select"  # the qrels split a selection folder holds (OUT/data/dev-select/qrels/select.tsv)
 
 
 @dataclass(frozen=True)

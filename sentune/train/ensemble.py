@@ -1,4 +1,4 @@
-"""The 'full ensemble' of seeds 003/004 (Table 3): the average of several models' sentence embeddings,
+"""The 'full ensemble' of the SED paper (Table 3): the average of several models' sentence embeddings,
 saved as one sentence-transformers model (sentune.modules.ensemble_mean.EnsembleMean) that
 `SentenceTransformer(path)` loads and `sentune eval --model FOLDER` measures like any model."""
 

@@ -1,4 +1,4 @@
-"""Composed recipes (seeds 003/004 §5): any sequence of stages, named as the paper names them
+"""Composed recipes (the SED paper §5): any sequence of stages, named as the paper names them
 (`ct-flow`, `ct-sed`, `ct-sed-flow`, `nli-ct`, `nli-ct-sed-flow`, …), each stage's model feeding the next.
 
 Stages:
@@ -6,7 +6,7 @@ Stages:
   sed               train `members` ensemble members, member k running every training stage before `sed` (the
                     chain: `nli-ct` in nli-ct-sed) with seed k from the model the chain started from (the
                     last stage also takes the `sed:` overrides), then distil their mean into `learners`
-                    learners (seeds 1..K) initialised from that same model (seed 003 §4: "an ensemble of
+                    learners (seeds 1..K) initialised from that same model (the SED paper §4: "an ensemble of
                     ... models, which each have been first fine-tuned towards the siamese NLI task and then
                     tuned with CT"; "distillation learners and ensemble models are pre-trained Transformers").
                     The members also form the full ensemble (a loadable, evaluated model folder). A member
@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from sentune.core.locks import run_lock
@@ -55,6 +56,7 @@ class PipelineConfig:
     fit_on: str = "wiki"  # flow / whitening fit set
     overrides: dict[str, list[str]] = field(default_factory=dict)  # per stage: extra recipe overrides
     device: str = "cpu"  # the command's: where stages whose training.device is auto train, and every model loads
+    allow_modified: bool = False  # catalogued tasks whose files differ from the catalog are read anyway (--allow-modified-data)
 
 
 def parse_stages(name: str) -> list[str]:
@@ -68,7 +70,35 @@ def parse_stages(name: str) -> list[str]:
     return stages
 
 
+def check_pipeline(config: PipelineConfig) -> None:
+    """Every stage's recipe with its overrides, the post-processors' settings and --fit-on, checked before anything is
+    trained or written (no torch): a mistake in the last stage's --set answers now, not after the first stages train."""
+    from sentune.core.postprocess_settings import postprocessor_settings
+    from sentune.data.catalog import check_sentence_set
+
+    # a stage this pipeline lacks may be set (one set of overrides for pipelines sharing --out); a name no stage has is a typo
+    stages = sorted({*STAGE_RECIPES, *POSTPROCESS_STAGES, "sed", "sed-learner"})
+    unknown = sorted(set(config.overrides) - set(stages))
+    if unknown:
+        raise PipelineError(f"--set {unknown[0]}:...: no stage is called {unknown[0]} (stages: {', '.join(stages)})")
+    for index, stage in enumerate(config.stages):
+        overrides = config.overrides.get(stage, [])
+        if stage in POSTPROCESS_STAGES:
+            postprocessor_settings(stage, overrides, f"--set {stage}:")
+            check_sentence_set(config.fit_on, "--fit-on")
+        elif stage == "sed":
+            before = config.stages[index - 1]
+            if before not in STAGE_RECIPES:
+                raise PipelineError("sed distils an ensemble of training stages: put a training stage right before it (post-processors after it)")
+            # the members: the stage before with the sed: overrides too; the learners (their members come later)
+            load_recipe(STAGE_RECIPES[before], [f"model={config.model}", *config.overrides.get(before, []), *overrides])
+            load_recipe("005-sed", [f"model={config.model}", 'params.members=["member"]', *config.overrides.get("sed-learner", [])])
+        else:
+            load_recipe(STAGE_RECIPES[stage], [f"model={config.model}", *overrides])
+
+
 def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: str | None = None) -> Path:
+    check_pipeline(config)
     out.mkdir(parents=True, exist_ok=True)
     name = "-".join(config.stages)
     model = config.model
@@ -92,10 +122,14 @@ def run_pipeline(config: PipelineConfig, out: Path, *, data_dir: Path, command: 
             chain.stages.append(ChainStage(stage, recipe_name, overrides, folder, model))
             feeds_sed = config.stages[index + 1 : index + 2] == ["sed"]
             recipe = load_recipe(recipe_name, [f"model={model}"] + overrides)
-            if feeds_sed and train_run(recipe, folder, data_dir=data_dir, command=command, wait=False, device=config.device) is None:
+            if (
+                feeds_sed
+                and train_run(recipe, folder, data_dir=data_dir, command=command, wait=False, device=config.device, allow_modified=config.allow_modified)
+                is None
+            ):
                 # Another process trains this stage. The other SED members do not depend on it: train them meanwhile.
                 _train_members_ahead(chain, out / "-".join(config.stages[: index + 2]), config, data_dir, command)
-            train_run(recipe, folder, data_dir=data_dir, command=command, device=config.device)
+            train_run(recipe, folder, data_dir=data_dir, command=command, device=config.device, allow_modified=config.allow_modified)
             model = str(folder / "model")
     record = {
         "stages": config.stages,
@@ -143,7 +177,7 @@ def _sed_stage(chain: Chain, folder: Path, config: PipelineConfig, data_dir: Pat
     from sentune.train.ensemble import save_ensemble
 
     members = _members(chain, folder, config)
-    _train_members(members, data_dir, command, config.device)
+    _train_members(members, data_dir, command, config)
     paths = [m.model for m in members]
     # Which runs form the ensemble, relative to the pipeline folder (member 1 may be the pipeline's own runs).
     write_atomic(folder / "members.json", json.dumps([str(Path(m).parent.relative_to(folder.parent)) for m in paths], indent=1))
@@ -161,6 +195,7 @@ def _sed_stage(chain: Chain, folder: Path, config: PipelineConfig, data_dir: Pat
                 data_dir,
                 show_progress=False,
                 model_name=str(ensemble / "model"),
+                allow_modified=config.allow_modified,
             )
             results["meta"]["stage"] = {"full_ensemble": paths}
             save_results(results, ensemble, command)
@@ -172,7 +207,7 @@ def _sed_stage(chain: Chain, folder: Path, config: PipelineConfig, data_dir: Pat
         )
         for seed in range(1, config.learners + 1)
     ]
-    train_each(learners, data_dir=data_dir, command=command, device=config.device)
+    train_each(learners, data_dir=data_dir, command=command, device=config.device, allow_modified=config.allow_modified)
     return str(folder / "learner-1" / "model")
 
 
@@ -201,26 +236,27 @@ def _members(chain: Chain, folder: Path, config: PipelineConfig) -> list[Member]
     return members
 
 
-def _train_members(members: list[Member], data_dir: Path, command: str | None, device: str, only_independent: bool = False) -> None:
+def _train_members(members: list[Member], data_dir: Path, command: str | None, config: PipelineConfig, only_independent: bool = False) -> None:
     """Each member's stages in order. Members another process is training are passed over and waited for at the end,
     so parallel pipeline workers share the members instead of queueing behind one."""
     pending = [m for m in members if m.jobs and (m.independent or not only_independent)]
+    run_once = partial(train_run, data_dir=data_dir, command=command, device=config.device, allow_modified=config.allow_modified)
     while pending:
         waiting = []
         for member in pending:
             for index, (recipe, run) in enumerate(member.jobs):
-                if train_run(recipe, run, data_dir=data_dir, command=command, wait=False, device=device) is None:  # busy elsewhere
+                if run_once(recipe, run, wait=False) is None:  # busy elsewhere
                     waiting.append(Member(member.seed, member.jobs[index:], member.model, member.independent))
                     break
         if len(waiting) == len(pending) and all(w.jobs == p.jobs for w, p in zip(waiting, pending, strict=True)):
             recipe, run = waiting[0].jobs[0]  # nothing moved: wait for the first busy stage
-            train_run(recipe, run, data_dir=data_dir, command=command, device=device)
+            run_once(recipe, run)
         pending = waiting
 
 
 def _train_members_ahead(chain: Chain, folder: Path, config: PipelineConfig, data_dir: Path, command: str | None) -> None:
     """While another process trains the pipeline's stage before `sed`, train the members that do not reuse it."""
-    _train_members(_members(chain, folder, config), data_dir, command, config.device, only_independent=True)
+    _train_members(_members(chain, folder, config), data_dir, command, config, only_independent=True)
 
 
 def _claim(folder: Path, settings: dict) -> None:
@@ -245,8 +281,11 @@ def _fit_postprocessor(stage: str, model: str, folder: Path, config: PipelineCon
     saved = folder / "model"
     settings = postprocessor_settings(stage, config.overrides.get(stage, []), f"--set {stage}:")
     postprocessor = get_postprocessor(stage)(**settings, device=config.device)
-    build_postprocessed_model(model, "model", postprocessor, config.fit_on, saved, data_dir=data_dir, device=config.device, show_progress=False)
-    results = evaluate(load_model(str(saved), device=config.device), select_tasks("sts"), data_dir, show_progress=False, model_name=str(saved))
+    build_postprocessed_model(
+        model, "model", postprocessor, config.fit_on, saved, data_dir=data_dir, device=config.device, show_progress=False, allow_modified=config.allow_modified
+    )
+    model_on_device = load_model(str(saved), device=config.device)
+    results = evaluate(model_on_device, select_tasks("sts"), data_dir, show_progress=False, model_name=str(saved), allow_modified=config.allow_modified)
     # fit() returns the post-processor itself: its loss history and, for a flow, the null directions it found
     results["meta"]["stage"] = {"postprocess": stage, "fit_on": config.fit_on, "input_model": model, "fit": fit_summary(postprocessor)}
     save_results(results, folder, command)

@@ -47,12 +47,12 @@ class TrainingConfig:
     optimizer: str = option("adamw_torch", "a transformers optimizer name, e.g. adamw_torch_fused, rmsprop (CT)")
     max_seq_length: int | None = option(128, "tokens per sentence (longer ones are truncated)", minimum=1)
     seed: int = option(1, "seed of the run (weights of new heads, dropout, data order)", minimum=0)
-    eval_steps: int = option(50, "evaluate on the dev task every N steps (seed 001: 50)", minimum=1)
-    patience: int = option(10, "early stopping: evaluations without a new best (seed 001: 10); 0 = never stop early", minimum=0)
+    eval_steps: int = option(50, "evaluate on the dev task every N steps (Kim et al. 2021: 50)", minimum=1)
+    patience: int = option(10, "early stopping: evaluations without a new best (Kim et al. 2021: 10); 0 = never stop early", minimum=0)
     logging_steps: int = option(10, "log the loss every N steps", minimum=1)
     max_sentences: int | None = option(None, "use a fixed random N of the training sentences, in file order (CPU-scale runs)", minimum=1)
     keep_checkpoints: bool = option(False, "keep the best and last checkpoints after the run (they hold optimizer state: ~8x the model)")
-    min_words: int = option(0, "drop training sentences of fewer words (seed 002 drops Wiki1M lines of 5 words or less)", minimum=0)
+    min_words: int = option(0, "drop training sentences of fewer words (the BERT-CF report drops Wiki1M lines of 5 words or less)", minimum=0)
     device: str = option("auto", "auto (CUDA when present), cpu or cuda; under torchrun each process takes its LOCAL_RANK's GPU")
     precision: Literal["fp32", "bf16", "fp16"] = option(
         "fp32", "autocast for training (losses and similarities stay fp32); fp16 adds a loss scaler and needs CUDA"
@@ -149,18 +149,11 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
     from sentune.data.catalog import check_sentence_set, select_tasks
     from sentune.data.user_data import read_scored_pairs
     from sentune.methods.registry import get_method
-    from sentune.tasks.user_pairs import PAIRS_PREFIX
-    from sentune.tasks.user_queries import QUERIES_PREFIX, SELECT_SPLIT
+    from sentune.tasks.dev_sets import PAIRS_PREFIX, QUERIES_PREFIX, SELECT_SPLIT
 
     try:
         method = get_method(recipe.method)
         params = method.resolve_params(recipe.params)
-        from sentune.core.device import check_precision, resolve_device
-
-        device = resolve_device(recipe.training.device, "training.device")
-        if ":" in device and "LOCAL_RANK" not in os.environ and device != "cuda:0":
-            raise RecipeError(f"training.device {device}: train on one GPU with CUDA_VISIBLE_DEVICES={device.split(':')[1]} and training.device=cuda")
-        check_precision(recipe.training.precision, device, "training.precision")
         pooling = recipe.pooling or method.pooling
         check_trainable(pooling)
         if method.poolings is not None and recipe.pooling not in (None, *method.poolings):
@@ -194,11 +187,27 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
             select_tasks(recipe.eval.dev)
         if recipe.eval.tasks != NO_TASKS:
             select_tasks(recipe.eval.tasks)
+        _check_device(recipe.training)
     except RecipeError:
         raise
     except UserError as exc:
         raise RecipeError(f"{where}: {exc}") from None
     return params
+
+
+def _check_device(training: TrainingConfig) -> None:
+    """training.device and training.precision, last: only a recipe that names a GPU or asks for fp16 needs to ask torch
+    whether there is one (which imports it); auto with fp32 or bf16 trains wherever the command runs."""
+    from sentune.core.device import check_device, check_precision, resolve_device
+
+    device = check_device(training.device, "training.device")
+    if device == "auto" and training.precision != "fp16":
+        check_precision(training.precision, "cpu", "training.precision")  # the name; bf16 and fp32 run on either
+        return
+    device = resolve_device(device, "training.device")
+    if ":" in device and "LOCAL_RANK" not in os.environ and device != "cuda:0":
+        raise RecipeError(f"training.device {device}: train on one GPU with CUDA_VISIBLE_DEVICES={device.split(':')[1]} and training.device=cuda")
+    check_precision(training.precision, device, "training.precision")
 
 
 def same_recipe(saved: Path, recipe: Recipe) -> bool:

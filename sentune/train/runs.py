@@ -7,6 +7,8 @@
 - `train_run`: train a recipe into its folder unless it is finished, resuming from its checkpoints when it has some;
   with `pause_at_step`, in rounds (racing).
 - `train_each`: runs that do not depend on each other (ensemble members, learners), first those no other process holds.
+- `check_run_dir`: whether a folder may take a run of a recipe (no finished run, the same recipe to resume); it needs
+  no torch, so `sentune train` answers a wrong --out before torch loads.
 """
 
 from __future__ import annotations
@@ -14,19 +16,35 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from sentune.core.locks import run_lock
 from sentune.core.memory import release_unreferenced
 from sentune.core.results import write_atomic
 from sentune.errors import UserError
-from sentune.train.recipe import Recipe
+from sentune.train.recipe import Recipe, same_recipe
 
 logger = logging.getLogger(__name__)
 
 
 class RunFolderError(UserError):
     pass
+
+
+class TrainingError(UserError):
+    """Training cannot go on (non-finite loss, mismatched resume); the message says why and what to try."""
+
+
+def check_run_dir(run_dir: Path, recipe: Recipe, resume: bool) -> None:
+    """Refuse a folder holding a finished run, another recipe's run, or a run to resume without --resume."""
+    config_path = run_dir / "config.yaml"
+    if (run_dir / "results.json").exists():
+        raise TrainingError(f"{run_dir} holds a finished run (results.json): choose another --out, or pass --overwrite to train it again")
+    if resume and config_path.exists() and not same_recipe(config_path, recipe):
+        raise TrainingError(f"{config_path} differs from this recipe: resume with the same recipe and overrides")
+    if not resume and (run_dir / "checkpoints").exists():
+        raise TrainingError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --out")
 
 
 def claim(path: Path, settings: dict, what: str) -> None:
@@ -66,9 +84,10 @@ def train_run(
     pause_at_step: int | None = None,
     show_progress: bool = True,
     device: str | None = None,
+    allow_modified: bool = False,
 ) -> RunState | None:
     """Train `recipe` into `folder` unless it is finished; None when `wait` is False and another process holds it.
-    `device`: the command's, for a recipe whose training.device is auto."""
+    `device`: the command's, for a recipe whose training.device is auto; `allow_modified`: --allow-modified-data."""
     from sentune.train.trainer import train
 
     with run_lock(folder, wait) as held:
@@ -80,7 +99,15 @@ def train_run(
             return RunState(folder, True)
         resume = (folder / "checkpoints").exists()
         result = train(
-            recipe, folder, data_dir=data_dir, resume=resume, command=command, pause_at_step=pause_at_step, show_progress=show_progress, device=device
+            recipe,
+            folder,
+            data_dir=data_dir,
+            resume=resume,
+            command=command,
+            pause_at_step=pause_at_step,
+            show_progress=show_progress,
+            device=device,
+            allow_modified=allow_modified,
         )
     release_unreferenced()  # the trainer, its model and optimizer are garbage now: give their memory back before the next run
     if "paused" in result:
@@ -89,8 +116,17 @@ def train_run(
     return RunState(folder, True)
 
 
-def train_each(jobs: list[tuple[Recipe, Path]], *, data_dir: Path, command: str | None = None, show_progress: bool = True, device: str | None = None) -> None:
+def train_each(
+    jobs: list[tuple[Recipe, Path]],
+    *,
+    data_dir: Path,
+    command: str | None = None,
+    show_progress: bool = True,
+    device: str | None = None,
+    allow_modified: bool = False,
+) -> None:
     """Runs that do not depend on each other: first every one no other process is training, then wait for the rest."""
-    busy = [job for job in jobs if train_run(*job, data_dir=data_dir, command=command, wait=False, show_progress=show_progress, device=device) is None]
+    run = partial(train_run, data_dir=data_dir, command=command, show_progress=show_progress, device=device, allow_modified=allow_modified)
+    busy = [job for job in jobs if run(*job, wait=False) is None]
     for recipe, folder in busy:
-        train_run(recipe, folder, data_dir=data_dir, command=command, show_progress=show_progress, device=device)
+        run(recipe, folder)

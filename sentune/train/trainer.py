@@ -44,17 +44,14 @@ from sentune.modules.build import save_atomic, with_pooling
 from sentune.tasks.dev import dev_evaluator
 from sentune.tasks.evaluate import evaluate
 from sentune.tasks.user_pairs import PairsEvaluator
-from sentune.train.recipe import NO_DEV, NO_TASKS, Recipe, same_recipe, validate_recipe
+from sentune.train.recipe import NO_DEV, NO_TASKS, Recipe, validate_recipe
+from sentune.train.runs import TrainingError, check_run_dir
 
 logger = logging.getLogger(__name__)
 
 COMPLETE = "COMPLETE"
 LOSS_STATE = "loss_state.safetensors"
 TRAINING_TIME = "training_seconds.json"  # in each checkpoint: training time so far, for training.max_minutes across resumes
-
-
-class TrainingError(UserError):
-    """Training cannot go on (non-finite loss, mismatched resume); the message says why and what to try."""
 
 
 STEP_SCHEDULES = {
@@ -320,25 +317,14 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str | None, dev
     )
 
 
-def check_run_dir(run_dir: Path, recipe: Recipe, resume: bool) -> None:
-    """Refuse a folder holding a finished run, another recipe's run, or a run to resume without --resume."""
-    config_path = run_dir / "config.yaml"
-    if (run_dir / "results.json").exists():
-        raise TrainingError(f"{run_dir} holds a finished run (results.json): choose another --out, or pass --overwrite to train it again")
-    if resume and config_path.exists() and not same_recipe(config_path, recipe):
-        raise TrainingError(f"{config_path} differs from this recipe: resume with the same recipe and overrides")
-    if not resume and (run_dir / "checkpoints").exists():
-        raise TrainingError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --out")
-
-
 PAUSED = "paused.json"
 
 
 def training_data_digest(columns: dict[str, list], names: tuple[str, ...] | list[str]) -> dict:
     """Rows and sha256 of the training columns in the order the Trainer reads them. The seeded shuffle draws batches by
     index, so the same rows in another order train another model: a repeat of a run that does not reproduce it says
-    here whether its data (order included) changed. (It did once: the `nli` set read split by split instead of file by
-    file moved 005-nli's losses from the first logged step; sed.md.)"""
+    here whether its data (order included) changed: the `nli` set read file by file instead of split by split moves
+    005-nli's losses from the first logged step (sed.md)."""
     import hashlib
 
     digest = hashlib.sha256()
@@ -348,11 +334,22 @@ def training_data_digest(columns: dict[str, list], names: tuple[str, ...] | list
     return {"rows": len(columns[names[0]]) if names else 0, "sha256": digest.hexdigest()}
 
 
-def method_context(recipe: Recipe, params, data_dir: Path, dev_score=None, show_progress: bool = True, device: str = "cpu") -> TrainContext:
+def method_context(
+    recipe: Recipe, params, data_dir: Path, dev_score=None, show_progress: bool = True, device: str = "cpu", allow_modified: bool = False
+) -> TrainContext:
     # Caches are keyed by content (model weights, sentences, settings), so runs may share one folder:
     # Seeds and ablations of one recipe reuse e.g. SG's frozen views instead of recomputing them.
     cache_dir = default_cache_dir()  # SENTUNE_CACHE, or the user's cache folder: never the run folder
-    return TrainContext(recipe=recipe, params=params, data_dir=data_dir, cache_dir=cache_dir, dev_score=dev_score, show_progress=show_progress, device=device)
+    return TrainContext(
+        recipe=recipe,
+        params=params,
+        data_dir=data_dir,
+        cache_dir=cache_dir,
+        dev_score=dev_score,
+        show_progress=show_progress,
+        device=device,
+        allow_modified=allow_modified,
+    )
 
 
 def training_device(recipe: Recipe, device: str | None = None) -> str:
@@ -361,7 +358,7 @@ def training_device(recipe: Recipe, device: str | None = None) -> str:
     return resolve_device(device if recipe.training.device == "auto" else recipe.training.device, "training.device")
 
 
-def build_training(recipe: Recipe, data_dir: Path, *, device: str, dev_score=None, show_progress: bool = True):
+def build_training(recipe: Recipe, data_dir: Path, *, device: str, dev_score=None, show_progress: bool = True, allow_modified: bool = False):
     """(method, model, training columns, loss, the method's context) for a recipe, as every run starts: the model on `device` with
     the method's pooling and the recipe's max_seq_length, the method's view of the training data and its loss. The
     one place this is set up (training, and benchmarks/speed/gpu_bench.py's step timings)."""
@@ -373,7 +370,7 @@ def build_training(recipe: Recipe, data_dir: Path, *, device: str, dev_score=Non
         raise UserError(f"method {method.name}: {reason}; model {recipe.model}")
     if recipe.training.max_seq_length:
         model.max_seq_length = recipe.training.max_seq_length
-    ctx = method_context(recipe, params, data_dir, dev_score, show_progress, device)  # the caches and dev evaluation run there too
+    ctx = method_context(recipe, params, data_dir, dev_score, show_progress, device, allow_modified)  # the caches and dev evaluation run there too
     columns = method.data_view(ctx)
     return method, model, columns, method.build_loss(model, columns, ctx), ctx
 
@@ -389,13 +386,15 @@ def train(
     pause_at_step: int | None = None,
     show_progress: bool = True,
     device: str | None = None,
+    allow_modified: bool = False,
 ) -> dict:
     """Train `recipe` into `run_dir`; returns the final evaluation results. The recipe is validated and the
     folder checked before anything is written. `callbacks`: more transformers TrainerCallbacks (e.g. a step timer).
     `pause_at_step`: stop there with a checkpoint and return {"paused": {"step", "best", "training_seconds"}} instead,
     unless the run ends first (its last step, early stopping, training.max_minutes); train again with resume to go on.
     `show_progress`: the training bar (False for --quiet). `device`: the command's device, used when the recipe's
-    training.device is auto (sentune.train.trainer.training_device)."""
+    training.device is auto (sentune.train.trainer.training_device). `allow_modified`: catalogued tasks (dev, training
+    sets, the final evaluation) may differ from the catalog (--allow-modified-data)."""
     run_dir = Path(run_dir)
     params = validate_recipe(recipe)
     check_run_dir(run_dir, recipe, resume)
@@ -404,11 +403,13 @@ def train(
         write_atomic(run_dir / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
 
     set_seed(recipe.training.seed)
-    dev = None if recipe.eval.dev == NO_DEV else dev_evaluator(recipe.eval.dev, data_dir)
+    dev = None if recipe.eval.dev == NO_DEV else dev_evaluator(recipe.eval.dev, data_dir, allow_modified=allow_modified)
     if isinstance(dev, PairsEvaluator):
         dev.record = run_dir / "dev_cosines"
     device = training_device(recipe, device)
-    method, model, columns, loss, ctx = build_training(recipe, data_dir, device=device, dev_score=dev.score if dev else None, show_progress=show_progress)
+    method, model, columns, loss, ctx = build_training(
+        recipe, data_dir, device=device, dev_score=dev.score if dev else None, show_progress=show_progress, allow_modified=allow_modified
+    )
     from datasets import Dataset
 
     dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
@@ -433,7 +434,7 @@ def train(
     if method.finalize is not None:  # e.g. compile a flow head, keep CT's better tower, choose SED's pooling
         model, note = method.finalize(model, loss, ctx)
     tasks = [] if recipe.eval.tasks == NO_TASKS else select_tasks(recipe.eval.tasks)
-    results = evaluate(model, tasks, data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"))
+    results = evaluate(model, tasks, data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"), allow_modified=allow_modified)
     results["meta"].update(
         {
             "recipe": recipe.to_dict(),

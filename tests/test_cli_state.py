@@ -1,0 +1,81 @@
+"""A command leaves nothing behind in the process: two `main()` calls in one process, the first with --device or
+--allow-modified-data, the second without, and the second runs as if the first had never run (nothing is carried in
+os.environ or anywhere else)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+import sentune.cli.app
+from sentune.cli import main
+from sentune.cli.base import Command
+
+
+@pytest.fixture
+def device_probe(monkeypatch):
+    """A command that runs models and prints the device and the data flag it was given."""
+
+    def show(args):
+        print(args.device, getattr(args, "allow_modified_data", None))
+        return 0
+
+    probe = Command("probe", "print the device it was given", None, show, runs_models=True, scores_tasks=True)
+    monkeypatch.setattr(sentune.cli.app, "COMMANDS", (*sentune.cli.app.COMMANDS, probe))
+
+
+def test_a_device_chosen_once_is_not_the_next_commands(device_probe, monkeypatch, capsys):
+    monkeypatch.delenv("SENTUNE_DEVICE", raising=False)  # conftest's default: this test is about the absence of one
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # auto would choose CUDA here
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    before = dict(os.environ)
+    assert main(["probe", "--device", "cpu"]) == 0 and capsys.readouterr().out == "cpu False\n"
+    assert dict(os.environ) == before
+    assert main(["probe"]) == 0 and capsys.readouterr().out == "cuda False\n"  # its own default, not the first command's cpu
+    assert main(["probe", "--device", "cuda"]) == 0 and capsys.readouterr().out == "cuda False\n"
+    assert main(["probe", "--device", "cpu"]) == 0 and capsys.readouterr().out == "cpu False\n"
+    assert dict(os.environ) == before
+
+
+def test_the_environment_default_is_read_each_time(device_probe, monkeypatch, capsys):
+    monkeypatch.setenv("SENTUNE_DEVICE", "cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert main(["probe"]) == 0 and capsys.readouterr().out == "cpu False\n"
+    monkeypatch.setenv("SENTUNE_DEVICE", "auto")
+    assert main(["probe"]) == 0 and capsys.readouterr().out == "cuda False\n"
+
+
+def test_allowing_modified_data_once_does_not_allow_it_to_the_next_command(tiny_model_dir, tiny_data_dir, tmp_path, capsys, checked_data):
+    """The tiny data directory's STS-B is not the catalogued one: scored with --allow-modified-data (and said so in
+    results.json), refused by the next command, which does not ask for it."""
+    before = dict(os.environ)
+    args = ["eval", "--model", str(tiny_model_dir), "--tasks", "STS-B", "--data", str(tiny_data_dir), "--quiet"]
+    assert main([*args, "--allow-modified-data", "--out", str(tmp_path / "allowed")]) == 0
+    assert "the catalog expects 1379" in json.loads((tmp_path / "allowed" / "results.json").read_text())["meta"]["modified_data"][0]
+    assert dict(os.environ) == before
+    capsys.readouterr()
+    assert main([*args, "--out", str(tmp_path / "refused")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the catalog expects 1379" in err and "--allow-modified-data" in err
+    assert not (tmp_path / "refused" / "results.json").exists()
+    assert dict(os.environ) == before
+
+
+def test_quiet_libraries_need_no_environment_variable():
+    """Without -v, transformers (which sets its own logger's level when imported) stays at ERROR, and the environment
+    the command was started with is the one it ends with; with -v it keeps the library's own level."""
+    import subprocess
+    import sys
+
+    code = (
+        "import logging, os, sys; from sentune.cli.base import configure_output; before = dict(os.environ); configure_output({verbose}); "
+        "import transformers; print(logging.getLogger('transformers').level, dict(os.environ) == before)"
+    )
+    quiet = subprocess.run([sys.executable, "-c", code.format(verbose=False)], capture_output=True, text=True, check=True).stdout
+    assert quiet.split() == [str(40), "True"]
+    loud = subprocess.run([sys.executable, "-c", code.format(verbose=True)], capture_output=True, text=True, check=True).stdout
+    assert loud.split() == [str(30), "True"]
