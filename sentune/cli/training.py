@@ -16,7 +16,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from sentune.core.results import sts_summary_table
     from sentune.data.catalog import resolve_data_dir
     from sentune.train.recipe import load_recipe
-    from sentune.train.runs import check_run_dir
+    from sentune.train.run_folder import check_run_dir
 
     recipe = load_recipe(args.recipe, args.overrides)  # every key and value checked before torch loads
     data_dir = resolve_data_dir(args.data)

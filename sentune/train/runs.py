@@ -7,8 +7,6 @@
 - `train_run`: train a recipe into its folder unless it is finished, resuming from its checkpoints when it has some;
   with `pause_at_step`, in rounds (racing).
 - `train_each`: runs that do not depend on each other (ensemble members, learners), first those no other process holds.
-- `check_run_dir`: whether a folder may take a run of a recipe (no finished run, the same recipe to resume); it needs
-  no torch, so `sentune train` answers a wrong --out before torch loads.
 """
 
 from __future__ import annotations
@@ -23,28 +21,13 @@ from sentune.core.locks import run_lock
 from sentune.core.memory import release_unreferenced
 from sentune.core.results import write_atomic
 from sentune.errors import UserError
-from sentune.train.recipe import Recipe, same_recipe
+from sentune.train.recipe import Recipe
 
 logger = logging.getLogger(__name__)
 
 
 class RunFolderError(UserError):
     pass
-
-
-class TrainingError(UserError):
-    """Training cannot go on (non-finite loss, mismatched resume); the message says why and what to try."""
-
-
-def check_run_dir(run_dir: Path, recipe: Recipe, resume: bool) -> None:
-    """Refuse a folder holding a finished run, another recipe's run, or a run to resume without --resume."""
-    config_path = run_dir / "config.yaml"
-    if (run_dir / "results.json").exists():
-        raise TrainingError(f"{run_dir} holds a finished run (results.json): choose another --out, or pass --overwrite to train it again")
-    if resume and config_path.exists() and not same_recipe(config_path, recipe):
-        raise TrainingError(f"{config_path} differs from this recipe: resume with the same recipe and overrides")
-    if not resume and (run_dir / "checkpoints").exists():
-        raise TrainingError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --out")
 
 
 def claim(path: Path, settings: dict, what: str) -> None:

@@ -45,7 +45,7 @@ from sentune.tasks.dev import dev_evaluator
 from sentune.tasks.evaluate import evaluate
 from sentune.tasks.user_pairs import PairsEvaluator
 from sentune.train.recipe import NO_DEV, NO_TASKS, Recipe, validate_recipe
-from sentune.train.runs import TrainingError, check_run_dir
+from sentune.train.run_folder import TrainingError, check_run_dir
 
 logger = logging.getLogger(__name__)
 
