@@ -128,7 +128,7 @@ class Engine:
                 "dimension": int(self.vectors.shape[1]) if self.vectors is not None else None,
                 "vectors_bytes": int(self.vectors.nbytes) if self.vectors is not None else None,
                 "system": self.index.system,
-                "fusion": self.index.fusion.label,  # the hybrid's (an index built without one fuses convex, α = 0.5)
+                "fusion": self.index.fusion.label if self.index.fusion else None,  # None: no hybrid to serve
                 "systems": list(self.views),
             }
         return {
