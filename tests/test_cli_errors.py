@@ -106,24 +106,12 @@ def _error_cases() -> list[str]:
     return [what for what, _, _ in cases(defaultdict(lambda: Path("x")), "data")]
 
 
-# cmd_search reads its device (auto: torch is asked about CUDA) before SearchIndex.open looks at the folder
-SEARCH_READS_ITS_DEVICE_FIRST = ("search: index missing",)
-
-
-@pytest.mark.parametrize(
-    "names",
-    [
-        pytest.param([c for c in _error_cases() if c not in SEARCH_READS_ITS_DEVICE_FIRST], id="every-case"),
-        pytest.param(
-            list(SEARCH_READS_ITS_DEVICE_FIRST), id="search-index-missing", marks=pytest.mark.xfail(strict=True, reason="sentune/search reads --device first")
-        ),
-    ],
-)
-def test_every_error_of_the_matrix_answers_before_torch_loads(names, tmp_path):
+def test_every_error_of_the_matrix_answers_before_torch_loads(tmp_path):
     """The cases of benchmarks/runners/cli_errors.py (options, recipes, input files of every command), run one after
     the other in one fresh process without SENTUNE_DEVICE (so --device is auto, whose CUDA question imports torch): each
     exits 2 with its message, writes no output folder, and neither torch nor sentence-transformers has been imported
     when it answers, nor by any case before it."""
+    names = _error_cases()
     env = {k: v for k, v in os.environ.items() if k not in ("SENTUNE_DEVICE", "SENTUNE_DATA")} | {"HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-c", PROBE, str(RUNNER), str(tmp_path), json.dumps(names)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

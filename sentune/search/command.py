@@ -130,10 +130,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         check_run_file(Path(args.run), args.force)
     if args.query is not None and not args.query.strip():
         raise UserError("--query: empty")
-    index = SearchIndex.open(Path(args.index), args.system, device=args.device)
+    index = SearchIndex.open(Path(args.index), args.system)
     queries = [Query("query", args.query, Source("--query", 1), {})] if args.query is not None else read_queries(input_file(args.queries, "--queries"))
     if args.run or args.query is None:  # both write TREC run lines
         index.check_run_ids(queries)
+    index.device = args.device  # read last: resolving `auto` imports torch, after every input is checked
     hits = index.search(queries, args.top, show_progress=not args.quiet, exclude_same_id=args.exclude_same_id)
     if args.run:
         write_trec_run(Path(args.run), queries, hits)
