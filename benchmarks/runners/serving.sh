@@ -40,7 +40,8 @@ rm -f "$measured"
 model=$work/minilm
 [ -f "$model/onnx/export.json" ] || sentune export default --to "$model" --quantize int8
 index=$work/index
-sentune index --model "$model" --corpus "$corpus" --out "$index" --quiet   # resumes, or returns at once when built
+# a hybrid index (the weight `sentune adapt --example scifact` chooses on its selection queries; it does not change the cost)
+sentune index --model "$model" --corpus "$corpus" --out "$index" --fusion convex:0.35 --quiet   # resumes, or returns at once when built
 
 port() { python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -191,7 +192,8 @@ def run_server(args: argparse.Namespace) -> None:
                 record["levels"].append(level)
         record["memory_after_load"] = memory_of(proc.pid)
     finally:
-        os.killpg(proc.pid, 15)  # the server and any workers it started: their own session, nothing else
+        with contextlib.suppress(ProcessLookupError):  # already ended (a refused option, say)
+            os.killpg(proc.pid, 15)  # the server and any workers it started: their own session, nothing else
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
