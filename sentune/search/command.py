@@ -44,6 +44,11 @@ def index_options(p: argparse.ArgumentParser) -> None:
         "cosine; `sentune adapt` chooses it on your queries) or rrf (reciprocal rank fusion, k = 60)",
     )
     p.add_argument("--no-stem", action="store_true", help="BM25 without the English stemmer (BEIR and Anserini stem)")
+    p.add_argument(
+        "--ann",
+        help="also build an approximate dense index, searched instead of every document: hnsw or ivfpq, optionally with settings "
+        "(ivfpq:nlist=1024,pq=48,nprobe=32,refine=4; hnsw:m=32,ef_construction=100,ef_search=128; candidates=K: each system's top K the hybrid fuses)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--trust-remote-code", action="store_true", help="allow code shipped with the model (off by default)")
 
@@ -56,6 +61,16 @@ def search_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=10, help="documents per query (default 10)")
     p.add_argument("--run", help="write a TREC run file (qid Q0 docid rank score tag) instead of printing")
     p.add_argument("--system", help="rank with another part of the index: dense, bm25 or hybrid (default: the index's own)")
+    approximate = p.add_mutually_exclusive_group()
+    approximate.add_argument(
+        "--ann",
+        nargs="?",
+        const="",
+        metavar="SETTINGS",
+        help="search the index's approximate index (the default once `sentune index --ann` built one), optionally with other search settings: "
+        "ef_search=N, nprobe=N, refine=N, candidates=N",
+    )
+    approximate.add_argument("--exact", action="store_true", help="score every document even when the index has an approximate index")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -64,19 +79,29 @@ def cmd_index(args: argparse.Namespace) -> int:
     from sentune.search.index import BuildPlan, build_index
     from sentune.search.lexical import LexicalSettings
 
+    from sentune.search.ann import build_ann, check_fits, parse_ann
+
     fusion = parse_fusion(args.fusion)
+    ann = parse_ann(args.ann) if args.ann is not None else None
     documents = read_corpus_jsonl(args.corpus)  # a bad line or an empty file: file:line, before the model loads
     from sentune.core.embedding_cache import model_digest
     from sentune.core.models import load_model
 
     model = load_model(args.model, trust_remote_code=args.trust_remote_code, device=args.device)
     digest = model_digest(model)
+    if ann is not None:  # settings that cannot fit this collection: one line before any document is encoded
+        ann = check_fits(ann, len(documents), model.get_sentence_embedding_dimension() or 0)
     out = Path(args.out)
     plan = BuildPlan("hybrid" if fusion else "dense", fusion, LexicalSettings(stemmer=None) if args.no_stem else LexicalSettings())
     # an index of another model or of other documents in --out: one line, before anything is written
     build_index(model, args.model, documents, out, plan, show_progress=not args.quiet, model_digest=digest)
     from sentune.core.distributed import rank
 
+    if ann is not None and rank() == 0:
+        from sentune.search.index import read_settings
+
+        built = build_ann(out, ann, read_settings(out) or {}, show_progress=not args.quiet)
+        print(f"approximate index: {out / 'ann'} ({built['kind']}, built in {built['build_seconds']:.1f} s)")
     if rank() == 0:  # under torchrun, one process speaks
         print(
             f"index: {out} ({len(documents)} documents, {plan.system}{', ' + fusion.label if fusion else ''}); search it with `sentune search {out} --query TEXT`"
@@ -92,6 +117,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise UserError(f"--top {args.top}: at least 1")
     index = SearchIndex.open(Path(args.index), args.system, device=args.device)
+    from sentune.search.ann import choose_ann
+
+    index.ann = choose_ann(index, args.ann, args.exact)
     queries = [Query("query", args.query, Source("--query", 1), {})] if args.query is not None else read_queries(args.queries)
     if args.query is not None and not args.query.strip():
         raise UserError("--query: empty")
