@@ -232,9 +232,9 @@ class AnnIndex:
         if saved is None:
             return None
         path = folder / FOLDER / SETTINGS_FILE
-        if saved.get("format") != FORMAT or saved.get("kind") not in KINDS:
-            raise UserError(f"{path}: not a sentune ANN ({saved.get('format')!r})")
-        source = saved.get("source") if isinstance(saved.get("source"), dict) else {}
+        if not isinstance(saved, dict) or saved.get("format") != FORMAT or saved.get("kind") not in KINDS:
+            raise UserError(f"{path}: not a sentune ANN; rebuild it with `sentune index ... --ann KIND`")
+        source: dict = saved["source"] if isinstance(saved.get("source"), dict) else {}
         stale = source.get("corpus_sha256") != index_settings.get("corpus_sha256") or source.get("model_digest") != index_settings.get("model_digest")
         shape = np.load(folder / "vectors.npy", mmap_mode="r").shape if (folder / "vectors.npy").is_file() else None
         if stale or shape != (source.get("rows"), source.get("dimension")):

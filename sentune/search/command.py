@@ -76,10 +76,9 @@ def search_options(p: argparse.ArgumentParser) -> None:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from sentune.data.beir import read_corpus_jsonl
+    from sentune.search.ann import build_ann, check_fits, parse_ann
     from sentune.search.index import BuildPlan, build_index
     from sentune.search.lexical import LexicalSettings
-
-    from sentune.search.ann import build_ann, check_fits, parse_ann
 
     fusion = parse_fusion(args.fusion)
     ann = parse_ann(args.ann) if args.ann is not None else None
