@@ -1,5 +1,5 @@
 """The `sentune` parser, built from the command records of each family module (sentune.cli.evaluate, training,
-postprocess, adapt, export, data, search), and the entry point: the device chosen once, the checks that need no model,
+postprocess, adapt, export, data, search, engines), and the entry point: the device chosen once, the checks that need no model,
 one-line errors."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from sentune.cli import adapt, data, evaluate, export, postprocess, search, training
+from sentune.cli import adapt, data, engines, evaluate, export, postprocess, search, training
 from sentune.cli.base import ARGV, Command, OneLineParser, check_writable, configure_output, device_option, modified_data_option
 from sentune.errors import UserError
 
@@ -22,6 +22,7 @@ COMMANDS: tuple[Command, ...] = (
     *adapt.COMMANDS,
     *export.COMMANDS,
     *search.COMMANDS,
+    *engines.COMMANDS,
 )
 DESCRIPTION = "Command line: " + " | ".join(c.name for c in COMMANDS) + "."
 
