@@ -221,6 +221,7 @@ class AnnIndex:
         self.spec = AnnSpec(saved["kind"], dict(saved["settings"]))
         self._index: Any = None
         self._ties: np.ndarray | None = None
+        self._vectors: np.ndarray | None = None
 
     @classmethod
     def open(cls, folder: Path, index_settings: dict) -> AnnIndex | None:
@@ -247,7 +248,7 @@ class AnnIndex:
         """This index searched with other search-time settings (ef_search, nprobe, refine, candidates)."""
         allowed = {k: v for k, v in KINDS[self.spec.kind].items() if k in SEARCH_SETTINGS}
         changed = AnnIndex(self.folder, self.saved | {"settings": self.spec.settings | _settings(text, f"{option} {text}", allowed, self.spec.kind)})
-        changed._index, changed._ties = self._index, self._ties
+        changed._index, changed._ties, changed._vectors = self._index, self._ties, self._vectors
         return changed
 
     def faiss_index(self):
@@ -266,7 +267,7 @@ class AnnIndex:
             ask = depth * s["refine"]
         queries = _unit(query_vectors)
         _, found = index.search(queries, min(ask, index.ntotal))
-        vectors = np.load(self.folder / "vectors.npy", mmap_mode="r")
+        vectors = self.vectors()
         out = []
         for query, rows in zip(queries, found, strict=True):
             rows = np.unique(rows[rows >= 0])  # sorted: the memory-mapped file is read in order
@@ -274,6 +275,11 @@ class AnnIndex:
             order = np.lexsort((ties[rows], -cosines))[:depth]
             out.append(Candidates(rows[order], cosines[order].astype(np.float64)))
         return out
+
+    def vectors(self) -> np.ndarray:
+        if self._vectors is None:
+            self._vectors = np.load(self.folder / "vectors.npy", mmap_mode="r")
+        return self._vectors
 
     def ties(self, doc_ids: list[str]) -> np.ndarray:
         if self._ties is None or len(self._ties) != len(doc_ids):

@@ -1,0 +1,197 @@
+"""benchmarks/results/ann.md from the records benchmarks/speed/ann_bench.py keeps in benchmarks/results/ann/*.json: every
+number on the page is read from them (`python benchmarks/speed/ann_bench.py render --out benchmarks/results/ann.md`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _read(folder: Path, name: str) -> dict:
+    path = folder / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _ci(score: dict) -> str:
+    return f"{score['ndcg@10']:.2f} [{score['ndcg@10_low']:.2f}, {score['ndcg@10_high']:.2f}]"
+
+
+def _mib(value: float) -> str:
+    return f"{value / 1024:.2f} GiB" if value >= 1024 else f"{value:.0f} MiB"
+
+
+def _commands(records) -> list[str]:
+    commands = list(dict.fromkeys(r["command"] for r in records))
+    return ["```", *commands, "```", ""]
+
+
+def scifact_section(folder: Path) -> list[str]:
+    record = _read(folder, "scifact").get("scifact")
+    if not record:
+        return []
+    scores, recalls = record["scores"], record["recall@10_vs_exact"]
+    exact = {"dense": scores["exact-dense"]["ndcg@10"], "hybrid": scores["exact-hybrid"]["ndcg@10"]}
+    rows = []
+    for name, score in sorted(scores.items(), key=lambda item: (not item[0].startswith("exact"), "hybrid" in item[0], item[0])):
+        system = "hybrid" if "hybrid" in name else "dense"
+        delta = "" if name.startswith("exact") else f"{score['ndcg@10'] - exact[system]:+.2f}"
+        recall = f"{recalls[name]:.4f}" if name in recalls else ""
+        rows.append(f"| {name} | {_ci(score)} | {delta} | {score['recall@100']:.2f} | {recall} | {record['load'].get(name, '')} |")
+    built = [
+        f"- `{spec}`: {b['kind']} with {', '.join(f'{k} {v}' for k, v in b['settings'].items())}; built in {b['build_seconds']:.1f} s"
+        for spec, b in record["ann"].items()
+    ]
+    return [
+        "## SciFact: what the approximate index and the candidate hybrid cost",
+        "",
+        f"Real vectors: the default model (all-MiniLM-L6-v2) over SciFact's 5,183 abstracts; the {next(iter(scores.values()))['n_queries']} "
+        "queries with judgements (qrels/train.tsv), searched with `sentune search --run` and scored by benchmarks/runners/score_trec_run.py "
+        "(sentune's metrics, 95 % bootstrap interval over the queries). Hybrid: convex, α = 0.5. Recall@10: the share of exact dense "
+        f"search's top 10 the approximate dense search returns. Measured {record['date']}.",
+        "",
+        *_commands([record]),
+        "| run | nDCG@10 [95 % CI] | Δ against exact | Recall@100 | ANN recall@10 | load average (1, 5, 15 min) |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "The approximate indexes as built:",
+        "",
+        *built,
+        "",
+        "`ann-…-hybrid` fuses each system's top `candidates` (default 100; `…-candidatesK` other depths) with the min-max formula of "
+        "sentune/search/candidates.py; `exact-hybrid` normalises over all 5,183 documents.",
+        "",
+    ]
+
+
+def qdrant_section(folder: Path) -> list[str]:
+    record = _read(folder, "qdrant").get("scifact")
+    if not record:
+        return []
+    scores, same = record["scores"], record["top10_overlap_with_sentune"]
+    reference = {"dense": "exact-dense", "bm25": "exact-bm25", "hybrid": "exact-hybrid"}
+    rows = []
+    for name, score in sorted(scores.items()):
+        kind = next((k for k in reference if k in name), "")
+        delta = "" if name.startswith("exact") else f"{score['ndcg@10'] - scores[reference[kind]]['ndcg@10']:+.2f} against {reference[kind]}"
+        overlap = f"{same[name]:.4f}" if name in same else ""
+        seconds = f"{record['seconds'][name]:.0f}" if name in record["seconds"] else ""
+        rows.append(f"| {name} | {_ci(score)} | {delta} | {overlap} | {seconds} | {record['load'].get(name, '')} |")
+    return [
+        "## Qdrant: the same index in a search engine",
+        "",
+        f"`sentune export-index /tmp/ann-scifact --to qdrant --path DIR` (qdrant-client's local mode: Qdrant's API run in-process; "
+        f"export {record['seconds']['export']:.0f} s), then the {record['queries']} queries through Qdrant "
+        "(sentune.search.export_qdrant.QdrantSearch; prefetch depth 100 each for the hybrids). Overlap: the share of sentune's "
+        "exact top 10 that Qdrant's top 10 holds. Seconds: the whole query set through local mode, one query at a time: local mode "
+        "searches in Python, so these say nothing of a Qdrant server's speed. "
+        f"Measured {record['date']}.",
+        "",
+        *_commands([record]),
+        "| run | nDCG@10 [95 % CI] | Δ | top-10 overlap with sentune | seconds | load average |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def scale_section(folder: Path) -> list[str]:
+    kept = _read(folder, "scale")
+    if not kept:
+        return []
+    rows, exact_rows = [], []
+    for r in sorted(kept.values(), key=lambda r: (r["size"], r["spec"])):
+        if r["spec"] == "exact":
+            exact_rows.append(
+                f"| {r['size']:,} | {r['single']['p50_ms']:.1f} | {r['single']['p99_ms']:.1f} | {r['single']['n']} | {r['batch100_s'] * 1000:.0f} | "
+                f"{r['load_before']} → {r['load_after']} |"
+            )
+            continue
+        b, s = r["build"], r.get("search", {})
+        if "error" in b:
+            rows.append(f"| {r['size']:,} | {r['spec']} | {b['error']} | | | | | | | | | |")
+            continue
+        settings = ", ".join(f"{k} {v}" for k, v in b["settings"].items())
+        if not s or "error" in s:
+            rows.append(
+                f"| {r['size']:,} | {r['spec']} ({settings}) | {b['build_s']:.0f} ({b['build_cpu_s']:.0f}) | {_mib(b['peak_rss_mib'])} | {_mib(b['index_mib'])} | {s.get('error', '')} | | | | | | {b['load_before']} |"
+            )
+            continue
+        rows.append(
+            f"| {r['size']:,} | {r['spec']} ({settings}) | {b['build_s']:.0f} ({b['build_cpu_s']:.0f}) | {_mib(b['peak_rss_mib'])} | "
+            f"{_mib(b['index_mib'])} | {_mib(s['loaded_rss_mib'])} / {_mib(s['rss_after_search_mib'])} | {s['recall@10']:.4f} | "
+            f"{s['single']['p50_ms']:.2f} / {s['single']['p99_ms']:.2f} | {s['batch100']['p50_ms']:.0f} / {s['batch100']['p99_ms']:.0f} | "
+            f"{s['batch100']['queries_per_s']:.0f} | {b['load_before']} → {b['load_after']} | {s['load_before']} → {s['load_after']} |"
+        )
+    return [
+        "## Scale: synthetic vectors",
+        "",
+        "**Synthetic vectors, not embeddings of text**: 384 dimensions (MiniLM's), 2,000 random unit centres, each vector a centre "
+        "plus Gaussian noise of norm about 0.6, normalised (benchmarks/speed/search_speed.py's generator), written in chunks to a "
+        "memory-mapped vectors.npy; 500 queries drawn the same way; recall@10 against their exact top 10 (brute force). The "
+        "approximate index is built by sentune.search.ann.build_ann in a process of its own (build wall seconds, its CPU seconds "
+        "in brackets, its peak resident memory, which counts the pages of vectors.npy it read), then loaded and searched by "
+        "AnnIndex.nearest, the path `sentune search` takes, re-scoring included, in another process: its resident memory after "
+        "loading the index / after the searches (the pages of vectors.npy the re-scoring read count too), latency one query at a "
+        "time (p50 / p99 over the queries answered in 60 s) and a batch of 100 queries (p50 / p99 over 5 batches) and the "
+        "batches' queries a second. FAISS used both cores (OpenMP).",
+        "",
+        *_commands(kept.values()),
+        "| vectors | index (settings) | build s (CPU s) | build peak memory | index size | memory loaded / after search | recall@10 | "
+        "one query p50 / p99 ms | batch of 100 p50 / p99 ms | queries/s batched | load average, build | load average, search |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "sentune's exact search (sentune.tasks.retrieval.rank over the memory-mapped vectors, as `sentune search --exact`; the "
+        "vectors in the page cache after a first query):",
+        "",
+        "| vectors | one query p50 ms | p99 ms | queries | batch of 100 ms | load average |",
+        "|---|---|---|---|---|---|",
+        *exact_rows,
+        "",
+    ]
+
+
+def libraries_section(folder: Path) -> list[str]:
+    kept = _read(folder, "libraries")
+    if not kept:
+        return []
+    rows = [
+        f"| {r['size']:,} | {r['library']} | {r['build_s']:.0f} ({r['build_cpu_s']:.0f}) | {r['recall@10']:.4f} | {r['single']['p50_ms']:.2f} / "
+        f"{r['single']['p99_ms']:.2f} | {r['batch_queries_per_s']:.0f} | {_mib(r['peak_rss_mib'])} | {r['load_before']} → {r['load_after']} |"
+        for r in sorted(kept.values(), key=lambda r: (r["size"], r["library"]))
+        if "error" not in r
+    ]
+    return [
+        "## The same HNSW graph in three libraries",
+        "",
+        "M 32, construction breadth 100, search breadth 128, over the synthetic vectors above held in memory; the library's own "
+        "search, without sentune's re-scoring.",
+        "",
+        *_commands(kept.values()),
+        "| vectors | library | build s (CPU s) | recall@10 | one query p50 / p99 ms | queries/s, all 500 at once | peak memory | load average |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def render_page(folder: Path, out: str | None, machine: str, notes: list[str] | None = None) -> None:
+    import faiss
+
+    lines = [
+        "# Approximate dense search (`sentune index --ann`) and a search engine (`sentune export-index --to qdrant`)",
+        "",
+        f"Measured on {machine} (shared with other work: each timing carries the load average of the moment), faiss {faiss.__version__}. "
+        "Rendered from benchmarks/results/ann/*.json by `python benchmarks/speed/ann_bench.py render --out benchmarks/results/ann.md`.",
+        "",
+        *(notes or []),
+        *scifact_section(folder),
+        *qdrant_section(folder),
+        *scale_section(folder),
+        *libraries_section(folder),
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        Path(out).write_text(text)
