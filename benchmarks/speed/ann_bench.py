@@ -51,6 +51,7 @@ SPREAD = 0.6
 CHUNK = 100_000
 QUERIES = 500
 DEPTH = 10
+CONTRAST_DEPTH = 100
 SCIFACT = Path(os.environ.get("SENTUNE_DATA", REPO.parent / "shared" / "data")) / "retrieval" / "scifact"
 
 
@@ -62,9 +63,9 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def rss_mib() -> float:
+def rss_mib(field: str = "VmRSS") -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -75,7 +76,9 @@ def cpu_s() -> float:
 
 
 def peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's peak resident memory (VmHWM: unlike getrusage's ru_maxrss, which Linux carries across exec from the
+    parent, it starts anew with the process's own memory)."""
+    return rss_mib("VmHWM")
 
 
 def keep(name: str, key: str, record: dict) -> None:
@@ -122,8 +125,8 @@ def queries() -> np.ndarray:
     return clustered_chunk(0, QUERIES, centres(), stream=1)
 
 
-def exact_top(vectors: np.ndarray, query_vectors: np.ndarray, depth: int = DEPTH) -> np.ndarray:
-    """Exact top `depth` rows per query by inner product (unit vectors: cosine), brute force in blocks."""
+def exact_top(vectors: np.ndarray, query_vectors: np.ndarray, depth: int = DEPTH) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top `depth` rows per query by inner product (unit vectors: cosine) and their scores, brute force in blocks."""
     best_rows = np.zeros((len(query_vectors), 0), dtype=np.int64)
     best_scores = np.zeros((len(query_vectors), 0), dtype=np.float32)
     for start in range(0, len(vectors), 250_000):
@@ -133,14 +136,23 @@ def exact_top(vectors: np.ndarray, query_vectors: np.ndarray, depth: int = DEPTH
         values = np.concatenate([best_scores, np.take_along_axis(scores, part, axis=1)], axis=1)
         order = np.argsort(-values, axis=1)[:, :depth]
         best_rows, best_scores = np.take_along_axis(rows, order, axis=1), np.take_along_axis(values, order, axis=1)
-    return best_rows
+    return best_rows, best_scores
 
 
 def truth(folder: Path) -> np.ndarray:
+    """The queries' exact top 10 rows (and, kept beside them, the exact top 100's cosines, for contrast())."""
     path = folder / "truth.npy"
-    if not path.is_file():
-        np.save(path, exact_top(np.load(folder / "vectors.npy", mmap_mode="r"), queries()))
-    return np.load(path)
+    if not path.is_file() or np.load(path).shape[1] != CONTRAST_DEPTH:
+        rows, scores = exact_top(np.load(folder / "vectors.npy", mmap_mode="r"), queries(), CONTRAST_DEPTH)
+        np.save(path, rows)
+        np.save(folder / "truth_scores.npy", scores)
+    return np.load(path)[:, :DEPTH]
+
+
+def contrast(scores: np.ndarray) -> dict:
+    """How far apart a query's neighbours are: the mean cosine gap between its 1st and 10th, and 10th and 100th, exact
+    neighbours. Small gaps are what compressed codes cannot resolve."""
+    return {"gap_1_10": float(np.mean(scores[:, 0] - scores[:, DEPTH - 1])), "gap_10_100": float(np.mean(scores[:, DEPTH - 1] - scores[:, -1]))}
 
 
 def slug(spec: str) -> str:
@@ -183,13 +195,16 @@ def percentiles(times: list[float]) -> dict:
     return {"p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)), "n": len(ms)}
 
 
-def search_one(folder: Path, seconds: float) -> dict:
-    """(child) load the ANN and search: load time and memory, recall@10, latency one at a time and batched."""
+def search_one(folder: Path, seconds: float, settings: str = "") -> dict:
+    """(child) load the ANN and search (with other search settings, when given): load time and memory, recall@10,
+    latency one at a time and batched."""
     from sentune.search.ann import AnnIndex, read_ann_settings
 
     saved = read_ann_settings(folder)
     assert saved is not None
     ann = AnnIndex(folder, saved)
+    if settings:
+        ann = ann.with_search_settings(settings)
     q, expected = queries(), truth(folder)
     ties = np.arange(saved["source"]["rows"])  # ids in row order: no id sort of millions of strings in the timing
     baseline, before = rss_mib(), load()
@@ -327,10 +342,21 @@ def cmd_scale(args) -> None:
             if not (target / "vectors.npy").exists():
                 (target / "vectors.npy").symlink_to(folder / "vectors.npy")
                 (target / "truth.npy").symlink_to(folder / "truth.npy")
+            shutil.rmtree(target / "ann", ignore_errors=True)  # built anew: an ANN kept from a run before would be reused
             record = {"build": child(["build-one", str(target), spec], args.limit)}
             if "error" not in record["build"]:
                 record["search"] = child(["search-one", str(target), str(args.search_seconds)], args.limit)
-        record |= {"size": size, "spec": spec, "date": now(), "command": "python " + shlex.join(sys.argv)}
+                from sentune.search.ann import KINDS
+
+                own = [s for s in args.sweep if all(item.split("=")[0] in KINDS[spec.split(":")[0]] for item in s.split(","))]  # this kind's settings
+                record["sweep"] = {s: child(["search-one", str(target), str(args.search_seconds), s], args.limit) for s in own}
+        record |= {
+            "size": size,
+            "spec": spec,
+            "contrast": contrast(np.load(folder / "truth_scores.npy")),
+            "date": now(),
+            "command": "python " + shlex.join(sys.argv),
+        }
         keep("scale", f"{size}:{spec}", record)
         print(json.dumps(record), flush=True)
 
@@ -376,6 +402,15 @@ def top10(path: Path) -> dict[str, list[str]]:
     return {q: docs[:DEPTH] for q, docs in read_trec_run(path).items()}
 
 
+def run_contrast(path: Path) -> dict:
+    """contrast() of a run file's scores (each query's top 100 exact cosines)."""
+    scores: dict[str, list[float]] = {}
+    for line in path.read_text().splitlines():
+        qid, _, _, _, score, _ = line.split()
+        scores.setdefault(qid, []).append(float(score))
+    return contrast(np.array([row[:CONTRAST_DEPTH] for row in scores.values() if len(row) >= CONTRAST_DEPTH]))
+
+
 def overlap(found: dict[str, list[str]], exact: dict[str, list[str]]) -> float:
     return float(np.mean([len(set(found.get(q, [])) & set(docs)) / len(docs) for q, docs in exact.items() if docs]))
 
@@ -413,6 +448,7 @@ def cmd_scifact(args) -> None:
     record = {
         "scores": {k: {m: v[m] for m in ("ndcg@10", "ndcg@10_low", "ndcg@10_high", "recall@100", "n_queries")} for k, v in scored.items()},
         "recall@10_vs_exact": recalls,
+        "contrast": run_contrast(runs / "exact-dense.run"),
         "seconds": seconds,
         "load": conditions,
         "ann": built,
@@ -483,6 +519,7 @@ def main() -> None:
     scale.add_argument("--work", default="/tmp/ann-bench")
     scale.add_argument("--limit", type=float, default=3600, help="seconds a build or search process may take")
     scale.add_argument("--search-seconds", type=float, default=60, help="time for the one-at-a-time queries")
+    scale.add_argument("--sweep", action="append", default=[], help="also search each built index with these search settings (nprobe=64,refine=10)")
     scifact = sub.add_parser("scifact")
     scifact.add_argument("--index", required=True)
     scifact.add_argument("--run", action="append", required=True, help="an --ann value")
@@ -503,11 +540,12 @@ def main() -> None:
         one = sub.add_parser(name)
         one.add_argument("folder", type=Path)
         one.add_argument("extra")
+        one.add_argument("settings", nargs="?", default="")
     args = parser.parse_args()
     if args.command == "build-one":
         print(json.dumps(build_one(args.folder, args.extra)))
     elif args.command == "search-one":
-        print(json.dumps(search_one(args.folder, float(args.extra))))
+        print(json.dumps(search_one(args.folder, float(args.extra), args.settings)))
     elif args.command == "exact-one":
         print(json.dumps(exact_one(args.folder, float(args.extra))))
     elif args.command == "library-one":

@@ -55,7 +55,7 @@ KINDS: dict[str, dict[str, tuple[int, int, int]]] = {
     },
 }
 SEARCH_SETTINGS = {"ef_search", "nprobe", "refine", "candidates"}
-USAGE = "hnsw or ivfpq, optionally with settings: hnsw:m=32,ef_construction=100,ef_search=128 or ivfpq:nlist=1024,pq=48,nprobe=32,refine=4"
+USAGE = "hnsw or ivfpq, optionally with settings: hnsw:m=32,ef_construction=100,ef_search=128 or ivfpq:nlist=1024,pq=48,nbits=8,nprobe=32,refine=4"
 
 
 @dataclass(frozen=True)
