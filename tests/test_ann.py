@@ -176,7 +176,7 @@ def test_fuse_by_hand():
 
 def test_settings_parsed_and_bad_ones_named():
     spec = parse_ann("IVFPQ:nlist=64,nprobe=8")
-    assert spec.kind == "ivfpq" and spec.settings["nlist"] == 64 and spec.settings["pq"] == 48 and spec.settings["refine"] == 4
+    assert spec.kind == "ivfpq" and spec.settings["nlist"] == 64 and spec.settings["pq"] == 48 and spec.settings["refine"] == 10
     assert parse_ann("hnsw").settings == {"m": 32, "ef_construction": 100, "ef_search": 128, "candidates": 100}
     assert auto_nlist(5183) == 128 and auto_nlist(100_000) == 1024 and auto_nlist(5_000_000) == 8192
     assert check_fits(parse_ann("ivfpq:pq=8"), 100_000, 384).settings["nlist"] == 1024

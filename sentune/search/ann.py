@@ -50,12 +50,12 @@ KINDS: dict[str, dict[str, tuple[int, int, int]]] = {
         "pq": (48, 1, 512),
         "nbits": (0, 0, 12),
         "nprobe": (32, 1, 1 << 20),
-        "refine": (4, 1, 100),
+        "refine": (10, 1, 100),
         "candidates": (100, 1, 10_000),
     },
 }
 SEARCH_SETTINGS = {"ef_search", "nprobe", "refine", "candidates"}
-USAGE = "hnsw or ivfpq, optionally with settings: hnsw:m=32,ef_construction=100,ef_search=128 or ivfpq:nlist=1024,pq=48,nbits=8,nprobe=32,refine=4"
+USAGE = "hnsw or ivfpq, optionally with settings: hnsw:m=32,ef_construction=100,ef_search=128 or ivfpq:nlist=1024,pq=48,nbits=8,nprobe=32,refine=10"
 
 
 @dataclass(frozen=True)
