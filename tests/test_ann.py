@@ -149,7 +149,7 @@ def test_candidate_fused_hybrid_equals_its_formula(toy_vectors):
     ann = AnnIndex.open(folder, settings)
     ties = id_order(ids)
     for fusion in (Fusion("convex", 0.3), Fusion("convex", 1.0), Fusion("rrf")):
-        ranked, values = ann.rank("hybrid", queries, lambda: bm25, fusion, ids, depth=10)
+        ranked, values = ann.rank("hybrid", queries, lambda rows: bm25[list(rows)], fusion, ids, depth=10)
         dense = ann.nearest(queries, 30, ties)
         for row in range(len(queries)):
             d = {int(r): float(s) for r, s in zip(dense[row].rows, dense[row].scores, strict=True)}

@@ -40,6 +40,7 @@ INDEX_FILE = "index.faiss"
 ADD_CHUNK = 65_536  # rows normalised and added at once: the build holds one chunk of the vectors, never all of them
 TRAIN_PER_LIST = 64  # k-means training rows per IVF list (FAISS warns under 39; more costs build time, not recall)
 MIN_PER_LIST = 39
+LEXICAL_BLOCK = 16  # queries whose BM25 scores of every document are held at once: 16 × 5M documents is 320 MB
 
 # Each kind's settings with their defaults and allowed range; `search` settings can change per search, the others are
 # the build's. nlist 0 and nbits 0: chosen from the collection size (auto_nlist, auto_nbits).
@@ -287,17 +288,20 @@ class AnnIndex:
         return self._ties
 
     def rank(
-        self, system: str, query_vectors: np.ndarray, lexical_scores: Callable[[], np.ndarray], fusion: Fusion, doc_ids: list[str], depth: int
+        self, system: str, query_vectors: np.ndarray, lexical_scores: Callable[[range], np.ndarray], fusion: Fusion, doc_ids: list[str], depth: int
     ) -> tuple[list[list[int]], list[list[float]]]:
         """The top `depth` documents per query and their scores: the ANN's for `dense`; for `hybrid`, BM25's and the ANN's
-        top `candidates` fused (sentune.search.candidates)."""
+        top `candidates` fused (sentune.search.candidates). `lexical_scores(rows)`: those queries' BM25 scores of every
+        document, asked LEXICAL_BLOCK queries at a time."""
         ties = self.ties(doc_ids)
         if system == "dense":
             found = self.nearest(query_vectors, depth, ties)
             return [c.rows.tolist() for c in found], [c.scores.tolist() for c in found]
         pool = max(self.spec.settings["candidates"], depth)
         dense = self.nearest(query_vectors, pool, ties)
-        lexical = lexical_candidates(lexical_scores(), ties, pool)
+        lexical = []
+        for start in range(0, len(query_vectors), LEXICAL_BLOCK):
+            lexical += lexical_candidates(lexical_scores(range(start, min(start + LEXICAL_BLOCK, len(query_vectors)))), ties, pool)
         fused = [fuse(d, w, fusion, ties, depth) for d, w in zip(dense, lexical, strict=True)]
         return [rows for rows, _ in fused], [values for _, values in fused]
 

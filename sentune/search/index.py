@@ -296,7 +296,9 @@ class SearchIndex:
         vectors = np.load(self.folder / "vectors.npy", mmap_mode="r")
         query_vectors = Encoder(self.model(), "model", show_progress=show_progress, desc="encoding the queries").encode(texts)
         if self.ann is not None:  # the approximate index's candidates instead of every document (sentune.search.ann)
-            return self._hits(*self.ann.rank(self.system, query_vectors, lambda: self.lexical().scores(texts), self.fusion, self.ids, top))
+            return self._hits(
+                *self.ann.rank(self.system, query_vectors, lambda rows: self.lexical().scores([texts[r] for r in rows]), self.fusion, self.ids, top)
+            )
         if self.system == "dense":
             ranked = rank(query_vectors, vectors, self.ids, depth=top, query_ids=query_ids, skip_same_id=True)
             units = unit_rows(query_vectors)
