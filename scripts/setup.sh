@@ -25,7 +25,7 @@ stamp="$venv/.sentune-installed"
 want="$(sha256sum "$repo/pyproject.toml" | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! python -c "import sentune" 2>/dev/null; then
   echo "setup: installing sentune and its dependencies"
-  pip install "${quiet[@]}" -e "$repo[test,dev,default-model,search,onnx,serve,serve-test]"
+  pip install "${quiet[@]}" -e "$repo[test,dev,default-model,search,onnx,serve,serve-test,qdrant]"
   echo "$want" > "$stamp"
 fi
 

@@ -1,6 +1,6 @@
 """The `sentune` parser, built from the command records of each family module (sentune.cli.evaluate, training,
-postprocess, adapt, export, data, search, serve), and the entry point: the checks that need no model, the device chosen
-once when the command first needs it, one-line errors."""
+postprocess, adapt, export, data, search, serve, engines), and the entry point: the checks that need no model, the
+device chosen once when the command first needs it, one-line errors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from sentune.cli import adapt, data, evaluate, export, postprocess, search, serve, training
+from sentune.cli import adapt, data, engines, evaluate, export, postprocess, search, serve, training
 from sentune.cli.base import ARGV, Command, OneLineParser, check_writable, configure_output, device_option, modified_data_option
 from sentune.errors import UserError
 
@@ -23,6 +23,7 @@ COMMANDS: tuple[Command, ...] = (
     *export.COMMANDS,
     *search.COMMANDS,
     *serve.COMMANDS,
+    *engines.COMMANDS,
 )
 DESCRIPTION = "Command line: " + " | ".join(c.name for c in COMMANDS) + "."
 

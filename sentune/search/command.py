@@ -64,6 +64,11 @@ def index_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="BM25 without the English stemmer (BEIR and Anserini stem); on an existing index, its BM25 side is built again with the settings given",
     )
+    p.add_argument(
+        "--ann",
+        help="also build an approximate dense index, searched instead of every document: hnsw or ivfpq, optionally with settings "
+        "(ivfpq:nlist=1024,pq=48,nbits=8,nprobe=32,refine=10; hnsw:m=32,ef_construction=100,ef_search=128; candidates=K: each system's top K the hybrid fuses)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--trust-remote-code", action="store_true", help="allow code shipped with the model (off by default)")
 
@@ -87,15 +92,27 @@ def search_options(p: argparse.ArgumentParser) -> None:
         help="never return a document whose id is the query's: BEIR's convention for sets whose queries are documents too (Quora), "
         "and how `sentune adapt` scores; off by default",
     )
+    approximate = p.add_mutually_exclusive_group()
+    approximate.add_argument(
+        "--ann",
+        nargs="?",
+        const="",
+        metavar="SETTINGS",
+        help="search the index's approximate index (the default once `sentune index --ann` built one), optionally with other search settings: "
+        "ef_search=N, nprobe=N, refine=N, candidates=N",
+    )
+    approximate.add_argument("--exact", action="store_true", help="score every document even when the index has an approximate index")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     from sentune.data.beir import read_corpus_jsonl
+    from sentune.search.ann import build_ann, check_fits, parse_ann
     from sentune.search.index import BuildPlan, build_index, check_out
     from sentune.search.lexical import LexicalSettings
 
     fusion = parse_fusion(args.fusion)
+    ann = parse_ann(args.ann) if args.ann is not None else None
     out = Path(args.out)
     if out.exists() and not out.is_dir():  # the cheapest check first
         raise UserError(f"--out {out}: a file, not a folder; choose a new or empty folder")
@@ -106,11 +123,18 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     model = load_model(args.model, trust_remote_code=args.trust_remote_code, device=args.device)
     digest = model_digest(model)
+    if ann is not None:  # settings that cannot fit this collection: one line before any document is encoded
+        ann = check_fits(ann, len(documents), model.get_sentence_embedding_dimension() or 0)
     plan = BuildPlan("hybrid" if fusion else "dense", fusion, LexicalSettings(stemmer=None) if args.no_stem else LexicalSettings())
     # an index of another model in --out: one line, before anything is written
     build_index(model, args.model, documents, out, plan, show_progress=not args.quiet, model_digest=digest)
     from sentune.core.distributed import rank
 
+    if ann is not None and rank() == 0:
+        from sentune.search.index import read_settings
+
+        built = build_ann(out, ann, read_settings(out) or {}, show_progress=not args.quiet)
+        print(f"approximate index: {out / 'ann'} ({built['kind']}, built in {built['build_seconds']:.1f} s)")
     if rank() == 0:  # under torchrun, one process speaks
         print(
             f"index: {out} ({len(documents)} documents, {plan.system}{', ' + fusion.label if fusion else ''}{', BM25 unstemmed' if args.no_stem else ''}); "
@@ -131,6 +155,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.query is not None and not args.query.strip():
         raise UserError("--query: empty")
     index = SearchIndex.open(Path(args.index), args.system)
+    from sentune.search.ann import choose_ann
+
+    index.ann = choose_ann(index, args.ann, args.exact)
     queries = [Query("query", args.query, Source("--query", 1), {})] if args.query is not None else read_queries(input_file(args.queries, "--queries"))
     if args.run or args.query is None:  # both write TREC run lines
         index.check_run_ids(queries)

@@ -19,7 +19,8 @@ processes).
 
 Search is exact: every document scored (sentune.tasks.retrieval.rank: NumPy in blocks, FAISS's flat index for large
 ones), as every sentune evaluation ranks; the hybrid normalises each system's scores over every document
-(sentune.search.fusion).
+(sentune.search.fusion). An index built with `--ann` also holds an approximate dense index (INDEX/ann/,
+sentune.search.ann), searched instead unless `sentune search --exact`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import numpy as np
 from sentune.data.beir import Document, Query
 from sentune.data.text_files import DataError
 from sentune.errors import UserError
+from sentune.search.ann import AnnIndex
 from sentune.search.fusion import Fusion, hybrid_rank, id_order, top_by_score
 from sentune.search.lexical import LexicalIndex, LexicalSettings
 
@@ -297,6 +299,7 @@ class SearchIndex:
         self.device = device
         self._model: Any = None
         self._lexical: LexicalIndex | None = None
+        self.ann: AnnIndex | None = AnnIndex.open(folder, settings)  # `sentune index --ann`: searched by default (sentune.search.ann)
 
     @classmethod
     def open(cls, folder: Path, system: str | None = None, device: str | None = None) -> SearchIndex:
@@ -346,6 +349,10 @@ class SearchIndex:
         vectors = self.vectors
         assert vectors is not None  # opened for every system but bm25
         query_vectors = Encoder(self.model(), "model", show_progress=show_progress, desc="encoding the queries").encode(texts)
+        if self.ann is not None:  # the approximate index's candidates instead of every document (sentune.search.ann)
+            return self._hits(
+                *self.ann.rank(self.system, query_vectors, lambda rows: self.lexical().scores([texts[r] for r in rows]), self.fusion, self.ids, top)
+            )
         if self.system == "dense":
             ranked = rank(query_vectors, vectors, self.ids, depth=top, query_ids=query_ids, skip_same_id=exclude_same_id)
             units = unit_rows(query_vectors)

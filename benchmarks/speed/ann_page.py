@@ -1,0 +1,312 @@
+"""benchmarks/results/ann.md from the records benchmarks/speed/ann_bench.py keeps in benchmarks/results/ann/*.json: every
+number on the page is read from them (`python benchmarks/speed/ann_bench.py render --out benchmarks/results/ann.md`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def _read(folder: Path, name: str) -> dict:
+    path = folder / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _ci(score: dict) -> str:
+    return f"{score['ndcg@10']:.2f} [{score['ndcg@10_low']:.2f}, {score['ndcg@10_high']:.2f}]"
+
+
+def _mib(value: float) -> str:
+    return f"{value / 1024:.2f} GiB" if value >= 1024 else f"{value:.0f} MiB"
+
+
+def _commands(records) -> list[str]:
+    commands = list(dict.fromkeys(r["command"] for r in records))
+    return ["```", *commands, "```", ""]
+
+
+def scifact_section(folder: Path) -> list[str]:
+    record = _read(folder, "scifact").get("scifact")
+    if not record:
+        return []
+    scores, recalls = record["scores"], record["recall@10_vs_exact"]
+    exact = {"dense": scores["exact-dense"]["ndcg@10"], "hybrid": scores["exact-hybrid"]["ndcg@10"]}
+    rows = []
+    for name, score in sorted(scores.items(), key=lambda item: (not item[0].startswith("exact"), "hybrid" in item[0], item[0])):
+        system = "hybrid" if "hybrid" in name else "dense"
+        delta = "" if name.startswith("exact") else f"{score['ndcg@10'] - exact[system]:+.2f}"
+        recall = f"{recalls[name]:.4f}" if name in recalls else ""
+        rows.append(f"| {name} | {_ci(score)} | {delta} | {score['recall@100']:.2f} | {recall} | {record['load'].get(name, '')} |")
+    built = [
+        f"- `{spec}`: {b['kind']} with {', '.join(f'{k} {v}' for k, v in b['settings'].items())}; built in {b['build_seconds']:.1f} s"
+        for spec, b in record["ann"].items()
+    ]
+    return [
+        "## SciFact: what the approximate index and the candidate hybrid cost",
+        "",
+        f"Real vectors: the default model (all-MiniLM-L6-v2) over SciFact's 5,183 abstracts; the {next(iter(scores.values()))['n_queries']} "
+        "queries with judgements (qrels/train.tsv), searched with `sentune search --run` and scored by benchmarks/runners/score_trec_run.py "
+        "(sentune's metrics, 95 % bootstrap interval over the queries). Hybrid: convex, α = 0.5. Recall@10: the share of exact dense "
+        f"search's top 10 the approximate dense search returns. Measured {record['date']}.",
+        "",
+        *_commands([record]),
+        "| run | nDCG@10 [95 % CI] | Δ against exact | Recall@100 | ANN recall@10 | load average (1, 5, 15 min) |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "The approximate indexes as built:",
+        "",
+        *built,
+        "",
+        *(
+            [
+                f"Exact dense neighbours' cosine gaps on SciFact (as on the synthetic vectors below): 1st → 10th {record['contrast']['gap_1_10']:.4f}, "
+                f"10th → 100th {record['contrast']['gap_10_100']:.4f}.",
+                "",
+            ]
+            if "contrast" in record
+            else []
+        ),
+        "`ann-…-hybrid` fuses each system's top `candidates` (default 100; `…-candidatesK` other depths) with the min-max formula of "
+        "sentune/search/candidates.py; `exact-hybrid` normalises over all 5,183 documents.",
+        "",
+    ]
+
+
+def qdrant_section(folder: Path) -> list[str]:
+    record = _read(folder, "qdrant").get("scifact")
+    if not record:
+        return []
+    scores, same = record["scores"], record["top10_overlap_with_sentune"]
+    reference = {"dense": "exact-dense", "bm25": "exact-bm25", "hybrid": "exact-hybrid"}
+    rows = []
+    for name, score in sorted(scores.items()):
+        kind = next((k for k in reference if k in name), "")
+        delta = "" if name.startswith("exact") else f"{score['ndcg@10'] - scores[reference[kind]]['ndcg@10']:+.2f} against {reference[kind]}"
+        overlap = f"{same[name]:.4f}" if name in same else ""
+        seconds = f"{record['seconds'][name]:.0f}" if name in record["seconds"] else ""
+        rows.append(f"| {name} | {_ci(score)} | {delta} | {overlap} | {seconds} | {record['load'].get(name, '')} |")
+    return [
+        "## Qdrant: the same index in a search engine",
+        "",
+        f"`sentune export-index /tmp/ann-scifact --to qdrant --path DIR` (qdrant-client's local mode: Qdrant's API run in-process; "
+        f"export {record['seconds']['export']:.0f} s), then the {record['queries']} queries through Qdrant "
+        "(sentune.search.export_qdrant.QdrantSearch; prefetch depth 100 each for the hybrids). Overlap: the share of sentune's "
+        "exact top 10 that Qdrant's top 10 holds. Seconds: the whole query set through local mode, one query at a time: local mode "
+        "searches in Python, so these say nothing of a Qdrant server's speed. "
+        f"Measured {record['date']}.",
+        "",
+        *_commands([record]),
+        "| run | nDCG@10 [95 % CI] | Δ | top-10 overlap with sentune | seconds | load average |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def _search_cells(s: dict) -> str:
+    return (
+        f"{_mib(s['loaded_rss_mib'])} / {_mib(s['rss_after_search_mib'])} | {s['recall@10']:.4f} | {s['single']['p50_ms']:.2f} / {s['single']['p99_ms']:.2f} | "
+        f"{s['batch100']['p50_ms']:.0f} / {s['batch100']['p99_ms']:.0f} | {s['batch100']['queries_per_s']:.0f}"
+    )
+
+
+def scale_section(folder: Path) -> list[str]:
+    kept = _read(folder, "scale")
+    if not kept:
+        return []
+    rows, exact_rows = [], []
+    for r in sorted(kept.values(), key=lambda r: (r["size"], r["spec"])):
+        if r["spec"] == "exact":
+            exact_rows.append(
+                f"| {r['size']:,} | {r['single']['p50_ms']:.1f} | {r['single']['p99_ms']:.1f} | {r['single']['n']} | {r['batch100_s'] * 1000:.0f} | "
+                f"{r['load_before']} → {r['load_after']} |"
+            )
+            continue
+        b, s = r["build"], r.get("search", {})
+        if "error" in b:
+            rows.append(f"| {r['size']:,} | {r['spec']} | {b['error']} | | | | | | | | | |")
+            continue
+        settings = ", ".join(f"{k} {v}" for k, v in b["settings"].items())
+        if not s or "error" in s:
+            rows.append(
+                f"| {r['size']:,} | {r['spec']} ({settings}) | {b['build_s']:.0f} ({b['build_cpu_s']:.0f}) | {_mib(b['peak_rss_mib'])} | {_mib(b['index_mib'])} | {s.get('error', '')} | | | | | | {b['load_before']} |"
+            )
+            continue
+        rows.append(
+            f"| {r['size']:,} | {r['spec']} ({settings}) | {b['build_s']:.0f} ({b['build_cpu_s']:.0f}) | {_mib(b['peak_rss_mib'])} | "
+            f"{_mib(b['index_mib'])} | {_search_cells(s)} | {b['load_before']} → {b['load_after']} | {s['load_before']} → {s['load_after']} |"
+        )
+        for setting, swept in r.get("sweep", {}).items():
+            if "error" not in swept:
+                rows.append(f"| | … searched with {setting} | | | | {_search_cells(swept)} | | {swept['load_before']} → {swept['load_after']} |")
+    contrasts = {r["size"]: r["contrast"] for r in kept.values() if "contrast" in r}
+    contrast_rows = [f"| {size:,} | {c['gap_1_10']:.4f} | {c['gap_10_100']:.4f} |" for size, c in sorted(contrasts.items())]
+    return [
+        "## Scale: synthetic vectors",
+        "",
+        "**Synthetic vectors, not embeddings of text**: 384 dimensions (MiniLM's), 2,000 random unit centres, each vector a centre "
+        "plus Gaussian noise of norm about 0.6, normalised (benchmarks/speed/search_speed.py's generator), written in chunks to a "
+        "memory-mapped vectors.npy; 500 queries drawn the same way; recall@10 against their exact top 10 (brute force). The "
+        "approximate index is built by sentune.search.ann.build_ann in a process of its own (build wall seconds, its CPU seconds "
+        "in brackets, its peak resident memory, which counts the pages of vectors.npy it read), then loaded and searched by "
+        "AnnIndex.nearest, the path `sentune search` takes, re-scoring included, in another process: its resident memory after "
+        "loading the index / after the searches (the pages of vectors.npy the re-scoring read count too), latency one query at a "
+        "time (p50 / p99 over the queries answered in 60 s) and a batch of 100 queries (p50 / p99 over 5 batches) and the "
+        "batches' queries a second. FAISS used both cores (OpenMP).",
+        "",
+        *_commands(kept.values()),
+        "| vectors | index (settings) | build s (CPU s) | build peak memory | index size | memory loaded / after search | recall@10 | "
+        "one query p50 / p99 ms | batch of 100 p50 / p99 ms | queries/s batched | load average, build | load average, search |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "sentune's exact search (sentune.tasks.retrieval.rank over the memory-mapped vectors, as `sentune search --exact`; the "
+        "vectors in the page cache after a first query):",
+        "",
+        "| vectors | one query p50 ms | p99 ms | queries | batch of 100 ms | load average |",
+        "|---|---|---|---|---|---|",
+        *exact_rows,
+        "",
+        "How far apart the synthetic queries' exact neighbours are (mean cosine gap between the 1st and the 10th, the 10th and the "
+        "100th): each cluster's members are spread by isotropic noise, so the more vectors a cluster holds, the closer its "
+        "neighbours' cosines, and the harder for 48-byte codes to order them:",
+        "",
+        "| vectors | cosine gap 1st → 10th | 10th → 100th |",
+        "|---|---|---|",
+        *contrast_rows,
+        "",
+    ]
+
+
+def libraries_section(folder: Path) -> list[str]:
+    kept = _read(folder, "libraries")
+    if not kept:
+        return []
+    rows = [
+        f"| {r['size']:,} | {r['library']} | {r['build_s']:.0f} ({r['build_cpu_s']:.0f}) | {r['recall@10']:.4f} | {r['single']['p50_ms']:.2f} / "
+        f"{r['single']['p99_ms']:.2f} | {r['batch_queries_per_s']:.0f} | {_mib(r['peak_rss_mib'])} | {r['load_before']} → {r['load_after']} |"
+        for r in sorted(kept.values(), key=lambda r: (r["size"], r["library"]))
+        if "error" not in r
+    ]
+    return [
+        "## The same HNSW graph in three libraries",
+        "",
+        "M 32, construction breadth 100, search breadth 128, over the synthetic vectors above held in memory; the library's own "
+        "search, without sentune's re-scoring.",
+        "",
+        *_commands(kept.values()),
+        "| vectors | library | build s (CPU s) | recall@10 | one query p50 / p99 ms | queries/s, all 500 at once | peak memory | load average |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def _scale(kept: dict, size: int, spec: str) -> dict | None:
+    record = kept.get(f"{size}:{spec}")
+    return record if record and "error" not in record.get("build", {}) and "error" not in record.get("search", {}) else None
+
+
+def findings(folder: Path) -> list[str]:
+    """The page's summary, every number read from the records."""
+    out = []
+    scifact = _read(folder, "scifact").get("scifact")
+    if scifact:
+        sc, rc = scifact["scores"], scifact["recall@10_vs_exact"]
+        exact_dense, exact_hybrid = sc["exact-dense"]["ndcg@10"], sc["exact-hybrid"]["ndcg@10"]
+        parts = []
+        for name in sorted(rc):
+            kind = name.removeprefix("ann-").removesuffix("-dense")
+            hybrid = sc.get(f"ann-{kind}-hybrid")
+            parts.append(
+                f"`{kind}`: recall@10 {rc[name]:.3f}, dense nDCG@10 {sc[name]['ndcg@10']:.2f} ({sc[name]['ndcg@10'] - exact_dense:+.2f})"
+                + (f", candidate hybrid {hybrid['ndcg@10']:.2f} ({hybrid['ndcg@10'] - exact_hybrid:+.2f})" if hybrid else "")
+            )
+        out.append(
+            f"- **SciFact (real vectors)**: exact dense nDCG@10 {exact_dense:.2f}, exact hybrid {exact_hybrid:.2f}; " + "; ".join(parts) + ". "
+            "The hybrid's cost is the candidate fusion's more than the ANN's (the HNSW finds almost all of exact search's top 10); "
+            "deeper candidate lists close the gap (the `candidatesK` rows)."
+        )
+    qdrant = _read(folder, "qdrant").get("scifact")
+    if qdrant:
+        sc, same = qdrant["scores"], qdrant["top10_overlap_with_sentune"]
+        own = scifact["scores"].get("ann-hnsw-hybrid") if scifact else None
+        mirror = f" (sentune's own candidate hybrid over the HNSW's candidates: {own['ndcg@10']:.2f})" if own else ""
+        hybrids = ", ".join(
+            f"{label} {sc[name]['ndcg@10']:.2f} ({sc[name]['ndcg@10'] - sc['exact-hybrid']['ndcg@10']:+.2f})"
+            for name, label in (
+                ("qdrant-hybrid-sentune-fusion", "sentune's formula on Qdrant's candidates"),
+                ("qdrant-hybrid-dbsf", "Qdrant's DBSF"),
+                ("qdrant-hybrid-rrf", "Qdrant's RRF (k 60)"),
+            )
+            if name in sc
+        )
+        out.append(
+            f"- **Qdrant** reproduces sentune's dense ranking and its BM25 scores: top-10 overlap {same['qdrant-dense']:.3f} and {same['qdrant-bm25']:.3f}, "
+            f"nDCG@10 {sc['qdrant-dense']['ndcg@10']:.2f} and {sc['qdrant-bm25']['ndcg@10']:.2f} against sentune's {sc['exact-dense']['ndcg@10']:.2f} and "
+            f"{sc['exact-bm25']['ndcg@10']:.2f}. Not the convex min-max fusion over every document: against sentune's exact hybrid "
+            f"({sc['exact-hybrid']['ndcg@10']:.2f}), {hybrids}{mirror}."
+        )
+    kept = _read(folder, "scale")
+    small_h, small_q = _scale(kept, 100_000, "hnsw"), _scale(kept, 100_000, "ivfpq")
+    big_h, big_q = _scale(kept, 1_000_000, "hnsw"), _scale(kept, 1_000_000, "ivfpq")
+    huge_q = _scale(kept, 5_000_000, "ivfpq")
+    if small_h and big_h:
+        growth = big_h["build"]["build_cpu_s"] / small_h["build"]["build_cpu_s"]
+        exponent = np.log(growth) / np.log(10)
+        per_vector = big_h["build"]["index_mib"] / 1_000_000
+        out.append(
+            f"- **HNSW at 5M was not built**: from 100k to 1M its build CPU time grew ×{growth:.1f} ({small_h['build']['build_cpu_s']:.0f} → "
+            f"{big_h['build']['build_cpu_s']:.0f} CPU s); at that rate 5M would take about {big_h['build']['build_cpu_s'] * 5**exponent / 3600:.1f} CPU hours "
+            f"(an extrapolation, not a measurement), and its index, every vector in memory, {per_vector * 5_000_000 / 1024:.1f} GiB "
+            f"({per_vector * 2**20:.0f} bytes a vector measured at 1M)."
+        )
+    if huge_q:
+        b, s = huge_q["build"], huge_q["search"]
+        out.append(
+            f"- **IVF-PQ at 5M** ({', '.join(f'{k} {v}' for k, v in b['settings'].items())}): built in {b['build_s'] / 60:.0f} min "
+            f"({b['build_cpu_s'] / 60:.0f} CPU min), index {_mib(b['index_mib'])} on disk and {_mib(s['loaded_rss_mib'])} loaded, the 7.2 GiB of "
+            f"vectors left in the memory-mapped file; recall@10 {s['recall@10']:.3f}, one query p50 {s['single']['p50_ms']:.1f} ms."
+        )
+    if small_q and big_q:
+        out.append(
+            f"- On the synthetic vectors IVF-PQ's recall falls with size at fixed settings ({small_q['search']['recall@10']:.3f} at 100k, "
+            f"{big_q['search']['recall@10']:.3f} at 1M with refine {big_q['build']['settings']['refine']}): their neighbours crowd together (the "
+            "cosine-gap table), and 48-byte codes cannot order them; re-scoring more candidates from vectors.npy (`refine`) restores it "
+            "(the swept rows). Real embeddings' neighbours are further apart (SciFact's gaps are far wider than the synthetic ones at 1M)."
+        )
+    libraries = _read(folder, "libraries")
+    if libraries:
+        text = ", ".join(
+            f"{r['library']} {r['build_cpu_s']:.0f} CPU s to build, {r['single']['p50_ms']:.2f} ms a query"
+            for r in sorted(libraries.values(), key=lambda r: r["library"])
+        )
+        out.append(
+            f"- **Why FAISS**: the same HNSW graph at 100k (recall@10 1.0 in each): {text}; FAISS also has IVF-PQ, and sentune already uses it for exact search."
+        )
+    return (["## Findings", "", *out, ""]) if out else []
+
+
+def render_page(folder: Path, out: str | None, machine: str, notes: list[str] | None = None) -> None:
+    import faiss
+
+    lines = [
+        "# Approximate dense search (`sentune index --ann`) and a search engine (`sentune export-index --to qdrant`)",
+        "",
+        f"Measured on {machine} (shared with other work: each timing carries the load average of the moment), faiss {faiss.__version__}. "
+        "Rendered from benchmarks/results/ann/*.json by `python benchmarks/speed/ann_bench.py render --out benchmarks/results/ann.md`.",
+        "",
+        *(notes or []),
+        *findings(folder),
+        *scifact_section(folder),
+        *qdrant_section(folder),
+        *scale_section(folder),
+        *libraries_section(folder),
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        Path(out).write_text(text)
