@@ -155,9 +155,9 @@ def test_the_folds_trained_in_memory_score_out_of_fold_as_saved_and_reloaded_fol
 
 
 def test_training_in_memory_leaves_the_weights_a_saved_run_leaves_and_writes_only_where_asked(tiny_model_dir, labelled, tmp_path):
-    """train_in_memory (adapt's supervised trainings) runs train()'s loop without checkpoints: from a start model loaded
-    once (and copied, never trained itself), its weights are those train() saves and load_model reads back. Without a
-    run folder it writes nothing; with one, the finished run train() leaves, less the checkpoints."""
+    """train_in_memory (adapt's supervised trainings) runs train()'s loop without checkpoints: its weights are those
+    train() saves and load_model reads back. Without a run folder it writes nothing; with one, the finished run train()
+    leaves, less the checkpoints."""
     import torch
 
     from sentune.core.models import load_model
@@ -168,24 +168,22 @@ def test_training_in_memory_leaves_the_weights_a_saved_run_leaves_and_writes_onl
     recipe = load_recipe("adapt/cosent", [f"model={tiny_model_dir}", f"train_data=labelled:{labelled / 'train.tsv'}", *settings])
     train(recipe, tmp_path / "saved", data_dir=labelled, show_progress=False)
     saved = load_model(str(tmp_path / "saved" / "model"), device="cpu").state_dict()
-    start = load_model(str(tiny_model_dir), device="cpu")
-    untrained = {k: v.clone() for k, v in start.state_dict().items()}
+    untrained = load_model(str(tiny_model_dir), device="cpu").state_dict()
     before = tree_state(tmp_path)
-    kept = train_in_memory(recipe, data_dir=labelled, start=start, show_progress=False)
+    kept = train_in_memory(recipe, data_dir=labelled, show_progress=False)
     assert tree_state(tmp_path) == before
     weights = kept.model.state_dict()
     assert weights.keys() == saved.keys() and all(torch.equal(weights[k], saved[k]) for k in saved)
-    assert all(torch.equal(v, untrained[k]) for k, v in start.state_dict().items())  # the start model is copied
-    assert not all(torch.equal(weights[k], untrained[k]) for k in untrained)  # and the copy trained
+    assert not all(torch.equal(weights[k], untrained[k]) for k in untrained)  # it trained
     assert kept.best == {"step": 6, "dev_score": None, "dev_metric": None}
-    again = train_in_memory(recipe, tmp_path / "run", data_dir=labelled, start=start, show_progress=False)
+    again = train_in_memory(recipe, tmp_path / "run", data_dir=labelled, show_progress=False)
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.yaml", "metrics.jsonl", "model", "results.json", "results.md"]
     reloaded = load_model(str(tmp_path / "run" / "model"), device="cpu").state_dict()
     assert all(torch.equal(reloaded[k], saved[k]) and torch.equal(again.model.state_dict()[k], saved[k]) for k in saved)
     assert json.loads((tmp_path / "run" / "results.json").read_text())["meta"]["best_checkpoint"]["step"] == 6
     best = load_recipe("adapt/cosent", [f"model={tiny_model_dir}", f"train_data=labelled:{labelled / 'train.tsv'}"])
     with pytest.raises(ValueError, match="keeps the last step"):
-        train_in_memory(best, data_dir=labelled, start=start)
+        train_in_memory(best, data_dir=labelled)
 
 
 @pytest.mark.slow

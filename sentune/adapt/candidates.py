@@ -346,13 +346,12 @@ class Supervised(WithRun):
         return PairScorer({"held": ScoredPairs(units, "scores" if ctx.metric == "spearman" else "binary", "held-out fold")}).of_model(model)["held"]
 
     def produce(self, label: str, ctx: Context) -> dict:
-        """Every training is one run of the trainer without checkpoints (sentune.train.trainer.train_in_memory), from
-        the start model loaded once: a fold's model is kept in memory only while it scores its held-out fold, and the
-        refit, which the run ships or builds on (hybrids, wise, the index), is saved as OUT/candidates/NAME/run. A run
-        killed before the record is written trains the candidate again whole."""
+        """Every training is one run of the trainer without checkpoints (sentune.train.trainer.train_in_memory): a
+        fold's model is kept in memory only while it scores its held-out fold, and the refit, which the run ships or
+        builds on (hybrids, wise, the index), is saved as OUT/candidates/NAME/run. A run killed before the record is
+        written trains the candidate again whole."""
         from sentune.adapt.crossfit import FOLDS, out_of_fold
         from sentune.core.memory import release_unreferenced
-        from sentune.core.models import load_model
         from sentune.train.trainer import train_in_memory
 
         print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
@@ -360,13 +359,12 @@ class Supervised(WithRun):
         folder = self.folder(ctx)
         for left in list(folder.iterdir()):  # what a killed attempt left (its refit's run, its vectors, maybe of other training data)
             shutil.rmtree(left) if left.is_dir() else left.unlink()
-        start_name, start = ctx.config.model, ctx.base
+        start_model = ctx.config.model
         if self.start != UNCHANGED:
             sources = tuned_sources(ctx, (Trained.kind, Ensemble.kind))
             if not sources:
                 return write_record(self, {}, {"skipped": "no label-free trained candidate with weights to start from"}, 0.0, label, ctx)
-            start_name = str(tuned_model_path(max(sources, key=lambda r: r["dev_score"]), ctx))
-            start = load_model(start_name, device=ctx.device)
+            start_model = str(tuned_model_path(max(sources, key=lambda r: r["dev_score"]), ctx))
         name, data_dir, progress = self.recipe_name(ctx), ctx.data_dir or Path("."), ctx.config.show_progress
         recipes: dict[Path, dict] = {}
 
@@ -374,11 +372,11 @@ class Supervised(WithRun):
             """A model trained on `rows` (written to where/train.tsv, which its recipe names); `run`: saved there."""
             where.mkdir(parents=True, exist_ok=True)
             self.write_training(rows, where / "train.tsv")
-            recipe = ctx.labelled_recipe(name, where / "train.tsv", len(rows), start_name)
+            recipe = ctx.labelled_recipe(name, where / "train.tsv", len(rows), start_model)
             recipes[where] = recipe.to_dict()
-            return train_in_memory(recipe, run, data_dir=data_dir, start=start, show_progress=progress).model
+            return train_in_memory(recipe, run, data_dir=data_dir, show_progress=progress).model
 
-        detail: dict = {"setting": name, "start": start_name if self.start != UNCHANGED else UNCHANGED, "run": str(self.run_folder(ctx).relative_to(ctx.out))}
+        detail: dict = {"setting": name, "start": start_model if self.start != UNCHANGED else UNCHANGED, "run": str(self.run_folder(ctx).relative_to(ctx.out))}
         given = self.given_units(ctx)
         if given is not None:
             model = train([row for rows in self.training_rows(given, ctx) for row in rows], folder, self.run_folder(ctx))

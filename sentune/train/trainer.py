@@ -16,7 +16,6 @@ Run folder:
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import shutil
@@ -369,15 +368,13 @@ def training_device(recipe: Recipe, device: str | None = None) -> str:
     return resolve_device(device if recipe.training.device == "auto" else recipe.training.device, "training.device")
 
 
-def build_training(recipe: Recipe, data_dir: Path, *, device: str, dev_score=None, show_progress: bool = True, start=None):
+def build_training(recipe: Recipe, data_dir: Path, *, device: str, dev_score=None, show_progress: bool = True):
     """(method, model, training columns, loss, the method's context) for a recipe, as every run starts: the model on `device` with
     the method's pooling and the recipe's max_seq_length, the method's view of the training data and its loss. The
-    one place this is set up (training, and benchmarks/speed/gpu_bench.py's step timings). `start`: recipe.model already
-    loaded, trained as a copy (a caller training several runs from one model loads it once); None: loaded here."""
+    one place this is set up (training, and benchmarks/speed/gpu_bench.py's step timings)."""
     params = validate_recipe(recipe)
     method = get_method(recipe.method)
-    loaded = load_model(recipe.model, device=device) if start is None else copy.deepcopy(start).to(device)
-    model = with_pooling(loaded, recipe.pooling or method.pooling)
+    model = with_pooling(load_model(recipe.model, device=device), recipe.pooling or method.pooling)
     reason = method.cannot_train(model, params)
     if reason:
         raise UserError(f"method {method.name}: {reason}; model {recipe.model}")
@@ -403,7 +400,7 @@ class Setup:
     device: str
 
 
-def _set_up(recipe: Recipe, data_dir: Path, run_dir: Path, *, device: str | None, show_progress: bool, start=None) -> Setup:
+def _set_up(recipe: Recipe, data_dir: Path, run_dir: Path, *, device: str | None, show_progress: bool) -> Setup:
     params = validate_recipe(recipe)
     set_seed(recipe.training.seed)
     dev = None if recipe.eval.dev == NO_DEV else dev_evaluator(recipe.eval.dev, data_dir)
@@ -411,7 +408,7 @@ def _set_up(recipe: Recipe, data_dir: Path, run_dir: Path, *, device: str | None
         dev.record = run_dir / "dev_cosines"
     device = training_device(recipe, device)
     dev_score = dev.score if dev else None
-    method, model, columns, loss, ctx = build_training(recipe, data_dir, device=device, dev_score=dev_score, show_progress=show_progress, start=start)
+    method, model, columns, loss, ctx = build_training(recipe, data_dir, device=device, dev_score=dev_score, show_progress=show_progress)
     from datasets import Dataset
 
     dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
@@ -478,7 +475,6 @@ def train_in_memory(
     run_dir: Path | None = None,
     *,
     data_dir: Path,
-    start=None,
     show_progress: bool = True,
     device: str | None = None,
     command: str | None = None,
@@ -487,8 +483,7 @@ def train_in_memory(
     nothing resumes (a killed one is trained again from its start): a model only its caller reads (sentune adapt's
     cross-fitted folds, each scored on its held-out fold) pays for no save and no load. `run_dir`: the run is also
     saved there as train() saves a finished one (config.yaml, metrics.jsonl, model/, results.json); None: nothing is
-    written. `start`: see build_training. One process; the recipe keeps its last step (choosing a best checkpoint needs
-    the checkpoints)."""
+    written. One process; the recipe keeps its last step (choosing a best checkpoint needs the checkpoints)."""
     if recipe.training.checkpoint != "last" or recipe.training.patience > 0:
         raise ValueError(f"{recipe.name}: training without checkpoints keeps the last step (training.checkpoint: last, patience: 0)")
     validate_recipe(recipe)
@@ -498,7 +493,7 @@ def train_in_memory(
             check_run_dir(folder, recipe, resume=False)
             folder.mkdir(parents=True, exist_ok=True)
             write_atomic(folder / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-        setup = _set_up(recipe, data_dir, folder, device=device, show_progress=show_progress, start=start)
+        setup = _set_up(recipe, data_dir, folder, device=device, show_progress=show_progress)
         trainer, best = _fit(recipe, setup, folder, None, [], show_progress, checkpoints=False)
         finalized = _finalized(setup)
         if run_dir is not None:
