@@ -4,6 +4,7 @@ out of fold on the selection part (sentune.adapt.crossfit), refused --train file
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -108,6 +109,81 @@ def test_the_supervised_candidate_trains_on_the_selection_part_only_and_is_score
     assert main([*_args(tiny_model_dir, labelled, capped), "--methods", "supervised", "--budget", "3,5m"]) == 0
     training = json.loads((capped / "results.json").read_text())["candidates"]["supervised"]["recipe"]["training"]
     assert training["max_steps"] == 3 and training["max_minutes"] == 5
+
+
+def _fold_trained_as_a_saved_run(candidate: Path, fold: int, data_dir: Path, out: Path):
+    """A cross-fitted fold's model trained the way every saved run is (sentune.train.runs.train_run: checkpoints, the
+    model written and read back): the refit's recipe on the fold's training rows, with the fold's steps."""
+    import math
+
+    from sentune.core.models import load_model
+    from sentune.train.recipe import load_recipe
+    from sentune.train.runs import train_run
+
+    refit = load_recipe(str(candidate / "run" / "config.yaml"))
+    rows = len((candidate / f"fold-{fold}" / "train.tsv").read_text().splitlines())
+    steps = math.ceil(refit.training.epochs * math.ceil(rows / refit.training.batch_size))
+    data = refit.train_data.replace(str(candidate / "train.tsv"), str(candidate / f"fold-{fold}" / "train.tsv"))
+    recipe = load_recipe(str(candidate / "run" / "config.yaml"), [f"train_data={data}", f"training.max_steps={steps}", f"training.eval_steps={steps}"])
+    train_run(recipe, out, data_dir=data_dir, show_progress=False)
+    return load_model(str(out / "model"), device="cpu")
+
+
+@pytest.mark.slow
+def test_the_folds_trained_in_memory_score_out_of_fold_as_saved_and_reloaded_fold_models_do(tiny_model_dir, labelled, tmp_path, monkeypatch):
+    """Only the refit's model is written; each fold's stays in memory while it scores its held-out pairs, and gives the
+    out-of-fold scores the same fold trained as a saved run and read back gives (same seeds, same weights)."""
+    monkeypatch.setattr("sentune.adapt.crossfit.FOLDS", 2)
+    from sentune.data.user_data import ScoredPairs, read_scored_pairs, write_scored_pairs
+    from sentune.tasks.user_pairs import PairScorer
+
+    out = tmp_path / "run"
+    assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised"]) == 0
+    candidate = out / "candidates" / "supervised"
+    record = json.loads((out / "results.json").read_text())["candidates"]["supervised"]
+    assert [p.relative_to(candidate).as_posix() for p in candidate.rglob("model")] == ["run/model"] and not list(candidate.rglob("checkpoints"))
+    dev = read_scored_pairs(out / "data" / "dev.tsv").pairs
+    found = np.load(candidate / "scores.npz")["dev"]
+    for fold, trained in enumerate(record["fold_dev_indices_trained_on"]):
+        fold_rows = tmp_path / f"fold-{fold}.tsv"  # the fold's training pairs, from the record's indices
+        write_scored_pairs(fold_rows, [(dev[i].a, dev[i].b, dev[i].score) for i in trained])
+        assert fold_rows.read_text() == (candidate / f"fold-{fold}" / "train.tsv").read_text()
+        model = _fold_trained_as_a_saved_run(candidate, fold, out, tmp_path / f"saved-{fold}")
+        held = sorted(set(record["dev_indices_trained_on"]) - set(trained))
+        expected = PairScorer({"held": ScoredPairs([dev[i] for i in held], "scores", "held")}).of_model(model)["held"]
+        np.testing.assert_allclose(found[held], expected, rtol=0, atol=1e-6)
+
+
+def test_training_in_memory_leaves_the_weights_a_saved_run_leaves_and_writes_only_where_asked(tiny_model_dir, labelled, tmp_path):
+    """train_in_memory (adapt's supervised trainings) runs train()'s loop without checkpoints: its weights are those
+    train() saves and load_model reads back. Without a run folder it writes nothing; with one, the finished run train()
+    leaves, less the checkpoints."""
+    import torch
+
+    from sentune.core.models import load_model
+    from sentune.train.recipe import load_recipe
+    from sentune.train.trainer import train, train_in_memory
+
+    settings = ["training.max_steps=6", "training.eval_steps=6", "training.checkpoint=last", "training.patience=0", "eval.dev=none"]
+    recipe = load_recipe("adapt/cosent", [f"model={tiny_model_dir}", f"train_data=labelled:{labelled / 'train.tsv'}", *settings])
+    train(recipe, tmp_path / "saved", data_dir=labelled, show_progress=False)
+    saved = load_model(str(tmp_path / "saved" / "model"), device="cpu").state_dict()
+    untrained = load_model(str(tiny_model_dir), device="cpu").state_dict()
+    before = tree_state(tmp_path)
+    kept = train_in_memory(recipe, data_dir=labelled, show_progress=False)
+    assert tree_state(tmp_path) == before
+    weights = kept.model.state_dict()
+    assert weights.keys() == saved.keys() and all(torch.equal(weights[k], saved[k]) for k in saved)
+    assert not all(torch.equal(weights[k], untrained[k]) for k in untrained)  # it trained
+    assert kept.best == {"step": 6, "dev_score": None, "dev_metric": None}
+    again = train_in_memory(recipe, tmp_path / "run", data_dir=labelled, show_progress=False)
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.yaml", "metrics.jsonl", "model", "results.json", "results.md"]
+    reloaded = load_model(str(tmp_path / "run" / "model"), device="cpu").state_dict()
+    assert all(torch.equal(reloaded[k], saved[k]) and torch.equal(again.model.state_dict()[k], saved[k]) for k in saved)
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["meta"]["best_checkpoint"]["step"] == 6
+    best = load_recipe("adapt/cosent", [f"model={tiny_model_dir}", f"train_data=labelled:{labelled / 'train.tsv'}"])
+    with pytest.raises(ValueError, match="keeps the last step"):
+        train_in_memory(best, data_dir=labelled)
 
 
 @pytest.mark.slow
@@ -226,7 +302,6 @@ def test_the_hybrid_of_the_supervised_candidate_is_scored_out_of_fold_with_the_u
     pytest.importorskip("bm25s")
     pytest.importorskip("Stemmer")
     monkeypatch.setattr("sentune.adapt.crossfit.FOLDS", 2)
-    from sentence_transformers import SentenceTransformer
     from test_adapt_retrieval import _toy_beir
 
     from sentune.data.beir import read_beir_folder
@@ -248,8 +323,8 @@ def test_the_hybrid_of_the_supervised_candidate_is_scored_out_of_fold_with_the_u
     bm25 = LexicalIndex.build([d.text for d in corpus], LexicalSettings())
     found = np.load(out / "candidates" / "hybrid-supervised" / "scores.npz")["dev"]
     select = sorted(set(results["supervised"]["dev_indices_trained_on"]))
-    for fold, trained in enumerate(results["supervised"]["fold_dev_indices_trained_on"]):
-        model = SentenceTransformer(str(out / "candidates" / "supervised" / f"fold-{fold}" / "run" / "model"), device="cpu")
+    for fold, trained in enumerate(results["supervised"]["fold_dev_indices_trained_on"]):  # fold models are kept in memory only: trained again here
+        model = _fold_trained_as_a_saved_run(out / "candidates" / "supervised", fold, out, tmp_path / f"saved-{fold}")
         docs = model.encode([d.text for d in pool], normalize_embeddings=True)
         for i in sorted(set(select) - set(trained)):
             q = queries[i]

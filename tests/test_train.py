@@ -302,3 +302,30 @@ def test_gradient_checkpointing_is_on_while_training_and_changes_no_weight(tiny_
     assert weights[False].keys() == weights[True].keys()
     assert all(np.allclose(weights[False][k], weights[True][k], atol=1e-6) for k in weights[False])
     assert same_recipe(tmp_path / "run-False" / "config.yaml", load_recipe(str(path), ["eval.tasks=none", "training.gradient_checkpointing=true"]))
+
+
+def test_adamw_updates_all_parameters_at_once_and_trains_the_weights_its_one_at_a_time_loop_trains(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+    """`adamw_torch` runs PyTorch's multi-tensor (foreach) AdamW, faster on the CPU than its default one-parameter loop
+    there, and the weights after training are the loop's, bit for bit (two parameter groups: with and without decay)."""
+    import torch
+    from conftest import tiny_recipe
+    from sentence_transformers import SentenceTransformerTrainer
+
+    from sentune.train.trainer import SentuneTrainer, train_in_memory
+
+    settings = {"max_steps": 6, "eval_steps": 6, "checkpoint": "last", "patience": 0, "weight_decay": 0.01, "learning_rate": 1e-3}
+    recipe = load_recipe(str(tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training=settings)), ["eval.dev=none", "eval.tasks=none"])
+    chosen = []
+    ours = SentuneTrainer.get_optimizer_cls_and_kwargs
+
+    def spy(self, args, model=None):
+        found = ours(self, args, model)
+        chosen.append(found[1].get("foreach"))
+        return found
+
+    monkeypatch.setattr(SentuneTrainer, "get_optimizer_cls_and_kwargs", spy)
+    together = train_in_memory(recipe, data_dir=tiny_data_dir, show_progress=False).model.state_dict()
+    monkeypatch.setattr(SentuneTrainer, "get_optimizer_cls_and_kwargs", SentenceTransformerTrainer.get_optimizer_cls_and_kwargs)
+    one_by_one = train_in_memory(recipe, data_dir=tiny_data_dir, show_progress=False).model.state_dict()
+    assert chosen == [True]
+    assert together.keys() == one_by_one.keys() and all(torch.equal(together[k], one_by_one[k]) for k in together)

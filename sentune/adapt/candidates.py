@@ -329,11 +329,14 @@ class Supervised(WithRun):
         given = ctx.out / "data" / "train.tsv"
         return read_scored_pairs(given).pairs if given.is_file() else None
 
-    def write_training(self, units: list, path: Path, ctx: Context) -> int:
+    def training_rows(self, units: list, ctx: Context) -> list[list[tuple]]:
+        """Each unit's training rows (a pair: itself with its label), built once for every training of the run."""
+        return [[(p.a, p.b, p.score)] for p in units]
+
+    def write_training(self, rows: list[tuple], path: Path) -> None:
         from sentune.data.user_data import write_scored_pairs
 
-        write_scored_pairs(path, [(p.a, p.b, p.score) for p in units])
-        return len(units)
+        write_scored_pairs(path, rows)
 
     def score_held(self, model, units: list, ctx: Context, folder: Path):
         """The held-out fold's scores by the model trained without it (`folder`: that fold's)."""
@@ -343,14 +346,19 @@ class Supervised(WithRun):
         return PairScorer({"held": ScoredPairs(units, "scores" if ctx.metric == "spearman" else "binary", "held-out fold")}).of_model(model)["held"]
 
     def produce(self, label: str, ctx: Context) -> dict:
-
+        """Every training is one run of the trainer without checkpoints (sentune.train.trainer.train_in_memory): a
+        fold's model is kept in memory only while it scores its held-out fold, and the refit, which the run ships or
+        builds on (hybrids, wise, the index), is saved as OUT/candidates/NAME/run. A run killed before the record is
+        written trains the candidate again whole."""
         from sentune.adapt.crossfit import FOLDS, out_of_fold
-        from sentune.core.models import load_model
-        from sentune.train.runs import train_run
+        from sentune.core.memory import release_unreferenced
+        from sentune.train.trainer import train_in_memory
 
         print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
         started = time.perf_counter()
-        (self.folder(ctx) / ".vectors.npy").unlink(missing_ok=True)  # a killed earlier attempt's, maybe of other training data
+        folder = self.folder(ctx)
+        for left in list(folder.iterdir()):  # what a killed attempt left (its refit's run, its vectors, maybe of other training data)
+            shutil.rmtree(left) if left.is_dir() else left.unlink()
         start_model = ctx.config.model
         if self.start != UNCHANGED:
             sources = tuned_sources(ctx, (Trained.kind, Ensemble.kind))
@@ -360,32 +368,34 @@ class Supervised(WithRun):
         name, data_dir, progress = self.recipe_name(ctx), ctx.data_dir or Path("."), ctx.config.show_progress
         recipes: dict[Path, dict] = {}
 
-        def train(units: list, folder: Path):
-            folder.mkdir(parents=True, exist_ok=True)
-            rows = self.write_training(units, folder / "train.tsv", ctx)
-            recipe = ctx.labelled_recipe(name, folder / "train.tsv", rows, start_model)
-            recipes[folder] = recipe.to_dict()
-            train_run(recipe, folder / "run", data_dir=data_dir, show_progress=progress)
-            return load_model(str(folder / "run" / "model"), device=ctx.device)
+        def train(rows: list[tuple], where: Path, run: Path | None):
+            """A model trained on `rows` (written to where/train.tsv, which its recipe names); `run`: saved there."""
+            where.mkdir(parents=True, exist_ok=True)
+            self.write_training(rows, where / "train.tsv")
+            recipe = ctx.labelled_recipe(name, where / "train.tsv", len(rows), start_model)
+            recipes[where] = recipe.to_dict()
+            return train_in_memory(recipe, run, data_dir=data_dir, show_progress=progress).model
 
         detail: dict = {"setting": name, "start": start_model if self.start != UNCHANGED else UNCHANGED, "run": str(self.run_folder(ctx).relative_to(ctx.out))}
         given = self.given_units(ctx)
         if given is not None:
-            model = train(given, self.folder(ctx))
+            model = train([row for rows in self.training_rows(given, ctx) for row in rows], folder, self.run_folder(ctx))
             scores = ctx.scorer.of_vectors(ctx.vectors_of(model, self.name))  # kept: a hybrid of this model reads them
             detail |= {"trained_on": "--train", "train_units": len(given), "dev_indices_trained_on": []}
         else:
             select, units = ctx.inputs.split.select, self.selection_units(ctx)
+            by_unit = self.training_rows(units, ctx)
             folds: list[list[int]] = []
 
             def fit(fold: int, rows: np.ndarray):
+                release_unreferenced()  # the previous fold's model and its trainer are garbage by now
                 folds.append(sorted(int(select[i]) for i in rows))
-                folder = self.folder(ctx) / f"fold-{fold}"
-                return train([units[i] for i in rows], folder), folder
+                where = folder / f"fold-{fold}"
+                return train([row for i in rows for row in by_unit[i]], where, None), where
 
             def held_out(fitted, held: np.ndarray) -> np.ndarray:
-                model, folder = fitted
-                return self.score_held(model, [units[i] for i in held], ctx, folder)
+                model, where = fitted
+                return self.score_held(model, [units[i] for i in held], ctx, where)
 
             # each training prints its own time; the user should know there are K + 1 of them
             print(
@@ -393,7 +403,8 @@ class Supervised(WithRun):
                 flush=True,
             )
             oof = out_of_fold(len(units), FOLDS, ctx.config.seed, fit, held_out)
-            model = train(units, self.folder(ctx))
+            release_unreferenced()
+            model = train([row for rows in by_unit for row in rows], folder, self.run_folder(ctx))
             scores = ctx.scorer.of_vectors(ctx.vectors_of(model, self.name))  # kept: a hybrid of this model reads them
             scores["dev"][select] = oof  # the selection part's scores: out of fold
             detail |= {
@@ -403,7 +414,7 @@ class Supervised(WithRun):
                 "dev_indices_trained_on": sorted(int(i) for i in select),
                 "fold_dev_indices_trained_on": folds,
             }
-        detail["recipe"] = recipes[self.folder(ctx)]  # the refit's (the folds' differ in their rows only)
+        detail["recipe"] = recipes[folder]  # the refit's (the folds' differ in their rows only)
         return write_record(self, scores, detail, time.perf_counter() - started, label, ctx)
 
 
@@ -433,12 +444,15 @@ class SupervisedSearch(Supervised):
         given = ctx.out / "data" / "train"
         return read_beir_folder(given, "train").queries if given.is_dir() else None
 
-    def write_training(self, units: list, path: Path, ctx: Context) -> int:
+    def training_rows(self, units: list, ctx: Context) -> list[list[tuple]]:
+        """Each query's rows, one per judged-relevant document: (query, document, its two mined negatives). A query's
+        negatives do not depend on the other queries mined with it: mined once for every training of the run."""
         texts = {d.id: d.text for d in ctx.retrieval_dev().corpus}
         negatives = ctx.hard_negatives(units)
-        rows = [(q.text, texts[doc], *negatives[q.id]) for q in units for doc in q.relevant if q.relevant[doc] > 0]
+        return [[(q.text, texts[doc], *negatives[q.id]) for doc in q.relevant if q.relevant[doc] > 0] for q in units]
+
+    def write_training(self, rows: list[tuple], path: Path) -> None:
         path.write_text("".join("\t".join(" ".join(field.split()) for field in row) + "\n" for row in rows), encoding="utf-8")
-        return len(rows)
 
     def score_held(self, model, units: list, ctx: Context, folder: Path):
         """The held-out queries against the selection pool; their and the pool's vectors stay in the fold's folder

@@ -23,11 +23,11 @@ def fold_assignment(rows: int, folds: int, seed: int) -> np.ndarray:
 
 
 def out_of_fold(rows: int, folds: int, seed: int, fit: Callable[[int, np.ndarray], Any], predict: Callable[[Any, np.ndarray], np.ndarray]) -> np.ndarray:
-    """Every row's prediction by the model fitted without its fold: fit(fold, training rows), predict(model, held rows)."""
+    """Every row's prediction by the model fitted without its fold: fit(fold, training rows), predict(model, held rows).
+    Each fold's model is dropped once it has predicted: one fold model is held at a time."""
     assignment = fold_assignment(rows, folds, seed)
     found = np.full(rows, np.nan)
     for fold in range(folds):
         held = np.flatnonzero(assignment == fold)
-        model = fit(fold, np.flatnonzero(assignment != fold))
-        found[held] = predict(model, held)
+        found[held] = predict(fit(fold, np.flatnonzero(assignment != fold)), held)
     return found

@@ -218,8 +218,8 @@ def _save_index(candidate, model, ctx: Context) -> None:
 
 
 def prune(out: Path, chosen: str) -> list[Path]:
-    """Remove the model folders of candidates not chosen (--prune), at any depth: a cross-fitted candidate keeps one per
-    fold (fold-K/run/model); their scores and records stay."""
+    """Remove the model folders of candidates not chosen (--prune), at any depth (a trained candidate's is in its run
+    folder: NAME/run/model); their scores and records stay."""
     removed = []
     for folder in (out / "candidates").glob("*"):
         if folder.name == chosen:

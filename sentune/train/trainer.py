@@ -19,9 +19,12 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import yaml
@@ -29,6 +32,7 @@ from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 from tqdm.auto import tqdm
 from transformers import EarlyStoppingCallback, ProgressCallback, TrainerCallback, set_seed
+from transformers.training_args import OptimizerNames
 
 from sentune.core.cache import cache_dir as default_cache_dir
 from sentune.core.device import resolve_device
@@ -77,6 +81,16 @@ class SentuneTrainer(SentenceTransformerTrainer):
         classes = {fullname(module): type(module) for module in model.modules() if isinstance(module, Module)}
         loaded = model.__class__._load_with_module_classes(checkpoint_path, classes, trust_remote_code=model.trust_remote_code, device=str(model.device))
         model.load_state_dict(loaded.state_dict())
+
+    def get_optimizer_cls_and_kwargs(self, args, model=None):  # type: ignore[override]  # an instance method, as in sentence-transformers
+        """sentence-transformers' choice, with AdamW (`adamw_torch`) told to update the parameters as one list (foreach):
+        PyTorch's default on CPU tensors is its loop over one parameter at a time, which does the same arithmetic in the
+        same order (tests/test_train.py: the same weights) at about 1.5 times the cost (docs/timings.md). On a GPU
+        foreach is PyTorch's default already."""
+        optimizer_cls, kwargs = super().get_optimizer_cls_and_kwargs(args, model)
+        if args.optim == OptimizerNames.ADAMW_TORCH and not {"fused", "foreach"} & set(kwargs):
+            kwargs = {**kwargs, "foreach": True}
+        return optimizer_cls, kwargs
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         if self.step_schedule is None:
@@ -171,18 +185,21 @@ class TidyProgress(ProgressCallback):
 
 class TimeBudget(TrainerCallback):
     """training.max_minutes: stop once the training time (this process's plus what the resumed checkpoint had used)
-    reaches the budget, and evaluate and save that step so it can be selected."""
+    reaches the budget, and evaluate and save that step so it can be selected (`save` False: a run without checkpoints,
+    which keeps its last step)."""
 
-    def __init__(self, minutes: float | None, seconds_before: float = 0.0) -> None:
+    def __init__(self, minutes: float | None, seconds_before: float = 0.0, save: bool = True) -> None:
         self.budget = None if minutes is None else minutes * 60
         self.before, self.started = seconds_before, time.perf_counter()
+        self.save = save
 
     def seconds(self) -> float:
         return self.before + time.perf_counter() - self.started
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.budget is not None and self.seconds() >= self.budget and not control.should_training_stop:
-            control.should_training_stop = control.should_evaluate = control.should_save = True
+            control.should_training_stop = control.should_evaluate = True
+            control.should_save = self.save
             logger.info("training.max_minutes: %.1f min used, training stops at step %d", self.seconds() / 60, state.global_step)
 
 
@@ -275,8 +292,9 @@ def latest_complete_checkpoint(folder: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str | None, device: str) -> SentenceTransformerTrainingArguments:
-    """`dev_metric` None: no evaluation while training (eval.dev: none); checkpoints are still saved to resume from."""
+def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str | None, device: str, checkpoints: bool = True) -> SentenceTransformerTrainingArguments:
+    """`dev_metric` None: no evaluation while training (eval.dev: none); checkpoints are still saved to resume from,
+    unless `checkpoints` is False (a run nothing resumes, train_in_memory)."""
     t = recipe.training
     return SentenceTransformerTrainingArguments(
         output_dir=str(output_dir),
@@ -295,7 +313,7 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str | None, dev
         data_seed=t.seed,
         eval_strategy="steps" if dev_metric else "no",
         eval_steps=t.eval_steps,
-        save_strategy="steps",
+        save_strategy="steps" if checkpoints else "no",
         save_steps=t.eval_steps,
         save_total_limit=2,  # the best and the latest
         load_best_model_at_end=t.checkpoint == "best",
@@ -375,6 +393,43 @@ def build_training(recipe: Recipe, data_dir: Path, *, device: str, dev_score=Non
     return method, model, columns, method.build_loss(model, columns, ctx), ctx
 
 
+@dataclass
+class Setup:
+    """What a run trains, set up the same way whether it keeps checkpoints or not (_set_up)."""
+
+    method: Method
+    model: Any
+    columns: dict
+    loss: torch.nn.Module
+    ctx: TrainContext
+    dataset: Any  # the datasets.Dataset of the method's columns
+    evaluator: Any  # the dev evaluation while training; None without one
+    learning_rates: dict[str, float]
+    device: str
+    allow_modified: bool  # catalogued tasks may differ from the catalog (--allow-modified-data)
+
+
+def _set_up(recipe: Recipe, data_dir: Path, run_dir: Path, *, device: str | None, show_progress: bool, allow_modified: bool = False) -> Setup:
+    params = validate_recipe(recipe)
+    set_seed(recipe.training.seed)
+    dev = None if recipe.eval.dev == NO_DEV else dev_evaluator(recipe.eval.dev, data_dir, allow_modified=allow_modified)
+    if isinstance(dev, PairsEvaluator):
+        dev.record = run_dir / "dev_cosines"
+    device = training_device(recipe, device)
+    dev_score = dev.score if dev else None
+    method, model, columns, loss, ctx = build_training(
+        recipe, data_dir, device=device, dev_score=dev_score, show_progress=show_progress, allow_modified=allow_modified
+    )
+    from datasets import Dataset
+
+    dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
+    if len(dataset) < 2:  # one row: no in-batch negatives, a zero loss at every step that looks like training
+        raise TrainingError(f"train_data {recipe.train_data}: {len(dataset)} training row(s); training needs at least 2")
+    evaluator = method.evaluator(loss, ctx, "dev") if method.evaluator else dev
+    learning_rates = method.learning_rates(params) if method.learning_rates else {}
+    return Setup(method, model, columns, loss, ctx, dataset, evaluator, learning_rates, device, allow_modified)
+
+
 def train(
     recipe: Recipe,
     run_dir: Path,
@@ -396,33 +451,15 @@ def train(
     training.device is auto (sentune.train.trainer.training_device). `allow_modified`: catalogued tasks (dev, training
     sets, the final evaluation) may differ from the catalog (--allow-modified-data)."""
     run_dir = Path(run_dir)
-    params = validate_recipe(recipe)
+    validate_recipe(recipe)
     check_run_dir(run_dir, recipe, resume)
     run_dir.mkdir(parents=True, exist_ok=True)
     if rank() == 0:
         write_atomic(run_dir / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-
-    set_seed(recipe.training.seed)
-    dev = None if recipe.eval.dev == NO_DEV else dev_evaluator(recipe.eval.dev, data_dir, allow_modified=allow_modified)
-    if isinstance(dev, PairsEvaluator):
-        dev.record = run_dir / "dev_cosines"
-    device = training_device(recipe, device)
-    method, model, columns, loss, ctx = build_training(
-        recipe, data_dir, device=device, dev_score=dev.score if dev else None, show_progress=show_progress, allow_modified=allow_modified
-    )
-    from datasets import Dataset
-
-    dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
-    if len(dataset) < 2:  # one row: no in-batch negatives, a zero loss at every step that looks like training
-        raise TrainingError(f"train_data {recipe.train_data}: {len(dataset)} training row(s); training needs at least 2")
-    evaluator = method.evaluator(loss, ctx, "dev") if method.evaluator else dev
-
+    setup = _set_up(recipe, data_dir, run_dir, device=device, show_progress=show_progress, allow_modified=allow_modified)
     checkpoint = latest_complete_checkpoint(run_dir / "checkpoints") if resume else None
     pause = PauseAt(pause_at_step)
-    learning_rates = method.learning_rates(params) if method.learning_rates else {}
-    trainer, best = _fit(
-        recipe, method, model, loss, dataset, evaluator, run_dir, checkpoint, [pause, *(callbacks or [])], show_progress, device, learning_rates
-    )
+    trainer, best = _fit(recipe, setup, run_dir, checkpoint, [pause, *(callbacks or [])], show_progress)
     if rank() != 0:  # data parallel: the first process selects, evaluates and saves; the others are done
         return {}
     if pause.paused and not early_stopped(trainer) and not trainer.stopped_by_time:
@@ -430,71 +467,120 @@ def train(
         write_atomic(run_dir / PAUSED, json.dumps(state))
         return {"paused": state}
     (run_dir / PAUSED).unlink(missing_ok=True)
-    note = None
-    if method.finalize is not None:  # e.g. compile a flow head, keep CT's better tower, choose SED's pooling
-        model, note = method.finalize(model, loss, ctx)
-    tasks = [] if recipe.eval.tasks == NO_TASKS else select_tasks(recipe.eval.tasks)
-    results = evaluate(model, tasks, data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"), allow_modified=allow_modified)
-    results["meta"].update(
-        {
-            "recipe": recipe.to_dict(),
-            "best_checkpoint": best,
-            "resumed_from": checkpoint.name if checkpoint else None,
-            "training_seconds": trainer.training_seconds,  # summed over resumes
-            "training_device": device,
-            "training_precision": recipe.training.precision,
-            "processes": world_size(),
-            "training_data": training_data_digest(columns, method.columns),
-        }
-    )
-    if note:
-        results["meta"]["finalize"] = note
-    if method.evaluator:  # the method's own metrics of the selected model, dev and test
-        results["meta"]["method_metrics"] = {split: method.evaluator(loss, ctx, split)(model) for split in ("dev", "test")}
-    # The model first: results.json marks a finished run (pipelines and runners skip on it), so it must
-    # never exist without its model.
-    _save_model(model, run_dir / "model", recipe, method, results, best)
-    save_results(results, run_dir, command)
+    results = _save_run(recipe, setup, _finalized(setup), best, trainer.training_seconds, run_dir, data_dir, command, checkpoint)
     if not recipe.training.keep_checkpoints:  # a finished run resumes nothing; each checkpoint is optimizer + weights
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     return results
 
 
-def _fit(
+@dataclass
+class TrainedModel:
+    """A run trained by train_in_memory: the model as training left it (finalized), its last step and dev score,
+    and its training time."""
+
+    model: Any
+    best: dict
+    training_seconds: float
+
+
+def train_in_memory(
     recipe: Recipe,
-    method: Method,
-    model,
-    loss,
-    dataset,
-    evaluator,
-    run_dir: Path,
-    checkpoint: Path | None,
-    extra: list[TrainerCallback],
-    show_progress: bool,
-    device: str,
-    learning_rates: dict[str, float] | None = None,
-):
+    run_dir: Path | None = None,
+    *,
+    data_dir: Path,
+    show_progress: bool = True,
+    device: str | None = None,
+    command: str | None = None,
+    allow_modified: bool = False,
+) -> TrainedModel:
+    """Train `recipe` through the same loop as train(), without checkpoints, and return the model. For runs that
+    nothing resumes (a killed one is trained again from its start): a model only its caller reads (sentune adapt's
+    cross-fitted folds, each scored on its held-out fold) pays for no save and no load. `run_dir`: the run is also
+    saved there as train() saves a finished one (config.yaml, metrics.jsonl, model/, results.json); None: nothing is
+    written. One process; the recipe keeps its last step (choosing a best checkpoint needs the checkpoints)."""
+    if recipe.training.checkpoint != "last" or recipe.training.patience > 0:
+        raise ValueError(f"{recipe.name}: training without checkpoints keeps the last step (training.checkpoint: last, patience: 0)")
+    validate_recipe(recipe)
+    with tempfile.TemporaryDirectory(prefix="sentune-run-") as scratch:
+        folder = Path(scratch) if run_dir is None else Path(run_dir)
+        if run_dir is not None:
+            check_run_dir(folder, recipe, resume=False)
+            folder.mkdir(parents=True, exist_ok=True)
+            write_atomic(folder / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
+        setup = _set_up(recipe, data_dir, folder, device=device, show_progress=show_progress, allow_modified=allow_modified)
+        trainer, best = _fit(recipe, setup, folder, None, [], show_progress, checkpoints=False)
+        finalized = _finalized(setup)
+        if run_dir is not None:
+            _save_run(recipe, setup, finalized, best, trainer.training_seconds, folder, data_dir, command, None)
+        shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # made empty by the Trainer
+    return TrainedModel(finalized[0], best, trainer.training_seconds)
+
+
+def _finalized(setup: Setup) -> tuple[Any, dict | None]:
+    """The model to keep, and what the method's finalize says it did (e.g. compile a flow head, keep CT's better tower,
+    choose SED's pooling)."""
+    if setup.method.finalize is None:
+        return setup.model, None
+    return setup.method.finalize(setup.model, setup.loss, setup.ctx)
+
+
+def _save_run(
+    recipe: Recipe, setup: Setup, finalized: tuple[Any, dict | None], best: dict, seconds: float, run_dir: Path, data_dir: Path, command, checkpoint
+) -> dict:
+    """Evaluate the kept model on the recipe's tasks and save it and its results into `run_dir` (results.json last)."""
+    model, note = finalized
+    method = setup.method
+    tasks = [] if recipe.eval.tasks == NO_TASKS else select_tasks(recipe.eval.tasks)
+    results = evaluate(
+        model, tasks, data_dir, preset=recipe.eval.preset, show_progress=False, model_name=str(run_dir / "model"), allow_modified=setup.allow_modified
+    )
+    results["meta"].update(
+        {
+            "recipe": recipe.to_dict(),
+            "best_checkpoint": best,
+            "resumed_from": checkpoint.name if checkpoint else None,
+            "training_seconds": seconds,  # summed over resumes
+            "training_device": setup.device,
+            "training_precision": recipe.training.precision,
+            "processes": world_size(),
+            "training_data": training_data_digest(setup.columns, method.columns),
+        }
+    )
+    if note:
+        results["meta"]["finalize"] = note
+    if method.evaluator:  # the method's own metrics of the selected model, dev and test
+        results["meta"]["method_metrics"] = {split: method.evaluator(setup.loss, setup.ctx, split)(model) for split in ("dev", "test")}
+    # The model first: results.json marks a finished run (pipelines and runners skip on it), so it must
+    # never exist without its model.
+    _save_model(model, run_dir / "model", recipe, method, results, best)
+    save_results(results, run_dir, command)
+    return results
+
+
+def _fit(recipe: Recipe, setup: Setup, run_dir: Path, checkpoint: Path | None, extra: list[TrainerCallback], show_progress: bool, checkpoints: bool = True):
     """The Trainer run, from `checkpoint` when resuming; leaves the best checkpoint's weights in the model
-    and the loss. Returns the trainer and the best step with its dev score."""
+    and the loss (`checkpoints` False: none is saved, and the last step's are left). Returns the trainer and the best
+    step with its dev score."""
+    model, loss, evaluator = setup.model, setup.loss, setup.evaluator
     if checkpoint is not None:
         logger.info("resuming %s from %s", run_dir, checkpoint.name)
         if (checkpoint / LOSS_STATE).exists():  # the loss's own parameters (heads), not the model's: strict=False
             loss.load_state_dict(load_file(str(checkpoint / LOSS_STATE)), strict=False)
     spent = json.loads((checkpoint / TRAINING_TIME).read_text())["seconds"] if checkpoint and (checkpoint / TRAINING_TIME).is_file() else 0.0
-    clock = TimeBudget(recipe.training.max_minutes, spent)
+    clock = TimeBudget(recipe.training.max_minutes, spent, save=checkpoints)
     callbacks: list[TrainerCallback] = [RunCallback(run_dir, loss, clock), clock, FreeMemory(), *extra]
     if recipe.training.patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=recipe.training.patience))
     primary = evaluator.primary_metric if evaluator else None  # None: eval.dev none, nothing evaluated while training
-    args = _training_args(recipe, run_dir / "checkpoints", primary, device)
-    if learning_rates:  # parameters (by name pattern) with a rate of their own, e.g. a flow beside its encoder
-        args.learning_rate_mapping = dict(learning_rates)
-    if method.ordered_batches:
+    args = _training_args(recipe, run_dir / "checkpoints", primary, setup.device, checkpoints)
+    if setup.learning_rates:  # parameters (by name pattern) with a rate of their own, e.g. a flow beside its encoder
+        args.learning_rate_mapping = dict(setup.learning_rates)
+    if setup.method.ordered_batches:
         args.batch_sampler = ordered_batch_sampler
     # Widget examples are for the hub's inference widget; sentune's cards do not use them, and computing
     # them shows an anonymous progress bar.
     model.model_card_data.set_widget_examples = lambda dataset: None
-    trainer = SentuneTrainer(model=model, args=args, train_dataset=dataset, loss=loss, evaluator=evaluator, callbacks=callbacks)
+    trainer = SentuneTrainer(model=model, args=args, train_dataset=setup.dataset, loss=loss, evaluator=evaluator, callbacks=callbacks)
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(TidyProgress(primary, getattr(evaluator, "title", primary), show_progress))
     trainer.step_schedule = STEP_SCHEDULES.get(recipe.training.scheduler)
