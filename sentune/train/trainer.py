@@ -85,7 +85,7 @@ class SentuneTrainer(SentenceTransformerTrainer):
         loaded = model.__class__._load_with_module_classes(checkpoint_path, classes, trust_remote_code=model.trust_remote_code, device=str(model.device))
         model.load_state_dict(loaded.state_dict())
 
-    def get_optimizer_cls_and_kwargs(self, args, model=None):
+    def get_optimizer_cls_and_kwargs(self, args, model=None):  # type: ignore[override]  # an instance method, as in sentence-transformers
         """sentence-transformers' choice, with AdamW (`adamw_torch`) told to update the parameters as one list (foreach):
         PyTorch's default on CPU tensors is its loop over one parameter at a time, which does the same arithmetic in the
         same order (tests/test_train.py: the same weights) at about 1.5 times the cost (docs/timings.md). On a GPU
