@@ -334,6 +334,7 @@ def cmd_scale(args) -> None:
         generated = time.perf_counter() - started
         truth(folder)
         print(f"{size:,} vectors ready ({generated:.0f} s), load {load()}", flush=True)
+        kept = None
         if spec == "exact":
             record = child(["exact-one", str(folder), str(args.search_seconds)], args.limit)
         else:
@@ -342,21 +343,23 @@ def cmd_scale(args) -> None:
             if not (target / "vectors.npy").exists():
                 (target / "vectors.npy").symlink_to(folder / "vectors.npy")
                 (target / "truth.npy").symlink_to(folder / "truth.npy")
-            shutil.rmtree(target / "ann", ignore_errors=True)  # built anew: an ANN kept from a run before would be reused
-            record = {"build": child(["build-one", str(target), spec], args.limit)}
+            kept = json.loads((RESULTS / "scale.json").read_text()).get(f"{size}:{spec}") if (RESULTS / "scale.json").is_file() else None
+            if args.sweep_only and kept and (target / "ann" / "ann.json").is_file():  # more search settings on the index built before
+                record = {k: kept[k] for k in ("build", "search", "sweep") if k in kept}
+            else:
+                shutil.rmtree(target / "ann", ignore_errors=True)  # built anew: an ANN kept from a run before would be reused
+                record = {"build": child(["build-one", str(target), spec], args.limit)}
+                if "error" not in record["build"]:
+                    record["search"] = child(["search-one", str(target), str(args.search_seconds)], args.limit)
             if "error" not in record["build"]:
-                record["search"] = child(["search-one", str(target), str(args.search_seconds)], args.limit)
                 from sentune.search.ann import KINDS
 
                 own = [s for s in args.sweep if all(item.split("=")[0] in KINDS[spec.split(":")[0]] for item in s.split(","))]  # this kind's settings
-                record["sweep"] = {s: child(["search-one", str(target), str(args.search_seconds), s], args.limit) for s in own}
-        record |= {
-            "size": size,
-            "spec": spec,
-            "contrast": contrast(np.load(folder / "truth_scores.npy")),
-            "date": now(),
-            "command": "python " + shlex.join(sys.argv),
-        }
+                record["sweep"] = record.get("sweep", {}) | {s: child(["search-one", str(target), str(args.search_seconds), s], args.limit) for s in own}
+        command = "python " + shlex.join(sys.argv)
+        if args.sweep_only and kept and kept.get("command") != command:
+            command = kept["command"] + "\n" + command  # the build's command and the one that added search settings
+        record |= {"size": size, "spec": spec, "contrast": contrast(np.load(folder / "truth_scores.npy")), "date": now(), "command": command}
         keep("scale", f"{size}:{spec}", record)
         print(json.dumps(record), flush=True)
 
@@ -520,6 +523,7 @@ def main() -> None:
     scale.add_argument("--limit", type=float, default=3600, help="seconds a build or search process may take")
     scale.add_argument("--search-seconds", type=float, default=60, help="time for the one-at-a-time queries")
     scale.add_argument("--sweep", action="append", default=[], help="also search each built index with these search settings (nprobe=64,refine=10)")
+    scale.add_argument("--sweep-only", action="store_true", help="an index built by a run before: only search it with the --sweep settings")
     scifact = sub.add_parser("scifact")
     scifact.add_argument("--index", required=True)
     scifact.add_argument("--run", action="append", required=True, help="an --ann value")
