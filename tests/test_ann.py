@@ -236,6 +236,10 @@ def test_index_and_search_with_ann_end_to_end(tiny_model_dir, tmp_path, capsys):
     capsys.readouterr()
     assert main(["search", str(index), "--query", queries[0]["text"], "--top", "3", "--quiet", "--ann", "candidates=20"]) == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == 3
+    # BEIR's same-id rule is the exact search's: asked of the approximate index it is refused, not ignored
+    assert main(["search", str(index), "--query", "a", "--exclude-same-id", "--quiet"]) == 2
+    assert "--exclude-same-id" in capsys.readouterr().err
+    assert main(["search", str(index), "--query", "a", "--exclude-same-id", "--exact", "--quiet"]) == 0
 
 
 def _scored(run_text: str) -> dict[str, list[tuple[str, float]]]:

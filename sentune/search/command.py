@@ -158,6 +158,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     from sentune.search.ann import choose_ann
 
     index.ann = choose_ann(index, args.ann, args.exact)
+    if args.exclude_same_id and index.ann is not None:  # the candidate search has no such rule: say so rather than ignore it
+        raise UserError("--exclude-same-id: the approximate index does not leave a query's own document out; add --exact")
     queries = [Query("query", args.query, Source("--query", 1), {})] if args.query is not None else read_queries(input_file(args.queries, "--queries"))
     if args.run or args.query is None:  # both write TREC run lines
         index.check_run_ids(queries)
