@@ -46,7 +46,7 @@ def scifact_section(folder: Path) -> list[str]:
     return [
         "## SciFact: what the approximate index and the candidate hybrid cost",
         "",
-        f"Real vectors: the default model (all-MiniLM-L6-v2) over SciFact's 5,183 abstracts; the {next(iter(scores.values()))['n_queries']} "
+        f"Real vectors (INDEX: `sentune index --model default --corpus ../shared/data/retrieval/scifact/corpus.jsonl --out INDEX --fusion convex:0.5`): the default model (all-MiniLM-L6-v2) over SciFact's 5,183 abstracts; the {next(iter(scores.values()))['n_queries']} "
         "queries with judgements (qrels/train.tsv), searched with `sentune search --run` and scored by benchmarks/runners/score_trec_run.py "
         "(sentune's metrics, 95 % bootstrap interval over the queries). Hybrid: convex, α = 0.5. Recall@10: the share of exact dense "
         f"search's top 10 the approximate dense search returns. Measured {record['date']}.",
@@ -92,7 +92,7 @@ def qdrant_section(folder: Path) -> list[str]:
     return [
         "## Qdrant: the same index in a search engine",
         "",
-        f"`sentune export-index /tmp/ann-scifact --to qdrant --path DIR` (qdrant-client's local mode: Qdrant's API run in-process; "
+        f"`sentune export-index INDEX --to qdrant --path DIR` (qdrant-client's local mode: Qdrant's API run in-process; "
         f"export {record['seconds']['export']:.0f} s), then the {record['queries']} queries through Qdrant "
         "(sentune.search.export_qdrant.QdrantSearch; prefetch depth 100 each for the hybrids). Overlap: the share of sentune's "
         "exact top 10 that Qdrant's top 10 holds. Seconds: the whole query set through local mode, one query at a time: local mode "

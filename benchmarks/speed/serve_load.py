@@ -36,6 +36,20 @@ PROBE = "a man plays the guitar"
 WARMUP_REQUESTS = 8  # a level's first requests, not counted: connections open, the server's first batches
 
 
+def shown(command: list[str]) -> str:
+    """The command as the page prints it: a path inside the repository relative to it, one outside by its last part, so
+    that no page names this machine's folders."""
+    root = Path.cwd().resolve()
+
+    def one(token: str) -> str:
+        if not token.startswith("/"):
+            return token
+        path = Path(token)
+        return str(path.relative_to(root)) if path.is_relative_to(root) else f".../{path.parent.name}/{path.name}"
+
+    return shlex.join(one(t) for t in command)
+
+
 def read_texts(path: Path, limit: int) -> list[str]:
     """Texts to send: a queries.jsonl's "text" fields, or a text file's lines."""
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -174,7 +188,7 @@ def run_server(args: argparse.Namespace) -> None:
     host = f"http://127.0.0.1:{args.port}"
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     texts = read_texts(Path(args.texts), args.max_texts)
-    record = {"command": shlex.join(command), **conditions(), "levels": []}
+    record = {"command": shown(command), **conditions(), "levels": []}
     log = open(Path(args.out).with_suffix(f".{args.label.replace(' ', '_')}.log"), "w")  # noqa: SIM115  (closed below)
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -211,7 +225,7 @@ def run_command(args: argparse.Namespace) -> None:
         times.append(round(time.perf_counter() - began, 3))
         if done.returncode != 0:
             raise SystemExit(f"{shlex.join(args.command)} failed: {done.stderr[-500:]}")
-    save(Path(args.out), args.label, {"command": shlex.join(args.command), **conditions(), "wall_s": times})
+    save(Path(args.out), args.label, {"command": shown(args.command), **conditions(), "wall_s": times})
     print(json.dumps({"label": args.label, "wall_s": times}))
 
 
