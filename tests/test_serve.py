@@ -464,23 +464,29 @@ def test_a_request_past_the_time_limit_gets_503_and_the_server_goes_on():
 
 @pytest.mark.slow
 def test_workers_map_the_same_vectors_pages(toy_index):
-    """Two worker processes: each maps vectors.npy, and the pages are shared between them (the page cache's), not
-    copied into each process; both answer as one process does."""
+    """Two worker processes: each maps vectors.npy and BM25's score matrix, and the pages are shared between them (the
+    page cache's), not copied into each process; both answer as one process does."""
     index, _ = toy_index
     port = free_port()
     proc = start_server([str(index), "--workers", "2", "--api-key", KEY, "--quiet"], port, timeout=300)
     try:
         server = f"http://127.0.0.1:{port}"
+        files = [str((index / "vectors.npy").resolve()), str((index / "bm25" / "data.csc.index.npy").resolve())]
         deadline = time.time() + 120
         workers: list[int] = []
-        while len(workers) < 2 and time.time() < deadline:  # the second worker may still be loading
+        while time.time() < deadline:  # until both workers have mapped and read both files (the second may still load)
             children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-            workers = [int(pid) for pid in children if "vectors.npy" in Path(f"/proc/{pid}/maps").read_text()]
+            workers = [int(pid) for pid in children if all(smaps_of(int(pid), f).get("Rss", 0) > 0 for f in files)]
+            if len(workers) == 2:
+                break
             time.sleep(0.5)
         assert len(workers) == 2, workers
         for pid in workers:
-            mapping = smaps_of(pid, str((index / "vectors.npy").resolve()))
-            assert mapping["Rss"] > 0 and mapping["Shared_Clean"] == mapping["Rss"] and mapping["Private_Dirty"] == 0, mapping
+            for shared in files:
+                mapping = smaps_of(pid, shared)
+                # shared pages (dirty while a file just written is not yet on disk), none of them private to one worker
+                assert mapping["Shared_Clean"] + mapping["Shared_Dirty"] == mapping["Rss"], (shared, mapping)
+                assert mapping["Private_Clean"] == mapping["Private_Dirty"] == 0, (shared, mapping)
         answers = {json.dumps(post(server, "/search", {"query": "a man plays", "top_k": 5}).json()["results"]) for _ in range(6)}
         assert len(answers) == 1
     finally:

@@ -325,9 +325,9 @@ class SearchIndex:
             self._model = load_model(str(inside) if inside.is_dir() else ref, device=self.device)
         return self._model
 
-    def lexical(self) -> LexicalIndex:
+    def lexical(self, mmap: bool = False) -> LexicalIndex:
         if self._lexical is None:
-            self._lexical = LexicalIndex.load(self.folder / "bm25")
+            self._lexical = LexicalIndex.load(self.folder / "bm25", mmap=mmap)
         return self._lexical
 
     def search(self, queries: list[Query], top: int = 10, show_progress: bool = False, exclude_same_id: bool = False) -> list[list[Hit]]:

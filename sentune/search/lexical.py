@@ -83,11 +83,13 @@ class LexicalIndex:
         (folder / SETTINGS_FILE).write_text(json.dumps({**asdict(self.settings), "documents": self.size}, indent=2))
 
     @classmethod
-    def load(cls, folder: Path) -> LexicalIndex:
+    def load(cls, folder: Path, mmap: bool = False) -> LexicalIndex:
+        """`mmap`: the score matrix stays in the files, its pages the page cache's (a server's workers share them);
+        only for an index nothing rewrites while it is open."""
         bm25s = _bm25s()
         saved = json.loads((folder / SETTINGS_FILE).read_text())
         size = saved.pop("documents")
-        return cls(bm25s.BM25.load(str(folder), show_progress=False, verbosity=0), LexicalSettings(**saved), size)
+        return cls(bm25s.BM25.load(str(folder), show_progress=False, verbosity=0, mmap=mmap), LexicalSettings(**saved), size)
 
 
 def tokenize(texts: list[str], settings: LexicalSettings) -> list[list[str]]:

@@ -41,8 +41,13 @@ class Ranked:
 
 class Engine:
     def __init__(self, settings: ServeSettings) -> None:
+        import threadpoolctl
+
         from sentune.core.encode import Encoder
 
+        # One BLAS thread: a query's NumPy products are small, and OpenBLAS's threads keep spinning after each one,
+        # taking the cores the model's next forward pass needs (a hybrid query on 2 cores took 2.5x as long with them).
+        threadpoolctl.threadpool_limits(1, user_api="blas")
         self.settings = settings
         self.views: dict[str, Any] = {}  # system -> SearchIndex
         self.vectors: np.ndarray | None = None
@@ -71,12 +76,13 @@ class Engine:
 
             source = Path(model_source(self.settings))
             use_backend(model, self.settings.backend, source=str(source) if source.is_dir() else None)
-        index.lexical()
+        # one mapping of BM25's matrix and of the vectors for the life of the process: every worker maps the same
+        # files, so the pages are the page cache's, once for all of them (checked in tests/test_serve.py)
+        lexical = index.lexical(mmap=True)
         self.index = index
-        # one mapping of the vectors for the life of the process: every worker maps the same file, so the pages are the
-        # page cache's, once for all of them (checked in tests/test_serve.py)
         self.vectors = np.load(folder / "vectors.npy", mmap_mode="r")
-        self.touched = float(np.asarray(self.vectors, dtype=np.float64).sum())  # read in now, not on the first query
+        arrays = [self.vectors] + [part for part in lexical.retriever.scores.values() if isinstance(part, np.ndarray)]
+        self.touched = sum(float(np.asarray(a, dtype=np.float64).sum()) for a in arrays)  # read in now, not on the first query
         for system in SYSTEMS:  # shallow copies: the model, documents and BM25 are the base index's
             if system == "hybrid" and index.fusion is None:  # no weight was saved: a hybrid would be a guess
                 continue
