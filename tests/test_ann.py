@@ -15,7 +15,7 @@ from test_adapt_retrieval import _toy_beir
 
 from sentune.cli import main
 from sentune.errors import UserError
-from sentune.search.ann import AnnIndex, auto_nlist, build_ann, check_fits, choose_ann, parse_ann
+from sentune.search.ann import AnnIndex, auto_nlist, auto_refine, build_ann, check_fits, choose_ann, parse_ann, read_ann_settings
 from sentune.search.candidates import Candidates, fuse, lexical_candidates
 from sentune.search.fusion import Fusion, id_order
 from sentune.tasks.retrieval import rank
@@ -149,7 +149,7 @@ def test_candidate_fused_hybrid_equals_its_formula(toy_vectors):
     ann = AnnIndex.open(folder, settings)
     ties = id_order(ids)
     for fusion in (Fusion("convex", 0.3), Fusion("convex", 1.0), Fusion("rrf")):
-        ranked, values = ann.rank("hybrid", queries, lambda rows: bm25[list(rows)], fusion, ids, depth=10)
+        ranked, values = ann.rank("hybrid", queries, lambda rows: bm25[list(rows)], fusion, ties, depth=10)
         dense = ann.nearest(queries, 30, ties)
         for row in range(len(queries)):
             d = {int(r): float(s) for r, s in zip(dense[row].rows, dense[row].scores, strict=True)}
@@ -174,9 +174,21 @@ def test_fuse_by_hand():
     assert only.rows.tolist() == [1, 2] and only.scores.tolist() == [3.0, 3.0]
 
 
+def test_refine_grows_with_the_collection_and_is_resolved_at_build_unless_given(toy_vectors):
+    assert [auto_refine(n) for n in (5183, 100_000, 100_001, 1_000_000, 1_000_001, 5_000_000)] == [10, 10, 50, 50, 100, 100]
+    assert check_fits(parse_ann("ivfpq"), 1_000_000, 384).settings["refine"] == 50
+    assert check_fits(parse_ann("ivfpq:refine=10"), 5_000_000, 384).settings["refine"] == 10  # given: kept
+    folder, settings, docs, *_ = toy_vectors
+    built = build_ann(folder, parse_ann("ivfpq:nlist=16,pq=8"), settings)
+    assert built["settings"]["refine"] == auto_refine(len(docs)) and read_ann_settings(folder)["settings"]["refine"] == built["settings"]["refine"]
+    ann = AnnIndex.open(folder, settings)
+    assert ann.with_search_settings("refine=30").spec.settings["refine"] == 30
+    assert ann.with_search_settings("refine=0").spec.settings["refine"] == auto_refine(len(docs))
+
+
 def test_settings_parsed_and_bad_ones_named():
     spec = parse_ann("IVFPQ:nlist=64,nprobe=8")
-    assert spec.kind == "ivfpq" and spec.settings["nlist"] == 64 and spec.settings["pq"] == 48 and spec.settings["refine"] == 10
+    assert spec.kind == "ivfpq" and spec.settings["nlist"] == 64 and spec.settings["pq"] == 48 and spec.settings["refine"] == 0  # 0: by size
     assert parse_ann("hnsw").settings == {"m": 32, "ef_construction": 100, "ef_search": 128, "candidates": 100}
     assert auto_nlist(5183) == 128 and auto_nlist(100_000) == 1024 and auto_nlist(5_000_000) == 8192
     assert check_fits(parse_ann("ivfpq:pq=8"), 100_000, 384).settings["nlist"] == 1024
@@ -228,11 +240,12 @@ def test_index_and_search_with_ann_end_to_end(tiny_model_dir, tmp_path, capsys):
     vectors = opened.model().encode([q["text"] for q in queries])
     bm25 = opened.lexical().scores([q["text"] for q in queries])
     docs = np.load(index / "vectors.npy")
+    ids = opened.documents.every_id()
     for row, q in enumerate(queries[:20]):
         dense = {d: cosine(vectors[row], docs[d]) for d in range(len(docs))}
         lexical = {d: float(bm25[row, d]) for d in range(len(docs)) if bm25[row, d] > 0}
-        expected, _ = naive_convex(dense, lexical, 0.5, opened.ids, 10)
-        assert candidate_hybrid[q["_id"]] == [opened.ids[d] for d in expected], q["_id"]
+        expected, _ = naive_convex(dense, lexical, 0.5, ids, 10)
+        assert candidate_hybrid[q["_id"]] == [ids[d] for d in expected], q["_id"]
     capsys.readouterr()
     assert main(["search", str(index), "--query", queries[0]["text"], "--top", "3", "--quiet", "--ann", "candidates=20"]) == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == 3

@@ -51,10 +51,11 @@ def engine(exported):
 def test_the_collection_holds_every_document_and_the_fusion(exported, engine):
     _, index, *_ = exported
     info = engine.client.get_collection("toy")
-    assert info.points_count == len(index.ids) == 150
+    assert info.points_count == len(index.documents) == 150
     assert info.config.metadata["sentune"]["fusion"] == {"kind": "convex", "alpha": 0.4} and engine.fusion.alpha == 0.4
     point = engine.client.retrieve("toy", [7], with_payload=True, with_vectors=True)[0]
-    assert point.payload == {"doc_id": index.ids[7], "text": index.texts[7]}
+    doc_id, text = index.documents.read([7])[0]
+    assert point.payload == {"doc_id": doc_id, "text": text} and doc_id == index.documents.every_id()[7]
     stored = np.asarray(point.vector["dense"])
     original = np.load(index.folder / "vectors.npy")[7]
     assert cosine(stored, original) > 1 - 1e-6  # the document's vector (a server stores it normalised, local mode as given)
@@ -65,11 +66,12 @@ def test_dense_top_k_is_exact_search(exported, engine):
     from sentune.tasks.retrieval import rank
 
     docs = np.load(index.folder / "vectors.npy")
-    expected = rank(vectors, docs, index.ids, depth=10)
+    ids = index.documents.every_id()
+    expected = rank(vectors, docs, ids, depth=10)
     found = engine.search(vectors, [q["text"] for q in queries], top=10, system="dense")
     for q, row, hits in zip(vectors, expected, found, strict=True):
         np.testing.assert_allclose([s for _, s in hits], [cosine(q, docs[d]) for d in row], atol=1e-5)
-    assert sum([d for d, _ in hits] == [index.ids[d] for d in row] for row, hits in zip(expected, found, strict=True)) >= 0.9 * len(found)
+    assert sum([d for d, _ in hits] == [ids[d] for d in row] for row, hits in zip(expected, found, strict=True)) >= 0.9 * len(found)
 
 
 def test_bm25_scores_are_sentunes(exported, engine):
@@ -77,7 +79,7 @@ def test_bm25_scores_are_sentunes(exported, engine):
     texts = [q["text"] for q in queries]
     scores = index.lexical().scores(texts)
     found = engine.search(vectors, texts, top=10, system="bm25")
-    position = {d: i for i, d in enumerate(index.ids)}
+    position = {d: i for i, d in enumerate(index.documents.every_id())}
     assert sum(not hits for hits in found) < len(found) / 2
     for row, hits in enumerate(found):
         assert len(hits) == min(10, int((scores[row] > 0).sum())), texts[row]  # a query of stop words alone matches nothing
@@ -91,12 +93,13 @@ def test_hybrid_fused_on_the_client_is_the_candidate_formula(exported, engine):
     docs = np.load(index.folder / "vectors.npy")
     bm25 = index.lexical().scores(texts)
     found = engine.search(vectors, texts, top=10, system="hybrid", engine_fusion="sentune", candidates=40)
+    ids = index.documents.every_id()
     for row, hits in enumerate(found):
         cosines = {d: cosine(vectors[row], docs[d]) for d in range(len(docs))}
-        dense = dict(sorted(cosines.items(), key=lambda item: (-item[1], index.ids[item[0]]))[:40])
-        matched = sorted(np.flatnonzero(bm25[row] > 0), key=lambda d: (-bm25[row, d], index.ids[d]))[:40]
-        expected, fused = naive_convex(dense, {int(d): float(bm25[row, d]) for d in matched}, 0.4, index.ids, 10)
-        assert [d for d, _ in hits] == [index.ids[d] for d in expected], row
+        dense = dict(sorted(cosines.items(), key=lambda item: (-item[1], ids[item[0]]))[:40])
+        matched = sorted(np.flatnonzero(bm25[row] > 0), key=lambda d: (-bm25[row, d], ids[d]))[:40]
+        expected, fused = naive_convex(dense, {int(d): float(bm25[row, d]) for d in matched}, 0.4, ids, 10)
+        assert [d for d, _ in hits] == [ids[d] for d in expected], row
         np.testing.assert_allclose([s for _, s in hits], [fused[d] for d in expected], atol=1e-5)
 
 

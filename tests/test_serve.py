@@ -464,14 +464,16 @@ def test_a_request_past_the_time_limit_gets_503_and_the_server_goes_on():
 
 @pytest.mark.slow
 def test_workers_map_the_same_vectors_pages(toy_index):
-    """Two worker processes: each maps vectors.npy and BM25's score matrix, and the pages are shared between them (the
-    page cache's), not copied into each process; both answer as one process does."""
+    """Two worker processes: each maps vectors.npy, BM25's score matrix and the documents' offsets and id order, and
+    the pages are shared between them (the page cache's), not copied into each process; both answer as one process
+    does."""
     index, _ = toy_index
     port = free_port()
     proc = start_server([str(index), "--workers", "2", "--api-key", KEY, "--quiet"], port, timeout=300)
     try:
         server = f"http://127.0.0.1:{port}"
-        files = [str((index / "vectors.npy").resolve()), str((index / "bm25" / "data.csc.index.npy").resolve())]
+        mapped = ["vectors.npy", "bm25/data.csc.index.npy", "documents.offsets.npy", "documents.order.npy"]
+        files = [str((index / name).resolve()) for name in mapped]
         deadline = time.time() + 120
         workers: list[int] = []
         while time.time() < deadline:  # until both workers have mapped and read both files (the second may still load)

@@ -290,12 +290,27 @@ def findings(folder: Path) -> list[str]:
             + "."
         )
     if big_h and huge_q:
+        from sentune.search.ann import REFINE_BY_SIZE, REFINE_PAST
+
+        steps = ", ".join(f"{refine} up to {below:,} documents" for below, refine in REFINE_BY_SIZE) + f", {REFINE_PAST} past that"
+        evidence = [
+            f"{size} {key}: {swept['recall@10']:.3f}"
+            for size, record, key in (
+                (f"{100_000:,}", small_q, "nprobe=64,refine=10"),
+                (f"{1_000_000:,}", big_q, "nprobe=64,refine=50"),
+                (f"{5_000_000:,}", huge_q, "refine=100"),
+            )
+            if (swept := (record or {}).get("sweep", {}).get(key)) and "error" not in swept
+        ]
         out.append(
             f"- **Which**: `hnsw` while its index fits in memory ({big_h['build']['index_mib'] * 2**20 / 1_000_000:.0f} bytes a vector at 1M, "
             f"recall@10 {big_h['search']['recall@10']:.3f}, p50 {big_h['search']['single']['p50_ms']:.2f} ms there); `ivfpq` past that "
             f"({huge_q['build']['index_mib'] * 2**20 / 5_000_000:.0f} bytes a vector in memory at 5M, the vectors read from disk only for the "
-            "candidates it re-scores), with `refine` (and `pq`) raised until recall is where the collection needs it: how far apart its "
-            "neighbours are decides, as the synthetic and SciFact rows show."
+            f"candidates it re-scores). Its `refine` grows with the collection ({steps}; chosen when the index is built, recorded in "
+            f"INDEX/ann/ann.json, `--ann ivfpq:refine=N` or `sentune search --ann refine=N` overrides it): the smallest swept refine that "
+            f"brought recall@10 near 1 at each size ({'; '.join(evidence)}), where refine {huge_q['build']['settings']['refine']} gave "
+            f"{huge_q['search']['recall@10']:.3f} at 5M. Past that `refine` (and `pq`) are raised until recall is where the collection needs it: "
+            "how far apart its neighbours are decides, as the synthetic and SciFact rows show."
         )
     if small_q and big_q:
         out.append(
@@ -316,6 +331,45 @@ def findings(folder: Path) -> list[str]:
     return (["## Findings", "", *out, ""]) if out else []
 
 
+def documents_section(folder: Path) -> list[str]:
+    kept = _read(folder, "documents")
+    if not kept:
+        return []
+    rows = []
+    for r in kept.values():
+        latency = " | ".join(f"{r['latency'][s]['median_ms']:.0f}" for s in ("bm25", "dense", "hybrid"))
+        rss = r["opened_rss_mib"]
+        rows.append(
+            f"| {r['documents']:,} | {r['label']} | {'yes' if r['offsets_file_before_open'] else 'no'} | {r['open_s']:.2f} | "
+            f"{rss['VmRSS']:.1f} / {rss['RssAnon']:.1f} | {latency} | {r['date']} | {r['load']['open']} → {r['load']['hybrid'].split(' → ')[-1]} |"
+        )
+    return [
+        "## Documents past memory: what opening an index costs a process",
+        "",
+        "**Synthetic documents, not text**: 6 to 14 words drawn (Zipf) from 30,000 made-up ones, random 384-dimensional vectors, "
+        "built once (`index_documents.py build`, sentune.search.index.build_index) by the code before the documents moved to their file "
+        "(OLD: `git archive 66a3c7d sentune | tar -x -C OLD`), which wrote no documents.offsets.npy / documents.order.npy. Each row is one process (`index_documents.py measure`): SearchIndex.open as `sentune search` opens the "
+        "index (the resident memory it added: VmRSS / RssAnon, the process's own heap), then one query at a time with each system, "
+        "exact search, the median of 5 after a first one that loads the model and BM25. `before`: the code that read every id and "
+        "text into lists (and sorted every id for the tie-break on each query), run from an export of that commit on PYTHONPATH; "
+        "`after-first-open`: this code on the same index, whose first open scanned documents.jsonl and wrote the two arrays; `after`: "
+        "the next process, which maps them. The machine was shared with other work (the load average before and after each row).",
+        "",
+        *_commands(
+            [
+                {
+                    "command": f"PYTHONPATH=OLD python benchmarks/speed/index_documents.py build --out INDEX --documents {next(iter(kept.values()))['documents']}"
+                },
+                *kept.values(),
+            ]
+        ),
+        "| documents | code | arrays on disk before open | open s | memory added by open MiB (VmRSS / RssAnon) | one query ms: bm25 | dense | hybrid | date | load average |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
 def render_page(folder: Path, out: str | None, machine: str, notes: list[str] | None = None) -> None:
     import faiss
 
@@ -330,6 +384,7 @@ def render_page(folder: Path, out: str | None, machine: str, notes: list[str] | 
         *scifact_section(folder),
         *qdrant_section(folder),
         *scale_section(folder),
+        *documents_section(folder),
         *libraries_section(folder),
     ]
     text = "\n".join(lines) + "\n"

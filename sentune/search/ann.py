@@ -31,7 +31,7 @@ import numpy as np
 
 from sentune.errors import UserError
 from sentune.search.candidates import Candidates, fuse, lexical_candidates
-from sentune.search.fusion import Fusion, id_order
+from sentune.search.fusion import Fusion
 
 FORMAT = "sentune-ann/1"
 FOLDER = "ann"
@@ -43,7 +43,7 @@ MIN_PER_LIST = 39
 LEXICAL_BLOCK = 16  # queries whose BM25 scores of every document are held at once: 16 × 5M documents is 320 MB
 
 # Each kind's settings with their defaults and allowed range; `search` settings can change per search, the others are
-# the build's. nlist 0 and nbits 0: chosen from the collection size (auto_nlist, auto_nbits).
+# the build's. nlist 0, nbits 0 and refine 0: chosen from the collection size (auto_nlist, auto_nbits, auto_refine).
 KINDS: dict[str, dict[str, tuple[int, int, int]]] = {
     "hnsw": {"m": (32, 4, 128), "ef_construction": (100, 8, 2000), "ef_search": (128, 1, 10_000), "candidates": (100, 1, 10_000)},
     "ivfpq": {
@@ -51,12 +51,20 @@ KINDS: dict[str, dict[str, tuple[int, int, int]]] = {
         "pq": (48, 1, 512),
         "nbits": (0, 0, 12),
         "nprobe": (32, 1, 1 << 20),
-        "refine": (10, 1, 100),
+        "refine": (0, 0, 100),
         "candidates": (100, 1, 10_000),
     },
 }
 SEARCH_SETTINGS = {"ef_search", "nprobe", "refine", "candidates"}
-USAGE = "hnsw or ivfpq, optionally with settings: hnsw:m=32,ef_construction=100,ef_search=128 or ivfpq:nlist=1024,pq=48,nbits=8,nprobe=32,refine=10"
+USAGE = "hnsw or ivfpq, optionally with settings: hnsw:m=32,ef_construction=100,ef_search=128 or ivfpq:nlist=1024,pq=48,nbits=8,nprobe=32,refine=50"
+
+# IVF-PQ's `refine` by collection size: (at most this many documents, refine), then REFINE_PAST for larger ones. Its
+# codes order crowded neighbours worse as a collection grows, so more candidates are re-scored from the exact vectors:
+# each step is the smallest refine of benchmarks/results/ann.md's synthetic sweeps that brought recall@10 near 1 at
+# that size (a size between two measured ones takes the larger one's step: re-scoring costs milliseconds, a missed
+# neighbour is a wrong answer).
+REFINE_BY_SIZE = ((100_000, 10), (1_000_000, 50))
+REFINE_PAST = 100
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,11 @@ def auto_nbits(documents: int) -> int:
     return max(1, min(8, int(math.log2(max(1, documents // MIN_PER_LIST)))))
 
 
+def auto_refine(documents: int) -> int:
+    """How many times the asked depth IVF-PQ re-scores with the exact vectors, for a collection of this size."""
+    return next((refine for below, refine in REFINE_BY_SIZE if documents <= below), REFINE_PAST)
+
+
 def check_fits(spec: AnnSpec, documents: int, dimension: int, option: str = "--ann") -> AnnSpec:
     """The spec with nlist resolved, or one line when it cannot be built over this collection (before any encoding)."""
     if spec.kind != "ivfpq":
@@ -123,6 +136,8 @@ def check_fits(spec: AnnSpec, documents: int, dimension: int, option: str = "--a
         settings["nlist"] = auto_nlist(documents)
     if settings["nbits"] == 0:
         settings["nbits"] = auto_nbits(documents)
+    if settings["refine"] == 0:
+        settings["refine"] = auto_refine(documents)
     if settings["nlist"] * MIN_PER_LIST > documents:
         raise UserError(
             f"{option}: nlist={settings['nlist']} needs {settings['nlist'] * MIN_PER_LIST:,} documents ({MIN_PER_LIST} a list to train k-means); "
@@ -221,7 +236,6 @@ class AnnIndex:
         self.folder, self.saved = folder, saved
         self.spec = AnnSpec(saved["kind"], dict(saved["settings"]))
         self._index: Any = None
-        self._ties: np.ndarray | None = None
         self._vectors: np.ndarray | None = None
 
     @classmethod
@@ -248,8 +262,11 @@ class AnnIndex:
     def with_search_settings(self, text: str, option: str = "--ann") -> AnnIndex:
         """This index searched with other search-time settings (ef_search, nprobe, refine, candidates)."""
         allowed = {k: v for k, v in KINDS[self.spec.kind].items() if k in SEARCH_SETTINGS}
-        changed = AnnIndex(self.folder, self.saved | {"settings": self.spec.settings | _settings(text, f"{option} {text}", allowed, self.spec.kind)})
-        changed._index, changed._ties, changed._vectors = self._index, self._ties, self._vectors
+        given = _settings(text, f"{option} {text}", allowed, self.spec.kind)
+        if given.get("refine") == 0:  # as at build: chosen from the collection size
+            given["refine"] = auto_refine(int(self.saved["source"]["rows"]))
+        changed = AnnIndex(self.folder, self.saved | {"settings": self.spec.settings | given})
+        changed._index, changed._vectors = self._index, self._vectors
         return changed
 
     def faiss_index(self):
@@ -282,18 +299,12 @@ class AnnIndex:
             self._vectors = np.load(self.folder / "vectors.npy", mmap_mode="r")
         return self._vectors
 
-    def ties(self, doc_ids: list[str]) -> np.ndarray:
-        if self._ties is None or len(self._ties) != len(doc_ids):
-            self._ties = id_order(doc_ids)
-        return self._ties
-
     def rank(
-        self, system: str, query_vectors: np.ndarray, lexical_scores: Callable[[range], np.ndarray], fusion: Fusion | None, doc_ids: list[str], depth: int
+        self, system: str, query_vectors: np.ndarray, lexical_scores: Callable[[range], np.ndarray], fusion: Fusion | None, ties: np.ndarray, depth: int
     ) -> tuple[list[list[int]], list[list[float]]]:
         """The top `depth` documents per query and their scores: the ANN's for `dense`; for `hybrid`, BM25's and the ANN's
         top `candidates` fused (sentune.search.candidates). `lexical_scores(rows)`: those queries' BM25 scores of every
-        document, asked LEXICAL_BLOCK queries at a time."""
-        ties = self.ties(doc_ids)
+        document, asked LEXICAL_BLOCK queries at a time; `ties`: the documents' id order (id_order's)."""
         if system == "dense":
             found = self.nearest(query_vectors, depth, ties)
             return [c.rows.tolist() for c in found], [c.scores.tolist() for c in found]

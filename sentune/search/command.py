@@ -67,7 +67,8 @@ def index_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ann",
         help="also build an approximate dense index, searched instead of every document: hnsw or ivfpq, optionally with settings "
-        "(ivfpq:nlist=1024,pq=48,nbits=8,nprobe=32,refine=10; hnsw:m=32,ef_construction=100,ef_search=128; candidates=K: each system's top K the hybrid fuses)",
+        "(ivfpq:nlist=1024,pq=48,nbits=8,nprobe=32,refine=50, where nlist, nbits and refine left out are chosen from the collection size; "
+        "hnsw:m=32,ef_construction=100,ef_search=128; candidates=K: each system's top K the hybrid fuses)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--trust-remote-code", action="store_true", help="allow code shipped with the model (off by default)")

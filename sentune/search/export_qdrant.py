@@ -123,7 +123,7 @@ def _points(index, weights, term_indices: np.ndarray, start: int, stop: int) -> 
     models = qdrant().models
     vectors = np.load(index.folder / "vectors.npy", mmap_mode="r")
     block = np.asarray(vectors[start:stop], dtype=np.float32)
-    for row in range(start, stop):
+    for row, (doc_id, text) in zip(range(start, stop), index.documents.read(range(start, stop)), strict=True):
         lo, hi = weights.indptr[row], weights.indptr[row + 1]
         sparse: dict[int, float] = {}
         for column, value in zip(weights.indices[lo:hi], weights.data[lo:hi], strict=True):
@@ -132,7 +132,7 @@ def _points(index, weights, term_indices: np.ndarray, start: int, stop: int) -> 
         yield models.PointStruct(
             id=row,
             vector={DENSE: block[row - start].tolist(), SPARSE: models.SparseVector(indices=[i for i, _ in ordered], values=[v for _, v in ordered])},
-            payload={"doc_id": index.ids[row], "text": index.texts[row]},
+            payload={"doc_id": doc_id, "text": text},
         )
 
 
@@ -148,8 +148,8 @@ def export_index(index, client, collection: str, *, replace: bool = False, batch
         client.delete_collection(collection)
     started = time.perf_counter()
     weights, term_indices, collisions = document_term_weights(index.lexical())
-    if weights.shape[0] != len(index.ids):
-        raise UserError(f"{index.folder / 'bm25'}: {weights.shape[0]} documents, the index {len(index.ids)}; rebuild the index")
+    if weights.shape[0] != len(index.documents):
+        raise UserError(f"{index.folder / 'bm25'}: {weights.shape[0]} documents, the index {len(index.documents)}; rebuild the index")
     dimension = int(np.load(index.folder / "vectors.npy", mmap_mode="r").shape[1])
     ann = index.ann.spec.settings if index.ann is not None and index.ann.spec.kind == "hnsw" else None
     client.create_collection(
@@ -166,16 +166,16 @@ def export_index(index, client, collection: str, *, replace: bool = False, batch
                 "model_digest": index.settings["model_digest"],
                 "lexical": index.settings.get("lexical"),
                 "sparse_index": "crc32 of each sentune.search.lexical token; values: BM25 term weight / IDF (Qdrant's IDF modifier)",
-                "documents": len(index.ids),
+                "documents": len(index.documents),
             }
         },
     )
-    with tqdm(total=len(index.ids), desc=f"exporting to Qdrant ({collection})", unit="doc", disable=not show_progress) as bar:
-        for start in range(0, len(index.ids), batch):
-            stop = min(start + batch, len(index.ids))
+    with tqdm(total=len(index.documents), desc=f"exporting to Qdrant ({collection})", unit="doc", disable=not show_progress) as bar:
+        for start in range(0, len(index.documents), batch):
+            stop = min(start + batch, len(index.documents))
             client.upsert(collection, points=list(_points(index, weights, term_indices, start, stop)), wait=True)
             bar.update(stop - start)
-    return ExportReport(collection, len(index.ids), dimension, len(term_indices), collisions, time.perf_counter() - started)
+    return ExportReport(collection, len(index.documents), dimension, len(term_indices), collisions, time.perf_counter() - started)
 
 
 class QdrantSearch:

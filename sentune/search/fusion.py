@@ -119,10 +119,26 @@ def hybrid_rank(
     their fused scores). `lexical_scores(rows)`: the BM25 scores of those queries (rows of query_vectors) against
     these documents. With `query_ids`, a document whose id is the query's is neither ranked nor normalised over
     (BEIR's rule for Quora-style sets)."""
+    position = {doc: i for i, doc in enumerate(doc_ids)}
+    own = [position.get(q) for q in query_ids] if query_ids is not None else None
+    return hybrid_rank_rows(query_vectors, doc_vectors, lexical_scores, id_order(doc_ids), fusion, depth=depth, own=own, with_scores=with_scores)
+
+
+def hybrid_rank_rows(
+    query_vectors: np.ndarray,
+    doc_vectors: np.ndarray,
+    lexical_scores,
+    ties: np.ndarray,
+    fusion: Fusion,
+    *,
+    depth: int,
+    own: Sequence[int | None] | None = None,
+    with_scores: bool = False,
+):
+    """hybrid_rank with the documents' id order given (`ties`, id_order's) and each query's own document as a row
+    (`own[q]`, None: none), for an index whose ids stay in their file."""
     from sentune.tasks.retrieval import unit_rows
 
-    ties = id_order(doc_ids)
-    position = {doc: i for i, doc in enumerate(doc_ids)}
     docs = unit_rows(doc_vectors)
     ranked: list[list[int]] = []
     values: list[list[float]] = []
@@ -130,13 +146,13 @@ def hybrid_rank(
         rows = np.arange(start, min(start + QUERY_BLOCK, len(query_vectors)))
         dense = unit_rows(query_vectors[rows]) @ docs.T
         lexical = np.asarray(lexical_scores(rows), dtype=np.float32)
-        own = [position.get(query_ids[int(r)]) for r in rows] if query_ids is not None else [None] * len(rows)
-        for i, doc in enumerate(own):
+        block_own = [own[int(r)] for r in rows] if own is not None else [None] * len(rows)
+        for i, doc in enumerate(block_own):
             if doc is not None:  # out of both normalisations: the row's minimum changes neither min nor max
-                dense[i, doc] = np.delete(dense[i], doc).min() if len(doc_ids) > 1 else 0.0
-                lexical[i, doc] = np.delete(lexical[i], doc).min() if len(doc_ids) > 1 else 0.0
+                dense[i, doc] = np.delete(dense[i], doc).min() if len(ties) > 1 else 0.0
+                lexical[i, doc] = np.delete(lexical[i], doc).min() if len(ties) > 1 else 0.0
         fused = fusion.fuse(dense, lexical, ties)
-        block = top_by_score(fused, ties, depth, exclude=own)
+        block = top_by_score(fused, ties, depth, exclude=block_own)
         ranked += block
         values += [[float(fused[i, d]) for d in row] for i, row in enumerate(block)]
     return (ranked, values) if with_scores else ranked

@@ -3,7 +3,8 @@ its chosen system as.
 
     INDEX/index.json       the system (dense, bm25 or hybrid with its fusion), the model (a path relative to INDEX when it
                            lies inside, else its name) and its weights' digest, the documents' count and sha256
-    INDEX/documents.jsonl  the documents' ids and texts, in index order
+    INDEX/documents.jsonl  the documents' ids and texts, in index order, read a line at a time: beside it each line's
+                           offset and the ids' order, memory-mapped (sentune.search.documents)
     INDEX/vectors.npy      float32 (documents × dimension), the model's own pipeline; memory-mapped when read
     INDEX/progress.json    rows of vectors.npy written so far: an interrupted build resumes there
     INDEX/bm25/            BM25 as BEIR runs it (sentune.search.lexical), built after the vectors
@@ -17,9 +18,9 @@ the documents into shards/rank-R.npy; rank 0 waits for all of them (a gloo or NC
 document order, BM25 and index.json. The result is the one-process index (tests/test_search.py checks it on 2 gloo
 processes).
 
-Search is exact: every document scored (sentune.tasks.retrieval.rank: NumPy in blocks, FAISS's flat index for large
-ones), as every sentune evaluation ranks; the hybrid normalises each system's scores over every document
-(sentune.search.fusion). An index built with `--ann` also holds an approximate dense index (INDEX/ann/,
+Search is exact: every document scored (sentune.search.exact: NumPy in blocks, FAISS's flat index for large ones), as
+every sentune evaluation ranks, ties by the id order saved beside the documents; the hybrid normalises each system's
+scores over every document (sentune.search.fusion). An index built with `--ann` also holds an approximate dense index (INDEX/ann/,
 sentune.search.ann), searched instead unless `sentune search --exact`.
 """
 
@@ -38,12 +39,14 @@ from sentune.data.beir import Document, Query
 from sentune.data.text_files import DataError
 from sentune.errors import UserError
 from sentune.search.ann import AnnIndex
-from sentune.search.fusion import Fusion, hybrid_rank, id_order, top_by_score
+from sentune.search.documents import DAMAGED, OFFSETS, ORDER, Documents, write_documents
+from sentune.search.exact import dense_top
+from sentune.search.fusion import Fusion, hybrid_rank_rows, top_by_score
 from sentune.search.lexical import LexicalIndex, LexicalSettings
 
 FORMAT = "sentune-index/1"
 INDEX_FILE = "index.json"
-FILES = (INDEX_FILE, "documents.jsonl", "vectors.npy", "progress.json", "bm25")  # what a build writes into its folder
+FILES = (INDEX_FILE, "documents.jsonl", OFFSETS, ORDER, "vectors.npy", "progress.json", "bm25")  # what a build writes into its folder
 CHUNK = 1024  # documents encoded between two progress marks
 SYSTEMS = ("dense", "bm25", "hybrid")
 
@@ -53,9 +56,6 @@ def corpus_digest(documents: list[Document]) -> str:
     for d in documents:
         digest.update(d.id.encode() + b"\0" + d.text.encode() + b"\0")
     return digest.hexdigest()
-
-
-DAMAGED = "the index is damaged: build it again into an empty --out with `sentune index`"
 
 
 def read_settings(folder: Path) -> dict | None:
@@ -159,9 +159,7 @@ def build_index(
     }
     if rank() == 0:
         _write_json(out / INDEX_FILE, settings)
-        with (out / "documents.jsonl").open("w", encoding="utf-8") as f:
-            for d in documents:
-                f.write(json.dumps({"_id": d.id, "text": d.text}, ensure_ascii=False) + "\n")
+        write_documents(out, documents)
     if vectors is None and world_size() == 1:
         vectors = _evaluated_before(model, documents)
     if vectors is not None:
@@ -281,7 +279,8 @@ def saved_fusion(settings: dict, path: Path) -> Fusion | None:
 class SearchIndex:
     """A built index, read for searching: `search(texts)` ranks every document for each text. Opening it checks every
     file the chosen system reads against index.json (documents, vector rows and dimension, BM25's size), so a damaged
-    index is one line naming its file, never a ranking of the wrong documents."""
+    index is one line naming its file, never a ranking of the wrong documents. The documents stay in their file: a
+    search reads its hits' lines (sentune.search.documents)."""
 
     def __init__(self, folder: Path, settings: dict, system: str | None = None, device: str | None = None) -> None:
         self.folder, self.settings = folder, settings
@@ -292,10 +291,11 @@ class SearchIndex:
                 f"--system hybrid: {folder / INDEX_FILE} holds no fusion weight (a {settings['system']} index); rebuild it with one, "
                 f"`sentune index --model MODEL --corpus CORPUS --out {folder} --fusion convex:ALPHA` (or rrf; its vectors are kept)"
             )
-        self.ids, self.texts = read_documents(folder / "documents.jsonl", settings.get("documents"))
-        self.vectors = open_vectors(folder / "vectors.npy", len(self.ids), settings.get("dimension")) if self.system != "bm25" else None
+        self.documents = Documents.open(folder, settings.get("documents"))
+        count = len(self.documents)
+        self.vectors = open_vectors(folder / "vectors.npy", count, settings.get("dimension")) if self.system != "bm25" else None
         if self.system != "dense":
-            check_lexical(folder / "bm25", len(self.ids))
+            check_lexical(folder / "bm25", count)
         self.device = device
         self._model: Any = None
         self._lexical: LexicalIndex | None = None
@@ -335,75 +335,50 @@ class SearchIndex:
         id is the query's is not returned (BEIR's convention for sets whose queries are documents too, Quora's, and how
         `sentune adapt` scores); a user's search returns every document."""
         from sentune.core.encode import Encoder
-        from sentune.tasks.retrieval import rank, unit_rows
+        from sentune.tasks.retrieval import unit_rows
 
         texts = [q.text for q in queries]
-        query_ids = [q.id for q in queries] if exclude_same_id else None
+        ties = self.documents.order
+        own: list[int | None] | None = None
+        if exclude_same_id:  # the queries' own documents, found in one pass over the file
+            rows = self.documents.rows_of(q.id for q in queries)
+            own = [rows.get(q.id) for q in queries]
         if self.system == "bm25":
-            own = {doc: i for i, doc in enumerate(self.ids)}
             scores = self.lexical().scores(texts)
-            exclude = [own.get(q) for q in query_ids] if query_ids is not None else None
-            ranked = top_by_score(scores, id_order(self.ids), top, exclude=exclude)
+            ranked = top_by_score(scores, ties, top, exclude=own)
             values = [[float(scores[r, d]) for d in row] for r, row in enumerate(ranked)]
             return self._hits(ranked, values)
         vectors = self.vectors
         assert vectors is not None  # opened for every system but bm25
         query_vectors = Encoder(self.model(), "model", show_progress=show_progress, desc="encoding the queries").encode(texts)
         if self.ann is not None:  # the approximate index's candidates instead of every document (sentune.search.ann)
-            return self._hits(
-                *self.ann.rank(self.system, query_vectors, lambda rows: self.lexical().scores([texts[r] for r in rows]), self.fusion, self.ids, top)
-            )
+            return self._hits(*self.ann.rank(self.system, query_vectors, lambda rows: self.lexical().scores([texts[r] for r in rows]), self.fusion, ties, top))
         if self.system == "dense":
-            ranked = rank(query_vectors, vectors, self.ids, depth=top, query_ids=query_ids, skip_same_id=exclude_same_id)
+            ranked = dense_top(query_vectors, vectors, ties, top, exclude=own)
             units = unit_rows(query_vectors)
             values = [[float(units[r] @ unit_rows(vectors[[d]])[0]) for d in row] for r, row in enumerate(ranked)]
             return self._hits(ranked, values)
         assert self.fusion is not None  # a hybrid without a fusion is refused when opened
         lexical = self.lexical().scores(texts)
-        ranked, values = hybrid_rank(
-            query_vectors, vectors, lambda rows: lexical[rows], self.ids, self.fusion, depth=top, query_ids=query_ids, with_scores=True
-        )
+        ranked, values = hybrid_rank_rows(query_vectors, vectors, lambda rows: lexical[rows], ties, self.fusion, depth=top, own=own, with_scores=True)
         return self._hits(ranked, values)
 
     def _hits(self, ranked: list[list[int]], values: list[list[float]]) -> list[list[Hit]]:
-        return [[Hit(self.ids[d], v, self.texts[d]) for d, v in zip(row, scores, strict=True)] for row, scores in zip(ranked, values, strict=True)]
+        """The hits' ids and texts, each read from its own line (in file order: the reads go forward)."""
+        rows = sorted({d for row in ranked for d in row})
+        lines = dict(zip(rows, self.documents.read(rows), strict=True))
+        return [[Hit(lines[d][0], v, lines[d][1]) for d, v in zip(row, scores, strict=True)] for row, scores in zip(ranked, values, strict=True)]
 
     def check_run_ids(self, queries: list[Query]) -> None:
         """Every query and document id fits a TREC run line (checked before the model loads when a run is written)."""
         for q in queries:
             if not trec_safe(q.id):
                 raise UserError(f"{q.source}: query id {q.id!r} {NOT_TREC_SAFE}; give it an id without spaces")
-        for number, doc in enumerate(self.ids, start=1):
+        for number, doc, _ in self.documents.stream():
             if not trec_safe(doc):
                 raise UserError(
-                    f"{self.folder / 'documents.jsonl'}:{number}: document id {doc!r} {NOT_TREC_SAFE}; build the index from ids without spaces, or search with --query"
+                    f"{self.documents.path}:{number}: document id {doc!r} {NOT_TREC_SAFE}; build the index from ids without spaces, or search with --query"
                 )
-
-
-def read_documents(path: Path, expected: int | None) -> tuple[list[str], list[str]]:
-    """documents.jsonl's ids and texts; one line naming the file and line when a line is not a document (a file cut
-    mid-line), or the file when it holds another count than index.json says."""
-    ids: list[str] = []
-    texts: list[str] = []
-    try:
-        with path.open(encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                try:
-                    record = json.loads(line)
-                    doc_id, text = record["_id"], record["text"]
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    raise DataError(path, number, f'not a document ({{"_id": ..., "text": ...}}); {DAMAGED}') from None
-                if not isinstance(doc_id, str) or not isinstance(text, str):
-                    raise DataError(path, number, f"_id and text must be strings; {DAMAGED}")
-                ids.append(doc_id)
-                texts.append(text)
-    except FileNotFoundError:
-        raise DataError(path, None, f"missing; {DAMAGED}") from None
-    except UnicodeDecodeError:
-        raise DataError(path, len(ids) + 1, f"not UTF-8 text; {DAMAGED}") from None
-    if len(ids) != expected:
-        raise DataError(path, None, f"{len(ids)} documents, but {INDEX_FILE} says {expected}; {DAMAGED}")
-    return ids, texts
 
 
 def open_vectors(path: Path, rows: int, dimension: int | None) -> np.ndarray:

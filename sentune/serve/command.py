@@ -2,7 +2,8 @@
 
 One worker: the model and the index are loaded here, before the port opens, so a load error is one line too and the
 first answer is a warm one. Several workers (--workers N): uvicorn starts N processes that each load the model and map
-the index's vectors.npy; the vectors' pages are the page cache's, shared by all of them rather than copied."""
+the index's vectors, BM25 matrix and document offsets; their pages are the page cache's, shared by all of them rather
+than copied (sentune.serve.engine)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ def serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8000, help="the port to listen on")
     p.add_argument("--api-key", help=f"every request but /health and the page must send `Authorization: Bearer KEY` (default: ${API_KEY_ENV})")
     p.add_argument("--backend", default="torch", choices=BACKENDS, help="torch, or the model's exported graph, run as `sentune encode --backend` runs it")
-    p.add_argument("--workers", type=int, default=1, help="server processes; each loads the model, all share the index's memory-mapped vectors")
+    p.add_argument(
+        "--workers", type=int, default=1, help="server processes; each loads the model, all share the index's memory-mapped vectors, BM25 and document offsets"
+    )
     p.add_argument("--max-batch", type=int, default=64, help="texts computed in one forward pass, from the requests waiting together")
     p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its forward pass")
     p.add_argument("--max-batch-inputs", type=int, default=256, help="texts in one request (input list, queries list)")

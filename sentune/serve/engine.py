@@ -2,8 +2,8 @@
 run in the batchers' worker thread (sentune.serve.batching), never two at a time.
 
 Vectors are `sentune encode`'s (sentune.core.encode.Encoder, the model's own pooling); rankings are `sentune search`'s
-(sentune.search.index.SearchIndex.search, one index object per system sharing the model, the documents and BM25). The
-queries of a batch get ids no document has, so no document is left out of a ranking for sharing a query's id.
+(sentune.search.index.SearchIndex.search, one index object per system sharing the model, the documents and BM25). No
+document is left out of a ranking for sharing a query's id (a user's search returns every document).
 """
 
 from __future__ import annotations
@@ -76,12 +76,14 @@ class Engine:
 
             source = Path(model_source(self.settings))
             use_backend(model, self.settings.backend, source=str(source) if source.is_dir() else None)
-        # one mapping of BM25's matrix and of the vectors for the life of the process: every worker maps the same
-        # files, so the pages are the page cache's, once for all of them (checked in tests/test_serve.py)
+        # one mapping of BM25's matrix, of the vectors and of the documents' offsets and id order for the life of the
+        # process: every worker maps the same files, so the pages are the page cache's, once for all of them (checked
+        # in tests/test_serve.py); a document's text is read from its line when it is a hit
         lexical = index.lexical(mmap=True)
         self.index = index
         self.vectors = np.load(folder / "vectors.npy", mmap_mode="r")
-        arrays = [self.vectors] + [part for part in lexical.retriever.scores.values() if isinstance(part, np.ndarray)]
+        arrays = [self.vectors, index.documents.offsets, index.documents.order]
+        arrays += [part for part in lexical.retriever.scores.values() if isinstance(part, np.ndarray)]
         self.touched = sum(float(np.asarray(a, dtype=np.float64).sum()) for a in arrays)  # read in now, not on the first query
         for system in SYSTEMS:  # shallow copies: the model, documents and BM25 are the base index's
             if system == "hybrid" and index.fusion is None:  # no weight was saved: a hybrid would be a guess
@@ -89,14 +91,13 @@ class Engine:
             view = copy.copy(index)
             view.system = system
             self.views[system] = view
-        self.query_prefix = unused_prefix(index.ids)
         return model
 
     def _query(self, number: int, text: str):
         from sentune.data.beir import Query
         from sentune.data.text_files import Source
 
-        return Query(f"{self.query_prefix}{number}", text, Source("request", number + 1))
+        return Query(f"request-{number}", text, Source("request", number + 1))
 
     @property
     def default_system(self) -> str | None:
@@ -130,7 +131,7 @@ class Engine:
         if self.views:
             index = {
                 "name": Path(self.settings.index or "").name,
-                "documents": len(self.index.ids),
+                "documents": len(self.index.documents),
                 "dimension": int(self.vectors.shape[1]) if self.vectors is not None else None,
                 "vectors_bytes": int(self.vectors.nbytes) if self.vectors is not None else None,
                 "system": self.index.system,
@@ -190,11 +191,3 @@ def served_name(settings: ServeSettings) -> str:
         return DEFAULT_HUB_ID
     path = Path(ref)
     return path.resolve().name if path.exists() else ref
-
-
-def unused_prefix(ids: list[str]) -> str:
-    """A prefix no document id starts with: the queries' ids are it and a number, so none equals a document's."""
-    prefix = "\x00query-"
-    while any(doc.startswith(prefix) for doc in ids):
-        prefix = "\x00" + prefix
-    return prefix
