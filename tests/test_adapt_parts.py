@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from sentune.adapt.decide import decide, split_dev
-from sentune.core.batched_metrics import average_precision_rows, average_ranks, spearman_rows
-from sentune.core.metrics import average_precision, best_threshold_accuracy, spearman
+from sentune.core.batched_metrics import average_precision_rows, average_ranks, pearson_rows, spearman_rows
+from sentune.core.metrics import METRICS, average_precision, best_threshold_accuracy, pearson, spearman
 from sentune.data.readers import DataError
 from sentune.data.user_data import read_scored_pairs, read_user_corpus
 from sentune.tasks.bootstrap import paired_bootstrap, resamples
@@ -26,6 +26,13 @@ def _naive_spearman(x, y):
     return float(np.corrcoef(a, b)[0, 1] * 100)
 
 
+def _naive_pearson(x, y):
+    """Σ (x − x̄)(y − ȳ) / √(Σ (x − x̄)² Σ (y − ȳ)²), ×100, summed by hand."""
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    products = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
+    return float(products / np.sqrt(sum((a - mx) ** 2 for a in x) * sum((b - my) ** 2 for b in y)) * 100)
+
+
 def _naive_average_precision(labels, scores):
     """Mean over the positives of the precision among the pairs scored at least as high (no ties in the scores)."""
     positives = [s for s, y in zip(scores, labels, strict=True) if y == 1]
@@ -38,6 +45,8 @@ def test_metrics_match_naive_formulas():
     predicted = gold + rng.normal(0, 2, size=200)
     assert spearman(gold, predicted) == pytest.approx(_naive_spearman(gold, predicted), rel=1e-9)
     assert spearman(np.ones(5), np.arange(5.0)) == 0.0  # a constant resample scores 0, not NaN
+    assert pearson(gold, predicted) == pytest.approx(_naive_pearson(gold, predicted), rel=1e-9)
+    assert pearson(np.arange(5.0), np.ones(5)) == 0.0
     labels = (rng.random(200) < 0.4).astype(float)
     scores = labels + rng.normal(0, 1, size=200)
     assert average_precision(labels, scores) == pytest.approx(_naive_average_precision(labels, scores), rel=1e-9)
@@ -63,6 +72,7 @@ def test_batched_metrics_equal_scipy_and_scikit_learn_with_ties():
     rows = np.round(gold + rng.normal(0, 2, size=(30, 120)), 1)  # rounded: many ties
     np.testing.assert_array_equal(average_ranks(rows), rankdata(rows, axis=1))
     np.testing.assert_allclose(spearman_rows(gold, rows), [_naive_spearman(gold, r) for r in rows], atol=1e-9)
+    np.testing.assert_allclose(pearson_rows(gold, rows), [_naive_pearson(gold, r) for r in rows], atol=1e-9)
     labels = (rng.random(120) < 0.4).astype(float)
     scores = np.round(labels + rng.normal(0, 1, size=(30, 120)), 1)
     np.testing.assert_allclose(average_precision_rows(labels, scores), [average_precision_score(labels == 1, r) * 100 for r in scores], atol=1e-9)
@@ -204,6 +214,8 @@ def test_pairs_choose_their_metric_and_bad_lines_name_file_and_line(tmp_path):
     assert scores.kind == "scores" and scores.metric == "spearman" and scores.pairs[1].score == 1.0
     binary = read_scored_pairs(_write(tmp_path / "b.tsv", "a\tb\t1\nc\td\t0\n"))
     assert binary.kind == "binary" and binary.metric == "average_precision"
+    # the metric the labels chose says which labels it reads: what adapt's split, recipes and report go by
+    assert METRICS[binary.metric].binary_labels and not METRICS[scores.metric].binary_labels
     bad = {
         "a\tb\t1\nc\td\n": "m.tsv:2: malformed row: expected s1, s2, label (3 tab-separated fields), got 2",
         "a\tb\t1\nc\td\tyes\n": "m.tsv:2: label 'yes' is neither a score (a number) nor 0/1",

@@ -109,44 +109,110 @@ def test_a_diverging_fit_is_a_clear_error_naming_its_step(monkeypatch):
 
 
 def test_the_settings_checked_before_torch_loads_are_the_constructors():
-    """sentune.core.postprocess_settings lists each post-processor's settings so the CLI can check them without torch;
-    they must stay the constructors' parameters."""
+    """sentune.postprocess.POSTPROCESSORS lists each post-processor's settings so the CLI can check them without torch;
+    they must stay the constructors' parameters, and what `SET:N` and the command's flags set must be among them."""
     import inspect
 
-    from sentune.core.postprocess_settings import REGISTRY
-    from sentune.postprocess import get_postprocessor
+    from sentune.postprocess import POSTPROCESSORS
 
-    for kind, (_, settings) in REGISTRY.items():
-        assert settings == tuple(inspect.signature(get_postprocessor(kind)).parameters), kind
+    for name, record in POSTPROCESSORS.items():
+        assert record.settings == tuple(inspect.signature(record.load()).parameters), name
+        assert {record.number, *(o.setting for o in record.options)} <= set(record.settings), name
+
+
+# A new post-processor: its module (here written to a folder on sys.path) and its one record in the registry.
+CENTRING = """
+from __future__ import annotations
+
+import numpy as np
+
+from sentune.postprocess import Option, Postprocessor
+
+RECORD = Postprocessor("centring", "centre", "centring:CentreOnly", ("offset", "device"), "centring", "offset", "c", "offset={}", (Option("--offset", "offset", 0),))
 
 
 class CentreOnly:
-    """A toy post-processor: subtract the mean of what it was fitted on."""
+    \"\"\"A toy post-processor: subtract the mean of what it was fitted on, less `offset`.\"\"\"
 
-    label_name, number_setting, number_label = "centre", "unused", "{}"
-
-    def __init__(self, device: str = "cpu") -> None:
-        self.device = device
+    def __init__(self, offset: int = 0, device: str = "cpu") -> None:
+        self.offset, self.device = offset, device
 
     def fit(self, x):
-        self.mean_ = np.asarray(x).mean(axis=0)
+        self.mean_ = np.asarray(x).mean(axis=0) - self.offset
         return self
 
     def transform(self, x):
         return np.asarray(x) - self.mean_
 
+    def to_modules(self):
+        import torch
+        from sentence_transformers.models import Dense
 
-def test_a_new_post_processor_is_one_registry_line(tiny_st, tiny_data_dir, monkeypatch):
-    """Registered by one line, a post-processor is fitted and applied inside an evaluation by its name."""
-    from sentune.core.postprocess_settings import REGISTRY
+        size = len(self.mean_)
+        bias = -torch.as_tensor(self.mean_, dtype=torch.float32)
+        return [Dense(size, size, bias=True, activation_function=torch.nn.Identity(), init_weight=torch.eye(size), init_bias=bias)]
+"""
+
+
+def test_a_new_post_processor_is_one_registry_line(tiny_st, tiny_data_dir, tmp_path, monkeypatch):
+    """Registered by one record, a post-processor is fitted and applied inside an evaluation by its name."""
+    import importlib
+    import sys
+
     from sentune.data.catalog import select_tasks
+    from sentune.postprocess import POSTPROCESSORS
     from sentune.tasks.evaluate import PostprocessOption, evaluate
 
-    monkeypatch.setitem(REGISTRY, "centre", (f"{__name__}:CentreOnly", ("device",)))
-    results = evaluate(tiny_st, select_tasks("STS-B"), tiny_data_dir, postprocess=[PostprocessOption.parse("centre", "target")], show_progress=False)
+    (tmp_path / "centring.py").write_text(CENTRING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "centring", raising=False)
+    monkeypatch.setitem(POSTPROCESSORS, "centring", importlib.import_module("centring").RECORD)
+    results = evaluate(tiny_st, select_tasks("STS-B"), tiny_data_dir, postprocess=[PostprocessOption.parse("centring", "target")], show_progress=False)
     assert set(results["runs"]) == {"model", "model+centre(target)"}
     plain, centred = (results["runs"][r]["tasks"]["STS-B"]["all"]["spearman"] for r in ("model", "model+centre(target)"))
     assert np.isfinite(centred) and centred != plain  # centring changes cosines
+
+
+@pytest.mark.slow
+def test_a_new_post_processor_reaches_eval_its_command_pipelines_and_adapt(tiny_model_dir, tiny_data_dir, tmp_path):
+    """The record alone, registered before sentune's modules build their lists (as a line in the registry is), gives
+    `sentune eval --centre` and `--centre-set`, the `sentune centre` command, the pipeline stage `centre` and adapt's
+    `--methods centring`."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from sentence_transformers import SentenceTransformer
+
+    (tmp_path / "centring.py").write_text(CENTRING)
+    data = ["--model", str(tiny_model_dir), "--data", str(tiny_data_dir)]
+    script = f"""
+import centring
+from sentune.postprocess import POSTPROCESSORS
+POSTPROCESSORS["centring"] = centring.RECORD
+from sentune.adapt.candidates import parse_methods
+from sentune.cli.app import main
+data = {data!r}
+assert main(["eval", *data, "--tasks", "STS-B", "--centre", "target:2", "--centre-set", "nope=1"]) == 2
+assert main(["eval", *data, "--tasks", "STS-B", "--centre", "target:2", "--out", "eval", "--quiet", "--allow-modified-data"]) == 0
+assert main(["centre", *data, "--pooling", "mean", "--fit-on", "wiki", "--offset", "1", "--out", "saved", "--quiet"]) == 0
+assert main(["pipeline", "centre", *data, "--fit-on", "tasks:STS-B", "--set", "centre:offset=3", "--out", "pipeline", "--allow-modified-data"]) == 0
+print("methods:", ",".join(parse_methods("centring,simcse")))
+"""
+    path = os.pathsep.join([str(tmp_path), *sys.path])
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "--centre-set nope=1: centre takes device, offset (as NAME=VALUE)" in done.stderr
+    assert "model+centre(target,offset=2)" in json.loads((tmp_path / "eval" / "results.json").read_text())["runs"]
+    for folder in (tmp_path / "saved", tmp_path / "pipeline" / "centre" / "model"):
+        saved = SentenceTransformer(str(folder), device="cpu")  # its last module is the centring: one shift for every sentence
+        headless = SentenceTransformer(modules=list(saved)[:-1], device="cpu")
+        shift = saved.encode(["a man plays", "the dog runs"]) - headless.encode(["a man plays", "the dog runs"])
+        np.testing.assert_allclose(shift[0], shift[1], atol=1e-5)
+        assert np.abs(shift).max() > 1e-3, folder
+    assert json.loads((tmp_path / "pipeline" / "centre" / "stage.json").read_text())["overrides"] == ["offset=3"]
+    assert "methods: centring,simcse" in done.stdout
 
 
 def hyperplane_data(n: int = 600, dim: int = 12, null: int = 2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import ToyEncoder, unit_at
 
-from sentune.tasks.sts import aggregate, cosine_scores, evaluate_sts
+from sentune.tasks.sts import aggregate, correlations, cosine_scores, evaluate_sts
 
 
 def _toy_subsets():
@@ -49,3 +49,17 @@ def test_single_subset_aggregations_coincide():
     p, g = rng.normal(size=20), rng.normal(size=20)
     result = aggregate({"test": (p, g)})
     assert result["all"]["spearman"] == pytest.approx(result["mean"]["spearman"]) == pytest.approx(result["wmean"]["spearman"])
+
+
+def test_correlations_are_the_metric_records_and_undefined_ones_stay_nan():
+    """STS's Pearson and Spearman are sentune.core.metrics' records (SciPy's values, checked against naive formulas in
+    tests/test_adapt_parts.py); a constant side, which a bootstrap resample scores 0, is reported as undefined."""
+    from scipy.stats import pearsonr, spearmanr
+
+    rng = np.random.default_rng(2)
+    gold = rng.integers(0, 6, size=300).astype(float)
+    predicted = (gold + rng.normal(0, 2, size=300)).astype(np.float32)
+    found = correlations(predicted, gold)
+    assert found["pearson"] == pytest.approx(pearsonr(predicted, gold)[0] * 100, rel=1e-12)
+    assert found["spearman"] == pytest.approx(spearmanr(predicted, gold)[0] * 100, rel=1e-12)
+    assert all(np.isnan(v) for v in correlations(np.full(5, 0.3), np.arange(5.0)).values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sentune.data.readers import Pair, Source
 from sentune.tasks import relatedness, transfer
 from sentune.tasks.alignment import alignment, uniformity
 
@@ -45,6 +46,39 @@ def test_tai_encoding_known_values():
         relatedness.tai_encode(np.array([1.0, 2.5, 5.0, 4.2])), [[1, 0, 0, 0, 0], [0, 0.5, 0.5, 0, 0], [0, 0, 0, 0, 1], [0, 0, 0, 0.8, 0.2]], atol=1e-6
     )
     np.testing.assert_allclose(relatedness.to_one_five(np.array([0.0, 2.5, 5.0]), 0, 5), [1, 3, 5])
+
+
+def test_relatedness_reports_the_pearson_and_spearman_of_its_predictions(monkeypatch):
+    """The regressor is replaced by a fixed one, so the test predictions are known: the reported correlations are
+    theirs against the gold scores on [1, 5], by the naive formulas."""
+    import torch
+
+    rng = np.random.default_rng(5)
+    vectors = {f"s{i}": rng.normal(size=3) for i in range(60)}
+    examples = {
+        split: [Pair(f"s{i}", f"s{i + 30}", float(i % 6), Source("toy", i)) for i in range(start, start + 10)]
+        for split, start in (("train", 0), ("dev", 10), ("test", 20))
+    }
+    torch.manual_seed(0)
+    fixed = torch.nn.Sequential(torch.nn.Linear(6, relatedness.CLASSES), torch.nn.Softmax(dim=-1))
+    monkeypatch.setattr(relatedness, "fit_regressor", lambda train, dev, seed: (fixed, 0.5))
+    result = relatedness.evaluate_relatedness(examples, lambda texts: np.array([vectors[t] for t in texts]), score_range=(0.0, 5.0))
+    test = examples["test"]
+    features = transfer.pair_features(np.array([vectors[p.a] for p in test]), np.array([vectors[p.b] for p in test]))
+    with torch.no_grad():
+        predicted = (fixed(torch.from_numpy(features).float()) @ torch.arange(1, 6, dtype=torch.float32)).numpy().astype(np.float64)
+    gold = relatedness.to_one_five(np.array([p.score for p in test]), 0.0, 5.0)
+
+    def naive_pearson(x, y):
+        x, y = x - x.mean(), y - y.mean()
+        return float((x * y).sum() / np.sqrt((x * x).sum() * (y * y).sum()) * 100)
+
+    def ranks(v):  # ties share the mean of their positions
+        return np.array([np.sum(v < a) + (np.sum(v == a) + 1) / 2 for a in v])
+
+    assert result["pearson"] == pytest.approx(naive_pearson(predicted, gold), rel=1e-5)
+    assert result["spearman"] == pytest.approx(naive_pearson(ranks(predicted), ranks(gold)), rel=1e-9)
+    assert result["n_test"] == 10 and result["dev_pearson"] == 0.5
 
 
 def test_alignment_and_uniformity_known_values():

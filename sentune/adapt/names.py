@@ -1,9 +1,11 @@
 """The names `sentune adapt` is configured by, importable without loading any model code (the CLI's help and its
 option checks read them before anything heavy is imported)."""
 
+from sentune.postprocess import POSTPROCESSORS
+
 UNCHANGED = "unchanged"
 UNTUNED_POOLINGS = ("cls", "mean", "max", "first-last", "last2")
-POSTPROCESSED = ("whitening", "flow")
+POSTPROCESSED = tuple(POSTPROCESSORS)  # one candidate per registered post-processor, by its name
 TRAINED = ("simcse", "mirror", "ct", "sg-opt", "tsdae")  # each a bundled recipe sentune/recipes/adapt/NAME.yaml
 SED = "sed"
 WISE = "wise"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sentune.cli.base import Command, backend_option, command_line, csv_list, model_options
 from sentune.errors import UserError
+from sentune.postprocess import POSTPROCESSORS, Postprocessor, postprocessor_settings
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -20,12 +21,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from sentune.core.postprocess_settings import postprocessor_settings
     from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
 
     data_dir = resolve_data_dir(args.data)
     tasks = select_tasks(args.tasks)
-    flow_settings = postprocessor_settings("flow", args.flow_set, "--flow-set")
+    settings = {p.name: postprocessor_settings(p.word, getattr(args, _set_dest(p)), f"--{p.word}-set") for p in POSTPROCESSORS.values()}
     # read and checked before torch is imported
     examples = {spec.name: load_task(spec, data_dir, allow_modified=args.allow_modified_data) for spec in tasks}
     from sentune.core.models import load_model
@@ -40,7 +40,7 @@ def _eval(args: argparse.Namespace) -> int:
         tasks,
         data_dir,
         poolings=csv_list(args.pooling),
-        postprocess=[PostprocessOption.parse("whitening", w) for w in args.whiten] + [PostprocessOption.parse("flow", f, flow_settings) for f in args.flow],
+        postprocess=[PostprocessOption.parse(p.name, text, settings[p.name]) for p in POSTPROCESSORS.values() for text in getattr(args, _dest(p))],
         preset=args.preset,
         alignment_pairs=args.alignment_pairs,
         show_progress=not args.quiet,
@@ -65,27 +65,7 @@ def eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     p.add_argument("--out", help="folder for results.json and results.md (refused when it holds results, unless --overwrite)")
     p.add_argument("--overwrite", action="store_true", help="replace the results a finished eval left in --out")
-    p.add_argument(
-        "--whiten",
-        action="append",
-        default=[],
-        metavar="SET[:k]",
-        help="also evaluate with whitening fitted on SET (target, per-task, nli, wiki, stsb, file:PATH), keeping k dims; repeatable",
-    )
-    p.add_argument(
-        "--flow",
-        action="append",
-        default=[],
-        metavar="SET[:seed]",
-        help="also evaluate with a BERT-flow (Glow) fitted on SET (target, per-task, nli, wiki, stsb, file:PATH, tasks:SELECTION); repeatable",
-    )
-    p.add_argument(
-        "--flow-set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a Flow setting for every --flow, e.g. learning_rate=1e-3 (the SED paper); repeatable",
-    )
+    postprocess_options(p)
     p.add_argument(
         "--preset",
         default="fast",
@@ -100,6 +80,36 @@ def eval_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--alignment-pairs", choices=["qqp", "stsb"], help="also report alignment and uniformity on these positive pairs")
     backend_option(p)
+
+
+def _dest(record: Postprocessor) -> str:
+    return f"postprocess_{record.name}"
+
+
+def _set_dest(record: Postprocessor) -> str:
+    return f"postprocess_{record.name}_set"
+
+
+def postprocess_options(p: argparse.ArgumentParser) -> None:
+    """`--WORD SET[:N]` and `--WORD-set NAME=VALUE` for every registered post-processor."""
+    for record in POSTPROCESSORS.values():
+        p.add_argument(
+            f"--{record.word}",
+            dest=_dest(record),
+            action="append",
+            default=[],
+            metavar=f"SET[:{record.number_metavar}]",
+            help=f"also evaluate with {record.about} fitted on SET (target, per-task, nli, wiki, stsb, file:PATH, tasks:SELECTION), "
+            f"and :{record.number_metavar} sets its {record.number}; repeatable",
+        )
+        p.add_argument(
+            f"--{record.word}-set",
+            dest=_set_dest(record),
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help=f"a setting of every --{record.word}: {', '.join(s for s in record.settings if s != 'device')}; repeatable",  # it fits on the model's device
+        )
 
 
 def cmd_encode(args: argparse.Namespace) -> int:

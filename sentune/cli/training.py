@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sentune.cli.base import Command, command_line
 from sentune.errors import UserError
+from sentune.postprocess import POSTPROCESSORS
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -134,11 +135,12 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 
 
 def pipeline_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", help="stages joined by '-': nli, ct, sts, sg-opt, mirror, simcse, sed, flow, whiten")
+    postprocessors = ", ".join(record.word for record in POSTPROCESSORS.values())
+    p.add_argument("name", help=f"stages joined by '-': nli, ct, sts, sg-opt, mirror, simcse, sed, {postprocessors}")
     p.add_argument("--model", default="default")
     p.add_argument("--members", type=int, default=5, help="SED ensemble size (the paper: 10)")
     p.add_argument("--learners", type=int, default=1, help="SED learners distilled from the one ensemble, seeds 1..K (Table 3: >= 3)")
-    p.add_argument("--fit-on", default="wiki", help="sentence set for flow / whitening stages (wiki, nli, stsb, file:PATH, tasks:SELECTION)")
+    p.add_argument("--fit-on", default="wiki", help="sentence set for the post-processor stages (wiki, nli, stsb, file:PATH, tasks:SELECTION)")
     p.add_argument(
         "--set",
         action="append",

@@ -46,6 +46,12 @@ def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(denominator > 0, found, 0.0)  # a constant row scores 0, as sentune.tasks.bootstrap.spearman
 
 
+def pearson_rows(gold: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    """Pearson ×100 of each row of `predicted` against the same row of `gold` (or one gold vector for every row)."""
+    gold, predicted = np.atleast_2d(gold).astype(np.float64), np.atleast_2d(predicted).astype(np.float64)
+    return _pearson_rows(gold, predicted) * 100
+
+
 def spearman_rows(gold: np.ndarray, predicted: np.ndarray) -> np.ndarray:
     """Spearman ×100 of each row of `predicted` against the same row of `gold` (or one gold vector for every row)."""
     gold, predicted = np.atleast_2d(gold), np.atleast_2d(predicted)

@@ -6,7 +6,8 @@ all read METRICS: a new metric is one record here (and its function, here or in 
 
 Pair metrics (sentune.data.user_data chooses them by the labels): graded scores → Spearman ×100 of the cosine
 similarities; 0/1 labels → average precision ×100 of the cosines (and, reported beside it, the accuracy ×100 at the
-best threshold). Ranking metrics (BEIR's definitions, 0-1 per query, ×100 when averaged): nDCG@10 with graded gains
+best threshold); a metric says which labels it reads (`binary_labels`). STS and relatedness report Pearson and
+Spearman ×100. Ranking metrics (BEIR's definitions, 0-1 per query, ×100 when averaged): nDCG@10 with graded gains
 (Järvelin & Kekäläinen 2002), MRR@10, recall@10 and @100, MAP@100 (the sum of precisions at each relevant hit over
 min(100, relevant)).
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sentune.core.batched_metrics import average_precision_rows, mean_rows, spearman_rows
+from sentune.core.batched_metrics import average_precision_rows, mean_rows, pearson_rows, spearman_rows
 
 DEPTH = 100  # the deepest cut any ranking metric reads
 
@@ -30,6 +31,15 @@ def spearman(gold: np.ndarray, predicted: np.ndarray) -> float:
     if np.ptp(gold) == 0 or np.ptp(predicted) == 0:
         return 0.0
     return float(spearmanr(gold, predicted)[0] * 100)
+
+
+def pearson(gold: np.ndarray, predicted: np.ndarray) -> float:
+    """Pearson ×100; 0 where either side is constant, as `spearman`."""
+    from scipy.stats import pearsonr
+
+    if np.ptp(gold) == 0 or np.ptp(predicted) == 0:
+        return 0.0
+    return float(pearsonr(gold, predicted)[0] * 100)
 
 
 def average_precision(gold: np.ndarray, predicted: np.ndarray) -> float:
@@ -94,14 +104,16 @@ class Metric:
     rows: Callable[[np.ndarray, np.ndarray], np.ndarray] = _per_query_only  # the same for each row of many predictions
     per_query: Callable[[Sequence[str], dict[str, int]], float] | None = None  # a ranked query's value (0-1)
     mean_of_items: bool = False  # the mean of per-item values: a test swaps and resamples the items' values as they are
+    binary_labels: bool = False  # scores 0/1 labels (positives = 1): the pairs are split per class, accuracy is reported beside it
 
 
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
         Metric("spearman", "Spearman ×100", "Spearman", spearman, spearman_rows),
-        Metric("average_precision", "average precision ×100", "AP", average_precision, average_precision_rows),
-        Metric("accuracy", "accuracy ×100 (best threshold)", "accuracy", best_threshold_accuracy),
+        Metric("pearson", "Pearson ×100", "Pearson", pearson, pearson_rows),
+        Metric("average_precision", "average precision ×100", "AP", average_precision, average_precision_rows, binary_labels=True),
+        Metric("accuracy", "accuracy ×100 (best threshold)", "accuracy", best_threshold_accuracy, binary_labels=True),
         Metric("ndcg@10", "nDCG@10 ×100", "nDCG@10", mean_of_items, mean_rows, ndcg_at_10, mean_of_items=True),
         Metric("mrr@10", "MRR@10 ×100", "MRR@10", per_query=mrr_at_10),
         Metric("recall@10", "recall@10 ×100", "R@10", per_query=recall_at(10)),

@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from scipy.stats import pearsonr
 from sentence_transformers.evaluation import SentenceEvaluator
 from torch import nn
 
@@ -34,6 +33,7 @@ from sentune.data.catalog import load_catalog, load_examples, load_task
 from sentune.methods.base import Columns, TrainContext
 from sentune.methods.records import MULTITASK_CITATION as CITATION
 from sentune.methods.records import QQP_PER_ROW, MultitaskParams, multitask_columns
+from sentune.tasks.sts import correlation
 
 
 def hinge_cosine(u: torch.Tensor, v: torch.Tensor, hinge: float) -> torch.Tensor:
@@ -153,10 +153,10 @@ class MultitaskEvaluator(SentenceEvaluator):
             y_para = hinge_cosine(heads.para(embed([p.a for p in self.qqp])), heads.para(embed([p.b for p in self.qqp])), self.loss.h_para).cpu().numpy()
             qqp_acc = float(((y_para >= (1 + self.loss.h_para) / 2) == np.array([p.label == 1 for p in self.qqp])).mean())
             y_sem = hinge_cosine(heads.sem(embed([p.a for p in self.sts])), heads.sem(embed([p.b for p in self.sts])), self.loss.h_sem).cpu().numpy()
-            sts_pearson = float(pearsonr(5 * (y_sem - self.loss.h_sem) / (1 - self.loss.h_sem), [p.score for p in self.sts])[0])
+            sts_pearson = correlation("pearson", np.array([p.score for p in self.sts]), 5 * (y_sem - self.loss.h_sem) / (1 - self.loss.h_sem))
         finally:
             self.loss.train(was_training)
-        metrics = {"sst5_acc": 100 * sst_acc, "qqp_acc": 100 * qqp_acc, "sts_pearson": 100 * sts_pearson}
+        metrics = {"sst5_acc": 100 * sst_acc, "qqp_acc": 100 * qqp_acc, "sts_pearson": sts_pearson}
         metrics["mean"] = float(np.mean(list(metrics.values())))
         return {f"{self.name}_{k}": v for k, v in metrics.items()}
 

@@ -1,4 +1,5 @@
-"""What every post-processor offers (see sentune.postprocess for the registry)."""
+"""What every post-processor offers (sentune.postprocess.POSTPROCESSORS registers it: its names, settings and how
+`--WORD SET:N` sets and labels N)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,6 @@ import numpy as np
 
 
 class PostProcessor(Protocol):
-    # The constructor argument that `--whiten SET:N` / `--flow SET:N` sets, and how results label it:
-    # whitening keeps N components ("whiten(nli,256)"), a flow takes N as its seed ("flow(wiki,seed=2)").
-    label_name: str
-    number_setting: str
-    number_label: str
-
     def fit(self, x: np.ndarray) -> Any: ...
 
     def transform(self, x: np.ndarray) -> np.ndarray: ...

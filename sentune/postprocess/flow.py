@@ -254,8 +254,6 @@ class Flow:
     """fit / transform post-processor around GlowFlow. Hyper-parameters default to the BERT-CF report §5.3:
     batch 16, AdamW lr 3e-4, weight decay 0.01, 3 blocks; gradient clipping 1.0; fp32."""
 
-    label_name, number_setting, number_label = "flow", "seed", "seed={}"  # --flow SET:N sets the seed
-
     def __init__(
         self,
         n_blocks: int = 3,

@@ -38,8 +38,6 @@ def mean_and_covariance(x: np.ndarray, device: str | None = None) -> tuple[np.nd
 
 
 class Whitening:
-    label_name, number_setting, number_label = "whiten", "n_components", "{}"  # --whiten SET:k keeps k components
-
     def __init__(self, n_components: int | None = None, normalize: bool = True, eps: float = 1e-10, device: str | None = None) -> None:
         self.n_components = n_components
         self.normalize = normalize

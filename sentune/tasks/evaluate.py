@@ -21,7 +21,7 @@ from sentune.core.results import averaged_sts_tasks, display_path
 from sentune.data import catalog
 from sentune.data.catalog import TaskSpec, load_examples, load_sentences, load_task, sentences_of
 from sentune.errors import UserError
-from sentune.postprocess import get_postprocessor
+from sentune.postprocess import postprocessor
 from sentune.tasks.alignment import alignment_uniformity
 from sentune.tasks.evaluators import evaluate_task
 from sentune.tasks.retrieval import HEADLINE
@@ -32,13 +32,14 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class PostprocessOption:
-    """A post-processor fitted inside the evaluation: `kind` whitening (`SET[:k]`, keep k dims) or flow
-    (`SET[:seed]`), fitted on `target` (all evaluated sentences), `per-task` (each task's own sentences,
-    as BERT-whitening and BERT-flow's 'target' setting do), or a named sentence set / file:PATH."""
+    """A post-processor fitted inside the evaluation: `kind` a name or word of sentune.postprocess.POSTPROCESSORS
+    (`SET[:N]`, N setting the record's `number`: whitening's components kept, a flow's seed), fitted on `target`
+    (all evaluated sentences), `per-task` (each task's own sentences, as BERT-whitening and BERT-flow's 'target'
+    setting do), or a named sentence set / file:PATH."""
 
     kind: str
     fit_on: str
-    number: int | None = None  # whitening: components kept; flow: seed
+    number: int | None = None  # the N of SET:N (the record's `number` setting)
     settings: tuple = ()  # further constructor settings as (name, value) pairs, e.g. (("learning_rate", 1e-3),)
     device: str = "cpu"  # where it fits: evaluate() sets the evaluated model's
 
@@ -52,15 +53,15 @@ class PostprocessOption:
 
     @property
     def label(self) -> str:
-        cls = get_postprocessor(self.kind)
-        number = "" if self.number is None else "," + cls.number_label.format(self.number)
+        record = postprocessor(self.kind)
+        number = "" if self.number is None else "," + record.number_label.format(self.number)
         extra = "".join(f",{k}={v}" for k, v in self.settings)
-        return f"{cls.label_name}({self.fit_on}{number}{extra})"
+        return f"{record.word}({self.fit_on}{number}{extra})"
 
     def build(self):
-        cls = get_postprocessor(self.kind)
-        number = {} if self.number is None else {cls.number_setting: self.number}
-        return cls(**{**number, **dict(self.settings), "device": self.device})
+        record = postprocessor(self.kind)
+        number = {} if self.number is None else {record.number: self.number}
+        return record.load()(**{**number, **dict(self.settings), "device": self.device})
 
 
 class EmbeddingTable:

@@ -14,8 +14,8 @@ import copy
 
 import numpy as np
 import torch
-from scipy.stats import pearsonr, spearmanr
 
+from sentune.tasks.sts import correlation, correlations
 from sentune.tasks.transfer import pair_features
 
 CLASSES = 5
@@ -46,7 +46,7 @@ def fit_regressor(train: tuple, dev: tuple, *, seed: int = 1111, chunk_epochs: i
     x, y = torch.from_numpy(xtr).float(), torch.from_numpy(tai_encode(ytr))
     xd = torch.from_numpy(xdv).float()
     r = torch.arange(1, CLASSES + 1, dtype=torch.float32)
-    best, best_state, bad, epochs = -1.0, None, 0, 0
+    best, best_state, bad, epochs = -100.0, None, 0, 0  # dev Pearson ×100
     while epochs < max_epochs and bad < patience:
         for _ in range(chunk_epochs):
             for idx in torch.randperm(len(x), generator=generator).split(64):
@@ -56,7 +56,7 @@ def fit_regressor(train: tuple, dev: tuple, *, seed: int = 1111, chunk_epochs: i
                 optimiser.step()
         epochs += chunk_epochs
         with torch.no_grad():
-            score = float(pearsonr((model(xd) @ r).numpy(), ydv)[0])
+            score = correlation("pearson", ydv, (model(xd) @ r).numpy())
         if score > best:
             best, best_state, bad = score, copy.deepcopy(model.state_dict()), 0
         else:
@@ -76,9 +76,4 @@ def evaluate_relatedness(examples: dict[str, list], embed, *, score_range: tuple
     xte, yte = xy("test")
     with torch.no_grad():
         predicted = (model(torch.from_numpy(xte).float()) @ torch.arange(1, CLASSES + 1, dtype=torch.float32)).numpy()
-    return {
-        "pearson": 100 * float(pearsonr(predicted, yte)[0]),
-        "spearman": 100 * float(spearmanr(predicted, yte)[0]),
-        "dev_pearson": 100 * dev_pearson,
-        "n_test": int(len(yte)),
-    }
+    return {**correlations(predicted, yte), "dev_pearson": dev_pearson, "n_test": int(len(yte))}

@@ -11,8 +11,9 @@ Stages:
                     tuned with CT"; "distillation learners and ensemble models are pre-trained Transformers").
                     The members also form the full ensemble (a loadable, evaluated model folder). A member
                     stage whose resolved recipe equals the pipeline's own run of that stage reuses the run.
-  flow, whiten      fit the post-processor on the previous model's embeddings of --fit-on and save the
-                    model with it; `--set flow:learning_rate=1e-3` sets the post-processor's options
+  flow, whiten, …   a post-processor's word (sentune.postprocess.POSTPROCESSORS): fit it on the previous model's
+                    embeddings of --fit-on and save the model with it; `--set flow:learning_rate=1e-3` sets
+                    the post-processor's options
 
 Every stage writes its own folder named by the stages up to it (`OUT/ct`, `OUT/ct-sed`, `OUT/ct-sed-flow`),
 so pipelines given the same --out share their common prefix: `ct-flow` after `ct-sed-flow` trains no new CT
@@ -34,13 +35,14 @@ from pathlib import Path
 from sentune.core.locks import run_lock
 from sentune.core.results import save_results, write_atomic
 from sentune.errors import UserError
+from sentune.postprocess import POSTPROCESSORS, get_postprocessor, postprocessor_settings
 from sentune.train.recipe import load_recipe
 from sentune.train.runs import claim, train_each, train_run
 
 logger = logging.getLogger(__name__)
 
 STAGE_RECIPES = {"nli": "005-nli", "ct": "005-ct", "sts": "005-sts", "sg-opt": "001-sg-opt", "mirror": "002-mirror", "simcse": "002-simcse"}
-POSTPROCESS_STAGES = ("flow", "whiten")
+POSTPROCESS_STAGES = tuple(p.word for p in POSTPROCESSORS.values())
 
 
 class PipelineError(UserError):
@@ -53,7 +55,7 @@ class PipelineConfig:
     model: str = "default"
     members: int = 5  # SED ensemble size (the paper: 10)
     learners: int = 1  # SED learners distilled from the one ensemble (seeds 1..K; Table 3 reports >= 3)
-    fit_on: str = "wiki"  # flow / whitening fit set
+    fit_on: str = "wiki"  # the post-processors' fit set
     overrides: dict[str, list[str]] = field(default_factory=dict)  # per stage: extra recipe overrides
     device: str = "cpu"  # the command's: where stages whose training.device is auto train, and every model loads
     allow_modified: bool = False  # catalogued tasks whose files differ from the catalog are read anyway (--allow-modified-data)
@@ -73,7 +75,6 @@ def parse_stages(name: str) -> list[str]:
 def check_pipeline(config: PipelineConfig) -> None:
     """Every stage's recipe with its overrides, the post-processors' settings and --fit-on, checked before anything is
     trained or written (no torch): a mistake in the last stage's --set answers now, not after the first stages train."""
-    from sentune.core.postprocess_settings import postprocessor_settings
     from sentune.data.catalog import check_sentence_set
 
     # a stage this pipeline lacks may be set (one set of overrides for pipelines sharing --out); a name no stage has is a typo
@@ -275,7 +276,6 @@ def _fit_postprocessor(stage: str, model: str, folder: Path, config: PipelineCon
     from sentune.core.models import load_model
     from sentune.data.catalog import select_tasks
     from sentune.modules.build import build_postprocessed_model
-    from sentune.postprocess import get_postprocessor, postprocessor_settings
     from sentune.tasks.evaluate import evaluate, fit_summary
 
     saved = folder / "model"
