@@ -115,3 +115,21 @@ def test_stemmed_bm25_matches_word_forms_and_one_tokenisation_serves_both_sides(
     assert not stemmed.scores(["the and of"]).any()  # stop words only: no match, every score 0
     stemmed.save(tmp_path / "bm25")
     assert np.array_equal(LexicalIndex.load(tmp_path / "bm25").scores(["piano prices"]), stemmed.scores(["piano prices"]))
+
+
+def test_cosines_a_block_of_documents_at_a_time_equal_the_whole_product(monkeypatch):
+    """The documents are normalised a block at a time (a memory-mapped index is never copied whole); the cosines are
+    the naive formula's, across block edges, and a memory-mapped matrix stays read-only and unchanged."""
+    import sentune.tasks.retrieval as retrieval
+    from sentune.search.fusion import cosines
+
+    rng = np.random.default_rng(4)
+    queries, docs = rng.normal(size=(5, 8)).astype(np.float32), rng.normal(size=(23, 8)).astype(np.float32)
+    docs[7] = 0.0  # a zero vector: cosine 0, not NaN
+    naive = np.array([[q @ d / (np.linalg.norm(q) * max(np.linalg.norm(d), 1e-12)) for d in docs] for q in queries])
+    monkeypatch.setattr(retrieval, "BLOCK", 4)
+    before = docs.copy()
+    found = cosines(queries, docs)
+    assert found.shape == (5, 23) and found.dtype == np.float32
+    assert found == pytest.approx(naive, abs=1e-6)
+    assert np.array_equal(docs, before)

@@ -124,6 +124,18 @@ def hybrid_rank(
     return hybrid_rank_rows(query_vectors, doc_vectors, lexical_scores, id_order(doc_ids), fusion, depth=depth, own=own, with_scores=with_scores)
 
 
+def cosines(query_vectors: np.ndarray, doc_vectors: np.ndarray) -> np.ndarray:
+    """Every query's cosine with every document, the documents normalised a block at a time (sentune.tasks.retrieval's
+    BLOCK, as the evaluation's rank scores them): a memory-mapped index of millions of vectors is never copied whole."""
+    from sentune.tasks.retrieval import BLOCK, unit_rows
+
+    queries = unit_rows(query_vectors)
+    out = np.empty((len(queries), len(doc_vectors)), dtype=np.float32)
+    for start in range(0, len(doc_vectors), BLOCK):
+        out[:, start : start + BLOCK] = queries @ unit_rows(doc_vectors[start : start + BLOCK]).T
+    return out
+
+
 def hybrid_rank_rows(
     query_vectors: np.ndarray,
     doc_vectors: np.ndarray,
@@ -137,14 +149,11 @@ def hybrid_rank_rows(
 ):
     """hybrid_rank with the documents' id order given (`ties`, id_order's) and each query's own document as a row
     (`own[q]`, None: none), for an index whose ids stay in their file."""
-    from sentune.tasks.retrieval import unit_rows
-
-    docs = unit_rows(doc_vectors)
     ranked: list[list[int]] = []
     values: list[list[float]] = []
     for start in range(0, len(query_vectors), QUERY_BLOCK):
         rows = np.arange(start, min(start + QUERY_BLOCK, len(query_vectors)))
-        dense = unit_rows(query_vectors[rows]) @ docs.T
+        dense = cosines(query_vectors[rows], doc_vectors)
         lexical = np.asarray(lexical_scores(rows), dtype=np.float32)
         block_own = [own[int(r)] for r in rows] if own is not None else [None] * len(rows)
         for i, doc in enumerate(block_own):
