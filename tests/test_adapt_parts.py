@@ -433,3 +433,28 @@ def test_candidate_records_in_the_shape_on_disk_read_back_typed_and_are_written_
     (tmp_path / "candidates/ct/run/checkpoints/checkpoint-1").mkdir(parents=True)
     (tmp_path / "candidates/ct/run/checkpoints/checkpoint-1/modules.json").write_text("[]")
     assert typed[2].weights(tmp_path) == tmp_path / "candidates/ct/run/checkpoints/checkpoint-1" and typed[0].weights(tmp_path) is None
+
+
+def test_the_report_reads_baselines_and_hybrids_from_what_results_json_records_and_older_files_by_their_kind():
+    from sentune.adapt.report import candidate_table
+
+    def row(name: str, kind: str, **fields) -> dict:
+        part = {"score": 50.0, "low": 40.0, "high": 60.0}
+        return {"name": name, "kind": kind, "seconds": 60.0, "chosen": False, "eligible": True, "select": part, "confirm": part, "test": None} | fields
+
+    hybrid = {"source": "unchanged", "setting": "convex, α = 0.3 on the dense scores", "fusion": {"kind": "convex", "alpha": 0.3}}
+    rrf = {"setting": "reciprocal rank fusion, k = 60", "fusion": {"kind": "rrf", "k": 60}}
+    meta = {"test": None, "dev": {"metric": "ndcg@10"}, "rule": "select-confirm"}
+    written = {
+        "unchanged": row("unchanged", "unchanged", dense=True, chosen=True),
+        "hybrid": row("hybrid", "hybrid", dense=False, **hybrid),
+        "rrf": row("rrf", "baseline", dense=False, eligible=False, **rrf),
+        "wise": row("wise", "wise", dense=True, source="simcse", mix=0.4),
+    }
+    older = {name: {k: v for k, v in c.items() if k != "dense"} for name, c in written.items()}
+    for candidates in (written, older):
+        lines = {line.split(" | ")[0]: line for line in candidate_table({"meta": meta, "candidates": candidates}).splitlines()[2:]}
+        assert lines["| `unchanged`"].endswith("| 1.0 | **chosen** |")
+        assert lines["| `hybrid`"].endswith("| BM25 + unchanged, convex, α = 0.3 on the dense scores |")
+        assert lines["| `rrf`"].endswith("| reference, never chosen |")
+        assert lines["| `wise`"].endswith("| 0.6·unchanged + 0.4·simcse |")
