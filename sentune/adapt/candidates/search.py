@@ -126,15 +126,21 @@ class HybridSupervised(Hybrid):
 
 
 @dataclass
-class Lexical(Candidate):
-    """Search: BM25 alone over the documents, the lexical baseline search is measured against (stemmed as BEIR runs it;
-    the unstemmed variant beside it), reported and never chosen (it is not an encoder; the hybrid covers it at α = 0)."""
+class SearchBaseline(Candidate):
+    """A search system reported beside the candidates and never chosen, ranking with BM25 (alone or fused)."""
 
-    stemmed: bool = True
     kind: ClassVar[str] = "baseline"
     phase: ClassVar[str] = "after_race"
     eligible: ClassVar[bool] = False
     dense: ClassVar[bool] = False
+
+
+@dataclass
+class Lexical(SearchBaseline):
+    """Search: BM25 alone over the documents, the lexical baseline search is measured against (stemmed as BEIR runs it;
+    the unstemmed variant beside it), reported and never chosen (it is not an encoder; the hybrid covers it at α = 0)."""
+
+    stemmed: bool = True
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
@@ -150,14 +156,9 @@ class Lexical(Candidate):
 
 
 @dataclass
-class Rrf(Candidate):
+class Rrf(SearchBaseline):
     """Search: reciprocal rank fusion of BM25 and the unchanged model (k = 60), the fusion most search engines offer
     first; reported beside the convex hybrid and never chosen."""
-
-    kind: ClassVar[str] = "baseline"
-    phase: ClassVar[str] = "after_race"
-    eligible: ClassVar[bool] = False
-    dense: ClassVar[bool] = False
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
