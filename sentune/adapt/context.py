@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -19,10 +19,6 @@ from sentune.adapt.records import CandidateRecord
 from sentune.core.encode import Encoder
 from sentune.core.metrics import METRICS
 from sentune.tasks.user_pairs import Scorer
-
-if TYPE_CHECKING:
-    from sentune.adapt.candidates import Candidate
-    from sentune.adapt.search_context import SearchContext
 
 PATIENCE = 3  # evaluations without a new best on the selection pairs before a candidate stops early
 EVALUATIONS = 10  # dev evaluations per candidate's planned steps
@@ -59,10 +55,6 @@ class Context:
     @property
     def metric(self) -> str:
         return self.inputs.dev.metric
-
-    def as_search(self) -> SearchContext:
-        """The search-only state (BM25, fusion, mined negatives): search candidates are planned for search runs only."""
-        raise TypeError("a search candidate in a run on pairs")
 
     # -- the selection units: every choice of the run reads these only (sentune.adapt.decide) --
     def prepare_selection(self) -> None:
@@ -122,7 +114,7 @@ class Context:
             np.save(cache, Encoder(self.base, "model", show_progress=self.config.show_progress, desc=desc).encode(self.inputs.corpus))
         return np.load(cache)
 
-    def candidate(self, name: str) -> Candidate:
+    def candidate(self, name: str):
         """The run's candidate of that name (its class says what it is: dense, eligible, ...)."""
         return next(c for c in self.plan.all if c.name == name)
 

@@ -30,7 +30,7 @@ from sentune.adapt.context import Context, PairsContext
 from sentune.adapt.decide import detectable_gain
 from sentune.adapt.inputs import AdaptConfig, Inputs, prepare
 from sentune.adapt.records import load_record
-from sentune.adapt.search_context import SearchContext
+from sentune.adapt.search_context import SearchContext, as_search
 from sentune.core.memory import map_large_allocations
 from sentune.core.models import load_model
 from sentune.modules.build import save_atomic
@@ -188,7 +188,7 @@ def _save_choice(results: dict, candidates: Plan, ctx: Context) -> None:
     save_atomic(model, ctx.out / "model", readme_extra=card)
     logger.info("saved the chosen model (%s) to %s", chosen, ctx.out / "model")
     if ctx.inputs.task.search:
-        _save_index(candidate, model, ctx.as_search())
+        _save_index(candidate, model, as_search(ctx))
 
 
 def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:

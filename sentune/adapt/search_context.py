@@ -28,9 +28,6 @@ class SearchContext(Context):
     _lexical: dict[bool, Any] = field(default_factory=dict, kw_only=True)
     _pool: RetrievalSet | None = field(default=None, kw_only=True)
 
-    def as_search(self) -> SearchContext:
-        return self
-
     # -- the selection queries, each ranked against their pool --
     def selection_folder(self) -> Path:
         """The selection queries and their pool as a BEIR folder (eval.dev: queries:DIR of every training)."""
@@ -175,3 +172,11 @@ class SearchContext(Context):
             curve[alpha] = 100 * float(per_query_metrics([[dev.corpus[i].id for i in r] for r in ranked], queries)[HEADLINE].mean())
         best = max(curve, key=lambda a: (round(curve[a], 9), -abs(a - 0.5)))
         return Fusion("convex", best), curve, [q.id for q in queries]
+
+
+def as_search(ctx: Context) -> SearchContext:
+    """The search state of a run's context (sentune.adapt.run makes a SearchContext for a search run, and search
+    candidates are planned for search runs only)."""
+    if not isinstance(ctx, SearchContext):
+        raise TypeError("a search candidate in a run on pairs")
+    return ctx

@@ -52,7 +52,9 @@ class Hybrid(Candidate):
         return None if found is None or found.name == UNCHANGED else found.name
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
-        search = ctx.as_search()
+        from sentune.adapt.search_context import as_search
+
+        search = as_search(ctx)
         source = self.source(ctx)
         if source is None:
             return {}, self.skip(f"the unchanged model is the best dense candidate on the selection queries: its hybrid is `{HYBRID}`")
@@ -102,7 +104,9 @@ class HybridSupervised(Hybrid):
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
         import numpy as np
 
-        search = ctx.as_search()
+        from sentune.adapt.search_context import as_search
+
+        search = as_search(ctx)
         source = self.source(ctx)
         if source is None:
             return {}, self.skip("no supervised candidate trained on the selection queries (one trained on --train: `hybrid-best` fuses it)")
@@ -147,10 +151,14 @@ class Lexical(SearchBaseline):
         return [cls(BM25), cls(BM25_UNSTEMMED, stemmed=False)] if setup.search else []
 
     def describe(self, ctx: Context) -> str:
-        return f"ranking the documents by {ctx.as_search().lexical_settings(self.stemmed).label} (reported, never chosen)"
+        from sentune.adapt.search_context import as_search
+
+        return f"ranking the documents by {as_search(ctx).lexical_settings(self.stemmed).label} (reported, never chosen)"
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
-        search = ctx.as_search()
+        from sentune.adapt.search_context import as_search
+
+        search = as_search(ctx)
         scores = search.rank_with(search.lexical(self.stemmed))
         return scores, CandidateRecord(self.name, self.kind, detail={"setting": search.lexical_settings(self.stemmed).label})
 
@@ -168,6 +176,8 @@ class Rrf(SearchBaseline):
         return "fusing BM25 with the unchanged model by reciprocal rank fusion (reported, never chosen)"
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
-        search, fusion = ctx.as_search(), Fusion("rrf")
+        from sentune.adapt.search_context import as_search
+
+        search, fusion = as_search(ctx), Fusion("rrf")
         scores = search.rank_with(search.hybrid_ranker(ctx.untuned_vectors(), fusion))
         return scores, CandidateRecord(self.name, self.kind, fusion=fusion, detail={"setting": fusion.label})

@@ -156,7 +156,9 @@ class SupervisedSearch(Supervised):
     def training_rows(self, units: list, ctx: Context) -> list[list[tuple]]:
         """Each query's rows, one per judged-relevant document: (query, document, its two mined negatives). A query's
         negatives do not depend on the other queries mined with it: mined once for every training of the run."""
-        search = ctx.as_search()
+        from sentune.adapt.search_context import as_search
+
+        search = as_search(ctx)
         texts = {d.id: d.text for d in search.retrieval_dev().corpus}
         negatives = search.hard_negatives(units)
         return [[(q.text, texts[doc], *negatives[q.id]) for doc in q.relevant if q.relevant[doc] > 0] for q in units]
@@ -169,7 +171,9 @@ class SupervisedSearch(Supervised):
         (HELD_VECTORS), which the hybrid of this candidate reads for its own out-of-fold scores."""
         import numpy as np
 
-        scorer = ctx.as_search().held_scorer(units)
+        from sentune.adapt.search_context import as_search
+
+        scorer = as_search(ctx).held_scorer(units)
         vectors = scorer.encode(model, ["model"], f"{self.name}: scoring a held-out fold")["model"]
         np.save(folder / HELD_VECTORS, vectors)
         return scorer.of_vectors(vectors)["held"]
