@@ -2,7 +2,8 @@
 
 A kind is one class, registered in sentune.adapt.candidates.plan.KINDS (its order is the run order within a phase).
 It says what it is in class attributes (`kind`, the row's kind in the results; `phase`; `eligible`: a baseline is
-reported, never chosen; `dense`: whether it ranks by its own model's cosine, so a hybrid may fuse it) and does
+reported, never chosen; `dense`: whether it ranks by its own model's cosine, so a hybrid may fuse it; `tuned`: whether
+its weights were trained here) and does
 `planned` (which of it a run has), `describe` (the line printed when it starts), `run` (its dev and test scores and
 its record) or, for kinds that train, `produce` (the whole record), and `model` (the model it stands for, to save
 when chosen). `record` is the one entry point: it reads a finished candidate back (a resumed run) or produces it."""
@@ -46,6 +47,7 @@ class Candidate:
     phase: ClassVar[str] = "before_race"
     eligible: ClassVar[bool] = True  # baselines are reported, never chosen
     dense: ClassVar[bool] = True  # ranks by its model's cosine alone (False: BM25, or fused with it)
+    tuned: ClassVar[bool] = False  # its weights were trained on this run's data (wise may interpolate them)
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:

@@ -33,6 +33,7 @@ class Supervised(WithRun):
     start: str = UNCHANGED
     kind: ClassVar[str] = "supervised"
     phase: ClassVar[str] = "after_race"
+    tuned: ClassVar[bool] = True
     search: ClassVar[bool] = False  # which data it plans for: pairs, or (SupervisedSearch) queries
 
     @classmethod

@@ -27,6 +27,7 @@ class Trained(WithRun):
     recipe_name: str = ""
     kind: ClassVar[str] = "trained"
     phase: ClassVar[str] = "raced"
+    tuned: ClassVar[bool] = True
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
@@ -48,6 +49,7 @@ class Ensemble(WithRun):
 
     kind: ClassVar[str] = "sed"
     phase: ClassVar[str] = "after_race"
+    tuned: ClassVar[bool] = True
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
@@ -108,13 +110,12 @@ class Wise(Candidate):
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
         import copy
 
-        from sentune.adapt.candidates.supervised import Supervised
         from sentune.adapt.wise import MIXES, NotInterpolable, best_mix, interpolate
         from sentune.core.memory import release_freed_memory, release_unreferenced
         from sentune.core.models import load_model
         from sentune.modules.build import save_atomic
 
-        tuned = [r for r in tuned_sources(ctx, (Trained.kind, Ensemble.kind, Supervised.kind)) if not r.read_selection]
+        tuned = [r for r in ctx.records.values() if ctx.candidate(r.name).tuned and r.scored and r.weights(ctx.out) and not r.read_selection]
         if not tuned:
             return {}, self.skip("no tuned candidate with weights left to interpolate with (--prune removes them)")
         source = best(tuned)  # the selection score: finished or raced out
