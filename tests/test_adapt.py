@@ -19,6 +19,7 @@ from sentune.adapt.budget import AdaptError, Budget
 from sentune.adapt.candidates import Pooling, Unchanged, parse_methods, plan
 from sentune.adapt.decide import split_dev
 from sentune.adapt.names import TRAINED
+from sentune.adapt.records import CandidateRecord, Stopped
 from sentune.adapt.select import select
 from sentune.cli import main
 from sentune.core.memory import peak_resident_mib
@@ -54,7 +55,7 @@ def _planted(tmp_path: Path, dev_scores: dict[str, np.ndarray], gold: np.ndarray
         folder = tmp_path / "candidates" / name
         folder.mkdir(parents=True)
         np.savez(folder / "scores.npz", dev=scores)
-        records[name] = {"name": name, "kind": "pooling", "seconds": 0.0, "dev_score": 0.0}
+        records[name] = CandidateRecord(name, "pooling", dev_score=0.0)
     pairs = SimpleNamespace(gold=np.asarray(gold), units=len(gold), unit="pairs", metric="spearman")
     inputs = SimpleNamespace(dev=pairs, test=None, corpus=["x"], dev_label="dev")
     config = SimpleNamespace(model="m", example=None, test=None, budget=Budget(), sed_members=3, seed=0)
@@ -333,7 +334,7 @@ def test_a_normalising_pipeline_trains_raw_and_is_saved_normalised(tiny_st, tmp_
     _save_choice(
         results,
         Plan(before_race=[Pooling("pooling-cls", "cls")]),
-        SimpleNamespace(base=base, out=tmp_path, device="cpu", inputs=SimpleNamespace(retrieval=False)),
+        SimpleNamespace(base=base, out=tmp_path, device="cpu", inputs=SimpleNamespace(task=SimpleNamespace(search=False))),
     )
     saved = SentenceTransformer(str(tmp_path / "model"), device="cpu")
     assert [type(m).__name__ for m in saved][-2:] == ["Pooling", "Normalize"]
@@ -427,7 +428,7 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
 def test_sed_and_wise_build_on_raced_out_candidates_best_checkpoints(tmp_path):
     """A candidate the race stopped is not chosen itself, but its best checkpoint so far is weights SED and wise may
     build on; one whose weights are gone is skipped."""
-    from sentune.adapt.candidates import tuned_model_path, tuned_sources
+    from sentune.adapt.candidates import best, tuned_sources
 
     def made(path: Path) -> Path:
         path.mkdir(parents=True)
@@ -437,18 +438,19 @@ def test_sed_and_wise_build_on_raced_out_candidates_best_checkpoints(tmp_path):
     finished = made(tmp_path / "candidates/simcse/run/model")
     checkpoint = made(tmp_path / "candidates/ct/run/checkpoints/checkpoint-16")
     made(tmp_path / "candidates/ct/run/checkpoints/checkpoint-19")  # the round's last step: not its best
+    raced_out = Stopped("planted", 19, None)
     records = {
-        "simcse": {"name": "simcse", "kind": "trained", "run": "candidates/simcse/run", "dev_score": 70.0},
-        "ct": {"name": "ct", "kind": "trained", "run": "candidates/ct/run", "dev_score": 72.0, "stopped": {}, "best_checkpoint": {"step": 16}},
-        "tsdae": {"name": "tsdae", "kind": "trained", "run": "candidates/tsdae/run", "dev_score": 75.0, "stopped": {}, "best_checkpoint": {"step": 8}},
-        "mirror": {"name": "mirror", "kind": "trained", "run": "candidates/mirror/run", "stopped": {}},  # stopped before any evaluation
-        "whitening": {"name": "whitening", "kind": "postprocess", "dev_score": 90.0},
+        "simcse": CandidateRecord("simcse", "trained", run="candidates/simcse/run", dev_score=70.0),
+        "ct": CandidateRecord("ct", "trained", run="candidates/ct/run", dev_score=72.0, stopped=raced_out, detail={"best_checkpoint": {"step": 16}}),
+        "tsdae": CandidateRecord("tsdae", "trained", run="candidates/tsdae/run", dev_score=75.0, stopped=raced_out, detail={"best_checkpoint": {"step": 8}}),
+        "mirror": CandidateRecord("mirror", "trained", run="candidates/mirror/run", stopped=raced_out),  # stopped before any evaluation
+        "whitening": CandidateRecord("whitening", "postprocess", dev_score=90.0),
     }
     ctx = SimpleNamespace(out=tmp_path, records=records)
-    assert tuned_model_path(records["simcse"], ctx) == finished and tuned_model_path(records["ct"], ctx) == checkpoint
-    assert tuned_model_path(records["tsdae"], ctx) is None  # its checkpoint is gone
+    assert records["simcse"].weights(tmp_path) == finished and records["ct"].weights(tmp_path) == checkpoint
+    assert records["tsdae"].weights(tmp_path) is None  # its checkpoint is gone
     sources = tuned_sources(ctx, ("trained",))
-    assert [r["name"] for r in sources] == ["simcse", "ct"] and max(sources, key=lambda r: r["dev_score"])["name"] == "ct"
+    assert [r.name for r in sources] == ["simcse", "ct"] and best(sources).name == "ct"
 
 
 @pytest.mark.slow

@@ -4,6 +4,8 @@ confirmed by a paired permutation test on the other."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -372,3 +374,99 @@ def test_prune_removes_every_model_folder_of_the_candidates_not_chosen_folds_inc
     assert sorted(p.relative_to(tmp_path / "candidates").as_posix() for p in removed) == sorted(models[1:])
     assert (tmp_path / "candidates" / "chosen" / "model").is_dir() and (tmp_path / "candidates" / "supervised" / "record.json").is_file()
     assert not any((tmp_path / "candidates" / rel).exists() for rel in models[1:])
+
+
+def test_candidate_records_in_the_shape_on_disk_read_back_typed_and_are_written_unchanged(tmp_path):
+    """candidate.json as adapt writes it (and as run folders already on disk hold it): each kind's flat object reads
+    back into the typed record the run's choices read, and is written again key for key."""
+    from sentune.adapt.records import CandidateRecord, load_record
+    from sentune.search.fusion import Fusion
+
+    common = {"seconds": 0.5, "peak_memory_mib": 595.0}
+    supervised = {
+        "name": "supervised",
+        "kind": "supervised",
+        **common,
+        "setting": "adapt/cosent",
+        "start": "unchanged",
+        "run": "candidates/supervised/run",
+        "trained_on": "the selection part (cross-fitted)",
+        "train_units": 4,
+        "folds": 2,
+        "dev_indices_trained_on": [1, 2, 5, 8],
+        "fold_dev_indices_trained_on": [[1, 5], [2, 8]],
+        "recipe": {"name": "cosent"},
+        "train_sha256": None,
+        "dev_score": 83.4,
+    }
+    given = supervised | {"trained_on": "--train", "dev_indices_trained_on": [], "train_sha256": "ab12"}
+    del given["fold_dev_indices_trained_on"], given["folds"]
+    stopped = {
+        "name": "ct",
+        "kind": "trained",
+        **common,
+        "setting": "ct",
+        "run": "candidates/ct/run",
+        "recipe": {"name": "ct"},
+        "stopped": {"reason": "behind the unchanged model", "at_step": 2, "best_step": 1},
+        "best_checkpoint": {"step": 1, "dev_score": 82.9},
+        "selection_only": True,
+        "dev_score": 82.9,
+    }
+    hybrid = {
+        "name": "hybrid-supervised",
+        "kind": "hybrid",
+        **common,
+        "setting": "convex, α = 0.15 on the dense scores",
+        "source": "supervised",
+        "fusion": {"kind": "convex", "alpha": 0.15},
+        "lexical": "BM25",
+        "weight_from": "hybrid",
+        "trained_on": "the selection part (cross-fitted)",
+        "dev_indices_trained_on": [2, 4],
+        "dev_score": 36.4,
+    }
+    skipped = {"name": "hybrid-best", "kind": "hybrid", **common, "skipped": "the unchanged model is the best dense candidate"}
+    rrf = {"name": "rrf", "kind": "baseline", **common, "setting": "reciprocal rank fusion, k = 60", "fusion": {"kind": "rrf", "k": 60}, "dev_score": 26.1}
+    for saved in (supervised, given, stopped, hybrid, skipped, rrf):
+        folder = tmp_path / saved["name"]
+        folder.mkdir(exist_ok=True)
+        (folder / "candidate.json").write_text(json.dumps(saved))
+        record = load_record(folder)
+        assert record.to_dict() == saved and record.scored == ("dev_score" in saved)
+    typed = [CandidateRecord.from_dict(r) for r in (supervised, given, stopped, hybrid, skipped, rrf)]
+    assert [r.trained_on for r in typed] == ["selection", "train", None, "selection", None, None]
+    assert [r.read_selection for r in typed] == [True, False, False, True, False, False]
+    assert typed[0].fold_dev_indices_trained_on == [[1, 5], [2, 8]] and typed[1].detail["train_sha256"] == "ab12"
+    assert typed[2].stopped is not None and typed[2].stopped.at_step == 2 and typed[2].best_step == 1 and typed[2].run == "candidates/ct/run"
+    assert typed[3].fusion == Fusion("convex", 0.15) and typed[3].source == "supervised" and typed[5].fusion == Fusion("rrf", k=60)
+    assert typed[4].skipped == skipped["skipped"] and typed[4].dev_score is None
+    # the weights a record stands for: a finished run's model, a raced-out run's best checkpoint, none once removed
+    (tmp_path / "candidates/ct/run/checkpoints/checkpoint-1").mkdir(parents=True)
+    (tmp_path / "candidates/ct/run/checkpoints/checkpoint-1/modules.json").write_text("[]")
+    assert typed[2].weights(tmp_path) == tmp_path / "candidates/ct/run/checkpoints/checkpoint-1" and typed[0].weights(tmp_path) is None
+
+
+def test_the_report_reads_baselines_and_hybrids_from_what_results_json_records_and_older_files_by_their_kind():
+    from sentune.adapt.report import candidate_table
+
+    def row(name: str, kind: str, **fields) -> dict:
+        part = {"score": 50.0, "low": 40.0, "high": 60.0}
+        return {"name": name, "kind": kind, "seconds": 60.0, "chosen": False, "eligible": True, "select": part, "confirm": part, "test": None} | fields
+
+    hybrid = {"source": "unchanged", "setting": "convex, α = 0.3 on the dense scores", "fusion": {"kind": "convex", "alpha": 0.3}}
+    rrf = {"setting": "reciprocal rank fusion, k = 60", "fusion": {"kind": "rrf", "k": 60}}
+    meta = {"test": None, "dev": {"metric": "ndcg@10"}, "rule": "select-confirm"}
+    written = {
+        "unchanged": row("unchanged", "unchanged", dense=True, chosen=True),
+        "hybrid": row("hybrid", "hybrid", dense=False, **hybrid),
+        "rrf": row("rrf", "baseline", dense=False, eligible=False, **rrf),
+        "wise": row("wise", "wise", dense=True, source="simcse", mix=0.4),
+    }
+    older = {name: {k: v for k, v in c.items() if k != "dense"} for name, c in written.items()}
+    for candidates in (written, older):
+        lines = {line.split(" | ")[0]: line for line in candidate_table({"meta": meta, "candidates": candidates}).splitlines()[2:]}
+        assert lines["| `unchanged`"].endswith("| 1.0 | **chosen** |")
+        assert lines["| `hybrid`"].endswith("| BM25 + unchanged, convex, α = 0.3 on the dense scores |")
+        assert lines["| `rrf`"].endswith("| reference, never chosen |")
+        assert lines["| `wise`"].endswith("| 0.6·unchanged + 0.4·simcse |")

@@ -253,3 +253,6 @@ def test_the_fusion_adapt_chose_is_saved_in_its_index_and_reads_back_as_a_fusion
     assert best != 0.5 and len(set(curve.values())) > 1  # the weight mattered on these queries
     fusion = SearchIndex.open(out).fusion
     assert isinstance(fusion, Fusion) and fusion == Fusion("convex", best)
+    from sentune.adapt.records import load_record
+
+    assert fusion == load_record(out / "candidates" / "hybrid").fusion  # the record's Fusion object is the one the index holds

@@ -270,18 +270,23 @@ def test_the_hybrid_of_the_best_dense_candidate_never_fuses_a_model_trained_on_t
     the best of the others (a --train model qualifies, as for wise)."""
     from types import SimpleNamespace
 
-    from sentune.adapt.candidates import Hybrid
-
-    def record(name: str, kind: str, dev: float, trained_on: list[int] | None = None) -> dict:
-        return {"name": name, "kind": kind, "dev_score": dev} | ({"dev_indices_trained_on": trained_on} if trained_on is not None else {})
+    from sentune.adapt.candidates import Hybrid, Lexical, PostProcessed, Supervised, Unchanged
+    from sentune.adapt.records import CandidateRecord
 
     best = Hybrid("hybrid-best", "best")
-    records = [record("unchanged", "unchanged", 63.0), record("flow", "postprocess", 64.0), record("supervised", "supervised", 70.0, [0, 2, 4])]
-    ctx = SimpleNamespace(records={r["name"]: r for r in records})
+    candidates = [Unchanged("unchanged"), PostProcessed("flow", "flow"), Supervised("supervised"), Lexical("bm25"), Hybrid("hybrid")]
+    records = [
+        CandidateRecord("unchanged", "unchanged", dev_score=63.0),
+        CandidateRecord("flow", "postprocess", dev_score=64.0),
+        CandidateRecord("supervised", "supervised", dev_score=70.0, dev_indices_trained_on=[0, 2, 4]),
+        CandidateRecord("bm25", "baseline", dev_score=80.0),  # not dense: never the hybrid's dense part
+        CandidateRecord("hybrid", "hybrid", dev_score=85.0),
+    ]
+    ctx = SimpleNamespace(records={r.name: r for r in records}, candidate=lambda name: next(c for c in candidates if c.name == name))
     assert best.source(ctx) == "flow"
-    ctx.records["flow"]["dev_score"] = 62.0
+    ctx.records["flow"].dev_score = 62.0
     assert best.source(ctx) is None  # the unchanged model is then the best: `hybrid` is its hybrid
-    ctx.records["supervised"]["dev_indices_trained_on"] = []  # trained on --train: it qualifies
+    ctx.records["supervised"].dev_indices_trained_on = []  # trained on --train: it qualifies
     assert best.source(ctx) == "supervised"
 
 

@@ -10,23 +10,24 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 
 from sentune.adapt.budget import AdaptError, Budget
 from sentune.adapt.decide import MIN_DEV_PAIRS, DevSplit, split_dev
 from sentune.adapt.names import RULE
-from sentune.data.beir import Document, RetrievalSet, read_beir_folder, write_beir_folder
+from sentune.data.beir import Document, RetrievalSet, write_beir_folder
 from sentune.data.catalog import load_task, select_tasks, sha256_of
 from sentune.data.readers import read_paraphrase_pairs
-from sentune.data.user_data import ScoredPairs, read_scored_pairs, read_user_corpus, write_corpus, write_scored_pairs
+from sentune.data.user_data import ScoredPairs, pairs_as_written, read_scored_pairs, read_user_corpus, write_corpus, write_scored_pairs
 from sentune.train.runs import claim
 
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from sentune.tasks.user_pairs import Scorer
+    from sentune.tasks.user_queries import QueryScorer
 
 
 @dataclass
@@ -57,30 +58,66 @@ class AdaptConfig:
     training_pooling: str = "model"
 
 
+@dataclass(frozen=True)
+class PairsTask:
+    """What a pairs run scores and trains on: scored dev (and test) pairs, and --train's labelled pairs."""
+
+    dev: ScoredPairs
+    test: ScoredPairs | None
+    train: ScoredPairs | None  # --train as adapt trains on it (rescaled onto the dev scale when it was on another)
+    search: ClassVar[Literal[False]] = False
+
+    def scorer(self, show_progress: bool) -> Scorer:
+        """Scores the dev and test pairs."""
+        from sentune.tasks.user_pairs import PairScorer
+
+        return PairScorer({"dev": self.dev} | ({"test": self.test} if self.test is not None else {}), show_progress)
+
+    def train_units(self) -> list | None:
+        return None if self.train is None else self.train.pairs
+
+
+@dataclass(frozen=True)
+class SearchTask:
+    """What a search run scores and trains on: queries judged against the documents (dev, test, and --train's)."""
+
+    dev: RetrievalSet
+    test: RetrievalSet | None
+    train: RetrievalSet | None
+    documents: list[Document]  # the corpus every query is ranked against
+    search: ClassVar[Literal[True]] = True
+
+    def scorer(self, show_progress: bool) -> QueryScorer:
+        """Every dev and test query against the whole corpus (adapt then ranks the selection queries against their
+        pool, sentune.adapt.search_context)."""
+        from sentune.tasks.user_queries import QueryScorer
+
+        return QueryScorer.whole({"dev": self.dev} | ({"test": self.test} if self.test is not None else {}), show_progress)
+
+    def train_units(self) -> list | None:
+        return None if self.train is None else self.train.queries
+
+
 @dataclass
 class Inputs:
     corpus: list[str]  # what the training methods and post-processors read: sentences, or passages of the documents
-    dev: ScoredPairs | RetrievalSet
-    test: ScoredPairs | RetrievalSet | None
+    task: PairsTask | SearchTask  # made once, by prepare: whether the run is a search one, and its typed data
     dev_label: str  # what the dev set is, for the report
     split: DevSplit  # which dev pairs (or queries) select and which confirm (sentune.adapt.decide)
-    documents: list[Document] | None = None  # retrieval: the corpus every query is ranked against
-    generated: list[tuple[str, str]] | None = None  # retrieval: --queries-from's (query, passage) pairs
+    generated: list[tuple[str, str]] | None = None  # search: --queries-from's (query, passage) pairs
+    train_sha256: str | None = None  # the digest of --train as written under OUT/data (None without it)
 
     @property
-    def retrieval(self) -> bool:
-        return self.documents is not None
+    def dev(self) -> ScoredPairs | RetrievalSet:
+        return self.task.dev
+
+    @property
+    def test(self) -> ScoredPairs | RetrievalSet | None:
+        return self.task.test
 
     def scorer(self, show_progress: bool) -> Scorer:
-        """Scores the dev and test sets (a search on dev may ask for dev alone: it never encodes test). Retrieval: every
-        query against the whole corpus (adapt then ranks the selection queries against their pool, sentune.adapt.context)."""
-        if isinstance(self.dev, RetrievalSet):
-            from sentune.tasks.user_queries import QueryScorer
-
-            return QueryScorer.whole({"dev": self.dev} | ({"test": self.test} if isinstance(self.test, RetrievalSet) else {}), show_progress)
-        from sentune.tasks.user_pairs import PairScorer
-
-        return PairScorer({"dev": self.dev} | ({"test": self.test} if isinstance(self.test, ScoredPairs) else {}), show_progress)
+        """Scores the dev and test sets (a search on dev may ask for dev alone: it never encodes test)."""
+        return self.task.scorer(show_progress)
 
 
 DEFAULT_DEV = "STS-B-dev"  # without --dev (the report says so)
@@ -132,8 +169,13 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
     if train_rows is not None:
         files["train.tsv"] = lambda path: write_scored_pairs(path, train_rows)
         parts["train"] = ["train.tsv"]
-    data = _write_claimed(out, config, files, parts)
-    return Inputs(corpus, read_scored_pairs(data / "dev.tsv"), read_scored_pairs(data / "test.tsv") if test else None, dev_label, split)
+    data, train_sha256 = _write_claimed(out, config, files, parts)
+    task = PairsTask(
+        pairs_as_written(data / "dev.tsv", dev_rows),
+        pairs_as_written(data / "test.tsv", [(p.a, p.b, p.score) for p in test.pairs]) if test is not None else None,
+        pairs_as_written(data / "train.tsv", train_rows) if train_rows is not None else None,
+    )
+    return Inputs(corpus, task, dev_label, split, train_sha256=train_sha256)
 
 
 def _prepare_retrieval(config: AdaptConfig, out: Path) -> Inputs:
@@ -169,20 +211,23 @@ def _prepare_retrieval(config: AdaptConfig, out: Path) -> Inputs:
     if generated is not None:
         files["queries-from.tsv"] = lambda path: path.write_text("".join(f"{q}\t{p}\n" for q, p in generated), encoding="utf-8")
         parts["queries_from"] = ["queries-from.tsv"]
-    data = _write_claimed(out, config, files, parts)
-    found_test = read_beir_folder(data / "test", "test") if test is not None else None
-    return Inputs(corpus, read_beir_folder(data / "dev", "dev"), found_test, str(config.dev), split, documents=documents, generated=generated)
+    _, train_sha256 = _write_claimed(out, config, files, parts)
+    return Inputs(corpus, SearchTask(dev, test, train, documents), str(config.dev), split, generated=generated, train_sha256=train_sha256)
 
 
-def _write_claimed(out: Path, config: AdaptConfig, files: dict, parts: dict[str, list[str]]) -> Path:
+def _write_claimed(out: Path, config: AdaptConfig, files: dict, parts: dict[str, list[str]]) -> tuple[Path, str | None]:
     """Write `files` into a scratch folder, claim OUT for these settings (hashes of each part's files), and only then
-    move them into OUT/data: a refused run leaves a finished one untouched."""
+    move them into OUT/data: a refused run leaves a finished one untouched. Returns OUT/data and the digest of --train
+    as written there (train.tsv, or every file of train/; None without --train): what the candidates that read it
+    record (Candidate.depends_on)."""
     out.mkdir(parents=True, exist_ok=True)
     data = out / "data"
     with tempfile.TemporaryDirectory(dir=out, prefix=".incoming-") as incoming:
         for name, write in files.items():
             write(Path(incoming) / name)
         digests = {part: "+".join(sha256_of(Path(incoming) / name) for name in names) or None for part, names in parts.items()}
+        train = next((Path(incoming) / name for name in ("train.tsv", "train") if name in files), None)
+        train_sha256 = None if train is None else "+".join(sha256_of(f) for f in ([train] if train.is_file() else sorted(train.rglob("*.*"))))
         _claim(out, config, digests)
         data.mkdir(exist_ok=True)
         for stale in ("train.tsv", "train"):  # an earlier run's --train: this one has none, or writes its own below
@@ -191,7 +236,7 @@ def _write_claimed(out: Path, config: AdaptConfig, files: dict, parts: dict[str,
             if (data / name).is_dir():  # the same settings were claimed: the same contents
                 shutil.rmtree(data / name)
             os.replace(Path(incoming) / name, data / name)
-    return data
+    return data, train_sha256
 
 
 def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], test: ScoredPairs | None) -> list[tuple[str, str, float]]:

@@ -13,7 +13,7 @@ on the selection pairs only (so the confirmation of the final choice stays indep
 
 A candidate also ends by itself: its last step, early stopping (patience) or --budget's minutes. A stopped candidate
 keeps its selection score in the report and is not eligible (the race chose against it), though its best checkpoint
-may still seed SED or wise (sentune.adapt.candidates.tuned_model_path). Everything a round decides is
+may still seed SED or wise (sentune.adapt.records.CandidateRecord.weights). Everything a round decides is
 read back from the run folders (paused.json, dev_cosines/, candidate.json), so a killed race resumes where it was.
 """
 
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sentune.adapt.records import CandidateRecord, record_path
+from sentune.adapt.records import CandidateRecord, Stopped, load_record, record_path
 from sentune.core.memory import peak_resident_mib
 from sentune.core.results import write_atomic
 from sentune.tasks.bootstrap import bootstrap_differences, resamples
@@ -81,7 +81,7 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, np.ndarra
     active = [e for e in entries if not e.record.is_file()]
     finished: dict[str, np.ndarray] = dict(rivals or {})
     for e in entries:
-        if e.record.is_file() and "stopped" not in json.loads(e.record.read_text()):
+        if e.record.is_file() and load_record(e.folder).stopped is None:
             finished[e.name] = ctx.selection_cosines(np.load(e.folder / "scores.npz")["dev"])
     started = {e.name: time.perf_counter() for e in active}
     for index, fraction in enumerate(RUNGS):
@@ -150,15 +150,14 @@ def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None,
     paused = json.loads((entry.run / "paused.json").read_text()) if (entry.run / "paused.json").is_file() else {}
     detail = {
         "setting": entry.recipe.name,
-        "run": str(entry.run.relative_to(ctx.out)),
         "recipe": entry.recipe.to_dict(),
-        "stopped": {"reason": reason, "at_step": paused.get("step"), "best_step": step},
         "best_checkpoint": {"step": step, "dev_score": score} if step is not None else None,
         **({"selection_only": True} if score is not None else {}),
     }
     # peak memory: the process's when the record is written (every round's training before it)
-    record = CandidateRecord(entry.name, entry.kind, paused.get("training_seconds", seconds), peak_resident_mib(), score, detail).to_dict()
-    write_atomic(entry.record, json.dumps(record, indent=2))
+    record = CandidateRecord(entry.name, entry.kind, paused.get("training_seconds", seconds), peak_resident_mib(), score, detail=detail)
+    record.run, record.stopped = str(entry.run.relative_to(ctx.out)), Stopped(reason, paused.get("step"), step)
+    write_atomic(entry.record, json.dumps(record.to_dict(), indent=2))
 
 
 def _print_expected(entries: list[Entry], active: list[Entry], ctx: Context) -> None:

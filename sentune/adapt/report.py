@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sentune.adapt.names import UNCHANGED
 from sentune.analysis.report import markdown_to_html
 from sentune.core.metrics import METRICS
 from sentune.core.plots import save_figure
@@ -46,7 +47,7 @@ def candidate_table(results: dict) -> str:
     header += ["minutes", "note"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for name, c in results["candidates"].items():
-        note = "**chosen**" if c["chosen"] else ("reference, never chosen" if c["kind"] == "baseline" else c.get("skipped", ""))
+        note = "**chosen**" if c["chosen"] else ("reference, never chosen" if baseline(c) else c.get("skipped", ""))
         if c.get("stopped"):
             note = f"stopped by the race at step {c['stopped']['at_step']} (best so far: step {c['stopped']['best_step']}): {c['stopped']['reason']}"
         elif c.get("best_checkpoint"):
@@ -54,7 +55,7 @@ def candidate_table(results: dict) -> str:
         mix = wise_mix(c)
         if mix is not None:
             note += f"{'; ' if note else ''}{1 - mix:g}·unchanged + {mix:g}·{c['source']}"
-        if c["kind"] == "hybrid" and c.get("fusion"):
+        if fuses_bm25(c):
             note += f"{'; ' if note else ''}BM25 + {c['source']}, {c['setting']}"
         row = [f"`{name}`"]
         for part in parts:
@@ -66,6 +67,17 @@ def candidate_table(results: dict) -> str:
         row += [f"{c['seconds'] / 60:.1f}", note]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
+
+
+def baseline(candidate: dict) -> bool:
+    """A baseline, reported and never chosen: its class is not eligible (results.json's `eligible` is also false for a
+    candidate the race stopped, whose note says so instead). Files without `dense` say it by their kind."""
+    return not candidate["eligible"] if "dense" in candidate else candidate["kind"] == "baseline"
+
+
+def fuses_bm25(candidate: dict) -> bool:
+    """A hybrid: BM25 fused with a dense candidate (its source), the system that ranks when it is chosen."""
+    return not candidate.get("dense", candidate["kind"] != "hybrid") and bool(candidate.get("fusion")) and "source" in candidate
 
 
 def wise_mix(candidate: dict) -> float | None:
@@ -156,7 +168,7 @@ def _dev_plot(results: dict, curves: dict[str, list], xlabel: str, path: Path, s
     for name, points in curves.items():
         ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=name)
     part = dev_parts(results)[0]
-    ax.axhline(results["candidates"]["unchanged"][part]["score"], color="black", linestyle="--", linewidth=1, label="unchanged")
+    ax.axhline(results["candidates"][UNCHANGED][part]["score"], color="black", linestyle="--", linewidth=1, label="unchanged")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"{DEV_PARTS.get(part, part)} {METRICS[results['meta']['dev']['metric']].label}")
     ax.legend(fontsize=8)
@@ -181,7 +193,7 @@ def score_plot(results: dict, out: Path) -> Path:
                 continue
             color = "#c44e52" if c["chosen"] else ("#999999" if not c["eligible"] else "#4c72b0")
             ax.errorbar(r["score"], y, xerr=[[r["score"] - r["low"]], [r["high"] - r["score"]]], fmt="o", color=color, capsize=3)
-        ax.axvline(results["candidates"]["unchanged"][split]["score"], color="black", linestyle="--", linewidth=1)
+        ax.axvline(results["candidates"][UNCHANGED][split]["score"], color="black", linestyle="--", linewidth=1)
         ax.set_yticks(range(len(rows)), [n for n, _ in rows])
         ax.set_xlabel(f"{DEV_PARTS.get(split, split)} {METRICS[results['meta']['test' if split == 'test' else 'dev']['metric']].label}")
     return save_figure(fig, out / "scores.png")

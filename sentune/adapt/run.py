@@ -25,14 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from sentune.adapt.candidates import Plan, own_pooling, plan
-from sentune.adapt.context import Context
+from sentune.adapt.candidates import Candidate, Plan, own_pooling, plan
+from sentune.adapt.context import Context, PairsContext
 from sentune.adapt.decide import detectable_gain
 from sentune.adapt.inputs import AdaptConfig, Inputs, prepare
 from sentune.adapt.records import load_record
+from sentune.adapt.search_context import SearchContext, as_search
 from sentune.core.memory import map_large_allocations
 from sentune.core.models import load_model
-from sentune.data.user_data import ScoredPairs
 from sentune.modules.build import save_atomic
 
 logger = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def _warn_overlong(inputs: Inputs, base) -> None:
     """Sentences longer than the model reads are truncated (as every encoder does): say so, naming the first."""
     from sentune.core.encode import overlong_indices
 
-    limit = base.max_seq_length
+    limit, task = base.max_seq_length, inputs.task
     corpus = overlong_indices(inputs.corpus, base)
     if corpus:
         first = inputs.corpus[corpus[0]]
@@ -54,19 +54,19 @@ def _warn_overlong(inputs: Inputs, base) -> None:
             first[:60],
             "..." if len(first) > 60 else "",
         )
-    if inputs.documents is not None:
-        long = overlong_indices([d.text for d in inputs.documents], base)
+    if task.search:
+        long = overlong_indices([d.text for d in task.documents], base)
         if long:
             logger.info(
                 "%d of the %d documents are longer than the model's %d tokens: their first %d are ranked, as BEIR does",
                 len(long),
-                len(inputs.documents),
+                len(task.documents),
                 limit,
                 limit,
             )
         return
-    for name, pairs in (("dev", inputs.dev), ("test", inputs.test)):
-        if not isinstance(pairs, ScoredPairs):
+    for name, pairs in (("dev", task.dev), ("test", task.test)):
+        if pairs is None:
             continue
         sentences = [s for p in pairs.pairs for s in (p.a, p.b)]
         hits = sorted({i // 2 for i in overlong_indices(sentences, base)})
@@ -96,17 +96,19 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
     base = load_model(config.model, device=config.device)
     own = own_pooling(base)
     config = replace(config, training_pooling=own or "model")
-    candidates = plan(
-        config.methods, own, config.reference, generated_queries=config.queries_from is not None, retrieval=inputs.retrieval, labels=config.labels
-    )
-    ctx = Context(config, inputs, out, data_dir, base, inputs.scorer(config.show_progress), plan=candidates)
+    task = inputs.task
+    candidates = plan(config.methods, own, config.reference, generated_queries=config.queries_from is not None, search=task.search, labels=config.labels)
+    ctx: Context
+    if task.search:  # the one place a run's context is made: what search candidates read is SearchContext's
+        ctx = SearchContext(config, inputs, out, data_dir, base, task.scorer(config.show_progress), plan=candidates, task=task)
+    else:
+        ctx = PairsContext(config, inputs, out, data_dir, base, task.scorer(config.show_progress), plan=candidates, task=task)
     _warn_overlong(inputs, base)
     _leave_out_untrainable(candidates, ctx)
-    if inputs.retrieval:
-        ctx.use_selection_pool()
+    ctx.prepare_selection()
     print(
         f"sentune adapt: {len(candidates.all)} candidates for {config.model} on {len(inputs.corpus)} corpus "
-        + (f"passages of {len(inputs.documents)} documents; " if inputs.documents is not None else "sentences; ")
+        + (f"passages of {len(task.documents)} documents; " if task.search else "sentences; ")
         + f"dev {inputs.dev_label} ({inputs.dev.units} {inputs.dev.unit}, {inputs.dev.metric}: {len(inputs.split.select)} select, "
         f"{len(inputs.split.confirm)} confirm); " + (f"test {config.test} ({inputs.test.units} {inputs.test.unit})" if inputs.test else "no test set"),
         flush=True,
@@ -185,22 +187,20 @@ def _save_choice(results: dict, candidates: Plan, ctx: Context) -> None:
         model = SentenceTransformer(modules=[*model, Normalize()], device=str(model.device))
     save_atomic(model, ctx.out / "model", readme_extra=card)
     logger.info("saved the chosen model (%s) to %s", chosen, ctx.out / "model")
-    if ctx.inputs.retrieval:
-        _save_index(candidate, model, ctx)
+    if ctx.inputs.task.search:
+        _save_index(candidate, model, as_search(ctx))
 
 
-def _save_index(candidate, model, ctx: Context) -> None:
+def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
     """Search: OUT is also an index of the chosen system (sentune.search.index) over every document, its model OUT/model,
-    so `sentune search OUT` ranks as the run scored it. The dense part reuses the vectors the run scored with when it has
-    them (the unchanged model's, or a hybrid's source's)."""
+    so `sentune search OUT` ranks as the run scored it: the fusion the candidate's record holds. The dense part reuses
+    the vectors the run scored with when it has them (the unchanged model's, or a hybrid's source's)."""
     from sentune.adapt.names import UNCHANGED
-    from sentune.search.fusion import Fusion
     from sentune.search.index import FILES, BuildPlan, build_index, read_settings
 
-    system = candidate.system(ctx)
-    fusion = Fusion.from_dict(system["fusion"]) if system else None
+    fused = candidate.fused(ctx)
+    fusion, source = fused if fused is not None else (None, candidate.name)
     documents = ctx.retrieval_dev().corpus
-    source = system.get("source", candidate.name) if system else candidate.name
     cached = ctx.out / "candidates" / source / ".vectors.npy"
     vectors = None
     if source == UNCHANGED or cached.is_file():

@@ -16,6 +16,7 @@ import sentune
 from sentune.adapt.candidates import Candidate
 from sentune.adapt.decide import SELECT_FRACTION, DevSplit, decide
 from sentune.adapt.names import BM25, RULE, UNCHANGED
+from sentune.adapt.records import CandidateRecord
 from sentune.core.metrics import METRICS
 from sentune.core.usage import process_usage
 from sentune.tasks.bootstrap import RESAMPLES, paired_bootstrap, resamples, score_interval
@@ -41,10 +42,11 @@ def _split_rows(gold: np.ndarray, scores: dict[str, np.ndarray], metric: str, se
     return rows
 
 
-def select(records: dict[str, dict], candidates: list[Candidate], inputs, split: DevSplit, out: Path, config) -> dict:
+def select(records: dict[str, CandidateRecord], candidates: list[Candidate], inputs, split: DevSplit, out: Path, config) -> dict:
     """The decision and every candidate's rows. A candidate the race stopped has its selection cosines only: it is
-    reported on the selection pairs and is not eligible (the race already chose against it)."""
-    loaded = {c.name: dict(np.load(out / "candidates" / c.name / "scores.npz")) for c in candidates if "dev_score" in records[c.name]}
+    reported on the selection pairs and is not eligible (the race already chose against it). Each candidate's entry
+    is its record with what its class says it is (`dense`), whether it could be chosen (`eligible`), and its rows."""
+    loaded = {c.name: dict(np.load(out / "candidates" / c.name / "scores.npz")) for c in candidates if records[c.name].scored}
     scored = {name: s for name, s in loaded.items() if "dev" in s}
     stopped = {name: s["select"] for name, s in loaded.items() if "dev" not in s}
     eligible = {c.name: scored[c.name]["dev"] for c in candidates if c.eligible and c.name in scored and c.name != UNCHANGED}
@@ -95,8 +97,8 @@ def select(records: dict[str, dict], candidates: list[Candidate], inputs, split:
         test_gold = inputs.test.gold
         rows["test"] = _split_rows(test_gold, {n: s["test"] for n, s in scored.items()}, inputs.test.metric, config.seed + TEST_SEED_OFFSET)
     for c in candidates:
-        record = dict(records[c.name])
-        record.update({"eligible": c.eligible and c.name not in stopped, "chosen": c.name == decision.name})
+        record = records[c.name].to_dict()
+        record.update({"dense": c.dense, "eligible": c.eligible and c.name not in stopped, "chosen": c.name == decision.name})
         record.update({part: found.get(c.name) for part, found in rows.items()})
         record.setdefault("test", None)
         results["candidates"][c.name] = record

@@ -67,10 +67,20 @@ def read_scored_pairs(path: str | Path) -> ScoredPairs:
         if not math.isfinite(label):
             raise DataError(path, number, f"label {raw!r} is not a finite number")
         pairs.append(Pair(_nonempty(path, number, fields[0], "s1"), _nonempty(path, number, fields[1], "s2"), label, Source(str(path), number)))
+    return scored_pairs(pairs, path)
+
+
+def scored_pairs(pairs: list[Pair], path: str | Path) -> ScoredPairs:
+    """Pairs as one set: their labels choose the metric (see the module docstring); all alike is an error."""
     labels = {p.score for p in pairs}
     if len(labels) < 2:
-        raise DataError(path, None, f"every pair has the label {pairs[0].score:g}: a metric needs at least two different labels")
+        raise DataError(Path(path), None, f"every pair has the label {pairs[0].score:g}: a metric needs at least two different labels")
     return ScoredPairs(pairs, "binary" if labels <= {0.0, 1.0} else "scores", str(path))
+
+
+def pairs_as_written(path: str | Path, rows: list[tuple[str, str, float]]) -> ScoredPairs:
+    """What read_scored_pairs(path) reads back after write_scored_pairs(path, rows), without reading it."""
+    return scored_pairs([Pair(normalise(a), normalise(b), float(y), Source(str(path), number)) for number, (a, b, y) in enumerate(rows, start=1)], path)
 
 
 def read_user_corpus(path: str | Path, column: str | None = None) -> list[str]:

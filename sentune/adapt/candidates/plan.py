@@ -1,0 +1,78 @@
+"""Which candidates a run has, in the order they run: the registry of kinds (KINDS), `--methods`, and the plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sentune.adapt.candidates.base import Candidate, PlanSetup
+from sentune.adapt.candidates.postprocessed import PostProcessed
+from sentune.adapt.candidates.search import Hybrid, HybridSupervised, Lexical, Rrf
+from sentune.adapt.candidates.supervised import Supervised, SupervisedSearch
+from sentune.adapt.candidates.trained import Ensemble, Reference, Trained, Wise
+from sentune.adapt.candidates.untuned import Pooling, Unchanged
+from sentune.adapt.names import METHODS, SED, SUPERVISED_STACKED, TRAINED, UNTUNED_POOLINGS, WISE
+from sentune.errors import UserError
+
+# The registry: every kind a run may have, in run order within its phase. A new kind is a class and a line here.
+KINDS: tuple[type[Candidate], ...] = (
+    Unchanged,
+    Pooling,
+    PostProcessed,
+    Trained,
+    Ensemble,
+    Supervised,
+    SupervisedSearch,
+    Wise,
+    Hybrid,
+    HybridSupervised,
+    Reference,
+    Lexical,
+    Rrf,
+)
+
+
+@dataclass
+class Plan:
+    """The candidates of one run, in the order they run: the cheap ones, the race, then those built on its winners."""
+
+    before_race: list[Candidate] = field(default_factory=list)
+    raced: list[Trained] = field(default_factory=list)
+    after_race: list[Candidate] = field(default_factory=list)
+
+    @property
+    def all(self) -> list[Candidate]:
+        return [*self.before_race, *self.raced, *self.after_race]
+
+
+def parse_methods(text: str | None) -> tuple[str, ...]:
+    """`--methods simcse,ct,whitening` (default: every method), checked before any work."""
+    if not text:
+        return METHODS
+    chosen = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    unknown = [m for m in chosen if m not in METHODS]
+    if unknown or not chosen:
+        raise UserError(f"--methods: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(METHODS)}")
+    if not any(m in TRAINED for m in chosen):  # each is built from a trained candidate: without one it could only be skipped
+        for needs in (m for m in (SED, SUPERVISED_STACKED, WISE) if m in chosen):
+            raise UserError(f"--methods: {needs} is built from a trained candidate; add one of {', '.join(TRAINED)}")
+    return chosen
+
+
+def own_pooling(model) -> str | None:
+    """The untuned pooling the model's own pipeline already computes (e.g. 'mean' for all-MiniLM-L6-v2: Transformer,
+    mean Pooling, Normalize, and normalising changes no cosine), so it is not tried twice; None when it is another."""
+    modules = list(model)[1:]
+    names = [type(m).__name__ for m in modules]
+    if not names or names[0] != "Pooling" or any(n != "Normalize" for n in names[1:]):
+        return None
+    mode = modules[0].pooling_mode
+    return mode if mode in UNTUNED_POOLINGS else None
+
+
+def plan(methods: tuple[str, ...], own: str | None, reference: bool, generated_queries: bool = False, search: bool = False, labels: bool = True) -> Plan:
+    setup = PlanSetup(methods, own, reference, generated_queries, search, labels)
+    found = Plan()
+    for kind in KINDS:
+        for candidate in kind.planned(setup):
+            getattr(found, candidate.phase).append(candidate)
+    return found

@@ -1,0 +1,183 @@
+"""Search-only candidates: BM25 fused with a dense candidate (sentune.search.fusion), and the baselines reported beside
+them, BM25 alone and reciprocal rank fusion. They read the search run's state (sentune.adapt.search_context)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from sentune.adapt.candidates.base import Candidate, PlanSetup, best
+from sentune.adapt.candidates.supervised import HELD_VECTORS, Supervised
+from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, RRF, SUPERVISED, SUPERVISED_STACKED, UNCHANGED
+from sentune.adapt.records import CandidateRecord
+from sentune.search.fusion import Fusion
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from sentune.adapt.context import Context
+
+
+@dataclass
+class Hybrid(Candidate):
+    """Search: BM25 (stemmed, sentune.search.lexical) and a dense candidate fused by a convex combination of min-max
+    normalised scores (sentune.search.fusion), its weight α chosen on the selection queries alone, each ranked against
+    the whole corpus. `dense_source`: the unchanged model, or ('best') the dense candidate best on the selection queries
+    when it is another (a trained one, say); that one is skipped when the unchanged model is the best. A model trained
+    on the selection queries (a supervised candidate without --train) is not among them: its weight and its selection
+    score would read the queries it learned, as wise's mix would (Wise.run)."""
+
+    dense_source: str = UNCHANGED
+    kind: ClassVar[str] = "hybrid"
+    phase: ClassVar[str] = "after_race"
+    dense: ClassVar[bool] = False
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(HYBRID), cls(f"{HYBRID}-best", "best")] if setup.search and HYBRID in setup.methods else []
+
+    def describe(self, ctx: Context) -> str:
+        which = "the unchanged model" if self.dense_source == UNCHANGED else "the best dense candidate on the selection queries"
+        return f"fusing BM25 with {which}, the weight chosen on the selection queries"
+
+    def source(self, ctx: Context) -> str | None:
+        if self.dense_source == UNCHANGED:
+            return UNCHANGED
+        dense = [
+            r
+            for r in ctx.records.values()
+            if ctx.candidate(r.name).dense and ctx.candidate(r.name).eligible and r.scored and r.stopped is None and not r.read_selection
+        ]
+        found = best(dense) if dense else None
+        return None if found is None or found.name == UNCHANGED else found.name
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
+        from sentune.adapt.search_context import as_search
+
+        search = as_search(ctx)
+        source = self.source(ctx)
+        if source is None:
+            return {}, self.skip(f"the unchanged model is the best dense candidate on the selection queries: its hybrid is `{HYBRID}`")
+        vectors = ctx.untuned_vectors() if source == UNCHANGED else ctx.vectors_of(ctx.candidate(source).model(ctx), source)
+        fusion, curve, read = search.choose_fusion_weight(vectors)
+        print(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
+        detail = {
+            "setting": fusion.label,
+            "lexical": search.lexical_settings().label,
+            "alpha_curve": [[a, s] for a, s in curve.items()],
+            "weight_read_queries": read,
+        }
+        return search.rank_with(search.hybrid_ranker(vectors, fusion)), CandidateRecord(self.name, self.kind, source=source, fusion=fusion, detail=detail)
+
+    def model(self, ctx: Context):
+        source = ctx.records[self.name].source
+        if source is None:
+            raise ValueError(f"{self.name} was skipped: it stands for no model")
+        return ctx.candidate(source).model(ctx)
+
+    def fused(self, ctx: Context) -> tuple[Fusion, str] | None:
+        record = ctx.records[self.name]
+        return None if record.fusion is None or record.source is None else (record.fusion, record.source)
+
+
+@dataclass
+class HybridSupervised(Hybrid):
+    """Search: BM25 fused with the supervised candidate trained on the selection queries (the best of them by its
+    out-of-fold score), which `hybrid-best` leaves out. Its fusion is `hybrid`'s (the weight chosen with the unchanged
+    model, which learned no query); its selection score is out of fold like its source's: each held-out fold's queries
+    ranked against the selection pool by BM25 fused with the model trained without that fold (sentune.adapt.crossfit).
+    The confirmation and test queries are ranked by the refit model fused the same way. A source trained on --train
+    needs none of this: `hybrid-best` fuses it."""
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        wanted = setup.search and setup.labels and HYBRID in setup.methods and {SUPERVISED, SUPERVISED_STACKED} & set(setup.methods)
+        return [cls(f"{HYBRID}-{SUPERVISED}")] if wanted else []
+
+    def describe(self, ctx: Context) -> str:
+        return "fusing BM25 with the supervised candidate trained on the selection queries, scored out of fold"
+
+    def source(self, ctx: Context) -> str | None:
+        trained = [r for r in ctx.records.values() if r.kind == Supervised.kind and r.fold_dev_indices_trained_on and r.scored]
+        return best(trained).name if trained else None
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
+        import numpy as np
+
+        from sentune.adapt.search_context import as_search
+
+        search = as_search(ctx)
+        source = self.source(ctx)
+        if source is None:
+            return {}, self.skip("no supervised candidate trained on the selection queries (one trained on --train: `hybrid-best` fuses it)")
+        record, fusion = ctx.records[source], ctx.records[HYBRID].fusion  # `hybrid` runs first (the registry's order)
+        if fusion is None:
+            return {}, self.skip(f"`{HYBRID}` chose no fusion weight")
+        scores = search.rank_with(search.hybrid_ranker(ctx.vectors_of(ctx.candidate(source).model(ctx), source), fusion))
+        dev, select = search.retrieval_dev(), ctx.inputs.split.select
+        for fold, trained in enumerate(record.fold_dev_indices_trained_on or []):
+            held = np.array(sorted(set(select.tolist()) - set(trained)))
+            scorer = search.held_scorer([dev.queries[i] for i in held])
+            vectors_path = self.folder(ctx).parent / source / f"fold-{fold}" / HELD_VECTORS
+            if not vectors_path.is_file():
+                return {}, self.skip(f"{source}'s fold {fold} kept no vectors of its held-out queries ({vectors_path})")
+            scores["dev"][held] = scorer.of_ranker(search.hybrid_ranker(np.load(vectors_path), fusion, texts=scorer.sentences()))["held"]
+        print(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (hybrid's), selection out of fold", flush=True)
+        found = CandidateRecord(self.name, self.kind, source=source, fusion=fusion, trained_on=record.trained_on)
+        found.dev_indices_trained_on = record.dev_indices_trained_on
+        found.detail = {"setting": fusion.label, "lexical": search.lexical_settings().label, "weight_from": HYBRID}
+        return scores, found
+
+
+@dataclass
+class SearchBaseline(Candidate):
+    """A search system reported beside the candidates and never chosen, ranking with BM25 (alone or fused)."""
+
+    kind: ClassVar[str] = "baseline"
+    phase: ClassVar[str] = "after_race"
+    eligible: ClassVar[bool] = False
+    dense: ClassVar[bool] = False
+
+
+@dataclass
+class Lexical(SearchBaseline):
+    """Search: BM25 alone over the documents, the lexical baseline search is measured against (stemmed as BEIR runs it;
+    the unstemmed variant beside it), reported and never chosen (it is not an encoder; the hybrid covers it at α = 0)."""
+
+    stemmed: bool = True
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(BM25), cls(BM25_UNSTEMMED, stemmed=False)] if setup.search else []
+
+    def describe(self, ctx: Context) -> str:
+        from sentune.adapt.search_context import as_search
+
+        return f"ranking the documents by {as_search(ctx).lexical_settings(self.stemmed).label} (reported, never chosen)"
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
+        from sentune.adapt.search_context import as_search
+
+        search = as_search(ctx)
+        scores = search.rank_with(search.lexical(self.stemmed))
+        return scores, CandidateRecord(self.name, self.kind, detail={"setting": search.lexical_settings(self.stemmed).label})
+
+
+@dataclass
+class Rrf(SearchBaseline):
+    """Search: reciprocal rank fusion of BM25 and the unchanged model (k = 60), the fusion most search engines offer
+    first; reported beside the convex hybrid and never chosen."""
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(RRF)] if setup.search and HYBRID in setup.methods else []
+
+    def describe(self, ctx: Context) -> str:
+        return "fusing BM25 with the unchanged model by reciprocal rank fusion (reported, never chosen)"
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
+        from sentune.adapt.search_context import as_search
+
+        search, fusion = as_search(ctx), Fusion("rrf")
+        scores = search.rank_with(search.hybrid_ranker(ctx.untuned_vectors(), fusion))
+        return scores, CandidateRecord(self.name, self.kind, fusion=fusion, detail={"setting": fusion.label})

@@ -1,0 +1,183 @@
+"""Candidates fine-tuned on the user's labels: --train's, else the selection part of the dev set, cross-fitted
+(sentune.adapt.crossfit), on pairs (Supervised) or on search data (SupervisedSearch)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from sentune.adapt.candidates.base import Candidate, PlanSetup, WithRun, best, tuned_sources
+from sentune.adapt.candidates.trained import Ensemble, Trained
+from sentune.adapt.names import SUPERVISED, SUPERVISED_RECIPES, SUPERVISED_STACKED, TRAINED, UNCHANGED
+from sentune.adapt.records import CandidateRecord, write_record
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from sentune.adapt.context import Context
+
+
+@dataclass
+class Supervised(WithRun):
+    """Fine-tuned on the user's labels: --train's when given (never read to select or confirm), else the selection part
+    of the dev set, its selection score then out of fold (sentune.adapt.crossfit: K models each trained without one fold
+    score it, then the model is refit on the whole selection part for confirmation and test). CoSENT on graded pairs,
+    OnlineContrastiveLoss on 0/1 pairs (sentune.methods.labelled), MultipleNegativesRankingLoss with two mined hard
+    negatives on search data (SupervisedSearch), each a recipe fixed in advance. `start`: the unchanged model, or
+    ('best') the best label-free trained candidate (domain adaptation, then labels: the order sentence-transformers
+    recommends); that one is skipped when none trained."""
+
+    start: str = UNCHANGED
+    kind: ClassVar[str] = "supervised"
+    phase: ClassVar[str] = "after_race"
+    tuned: ClassVar[bool] = True
+    search: ClassVar[bool] = False  # which data it plans for: pairs, or (SupervisedSearch) queries
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        if not setup.labels or setup.search != cls.search:
+            return []
+        stacked = SUPERVISED_STACKED in setup.methods and any(m in TRAINED for m in setup.methods)
+        return [*([cls(SUPERVISED)] if SUPERVISED in setup.methods else []), *([cls(SUPERVISED_STACKED, "best")] if stacked else [])]
+
+    def depends_on(self, ctx: Context) -> dict:
+        return {"train_sha256": ctx.inputs.train_sha256}  # what it trains on: --train's data, or (None) the selection part
+
+    def describe(self, ctx: Context) -> str:
+        where = "the unchanged model" if self.start == UNCHANGED else "the best label-free trained candidate"
+        return f"fine-tuning {where} on the labels ({self.recipe_name(ctx)})"
+
+    def recipe_name(self, ctx: Context) -> str:
+        return f"adapt/{SUPERVISED_RECIPES['graded' if ctx.metric == 'spearman' else 'binary']}"
+
+    # -- what differs between pairs and queries --
+    def training_rows(self, units: list, ctx: Context) -> list[list[tuple]]:
+        """Each unit's training rows (a pair: itself with its label), built once for every training of the run."""
+        return [[(p.a, p.b, p.score)] for p in units]
+
+    def write_training(self, rows: list[tuple], path: Path) -> None:
+        from sentune.data.user_data import write_scored_pairs
+
+        write_scored_pairs(path, rows)
+
+    def score_held(self, model, units: list, ctx: Context, folder: Path):
+        """The held-out fold's scores by the model trained without it (`folder`: that fold's)."""
+        from sentune.data.user_data import ScoredPairs
+        from sentune.tasks.user_pairs import PairScorer
+
+        return PairScorer({"held": ScoredPairs(units, "scores" if ctx.metric == "spearman" else "binary", "held-out fold")}).of_model(model)["held"]
+
+    def produce(self, label: str, ctx: Context) -> CandidateRecord:
+        """Every training is one run of the trainer without checkpoints (sentune.train.trainer.train_in_memory): a
+        fold's model is kept in memory only while it scores its held-out fold, and the refit, which the run ships or
+        builds on (hybrids, wise, the index), is saved as OUT/candidates/NAME/run. A run killed before the record is
+        written trains the candidate again whole."""
+        from sentune.adapt.crossfit import FOLDS, out_of_fold
+        from sentune.core.memory import release_unreferenced
+        from sentune.train.trainer import train_in_memory
+
+        print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
+        started = time.perf_counter()
+        folder = self.folder(ctx)
+        for left in list(folder.iterdir()):  # what a killed attempt left (its refit's run, its vectors, maybe of other training data)
+            shutil.rmtree(left) if left.is_dir() else left.unlink()
+        start_model = ctx.config.model
+        if self.start != UNCHANGED:
+            sources = tuned_sources(ctx, (Trained.kind, Ensemble.kind))
+            if not sources:
+                return write_record(self, {}, self.skip("no label-free trained candidate with weights to start from"), 0.0, label, ctx)
+            start_model = str(best(sources).weights(ctx.out))
+        name, data_dir, progress = self.recipe_name(ctx), ctx.data_dir or Path("."), ctx.config.show_progress
+        recipes: dict[Path, dict] = {}
+
+        def train(rows: list[tuple], where: Path, run: Path | None):
+            """A model trained on `rows` (written to where/train.tsv, which its recipe names); `run`: saved there."""
+            where.mkdir(parents=True, exist_ok=True)
+            self.write_training(rows, where / "train.tsv")
+            recipe = ctx.labelled_recipe(name, where / "train.tsv", len(rows), start_model)
+            recipes[where] = recipe.to_dict()
+            return train_in_memory(recipe, run, data_dir=data_dir, show_progress=progress).model
+
+        record = CandidateRecord(self.name, self.kind, run=str(self.run_folder(ctx).relative_to(ctx.out)))
+        record.detail = {"setting": name, "start": start_model if self.start != UNCHANGED else UNCHANGED}
+        given = ctx.inputs.task.train_units()
+        if given is not None:
+            model = train([row for rows in self.training_rows(given, ctx) for row in rows], folder, self.run_folder(ctx))
+            scores = ctx.scorer.of_vectors(ctx.vectors_of(model, self.name))  # kept: a hybrid of this model reads them
+            record.trained_on, record.dev_indices_trained_on = "train", []
+            record.detail["train_units"] = len(given)
+        else:
+            select, units = ctx.inputs.split.select, ctx.selection_units()
+            by_unit = self.training_rows(units, ctx)
+            folds: list[list[int]] = []
+
+            def fit(fold: int, rows: np.ndarray):
+                release_unreferenced()  # the previous fold's model and its trainer are garbage by now
+                folds.append(sorted(int(select[i]) for i in rows))
+                where = folder / f"fold-{fold}"
+                return train([row for i in rows for row in by_unit[i]], where, None), where
+
+            def held_out(fitted, held: np.ndarray) -> np.ndarray:
+                model, where = fitted
+                return self.score_held(model, [units[i] for i in held], ctx, where)
+
+            # each training prints its own time; the user should know there are K + 1 of them
+            print(
+                f"    {self.name}: cross-fitting on the {len(units)} selection {ctx.inputs.dev.unit}: {FOLDS} trainings without one fold each, then one on all",
+                flush=True,
+            )
+            oof = out_of_fold(len(units), FOLDS, ctx.config.seed, fit, held_out)
+            release_unreferenced()
+            model = train([row for rows in by_unit for row in rows], folder, self.run_folder(ctx))
+            scores = ctx.scorer.of_vectors(ctx.vectors_of(model, self.name))  # kept: a hybrid of this model reads them
+            scores["dev"][select] = oof  # the selection part's scores: out of fold
+            record.trained_on, record.dev_indices_trained_on, record.fold_dev_indices_trained_on = "selection", sorted(int(i) for i in select), folds
+            record.detail |= {"train_units": len(units), "folds": FOLDS}
+        record.detail["recipe"] = recipes[folder]  # the refit's (the folds' differ in their rows only)
+        return write_record(self, scores, record, time.perf_counter() - started, label, ctx)
+
+
+@dataclass
+class SupervisedSearch(Supervised):
+    """Supervised on search data: MultipleNegativesRankingLoss on (query, relevant document, BM25's best-ranked
+    unjudged document, the unchanged model's best-ranked unjudged document) rows, one per judged-relevant document
+    (sentune.methods.mnrl; no judged-relevant document is ever a negative). Mined here rather than with
+    sentence-transformers' mine_hard_negatives, which mines with one embedding model: BM25's and the unchanged model's
+    rankings of the whole corpus are what the run already holds. Held-out selection queries rank the selection pool,
+    as every candidate's selection queries do."""
+
+    search: ClassVar[bool] = True
+
+    def recipe_name(self, ctx: Context) -> str:
+        return f"adapt/{SUPERVISED_RECIPES['search']}"
+
+    def training_rows(self, units: list, ctx: Context) -> list[list[tuple]]:
+        """Each query's rows, one per judged-relevant document: (query, document, its two mined negatives). A query's
+        negatives do not depend on the other queries mined with it: mined once for every training of the run."""
+        from sentune.adapt.search_context import as_search
+
+        search = as_search(ctx)
+        texts = {d.id: d.text for d in search.retrieval_dev().corpus}
+        negatives = search.hard_negatives(units)
+        return [[(q.text, texts[doc], *negatives[q.id]) for doc in q.relevant if q.relevant[doc] > 0] for q in units]
+
+    def write_training(self, rows: list[tuple], path: Path) -> None:
+        path.write_text("".join("\t".join(" ".join(field.split()) for field in row) + "\n" for row in rows), encoding="utf-8")
+
+    def score_held(self, model, units: list, ctx: Context, folder: Path):
+        """The held-out queries against the selection pool; their and the pool's vectors stay in the fold's folder
+        (HELD_VECTORS), which the hybrid of this candidate reads for its own out-of-fold scores."""
+        import numpy as np
+
+        from sentune.adapt.search_context import as_search
+
+        scorer = as_search(ctx).held_scorer(units)
+        vectors = scorer.encode(model, ["model"], f"{self.name}: scoring a held-out fold")["model"]
+        np.save(folder / HELD_VECTORS, vectors)
+        return scorer.of_vectors(vectors)["held"]
+
+
+HELD_VECTORS = "held_vectors.npy"  # a fold's vectors of its held-out queries and the selection pool (held_scorer's rows)

@@ -1,0 +1,166 @@
+"""Candidates that train without labels, and those built on their weights: the bundled recipes raced against each
+other (sentune.adapt.race), SED over seeds of the best of them, WiSE-FT's interpolation of the best tuned weights with
+the unchanged model's (sentune.adapt.wise), and sentence-transformers' own SimCSE recipe, reported beside them."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from sentune.adapt.candidates.base import Candidate, PlanSetup, WithRun, best, tuned_sources
+from sentune.adapt.names import GENQ, REFERENCE, SED, TRAINED, WISE
+from sentune.adapt.records import CandidateRecord, finish_trained, load_record, trained_record, write_record
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from sentune.adapt.context import Context
+
+
+@dataclass
+class Trained(WithRun):
+    """A bundled recipe trained on the corpus (sentune/recipes/adapt/NAME.yaml), raced against the others
+    (sentune.adapt.run trains the raced ones together; their records are written by the race)."""
+
+    recipe_name: str = ""
+    kind: ClassVar[str] = "trained"
+    phase: ClassVar[str] = "raced"
+    tuned: ClassVar[bool] = True
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        found: list[Candidate] = [cls(m, f"adapt/{m}") for m in TRAINED if m in setup.methods]
+        if setup.generated_queries:  # GenQ trains on the user's generated queries (--queries-from)
+            found.append(cls(GENQ, f"adapt/{GENQ}"))
+        return found
+
+    def describe(self, ctx: Context) -> str:
+        return f"training ({ctx.budget_text()}; early stop on the selection pairs)"
+
+    def finish(self, label: str, ctx: Context) -> dict[str, np.ndarray]:
+        return finish_trained(self, label, ctx)
+
+
+@dataclass
+class Ensemble(WithRun):
+    """SED: seeds 2..N of the best trained candidate (seed 1 is its own run) distilled into one learner."""
+
+    kind: ClassVar[str] = "sed"
+    phase: ClassVar[str] = "after_race"
+    tuned: ClassVar[bool] = True
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(SED)] if SED in setup.methods else []
+
+    def describe(self, ctx: Context) -> str:
+        return f"distilling {ctx.config.sed_members} seeds of the best trained candidate ({ctx.budget_text()})"
+
+    def produce(self, label: str, ctx: Context) -> CandidateRecord:
+        """Seeds 2..N of the best trained candidate on the selection pairs (finished, or raced out: its best checkpoint
+        is seed 1), each trained for as many steps as that candidate needed to reach its best checkpoint; then the
+        learner, raced alone against the unchanged model and that candidate."""
+        import numpy as np
+
+        from sentune.adapt.race import Entry, race
+        from sentune.train.runs import train_each
+
+        trained = tuned_sources(ctx, (Trained.kind,))
+        if not trained:
+            return write_record(self, {}, self.skip("no trained candidate with weights left to take an ensemble from (--prune removes them)"), 0.0, label, ctx)
+        source = best(trained)  # finished or raced out: its best checkpoint is seed 1
+        steps = max(source.best_step or 1, source.detail["recipe"]["training"]["eval_steps"])
+        print(f"{label} {self.name}: {self.describe(ctx)}: seeds 1..{ctx.config.sed_members} of {source.name} ({steps} steps each)", flush=True)
+        started = time.perf_counter()
+        jobs = [
+            (ctx.recipe(f"adapt/{source.name}", steps=steps, seed=seed), self.folder(ctx) / f"member-{seed}") for seed in range(2, ctx.config.sed_members + 1)
+        ]
+        train_each(jobs, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress)
+        members = [str(source.weights(ctx.out)), *(str(folder / "model") for _, folder in jobs)]
+        member_seconds = time.perf_counter() - started
+        recipe = ctx.recipe("adapt/sed", members=members)
+        scores = np.load(ctx.out / "candidates" / source.name / "scores.npz")
+        rivals = {source.name: scores["select"] if "select" in scores else ctx.selection_cosines(scores["dev"])}
+        entry = Entry(self.name, self.kind, recipe, self.run_folder(ctx), self.folder(ctx))
+        race([entry], ctx, lambda e: finish_trained(self, label, ctx, source.name, member_seconds), rivals=rivals)
+        return load_record(self.folder(ctx))
+
+
+@dataclass
+class Wise(Candidate):
+    """WiSE-FT: the best tuned candidate's weights (finished or raced out) interpolated with the unchanged model's, the
+    mix chosen on the selection units. A model trained on the selection part would choose its own mix on the rows it
+    learned: only those trained on --train (or on no labels) qualify."""
+
+    kind: ClassVar[str] = "wise"
+    phase: ClassVar[str] = "after_race"
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(WISE)] if WISE in setup.methods else []
+
+    def depends_on(self, ctx: Context) -> dict:
+        return {"train_sha256": ctx.inputs.train_sha256}  # a supervised model trained on --train may be its tuned end
+
+    def describe(self, ctx: Context) -> str:
+        return "interpolating the best tuned candidate's weights (finished or raced out) with the unchanged model's (WiSE-FT), the mix chosen on the selection pairs"
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
+        import copy
+
+        from sentune.adapt.wise import MIXES, NotInterpolable, best_mix, interpolate
+        from sentune.core.memory import release_freed_memory, release_unreferenced
+        from sentune.core.models import load_model
+        from sentune.modules.build import save_atomic
+
+        tuned = [r for r in ctx.records.values() if ctx.candidate(r.name).tuned and r.scored and r.weights(ctx.out) and not r.read_selection]
+        if not tuned:
+            return {}, self.skip("no tuned candidate with weights left to interpolate with (--prune removes them)")
+        source = best(tuned)  # the selection score: finished or raced out
+        model = load_model(str(source.weights(ctx.out)), device=ctx.device)
+        selection = ctx.selection_scorer()  # the mix is chosen on the selection pairs: only those are encoded for the search
+        curve: dict[float, float] = {}
+        mixed = copy.deepcopy(model)  # every mix is written into this one copy (sentune.adapt.wise.interpolate)
+        try:
+            for mix in MIXES:
+                cosines = selection.of_model(interpolate(ctx.base, model, mix, into=mixed), f"{WISE}: mix {mix}")["select"]
+                curve[mix] = ctx.selection_score_of(cosines)
+                release_freed_memory()  # the encoder's batches of this mix
+        except NotInterpolable as error:
+            return {}, self.skip(f"cannot interpolate with {source.name}: {error}")
+        mix = best_mix(curve)
+        print(f"    {WISE}: {1 - mix:g}·unchanged + {mix:g}·{source.name} (selection {curve[mix]:.2f}; {source.name} {source.dev_score:.2f})", flush=True)
+        chosen = interpolate(ctx.base, model, mix, into=mixed)
+        del model  # the tuned end: only the mixed copy is scored and saved from here
+        release_unreferenced()
+        save_atomic(chosen, self.folder(ctx) / "model")
+        detail = {"mix": mix, "curve": [[a, s] for a, s in curve.items()] + [[1.0, source.dev_score]]}
+        return ctx.scorer.of_model(chosen, f"{WISE}: scoring the pairs"), CandidateRecord(self.name, self.kind, source=source.name, detail=detail)
+
+
+@dataclass
+class Reference(WithRun):
+    """sentence-transformers' own SimCSE recipe with its own defaults (one epoch, the last checkpoint): the user's usual
+    alternative, reported beside the candidates and never chosen."""
+
+    recipe_name: str = f"adapt/{REFERENCE}"
+    kind: ClassVar[str] = "baseline"
+    phase: ClassVar[str] = "after_race"
+    eligible: ClassVar[bool] = False
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(REFERENCE)] if setup.reference else []
+
+    def describe(self, ctx: Context) -> str:
+        return "training sentence-transformers' SimCSE recipe (reported, never chosen)"
+
+    def produce(self, label: str, ctx: Context) -> CandidateRecord:
+        from sentune.train.runs import train_run
+
+        print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
+        data_dir = ctx.data_dir or Path(".")
+        train_run(ctx.recipe(self.recipe_name, reference=True), self.run_folder(ctx), data_dir=data_dir, show_progress=ctx.config.show_progress)
+        return trained_record(self, self.run_folder(ctx), label, ctx)

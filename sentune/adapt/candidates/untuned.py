@@ -1,0 +1,52 @@
+"""The model as it is, and its other untuned poolings: scored from the untuned model's vectors, encoded once a run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from sentune.adapt.candidates.base import Candidate, PlanSetup
+from sentune.adapt.names import UNCHANGED, UNTUNED_POOLINGS
+from sentune.adapt.records import CandidateRecord
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from sentune.adapt.context import Context
+
+
+@dataclass
+class Unchanged(Candidate):
+    """The model as it is: its own pipeline, untuned."""
+
+    pooling: str = "model"
+    kind: ClassVar[str] = "unchanged"
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(UNCHANGED)]
+
+    def describe(self, ctx: Context) -> str:
+        return "scoring the untuned model"
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
+        return ctx.untuned(self.pooling), CandidateRecord(self.name, self.kind, detail={"setting": self.pooling})
+
+    def model(self, ctx: Context):
+        from sentune.modules.build import with_pooling
+
+        return with_pooling(ctx.base, self.pooling)  # 'model' is the base model itself
+
+
+@dataclass
+class Pooling(Unchanged):
+    """Another untuned pooling of the model's layers."""
+
+    kind: ClassVar[str] = "pooling"
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(f"pooling-{p}", p) for p in UNTUNED_POOLINGS if p != setup.own] if "poolings" in setup.methods else []
+
+    def describe(self, ctx: Context) -> str:
+        return f"scoring the untuned model with {self.pooling} pooling"

@@ -1,0 +1,182 @@
+"""The Context of a search run (sentune.adapt.context): the selection queries ranked against their pool of documents,
+and what only the search candidates read: BM25 over the whole collection, rankers fused from it and a dense candidate
+(sentune.search.fusion), the convex weight chosen on the selection queries, and hard negatives mined for the
+supervised candidate."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sentune.adapt.context import Context
+from sentune.adapt.inputs import SearchTask
+from sentune.adapt.names import UNTUNED_POOLINGS
+from sentune.data.beir import RetrievalSet, read_beir_folder, write_beir_folder
+from sentune.search.fusion import Fusion
+from sentune.tasks.user_queries import SELECT_SPLIT, QueryScorer
+
+
+@dataclass
+class SearchContext(Context):
+    task: SearchTask = field(kw_only=True)
+    scorer: QueryScorer
+    _lexical: dict[bool, Any] = field(default_factory=dict, kw_only=True)
+    _pool: RetrievalSet | None = field(default=None, kw_only=True)
+
+    # -- the selection queries, each ranked against their pool --
+    def selection_folder(self) -> Path:
+        """The selection queries and their pool as a BEIR folder (eval.dev: queries:DIR of every training)."""
+        return self.out / "data" / "dev-select"
+
+    def prepare_selection(self) -> None:
+        self.use_selection_pool()
+
+    @property
+    def pool(self) -> RetrievalSet:
+        """The selection queries (split.select's order) against their pool of documents, as use_selection_pool kept it."""
+        if self._pool is None:
+            raise RuntimeError("the selection pool is made before any candidate runs (use_selection_pool)")
+        return self._pool
+
+    def selection_units(self) -> list:
+        return self.pool.queries
+
+    def selection_scorer(self) -> QueryScorer:
+        return self._scoring(QueryScorer.whole({SELECT_SPLIT: self.pool}, self.config.show_progress))
+
+    def training_dev(self) -> str:
+        from sentune.tasks.user_queries import QUERIES_PREFIX
+
+        return f"{QUERIES_PREFIX}{self.selection_folder()}"
+
+    def use_selection_pool(self) -> None:
+        """The selection queries are ranked against a pool of the corpus (sentune.tasks.user_queries.selection_pool,
+        built once from the unchanged model and kept in selection_folder()); the confirmation and test queries against
+        the whole corpus. Every score of the run, training's included, then reads the same pool."""
+        from sentune.tasks.user_queries import RankedQueries, selection_pool
+
+        dev, split = self.task.dev, self.inputs.split
+        folder = self.selection_folder()
+        untuned = None  # the untuned poolings of every text, when this call encodes them (the pool reads the model's own)
+        if not (folder / "qrels" / f"{SELECT_SPLIT}.tsv").is_file():
+            texts = self.scorer.sentences()  # prepare's scorer: every query against the whole corpus
+            untuned = (texts, self.scorer.encode(self.base, ["model", *UNTUNED_POOLINGS], "scoring the untuned poolings"))
+            row = {text: i for i, text in enumerate(texts)}
+            select = RetrievalSet([dev.queries[i] for i in split.select], dev.corpus)
+            model = untuned[1]["model"]
+            lexical = self.lexical().scores([q.text for q in select.queries], [d.id for d in select.corpus])  # BM25's top documents join the pool too
+            pool = selection_pool(select, model[[row[q.text] for q in select.queries]], model[[row[d.text] for d in select.corpus]], lexical=lexical)
+            with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".pool-") as scratch:
+                os.replace(write_beir_folder(Path(scratch) / "pool", pool, SELECT_SPLIT), folder)
+        self._pool = pool = read_beir_folder(folder, SELECT_SPLIT)  # as a resumed run reads it: the same texts either way
+        confirm = RetrievalSet([dev.queries[i] for i in split.confirm], dev.corpus)
+        splits = {"dev": [RankedQueries(pool, split.select), RankedQueries(confirm, split.confirm)]}
+        if self.task.test is not None:
+            splits["test"] = [RankedQueries(self.task.test, np.arange(self.task.test.units))]
+        print(f"selection pool: {len(pool.corpus)} of the {len(dev.corpus)} documents for the {len(pool.queries)} selection queries", flush=True)
+        self.scorer = self._scoring(QueryScorer(splits, self.config.show_progress))
+        if untuned is not None:  # the same texts in the pooled scorer's order: the untuned candidates need no second pass
+            texts, vectors = untuned
+            row = {text: i for i, text in enumerate(texts)}
+            order = [row[text] for text in self.scorer.sentences()]
+            self._save_untuned({name: array[order] for name, array in vectors.items()})
+
+    def held_scorer(self, queries: list) -> QueryScorer:
+        """Scores `queries` (held-out selection queries) against the selection pool, as every selection query is ranked."""
+        from sentune.tasks.user_queries import RankedQueries
+
+        return QueryScorer({"held": [RankedQueries(RetrievalSet(queries, self.pool.corpus), np.arange(len(queries)))]})
+
+    # -- BM25 over the whole document collection, and systems fused from it --
+    def retrieval_dev(self) -> RetrievalSet:
+        return self.task.dev
+
+    def rank_with(self, ranker) -> dict[str, np.ndarray]:
+        """Every split's per-query nDCG@10 ×100 under a ranker of documents (a system that is not one cosine)."""
+        return self.scorer.of_ranker(ranker)
+
+    def lexical_settings(self, stemmed: bool = True):
+        from sentune.search.lexical import LexicalSettings
+
+        return LexicalSettings() if stemmed else LexicalSettings(stemmer=None)
+
+    def lexical(self, stemmed: bool = True):
+        """BM25 over every document (built once; sentune.search.lexical.CollectionRanker): a part ranking a subset of
+        them reads the collection's statistics."""
+        from sentune.search.lexical import CollectionRanker, LexicalIndex
+        from sentune.tasks.retrieval import DEPTH
+
+        if stemmed not in self._lexical:
+            documents = self.retrieval_dev().corpus
+            index = LexicalIndex.build([d.text for d in documents], self.lexical_settings(stemmed), show_progress=self.config.show_progress)
+            self._lexical[stemmed] = CollectionRanker(index, [d.id for d in documents], DEPTH)
+        return self._lexical[stemmed]
+
+    def hybrid_ranker(self, vectors: np.ndarray, fusion: Fusion, texts: list[str] | None = None):
+        """Rank by `fusion` of BM25 and the cosine of `vectors` (rows: `texts`, by default scorer.sentences())."""
+        from sentune.search.fusion import hybrid_rank
+        from sentune.tasks.retrieval import DEPTH
+
+        row = {text: i for i, text in enumerate(self.scorer.sentences() if texts is None else texts)}
+
+        def fused(queries, corpus) -> list[list[int]]:
+            ids = [d.id for d in corpus]
+            lexical = self.lexical().scores([q.text for q in queries], ids)
+            query_vectors, doc_vectors = vectors[[row[q.text] for q in queries]], vectors[[row[d.text] for d in corpus]]
+            return hybrid_rank(query_vectors, doc_vectors, lambda rows: lexical[rows], ids, fusion, depth=DEPTH, query_ids=[q.id for q in queries])
+
+        return fused
+
+    def hard_negatives(self, queries) -> dict[str, tuple[str, str]]:
+        """Per query: the best-ranked document over the whole corpus that is not judged relevant to it (nor the query's
+        own document) under BM25 and under the unchanged model, as texts."""
+        from sentune.core.encode import Encoder
+        from sentune.search.fusion import id_order, top_by_score
+        from sentune.tasks.retrieval import rank
+
+        documents = self.retrieval_dev().corpus
+        ids = [d.id for d in documents]
+        texts = [q.text for q in queries]
+        row = {text: i for i, text in enumerate(self.scorer.sentences())}
+        known = self.untuned_vectors()
+        missing = [t for t in texts if t not in row]  # --train's queries: not among the scored texts
+        extra = Encoder(self.base, "model", show_progress=False).encode(missing) if missing else None
+        query_vectors = np.stack([known[row[t]] if t in row else extra[missing.index(t)] for t in texts])  # type: ignore[index]
+        depth = max(len(q.relevant) for q in queries) + 2
+        dense = rank(query_vectors, known[[row[d.text] for d in documents]], ids, depth=depth)
+        lexical = top_by_score(self.lexical().scores(texts, ids), id_order(ids), depth)
+        found = {}
+        for q, by_dense, by_bm25 in zip(queries, dense, lexical, strict=True):
+            first = lambda ranked: next(documents[i].text for i in ranked if ids[i] not in q.relevant and ids[i] != q.id)  # noqa: E731,B023
+            found[q.id] = (first(by_bm25), first(by_dense))
+        return found
+
+    def choose_fusion_weight(self, vectors: np.ndarray) -> tuple[Fusion, dict[float, float], list[str]]:
+        """The convex fusion whose weight α is best on the selection queries, each ranked against the whole corpus (not
+        the pool: the normalisation reads every document's score, as it will when the system serves); ties: the α
+        nearer 0.5. Only the selection queries are read: their ids are returned with the fusion and the α curve, and
+        the record keeps them."""
+        from sentune.search.fusion import ALPHAS
+        from sentune.tasks.retrieval import HEADLINE, per_query_metrics
+
+        dev, split = self.retrieval_dev(), self.inputs.split
+        queries = [dev.queries[i] for i in split.select]
+        curve = {}
+        for alpha in ALPHAS:
+            ranked = self.hybrid_ranker(vectors, Fusion("convex", alpha))(queries, dev.corpus)
+            curve[alpha] = 100 * float(per_query_metrics([[dev.corpus[i].id for i in r] for r in ranked], queries)[HEADLINE].mean())
+        best = max(curve, key=lambda a: (round(curve[a], 9), -abs(a - 0.5)))
+        return Fusion("convex", best), curve, [q.id for q in queries]
+
+
+def as_search(ctx: Context) -> SearchContext:
+    """The search state of a run's context (sentune.adapt.run makes a SearchContext for a search run, and search
+    candidates are planned for search runs only)."""
+    if not isinstance(ctx, SearchContext):
+        raise TypeError("a search candidate in a run on pairs")
+    return ctx
