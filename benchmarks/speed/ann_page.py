@@ -339,9 +339,11 @@ def documents_section(folder: Path) -> list[str]:
     for r in kept.values():
         latency = " | ".join(f"{r['latency'][s]['median_ms']:.0f}" for s in ("bm25", "dense", "hybrid"))
         rss = r["opened_rss_mib"]
+        anon = f"{r['anon_after_queries_mib']:.0f}" if "anon_after_queries_mib" in r else "—"
         rows.append(
             f"| {r['documents']:,} | {r['label']} | {'yes' if r['offsets_file_before_open'] else 'no'} | {r['open_s']:.2f} | "
-            f"{rss['VmRSS']:.1f} / {rss['RssAnon']:.1f} | {latency} | {r['date']} | {r['load']['open']} → {r['load']['hybrid'].split(' → ')[-1]} |"
+            f"{rss['VmRSS']:.1f} / {rss['RssAnon']:.1f} | {latency} | {r['rss_after_queries_mib']:.0f} / {anon} | {r['date']} | "
+            f"{r['load']['open']} → {r['load']['hybrid'].split(' → ')[-1]} |"
         )
     return [
         "## Documents past memory: what opening an index costs a process",
@@ -353,7 +355,12 @@ def documents_section(folder: Path) -> list[str]:
         "exact search, the median of 5 after a first one that loads the model and BM25. `before`: the code that read every id and "
         "text into lists (and sorted every id for the tie-break on each query), run from an export of that commit on PYTHONPATH; "
         "`after-first-open`: this code on the same index, whose first open scanned documents.jsonl and wrote the two arrays; `after`: "
-        "the next process, which maps them. The machine was shared with other work (the load average before and after each row).",
+        "the next process, which maps them; `after-cosine-blocks`: an index of the same size built by this code (which writes the "
+        "arrays when it builds: `python benchmarks/speed/index_documents.py build --out INDEX --documents 1000000`), searched by the "
+        "code whose exact hybrid computes the cosines a block of documents at a time instead of normalising a copy of every vector "
+        "for each query. After the queries: VmRSS (with the pages of the mapped vectors and BM25 files the queries read) / "
+        "RssAnon (the process's own heap; not recorded for the first three rows). The machine was shared with other work (the load average before "
+        "and after each row).",
         "",
         *_commands(
             [
@@ -363,8 +370,9 @@ def documents_section(folder: Path) -> list[str]:
                 *kept.values(),
             ]
         ),
-        "| documents | code | arrays on disk before open | open s | memory added by open MiB (VmRSS / RssAnon) | one query ms: bm25 | dense | hybrid | date | load average |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| documents | code | arrays on disk before open | open s | memory added by open MiB (VmRSS / RssAnon) | one query ms: bm25 | dense | hybrid "
+        "| after the queries MiB (VmRSS / RssAnon) | date | load average |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]

@@ -129,7 +129,8 @@ def cmd_measure(args) -> None:
         "offsets_file_before_open": had_offsets,
         "open_s": round(open_s, 2),
         "opened_rss_mib": {k: round(v, 1) for k, v in opened.items()},
-        "rss_after_queries_mib": round(rss_mib(), 1),
+        "rss_after_queries_mib": round(rss_mib(), 1),  # with the pages of the mapped files the queries read
+        "anon_after_queries_mib": round(rss_mib("RssAnon"), 1),  # the process's own heap: the model, BM25's work, no file
         "latency": latency,
         "load": conditions,
         "date": now(),
