@@ -36,7 +36,7 @@ def dev_parts(results: dict) -> list[str]:
 
 def candidate_table(results: dict) -> str:
     has_test = results["meta"]["test"] is not None
-    binary = results["meta"]["dev"]["metric"] == "average_precision"
+    binary = METRICS[results["meta"]["dev"]["metric"]].binary_labels  # accuracy is reported beside 0/1 labels
     parts = dev_parts(results)
     header = ["candidate"]
     for part in parts:

@@ -32,7 +32,7 @@ def _split_rows(gold: np.ndarray, scores: dict[str, np.ndarray], metric: str, se
     for name, predicted in scores.items():
         low, high = score_interval(gold, predicted, metric, draws)
         row: dict = {"score": METRICS[metric].score(gold, predicted), "low": low, "high": high}
-        if metric == "average_precision":
+        if METRICS[metric].binary_labels:
             row["accuracy"] = METRICS["accuracy"].score(gold, predicted)
         if name != UNCHANGED:
             row["vs_unchanged"] = asdict(paired_bootstrap(gold, predicted, scores[UNCHANGED], metric, draws))

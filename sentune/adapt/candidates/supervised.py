@@ -13,6 +13,7 @@ from sentune.adapt.candidates.base import Candidate, PlanSetup, WithRun, best, t
 from sentune.adapt.candidates.trained import Ensemble, Trained
 from sentune.adapt.names import SUPERVISED, SUPERVISED_RECIPES, SUPERVISED_STACKED, TRAINED, UNCHANGED
 from sentune.adapt.records import CandidateRecord, write_record
+from sentune.core.metrics import METRICS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,7 +52,7 @@ class Supervised(WithRun):
         return f"fine-tuning {where} on the labels ({self.recipe_name(ctx)})"
 
     def recipe_name(self, ctx: Context) -> str:
-        return f"adapt/{SUPERVISED_RECIPES['graded' if ctx.metric == 'spearman' else 'binary']}"
+        return f"adapt/{SUPERVISED_RECIPES['binary' if METRICS[ctx.metric].binary_labels else 'graded']}"
 
     # -- what differs between pairs and queries --
     def training_rows(self, units: list, ctx: Context) -> list[list[tuple]]:
@@ -68,7 +69,7 @@ class Supervised(WithRun):
         from sentune.data.user_data import ScoredPairs
         from sentune.tasks.user_pairs import PairScorer
 
-        return PairScorer({"held": ScoredPairs(units, "scores" if ctx.metric == "spearman" else "binary", "held-out fold")}).of_model(model)["held"]
+        return PairScorer({"held": ScoredPairs(units, "binary" if METRICS[ctx.metric].binary_labels else "scores", "held-out fold")}).of_model(model)["held"]
 
     def produce(self, label: str, ctx: Context) -> CandidateRecord:
         """Every training is one run of the trainer without checkpoints (sentune.train.trainer.train_in_memory): a
