@@ -12,7 +12,7 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck disable=SC1091
-. "$repo/scripts/setup.sh"
+SENTUNE_EXTRAS="${SENTUNE_EXTRAS:-default-model}" . "$repo/scripts/setup.sh"  # the adapt run needs no test, lint or server tools
 if [ -z "${SENTUNE_DATA:-}" ]; then
   echo "main: no data directory. Set SENTUNE_DATA, or fetch the canonical sets: sentune data download DIR" >&2
   exit 2

@@ -21,11 +21,20 @@ if ! python -c "import torch" 2>/dev/null; then
   echo "setup: installing torch (CPU build)"
   pip install "${quiet[@]}" "torch==${SENTUNE_TORCH_VERSION:-2.13.0}"
 fi
+# SENTUNE_EXTRAS: the extras to install (default: every one the tests and CI use); scripts/main.sh asks for the default
+# model's only. A venv set up with fewer extras is completed when more are asked for (the stamp records which).
+extras="${SENTUNE_EXTRAS:-test,dev,default-model,search,onnx,serve,serve-test,qdrant}"
 stamp="$venv/.sentune-installed"
-want="$(sha256sum "$repo/pyproject.toml" | cut -d' ' -f1)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! python -c "import sentune" 2>/dev/null; then
-  echo "setup: installing sentune and its dependencies"
-  pip install "${quiet[@]}" -e "$repo[test,dev,default-model,search,onnx,serve,serve-test,qdrant]"
+want="$(sha256sum "$repo/pyproject.toml" | cut -d' ' -f1) $extras"
+installed="$(cat "$stamp" 2>/dev/null || true)"
+have=",${installed#* },"
+covered=1
+for extra in ${extras//,/ }; do
+  [[ "$have" == *",$extra,"* ]] || covered=0
+done
+if [ "${installed%% *}" != "${want%% *}" ] || [ "$covered" = 0 ] || ! python -c "import sentune" 2>/dev/null; then
+  echo "setup: installing sentune and its dependencies ($extras)"
+  pip install "${quiet[@]}" -e "$repo[$extras]"
   echo "$want" > "$stamp"
 fi
 

@@ -241,7 +241,8 @@ def test_use_backend_refuses_a_gpu_model_and_unknown_backends(tiny_st):
         use_backend(tiny_st, "onnx")
 
 
-@pytest.mark.parametrize("family", ["tiny_mpnet_dir", "tiny_roberta_dir"])
+# RoBERTa exports the same way as MPNet (no token type ids): in the slow selection, so plain `pytest -q` stays short
+@pytest.mark.parametrize("family", ["tiny_mpnet_dir", pytest.param("tiny_roberta_dir", marks=pytest.mark.slow)])
 def test_families_without_token_type_ids_export_exactly(family, request, tmp_path):
     """MPNet (relative position attention) and a RoBERTa-style model: the graph takes no token type ids and reproduces
     PyTorch for the model's own pooling and a multi-layer one; the int8 graph runs."""
