@@ -39,6 +39,7 @@ class Context:
     scorer: Scorer
     plan: Any = None  # sentune.adapt.candidates.Plan: the run's candidates, for those built on another
     records: dict[str, CandidateRecord] = field(default_factory=dict)
+    time_plan: Any = None  # sentune.adapt.time_plan.TimePlan under --time
 
     def __post_init__(self) -> None:
         self.scorer = self._scoring(self.scorer)
@@ -68,6 +69,14 @@ class Context:
         """Scores the selection units alone, split 'select', in the order of selection_gold: what training reads."""
         raise NotImplementedError
 
+    def eval_texts(self) -> int:
+        """How many texts scoring a model encodes: every dev and test text (search: the queries and the corpus)."""
+        return len(self.scorer.sentences())
+
+    def selection_texts(self) -> int:
+        """How many texts one evaluation on the selection units encodes (search: with their pool)."""
+        return len(self.selection_scorer().sentences())
+
     def training_dev(self) -> str:
         """The selection units as a training recipe's dev data (its checkpoints are chosen on them)."""
         raise NotImplementedError
@@ -92,6 +101,14 @@ class Context:
     def untuned_vectors(self) -> np.ndarray:
         """The pairs' vectors under the model's own pipeline (post-processors transform these instead of encoding again)."""
         return np.load(self._untuned_cache())["model_vectors"]
+
+    def untuned_encoded(self) -> bool:
+        return (self.out / "candidates" / ".untuned.npz").is_file()
+
+    def training_minutes(self) -> float | None:
+        """A training's minute limit: --budget's, or what is left of --time when that is less."""
+        caps = [m for m in (self.config.budget.minutes, self.time_plan.minutes_cap() if self.time_plan else None) if m is not None]
+        return min(caps) if caps else None
 
     def _untuned_cache(self) -> Path:
         cache = self.out / "candidates" / ".untuned.npz"
@@ -154,7 +171,7 @@ class Context:
         else:
             steps = steps or self.config.budget.steps or epoch
             training = replace(
-                training, max_steps=steps, eval_steps=max(1, math.ceil(steps / EVALUATIONS)), patience=PATIENCE, max_minutes=self.config.budget.minutes
+                training, max_steps=steps, eval_steps=max(1, math.ceil(steps / EVALUATIONS)), patience=PATIENCE, max_minutes=self.training_minutes()
             )
         recipe = replace(
             recipe,
@@ -190,7 +207,7 @@ class Context:
             eval_steps=steps,
             patience=0,
             checkpoint="last",
-            max_minutes=self.config.budget.minutes,
+            max_minutes=self.training_minutes(),
             gradient_checkpointing=recipe.training.gradient_checkpointing or self.config.low_memory,
         )
         recipe = replace(

@@ -44,6 +44,7 @@ class AdaptConfig:
     labels: bool = True  # False (--no-labels): the label-free candidates only
     methods: tuple[str, ...] = ()
     budget: Budget = field(default_factory=Budget)
+    time_limit: float | None = None  # --time, seconds: the candidates planned to fit (sentune.adapt.time_plan); not a claimed setting
     sed_members: int = 3
     reference: bool = False  # also train sentence-transformers' SimCSE recipe, reported beside the candidates
     low_memory: bool = False  # gradient checkpointing and large blocks unmapped when freed: the same candidates in less memory, more time

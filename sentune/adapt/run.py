@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,11 +31,14 @@ from sentune.adapt.candidates import Candidate, Plan, own_pooling, plan
 from sentune.adapt.context import Context, PairsContext
 from sentune.adapt.decide import detectable_gain
 from sentune.adapt.inputs import AdaptConfig, Inputs, prepare
-from sentune.adapt.records import load_record
+from sentune.adapt.records import load_record, record_path
 from sentune.adapt.search_context import SearchContext, as_search
 from sentune.core.memory import map_large_allocations
 from sentune.core.models import load_model
 from sentune.modules.build import save_atomic
+
+if TYPE_CHECKING:
+    from sentune.adapt.time_plan import TimePlan
 
 logger = logging.getLogger(__name__)
 
@@ -83,12 +88,16 @@ def _warn_overlong(inputs: Inputs, base) -> None:
             )
 
 
-def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str | None = None, inputs: Inputs | None = None) -> dict:
+def adapt(
+    config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str | None = None, inputs: Inputs | None = None, started: float | None = None
+) -> dict:
     """Run (or resume) every candidate, choose, save the chosen model and the results; returns results.json's content.
-    `inputs`: what sentune.adapt.inputs.prepare returned (the CLI prepares before importing this module)."""
+    `inputs`: what sentune.adapt.inputs.prepare returned (the CLI prepares before importing this module); `started`:
+    when the command started (time.monotonic(); what --time counts from; default now)."""
     from sentune.adapt.report import write_results
     from sentune.adapt.select import select
 
+    started = time.monotonic() if started is None else started
     if inputs is None:
         inputs = prepare(config, out, data_dir)  # creates `out` only once every input is checked
     if config.low_memory:
@@ -120,16 +129,73 @@ def adapt(config: AdaptConfig, out: Path, *, data_dir: Path | None, command: str
             "(benchmarks/results/adapt_calibration.md); smaller gains will usually keep the model as it is",
             flush=True,
         )
+    if config.time_limit is not None:
+        ctx.time_plan = _plan_time(candidates, ctx, started)
     total = len(candidates.all)
-    for index, candidate in enumerate(candidates.before_race, start=1):
-        ctx.records[candidate.name] = candidate.record(f"[{index}/{total}]", ctx)
+    for index, candidate in enumerate(list(candidates.before_race), start=1):
+        _run_candidate(candidate, candidates, f"[{index}/{total}]", ctx)
     _race_trained(candidates, ctx)
-    for index, candidate in enumerate(candidates.after_race, start=len(candidates.before_race) + len(candidates.raced) + 1):
-        ctx.records[candidate.name] = candidate.record(f"[{index}/{total}]", ctx)
+    for index, candidate in enumerate(list(candidates.after_race), start=len(candidates.before_race) + len(candidates.raced) + 1):
+        _run_candidate(candidate, candidates, f"[{index}/{total}]", ctx)
     results = select(ctx.records, candidates.all, inputs, inputs.split, out, config)
+    if ctx.time_plan is not None:
+        results["meta"]["time"] = ctx.time_plan.summary()
     _save_choice(results, candidates, ctx)
     write_results(results, out, command)
     return results
+
+
+def _run_candidate(candidate: Candidate, candidates: Plan, label: str, ctx: Context) -> None:
+    """Its record (read back or produced); under --time, skipped when its expected time no longer fits."""
+    timing = ctx.time_plan
+    if timing is not None and not record_path(candidate.folder(ctx)).is_file():
+        reason = timing.still_fits(candidate.name)
+        if reason is not None:
+            print(f"{label} {candidate.name}: left out: {reason}", flush=True)
+            timing.left_out[candidate.name] = reason
+            timing.kept.pop(candidate.name, None)
+            getattr(candidates, candidate.phase).remove(candidate)
+            return
+        timing.current = candidate.name
+    record = candidate.record(label, ctx)
+    ctx.records[candidate.name] = record
+    if timing is not None:
+        timing.finished(candidate.name, record.seconds)
+
+
+def _plan_time(candidates: Plan, ctx: Context, started: float) -> TimePlan:
+    """--time: the run's text cost measured, every candidate's seconds and gain expected, the plan fitted, and the
+    candidates left out taken out of the run, each with its reason, before the first of them starts
+    (sentune.adapt.time_plan)."""
+    from sentune.adapt.time_plan import Costs, Planned, TimePlan, expected_gains, minutes, probe_text_seconds
+
+    assert ctx.config.time_limit is not None
+    costs = Costs.measured(probe_text_seconds(ctx.base, ctx.inputs.corpus))
+    gains = expected_gains(ctx.inputs.task.search)
+    first = candidates.all[0]  # the unchanged model: always scored
+    raced = {c.name for c in candidates.raced}
+    assumed = len(raced)
+    while True:  # a race of fewer trains each longer: planned again for as many as the last plan kept, until it keeps them all
+        costs = replace(costs, raced=max(assumed, 1))
+        timing = TimePlan(ctx.config.time_limit, started=started)
+        timing.kept[first.name] = Planned(first.name, first.expected_seconds(ctx, costs), 0.0)
+        items = [Planned(c.name, c.expected_seconds(ctx, costs), gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx)) for c in candidates.all[1:]]
+        timing.fit(items, already=time.monotonic() - started + timing.kept[first.name].seconds)
+        kept = len(raced & set(timing.kept))
+        if kept >= assumed:
+            break
+        assumed = kept
+    for candidate in list(candidates.all):
+        if candidate.name in timing.left_out:
+            getattr(candidates, candidate.phase).remove(candidate)
+    expected = sum(c.seconds for c in timing.kept.values())
+    print(
+        f"--time {minutes(timing.limit)}: a text costs {costs.text_seconds * 1000:.1f} ms to encode here; {len(timing.kept)} candidates planned "
+        f"(expected {minutes(expected)} after the {minutes(time.monotonic() - started)} spent so far)"
+        + "".join(f"\n    left out: {name}: {why}" for name, why in timing.left_out.items()),
+        flush=True,
+    )
+    return timing
 
 
 def _leave_out_untrainable(candidates: Plan, ctx: Context) -> None:
@@ -159,6 +225,10 @@ def _race_trained(candidates: Plan, ctx: Context) -> None:
     for candidate in raced:
         candidate.folder(ctx).mkdir(parents=True, exist_ok=True)
         recipe = ctx.recipe(candidate.recipe_name)
+        if ctx.time_plan is not None:  # each its share of what is left, not all of it
+            allowance = max(ctx.time_plan.allowance(candidate.name), 5.0) / 60
+            minutes = min(allowance, recipe.training.max_minutes or allowance)
+            recipe = replace(recipe, training=replace(recipe.training, max_minutes=minutes))
         print(f"{labels[candidate.name]} {candidate.name}: {candidate.describe(ctx)}: {recipe.training.max_steps} steps", flush=True)
         entries.append(Entry(candidate.name, candidate.kind, recipe, candidate.run_folder(ctx), candidate.folder(ctx)))
     print(
@@ -170,6 +240,8 @@ def _race_trained(candidates: Plan, ctx: Context) -> None:
     race(entries, ctx, lambda entry: by_name[entry.name].finish(labels[entry.name], ctx))
     for candidate in raced:
         ctx.records[candidate.name] = load_record(candidate.folder(ctx))
+        if ctx.time_plan is not None:
+            ctx.time_plan.finished(candidate.name, ctx.records[candidate.name].seconds)
 
 
 def _save_choice(results: dict, candidates: Plan, ctx: Context) -> None:

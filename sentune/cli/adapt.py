@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from sentune.cli.base import Command, command_line
@@ -11,10 +12,13 @@ from sentune.errors import UserError
 
 
 def cmd_adapt(args: argparse.Namespace) -> int:
+    started = time.monotonic()  # --time counts the whole command, the imports and the checks included
     from sentune.adapt.budget import Budget
     from sentune.adapt.candidates import parse_methods
+    from sentune.adapt.time_plan import parse_time
 
     methods, budget = parse_methods(args.methods), Budget.parse(args.budget)  # checked before any file is read
+    time_limit = parse_time(args.time)
     if args.sed_members < 2:
         raise UserError(f"--sed-members {args.sed_members}: an ensemble needs at least 2 members")
     out = Path(args.out)
@@ -69,6 +73,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         labels=not args.no_labels,
         methods=methods,
         budget=budget,
+        time_limit=time_limit,
         sed_members=args.sed_members,
         reference=args.reference,
         low_memory=args.low_memory,
@@ -82,7 +87,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
     config = replace(config, device=args.device)
     from sentune.adapt.run import adapt, prune
 
-    results = adapt(config, out, data_dir=data_dir, command=command_line(), inputs=inputs)
+    results = adapt(config, out, data_dir=data_dir, command=command_line(), inputs=inputs, started=started)
     from sentune.adapt.report import candidate_table
 
     print("\n" + candidate_table(results))
@@ -137,6 +142,11 @@ def adapt_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-labels", action="store_true", help="the label-free candidates only: the dev labels only select and confirm")
     p.add_argument("--methods", help=f"comma-separated subset of: {', '.join(METHODS)} (default: all)")
     p.add_argument("--budget", help="per candidate: STEPS, MINUTESm, both (500,10m) or epoch (default: one pass over the corpus)")
+    p.add_argument(
+        "--time",
+        help="the time the whole run may take (30m, 90s, 1.5h): the candidates with the best expected gain a second that fit are run, "
+        "those left out are named with the reason before the first starts, and trainings stop at their share (default: no limit)",
+    )
     p.add_argument("--sed-members", type=int, default=3, help="seeds of the best trained candidate that SED distils (default 3)")
     p.add_argument(
         "--reference",

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from sentune.adapt.context import Context
+    from sentune.adapt.time_plan import Costs
     from sentune.search.fusion import Fusion
 
 PHASES = ("before_race", "raced", "after_race")
@@ -85,6 +86,15 @@ class Candidate:
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
         """Its scores of the dev (and test) units, and its record as far as it knows it ({} scores: skipped)."""
         raise NotImplementedError
+
+    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
+        """What it is expected to take (sentune.adapt.time_plan plans --time with it): the texts it encodes and the
+        training steps it takes, at the run's measured costs."""
+        return 0.0
+
+    def builds_on(self, others: list[Candidate], ctx: Context) -> tuple[str, ...]:
+        """The candidates it is built from, any one of which it needs (--time leaves it out without them)."""
+        return ()
 
     def skip(self, reason: str) -> CandidateRecord:
         return CandidateRecord(self.name, self.kind, skipped=reason)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from sentune.adapt.context import Context
+    from sentune.adapt.time_plan import Costs
 
 
 @dataclass
@@ -29,6 +30,9 @@ class PostProcessed(Candidate):
 
     def describe(self, ctx: Context) -> str:
         return f"fitting {self.postprocessor} on the corpus"
+
+    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
+        return costs.encode(len(ctx.inputs.corpus))  # the corpus encoded once for the post-processors (the first pays)
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
         from sentence_transformers import SentenceTransformer

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from sentune.adapt.context import Context
+    from sentune.adapt.time_plan import Costs
 
 
 @dataclass
@@ -39,6 +40,11 @@ class Hybrid(Candidate):
     def describe(self, ctx: Context) -> str:
         which = "the unchanged model" if self.dense_source == UNCHANGED else "the best dense candidate on the selection queries"
         return f"fusing BM25 with {which}, the weight chosen on the selection queries"
+
+    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
+        """BM25 and the weight search rank with vectors the run holds; another source than the unchanged model is
+        encoded first (every query and document)."""
+        return 0.0 if self.dense_source == UNCHANGED else costs.encode(ctx.eval_texts())
 
     def source(self, ctx: Context) -> str | None:
         if self.dense_source == UNCHANGED:
@@ -93,6 +99,12 @@ class HybridSupervised(Hybrid):
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
         wanted = setup.search and setup.labels and HYBRID in setup.methods and {SUPERVISED, SUPERVISED_STACKED} & set(setup.methods)
         return [cls(f"{HYBRID}-{SUPERVISED}")] if wanted else []
+
+    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
+        return 0.0  # its source's vectors, and each fold's of the held-out queries, were kept when it trained
+
+    def builds_on(self, others: list[Candidate], ctx: Context) -> tuple[str, ...]:
+        return tuple(c.name for c in others if c.kind == "supervised")
 
     def describe(self, ctx: Context) -> str:
         return "fusing BM25 with the supervised candidate trained on the selection queries, scored out of fold"

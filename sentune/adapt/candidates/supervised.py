@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from sentune.adapt.context import Context
+    from sentune.adapt.time_plan import Costs
 
 
 @dataclass
@@ -46,6 +47,30 @@ class Supervised(WithRun):
 
     def depends_on(self, ctx: Context) -> dict:
         return {"train_sha256": ctx.inputs.train_sha256}  # what it trains on: --train's data, or (None) the selection part
+
+    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
+        """Its trainings (one on --train; else K on (K - 1)/K of the selection units each and the refit: K times one
+        on them all), at its recipe's epochs capped by --budget's steps, and its scoring."""
+        import math
+
+        from sentune.adapt.crossfit import FOLDS
+        from sentune.train.recipe import load_recipe
+
+        recipe = load_recipe(self.recipe_name(ctx), check=False)
+        given = ctx.inputs.task.train_units()
+        units = given if given is not None else ctx.selection_units()
+        rows = sum(len(r) for r in self.training_rows_counted(units))
+        steps = max(1, math.ceil(recipe.training.epochs * math.ceil(rows / recipe.training.batch_size)))
+        steps = min(steps, ctx.config.budget.steps or steps)
+        trainings = 1 if given is not None else FOLDS
+        return trainings * costs.steps(recipe, steps) + costs.encode(ctx.eval_texts())
+
+    def training_rows_counted(self, units: list) -> list[list]:
+        """As many rows a unit as training_rows gives it, without building them (a pair: one)."""
+        return [[None] for _ in units]
+
+    def builds_on(self, others: list[Candidate], ctx: Context) -> tuple[str, ...]:
+        return tuple(c.name for c in others if isinstance(c, Trained | Ensemble)) if self.start != UNCHANGED else ()
 
     def describe(self, ctx: Context) -> str:
         where = "the unchanged model" if self.start == UNCHANGED else "the best label-free trained candidate"
@@ -164,6 +189,9 @@ class SupervisedSearch(Supervised):
         texts = {d.id: d.text for d in search.retrieval_dev().corpus}
         negatives = search.hard_negatives(units)
         return [[(q.text, texts[doc], *negatives[q.id]) for doc in q.relevant if q.relevant[doc] > 0] for q in units]
+
+    def training_rows_counted(self, units: list) -> list[list]:
+        return [[doc for doc in q.relevant if q.relevant[doc] > 0] for q in units]  # a row per judged-relevant document
 
     def write_training(self, rows: list[tuple], path: Path) -> None:
         path.write_text("".join("\t".join(" ".join(field.split()) for field in row) + "\n" for row in rows), encoding="utf-8")

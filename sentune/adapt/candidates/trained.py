@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from sentune.adapt.context import Context
+    from sentune.adapt.time_plan import Costs
 
 
 @dataclass
@@ -39,6 +40,17 @@ class Trained(WithRun):
     def describe(self, ctx: Context) -> str:
         return f"training ({ctx.budget_text()}; early stop on the selection pairs)"
 
+    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
+        """Its share of the race (sentune.adapt.time_plan.race_share: the steps racing and halving leave it, on
+        average), its evaluations on the selection units within them, and its scoring."""
+        from sentune.adapt.context import EVALUATIONS
+        from sentune.adapt.time_plan import race_share
+
+        recipe = ctx.recipe(self.recipe_name)
+        share = race_share(costs.raced)
+        training = costs.steps(recipe, recipe.training.max_steps) + EVALUATIONS * costs.encode(ctx.selection_texts())
+        return share * training + costs.encode(ctx.eval_texts())
+
     def finish(self, label: str, ctx: Context) -> dict[str, np.ndarray]:
         return finish_trained(self, label, ctx)
 
@@ -54,6 +66,27 @@ class Ensemble(WithRun):
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
         return [cls(SED)] if SED in setup.methods else []
+
+    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
+        """Seeds 2..N of a trained candidate, each for the steps the race is expected to leave one, every member's
+        encoding of the corpus (the learner's targets), the learner raced alone with its evaluations, and its scoring."""
+        from sentune.adapt.context import EVALUATIONS
+        from sentune.adapt.time_plan import race_share
+
+        sources = [ctx.recipe(c.recipe_name) for c in ctx.plan.raced]
+        if not sources:
+            return 0.0
+        member = sum(costs.steps(r, r.training.max_steps) * race_share(costs.raced) for r in sources) / len(sources)  # which wins is not known
+        from sentune.train.recipe import load_recipe
+
+        learner = load_recipe("adapt/sed", check=False)  # its members are known once the race is over
+        steps = ctx.config.budget.steps or -(-len(ctx.inputs.corpus) // learner.training.batch_size)  # ctx.recipe's default
+        training = costs.steps(learner, steps) + EVALUATIONS * costs.encode(ctx.selection_texts())
+        targets = ctx.config.sed_members * costs.encode(len(ctx.inputs.corpus))  # every member encodes the corpus once
+        return (ctx.config.sed_members - 1) * member + targets + training + costs.encode(ctx.eval_texts())
+
+    def builds_on(self, others: list[Candidate], ctx: Context) -> tuple[str, ...]:
+        return tuple(c.name for c in others if isinstance(c, Trained))
 
     def describe(self, ctx: Context) -> str:
         return f"distilling {ctx.config.sed_members} seeds of the best trained candidate ({ctx.budget_text()})"
@@ -104,6 +137,16 @@ class Wise(Candidate):
     def depends_on(self, ctx: Context) -> dict:
         return {"train_sha256": ctx.inputs.train_sha256}  # a supervised model trained on --train may be its tuned end
 
+    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
+        from sentune.adapt.wise import MIXES
+
+        return len(MIXES) * costs.encode(ctx.selection_texts()) + costs.encode(ctx.eval_texts())
+
+    def builds_on(self, others: list[Candidate], ctx: Context) -> tuple[str, ...]:
+        """Tuned candidates that did not learn the selection part (a supervised one does without --train)."""
+        given = ctx.inputs.task.train_units() is not None
+        return tuple(c.name for c in others if c.tuned and (given or c.kind != "supervised"))
+
     def describe(self, ctx: Context) -> str:
         return "interpolating the best tuned candidate's weights (finished or raced out) with the unchanged model's (WiSE-FT), the mix chosen on the selection pairs"
 
@@ -153,6 +196,11 @@ class Reference(WithRun):
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
         return [cls(REFERENCE)] if setup.reference else []
+
+    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
+        recipe = ctx.recipe(self.recipe_name, reference=True)
+        epoch = -(-len(ctx.inputs.corpus) // recipe.training.batch_size)
+        return costs.steps(recipe, epoch) + costs.encode(ctx.eval_texts())
 
     def describe(self, ctx: Context) -> str:
         return "training sentence-transformers' SimCSE recipe (reported, never chosen)"

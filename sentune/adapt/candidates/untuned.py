@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from sentune.adapt.context import Context
+    from sentune.adapt.time_plan import Costs
 
 
 @dataclass
@@ -31,6 +32,10 @@ class Unchanged(Candidate):
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
         return ctx.untuned(self.pooling), CandidateRecord(self.name, self.kind, detail={"setting": self.pooling})
+
+    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
+        first = self.pooling == "model" and not ctx.untuned_encoded()  # one pass encodes every pooling (search: before the plan)
+        return costs.encode(ctx.eval_texts()) if first else 0.0
 
     def model(self, ctx: Context):
         from sentune.modules.build import with_pooling

@@ -1,0 +1,148 @@
+"""`sentune adapt --time`: the duration it takes, the race's expected share, the plan on toys with known answers, the
+plan kept while the run goes (a fake clock), and a tiny run that leaves candidates out and says why."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from sentune.adapt import time_plan
+from sentune.adapt.time_plan import Planned, TimePlan, parse_time, race_share
+from sentune.errors import UserError
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30m", 1800), ("90s", 90), ("1.5h", 5400), ("10", 600), (" 2MIN ", 120), ("45sec", 45)])
+def test_time_takes_a_duration(text, seconds):
+    assert parse_time(text) == pytest.approx(seconds)
+    assert parse_time(None) is None
+
+
+@pytest.mark.parametrize("text", ["abc", "0", "-5m", "inf", "nan", "m", "5d", ""])
+def test_time_refuses_what_is_not_a_duration(text):
+    with pytest.raises(UserError, match="--time"):
+        parse_time(text)
+
+
+def naive_race_steps(raced: int, rungs: tuple[float, ...]) -> float:
+    """Every candidate's steps written out rung by rung: all train to the first, then the first ceil(n / 2) of those
+    still running go on to the next (one alone goes on)."""
+    running = list(range(raced))
+    trained = [0.0] * raced
+    for index, rung in enumerate(rungs):
+        for c in running:
+            trained[c] = rung
+        if index < len(rungs) - 1 and len(running) > 1:
+            running = running[: math.ceil(len(running) / 2)]
+    return sum(trained) / raced if raced else 0.0
+
+
+@pytest.mark.parametrize("raced", [0, 1, 2, 3, 5, 8])
+def test_race_share_is_the_steps_racing_and_halving_leave(raced):
+    from sentune.adapt.race import RUNGS
+
+    assert race_share(raced) == pytest.approx(naive_race_steps(raced, RUNGS))
+    assert race_share(1) == 1.0 and race_share(5) == pytest.approx(0.4)  # 5/8 + 3/8 + 2/4 + 1/2 = 2 of 5 trainings
+
+
+def test_the_best_gain_a_second_is_kept_first_and_what_does_not_fit_is_left_out_with_its_reason():
+    plan = TimePlan(limit=100.0)
+    plan.fit(
+        [
+            Planned("big-gain-slow", 60.0, 6.0),  # 0.10 a second
+            Planned("small-gain-fast", 10.0, 2.0),  # 0.20 a second: first
+            Planned("no-gain-cheap", 5.0, 0.0),
+            Planned("no-gain-dear", 50.0, 0.0),
+            Planned("gain-too-slow", 200.0, 50.0),  # 0.25 a second, but longer than the limit
+        ],
+        already=20.0,
+    )
+    assert list(plan.kept) == ["small-gain-fast", "big-gain-slow", "no-gain-cheap"]  # 10 + 60 + 5 of 80
+    assert set(plan.left_out) == {"gain-too-slow", "no-gain-dear"}
+    assert "3.3 min" in plan.left_out["gain-too-slow"] and "1.3 min of --time left" in plan.left_out["gain-too-slow"]
+    assert "0.1 min of --time left" in plan.left_out["no-gain-dear"]  # 80 - 75 = 5 s
+
+
+def test_a_candidate_built_on_others_brings_the_cheapest_along_or_is_left_out():
+    plan = TimePlan(limit=60.0)
+    plan.fit(
+        [Planned("sed", 30.0, 3.0, needs=("simcse", "ct")), Planned("simcse", 20.0, 0.0), Planned("ct", 40.0, 0.0), Planned("wise", 10.0, 1.0, needs=("sed",))]
+    )
+    # wise first (as good a second as sed, and cheaper): it brings sed, which brings simcse, the cheaper of its two
+    assert list(plan.kept) == ["simcse", "sed", "wise"] and "0.0 min of --time left" in plan.left_out["ct"]
+    tight = TimePlan(limit=45.0)
+    tight.fit([Planned("sed", 30.0, 3.0, needs=("simcse",)), Planned("simcse", 20.0, 0.0), Planned("cheap", 5.0, 0.1)])
+    assert set(tight.kept) == {"cheap", "simcse"} and "with simcse, which it is built on" in tight.left_out["sed"]
+    orphan = TimePlan(limit=100.0, left_out={"simcse": "untrainable"})
+    orphan.fit([Planned("sed", 30.0, 3.0, needs=("simcse",))])
+    assert not orphan.kept and "all left out" in orphan.left_out["sed"]
+
+
+def test_the_plan_is_kept_with_a_clock_that_scales_by_how_late_the_run_is(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    plan = TimePlan(limit=600.0, started=1000.0)
+    plan.kept = {"a": Planned("a", 100.0, 1.0), "b": Planned("b", 200.0, 1.0), "c": Planned("c", 100.0, 1.0)}
+    assert plan.allowance("a") == pytest.approx(600.0 * 100 / 400)
+    plan.current = "a"
+    assert plan.minutes_cap() == pytest.approx(150.0 / 60)
+    now[0] += 200.0  # a took twice what it was expected to
+    plan.finished("a", 200.0)
+    assert plan.scale() == 2.0 and plan.left() == pytest.approx(400.0)
+    assert plan.still_fits("b") is None  # 2 x 200 = 400: just fits
+    now[0] += 10.0
+    assert "expected 6.7 min now, 6.5 min left" in plan.still_fits("b")
+    assert plan.allowance("c") == pytest.approx(390.0 * 100 / 300)
+    assert plan.still_fits("not-planned") is None
+    assert TimePlan(limit=10.0).scale() == 1.0  # nothing finished: expectations stand
+
+
+def test_costs_weigh_a_step_by_its_recipe_and_batch(tmp_path):
+    from types import SimpleNamespace
+
+    table = tmp_path / "step_costs.json"
+    table.write_text(json.dumps({"recipes": {"simcse": {"per_batch_text": 2.5}, "ct": {"per_batch_text": 4.0}}}))
+    costs = time_plan.Costs.measured(0.01, table)
+    recipe = lambda name, batch: SimpleNamespace(name=f"adapt/{name}", training=SimpleNamespace(batch_size=batch))  # noqa: E731
+    assert costs.encode(300) == pytest.approx(3.0)
+    assert costs.steps(recipe("simcse", 32), 10) == pytest.approx(10 * 2.5 * 32 * 0.01)
+    assert costs.steps(recipe("unknown", 8), 10) == pytest.approx(10 * 4.0 * 8 * 0.01)  # the heaviest known
+
+
+def test_the_bundled_tables_cover_every_adapt_recipe_and_candidate():
+    from sentune.adapt.names import METHODS, SUPERVISED_RECIPES, TRAINED
+
+    costs = json.loads(time_plan.STEP_COSTS.read_text())["recipes"]
+    assert set(TRAINED) | {"sed"} | set(SUPERVISED_RECIPES.values()) <= set(costs)
+    assert all(r["per_batch_text"] > 0 for r in costs.values())
+    gains = json.loads(time_plan.EXPECTED_GAIN.read_text())
+    assert {m for m in METHODS if m not in ("poolings", "hybrid")} <= set(gains["pairs"])
+    assert time_plan.expected_gains(False)["supervised"] > 0 and min(time_plan.expected_gains(True).values()) >= 0
+
+
+@pytest.mark.slow
+def test_a_run_with_little_time_leaves_candidates_out_says_why_and_chooses_among_the_rest(tiny_model_dir, tmp_path, capsys):
+    import numpy as np
+
+    from sentune.cli import main
+    from sentune.data.user_data import write_corpus, write_scored_pairs
+
+    rng = np.random.default_rng(0)
+    words = ["a", "man", "plays", "guitar", "woman", "cuts", "onion", "dog", "runs", "cat", "sleeps", "child", "reads"]
+    sentence = lambda: " ".join(rng.choice(words, size=int(rng.integers(3, 8))))  # noqa: E731
+    write_corpus(tmp_path / "corpus.txt", [sentence() for _ in range(120)])
+    write_scored_pairs(tmp_path / "dev.tsv", [(sentence(), sentence(), float(rng.uniform(0, 5))) for _ in range(100)])
+    common = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--corpus", str(tmp_path / "corpus.txt"), "--dev", str(tmp_path / "dev.tsv")]
+    common += ["--methods", "poolings,whitening,simcse,ct,sed,supervised,wise", "--budget", "4", "--sed-members", "2"]
+    assert main([*common, "--time", "1s", "--out", str(tmp_path / "short")]) == 0
+    printed = capsys.readouterr().out
+    results = json.loads((tmp_path / "short" / "results.json").read_text())
+    planned = results["meta"]["time"]
+    assert planned["limit_s"] == 1.0 and planned["left_out"] and "unchanged" in planned["kept"]
+    assert set(results["candidates"]) == set(planned["kept"])  # what was left out never ran
+    assert all(f"left out: {name}: " in printed for name in planned["left_out"])
+    assert results["choice"]["name"] in results["candidates"]
+    assert main([*common, "--time", "10h", "--out", str(tmp_path / "long")]) == 0
+    roomy = json.loads((tmp_path / "long" / "results.json").read_text())
+    assert not roomy["meta"]["time"]["left_out"] and {"simcse", "ct", "sed", "supervised", "wise"} <= set(roomy["candidates"])
