@@ -83,15 +83,17 @@ class Costs:
 
 
 def expected_gains(search: bool, path: Path = EXPECTED_GAIN) -> dict[str, float]:
+    """Each candidate's mean selection gain in the kept runs (a loss stays negative: among the candidates a gaining one
+    is built on, the one that lost least is brought along)."""
     found = json.loads(path.read_text())
-    return {name: max(0.0, float(gain)) for name, gain in found["search" if search else "pairs"].items()}
+    return {name: float(gain) for name, gain in found["search" if search else "pairs"].items()}
 
 
 @dataclass
 class Planned:
     name: str
     seconds: float  # expected
-    gain: float  # expected, in the metric's points
+    gain: float  # expected, in the metric's points (below zero: expected to lose; planned as gaining nothing)
     needs: tuple[str, ...] = ()  # candidates it is built on (any one of them kept suffices)
 
 
@@ -109,33 +111,39 @@ class TimePlan:
     def fit(self, candidates: list[Planned], already: float = 0.0) -> None:
         """Keep the best gain a second first (cheapest among equals) while their seconds fit in the limit less
         `already` (what the run spent, or is sure to spend, before them). One built on others none of which is kept yet
-        is weighed with the cheapest way to them and brings it along; without room for all of it, it is left out."""
+        is weighed with the way to them it would bring along (the one expected to gain most, then the cheapest); without
+        room for all of it, it is left out."""
         room = self.limit - already
         by_name = {c.name: c for c in candidates}
-        order = sorted(candidates, key=lambda c: (-(c.gain / max(c.seconds, 1e-9)), c.seconds))
-        for c in order:
-            if c.name in self.kept or c.name in self.left_out:
-                continue
-            bundle = self._bundle(c, by_name)
-            if bundle is None:
+        waiting = list(candidates)
+        while waiting:
+            bundles = {c.name: self._bundle(c, by_name) for c in waiting}
+            for c in [c for c in waiting if bundles[c.name] is None]:
                 self.left_out[c.name] = f"built on {' or '.join(c.needs)}, all left out"
-                continue
-            cost = sum(b.seconds for b in bundle)
-            if cost <= room:
+                waiting.remove(c)
+            if not waiting:
+                break
+            cost = {c.name: sum(b.seconds for b in bundles[c.name] or []) for c in waiting}
+            c = min(waiting, key=lambda c: (-(max(c.gain, 0.0) / max(cost[c.name], 1e-9)), cost[c.name]))
+            waiting.remove(c)
+            bundle = bundles[c.name] or []
+            if cost[c.name] <= room:
                 self.kept.update((b.name, b) for b in bundle)
-                room -= cost
+                room -= cost[c.name]
+                waiting = [w for w in waiting if w.name not in self.kept]
             else:
                 along = [b.name for b in bundle if b is not c]
                 with_needs = f" with {', '.join(along)}, which it is built on" if along else ""
-                self.left_out[c.name] = f"expected {minutes(cost)}{with_needs}; {minutes(max(room, 0.0))} of --time left for it"
+                self.left_out[c.name] = f"expected {minutes(cost[c.name])}{with_needs}; {minutes(max(room, 0.0))} of --time left for it"
 
     def _bundle(self, c: Planned, by_name: dict[str, Planned]) -> list[Planned] | None:
-        """`c` and the cheapest chain of candidates it is built on that are not kept yet (None: none is possible)."""
+        """`c` and the chain of candidates it is built on that are not kept yet, the one expected to gain most (then the
+        cheapest) at each step (None: none is possible)."""
         if not c.needs or any(n in self.kept for n in c.needs):
             return [c]
         ways = [self._bundle(by_name[n], by_name) for n in c.needs if n in by_name and n not in self.left_out]
         found = [w for w in ways if w is not None]
-        return [*min(found, key=lambda w: sum(b.seconds for b in w)), c] if found else None
+        return [*min(found, key=lambda w: (-w[-1].gain, sum(b.seconds for b in w))), c] if found else None
 
     def left(self) -> float:
         return self.limit - (time.monotonic() - self.started)
