@@ -30,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 6
 WARM = 2
+ALL_RECIPES = "simcse,mirror,ct,sg-opt,tsdae,sed,cosent,online-contrastive,mnrl-hard-negatives"  # every adapt recipe
 
 
 def mrpc_pairs(data: Path) -> list[tuple[str, str, float]]:
@@ -46,7 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=os.environ.get("SENTUNE_DATA"), help="the data directory (default: $SENTUNE_DATA)")
     parser.add_argument("--out", default=str(REPO / "sentune" / "adapt" / "step_costs.json"))
-    parser.add_argument("--recipes", default="simcse,mirror,ct,sg-opt,tsdae,sed,cosent,online-contrastive,mnrl-hard-negatives")
+    parser.add_argument("--recipes", default=ALL_RECIPES)
     args = parser.parse_args()
     if not args.data:
         sys.exit("step_costs: give --data or set SENTUNE_DATA")
@@ -114,7 +115,7 @@ def main() -> None:
         "model": DEFAULT_HUB_ID,
         "text_seconds": round(text_seconds, 6),
         "recipes": found,
-        "command": "python benchmarks/speed/step_costs.py " + " ".join(shlex.quote(a) for a in sys.argv[1:] if not a.startswith("/")),
+        "command": "python benchmarks/speed/step_costs.py --data DATA" + (f" --recipes {shlex.quote(args.recipes)}" if args.recipes != ALL_RECIPES else ""),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "load_average": [round(x, 2) for x in load_before] + [round(x, 2) for x in os.getloadavg()],
         "cpus": os.cpu_count(),
