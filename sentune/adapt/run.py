@@ -31,6 +31,7 @@ from sentune.adapt.candidates import Candidate, Plan, own_pooling, plan
 from sentune.adapt.context import Context, PairsContext
 from sentune.adapt.decide import detectable_gain
 from sentune.adapt.inputs import AdaptConfig, Inputs, prepare
+from sentune.adapt.names import UNCHANGED
 from sentune.adapt.records import load_record, record_path
 from sentune.adapt.search_context import SearchContext, as_search
 from sentune.core.memory import map_large_allocations
@@ -148,7 +149,7 @@ def adapt(
 def _run_candidate(candidate: Candidate, candidates: Plan, label: str, ctx: Context) -> None:
     """Its record (read back or produced); under --time, skipped when its expected time no longer fits."""
     timing = ctx.time_plan
-    if timing is not None and not record_path(candidate.folder(ctx)).is_file():
+    if timing is not None and candidate.name != UNCHANGED and not record_path(candidate.folder(ctx)).is_file():  # the model is always scored
         reason = timing.still_fits(candidate.name)
         if reason is not None:
             print(f"{label} {candidate.name}: left out: {reason}", flush=True)
@@ -267,7 +268,6 @@ def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
     """Search: OUT is also an index of the chosen system (sentune.search.index) over every document, its model OUT/model,
     so `sentune search OUT` ranks as the run scored it: the fusion the candidate's record holds. The dense part reuses
     the vectors the run scored with when it has them (the unchanged model's, or a hybrid's source's)."""
-    from sentune.adapt.names import UNCHANGED
     from sentune.search.index import FILES, BuildPlan, build_index, read_settings
 
     fused = candidate.fused(ctx)
