@@ -85,8 +85,8 @@ def test_the_supervised_candidate_trains_on_the_selection_part_only_and_is_score
     assert record["trained_on"] == "the selection part (cross-fitted)" and record["setting"] == "adapt/cosent"
     assert set(record["dev_indices_trained_on"]) == select and not set(record["dev_indices_trained_on"]) & confirm
     folds = record["fold_dev_indices_trained_on"]
-    assert len(folds) == 5 and all(set(f) < select for f in folds)
-    assert f"supervised: cross-fitting on the {len(select)} selection pairs: 5 trainings without one fold each, then one on all" in told
+    assert len(folds) == 3 and all(set(f) < select for f in folds)
+    assert f"supervised: cross-fitting on the {len(select)} selection pairs: 3 trainings without one fold each, then one on all" in told
     held = [select - set(f) for f in folds]
     assert set().union(*held) == select and sum(len(h) for h in held) == len(select)  # every selection pair held out once
     # the selection scores are out of fold: not the refit model's own cosines of the pairs it trained on
@@ -339,3 +339,61 @@ def test_the_hybrid_of_the_supervised_candidate_is_scored_out_of_fold_with_the_u
             fused = alpha * unit(dense) + (1 - alpha) * unit(lexical)
             ranked = [pool[j].id for j in sorted(range(len(pool)), key=lambda j: (-fused[j], pool[j].id))]
             assert found[i] == pytest.approx(_ndcg10(ranked, q.relevant), abs=1e-6), (fold, i)
+
+
+def test_the_fold_race_verdict_follows_the_training_races_two_rules():
+    from sentune.adapt.candidates.fold_race import race_verdict
+    from sentune.core.metrics import METRICS
+
+    rng = np.random.default_rng(0)
+    gold = rng.normal(size=60)
+    good = gold + rng.normal(scale=0.3, size=60)
+    fair = gold + rng.normal(scale=0.6, size=60)
+    noise = rng.normal(size=60)
+    # the better of two goes on (halving), whichever is listed first
+    assert list(race_verdict(gold, {"a": fair, "b": good}, fair, "spearman", seed=0)) == ["a"]
+    assert list(race_verdict(gold, {"b": good, "a": fair}, fair, "spearman", seed=0)) == ["a"]
+    # one behind the unchanged model in (nearly) every resample stops for that reason, even if it is the only member left
+    verdict = race_verdict(gold, {"noise": noise}, good, "spearman", seed=0)
+    assert list(verdict) == ["noise"] and verdict["noise"].startswith("behind the unchanged model on the first fold's 60 held-out selection pairs")
+    # a tie: the first listed goes on; the lower half's reason names the leader's score, on the naive formula
+    verdict = race_verdict(gold, {"x": good, "y": good.copy(), "z": fair}, noise, "spearman", seed=0)
+    assert set(verdict) == {"y", "z"} or set(verdict) == {"y"}
+    leader = METRICS["spearman"].score(gold, good)
+    assert f"x's {leader:.2f}" in verdict["y"]
+
+
+@pytest.mark.slow
+def test_the_cross_fitted_supervised_candidates_race_on_their_first_fold(tiny_model_dir, labelled, tmp_path, capsys):
+    """supervised and supervised-stacked train their first fold; the race keeps one, which trains the other folds and
+    the refit; the other is skipped with the race's reason. Every score the race read is out of fold."""
+    from sentune.adapt.candidates.fold_race import FILE
+    from sentune.adapt.crossfit import FOLDS, fold_rows
+    from sentune.adapt.decide import split_dev
+
+    out = tmp_path / "run"
+    args = [*_args(tiny_model_dir, labelled, out), "--methods", "simcse,supervised,supervised-stacked", "--budget", "4"]
+    assert main(args) == 0
+    told = capsys.readouterr().out
+    race = json.loads((out / "candidates" / FILE).read_text())
+    results = json.loads((out / "results.json").read_text())["candidates"]
+    assert set(race["scores"]) == {"supervised", "supervised-stacked"} and race["folds"] == FOLDS
+    stopped = set(race["stopped"])
+    assert len(stopped) >= 1 and "fold race" in told
+    split = split_dev(np.array([float(line.split("\t")[2]) for line in (out / "data" / "dev.tsv").read_text().splitlines()]))
+    training, held = fold_rows(len(split.select), FOLDS, 0, 0)
+    for name in ("supervised", "supervised-stacked"):
+        record = results[name]
+        if name in stopped:
+            assert record["skipped"] == race["stopped"][name] and record["select"] is None
+            continue
+        # the winner's first fold is the race's: trained without the held-out rows, its scores those the race read
+        assert record["fold_dev_indices_trained_on"][0] == sorted(int(split.select[i]) for i in training)
+        assert not set(record["fold_dev_indices_trained_on"][0]) & {int(split.select[i]) for i in held}
+        scores = np.load(out / "candidates" / name / "scores.npz")["dev"]
+        kept = np.load(out / "candidates" / name / "fold-0" / "held_scores.npy")
+        np.testing.assert_allclose(scores[split.select[held]], kept)
+        assert record["fold_race"]["held_units"] == len(held)
+    # read back, not raced again
+    assert main(args) == 0
+    assert "fold race:" not in capsys.readouterr().out

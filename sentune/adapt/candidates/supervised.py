@@ -50,7 +50,8 @@ class Supervised(WithRun):
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         """Its trainings (one on --train; else K on (K - 1)/K of the selection units each and the refit: K times one
-        on them all), at its recipe's epochs capped by --budget's steps, and its scoring."""
+        on them all, less what the fold race is expected to spare it), at its recipe's epochs capped by --budget's
+        steps, and its scoring."""
         import math
 
         from sentune.adapt.crossfit import FOLDS
@@ -62,7 +63,12 @@ class Supervised(WithRun):
         rows = sum(len(r) for r in self.training_rows_counted(units))
         steps = max(1, math.ceil(recipe.training.epochs * math.ceil(rows / recipe.training.batch_size)))
         steps = min(steps, ctx.config.budget.steps or steps)
-        trainings = 1 if given is not None else FOLDS
+        if given is not None:
+            trainings = 1.0
+        else:  # the first fold, then the rest for the share of the fold race's members that go on
+            racing = sum(isinstance(c, Supervised) for c in ctx.plan.after_race)
+            fold = (FOLDS - 1) / FOLDS
+            trainings = fold + (FOLDS - fold) * (math.ceil(racing / 2) / racing if racing > 1 else 1.0)
         return trainings * costs.steps(recipe, steps) + costs.encode(ctx.eval_texts())
 
     def training_rows_counted(self, units: list) -> list[list]:
@@ -96,74 +102,114 @@ class Supervised(WithRun):
 
         return PairScorer({"held": ScoredPairs(units, "binary" if METRICS[ctx.metric].binary_labels else "scores", "held-out fold")}).of_model(model)["held"]
 
+    def start_model(self, ctx: Context) -> str | None:
+        """The model its trainings start from; None: the best label-free trained candidate it starts from is missing."""
+        if self.start == UNCHANGED:
+            return ctx.config.model
+        sources = tuned_sources(ctx, (Trained.kind, Ensemble.kind))
+        return str(best(sources).weights(ctx.out)) if sources else None
+
+    def train(self, rows: list[tuple], where: Path, run: Path | None, start_model: str, ctx: Context, recipes: dict[Path, dict] | None = None):
+        """A model trained on `rows` (written to where/train.tsv, which its recipe names); `run`: saved there."""
+        from sentune.train.trainer import train_in_memory
+
+        where.mkdir(parents=True, exist_ok=True)
+        self.write_training(rows, where / "train.tsv")
+        recipe = ctx.labelled_recipe(self.recipe_name(ctx), where / "train.tsv", len(rows), start_model)
+        if recipes is not None:
+            recipes[where] = recipe.to_dict()
+        return train_in_memory(recipe, run, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress).model
+
+    def first_fold(self, ctx: Context, start_model: str) -> np.ndarray:
+        """Fold 0 of its cross-fitting, trained and scored for the fold race (sentune.adapt.candidates.fold_race); its
+        held-out scores are kept in its folder for the rest of its cross-fitting."""
+        import numpy as np
+
+        from sentune.adapt.crossfit import FOLDS, fold_rows
+        from sentune.core.memory import release_unreferenced
+
+        units = ctx.selection_units()
+        training, held = fold_rows(len(units), FOLDS, ctx.config.seed, 0)
+        by_unit = self.training_rows(units, ctx)
+        where = self.folder(ctx) / "fold-0"
+        model = self.train([row for i in training for row in by_unit[i]], where, None, start_model, ctx)
+        found = self.score_held(model, [units[i] for i in held], ctx, where)
+        del model
+        release_unreferenced()
+        np.save(where / FIRST_FOLD_SCORES, found)
+        return found
+
     def produce(self, label: str, ctx: Context) -> CandidateRecord:
         """Every training is one run of the trainer without checkpoints (sentune.train.trainer.train_in_memory): a
         fold's model is kept in memory only while it scores its held-out fold, and the refit, which the run ships or
-        builds on (hybrids, wise, the index), is saved as OUT/candidates/NAME/run. A run killed before the record is
-        written trains the candidate again whole."""
-        from sentune.adapt.crossfit import FOLDS, out_of_fold
+        builds on (hybrids, wise, the index), is saved as OUT/candidates/NAME/run. Cross-fitted supervised candidates
+        race on their first fold (sentune.adapt.candidates.fold_race) and only those it keeps train the other folds and
+        the refit. A run killed before the record is written trains the candidate again whole."""
+        import numpy as np
+
+        from sentune.adapt.candidates.fold_race import FoldRace
+        from sentune.adapt.crossfit import FOLDS, fold_rows, out_of_fold_from
         from sentune.core.memory import release_unreferenced
-        from sentune.train.trainer import train_in_memory
 
         print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
         started = time.perf_counter()
         folder = self.folder(ctx)
-        for left in list(folder.iterdir()):  # what a killed attempt left (its refit's run, its vectors, maybe of other training data)
-            shutil.rmtree(left) if left.is_dir() else left.unlink()
-        start_model = ctx.config.model
-        if self.start != UNCHANGED:
-            sources = tuned_sources(ctx, (Trained.kind, Ensemble.kind))
-            if not sources:
-                return write_record(self, {}, self.skip("no label-free trained candidate with weights to start from"), 0.0, label, ctx)
-            start_model = str(best(sources).weights(ctx.out))
-        name, data_dir, progress = self.recipe_name(ctx), ctx.data_dir or Path("."), ctx.config.show_progress
-        recipes: dict[Path, dict] = {}
-
-        def train(rows: list[tuple], where: Path, run: Path | None):
-            """A model trained on `rows` (written to where/train.tsv, which its recipe names); `run`: saved there."""
-            where.mkdir(parents=True, exist_ok=True)
-            self.write_training(rows, where / "train.tsv")
-            recipe = ctx.labelled_recipe(name, where / "train.tsv", len(rows), start_model)
-            recipes[where] = recipe.to_dict()
-            return train_in_memory(recipe, run, data_dir=data_dir, show_progress=progress).model
-
-        record = CandidateRecord(self.name, self.kind, run=str(self.run_folder(ctx).relative_to(ctx.out)))
-        record.detail = {"setting": name, "start": start_model if self.start != UNCHANGED else UNCHANGED}
         given = ctx.inputs.task.train_units()
+        fold_race = FoldRace.run(ctx) if given is None else None
+        raced = fold_race is not None and self.name in fold_race.seconds
+        for left in list(folder.iterdir()):  # what a killed attempt left (its refit's run, its vectors, maybe of other training data)
+            if not (raced and left.name == "fold-0"):  # the fold race's training of its first fold, done this run
+                shutil.rmtree(left) if left.is_dir() else left.unlink()
+        if fold_race is not None and self.name in fold_race.stopped:
+            return write_record(self, {}, self.skip(fold_race.stopped[self.name]), fold_race.seconds[self.name], label, ctx)
+        start_model = self.start_model(ctx)
+        if start_model is None:
+            return write_record(self, {}, self.skip("no label-free trained candidate with weights to start from"), 0.0, label, ctx)
+        recipes: dict[Path, dict] = {}
+        record = CandidateRecord(self.name, self.kind, run=str(self.run_folder(ctx).relative_to(ctx.out)))
+        record.detail = {"setting": self.recipe_name(ctx), "start": start_model if self.start != UNCHANGED else UNCHANGED}
         if given is not None:
-            model = train([row for rows in self.training_rows(given, ctx) for row in rows], folder, self.run_folder(ctx))
+            model = self.train([row for rows in self.training_rows(given, ctx) for row in rows], folder, self.run_folder(ctx), start_model, ctx, recipes)
             scores = ctx.scorer.of_vectors(ctx.vectors_of(model, self.name))  # kept: a hybrid of this model reads them
             record.trained_on, record.dev_indices_trained_on = "train", []
             record.detail["train_units"] = len(given)
         else:
             select, units = ctx.inputs.split.select, ctx.selection_units()
             by_unit = self.training_rows(units, ctx)
-            folds: list[list[int]] = []
 
             def fit(fold: int, rows: np.ndarray):
                 release_unreferenced()  # the previous fold's model and its trainer are garbage by now
-                folds.append(sorted(int(select[i]) for i in rows))
                 where = folder / f"fold-{fold}"
-                return train([row for i in rows for row in by_unit[i]], where, None), where
+                return self.train([row for i in rows for row in by_unit[i]], where, None, start_model, ctx), where
 
             def held_out(fitted, held: np.ndarray) -> np.ndarray:
                 model, where = fitted
                 return self.score_held(model, [units[i] for i in held], ctx, where)
 
-            # each training prints its own time; the user should know there are K + 1 of them
+            done = {0: np.load(folder / "fold-0" / FIRST_FOLD_SCORES)} if raced else {}
+            # each training prints its own time; the user should know how many there are
             print(
-                f"    {self.name}: cross-fitting on the {len(units)} selection {ctx.inputs.dev.unit}: {FOLDS} trainings without one fold each, then one on all",
+                f"    {self.name}: cross-fitting on the {len(units)} selection {ctx.inputs.dev.unit}: {FOLDS - len(done)} trainings without one fold each"
+                + (" (the fold race trained the first)" if done else "")
+                + ", then one on all",
                 flush=True,
             )
-            oof = out_of_fold(len(units), FOLDS, ctx.config.seed, fit, held_out)
+            oof = out_of_fold_from(len(units), FOLDS, ctx.config.seed, fit, held_out, done)
             release_unreferenced()
-            model = train([row for rows in by_unit for row in rows], folder, self.run_folder(ctx))
+            model = self.train([row for rows in by_unit for row in rows], folder, self.run_folder(ctx), start_model, ctx, recipes)
             scores = ctx.scorer.of_vectors(ctx.vectors_of(model, self.name))  # kept: a hybrid of this model reads them
             scores["dev"][select] = oof  # the selection part's scores: out of fold
+            folds = [sorted(int(select[i]) for i in fold_rows(len(units), FOLDS, ctx.config.seed, fold)[0]) for fold in range(FOLDS)]
             record.trained_on, record.dev_indices_trained_on, record.fold_dev_indices_trained_on = "selection", sorted(int(i) for i in select), folds
             record.detail |= {"train_units": len(units), "folds": FOLDS}
+            if fold_race is not None and raced:
+                record.detail["fold_race"] = fold_race.summary()
         record.detail["recipe"] = recipes[folder]  # the refit's (the folds' differ in their rows only)
-        return write_record(self, scores, record, time.perf_counter() - started, label, ctx)
+        seconds = time.perf_counter() - started + (fold_race.seconds[self.name] if fold_race is not None and raced else 0.0)
+        return write_record(self, scores, record, seconds, label, ctx)
+
+
+FIRST_FOLD_SCORES = "held_scores.npy"  # fold 0's held-out scores, kept from the fold race for the candidate's cross-fitting
 
 
 @dataclass
