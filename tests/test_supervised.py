@@ -341,8 +341,8 @@ def test_the_hybrid_of_the_supervised_candidate_is_scored_out_of_fold_with_the_u
             assert found[i] == pytest.approx(_ndcg10(ranked, q.relevant), abs=1e-6), (fold, i)
 
 
-def test_the_fold_race_verdict_follows_the_training_races_two_rules():
-    from sentune.adapt.candidates.fold_race import race_verdict
+def test_the_race_verdict_follows_the_training_races_two_rules():
+    from sentune.adapt.candidates.supervised_race import race_verdict
     from sentune.core.metrics import METRICS
 
     rng = np.random.default_rng(0)
@@ -350,24 +350,25 @@ def test_the_fold_race_verdict_follows_the_training_races_two_rules():
     good = gold + rng.normal(scale=0.3, size=60)
     fair = gold + rng.normal(scale=0.6, size=60)
     noise = rng.normal(size=60)
+    where = "the 60 pairs"
     # the better of two goes on (halving), whichever is listed first
-    assert list(race_verdict(gold, {"a": fair, "b": good}, fair, "spearman", seed=0)) == ["a"]
-    assert list(race_verdict(gold, {"b": good, "a": fair}, fair, "spearman", seed=0)) == ["a"]
-    # one behind the unchanged model in (nearly) every resample stops for that reason, even if it is the only member left
-    verdict = race_verdict(gold, {"noise": noise}, good, "spearman", seed=0)
-    assert list(verdict) == ["noise"] and verdict["noise"].startswith("behind the unchanged model on the first fold's 60 held-out selection pairs")
-    # a tie: the first listed goes on; the lower half's reason names the leader's score, on the naive formula
-    verdict = race_verdict(gold, {"x": good, "y": good.copy(), "z": fair}, noise, "spearman", seed=0)
-    assert set(verdict) == {"y", "z"} or set(verdict) == {"y"}
+    assert list(race_verdict(gold, {"a": fair, "b": good}, fair, "spearman", 0, where)) == ["a"]
+    assert list(race_verdict(gold, {"b": good, "a": fair}, fair, "spearman", 0, where)) == ["a"]
+    # one behind the unchanged model in (nearly) every resample stops for that reason, even as the only member
+    verdict = race_verdict(gold, {"noise": noise}, good, "spearman", 0, where)
+    assert list(verdict) == ["noise"] and verdict["noise"].startswith("behind the unchanged model on the 60 pairs")
+    # a tie: the first listed goes on; of three, one goes on, and the lower half's reason names the leader's score
+    verdict = race_verdict(gold, {"x": good, "y": good.copy(), "z": fair}, noise, "spearman", 0, where)
+    assert set(verdict) == {"y", "z"}
     leader = METRICS["spearman"].score(gold, good)
-    assert f"x's {leader:.2f}" in verdict["y"]
+    assert verdict["y"] == f"in the lower half of the race ({leader:.2f} vs x's {leader:.2f} on the 60 pairs; successive halving)"
 
 
 @pytest.mark.slow
 def test_the_cross_fitted_supervised_candidates_race_on_their_first_fold(tiny_model_dir, labelled, tmp_path, capsys):
     """supervised and supervised-stacked train their first fold; the race keeps one, which trains the other folds and
     the refit; the other is skipped with the race's reason. Every score the race read is out of fold."""
-    from sentune.adapt.candidates.fold_race import FILE
+    from sentune.adapt.candidates.supervised_race import FILE
     from sentune.adapt.crossfit import FOLDS, fold_rows
     from sentune.adapt.decide import split_dev
 
@@ -393,7 +394,48 @@ def test_the_cross_fitted_supervised_candidates_race_on_their_first_fold(tiny_mo
         scores = np.load(out / "candidates" / name / "scores.npz")["dev"]
         kept = np.load(out / "candidates" / name / "fold-0" / "held_scores.npy")
         np.testing.assert_allclose(scores[split.select[held]], kept)
-        assert record["fold_race"]["held_units"] == len(held)
+        assert record["race"]["held_units"] == len(held)
     # read back, not raced again
     assert main(args) == 0
     assert "fold race:" not in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_supervised_candidates_on_train_race_at_their_first_rung(tiny_model_dir, labelled, tmp_path, capsys):
+    """With --train both train an eighth of their steps as saved runs, evaluated on the selection pairs; the one kept
+    resumes its run to its last step (the model it keeps), the other is skipped with the race's reason."""
+    from sentune.adapt.candidates.supervised_race import TRAIN_FILE
+
+    out = tmp_path / "run"
+    args = [
+        *_args(tiny_model_dir, labelled, out),
+        "--methods",
+        "simcse,supervised,supervised-stacked",
+        "--budget",
+        "16",
+        "--train",
+        str(labelled / "train.tsv"),
+    ]
+    assert main(args) == 0
+    race = json.loads((out / "candidates" / TRAIN_FILE).read_text())
+    results = json.loads((out / "results.json").read_text())["candidates"]
+    assert set(race["scores"]) == {"supervised", "supervised-stacked"} and race["steps"] == {"supervised": 2, "supervised-stacked": 2}
+    assert len(race["stopped"]) >= 1
+    for name in ("supervised", "supervised-stacked"):
+        record = results[name]
+        if name in race["stopped"]:
+            assert record["skipped"] == race["stopped"][name] and not (out / "candidates" / name / "run").exists()
+            continue
+        run = json.loads((out / "candidates" / name / "run" / "results.json").read_text())["meta"]
+        assert record["trained_on"] == "--train" and record["dev_indices_trained_on"] == []
+        assert run["resumed_from"] == "checkpoint-2" and run["best_checkpoint"]["step"] == 16  # the last step, kept
+        # the race read the selection pairs at its first rung: the evaluation the run saved there
+        cosines = np.load(out / "candidates" / name / "run" / "dev_cosines" / "step-2.npy")
+        from sentune.adapt.decide import split_dev
+        from sentune.core.metrics import METRICS
+
+        gold = np.array([float(line.split("\t")[2]) for line in (out / "data" / "dev.tsv").read_text().splitlines()])
+        assert race["scores"][name] == pytest.approx(METRICS["spearman"].score(gold[split_dev(gold).select], cosines))
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "race: supervised" not in capsys.readouterr().out

@@ -63,12 +63,15 @@ class Supervised(WithRun):
         rows = sum(len(r) for r in self.training_rows_counted(units))
         steps = max(1, math.ceil(recipe.training.epochs * math.ceil(rows / recipe.training.batch_size)))
         steps = min(steps, ctx.config.budget.steps or steps)
-        if given is not None:
-            trainings = 1.0
+        racing = sum(isinstance(c, Supervised) for c in ctx.plan.after_race)
+        share = math.ceil(racing / 2) / racing if racing > 1 else 1.0  # of the members, those the race is expected to keep
+        if given is not None:  # the first rung, then the rest for those going on (search runs train each unraced)
+            from sentune.adapt.candidates.supervised_race import FIRST_RUNG
+
+            trainings = 1.0 if ctx.inputs.task.search else FIRST_RUNG + (1 - FIRST_RUNG) * share
         else:  # the first fold, then the rest for the share of the fold race's members that go on
-            racing = sum(isinstance(c, Supervised) for c in ctx.plan.after_race)
             fold = (FOLDS - 1) / FOLDS
-            trainings = fold + (FOLDS - fold) * (math.ceil(racing / 2) / racing if racing > 1 else 1.0)
+            trainings = fold + (FOLDS - fold) * share
         return trainings * costs.steps(recipe, steps) + costs.encode(ctx.eval_texts())
 
     def training_rows_counted(self, units: list) -> list[list]:
@@ -120,8 +123,29 @@ class Supervised(WithRun):
             recipes[where] = recipe.to_dict()
         return train_in_memory(recipe, run, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress).model
 
+    def given_rows(self, ctx: Context) -> list[tuple]:
+        """Its training rows from --train."""
+        given = ctx.inputs.task.train_units()
+        assert given is not None
+        return [row for rows in self.training_rows(given, ctx) for row in rows]
+
+    def race_recipe(self, ctx: Context, start_model: str):
+        """Its recipe on --train as a saved run the race pauses (sentune.adapt.candidates.supervised_race.TrainRace):
+        evaluated on the selection pairs every FIRST_RUNG of its steps, its last step kept whatever they say."""
+        import math
+        from dataclasses import replace
+
+        from sentune.adapt.candidates.supervised_race import FIRST_RUNG
+
+        rows = self.given_rows(ctx)
+        self.folder(ctx).mkdir(parents=True, exist_ok=True)
+        self.write_training(rows, self.folder(ctx) / "train.tsv")
+        recipe = ctx.labelled_recipe(self.recipe_name(ctx), self.folder(ctx) / "train.tsv", len(rows), start_model)
+        first = max(1, math.ceil(FIRST_RUNG * recipe.training.max_steps))
+        return replace(recipe, training=replace(recipe.training, eval_steps=first), eval=replace(recipe.eval, dev=ctx.training_dev()))
+
     def first_fold(self, ctx: Context, start_model: str) -> np.ndarray:
-        """Fold 0 of its cross-fitting, trained and scored for the fold race (sentune.adapt.candidates.fold_race); its
+        """Fold 0 of its cross-fitting, trained and scored for the fold race (sentune.adapt.candidates.supervised_race); its
         held-out scores are kept in its folder for the rest of its cross-fitting."""
         import numpy as np
 
@@ -143,25 +167,29 @@ class Supervised(WithRun):
         """Every training is one run of the trainer without checkpoints (sentune.train.trainer.train_in_memory): a
         fold's model is kept in memory only while it scores its held-out fold, and the refit, which the run ships or
         builds on (hybrids, wise, the index), is saved as OUT/candidates/NAME/run. Cross-fitted supervised candidates
-        race on their first fold (sentune.adapt.candidates.fold_race) and only those it keeps train the other folds and
+        race on their first fold (sentune.adapt.candidates.supervised_race) and only those it keeps train the other folds and
         the refit. A run killed before the record is written trains the candidate again whole."""
         import numpy as np
 
-        from sentune.adapt.candidates.fold_race import FoldRace
+        from sentune.adapt.candidates.supervised_race import FoldRace, TrainRace
         from sentune.adapt.crossfit import FOLDS, fold_rows, out_of_fold_from
         from sentune.core.memory import release_unreferenced
+        from sentune.train.recipe import load_recipe
+        from sentune.train.runs import train_run
 
         print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
         started = time.perf_counter()
         folder = self.folder(ctx)
         given = ctx.inputs.task.train_units()
-        fold_race = FoldRace.run(ctx) if given is None else None
-        raced = fold_race is not None and self.name in fold_race.seconds
+        race = FoldRace.run(ctx) if given is None else TrainRace.run(ctx)
+        raced = race is not None and self.name in race.seconds
+        kept = ("fold-0",) if given is None else ("run", "train.tsv")  # what the race trained of it this run
         for left in list(folder.iterdir()):  # what a killed attempt left (its refit's run, its vectors, maybe of other training data)
-            if not (raced and left.name == "fold-0"):  # the fold race's training of its first fold, done this run
+            if not (raced and left.name in kept):
                 shutil.rmtree(left) if left.is_dir() else left.unlink()
-        if fold_race is not None and self.name in fold_race.stopped:
-            return write_record(self, {}, self.skip(fold_race.stopped[self.name]), fold_race.seconds[self.name], label, ctx)
+        if race is not None and self.name in race.stopped:
+            shutil.rmtree(self.run_folder(ctx), ignore_errors=True)  # a paused run's checkpoint: nothing resumes it
+            return write_record(self, {}, self.skip(race.stopped[self.name]), race.seconds[self.name], label, ctx)
         start_model = self.start_model(ctx)
         if start_model is None:
             return write_record(self, {}, self.skip("no label-free trained candidate with weights to start from"), 0.0, label, ctx)
@@ -169,7 +197,13 @@ class Supervised(WithRun):
         record = CandidateRecord(self.name, self.kind, run=str(self.run_folder(ctx).relative_to(ctx.out)))
         record.detail = {"setting": self.recipe_name(ctx), "start": start_model if self.start != UNCHANGED else UNCHANGED}
         if given is not None:
-            model = self.train([row for rows in self.training_rows(given, ctx) for row in rows], folder, self.run_folder(ctx), start_model, ctx, recipes)
+            if raced:  # the race paused its run at its first rung: it goes on from there to its last step
+                recipe = load_recipe(str(self.run_folder(ctx) / "config.yaml"))
+                train_run(recipe, self.run_folder(ctx), data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress)
+                recipes[folder] = recipe.to_dict()
+                model = self.model(ctx)
+            else:
+                model = self.train(self.given_rows(ctx), folder, self.run_folder(ctx), start_model, ctx, recipes)
             scores = ctx.scorer.of_vectors(ctx.vectors_of(model, self.name))  # kept: a hybrid of this model reads them
             record.trained_on, record.dev_indices_trained_on = "train", []
             record.detail["train_units"] = len(given)
@@ -202,10 +236,10 @@ class Supervised(WithRun):
             folds = [sorted(int(select[i]) for i in fold_rows(len(units), FOLDS, ctx.config.seed, fold)[0]) for fold in range(FOLDS)]
             record.trained_on, record.dev_indices_trained_on, record.fold_dev_indices_trained_on = "selection", sorted(int(i) for i in select), folds
             record.detail |= {"train_units": len(units), "folds": FOLDS}
-            if fold_race is not None and raced:
-                record.detail["fold_race"] = fold_race.summary()
+        if race is not None and raced:
+            record.detail["race"] = race.summary()
         record.detail["recipe"] = recipes[folder]  # the refit's (the folds' differ in their rows only)
-        seconds = time.perf_counter() - started + (fold_race.seconds[self.name] if fold_race is not None and raced else 0.0)
+        seconds = time.perf_counter() - started + (race.seconds[self.name] if race is not None and raced else 0.0)
         return write_record(self, scores, record, seconds, label, ctx)
 
 
