@@ -40,6 +40,7 @@ class Context:
     plan: Any = None  # sentune.adapt.candidates.Plan: the run's candidates, for those built on another
     records: dict[str, CandidateRecord] = field(default_factory=dict)
     time_plan: Any = None  # sentune.adapt.time_plan.TimePlan under --time
+    evidence: Any = None  # sentune.adapt.evidence.Evidence: --train's pairs that judge too (pairs runs; sentune.adapt.train_evidence)
 
     def __post_init__(self) -> None:
         self.scorer = self._scoring(self.scorer)

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from sentune.adapt.time_plan import Costs
 
 
+def evidence_digest(ctx: Context) -> str | None:
+    """Which train pairs confirm, and so are left out of training on --train (None: none)."""
+    return ctx.evidence.digest if ctx.evidence is not None and ctx.evidence.judges else None
+
+
 @dataclass
 class Supervised(WithRun):
     """Fine-tuned on the user's labels: --train's when given (never read to select or confirm), else the selection part
@@ -46,7 +51,8 @@ class Supervised(WithRun):
         return [*([cls(SUPERVISED)] if SUPERVISED in setup.methods else []), *([cls(SUPERVISED_STACKED, "best")] if stacked else [])]
 
     def depends_on(self, ctx: Context) -> dict:
-        return {"train_sha256": ctx.inputs.train_sha256}  # what it trains on: --train's data, or (None) the selection part
+        # what it trains on: --train's data (without the evidence confirmation pairs), or (None) the selection part
+        return {"train_sha256": ctx.inputs.train_sha256, "train_held_out": evidence_digest(ctx)}
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         """Its trainings (one on --train; else K on (K - 1)/K of the selection units each and the refit: K times one
@@ -131,10 +137,16 @@ class Supervised(WithRun):
         record.detail = {"setting": name, "start": start_model if self.start != UNCHANGED else UNCHANGED}
         given = ctx.inputs.task.train_units()
         if given is not None:
-            model = train([row for rows in self.training_rows(given, ctx) for row in rows], folder, self.run_folder(ctx))
+            # the train pairs that confirm (sentune.adapt.train_evidence) are left out: it is judged on them as it is
+            held = ctx.evidence.confirm_train_indices if ctx.evidence is not None else set()
+            kept = [i for i in range(len(given)) if i not in held]
+            by_unit = self.training_rows([given[i] for i in kept], ctx)
+            model = train([row for rows in by_unit for row in rows], folder, self.run_folder(ctx))
             scores = ctx.scorer.of_vectors(ctx.vectors_of(model, self.name))  # kept: a hybrid of this model reads them
             record.trained_on, record.dev_indices_trained_on = "train", []
-            record.detail["train_units"] = len(given)
+            record.detail["train_units"] = len(kept)
+            if not ctx.inputs.task.search:
+                record.train_indices_trained_on = kept
         else:
             select, units = ctx.inputs.split.select, ctx.selection_units()
             by_unit = self.training_rows(units, ctx)
