@@ -71,8 +71,10 @@ class Context:
         raise NotImplementedError
 
     def eval_texts(self) -> int:
-        """How many texts scoring a model encodes: every dev and test text (search: the queries and the corpus)."""
-        return len(self.scorer.sentences())
+        """How many texts scoring a model encodes: every dev and test text (search: the queries and the corpus), and
+        those of --train's evidence pairs when they judge (sentune.adapt.train_evidence)."""
+        judging = self.evidence is not None and self.evidence.judges
+        return len(self.scorer.sentences()) + (2 * len(self.evidence.indices) if judging else 0)
 
     def selection_texts(self) -> int:
         """How many texts one evaluation on the selection units encodes (search: with their pool)."""

@@ -64,6 +64,12 @@ class Evidence:
         return {int(i) for i in self.indices[self.split.confirm]} if self.judges else set()
 
 
+def held_out_digest(evidence: Evidence | None) -> str | None:
+    """Which train pairs confirm, and so are left out of training on --train (None: none): what a candidate that
+    trains on --train, or is built on one that did, depends on."""
+    return evidence.digest if evidence is not None and evidence.judges else None
+
+
 def evidence_size(train_pairs: int, cap: int = EVIDENCE_CAP) -> int:
     """How many train pairs are evidence: at most `cap`, and at most half of them, so that the confirmation part the
     supervised candidates leave out of their training is at most a quarter of --train."""

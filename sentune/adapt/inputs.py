@@ -41,7 +41,7 @@ class AdaptConfig:
     dev_qrels: Path | None = None  # retrieval: --dev is then a queries file (sentune.adapt.retrieval_inputs)
     test_qrels: Path | None = None
     queries_from: Path | None = None  # retrieval: generated `query<TAB>passage` pairs, the GenQ candidate's training data
-    train: Path | None = None  # labelled pairs the supervised candidates train on, apart from dev and test (never select or confirm)
+    train: Path | None = None  # labelled pairs the supervised candidates train on, apart from dev and test (those they never read also judge)
     labels: bool = True  # False (--no-labels): the label-free candidates only
     methods: tuple[str, ...] = ()
     budget: Budget = field(default_factory=Budget)

@@ -73,7 +73,7 @@ def select(records: dict[str, CandidateRecord], candidates: list[Candidate], inp
                 f"confirm_{inputs.dev.unit}": len(split.confirm),
                 "select_fraction": SELECT_FRACTION,
             },
-            "train_evidence": evidence_meta(ctx.evidence if ctx is not None else None, len(inputs.task.train.pairs) if inputs.task.train else 0),
+            "train_evidence": None if ctx is None else evidence_meta(ctx.evidence, inputs.task.train),
             "test": {"path": str(config.test), inputs.test.unit: inputs.test.units, "unit": inputs.test.unit, "metric": inputs.test.metric}
             if inputs.test
             else None,

@@ -102,8 +102,10 @@ def untuned_scores(ctx: Context, evidence: Evidence) -> dict[str, np.ndarray]:
     return scores
 
 
-def _candidate_scores(candidate: Candidate, ctx: Context, evidence: Evidence) -> np.ndarray:
-    """The candidate's scores of every evidence pair (cached in its folder for these evidence pairs)."""
+def _candidate_scores(candidate: Candidate, ctx: Context, evidence: Evidence) -> np.ndarray | None:
+    """The candidate's scores of every evidence pair (cached in its folder for these evidence pairs); None when its
+    model is gone (--prune in an earlier run of the folder): the dev pairs alone judge it."""
+    from sentune.adapt.candidates.base import WithRun
     from sentune.adapt.candidates.untuned import Unchanged
 
     cache = candidate.folder(ctx) / SCORES_FILE
@@ -113,6 +115,8 @@ def _candidate_scores(candidate: Candidate, ctx: Context, evidence: Evidence) ->
             return found["scores"]
     if isinstance(candidate, Unchanged):  # the untuned poolings: from the vectors encoded before the candidates ran
         scores = untuned_scores(ctx, evidence)[candidate.pooling]
+    elif not ((candidate.run_folder(ctx) if isinstance(candidate, WithRun) else candidate.folder(ctx)) / "model").is_dir():
+        return None
     else:
         scores = _scorer(ctx, evidence).of_model(candidate.model(ctx), f"{candidate.name}: scoring the train evidence pairs")["train"]
     np.savez(str(cache), digest=np.array(evidence.digest), scores=scores)
@@ -141,19 +145,22 @@ def judges(candidates: list[Candidate], ctx: Context, eligible: set[str]) -> Tra
     for candidate in candidates:
         if candidate.name != UNCHANGED and candidate.name not in eligible:
             continue
-        found = _candidate_scores(candidate, ctx, evidence).astype(float).copy()
+        scored = _candidate_scores(candidate, ctx, evidence)
+        if scored is None:
+            continue
+        found = scored.astype(float).copy()
         trained = trained_train_indices(candidate.name, ctx.records)
         found[np.isin(evidence.indices, np.fromiter(trained, dtype=np.int64, count=len(trained)))] = np.nan
         scores[candidate.name] = found
     return TrainJudges(evidence.gold, evidence.split, scores)
 
 
-def evidence_meta(evidence: Evidence | None, train_pairs: int) -> dict | None:
-    """What results.json says of the evidence pairs (None without --train)."""
-    if evidence is None:
+def evidence_meta(evidence: Evidence | None, train) -> dict | None:
+    """What results.json says of the evidence pairs drawn from `train` (--train's pairs; None without --train)."""
+    if evidence is None or train is None:
         return None
     return {
-        "train_pairs": train_pairs,
+        "train_pairs": train.units,
         "evidence_pairs": len(evidence.indices),
         "select_pairs": len(evidence.split.select),
         "confirm_pairs": len(evidence.split.confirm),

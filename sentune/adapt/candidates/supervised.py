@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from sentune.adapt.candidates.base import Candidate, PlanSetup, WithRun, best, tuned_sources
 from sentune.adapt.candidates.trained import Ensemble, Trained
+from sentune.adapt.evidence import held_out_digest
 from sentune.adapt.names import SUPERVISED, SUPERVISED_RECIPES, SUPERVISED_STACKED, TRAINED, UNCHANGED
 from sentune.adapt.records import CandidateRecord, write_record
 from sentune.core.metrics import METRICS
@@ -22,14 +23,10 @@ if TYPE_CHECKING:
     from sentune.adapt.time_plan import Costs
 
 
-def evidence_digest(ctx: Context) -> str | None:
-    """Which train pairs confirm, and so are left out of training on --train (None: none)."""
-    return ctx.evidence.digest if ctx.evidence is not None and ctx.evidence.judges else None
-
-
 @dataclass
 class Supervised(WithRun):
-    """Fine-tuned on the user's labels: --train's when given (never read to select or confirm), else the selection part
+    """Fine-tuned on the user's labels: --train's when given (on pairs without the train pairs that confirm beside the
+    dev pairs, sentune.adapt.train_evidence; no --train pair it trained on selects or confirms it), else the selection part
     of the dev set, its selection score then out of fold (sentune.adapt.crossfit: K models each trained without one fold
     score it, then the model is refit on the whole selection part for confirmation and test). CoSENT on graded pairs,
     OnlineContrastiveLoss on 0/1 pairs (sentune.methods.labelled), MultipleNegativesRankingLoss with two mined hard
@@ -52,7 +49,7 @@ class Supervised(WithRun):
 
     def depends_on(self, ctx: Context) -> dict:
         # what it trains on: --train's data (without the evidence confirmation pairs), or (None) the selection part
-        return {"train_sha256": ctx.inputs.train_sha256, "train_held_out": evidence_digest(ctx)}
+        return {"train_sha256": ctx.inputs.train_sha256, "train_held_out": held_out_digest(ctx.evidence)}
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         """Its trainings (one on --train; else K on (K - 1)/K of the selection units each and the refit: K times one
@@ -64,7 +61,8 @@ class Supervised(WithRun):
 
         recipe = load_recipe(self.recipe_name(ctx), check=False)
         given = ctx.inputs.task.train_units()
-        units = given if given is not None else ctx.selection_units()
+        held = ctx.evidence.confirm_train_indices if ctx.evidence is not None else set()
+        units = [u for i, u in enumerate(given) if i not in held] if given is not None else ctx.selection_units()
         rows = sum(len(r) for r in self.training_rows_counted(units))
         steps = max(1, math.ceil(recipe.training.epochs * math.ceil(rows / recipe.training.batch_size)))
         steps = min(steps, ctx.config.budget.steps or steps)
