@@ -154,10 +154,11 @@ def write_page(args, rows: list, seconds: float) -> None:
         "median score gap (train − dev) | median text AUC |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for train, dev, what, n, flags, distance, gap in rows:
+    for train, dev, what, n, flags, distance, gap, auc in rows:
         rate = {k: f"{100 * v / args.draws:.0f} %" for k, v in flags.items()}
         lines.append(
-            f"| {train} | {dev} | {what} | {n} | **{rate['any']}** | {rate['scale']} | {rate['labels']} | {rate['score']} | {distance:.2f} | {gap:+.2f} |"
+            f"| {train} | {dev} | {what} | {n} | **{rate['any']}** | {rate['scale']} | {rate['labels']} | {rate['score']} | {rate['domain']} | "
+            f"{distance:.2f} | {gap:+.2f} | {auc:.2f} |"
         )
     lines += [
         "",
