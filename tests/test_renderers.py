@@ -655,3 +655,64 @@ def test_the_shuffled_null_records_the_commit_of_the_sentune_it_imported(tmp_pat
     assert null.code_commit() == head
     (package / "__init__.py").write_text("x = 1\n")
     assert null.code_commit() == head + "+changes"
+
+
+def test_the_shuffled_null_with_a_train_set_keeps_only_the_labels_of_adapts_evidence_confirmation_pairs():
+    """adapt_shuffled_null.py --train-pairs: a seeded sample of train pairs, its labels permuted among themselves but on
+    the pairs adapt's evidence sample (sentune.adapt.evidence.sample_evidence with the run's seed) puts in its
+    confirmation part, which adapt draws again, the same, from the shuffled file."""
+    import numpy as np
+
+    from sentune.adapt.evidence import sample_evidence
+    from sentune.data.readers import Pair, Source
+
+    load("runners/adapt_calibration.py")
+    null = load("runners/adapt_shuffled_null.py")
+    rng = np.random.default_rng(1)
+    pairs = [Pair(f"a{i}", f"b{i}", float(g), Source("train.tsv", i + 1)) for i, g in enumerate(np.round(rng.uniform(1, 5, 300), 1))]
+    rows = null.shuffled_train(pairs, 120, seed=3)
+    chosen = {(r[0], r[1]) for r in rows}
+    assert len(rows) == 120 and chosen <= {(p.a, p.b) for p in pairs}
+    original = np.array([next(p.score for p in pairs if (p.a, p.b) == r[:2]) for r in rows])
+    labels = np.array([r[2] for r in rows])
+    indices, split = sample_evidence(labels, seed=3)
+    confirm = indices[split.confirm]
+    rest = np.setdiff1d(np.arange(120), confirm)
+    assert len(confirm) == 30 and np.array_equal(labels[confirm], original[confirm])
+    assert sorted(labels[rest]) == sorted(original[rest]) and not np.array_equal(labels[rest], original[rest])
+
+
+def test_the_train_section_of_the_calibration_page_goes_before_the_real_null_and_is_replaced_in_place(tmp_path):
+    calibration = load("runners/adapt_calibration.py")
+    page = tmp_path / "adapt_calibration.md"
+    page.write_text(f"# Calibration\n\nsimulation\n\n{calibration.REAL_NULL_HEADING}\n\nnull text\n")
+    calibration.put_train_section(page, [calibration.TRAIN_HEADING, "", "first", ""])
+    lines = page.read_text().splitlines()
+    assert lines == ["# Calibration", "", "simulation", "", calibration.TRAIN_HEADING, "", "first", "", calibration.REAL_NULL_HEADING, "", "null text"]
+    calibration.put_train_section(page, [calibration.TRAIN_HEADING, "", "second", ""])
+    again = page.read_text().splitlines()
+    assert again == [line if line != "first" else "second" for line in lines]
+
+
+def test_the_calibration_rule_with_a_train_set_never_judges_the_supervised_candidate_on_its_training_pairs():
+    """adapt_calibration.py's users with a train set: candidate 0 plays the supervised one, trained on the evidence
+    selection part. Made perfect there and the unchanged model's twin everywhere else, it would lead on the selection
+    pairs if they judged it; they do not, so no candidate is ahead and none is tested."""
+    import numpy as np
+
+    from sentune.adapt.decide import split_dev
+    from sentune.adapt.evidence import EVIDENCE_SEED_OFFSET
+
+    calibration = load("runners/adapt_calibration.py")
+    n, m, seed = 100, 400, 7
+    gold, unchanged, _ = calibration.simulate(np.random.default_rng(4), n + m, [1.0], "spearman")
+    checkpoints = np.broadcast_to(unchanged, (3, calibration.CHECKPOINTS, n + m)).copy()
+    trained = n + split_dev(gold[n:], seed=seed + EVIDENCE_SEED_OFFSET).select
+    perfect = np.sort(unchanged[trained])[np.argsort(np.argsort(gold[trained], kind="stable"))]  # the gold's order, the model's values
+    checkpoints[0, :, trained] = perfect[:, None]
+    assert calibration.train_rule(gold, unchanged, checkpoints, "spearman", seed, n, True) == (-1, None)
+    leaky = checkpoints.copy()
+    leaky[1] = leaky[0]  # the same predictions from a label-free candidate are judged there: it leads and is tested
+    best, p_value = calibration.train_rule(gold, unchanged, leaky, "spearman", seed, n, True)
+    # its confirmation pairs show the unchanged model's twin: not shipped (p is a lower bound past the levels counted)
+    assert best == 1 and calibration.shipped((best, p_value)) == -1

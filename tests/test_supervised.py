@@ -206,7 +206,8 @@ def test_a_train_file_trains_and_never_selects_and_a_second_run_redoes_only_what
     with_train = [*_args(tiny_model_dir, labelled, out), "--methods", "supervised,whitening", "--train", str(labelled / "train.tsv")]
     assert main(with_train) == 0
     record = json.loads((out / "results.json").read_text())["candidates"]["supervised"]
-    assert record["trained_on"] == "--train" and record["train_units"] == 80 and record["dev_indices_trained_on"] == []
+    # the 20 train pairs that confirm beside the dev pairs are left out of its training (sentune.adapt.train_evidence)
+    assert record["trained_on"] == "--train" and record["train_units"] == 60 and record["dev_indices_trained_on"] == []
     assert (out / "data" / "train.tsv").read_text() == (labelled / "train.tsv").read_text() and record["train_sha256"]
     capsys.readouterr()
     assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised,whitening"]) == 0
@@ -214,7 +215,7 @@ def test_a_train_file_trains_and_never_selects_and_a_second_run_redoes_only_what
     record = json.loads((out / "results.json").read_text())["candidates"]["supervised"]
     assert record["trained_on"] == "the selection part (cross-fitted)" and record["train_sha256"] is None
     assert not (out / "data" / "train.tsv").exists()
-    assert "supervised: its inputs changed (train_sha256): produced again" in said and "whitening: done before, read back" in said
+    assert "supervised: its inputs changed (train_sha256, train_held_out): produced again" in said and "whitening: done before, read back" in said
     capsys.readouterr()
     assert main(with_train) == 0
     assert json.loads((out / "results.json").read_text())["candidates"]["supervised"]["trained_on"] == "--train"

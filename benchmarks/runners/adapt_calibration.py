@@ -19,6 +19,13 @@ A simulated user (one run):
 Rates come with 95 % Wilson intervals over the simulated runs.
 
     python benchmarks/runners/adapt_calibration.py --out benchmarks/results/adapt_calibration.md
+
+Users with a train set (`--train-only` runs this section alone and rewrites only it on the page): the same user also
+holds m evidence pairs of --train (sentune.adapt.evidence: drawn from the same latent model as the dev pairs), which
+every candidate predicts as it predicts dev pairs. The checkpoints are still chosen on the dev selection half alone (as
+adapt's race does); candidate 0 plays a supervised candidate, which trained on the evidence selection part (NaN there:
+it is judged on the dev pairs and the evidence confirmation part only); sentune.adapt.decide then picks and confirms
+with the evidence (TrainJudges), and, on the same simulated data, without it (the dev-only rule).
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binomtest, norm
 
-from sentune.adapt.decide import decide, split_dev
+from sentune.adapt.decide import TrainJudges, decide, split_dev
+from sentune.adapt.evidence import EVIDENCE_SEED_OFFSET
 from sentune.analysis.pages import command_line
 from sentune.core import metrics
 from sentune.tasks.bootstrap import bootstrap_differences
@@ -55,6 +63,10 @@ REAL_NULL_HEADING = "## The real null: `sentune adapt` with a supervised candida
 POWER_TARGET = 0.8
 RULE_SEEDS = {"old": 1, "new": 2}
 LEVELS = (0.04, 0.05)  # the new rule's null rates at these levels too (same runs), to show why adapt ships at LEVEL
+TRAIN_HEADING = "## Users with a train set: the train pairs no candidate read select and confirm too"
+TRAIN_SIZES = (100, 500)  # dev pairs
+TRAIN_EVIDENCE = (200, 1000)  # evidence pairs of --train (adapt draws at most sentune.adapt.evidence.EVIDENCE_CAP)
+TRAIN_GAINS = (1.0, 2.0)
 
 
 def gold_of(latent: np.ndarray, metric: str) -> np.ndarray:
@@ -127,6 +139,118 @@ def new_rule(gold, unchanged, checkpoints, metric, seed) -> tuple[int, float | N
     return int(decision.best), decision.confirmation.p_value
 
 
+def train_rule(gold, unchanged, checkpoints, metric, seed, n: int, use_train: bool) -> tuple[int, float | None]:
+    """The new rule for a user whose first n pairs are dev pairs and the rest evidence pairs of --train: checkpoints
+    chosen on the dev selection half; candidate 0 trained on the evidence selection part (never judged there); the
+    decision with the evidence (use_train) or on the dev pairs alone."""
+    measure = metrics.METRICS[metric].rows
+    k, c, _ = checkpoints.shape
+    dev_gold, train_gold = gold[:n], gold[n:]
+    split = split_dev(dev_gold, seed=seed)
+    scores = measure(dev_gold[split.select], checkpoints[:, :, :n][:, :, split.select].reshape(k * c, -1)).reshape(k, c)
+    best_checkpoint = scores.argmax(axis=1)
+    chosen = {str(i): checkpoints[i, best_checkpoint[i]] for i in range(k)}
+    train = None
+    if use_train:
+        train_split = split_dev(train_gold, seed=seed + EVIDENCE_SEED_OFFSET)
+        judged = {name: s[n:].copy() for name, s in chosen.items()}
+        judged["0"][train_split.select] = np.nan  # the supervised candidate trained on them
+        train = TrainJudges(train_gold, train_split, {"unchanged": unchanged[n:], **judged})
+    dev = {name: s[:n] for name, s in chosen.items()}
+    decision = decide(dev_gold, split, ("unchanged", unchanged[:n]), dev, metric, seed=seed, stop_above=max(*LEVELS, LEVEL), train=train)
+    if decision.confirmation is None:
+        return -1, None
+    assert (decision.name != "unchanged") == (decision.confirmation.p_value <= LEVEL)
+    return int(decision.best), decision.confirmation.p_value
+
+
+def run_train_setting(job: tuple) -> dict:
+    """Ship rates with and without the evidence, on the same simulated users: (metric, n dev, m evidence, factors,
+    runs, seed, planted gain or None)."""
+    metric, n, m, factors, runs, seed, gain = job
+    started = time.perf_counter()
+    rng = np.random.default_rng([seed, n, m, len(factors), int(1000 * factors[0]), 3])
+    picks: dict[str, list] = {"train": [], "dev": []}
+    for run in range(runs):
+        gold, unchanged, checkpoints = simulate(rng, n + m, factors, metric)
+        for rule in picks:
+            picks[rule].append(train_rule(gold, unchanged, checkpoints, metric, seed * 100_000 + run, n, rule == "train"))
+    return {"metric": metric, "n": n, "m": m, "factors": factors, "gain": gain, "shipped": picks, "seconds": time.perf_counter() - started}
+
+
+def train_section(args, factors: dict) -> list[str]:
+    """The train-set simulation's section of the page (heading included)."""
+    started = time.perf_counter()
+    jobs = []
+    for metric in METRICS:
+        for n in TRAIN_SIZES:
+            for m in TRAIN_EVIDENCE:
+                for k in CANDIDATES:
+                    jobs.append((metric, n, m, [1.0] * k, args.train_null_runs, 4, None))
+                for gain in TRAIN_GAINS:
+                    planted = [1.0, factors[(metric, gain)]] + [1.0] * (POWER_CANDIDATES - 2)  # the better one label-free; 0 is supervised
+                    jobs.append((metric, n, m, planted, args.train_power_runs, 5, gain))
+    with ProcessPoolExecutor(args.workers) as pool:
+        done = list(pool.map(run_train_setting, jobs))
+    import os
+
+    lines = [
+        TRAIN_HEADING,
+        "",
+        f"Measured {datetime.now(UTC).date()} ({(time.perf_counter() - started) / 60:.0f} min on 2 CPU cores shared with other work, load "
+        f"average {os.getloadavg()[0]:.1f} at the end) by:",
+        "",
+        "```",
+        command_line(),
+        "```",
+        "",
+        "A smaller configuration than the tables above (fewer runs per setting, two dev sizes, two evidence sizes): the",
+        "simulated users of this page who also hold m evidence pairs of `--train` from the same distribution (the model is",
+        "in the runner's docstring). Candidate 0 trained on the evidence selection part, as adapt's supervised candidates",
+        "do, and is judged on the dev pairs and the evidence confirmation part only; the others read no label. **with",
+        "train**: `sentune/adapt/decide.py` with the evidence; **dev only**: the same users decided on their dev pairs alone.",
+        "",
+        "### No candidate is better: how often one is shipped anyway (a calibrated rule: ≤ 5 %)",
+        "",
+        f"| metric | dev pairs | evidence pairs | K candidates | with train, p ≤ {LEVEL:g} [95 % CI] (runs) | dev only, p ≤ {LEVEL:g} |",
+        "|---|---|---|---|---|---|",
+    ]
+    null = [r for r in done if r["gain"] is None]
+    for r in sorted(null, key=lambda r: (r["metric"], r["n"], r["m"], len(r["factors"]))):
+        with_train, alone = (rate(sum(shipped(p) >= 0 for p in r["shipped"][rule]), len(r["shipped"][rule])) for rule in ("train", "dev"))
+        r["rates"] = with_train
+        lines.append(f"| {r['metric']} | {r['n']} | {r['m']} | {len(r['factors'])} | {percent(with_train)} | {percent(alone)} |")
+    worst = max(null, key=lambda r: r["rates"]["high"])
+    pooled = rate(sum(r["rates"]["hits"] for r in null), sum(r["rates"]["runs"] for r in null))
+    lines += [
+        "",
+        f"With train, all null settings together: {percent(pooled)}. Every null setting: at most {100 * max(r['rates']['rate'] for r in null):.1f} % shipped; the highest upper interval end is "
+        f"{100 * worst['rates']['high']:.1f} % ({worst['metric']}, {worst['n']} dev pairs, {worst['m']} evidence pairs, K = {len(worst['factors'])}).",
+        "",
+        f"### A planted gain (K = {POWER_CANDIDATES}: one better label-free candidate, the supervised one and the others with no gain)",
+        "",
+        "| metric | gain (points) | dev pairs | evidence pairs | with train: better one shipped | with train: a no-gain one shipped | dev only: better one shipped |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted((r for r in done if r["gain"] is not None), key=lambda r: (r["metric"], r["gain"], r["n"], r["m"])):
+        better = {rule: rate(sum(shipped(p) == 1 for p in r["shipped"][rule]), len(r["shipped"][rule])) for rule in ("train", "dev")}
+        wrong = rate(sum(shipped(p) >= 0 and shipped(p) != 1 for p in r["shipped"]["train"]), len(r["shipped"]["train"]))
+        lines.append(f"| {r['metric']} | +{r['gain']:g} | {r['n']} | {r['m']} | {percent(better['train'])} | {percent(wrong)} | {percent(better['dev'])} |")
+    lines += [""]
+    return lines
+
+
+def put_train_section(page: Path, section: list[str]) -> None:
+    """Replace the train-set section of a rendered calibration page (or add it before the real null's)."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    if TRAIN_HEADING in lines:
+        start = lines.index(TRAIN_HEADING)
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    else:
+        start = end = lines.index(REAL_NULL_HEADING) if REAL_NULL_HEADING in lines else len(lines)
+    page.write_text("\n".join(lines[:start] + section + lines[end:]) + "\n", encoding="utf-8")
+
+
 def shipped(pick: tuple[int, float | None], level: float = LEVEL) -> int:
     """The new rule's shipped candidate at `level`, or -1."""
     index, p_value = pick
@@ -166,10 +290,17 @@ def main() -> None:
     parser.add_argument("--old-runs", type=int, default=300, help="simulated users per setting, old rule")
     parser.add_argument("--power-runs", type=int, default=300, help="simulated users per planted-gain setting, new rule")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--train-only", action="store_true", help="run only the users with a train set, and rewrite only their section of --out")
+    parser.add_argument("--train-null-runs", type=int, default=500, help="simulated users per null setting with a train set")
+    parser.add_argument("--train-power-runs", type=int, default=200, help="simulated users per planted-gain setting with a train set")
     args = parser.parse_args()
     started = time.perf_counter()
 
     factors = {(m, g): factor_for(m, g) for m in METRICS for g in GAINS}
+    if args.train_only:
+        put_train_section(Path(args.out), train_section(args, factors))
+        print(f"updated {args.out}: {TRAIN_HEADING[3:]}")
+        return
     jobs = []
     for metric in METRICS:
         for n in SIZES:
@@ -213,6 +344,7 @@ def main() -> None:
     plot = Path(args.out).with_name("adapt_calibration_power.png")
     power_plot(power, plot)
     write_page(args.out, null, power, detectable, factors, plot, time.perf_counter() - started)
+    put_train_section(Path(args.out), train_section(args, factors))
 
 
 def detectable_gains(power: list[dict]) -> dict[str, dict[str, float | None]]:

@@ -9,6 +9,13 @@ supervised --seed r` runs on it: the supervised candidate fine-tunes on the shuf
 is scored out of fold there, and is confirmed or not on the untouched half. `--all-shuffled` permutes every dev
 label instead (then no model can be better on either half). Finished runs are read back (resumable).
 
+`--train-pairs N` (users with a train set): run r also gives adapt `--train`, a seeded sample of N pairs of the
+example's train split whose labels are permuted among themselves except on the train pairs adapt's evidence sample
+puts in its confirmation part (sentune.adapt.evidence.sample_evidence with seed r: the supervised candidate never trains
+on those, and they confirm beside the dev confirmation half). Everything the supervised candidate trains on, and every
+selection label, is then noise; the confirmation pairs, dev and train, keep their labels. Its runs are kept apart
+(adapt-shuffled-null-train) and its page is adapt_shuffled_null_train.md.
+
     python benchmarks/runners/adapt_shuffled_null.py --runs 73
 
 Its runs are kept in benchmarks/results/runs/adapt-shuffled-null/results.json, and the calibration page's last section
@@ -30,6 +37,7 @@ import adapt_calibration as calibration  # its own folder (rates with Wilson int
 import numpy as np
 
 from sentune.adapt.decide import split_dev
+from sentune.adapt.evidence import sample_evidence
 from sentune.adapt.examples import write_example
 from sentune.analysis.pages import command_line
 from sentune.data.catalog import resolve_data_dir
@@ -45,6 +53,22 @@ def shuffled_dev(pairs: list, seed: int, everything: bool) -> list[tuple[str, st
     return [(p.a, p.b, float(y)) for p, y in zip(pairs, labels, strict=True)]
 
 
+def shuffled_train(pairs: list, size: int, seed: int) -> list[tuple[str, str, float]]:
+    """A seeded sample of `size` train pairs, labels permuted among themselves except on the evidence confirmation
+    pairs adapt draws with this seed (sentune.adapt.evidence: which pairs they are depends only on how many there are,
+    for graded labels)."""
+    chosen = [pairs[i] for i in sorted(random.Random(seed).sample(range(len(pairs)), size))]
+    gold = np.array([p.score for p in chosen])
+    indices, split = sample_evidence(gold, seed=seed)
+    kept = set(indices[split.confirm].tolist())
+    noise = np.array([i for i in range(size) if i not in kept])
+    labels = gold.copy()
+    labels[noise] = np.random.default_rng(seed).permutation(gold[noise])
+    again, again_split = sample_evidence(labels, seed=seed)  # adapt draws the same evidence from the shuffled file (0/1 labels may not)
+    assert again.tolist() == indices.tolist() and again_split.confirm.tolist() == split.confirm.tolist(), "use an example with graded labels"
+    return [(p.a, p.b, float(y)) for p, y in zip(chosen, labels, strict=True)]
+
+
 def one_run(run: int, args, example, runs: Path) -> dict:
     out = runs / f"run-{run}"
     done = out / "results.json"
@@ -55,6 +79,11 @@ def one_run(run: int, args, example, runs: Path) -> dict:
         dev = out.parent / f"dev-{run}.tsv"
         write_scored_pairs(dev, shuffled_dev([pairs[i] for i in sample], run, args.all_shuffled))
         command = ["sentune", "adapt", "--model", args.model, "--corpus", str(example.corpus), "--dev", str(dev)]
+        if args.train_pairs:
+            assert example.train is not None, f"--example {args.example} has no train split"
+            train = out.parent / f"train-{run}.tsv"
+            write_scored_pairs(train, shuffled_train(read_scored_pairs(example.train).pairs, args.train_pairs, run))
+            command += ["--train", str(train)]
         command += ["--methods", "supervised", "--seed", str(run), "--prune", "--quiet", "--out", str(out)]  # keep no fold models
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     results = json.loads(done.read_text())
@@ -75,6 +104,7 @@ def main() -> None:
     parser.add_argument("--render-only", action="store_true", help="write the pages again from the kept runs (no adapt run)")
     parser.add_argument("--model", default="default")
     parser.add_argument("--all-shuffled", action="store_true", help="permute every dev label, not only the selection part's")
+    parser.add_argument("--train-pairs", type=int, default=0, help="also give adapt --train: this many train pairs, shuffled but for the confirming ones")
     parser.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     parser.add_argument("--runs-dir", default="benchmarks/runs/adapt-shuffled-null")
     parser.add_argument("--out", help="the page (default benchmarks/results/adapt_shuffled_null.md, _all.md with --all-shuffled)")
@@ -82,28 +112,29 @@ def main() -> None:
         "--calibration-page", default="benchmarks/results/adapt_calibration.md", help="whose real-null section these runs fill (selection labels shuffled only)"
     )
     args = parser.parse_args()
-    kept = kept_path(args.all_shuffled)
+    kept = kept_path(args.all_shuffled, bool(args.train_pairs))
     if args.render_only:
         facts = json.loads(kept.read_text())
     else:
         started = time.perf_counter()
-        runs = Path(args.runs_dir) / ("all" if args.all_shuffled else "selection")
+        runs = Path(args.runs_dir) / (("all" if args.all_shuffled else "selection") + (f"-train-{args.train_pairs}" if args.train_pairs else ""))
         example = write_example(args.example, resolve_data_dir(args.data), runs / "example")
         with ThreadPoolExecutor(args.workers) as pool:  # each run is an `sentune adapt` process of its own
             found = list(pool.map(lambda r: one_run(r, args, example, runs), range(1, args.runs + 1)))
         # "meta" as every kept results.json has it (the renderers that scan benchmarks/results/runs read it)
         facts = {"meta": {"command": command_line(), "date": datetime.now(UTC).isoformat(timespec="seconds"), "code": code_commit()}}
         facts["example"] = args.example
-        facts |= {"model": args.model, "dev_pairs": args.dev_pairs, "all_shuffled": args.all_shuffled, "runs": len(found)}
+        facts |= {"model": args.model, "dev_pairs": args.dev_pairs, "all_shuffled": args.all_shuffled, "runs": len(found), "train_pairs": args.train_pairs}
         facts |= {"minutes": (time.perf_counter() - started) / 60, "found": found}
         facts["shipped"] = calibration.rate(sum(f["chosen"] != "unchanged" for f in found), len(found))
         kept.parent.mkdir(parents=True, exist_ok=True)
         kept.write_text(json.dumps(facts, indent=2) + "\n")
-    out = Path(args.out or f"benchmarks/results/adapt_shuffled_null{'_all' if facts['all_shuffled'] else ''}.md")
+    train = bool(facts.get("train_pairs"))
+    out = Path(args.out or f"benchmarks/results/adapt_shuffled_null{'_all' if facts['all_shuffled'] else ''}{'_train' if train else ''}.md")
     out.write_text(page(facts), encoding="utf-8")
     print(f"wrote {out}: shipped {facts['shipped']['hits']} of {facts['runs']}")
     calibration_page = Path(args.calibration_page)
-    if not facts["all_shuffled"] and calibration_page.is_file():
+    if not facts["all_shuffled"] and not train and calibration_page.is_file():
         calibration.put_real_null(calibration_page, kept)
         print(f"updated {calibration_page}: {calibration.REAL_NULL_HEADING[3:]}")
 
@@ -124,15 +155,19 @@ def code_commit() -> str | None:
         return None
 
 
-def kept_path(all_shuffled: bool) -> Path:
-    """Where the runs are kept: the calibration page reads the selection-shuffled ones (REAL_NULL)."""
+def kept_path(all_shuffled: bool, train: bool = False) -> Path:
+    """Where the runs are kept: the calibration page reads the selection-shuffled ones without a train set (REAL_NULL)."""
     folder = calibration.REAL_NULL.parent
+    if train:
+        return folder.with_name(folder.name + ("-all" if all_shuffled else "") + "-train") / "results.json"
     return folder.with_name(folder.name + "-all") / "results.json" if all_shuffled else calibration.REAL_NULL
 
 
 def page(facts: dict) -> str:
     """The page of every run, from the kept facts alone (so --render-only writes the same page)."""
     what = "every dev label" if facts["all_shuffled"] else "the selection part's labels"
+    if facts.get("train_pairs"):
+        what += f", with {facts['train_pairs']} train pairs whose labels are permuted but for the confirming ones"
     lines = [
         f"# Shuffled labels: how often `sentune adapt` ships a supervised candidate that learned nothing ({what} permuted)",
         "",

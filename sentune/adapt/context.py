@@ -40,6 +40,7 @@ class Context:
     plan: Any = None  # sentune.adapt.candidates.Plan: the run's candidates, for those built on another
     records: dict[str, CandidateRecord] = field(default_factory=dict)
     time_plan: Any = None  # sentune.adapt.time_plan.TimePlan under --time
+    evidence: Any = None  # sentune.adapt.evidence.Evidence: --train's pairs that judge too (pairs runs; sentune.adapt.train_evidence)
 
     def __post_init__(self) -> None:
         self.scorer = self._scoring(self.scorer)
@@ -70,8 +71,10 @@ class Context:
         raise NotImplementedError
 
     def eval_texts(self) -> int:
-        """How many texts scoring a model encodes: every dev and test text (search: the queries and the corpus)."""
-        return len(self.scorer.sentences())
+        """How many texts scoring a model encodes: every dev and test text (search: the queries and the corpus), and
+        those of --train's evidence pairs when they judge (sentune.adapt.train_evidence)."""
+        judging = self.evidence is not None and self.evidence.judges
+        return len(self.scorer.sentences()) + (2 * len(self.evidence.indices) if judging else 0)
 
     def selection_texts(self) -> int:
         """How many texts one evaluation on the selection units encodes (search: with their pool)."""

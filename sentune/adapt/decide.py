@@ -16,13 +16,32 @@ pre-registered comparison on all of them would detect; the calibration page meas
 Other honest designs (a smaller selection part, the parts swapped, all candidates tested at once on every pair by
 step-down max-T) are measured against this one in benchmarks/results/adapt_designs.md: max-T is the most powerful
 there only because its candidates read no dev pair, which rules out every choice listed above.
+
+With --train (pairs runs), the labelled train pairs a candidate never read are evidence too (sentune.adapt.evidence): a
+seeded sample of them (the evidence pairs, at most EVIDENCE_CAP) is split by the same rule as the dev pairs, its
+selection part joining the dev selection part and its confirmation part the dev confirmation part (TrainJudges). A
+label-free candidate (poolings, post-processors, trained, SED, WiSE of a label-free one) is judged on every evidence
+pair: nothing it learned read a label. A candidate that trains on --train (the supervised ones) trains on it without the
+evidence confirmation pairs, and is judged on those as it is and on the dev pairs; the evidence selection pairs it
+trained on judge it nowhere (its record lists the train pairs it trained on; so does a candidate built on it, WiSE,
+through its source). This is the hold-out of data splitting again (Cox 1975) rather than K-fold cross-fitting of the
+train pairs (Stone 1974; sentune.adapt.crossfit, which adapt uses without --train): the model confirmed is the model
+shipped, no label of a confirmation pair reaches any choice (fold models trained on one another's confirmation pairs
+would let them reach the selection), and it adds no training, at the cost of the evidence confirmation pairs left out
+of the supervised training (at most a quarter of --train, sentune.adapt.evidence). Each candidate is compared with the
+unchanged model on the pairs that judge it (its gain over the unchanged model on its own selection pairs picks the best)
+and confirmed on its own confirmation pairs; every choice inside a candidate (checkpoints, races, mixes) still reads the
+dev selection pairs only. So the guarantee above stands, with more confirmation pairs; the calibration page measures it
+with simulated train sets. Train pairs of another scale, label distribution or domain than the dev pairs would confirm
+a gain the dev pairs do not measure: then the dev pairs alone decide (sentune.adapt.evidence's checks, measured on
+benchmarks/results/adapt_train_shift.md).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -63,12 +82,50 @@ def selection_scores(gold: np.ndarray, split: DevSplit, scores: dict[str, np.nda
 
 
 @dataclass(frozen=True)
+class TrainJudges:
+    """--train's evidence pairs (sentune.adapt.evidence): their labels, their split into selection and confirmation
+    parts, and the scores of the systems they may judge: the baseline's, and each candidate's, NaN on the evidence pairs
+    it (or a model it is built on) trained on. A candidate without scores here is judged on the dev pairs alone."""
+
+    gold: np.ndarray
+    split: DevSplit
+    scores: dict[str, np.ndarray]
+
+    def judging(self, name: str, part: str) -> np.ndarray:
+        """The evidence positions of `part` (select or confirm) that judge `name`: those it has a score of."""
+        index = getattr(self.split, part)
+        return index[np.isfinite(self.scores[name][index])] if name in self.scores else index[:0]
+
+
+@dataclass(frozen=True)
 class Decision:
     name: str  # the chosen candidate, or the baseline's name
     best: str | None  # the best candidate on the selection pairs, confirmed or not
-    selection: dict[str, float]  # every system's selection score
+    selection: dict[str, float]  # every system's selection score (the baseline's on every selection pair)
     confirmation: Confirmation | None  # the best candidate against the baseline on the confirmation pairs
     reason: str
+    judged: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # per system: {select, confirm} → {dev, train} pairs
+    ahead: dict[str, float] = field(default_factory=dict)  # per candidate: its selection score minus the baseline's on the same pairs
+
+
+def _judged(name: str, split: DevSplit, train: TrainJudges | None) -> dict[str, dict[str, int]]:
+    return {part: {"dev": len(getattr(split, part)), "train": 0 if train is None else len(train.judging(name, part))} for part in ("select", "confirm")}
+
+
+def _part(gold: np.ndarray, split: DevSplit, scores: np.ndarray, part: str, train: TrainJudges | None, judged: str, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The labels and `name`'s scores of `part` (select or confirm) of the dev pairs, and of the evidence pairs that
+    judge the candidate `judged` (a candidate and the baseline are compared on the same pairs)."""
+    index = getattr(split, part)
+    if train is None:
+        return gold[index], scores[index]
+    extra = train.judging(judged, part)
+    if not len(extra):
+        return gold[index], scores[index]
+    return np.concatenate([gold[index], train.gold[extra]]), np.concatenate([scores[index], train.scores[name][extra]])
+
+
+def _count(judged: dict[str, int], unit: str) -> str:
+    return f"{judged['dev']} {unit}" if not judged["train"] else f"{judged['dev'] + judged['train']} {unit} ({judged['dev']} dev + {judged['train']} train)"
 
 
 def decide(
@@ -80,43 +137,70 @@ def decide(
     seed: int = 0,
     stop_above: float | None = None,
     unit: str = "pairs",
+    train: TrainJudges | None = None,
 ) -> Decision:
     """The candidate best on the selection pairs replaces the baseline when the confirmation pairs confirm it (p ≤ LEVEL);
     a candidate no better than the baseline on the selection pairs is not tested. `gold` and the scores cover every dev
     pair; the split says which part each choice reads. `stop_above`: see paired_permutation_test (simulations only).
-    `unit`: what the dev set is made of, for the reason's words (pairs, or queries for retrieval)."""
+    `unit`: what the dev set is made of, for the reason's words (pairs, or queries for retrieval). `train`: evidence
+    pairs that judge some candidates too; each candidate is then compared with the baseline on its own pairs (its
+    selection score minus the baseline's on the same pairs) and confirmed on its own confirmation pairs."""
     base_name, base_scores = baseline
-    selection = selection_scores(gold, split, {base_name: base_scores, **candidates}, metric)
+    if train is not None and (base_name not in train.scores or not any(name in train.scores for name in candidates)):
+        train = None  # the evidence judges nothing without the baseline's scores of it, or without a candidate's
+    judged = {name: _judged(name, split, train) for name in (base_name, *candidates)}
+    if train is None:
+        selection = selection_scores(gold, split, {base_name: base_scores, **candidates}, metric)
+        ahead = {name: selection[name] - selection[base_name] for name in candidates}
+        against = {name: selection[base_name] for name in candidates}
+    else:
+        selection, against = {}, {}
+        for name, scores in {base_name: base_scores, **candidates}.items():
+            part_gold, part_scores = _part(gold, split, scores, "select", train, name, name)
+            _, base_part = _part(gold, split, base_scores, "select", train, name, base_name)
+            pair = METRICS[metric].rows(part_gold, np.stack([part_scores, base_part]))
+            selection[name], against[name] = float(pair[0]), float(pair[1])
+        ahead = {name: selection[name] - against[name] for name in candidates}
     if not candidates:
-        return Decision(base_name, None, selection, None, "no candidate to compare")
-    best = max(candidates, key=lambda name: selection[name])  # the first listed on a tie
-    ahead = selection[best] - selection[base_name]
-    if ahead <= 0:
+        return Decision(base_name, None, selection, None, "no candidate to compare", judged)
+    # the first listed on a tie; without evidence every candidate reads the same pairs: the best score is the best gain
+    best = max(candidates, key=lambda name: selection[name] if train is None else ahead[name])
+    words = _count(judged[best]["select"], unit)
+    if ahead[best] <= 0:
         return Decision(
             base_name,
             best,
             selection,
             None,
-            f"no candidate scores above {base_name} on the {len(split.select)} selection {unit} (the best, {best}: "
-            f"{selection[best]:.2f} vs {selection[base_name]:.2f}): {base_name} is kept",
+            f"no candidate scores above {base_name} on the {words.replace(f' {unit}', f' selection {unit}', 1)} (the best, {best}: "
+            f"{selection[best]:.2f} vs {against[best]:.2f}): {base_name} is kept",
+            judged,
+            ahead,
         )
-    found = paired_permutation_test(gold[split.confirm], candidates[best][split.confirm], base_scores[split.confirm], metric, seed=seed, stop_above=stop_above)
-    where = f"on the {found.pairs} confirmation {unit} no choice read: {found.candidate:.2f} vs {found.baseline:.2f}, p = {found.p_value:.3f}"
+    gold_confirm, best_confirm = _part(gold, split, candidates[best], "confirm", train, best, best)
+    _, base_confirm = _part(gold, split, base_scores, "confirm", train, best, base_name)
+    found = paired_permutation_test(gold_confirm, best_confirm, base_confirm, metric, seed=seed, stop_above=stop_above)
+    confirm_words = _count(judged[best]["confirm"], unit).replace(f" {unit}", f" confirmation {unit}", 1)
+    where = f"on the {confirm_words} no choice read: {found.candidate:.2f} vs {found.baseline:.2f}, p = {found.p_value:.3f}"
     if found.confirmed:
         return Decision(
             best,
             best,
             selection,
             found,
-            f"{best} is best on the selection {unit} ({selection[best]:.2f} vs {selection[base_name]:.2f}) and beats {base_name} {where} (≤ {LEVEL:g})",
+            f"{best} is best on the selection {unit} ({selection[best]:.2f} vs {against[best]:.2f}) and beats {base_name} {where} (≤ {LEVEL:g})",
+            judged,
+            ahead,
         )
     return Decision(
         base_name,
         best,
         selection,
         found,
-        f"the best candidate on the selection {unit}, {best} ({selection[best]:.2f} vs {selection[base_name]:.2f}), is not confirmed {where} "
+        f"the best candidate on the selection {unit}, {best} ({selection[best]:.2f} vs {against[best]:.2f}), is not confirmed {where} "
         f"(> {LEVEL:g}): {base_name} is kept",
+        judged,
+        ahead,
     )
 
 

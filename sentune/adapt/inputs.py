@@ -16,6 +16,7 @@ import numpy as np
 
 from sentune.adapt.budget import AdaptError, Budget
 from sentune.adapt.decide import MIN_DEV_PAIRS, DevSplit, split_dev
+from sentune.adapt.evidence import scale_shift
 from sentune.adapt.names import RULE
 from sentune.data.beir import Document, RetrievalSet, write_beir_folder
 from sentune.data.catalog import load_task, select_tasks, sha256_of
@@ -40,7 +41,7 @@ class AdaptConfig:
     dev_qrels: Path | None = None  # retrieval: --dev is then a queries file (sentune.adapt.retrieval_inputs)
     test_qrels: Path | None = None
     queries_from: Path | None = None  # retrieval: generated `query<TAB>passage` pairs, the GenQ candidate's training data
-    train: Path | None = None  # labelled pairs the supervised candidates train on, apart from dev and test (never select or confirm)
+    train: Path | None = None  # labelled pairs the supervised candidates train on, apart from dev and test (those they never read also judge)
     labels: bool = True  # False (--no-labels): the label-free candidates only
     methods: tuple[str, ...] = ()
     budget: Budget = field(default_factory=Budget)
@@ -107,6 +108,7 @@ class Inputs:
     split: DevSplit  # which dev pairs (or queries) select and which confirm (sentune.adapt.decide)
     generated: list[tuple[str, str]] | None = None  # search: --queries-from's (query, passage) pairs
     train_sha256: str | None = None  # the digest of --train as written under OUT/data (None without it)
+    train_shift: str | None = None  # pairs: why --train's labels are on another scale than the dev pairs' (sentune.adapt.evidence)
 
     @property
     def dev(self) -> ScoredPairs | RetrievalSet:
@@ -157,7 +159,7 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
     test = read_scored_pairs(config.test) if config.test is not None else None
     if test is not None:
         _warn_shared_pairs(dev_rows, test, config)
-    train_rows = _train_pairs(config, dev_rows, test) if config.train is not None else None
+    train_rows, train_shift = _train_pairs(config, dev_rows, test) if config.train is not None else (None, None)
     split = split_dev(np.array([r[2] for r in dev_rows]), seed=config.seed)
     files = {
         "corpus.txt": lambda path: write_corpus(path, corpus),
@@ -176,7 +178,7 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
         pairs_as_written(data / "test.tsv", [(p.a, p.b, p.score) for p in test.pairs]) if test is not None else None,
         pairs_as_written(data / "train.tsv", train_rows) if train_rows is not None else None,
     )
-    return Inputs(corpus, task, dev_label, split, train_sha256=train_sha256)
+    return Inputs(corpus, task, dev_label, split, train_sha256=train_sha256, train_shift=train_shift)
 
 
 def _prepare_retrieval(config: AdaptConfig, out: Path) -> Inputs:
@@ -240,9 +242,10 @@ def _write_claimed(out: Path, config: AdaptConfig, files: dict, parts: dict[str,
     return data, train_sha256
 
 
-def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], test: ScoredPairs | None) -> list[tuple[str, str, float]]:
+def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], test: ScoredPairs | None) -> tuple[list[tuple[str, str, float]], str | None]:
     """--train's labelled pairs, refused (one line naming both files) when one is also a dev or test pair: a pair it
-    trained on would then select, confirm or test it."""
+    trained on would then select, confirm or test it; and why their labels as written are on another scale than the dev
+    pairs' (None: the same; sentune.adapt.evidence.scale_shift: such pairs train, and never judge)."""
     assert config.train is not None
     found = read_scored_pairs(config.train)
     dev_name = config.dev or DEFAULT_DEV
@@ -264,6 +267,7 @@ def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], te
                 "a train file must share no pair with the dev or test set"
             )
     rows = [(p.a, p.b, p.score) for p in found.pairs]
+    shift = scale_shift(np.array([r[2] for r in dev_rows]), np.array([r[2] for r in rows]))
     if found.kind == "binary" and graded_dev:
         logger.warning(
             "--train %s has 0/1 labels, the dev pairs (%s) graded scores: the supervised candidate trains CoSENT on them, each pair labelled 1 "
@@ -271,8 +275,8 @@ def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], te
             config.train,
             dev_name,
         )
-        return rows
-    return _on_the_dev_scale(rows, [r[2] for r in dev_rows], config.train, dev_name) if found.kind == "scores" else rows
+        return rows, shift
+    return (_on_the_dev_scale(rows, [r[2] for r in dev_rows], config.train, dev_name) if found.kind == "scores" else rows), shift
 
 
 def _on_the_dev_scale(rows: list[tuple[str, str, float]], dev_scores: list[float], train: Path, dev_name: Path | str) -> list[tuple[str, str, float]]:

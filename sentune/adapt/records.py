@@ -52,6 +52,7 @@ class CandidateRecord:
     trained_on: TrainedOn | None = None  # labels it trained on: --train's, or the selection part's (cross-fitted)
     dev_indices_trained_on: list[int] | None = None  # the dev units its training read ([]: none)
     fold_dev_indices_trained_on: list[list[int]] | None = None  # cross-fitted: each fold model's
+    train_indices_trained_on: list[int] | None = None  # the --train pairs (their 0-based rows) its training read
     source: str | None = None  # the candidate it is built from (SED's seeds, wise's tuned end, a hybrid's dense part)
     fusion: Fusion | None = None  # search: how it fuses BM25 with its source
     detail: dict = field(default_factory=dict)
@@ -93,6 +94,7 @@ class CandidateRecord:
             "trained_on": None if self.trained_on is None else words[self.trained_on],
             "dev_indices_trained_on": self.dev_indices_trained_on,
             "fold_dev_indices_trained_on": self.fold_dev_indices_trained_on,
+            "train_indices_trained_on": self.train_indices_trained_on,
             "source": self.source,
             "fusion": None if self.fusion is None else self.fusion.to_dict(),
         }
@@ -117,6 +119,7 @@ class CandidateRecord:
             trained_on=None if trained_on is None else TRAINED_ON_WORDS[trained_on],
             dev_indices_trained_on=rest.pop("dev_indices_trained_on", None),
             fold_dev_indices_trained_on=rest.pop("fold_dev_indices_trained_on", None),
+            train_indices_trained_on=rest.pop("train_indices_trained_on", None),
             source=rest.pop("source", None),
             fusion=None if fusion is None else Fusion.from_dict(fusion),
             detail=rest,

@@ -52,6 +52,9 @@ def candidate_table(results: dict) -> str:
             note = f"stopped by the race at step {c['stopped']['at_step']} (best so far: step {c['stopped']['best_step']}): {c['stopped']['reason']}"
         elif c.get("best_checkpoint"):
             note += f"{'; ' if note else ''}step {c['best_checkpoint']['step']}"
+        judged = c.get("judged_on") or {}
+        if any(judged.get(part, {}).get("train") for part in ("select", "confirm")):
+            note += f"{'; ' if note else ''}judged on {judged['select']['train']} + {judged['confirm']['train']} train pairs too (select + confirm)"
         mix = wise_mix(c)
         if mix is not None:
             note += f"{'; ' if note else ''}{1 - mix:g}·unchanged + {mix:g}·{c['source']}"
@@ -67,6 +70,20 @@ def candidate_table(results: dict) -> str:
         row += [f"{c['seconds'] / 60:.1f}", note]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
+
+
+def train_evidence_lines(evidence: dict | None) -> list[str]:
+    """What the page says of --train's pairs as judges (sentune.adapt.evidence); nothing without --train."""
+    if not evidence:
+        return []
+    if not evidence["judges"]:
+        return [f"Train: {evidence['train_pairs']} pairs, which only train: the dev pairs alone select and confirm ({evidence['shift']}).", ""]
+    return [
+        f"Train: {evidence['train_pairs']} pairs; {evidence['evidence_pairs']} of them judge every candidate that never trained on them too: "
+        f"{evidence['select_pairs']} join the selection pairs, {evidence['confirm_pairs']} the confirmation pairs (the supervised candidates "
+        "train without those). The note says which train pairs judged each candidate.",
+        "",
+    ]
 
 
 def baseline(candidate: dict) -> bool:
@@ -114,6 +131,7 @@ def render_markdown(results: dict, plots: list[tuple[str, str]]) -> str:
         "(read by nothing else)."
         + (f" Test: {counted(meta['test'])} {unit}, {METRICS[meta['test']['metric']].label} (never used for the choice)." if meta["test"] else " No test set."),
         "",
+        *train_evidence_lines(meta.get("train_evidence")),
         f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.",
         "",
         f"The rule: the candidate best on the selection pairs replaces the unchanged model when a one-sided paired permutation test "

@@ -29,11 +29,11 @@ import numpy as np
 
 from sentune.adapt.candidates import Candidate, Plan, own_pooling, plan
 from sentune.adapt.context import Context, PairsContext
-from sentune.adapt.decide import detectable_gain
 from sentune.adapt.inputs import AdaptConfig, Inputs, prepare
 from sentune.adapt.names import UNCHANGED
 from sentune.adapt.records import load_record, record_path
 from sentune.adapt.search_context import SearchContext, as_search
+from sentune.adapt.train_evidence import draw_evidence, say_detectable_gain
 from sentune.core.memory import map_large_allocations
 from sentune.core.models import load_model
 from sentune.modules.build import save_atomic
@@ -123,13 +123,8 @@ def adapt(
         f"{len(inputs.split.confirm)} confirm); " + (f"test {config.test} ({inputs.test.units} {inputs.test.unit})" if inputs.test else "no test set"),
         flush=True,
     )
-    gain = detectable_gain(inputs.dev.metric, inputs.dev.units)
-    if gain is not None:
-        print(
-            f"with {inputs.dev.units} dev pairs, a candidate about {gain:.1f} points better than the model is confirmed 80 % of the time "
-            "(benchmarks/results/adapt_calibration.md); smaller gains will usually keep the model as it is",
-            flush=True,
-        )
+    ctx.evidence = draw_evidence(ctx)  # before any candidate: the supervised ones leave its confirmation pairs out
+    say_detectable_gain(ctx)
     if config.time_limit is not None:
         ctx.time_plan = _plan_time(candidates, ctx, started)
     total = len(candidates.all)
@@ -138,7 +133,7 @@ def adapt(
     _race_trained(candidates, ctx)
     for index, candidate in enumerate(list(candidates.after_race), start=len(candidates.before_race) + len(candidates.raced) + 1):
         _run_candidate(candidate, candidates, f"[{index}/{total}]", ctx)
-    results = select(ctx.records, candidates.all, inputs, inputs.split, out, config)
+    results = select(ctx.records, candidates.all, inputs, inputs.split, out, config, ctx=ctx)
     if ctx.time_plan is not None:
         results["meta"]["time"] = ctx.time_plan.summary()
     _save_choice(results, candidates, ctx)

@@ -17,6 +17,7 @@ from sentune.adapt.candidates import Candidate
 from sentune.adapt.decide import SELECT_FRACTION, DevSplit, decide
 from sentune.adapt.names import BM25, RULE, UNCHANGED
 from sentune.adapt.records import CandidateRecord
+from sentune.adapt.train_evidence import evidence_meta, judges
 from sentune.core.metrics import METRICS
 from sentune.core.usage import process_usage
 from sentune.tasks.bootstrap import RESAMPLES, paired_bootstrap, resamples, score_interval
@@ -42,17 +43,21 @@ def _split_rows(gold: np.ndarray, scores: dict[str, np.ndarray], metric: str, se
     return rows
 
 
-def select(records: dict[str, CandidateRecord], candidates: list[Candidate], inputs, split: DevSplit, out: Path, config) -> dict:
+def select(records: dict[str, CandidateRecord], candidates: list[Candidate], inputs, split: DevSplit, out: Path, config, ctx=None) -> dict:
     """The decision and every candidate's rows. A candidate the race stopped has its selection cosines only: it is
     reported on the selection pairs and is not eligible (the race already chose against it). Each candidate's entry
-    is its record with what its class says it is (`dense`), whether it could be chosen (`eligible`), and its rows."""
+    is its record with what its class says it is (`dense`), whether it could be chosen (`eligible`), and its rows;
+    an eligible one's also with the pairs that judged it (`judged_on`: dev and --train pairs, sentune.adapt.decide)
+    and its selection score on them beside the unchanged model's gain there (`ahead`). `ctx`: the run's context, whose
+    --train evidence pairs judge too (sentune.adapt.train_evidence); None: the dev pairs alone."""
     loaded = {c.name: dict(np.load(out / "candidates" / c.name / "scores.npz")) for c in candidates if records[c.name].scored}
     scored = {name: s for name, s in loaded.items() if "dev" in s}
     stopped = {name: s["select"] for name, s in loaded.items() if "dev" not in s}
     eligible = {c.name: scored[c.name]["dev"] for c in candidates if c.eligible and c.name in scored and c.name != UNCHANGED}
     dev_gold = inputs.dev.gold
     metric = inputs.dev.metric
-    decision = decide(dev_gold, split, (UNCHANGED, scored[UNCHANGED]["dev"]), eligible, metric, seed=config.seed, unit=inputs.dev.unit)
+    train = judges(candidates, ctx, set(eligible)) if ctx is not None else None
+    decision = decide(dev_gold, split, (UNCHANGED, scored[UNCHANGED]["dev"]), eligible, metric, seed=config.seed, unit=inputs.dev.unit, train=train)
     results: dict = {
         "meta": {
             "model": config.model,
@@ -68,6 +73,7 @@ def select(records: dict[str, CandidateRecord], candidates: list[Candidate], inp
                 f"confirm_{inputs.dev.unit}": len(split.confirm),
                 "select_fraction": SELECT_FRACTION,
             },
+            "train_evidence": None if ctx is None else evidence_meta(ctx.evidence, inputs.task.train),
             "test": {"path": str(config.test), inputs.test.unit: inputs.test.units, "unit": inputs.test.unit, "metric": inputs.test.metric}
             if inputs.test
             else None,
@@ -101,5 +107,10 @@ def select(records: dict[str, CandidateRecord], candidates: list[Candidate], inp
         record.update({"dense": c.dense, "eligible": c.eligible and c.name not in stopped, "chosen": c.name == decision.name})
         record.update({part: found.get(c.name) for part, found in rows.items()})
         record.setdefault("test", None)
+        if c.name in decision.judged:
+            record["judged_on"] = decision.judged[c.name]
+            record["selection_score"] = decision.selection[c.name]
+            if c.name in decision.ahead:
+                record["ahead"] = decision.ahead[c.name]
         results["candidates"][c.name] = record
     return results

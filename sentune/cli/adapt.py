@@ -129,8 +129,9 @@ def adapt_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--train",
-        help="labelled pairs (s1<TAB>s2<TAB>label, as --dev) the supervised candidates train on, apart from the dev set: never used to select "
-        "or confirm; refused when it shares a pair with --dev or --test. Without it they train on the selection half, scored out of fold",
+        help="labelled pairs (s1<TAB>s2<TAB>label, as --dev) the supervised candidates train on, apart from the dev set; refused when it shares "
+        "a pair with --dev or --test. On pairs, a sample of them (at most 1,000) also selects and confirms every candidate that never trained on "
+        "them, unless their scale, labels or texts differ from the dev pairs'. Without it they train on the selection half, scored out of fold",
     )
     p.add_argument(
         "--example-train",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from sentune.adapt.candidates.base import Candidate, PlanSetup, WithRun, best, tuned_sources
 from sentune.adapt.candidates.trained import Ensemble, Trained
+from sentune.adapt.evidence import held_out_digest
 from sentune.adapt.names import SUPERVISED, SUPERVISED_RECIPES, SUPERVISED_STACKED, TRAINED, UNCHANGED
 from sentune.adapt.records import CandidateRecord, write_record
 from sentune.core.metrics import METRICS
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Supervised(WithRun):
-    """Fine-tuned on the user's labels: --train's when given (never read to select or confirm), else the selection part
+    """Fine-tuned on the user's labels: --train's when given (on pairs without the train pairs that confirm beside the
+    dev pairs, sentune.adapt.train_evidence; no --train pair it trained on selects or confirms it), else the selection part
     of the dev set, its selection score then out of fold (sentune.adapt.crossfit: K models each trained without one fold
     score it, then the model is refit on the whole selection part for confirmation and test). CoSENT on graded pairs,
     OnlineContrastiveLoss on 0/1 pairs (sentune.methods.labelled), MultipleNegativesRankingLoss with two mined hard
@@ -46,7 +48,8 @@ class Supervised(WithRun):
         return [*([cls(SUPERVISED)] if SUPERVISED in setup.methods else []), *([cls(SUPERVISED_STACKED, "best")] if stacked else [])]
 
     def depends_on(self, ctx: Context) -> dict:
-        return {"train_sha256": ctx.inputs.train_sha256}  # what it trains on: --train's data, or (None) the selection part
+        # what it trains on: --train's data (without the evidence confirmation pairs), or (None) the selection part
+        return {"train_sha256": ctx.inputs.train_sha256, "train_held_out": held_out_digest(ctx.evidence)}
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         """Its trainings (one on --train; else K on (K - 1)/K of the selection units each and the refit: K times one
@@ -59,7 +62,8 @@ class Supervised(WithRun):
 
         recipe = load_recipe(self.recipe_name(ctx), check=False)
         given = ctx.inputs.task.train_units()
-        units = given if given is not None else ctx.selection_units()
+        held = ctx.evidence.confirm_train_indices if ctx.evidence is not None else set()
+        units = [u for i, u in enumerate(given) if i not in held] if given is not None else ctx.selection_units()
         rows = sum(len(r) for r in self.training_rows_counted(units))
         steps = max(1, math.ceil(recipe.training.epochs * math.ceil(rows / recipe.training.batch_size)))
         steps = min(steps, ctx.config.budget.steps or steps)
@@ -123,11 +127,19 @@ class Supervised(WithRun):
             recipes[where] = recipe.to_dict()
         return train_in_memory(recipe, run, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress).model
 
-    def given_rows(self, ctx: Context) -> list[tuple]:
-        """Its training rows from --train."""
+    def given_indices(self, ctx: Context) -> list[int]:
+        """The --train units it trains on: all but the train pairs that confirm (sentune.adapt.evidence), which judge it
+        as they judge every candidate."""
         given = ctx.inputs.task.train_units()
         assert given is not None
-        return [row for rows in self.training_rows(given, ctx) for row in rows]
+        held = ctx.evidence.confirm_train_indices if ctx.evidence is not None else set()
+        return [i for i in range(len(given)) if i not in held]
+
+    def given_rows(self, ctx: Context) -> list[tuple]:
+        """Its training rows from --train (given_indices' units)."""
+        given = ctx.inputs.task.train_units()
+        assert given is not None
+        return [row for rows in self.training_rows([given[i] for i in self.given_indices(ctx)], ctx) for row in rows]
 
     def race_recipe(self, ctx: Context, start_model: str):
         """Its recipe on --train as a saved run the race pauses (sentune.adapt.candidates.supervised_race.TrainRace):
@@ -183,9 +195,9 @@ class Supervised(WithRun):
         given = ctx.inputs.task.train_units()
         race = FoldRace.run(ctx) if given is None else TrainRace.run(ctx)
         raced = race is not None and self.name in race.seconds
-        kept = ("fold-0",) if given is None else ("run", "train.tsv")  # what the race trained of it this run
+        raced_parts = ("fold-0",) if given is None else ("run", "train.tsv")  # what the race trained of it this run
         for left in list(folder.iterdir()):  # what a killed attempt left (its refit's run, its vectors, maybe of other training data)
-            if not (raced and left.name in kept):
+            if not (raced and left.name in raced_parts):
                 shutil.rmtree(left) if left.is_dir() else left.unlink()
         if race is not None and self.name in race.stopped:
             shutil.rmtree(self.run_folder(ctx), ignore_errors=True)  # a paused run's checkpoint: nothing resumes it
@@ -204,9 +216,12 @@ class Supervised(WithRun):
                 model = self.model(ctx)
             else:
                 model = self.train(self.given_rows(ctx), folder, self.run_folder(ctx), start_model, ctx, recipes)
+            kept = self.given_indices(ctx)
             scores = ctx.scorer.of_vectors(ctx.vectors_of(model, self.name))  # kept: a hybrid of this model reads them
             record.trained_on, record.dev_indices_trained_on = "train", []
-            record.detail["train_units"] = len(given)
+            record.detail["train_units"] = len(kept)
+            if not ctx.inputs.task.search:
+                record.train_indices_trained_on = kept
         else:
             select, units = ctx.inputs.split.select, ctx.selection_units()
             by_unit = self.training_rows(units, ctx)

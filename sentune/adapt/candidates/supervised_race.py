@@ -117,6 +117,7 @@ class TrainRace:
     seconds: dict[str, float]  # each member's first rung (its training and evaluation)
     steps: dict[str, int]  # the step each paused at
     train_sha256: str | None
+    held_out: str | None  # the train pairs left out of training to judge (sentune.adapt.evidence.held_out_digest)
     seed: int
 
     def summary(self) -> dict:
@@ -127,6 +128,7 @@ class TrainRace:
         """This run's race on --train: read back, or run now (by the first member to produce). None: fewer than two
         members, or a search run."""
         from sentune.adapt.candidates.supervised import Supervised
+        from sentune.adapt.evidence import held_out_digest
         from sentune.adapt.records import record_path
         from sentune.train.runs import train_run
 
@@ -135,7 +137,7 @@ class TrainRace:
         path = ctx.out / "candidates" / TRAIN_FILE
         if path.is_file():
             found = cls(**json.loads(path.read_text()))
-            if (found.train_sha256, found.seed) == (ctx.inputs.train_sha256, ctx.config.seed):
+            if (found.train_sha256, found.held_out, found.seed) == (ctx.inputs.train_sha256, held_out_digest(ctx.evidence), ctx.config.seed):
                 return found
         members = [c for c in ctx.plan.after_race if isinstance(c, Supervised) and not record_path(c.folder(ctx)).is_file()]
         found_starts = {c.name: c.start_model(ctx) for c in members}
@@ -170,6 +172,7 @@ class TrainRace:
             seconds,
             steps,
             ctx.inputs.train_sha256,
+            held_out_digest(ctx.evidence),
             ctx.config.seed,
         )
         write_atomic(path, json.dumps(asdict(found), indent=2))

@@ -135,7 +135,12 @@ class Wise(Candidate):
         return [cls(WISE)] if WISE in setup.methods else []
 
     def depends_on(self, ctx: Context) -> dict:
-        return {"train_sha256": ctx.inputs.train_sha256}  # a supervised model trained on --train may be its tuned end
+        from sentune.adapt.evidence import held_out_digest
+
+        return {
+            "train_sha256": ctx.inputs.train_sha256,
+            "train_held_out": held_out_digest(ctx.evidence),
+        }  # a supervised model trained on --train may be its tuned end
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         from sentune.adapt.wise import MIXES

@@ -1,0 +1,169 @@
+"""--train's evidence pairs in a pairs run (what they are and the checks: sentune.adapt.evidence; how they judge:
+sentune.adapt.decide): drawn and checked before any candidate runs, so that the supervised candidates leave their
+confirmation part out of training; each eligible candidate's scores of them computed once its run is done (cached as
+OUT/candidates/NAME/train-scores.npz); and the judges the decision reads, every candidate masked where it, or a model
+it is built on, trained."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sentune.adapt.decide import TrainJudges, detectable_gain
+from sentune.adapt.evidence import Evidence, domain_shift, label_shift, sample_evidence, score_shift
+from sentune.adapt.names import UNCHANGED, UNTUNED_POOLINGS
+from sentune.adapt.records import CandidateRecord
+
+if TYPE_CHECKING:
+    from sentune.adapt.candidates import Candidate
+    from sentune.adapt.context import Context
+    from sentune.tasks.user_pairs import PairScorer
+
+SCORES_FILE = "train-scores.npz"
+UNTUNED_FILE = ".untuned-train.npz"
+PAIR_VECTORS = ".pair_vectors"  # beside the untuned poolings' scores: the model's vector of each evidence pair (the domain check)
+
+
+def pair_vectors(rows: np.ndarray) -> np.ndarray:
+    """Each pair's vector, from its two sentences' rows (PairScorer.sentences' order): their mean."""
+    return (rows[0::2] + rows[1::2]) / 2
+
+
+def draw_evidence(ctx: Context) -> Evidence | None:
+    """The run's evidence pairs and whether they judge (None: no --train, or a search run), said in one line."""
+    task = ctx.inputs.task
+    if task.search or task.train is None:
+        return None
+    gold = task.train.gold
+    indices, split = sample_evidence(gold, ctx.config.seed)
+    evidence = Evidence(indices, gold[indices], split)
+    shift = ctx.inputs.train_shift or label_shift(ctx.inputs.dev.gold, evidence.gold)
+    if shift is None:
+        untuned = untuned_scores(ctx, evidence)
+        shift = score_shift(ctx.metric, ctx.inputs.dev.gold, ctx.untuned("model")["dev"], evidence.gold, untuned["model"])
+    if shift is None:
+        rows = ctx.untuned_vectors()[: 2 * ctx.inputs.dev.units]  # the dev pairs' sentences come first (PairScorer.sentences)
+        shift = domain_shift(pair_vectors(rows), untuned_scores(ctx, evidence)[PAIR_VECTORS], ctx.config.seed)
+    evidence = Evidence(indices, evidence.gold, split, shift)
+    if shift is None:
+        print(
+            f"--train: {len(indices)} of its {len(gold)} pairs judge the candidates that never trained on them too ({len(split.select)} select, "
+            f"{len(split.confirm)} confirm; the supervised candidates train without those {len(split.confirm)})",
+            flush=True,
+        )
+    else:
+        print(f"--train: its pairs only train, the dev pairs alone select and confirm: {shift}", flush=True)
+    return evidence
+
+
+def confirmation_pairs(ctx: Context) -> tuple[int, int]:
+    """The dev and train pairs that confirm a candidate judged on every evidence pair."""
+    evidence = ctx.evidence
+    return len(ctx.inputs.split.confirm), len(evidence.split.confirm) if evidence is not None and evidence.judges else 0
+
+
+def say_detectable_gain(ctx: Context) -> None:
+    """The gain the confirmation is 80 % sure to find, by the pairs that confirm (the calibration's table is by dev
+    pairs, half of which confirm: a run with C confirmation pairs reads it at 2·C)."""
+    dev, train = confirmation_pairs(ctx)
+    gain = detectable_gain(ctx.metric, 2 * (dev + train) if train else ctx.inputs.dev.units)
+    if gain is None:
+        return
+    pairs = f"{ctx.inputs.dev.units} dev pairs" + (f" and {len(ctx.evidence.indices)} train pairs ({dev} + {train} confirm)" if train and ctx.evidence else "")
+    print(
+        f"with {pairs}, a candidate about {gain:.1f} points better than the model is confirmed 80 % of the time "
+        "(benchmarks/results/adapt_calibration.md); smaller gains will usually keep the model as it is",
+        flush=True,
+    )
+
+
+def _scorer(ctx: Context, evidence: Evidence) -> PairScorer:
+    from sentune.data.user_data import ScoredPairs
+    from sentune.tasks.user_pairs import PairScorer
+
+    train = ctx.inputs.task.train
+    assert isinstance(train, ScoredPairs)  # pairs runs only
+    return ctx._scoring(PairScorer({"train": ScoredPairs([train.pairs[i] for i in evidence.indices], train.kind, train.path)}, ctx.config.show_progress))
+
+
+def untuned_scores(ctx: Context, evidence: Evidence) -> dict[str, np.ndarray]:
+    """The untuned model's scores of the evidence pairs under its own pipeline and each untuned pooling, encoded once."""
+    cache = ctx.out / "candidates" / UNTUNED_FILE
+    if cache.is_file():
+        found = dict(np.load(cache))
+        if str(found.pop("digest")) == evidence.digest:
+            return found
+    scorer = _scorer(ctx, evidence)
+    vectors = scorer.encode(ctx.base, ["model", *UNTUNED_POOLINGS], "scoring the train evidence pairs (untuned)")
+    scores = {name: scorer.of_vectors(v)["train"] for name, v in vectors.items()} | {PAIR_VECTORS: pair_vectors(vectors["model"])}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(str(cache), digest=np.array(evidence.digest), **scores)  # type: ignore[arg-type]
+    return scores
+
+
+def _candidate_scores(candidate: Candidate, ctx: Context, evidence: Evidence) -> np.ndarray | None:
+    """The candidate's scores of every evidence pair (cached in its folder for these evidence pairs); None when its
+    model is gone (--prune in an earlier run of the folder): the dev pairs alone judge it."""
+    from sentune.adapt.candidates.base import WithRun
+    from sentune.adapt.candidates.untuned import Unchanged
+
+    cache = candidate.folder(ctx) / SCORES_FILE
+    if cache.is_file():
+        found = np.load(cache)
+        if str(found["digest"]) == evidence.digest:
+            return found["scores"]
+    if isinstance(candidate, Unchanged):  # the untuned poolings: from the vectors encoded before the candidates ran
+        scores = untuned_scores(ctx, evidence)[candidate.pooling]
+    elif not ((candidate.run_folder(ctx) if isinstance(candidate, WithRun) else candidate.folder(ctx)) / "model").is_dir():
+        return None
+    else:
+        scores = _scorer(ctx, evidence).of_model(candidate.model(ctx), f"{candidate.name}: scoring the train evidence pairs")["train"]
+    np.savez(str(cache), digest=np.array(evidence.digest), scores=scores)
+    return scores
+
+
+def trained_train_indices(name: str, records: dict[str, CandidateRecord]) -> set[int]:
+    """The --train pairs the candidate, or any model it is built on, trained on."""
+    found: set[int] = set()
+    seen: set[str] = set()
+    while name in records and name not in seen:
+        seen.add(name)
+        record = records[name]
+        found |= set(record.train_indices_trained_on or [])
+        name = record.source or ""
+    return found
+
+
+def judges(candidates: list[Candidate], ctx: Context, eligible: set[str]) -> TrainJudges | None:
+    """The evidence pairs as the decision reads them: the unchanged model's scores and each eligible candidate's, NaN
+    on the pairs it (or a model it is built on) trained on. None when they do not judge."""
+    evidence = ctx.evidence
+    if evidence is None or not evidence.judges:
+        return None
+    scores: dict[str, np.ndarray] = {}
+    for candidate in candidates:
+        if candidate.name != UNCHANGED and candidate.name not in eligible:
+            continue
+        scored = _candidate_scores(candidate, ctx, evidence)
+        if scored is None:
+            continue
+        found = scored.astype(float).copy()
+        trained = trained_train_indices(candidate.name, ctx.records)
+        found[np.isin(evidence.indices, np.fromiter(trained, dtype=np.int64, count=len(trained)))] = np.nan
+        scores[candidate.name] = found
+    return TrainJudges(evidence.gold, evidence.split, scores)
+
+
+def evidence_meta(evidence: Evidence | None, train) -> dict | None:
+    """What results.json says of the evidence pairs drawn from `train` (--train's pairs; None without --train)."""
+    if evidence is None or train is None:
+        return None
+    return {
+        "train_pairs": train.units,
+        "evidence_pairs": len(evidence.indices),
+        "select_pairs": len(evidence.split.select),
+        "confirm_pairs": len(evidence.split.confirm),
+        "judges": evidence.judges,
+        "shift": evidence.shift,
+    }

@@ -1,0 +1,193 @@
+"""--train's pairs as evidence (sentune.adapt.evidence, sentune.adapt.train_evidence, sentune.adapt.decide): which
+pairs judge which candidate, never one it trained on; the dev-only decision unchanged without them; the checks that
+fall back to the dev pairs alone when the train pairs measure something else."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import ks_2samp, spearmanr
+from test_supervised import _args, labelled  # noqa: F401  # the labelled pairs fixture
+
+from sentune.adapt.decide import DevSplit, TrainJudges, decide, split_dev
+from sentune.adapt.evidence import domain_auc, evidence_size, label_distance, label_shift, sample_evidence, scale_shift, score_gap, score_shift
+from sentune.adapt.records import CandidateRecord
+from sentune.adapt.train_evidence import trained_train_indices
+from sentune.cli import main
+
+
+def _user(seed: int, n: int, gains: dict[str, float]):
+    """Gold, the baseline and candidates whose predictions are the gold plus noise (smaller noise: a better one)."""
+    rng = np.random.default_rng(seed)
+    gold = rng.normal(size=n)
+    return gold, gold + rng.normal(size=n), {name: gold + rng.normal(size=n) * (1 - gain) for name, gain in gains.items()}
+
+
+def test_evidence_judges_each_candidate_on_the_pairs_it_has_scores_of_as_a_naive_pooled_spearman_does():
+    gold, base, found = _user(0, 200, {"a": 0.0, "b": 0.3})
+    t_gold, t_base, t_found = _user(1, 300, {"a": 0.0, "b": 0.3})
+    split, t_split = split_dev(gold, seed=0), split_dev(t_gold, seed=1)
+    b_train = t_found["b"].copy()
+    trained = t_split.select[::2]  # b trained on some selection evidence pairs: NaN there
+    b_train[trained] = np.nan
+    train = TrainJudges(t_gold, t_split, {"unchanged": t_base, "a": t_found["a"], "b": b_train})
+    decision = decide(gold, split, ("unchanged", base), found, "spearman", train=train)
+
+    def naive(scores, t_scores, part, keep):
+        index, extra = getattr(split, part), keep
+        return 100 * spearmanr(np.concatenate([gold[index], t_gold[extra]]), np.concatenate([scores[index], t_scores[extra]]))[0]
+
+    b_select = np.setdiff1d(t_split.select, trained)
+    assert decision.selection["a"] == pytest.approx(naive(found["a"], t_found["a"], "select", t_split.select))
+    assert decision.selection["b"] == pytest.approx(naive(found["b"], t_found["b"], "select", b_select))
+    assert decision.ahead["b"] == pytest.approx(decision.selection["b"] - naive(base, t_base, "select", b_select))
+    assert decision.selection["unchanged"] == pytest.approx(naive(base, t_base, "select", t_split.select))
+    assert decision.judged["b"] == {"select": {"dev": 100, "train": len(b_select)}, "confirm": {"dev": 100, "train": 150}}
+    assert decision.judged["a"]["select"]["train"] == 150 and not set(trained) & set(t_split.confirm)
+    assert decision.best == "b" and decision.confirmation is not None and decision.confirmation.pairs == 250
+    assert decision.confirmation.candidate == pytest.approx(naive(found["b"], t_found["b"], "confirm", t_split.confirm))
+    assert "250 confirmation pairs (100 dev + 150 train)" in decision.reason
+
+
+def test_without_evidence_scores_the_decision_is_the_dev_only_one():
+    gold, base, found = _user(2, 160, {"a": 0.1, "b": 0.2, "c": 0.0})
+    split = split_dev(gold, seed=3)
+    alone = decide(gold, split, ("unchanged", base), found, "spearman", seed=3)
+    t_gold, t_base, _ = _user(4, 50, {})
+    t_split = split_dev(t_gold, seed=0)
+    # evidence that judges no candidate, or lacks the baseline's scores, changes nothing
+    for train in (TrainJudges(t_gold, t_split, {"unchanged": t_base}), TrainJudges(t_gold, t_split, {"a": t_base})):
+        again = decide(gold, split, ("unchanged", base), found, "spearman", seed=3, train=train)
+        assert (again.name, again.best, again.reason, again.selection, again.confirmation) == (
+            alone.name,
+            alone.best,
+            alone.reason,
+            alone.selection,
+            alone.confirmation,
+        )
+    assert all(j["select"]["train"] == 0 and j["confirm"]["train"] == 0 for j in alone.judged.values())
+    assert f"on the {len(split.confirm)} confirmation pairs no choice read" in alone.reason or "selection pairs" in alone.reason
+
+
+def test_the_label_checks_against_naive_formulas():
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(0, 26, 300) / 5, rng.integers(5, 26, 200) / 5
+    assert label_distance(a, b) == pytest.approx(ks_2samp(a, b).statistic)
+    binary_a, binary_b = (rng.random(300) < 0.3).astype(float), (rng.random(200) < 0.6).astype(float)
+    assert label_distance(binary_a, binary_b) == pytest.approx(abs(binary_a.mean() - binary_b.mean()))  # KS of 0/1: the share gap
+    assert label_shift(a, a[::-1]) is None and "Kolmogorov-Smirnov distance" in (label_shift(a, np.clip(a + 2, 0, 5)) or "")
+    assert "another scale" in (scale_shift(a, a * 20) or "") and scale_shift(a, a) is None
+    assert scale_shift(np.clip(a, 0.4, 5), a) is None  # a dev sample missing its scale's ends is the same scale
+    assert "0/1 labels" in (scale_shift(a, binary_a) or "") and scale_shift(binary_a, binary_b) is None
+
+
+def test_the_score_and_text_checks():
+    rng = np.random.default_rng(6)
+    gold = rng.normal(size=400)
+    good, poor = gold + 0.3 * rng.normal(size=400), gold + 3 * rng.normal(size=400)
+    assert score_shift("spearman", gold, good, gold, good + 0.01 * rng.normal(size=400)) is None
+    assert "another domain" in (score_shift("spearman", gold, good, gold, poor) or "")
+    gap, low, high = score_gap("spearman", gold, good, gold[:200], poor[:200])
+    assert gap == pytest.approx(100 * (spearmanr(gold[:200], poor[:200])[0] - spearmanr(gold, good)[0])) and low < gap < high
+    few = np.arange(12)  # a dozen pairs: a gap of more than the limit by chance alone is not flagged
+    assert score_shift("spearman", gold, good, gold[few], good[few] + rng.normal(size=12)) is None
+    alike, other = rng.normal(size=(300, 8)), rng.normal(size=(300, 8))
+    assert domain_auc(alike, other) < 0.65
+    assert domain_auc(alike, other + 1.5) > 0.9
+
+
+def test_the_evidence_sample_is_seeded_capped_and_split_like_dev():
+    gold = np.random.default_rng(7).integers(0, 6, 5000).astype(float)
+    indices, split = sample_evidence(gold, seed=3)
+    again, _ = sample_evidence(gold, seed=3)
+    assert len(indices) == evidence_size(5000) == 1000 and np.array_equal(indices, again) and np.all(np.diff(indices) > 0)
+    assert np.array_equal(split.select, split_dev(gold[indices], seed=3 + 7).select)
+    assert evidence_size(80) == 40  # at most half of --train: the supervised candidates keep three quarters of it
+
+
+def test_a_candidate_built_on_another_counts_the_train_pairs_its_sources_trained_on():
+    records = {
+        "supervised": CandidateRecord("supervised", "supervised", train_indices_trained_on=[0, 2, 5]),
+        "wise": CandidateRecord("wise", "wise", source="supervised"),
+        "sed": CandidateRecord("sed", "sed", source="simcse"),
+        "simcse": CandidateRecord("simcse", "trained"),
+        "loop": CandidateRecord("loop", "wise", source="loop"),
+    }
+    assert trained_train_indices("wise", records) == trained_train_indices("supervised", records) == {0, 2, 5}
+    assert trained_train_indices("sed", records) == set() == trained_train_indices("loop", records)
+
+
+def _train_of(run) -> np.ndarray:
+    return np.array([float(line.split("\t")[2]) for line in (run / "data" / "train.tsv").read_text().splitlines()])
+
+
+@pytest.mark.slow
+def test_no_candidate_is_judged_on_a_train_pair_it_trained_on(tiny_model_dir, labelled, tmp_path, capsys):  # noqa: F811
+    """supervised trains on --train without the evidence confirmation pairs and is judged on those alone of the
+    train pairs; whitening, which read no label, on every evidence pair."""
+    out = tmp_path / "run"
+    command = [*_args(tiny_model_dir, labelled, out), "--methods", "supervised,whitening", "--train", str(labelled / "train.tsv")]
+    assert main(command) == 0
+    said = capsys.readouterr().out
+    results = json.loads((out / "results.json").read_text())
+    indices, split = sample_evidence(_train_of(out), seed=0)
+    meta = results["meta"]["train_evidence"]
+    assert meta == {"train_pairs": 80, "evidence_pairs": 40, "select_pairs": 20, "confirm_pairs": 20, "judges": True, "shift": None}
+    assert "--train: 40 of its 80 pairs judge the candidates that never trained on them too (20 select, 20 confirm" in said
+    confirm = {int(i) for i in indices[split.confirm]}
+    candidates = results["candidates"]
+    supervised = candidates["supervised"]
+    trained = set(supervised["train_indices_trained_on"])
+    assert trained == set(range(80)) - confirm and supervised["train_units"] == 60
+    assert (out / "candidates" / "supervised" / "train.tsv").read_text().count("\n") == 60
+    for name, record in candidates.items():
+        if not record.get("judged_on"):
+            continue
+        scores = np.load(out / "candidates" / name / "train-scores.npz")["scores"] if name != "unchanged" else None
+        read = trained if name == "supervised" or record.get("source") == "supervised" else set()
+        judged_positions = [p for part in ("select", "confirm") for p in getattr(split, part) if int(indices[p]) not in read]
+        assert not {int(indices[p]) for p in judged_positions} & read  # never judged on a pair it (or its source) trained on
+        counts = record["judged_on"]
+        assert counts["select"]["train"] + counts["confirm"]["train"] == len(judged_positions)
+        if scores is not None:
+            assert np.all(np.isfinite(scores))  # the cache holds every evidence pair; the mask is applied from the records
+    assert candidates["supervised"]["judged_on"] == {"select": {"dev": 60, "train": 0}, "confirm": {"dev": 60, "train": 20}}
+    assert candidates["whitening"]["judged_on"] == {"select": {"dev": 60, "train": 20}, "confirm": {"dev": 60, "train": 20}}
+
+
+@pytest.mark.slow
+def test_train_pairs_on_another_scale_only_train_and_the_dev_pairs_alone_decide(tiny_model_dir, labelled, tmp_path, capsys):  # noqa: F811
+    rows = [line.split("\t") for line in (labelled / "train.tsv").read_text().splitlines()]
+    (labelled / "train-100.tsv").write_text("".join(f"{a}\t{b}\t{20 * float(s):g}\n" for a, b, s in rows))
+    out = tmp_path / "run"
+    assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised,whitening", "--train", str(labelled / "train-100.tsv")]) == 0
+    said = capsys.readouterr().out
+    lines = [line for line in said.splitlines() if line.startswith("--train:")]
+    assert len(lines) == 1 and "its pairs only train, the dev pairs alone select and confirm" in lines[0] and "another scale" in lines[0]
+    results = json.loads((out / "results.json").read_text())
+    assert results["meta"]["train_evidence"]["judges"] is False
+    assert results["candidates"]["supervised"]["train_units"] == 80  # nothing held out: all of --train trains
+    assert all(not r["judged_on"]["select"]["train"] and not r["judged_on"]["confirm"]["train"] for r in results["candidates"].values() if r.get("judged_on"))
+    assert not (out / "candidates" / "whitening" / "train-scores.npz").exists()
+
+
+@pytest.mark.slow
+def test_without_train_the_records_and_the_decision_are_the_dev_only_ones(tiny_model_dir, labelled, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    assert main([*_args(tiny_model_dir, labelled, out), "--methods", "whitening,poolings"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["meta"]["train_evidence"] is None
+    split = split_dev(np.array([float(line.split("\t")[2]) for line in (out / "data" / "dev.tsv").read_text().splitlines()]), seed=0)
+    assert results["meta"]["dev"]["select_pairs"] == len(split.select) == 60
+    dev_gold = np.array([float(line.split("\t")[2]) for line in (out / "data" / "dev.tsv").read_text().splitlines()])
+    scores = {n: np.load(out / "candidates" / n / "scores.npz")["dev"] for n, r in results["candidates"].items() if r["eligible"] or n == "unchanged"}
+    eligible = {n: s for n, s in scores.items() if n != "unchanged"}
+    alone = decide(dev_gold, DevSplit(split.select, split.confirm), ("unchanged", scores["unchanged"]), eligible, "spearman")
+    assert results["choice"]["name"] == alone.name and results["choice"]["reason"] == alone.reason
+    for name, record in results["candidates"].items():
+        assert record["dev_score"] == pytest.approx(100 * spearmanr(dev_gold[split.select], scores[name][split.select])[0])
+        assert record["judged_on"] == {"select": {"dev": 60, "train": 0}, "confirm": {"dev": 60, "train": 0}}
+        assert "train_indices_trained_on" not in record
+        assert not (out / "candidates" / name / "train-scores.npz").exists()
