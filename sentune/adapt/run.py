@@ -266,7 +266,8 @@ def _save_choice(results: dict, candidates: Plan, ctx: Context) -> None:
 
 def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
     """Search: OUT is also an index of the chosen system (sentune.search.index) over every document, its model OUT/model,
-    so `sentune search OUT` ranks as the run scored it: the fusion the candidate's record holds. The dense part reuses
+    so `sentune search OUT` ranks as the run scored it: the fusion the candidate's record holds, and BM25 with the
+    settings fitted on the selection queries (the hybrids' and `bm25-fitted`'s). The dense part reuses
     the vectors the run scored with when it has them (the unchanged model's, or a hybrid's source's)."""
     from sentune.search.index import FILES, BuildPlan, build_index, read_settings
 
@@ -284,7 +285,7 @@ def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
         for name in FILES:
             path = ctx.out / name
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    plan = BuildPlan("hybrid" if fusion else "dense", fusion)
+    plan = BuildPlan("hybrid" if fusion else "dense", fusion, ctx.lexical_settings(fitted=True))
     build_index(model, "model", documents, ctx.out, plan, show_progress=ctx.config.show_progress, vectors=vectors, shared_folder=True)
     print(f"index: {ctx.out} ({plan.system}{', ' + fusion.label if fusion else ''}): sentune search {ctx.out} --query TEXT", flush=True)
 

@@ -1,7 +1,9 @@
 """The Context of a search run (sentune.adapt.context): the selection queries ranked against their pool of documents,
-and what only the search candidates read: BM25 over the whole collection, rankers fused from it and a dense candidate
+and what only the search candidates read: BM25 over the whole collection (fixed, and fitted to the domain on the
+selection queries: sentune.search.lexical_fit), rankers fused from the fitted one and a dense candidate
 (sentune.search.fusion), the convex weight chosen on the selection queries, and hard negatives mined for the
-supervised candidate."""
+supervised candidate. The selection pool and the hard negatives read the fixed BM25: they are made before, and apart
+from, any choice."""
 
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ from sentune.tasks.user_queries import SELECT_SPLIT, QueryScorer
 class SearchContext(Context):
     task: SearchTask = field(kw_only=True)
     scorer: QueryScorer
-    _lexical: dict[bool, Any] = field(default_factory=dict, kw_only=True)
+    _lexical: dict[tuple[bool, bool], Any] = field(default_factory=dict, kw_only=True)
+    _fit: Any = field(default=None, kw_only=True)
     _pool: RetrievalSet | None = field(default=None, kw_only=True)
 
     # -- the selection queries, each ranked against their pool --
@@ -100,25 +103,41 @@ class SearchContext(Context):
         """Every split's per-query nDCG@10 ×100 under a ranker of documents (a system that is not one cosine)."""
         return self.scorer.of_ranker(ranker)
 
-    def lexical_settings(self, stemmed: bool = True):
+    def lexical_settings(self, stemmed: bool = True, fitted: bool = False):
         from sentune.search.lexical import LexicalSettings
 
+        if fitted:
+            return self.fitted_lexical().settings
         return LexicalSettings() if stemmed else LexicalSettings(stemmer=None)
 
-    def lexical(self, stemmed: bool = True):
+    def fitted_lexical(self):
+        """BM25's k1, b and title weight fitted on the selection queries alone, each ranked against the whole corpus
+        (sentune.search.lexical_fit; once per process: a few seconds a grid point). The fit's `read` names the
+        queries it scored."""
+        from sentune.search.lexical_fit import fit_lexical
+
+        if self._fit is None:
+            dev = self.retrieval_dev()
+            self._fit = fit_lexical(dev.corpus, [dev.queries[i] for i in self.inputs.split.select], self.lexical_settings())
+            print(f"BM25 fitted on the selection queries: {self._fit.settings.label}", flush=True)
+        return self._fit
+
+    def lexical(self, stemmed: bool = True, fitted: bool = False):
         """BM25 over every document (built once; sentune.search.lexical.CollectionRanker): a part ranking a subset of
-        them reads the collection's statistics."""
+        them reads the collection's statistics. `fitted`: with the settings fitted on the selection queries."""
         from sentune.search.lexical import CollectionRanker, LexicalIndex
         from sentune.tasks.retrieval import DEPTH
 
-        if stemmed not in self._lexical:
+        key = (stemmed, fitted)
+        if key not in self._lexical:
             documents = self.retrieval_dev().corpus
-            index = LexicalIndex.build([d.text for d in documents], self.lexical_settings(stemmed), show_progress=self.config.show_progress)
-            self._lexical[stemmed] = CollectionRanker(index, [d.id for d in documents], DEPTH)
-        return self._lexical[stemmed]
+            index = LexicalIndex.of_documents(documents, self.lexical_settings(stemmed, fitted), show_progress=self.config.show_progress)
+            self._lexical[key] = CollectionRanker(index, [d.id for d in documents], DEPTH)
+        return self._lexical[key]
 
     def hybrid_ranker(self, vectors: np.ndarray, fusion: Fusion, texts: list[str] | None = None):
-        """Rank by `fusion` of BM25 and the cosine of `vectors` (rows: `texts`, by default scorer.sentences())."""
+        """Rank by `fusion` of BM25 (fitted on the selection queries) and the cosine of `vectors` (rows: `texts`, by
+        default scorer.sentences())."""
         from sentune.search.fusion import hybrid_rank
         from sentune.tasks.retrieval import DEPTH
 
@@ -126,7 +145,7 @@ class SearchContext(Context):
 
         def fused(queries, corpus) -> list[list[int]]:
             ids = [d.id for d in corpus]
-            lexical = self.lexical().scores([q.text for q in queries], ids)
+            lexical = self.lexical(fitted=True).scores([q.text for q in queries], ids)
             query_vectors, doc_vectors = vectors[[row[q.text] for q in queries]], vectors[[row[d.text] for d in corpus]]
             return hybrid_rank(query_vectors, doc_vectors, lambda rows: lexical[rows], ids, fusion, depth=DEPTH, query_ids=[q.id for q in queries])
 

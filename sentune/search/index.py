@@ -172,7 +172,7 @@ def build_index(
         _encode_into(model, [d.text for d in documents], out / "vectors.npy", out / "progress.json", show_progress)
     if rank() != 0:
         return out
-    LexicalIndex.build([d.text for d in documents], plan.lexical, show_progress=show_progress).save(out / "bm25")
+    LexicalIndex.of_documents(documents, plan.lexical, show_progress=show_progress).save(out / "bm25")
     settings["dimension"] = int(np.load(out / "vectors.npy", mmap_mode="r").shape[1])
     settings["complete"] = True
     _write_json(out / INDEX_FILE, settings)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from sentune.adapt.candidates.base import Candidate, PlanSetup, best
 from sentune.adapt.candidates.supervised import HELD_VECTORS, Supervised
-from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, RRF, SUPERVISED, SUPERVISED_STACKED, UNCHANGED
+from sentune.adapt.names import BM25, BM25_FITTED, BM25_UNSTEMMED, HYBRID, RRF, SUPERVISED, SUPERVISED_STACKED, UNCHANGED
 from sentune.adapt.records import CandidateRecord
 from sentune.search.fusion import Fusion
 
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Hybrid(Candidate):
-    """Search: BM25 (stemmed, sentune.search.lexical) and a dense candidate fused by a convex combination of min-max
+    """Search: BM25 (stemmed, k1, b and the title weight fitted on the selection queries: sentune.search.lexical_fit) and
+    a dense candidate fused by a convex combination of min-max
     normalised scores (sentune.search.fusion), its weight α chosen on the selection queries alone, each ranked against
     the whole corpus. `dense_source`: the unchanged model, or ('best') the dense candidate best on the selection queries
     when it is another (a trained one, say); that one is skipped when the unchanged model is the best. A model trained
@@ -69,7 +70,8 @@ class Hybrid(Candidate):
         print(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
         detail = {
             "setting": fusion.label,
-            "lexical": search.lexical_settings().label,
+            "lexical": search.lexical_settings(fitted=True).label,
+            "lexical_fit": search.fitted_lexical().record(),
             "alpha_curve": [[a, s] for a, s in curve.items()],
             "weight_read_queries": read,
         }
@@ -137,7 +139,7 @@ class HybridSupervised(Hybrid):
         print(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (hybrid's), selection out of fold", flush=True)
         found = CandidateRecord(self.name, self.kind, source=source, fusion=fusion, trained_on=record.trained_on)
         found.dev_indices_trained_on = record.dev_indices_trained_on
-        found.detail = {"setting": fusion.label, "lexical": search.lexical_settings().label, "weight_from": HYBRID}
+        found.detail = {"setting": fusion.label, "lexical": search.lexical_settings(fitted=True).label, "weight_from": HYBRID}
         return scores, found
 
 
@@ -154,31 +156,38 @@ class SearchBaseline(Candidate):
 @dataclass
 class Lexical(SearchBaseline):
     """Search: BM25 alone over the documents, the lexical baseline search is measured against (stemmed as BEIR runs it;
-    the unstemmed variant beside it), reported and never chosen (it is not an encoder; the hybrid covers it at α = 0)."""
+    the unstemmed variant beside it, and the one whose k1, b and title weight are fitted on the selection queries, the
+    BM25 the hybrids fuse), reported and never chosen (it is not an encoder; the hybrid covers it at α = 0)."""
 
     stemmed: bool = True
+    fitted: bool = False
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
-        return [cls(BM25), cls(BM25_UNSTEMMED, stemmed=False)] if setup.search else []
+        return [cls(BM25), cls(BM25_UNSTEMMED, stemmed=False), cls(BM25_FITTED, fitted=True)] if setup.search else []
 
     def describe(self, ctx: Context) -> str:
         from sentune.adapt.search_context import as_search
 
+        if self.fitted:
+            return "ranking the documents by BM25 with k1, b and the title weight fitted on the selection queries (reported, never chosen)"
         return f"ranking the documents by {as_search(ctx).lexical_settings(self.stemmed).label} (reported, never chosen)"
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
         from sentune.adapt.search_context import as_search
 
         search = as_search(ctx)
-        scores = search.rank_with(search.lexical(self.stemmed))
-        return scores, CandidateRecord(self.name, self.kind, detail={"setting": search.lexical_settings(self.stemmed).label})
+        scores = search.rank_with(search.lexical(self.stemmed, self.fitted))
+        detail: dict = {"setting": search.lexical_settings(self.stemmed, self.fitted).label}
+        if self.fitted:
+            detail["lexical_fit"] = search.fitted_lexical().record()
+        return scores, CandidateRecord(self.name, self.kind, detail=detail)
 
 
 @dataclass
 class Rrf(SearchBaseline):
-    """Search: reciprocal rank fusion of BM25 and the unchanged model (k = 60), the fusion most search engines offer
-    first; reported beside the convex hybrid and never chosen."""
+    """Search: reciprocal rank fusion of BM25 (the hybrid's, fitted) and the unchanged model (k = 60), the fusion most
+    search engines offer first; reported beside the convex hybrid and never chosen."""
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
