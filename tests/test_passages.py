@@ -143,3 +143,40 @@ def test_passage_options_are_checked_before_the_model_loads(tiny_model_dir, tmp_
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], (extra, err)
     assert not (tmp_path / "index").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("seed", "chosen"), [(2, "first"), (3, "maxp")])  # toys on which each side wins (the tiny model is random)
+def test_an_adapt_run_chooses_passages_on_its_selection_queries_and_searches_as_it_scored(tiny_model_dir, tmp_path, seed, chosen):
+    """Documents longer than the tiny model reads, queries from their ends: the hybrid's choice between MaxP and the
+    first window reads the selection queries alone, and `sentune search OUT` ranks the test queries as the run scored
+    its chosen system, passages included when it chose MaxP."""
+    from test_search import ndcg10, read_trec_run
+
+    from sentune.adapt.decide import split_dev
+    from sentune.data.beir import read_beir_folder
+
+    rng = np.random.default_rng(seed)
+    docs = [Document(f"d{i:03d}", " ".join(rng.choice(WORDS, size=int(rng.integers(20, 150)))) + ".", HERE) for i in range(150)]
+    queries = [Query(f"q{i}", " ".join(docs[i].text.rstrip(".").split()[-5:-1]), HERE, {f"d{i:03d}": 1}) for i in range(120)]
+    dev = write_beir_folder(tmp_path / "dev", RetrievalSet(queries[:100], docs), "dev")
+    test = write_beir_folder(tmp_path / "test", RetrievalSet(queries[100:], docs), "test")
+    out = tmp_path / "run"
+    args = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out), "--methods", "hybrid"]
+    assert main(args) == 0
+    results = json.loads((out / "results.json").read_text())
+    hybrid, maxp = results["candidates"]["hybrid"], results["candidates"]["unchanged-maxp"]
+    choice = hybrid["passages"]
+    split = split_dev(np.zeros(100))
+    dev_queries = read_beir_folder(out / "data" / "dev", "dev").queries
+    assert choice["read_queries"] == [dev_queries[i].id for i in split.select] == hybrid["weight_read_queries"]
+    assert choice["chosen"] == ("maxp" if round(choice["maxp_score"], 9) > round(choice["first_score"], 9) else "first") and choice["count"] > 0
+    assert maxp["kind"] == "baseline" and not maxp["eligible"] and maxp["passages"] == choice
+    assert choice["chosen"] == chosen and results["choice"]["name"] == "hybrid", results["choice"]["reason"]
+    settings = json.loads((out / "index.json").read_text())
+    assert settings["passages"] == (None if chosen == "first" else {k: choice[k] for k in ("kind", "window", "stride", "count")})
+    run = tmp_path / "test.run"
+    assert main(["search", str(out), "--queries", str(test / "queries.jsonl"), "--top", "100", "--run", str(run), "--quiet"]) == 0
+    ranked = read_trec_run(run)
+    mean = 100 * np.mean([ndcg10([doc for doc, _, _ in ranked.get(q.id, [])], q.relevant) for q in queries[100:]])
+    assert mean == pytest.approx(hybrid["test"]["score"], abs=1e-6)

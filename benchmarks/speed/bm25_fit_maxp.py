@@ -139,12 +139,10 @@ def main() -> None:
     for dense_name, vectors in dense.items():
         for lexical_name in lexical:
 
-            def ranked(part: str, alpha: float) -> list[list[int]]:
-                queries = parts[part]
-                lex = bm25_scores[lexical_name][part]  # noqa: B023
-                return hybrid_rank(
-                    query_vectors[part], vectors, lambda rows: lex[rows], ids, Fusion("convex", alpha), depth=100, query_ids=[q.id for q in queries]
-                )  # noqa: B023
+            def ranked(part: str, alpha: float, vectors=vectors, lexical_name=lexical_name) -> list[list[int]]:
+                lex = bm25_scores[lexical_name][part]
+                fusion = Fusion("convex", alpha)
+                return hybrid_rank(query_vectors[part], vectors, lambda rows: lex[rows], ids, fusion, depth=100, query_ids=[q.id for q in parts[part]])
 
             curve = {a: float(ndcg_of(ranked("selection", a), ids, parts["selection"]).mean()) for a in ALPHAS}
             alpha = max(curve, key=lambda a: (round(curve[a], 9), -abs(a - 0.5)))

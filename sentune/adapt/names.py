@@ -14,6 +14,7 @@ BM25 = "bm25"  # search: the lexical baseline (stemmed), reported, never chosen
 BM25_UNSTEMMED = "bm25-unstemmed"  # search: BM25 without the stemmer, what stemming adds; reported
 BM25_FITTED = "bm25-fitted"  # search: BM25 with k1, b and the title weight fitted on the selection queries; reported
 HYBRID = "hybrid"  # search: BM25 fused with a dense candidate (sentune.search.fusion)
+UNCHANGED_MAXP = "unchanged-maxp"  # search: the unchanged model, documents by their best passage (MaxP); reported, never chosen
 RRF = "rrf"  # search: reciprocal rank fusion of BM25 and the unchanged model; reported, never chosen
 GENQ = "genq"  # trained on the user's generated queries (--queries-from); not in METHODS: it runs whenever they are given
 SUPERVISED_RECIPES = {"graded": "cosent", "binary": "online-contrastive", "search": "mnrl-hard-negatives"}  # adapt/NAME.yaml by labels

@@ -29,6 +29,8 @@ class SearchContext(Context):
     scorer: QueryScorer
     _lexical: dict[tuple[bool, bool], Any] = field(default_factory=dict, kw_only=True)
     _fit: Any = field(default=None, kw_only=True)
+    _passages: Any = field(default=None, kw_only=True)
+    _passage_choice: dict | None = field(default=None, kw_only=True)
     _pool: RetrievalSet | None = field(default=None, kw_only=True)
 
     # -- the selection queries, each ranked against their pool --
@@ -135,18 +137,102 @@ class SearchContext(Context):
             self._lexical[key] = CollectionRanker(index, [d.id for d in documents], DEPTH)
         return self._lexical[key]
 
-    def hybrid_ranker(self, vectors: np.ndarray, fusion: Fusion, texts: list[str] | None = None):
+    # -- long documents as passages (sentune.search.passages), for the unchanged model --
+    def unchanged_passages(self):
+        """The unchanged model's MaxP view of every document: its first windows (the untuned vectors) and its later
+        windows, encoded once and kept in OUT/data/passages/; with index.json's record of them (window, stride, count)."""
+        from sentune.core.encode import Encoder
+        from sentune.search.passages import PassageVectors, later_windows, window_tokens
+
+        if self._passages is None:
+            documents = self.retrieval_dev().corpus
+            window = window_tokens(self.base)
+            stride = max(1, window // 2)
+            texts, owners = later_windows(self.base.tokenizer, [d.text for d in documents], window, stride)
+            path = self.out / "data" / "passages" / f"unchanged-window-{window}-stride-{stride}.npy"
+            if path.is_file() and len(np.load(path, mmap_mode="r")) == len(texts):
+                vectors = np.load(path)
+            else:
+                encoder = Encoder(self.base, "model", show_progress=self.config.show_progress, desc="encoding the documents' later windows")
+                vectors = encoder.encode(texts) if texts else np.zeros((0, self.untuned_vectors().shape[1]), dtype=np.float32)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                np.save(path.with_suffix(".partial.npy"), vectors)
+                os.replace(path.with_suffix(".partial.npy"), path)
+            row = {text: i for i, text in enumerate(self.scorer.sentences())}
+            first = self.untuned_vectors()[[row[d.text] for d in documents]]
+            self._passages = (PassageVectors(first, vectors, owners), {"kind": "maxp", "window": window, "stride": stride, "count": len(texts)})
+        return self._passages
+
+    def later_window_count(self) -> int:
+        """How many later windows the unchanged model's MaxP encodes (tokenizing only)."""
+        from sentune.search.passages import later_windows, window_tokens
+
+        window = window_tokens(self.base)
+        return len(later_windows(self.base.tokenizer, [d.text for d in self.retrieval_dev().corpus], window, max(1, window // 2))[0])
+
+    def choose_passages(self) -> dict:
+        """The unchanged model's documents as their first window or by their best passage (MaxP), whichever ranks the
+        selection queries better against the whole corpus (a tie: the first window); the record names the queries read."""
+        from sentune.search.fusion import id_order, top_by_score
+        from sentune.search.passages import dense_scores
+        from sentune.tasks.retrieval import DEPTH, HEADLINE, per_query_metrics
+
+        if self._passage_choice is None:
+            maxp, record = self.unchanged_passages()
+            dev = self.retrieval_dev()
+            queries = [dev.queries[i] for i in self.inputs.split.select]
+            row = {text: i for i, text in enumerate(self.scorer.sentences())}
+            query_vectors = self.untuned_vectors()[[row[q.text] for q in queries]]
+            ids = [d.id for d in dev.corpus]
+            position = {doc: i for i, doc in enumerate(ids)}
+            own = [position.get(q.id) for q in queries]
+
+            def score(vectors) -> float:
+                ranked = top_by_score(dense_scores(query_vectors, vectors), id_order(ids), DEPTH, exclude=own)
+                return 100 * float(per_query_metrics([[ids[i] for i in r] for r in ranked], queries)[HEADLINE].mean())
+
+            first, best = score(maxp.documents), score(maxp)
+            chosen = "maxp" if round(best, 9) > round(first, 9) else "first"
+            self._passage_choice = record | {"chosen": chosen, "first_score": first, "maxp_score": best, "read_queries": [q.id for q in queries]}
+            print(
+                f"documents by their best passage (MaxP) or their first window: {chosen} (selection, whole corpus: first {first:.2f}, MaxP {best:.2f})",
+                flush=True,
+            )
+        return self._passage_choice
+
+    def maxp_ranker(self):
+        """Rank by the unchanged model's MaxP scores (a query's own document left out)."""
+        from sentune.search.fusion import id_order, top_by_score
+        from sentune.search.passages import dense_scores
+        from sentune.tasks.retrieval import DEPTH
+
+        maxp = self.unchanged_passages()[0]
+        row = {text: i for i, text in enumerate(self.scorer.sentences())}
+        position = {d.id: i for i, d in enumerate(self.retrieval_dev().corpus)}
+
+        def ranked(queries, corpus) -> list[list[int]]:
+            ids = [d.id for d in corpus]
+            own = {doc: i for i, doc in enumerate(ids)}
+            scores = dense_scores(self.untuned_vectors()[[row[q.text] for q in queries]], maxp.subset([position[d] for d in ids]))
+            return top_by_score(scores, id_order(ids), DEPTH, exclude=[own.get(q.id) for q in queries])
+
+        return ranked
+
+    def hybrid_ranker(self, vectors: np.ndarray, fusion: Fusion, texts: list[str] | None = None, passages=None):
         """Rank by `fusion` of BM25 (fitted on the selection queries) and the cosine of `vectors` (rows: `texts`, by
-        default scorer.sentences())."""
+        default scorer.sentences()); with `passages` (sentune.search.passages.PassageVectors of every document, the
+        queries still `vectors`' rows), each document's best passage's cosine instead."""
         from sentune.search.fusion import hybrid_rank
         from sentune.tasks.retrieval import DEPTH
 
         row = {text: i for i, text in enumerate(self.scorer.sentences() if texts is None else texts)}
+        position = {d.id: i for i, d in enumerate(self.retrieval_dev().corpus)}
 
         def fused(queries, corpus) -> list[list[int]]:
             ids = [d.id for d in corpus]
             lexical = self.lexical(fitted=True).scores([q.text for q in queries], ids)
-            query_vectors, doc_vectors = vectors[[row[q.text] for q in queries]], vectors[[row[d.text] for d in corpus]]
+            query_vectors = vectors[[row[q.text] for q in queries]]
+            doc_vectors = vectors[[row[d.text] for d in corpus]] if passages is None else passages.subset([position[d] for d in ids])
             return hybrid_rank(query_vectors, doc_vectors, lambda rows: lexical[rows], ids, fusion, depth=DEPTH, query_ids=[q.id for q in queries])
 
         return fused
@@ -175,7 +261,7 @@ class SearchContext(Context):
             found[q.id] = (first(by_bm25), first(by_dense))
         return found
 
-    def choose_fusion_weight(self, vectors: np.ndarray) -> tuple[Fusion, dict[float, float], list[str]]:
+    def choose_fusion_weight(self, vectors: np.ndarray, passages=None) -> tuple[Fusion, dict[float, float], list[str]]:
         """The convex fusion whose weight α is best on the selection queries, each ranked against the whole corpus (not
         the pool: the normalisation reads every document's score, as it will when the system serves); ties: the α
         nearer 0.5. Only the selection queries are read: their ids are returned with the fusion and the α curve, and
@@ -187,7 +273,7 @@ class SearchContext(Context):
         queries = [dev.queries[i] for i in split.select]
         curve = {}
         for alpha in ALPHAS:
-            ranked = self.hybrid_ranker(vectors, Fusion("convex", alpha))(queries, dev.corpus)
+            ranked = self.hybrid_ranker(vectors, Fusion("convex", alpha), passages=passages)(queries, dev.corpus)
             curve[alpha] = 100 * float(per_query_metrics([[dev.corpus[i].id for i in r] for r in ranked], queries)[HEADLINE].mean())
         best = max(curve, key=lambda a: (round(curve[a], 9), -abs(a - 0.5)))
         return Fusion("convex", best), curve, [q.id for q in queries]

@@ -146,11 +146,13 @@ def build_index(
     show_progress: bool = False,
     model_digest: str | None = None,
     vectors: np.ndarray | None = None,
+    passage_vectors: np.ndarray | None = None,
     shared_folder: bool = False,
 ) -> Path:
     """Encode `documents` with `model` into out/vectors.npy (resuming a build stopped before), build BM25, and write
     index.json. `model_ref`: how a search loads the model again (a path relative to `out`, or a name). `vectors`: the
-    documents' vectors already encoded by this model (an adapt run's), written as they are. An index of the same model
+    documents' vectors already encoded by this model (an adapt run's), written as they are; `passage_vectors` the same
+    for the documents' later windows (plan.passages "maxp"). An index of the same model
     and documents with another system, fusion or BM25 settings keeps its vectors and gets the rest built again."""
     from sentune.core.distributed import rank, world_size
     from sentune.core.embedding_cache import model_digest as digest_of
@@ -201,7 +203,9 @@ def build_index(
     if rank() != 0:
         return out
     if wanted_passages is not None:
-        settings["passages"] = wanted_passages | {"count": _encode_passages(model, documents, out / "passages", wanted_passages, show_progress)}
+        settings["passages"] = wanted_passages | {
+            "count": _encode_passages(model, documents, out / "passages", wanted_passages, show_progress, passage_vectors)
+        }
     LexicalIndex.of_documents(documents, plan.lexical, show_progress=show_progress).save(out / "bm25")
     settings["dimension"] = int(np.load(out / "vectors.npy", mmap_mode="r").shape[1])
     settings["complete"] = True
@@ -223,15 +227,19 @@ def _evaluated_before(model: Any, documents: list[Document]) -> np.ndarray | Non
     return found["model"][[row[d.text] for d in documents]]
 
 
-def _encode_passages(model: Any, documents: list[Document], folder: Path, record: dict, show_progress: bool) -> int:
+def _encode_passages(model: Any, documents: list[Document], folder: Path, record: dict, show_progress: bool, given: np.ndarray | None = None) -> int:
     """Every document's later windows (sentune.search.passages) encoded into folder/vectors.npy, resumable as the
-    documents' vectors are, their documents' rows into folder/documents.npy; their count."""
+    documents' vectors are (`given`: encoded already, written as they are), their documents' rows into
+    folder/documents.npy; their count."""
     from sentune.search.passages import later_windows
 
     texts, owners = later_windows(model.tokenizer, [d.text for d in documents], record["window"], record["stride"])
     folder.mkdir(parents=True, exist_ok=True)
     np.save(folder / "documents.npy", owners)
-    if texts:
+    if given is not None and len(given) == len(texts):
+        np.save(folder / "vectors.npy", np.asarray(given, dtype=np.float32))
+        _write_json(folder / "progress.json", {"rows": len(texts)})
+    elif texts:
         _encode_into(model, texts, folder / "vectors.npy", folder / "progress.json", show_progress)
     else:
         dimension = int(np.load(folder.parent / "vectors.npy", mmap_mode="r").shape[1])

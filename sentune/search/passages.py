@@ -78,6 +78,15 @@ class PassageVectors:
             best[:, rows] = np.maximum(best[:, rows], np.maximum.reduceat(later, starts, axis=1))
         return best
 
+    def subset(self, rows: list[int]) -> PassageVectors:
+        """The documents `rows` (distinct, in that order) with their passages: a pool of a collection."""
+        position = np.full(len(self.documents), -1, dtype=np.int64)
+        position[np.asarray(rows, dtype=np.int64)] = np.arange(len(rows))
+        kept = np.flatnonzero(position[self.owners] >= 0)
+        owners = position[self.owners[kept]]
+        order = np.argsort(owners, kind="stable")
+        return PassageVectors(self.documents[rows], self.passages[kept[order]], owners[order])
+
     @classmethod
     def open(cls, folder: Path, documents: np.ndarray, record: dict) -> PassageVectors:
         """An index's passages (index.json's `passages` record names their count); one line naming the file when
