@@ -180,3 +180,14 @@ def test_an_adapt_run_chooses_passages_on_its_selection_queries_and_searches_as_
     ranked = read_trec_run(run)
     mean = 100 * np.mean([ndcg10([doc for doc, _, _ in ranked.get(q.id, [])], q.relevant) for q in queries[100:]])
     assert mean == pytest.approx(hybrid["test"]["score"], abs=1e-6)
+
+
+def test_an_index_of_passages_is_not_exported_to_qdrant(tiny_model_dir, tmp_path, capsys):
+    pytest.importorskip("qdrant_client")
+    folder, _, _ = _long_toy(tmp_path / "toy")
+    index = tmp_path / "index"
+    assert main(["index", "--model", str(tiny_model_dir), "--corpus", str(folder / "corpus.jsonl"), "--out", str(index), "--quiet", "--passages", "maxp"]) == 0
+    capsys.readouterr()
+    assert main(["export-index", str(index), "--to", "qdrant", "--path", str(tmp_path / "qdrant"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--passages maxp" in err[0] and not (tmp_path / "qdrant").exists()
