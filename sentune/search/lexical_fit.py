@@ -17,7 +17,7 @@ fit's `read` lists the query ids it scored, and the run's record keeps them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -42,6 +42,7 @@ class LexicalFit:
         key = lambda s: (s.k1, s.b, s.title_weight)  # noqa: E731
         return {
             "chosen": self.settings.label,
+            "settings": asdict(self.settings),
             "chosen_score": self.curve[key(self.settings)],
             "fixed": self.fixed.label,
             "fixed_score": self.curve[key(self.fixed)],
