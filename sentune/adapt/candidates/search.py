@@ -206,10 +206,9 @@ class UnchangedMaxp(SearchBaseline):
     def describe(self, ctx: Context) -> str:
         return "ranking the documents by the unchanged model's best passage (MaxP; reported, never chosen)"
 
-    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
-        from sentune.adapt.search_context import as_search
-
-        return costs.encode(as_search(ctx).later_window_count())
+    def builds_on(self, others: list[Candidate], ctx: Context) -> tuple[str, ...]:
+        """`hybrid` (planned with it, run before it) encodes the later windows it reads: it costs nothing more."""
+        return (HYBRID,)
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
         from sentune.adapt.search_context import as_search
