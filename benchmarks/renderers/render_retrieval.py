@@ -96,6 +96,7 @@ def fit_and_passages_lines(name: str) -> list[str]:
         return []
     found = json.loads(path.read_text())
     fit, q, ndcg = found["bm25_fit"], found["queries"], found["ndcg@10"]
+    chosen = f"hybrid: dense {'maxp' if found['maxp_chosen_on_selection'] else 'first'} + bm25 fitted"
     lines = [
         "",
         f"## BM25 fitted to the domain, long documents as passages: {name}",
@@ -103,7 +104,8 @@ def fit_and_passages_lines(name: str) -> list[str]:
         f"Measured {found['started']} to {found['finished']} (sentune {found['sentune']}, {found['torch_threads']} torch threads, 2 CPU cores) by "
         f"`flock /work/heavy.lock /usr/bin/time -v {found['command']}`. The example's queries split as `sentune adapt --example {name}` splits them "
         f"({q['selection']} selection, {q['confirmation']} confirmation, {q['test']} test), every query ranked against the whole corpus of "
-        f"{found['documents']:,} documents (the selection numbers of the runs above rank a pool: not comparable). Every choice read the selection "
+        f"{found['documents']:,} documents (the adapt runs above rank the selection queries against a pool, so their selection scores may differ). "
+        "Every choice read the selection "
         "queries alone: BM25's settings, MaxP or the first window, each hybrid's weight (α on the dense scores, from 0, 0.05, ..., 1). nDCG@10 ×100:",
         "",
         "| system | selection | confirmation | test |",
@@ -121,7 +123,9 @@ def fit_and_passages_lines(name: str) -> list[str]:
         "",
         f"Passages: windows of {found['window']} tokens (the model's max_seq_length less its special tokens) every {found['stride']}; "
         f"{found['longer_than_the_model_reads']:,} of the {found['documents']:,} documents are longer than the model reads, and make "
-        f"{found['later_windows']:,} later windows. The selection queries {'favour MaxP' if found['maxp_chosen_on_selection'] else 'favour the first window'}.",
+        f"{found['later_windows']:,} later windows. The selection queries {'favour MaxP' if found['maxp_chosen_on_selection'] else 'favour the first window'}, "
+        f"so adapt's `hybrid` now fuses `{chosen}` (test {ndcg[chosen]['test']:.2f}); before, `hybrid: dense first + bm25 fixed` "
+        f"(test {ndcg['hybrid: dense first + bm25 fixed']['test']:.2f}).",
         "",
         "Test differences (paired bootstrap over the test queries, 95 % interval): "
         + "; ".join(f"{k}: {v[0]:+.2f} [{v[1]:+.2f}, {v[2]:+.2f}]" for k, v in found["test_differences"].items())

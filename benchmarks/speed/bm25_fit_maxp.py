@@ -75,6 +75,7 @@ def main() -> None:
     from sentune.search.passages import PassageVectors, later_windows, window_tokens
 
     started = datetime.now(UTC).isoformat(timespec="seconds")
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=REPO).stdout.strip()  # the code that runs
     before = conditions()
     with tempfile.TemporaryDirectory() as scratch:
         files = write_example(args.example, Path(args.data), Path(scratch))
@@ -163,7 +164,7 @@ def main() -> None:
         "command": f"python benchmarks/speed/bm25_fit_maxp.py --example {args.example}" + (f" --stride {args.stride}" if args.stride else ""),
         "started": started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "sentune": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip(),
+        "sentune": commit,
         "torch_threads": torch.get_num_threads(),
         "uptime_before": before,
         "uptime_after": conditions(),
