@@ -137,6 +137,19 @@ def fit_and_passages_lines(name: str) -> list[str]:
         f"(model, every vector, both BM25 indexes). `uptime` at the start: `{found['uptime_before']}`; at the end: `{found['uptime_after']}`.",
     ]
     lines += [line for text in machine_conditions(path.with_name(f"bm25_fit_maxp-{name}_conditions.md")) for line in ("", text)]
+    checked = path.with_name(f"bm25_fit_maxp-{name}-index.json")
+    if checked.is_file():
+        index = json.loads(checked.read_text())
+        searched = "; ".join(
+            f"`--system {r['system']}` {r['search_ndcg10']:.4f} (`{r['as']}` above: {r['benchmark_ndcg10']:.4f}; {r['seconds']:.1f} s)"
+            for r in index["systems"]
+        )
+        lines += [
+            "",
+            f"`sentune search` ranks the same way ({index['date']}, sentune {index['sentune']}, `{index['command']}`): an index built from the vectors "
+            f"above with the settings chosen on the selection queries ({index['index']['lexical']}; passages {index['index']['passages']}; "
+            f"fusion {index['index']['fusion']}), its test nDCG@10 over the {index['test_queries']} test queries: {searched}.",
+        ]
     return lines
 
 
