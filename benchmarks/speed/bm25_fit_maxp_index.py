@@ -42,9 +42,13 @@ def main() -> None:
     maxp = found["maxp_chosen_on_selection"]
     dense_key = "dense maxp" if maxp else "dense first"
     hybrid_key = f"hybrid: {dense_key} + bm25 fitted"
-    settings = found["bm25_fit"].get("settings")
-    fitted = LexicalSettings(**settings) if settings else None
-    if fitted is None or fitted.label != found["bm25_fit"]["chosen"]:
+    fit = found["bm25_fit"]
+    if "settings" in fit:
+        fitted = LexicalSettings(**fit["settings"])
+    else:  # a record written before it kept the settings: the grid's first point of the chosen score, the fit's rule
+        k1, b, weight, _ = next(point for point in fit["grid"] if point[3] == fit["chosen_score"])
+        fitted = LexicalSettings(k1=k1, b=b, title_weight=weight)
+    if fitted.label != fit["chosen"]:
         raise SystemExit("the results file holds no fitted settings that match its label: run bm25_fit_maxp.py again")
     folder = Path(args.vectors)
     rows = []
