@@ -140,10 +140,7 @@ def fit_and_passages_lines(name: str) -> list[str]:
     checked = path.with_name(f"bm25_fit_maxp-{name}-index.json")
     if checked.is_file():
         index = json.loads(checked.read_text())
-        searched = "; ".join(
-            f"`--system {r['system']}` {r['search_ndcg10']:.4f} (`{r['as']}` above: {r['benchmark_ndcg10']:.4f}; {r['seconds']:.1f} s)"
-            for r in index["systems"]
-        )
+        searched = "; ".join(f"`--system {r['system']}` {r['search_ndcg10']:.4f} (`{r['as']}` above: {r['benchmark_ndcg10']:.4f})" for r in index["systems"])
         lines += [
             "",
             f"`sentune search` ranks the same way ({index['date']}, sentune {index['sentune']}, `{index['command']}`): an index built from the vectors "
