@@ -167,11 +167,17 @@ def test_an_adapt_run_searches_as_it_scored_its_chosen_hybrid(tiny_model_dir, to
     assert sorted(hybrid["weight_read_queries"]) == sorted(queries[i].id for i in split.select)
     test_queries = read_beir_folder(test, "test").queries
     assert not set(hybrid["weight_read_queries"]) & ({queries[i].id for i in split.confirm} | {q.id for q in test_queries})
-    for name in ("bm25", "bm25-unstemmed", "rrf"):
+    for name in ("bm25", "bm25-unstemmed", "bm25-fitted", "rrf"):
         assert results["candidates"][name]["kind"] == "baseline" and not results["candidates"][name]["eligible"]
+    # BM25's k1, b and title weight were fitted on the selection queries alone, and the hybrid fused that BM25
+    fit = results["candidates"]["bm25-fitted"]["lexical_fit"]
+    assert fit["read_queries"] == hybrid["weight_read_queries"] and hybrid["lexical_fit"] == fit
+    assert hybrid["lexical"] == fit["chosen"] == results["candidates"]["bm25-fitted"]["setting"]
+    assert fit["chosen_score"] == max(score for *_, score in fit["grid"]) >= fit["fixed_score"]
     # the pool holds BM25's top documents too
     settings = json.loads((out / "index.json").read_text())
     assert settings["system"] == "hybrid" and settings["fusion"] == hybrid["fusion"] and settings["model"] == "model"
+    assert settings["lexical"]["label"] == fit["chosen"]  # `sentune search` ranks with the fitted BM25 too
     run = tmp_path / "test.run"
     assert main(["search", str(out), "--queries", str(test / "queries.jsonl"), "--top", "100", "--run", str(run), "--quiet"]) == 0
     ranked = read_trec_run(run)

@@ -304,7 +304,8 @@ def _ndcg10(ranked: list[str], relevant: dict[str, int]) -> float:
 def test_the_hybrid_of_the_supervised_candidate_is_scored_out_of_fold_with_the_unchanged_models_weight(tiny_model_dir, tmp_path, monkeypatch):
     """hybrid-supervised: BM25 fused with the supervised candidate at `hybrid`'s α; each selection query's score comes
     from the fold model that never trained on it, fused by hand here: min-max of the cosine and of BM25 (the whole
-    collection's statistics) over the selection pool, α · dense + (1 − α) · BM25, nDCG@10 of that ranking."""
+    collection's statistics, the settings fitted on the selection queries) over the selection pool, α · dense + (1 − α) ·
+    BM25, nDCG@10 of that ranking."""
     pytest.importorskip("bm25s")
     pytest.importorskip("Stemmer")
     monkeypatch.setattr("sentune.adapt.crossfit.FOLDS", 2)
@@ -326,7 +327,9 @@ def test_the_hybrid_of_the_supervised_candidate_is_scored_out_of_fold_with_the_u
     corpus = read_beir_folder(out / "data" / "dev", "dev").corpus
     pool = read_beir_folder(out / "data" / "dev-select", "select").corpus
     columns = [[d.id for d in corpus].index(d.id) for d in pool]
-    bm25 = LexicalIndex.build([d.text for d in corpus], LexicalSettings())
+    fitted = LexicalSettings(**results["hybrid"]["lexical_fit"]["settings"])  # the BM25 the hybrids fuse: fitted on the selection queries
+    assert record["lexical"] == fitted.label
+    bm25 = LexicalIndex.of_documents(corpus, fitted)
     found = np.load(out / "candidates" / "hybrid-supervised" / "scores.npz")["dev"]
     select = sorted(set(results["supervised"]["dev_indices_trained_on"]))
     for fold, trained in enumerate(results["supervised"]["fold_dev_indices_trained_on"]):  # fold models are kept in memory only: trained again here

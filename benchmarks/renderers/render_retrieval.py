@@ -3,7 +3,9 @@ benchmarks/runners/adapt_experiments.sh` (benchmarks/results/adapt/NAME/results.
 (issues 23, 45), every candidate's nDCG@10 on the selection, confirmation and test queries with its interval, the choice,
 the minutes, what search users would run instead beside them (BM25 stemmed and unstemmed, reciprocal rank fusion,
 sentence-transformers' SimCSE when run), the hybrid's weight curve, the index's time and memory
-(benchmarks/speed/index_speed.py: benchmarks/results/index_speed.json), and the memory of each domain run again with
+(benchmarks/speed/index_speed.py: benchmarks/results/index_speed.json), BM25 fitted to the domain and MaxP against
+the fixed BM25 and the first window (benchmarks/speed/bm25_fit_maxp.py: benchmarks/results/bm25_fit_maxp-NAME.json),
+and the memory of each domain run again with
 --low-memory (LOW_MEMORY=1, benchmarks/results/adapt/NAME-low-memory). A domain whose run has not finished is listed as
 missing, never filled in."""
 
@@ -13,6 +15,7 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 from render_adapt import KEPT, LABEL_FREE, domain_section, supervised_cell, test_versus  # noqa: E402  (benchmarks/renderers/render_adapt.py)
 
@@ -75,6 +78,76 @@ def hybrid_lines(name: str, results: dict) -> list[str]:
 
 
 INDEX_SPEED = KEPT.parent / "index_speed.json"
+
+
+FIT_AND_PASSAGES = KEPT.parent / "bm25_fit_maxp-{name}.json"  # benchmarks/speed/bm25_fit_maxp.py
+SYSTEMS = {
+    "bm25 fixed": "BM25, fixed (k1 1.5, b 0.75, title once)",
+    "bm25 fitted": "BM25, fitted on the selection queries",
+    "dense first": "unchanged model, first window",
+    "dense maxp": "unchanged model, MaxP",
+}
+
+
+def fit_and_passages_lines(name: str) -> list[str]:
+    """The section of benchmarks/speed/bm25_fit_maxp.py's results for one example (none when it has not run)."""
+    path = Path(str(FIT_AND_PASSAGES).format(name=name))
+    if not path.is_file():
+        return []
+    found = json.loads(path.read_text())
+    fit, q, ndcg = found["bm25_fit"], found["queries"], found["ndcg@10"]
+    chosen = f"hybrid: dense {'maxp' if found['maxp_chosen_on_selection'] else 'first'} + bm25 fitted"
+    lines = [
+        "",
+        f"## BM25 fitted to the domain, long documents as passages: {name}",
+        "",
+        f"Measured {found['started']} to {found['finished']} (sentune {found['sentune']}, {found['torch_threads']} torch threads, 2 CPU cores) by "
+        f"`flock /work/heavy.lock /usr/bin/time -v {found['command']}`. The example's queries split as `sentune adapt --example {name}` splits them "
+        f"({q['selection']} selection, {q['confirmation']} confirmation, {q['test']} test), every query ranked against the whole corpus of "
+        f"{found['documents']:,} documents (the adapt runs above rank the selection queries against a pool, so their selection scores may differ). "
+        "Every choice read the selection "
+        "queries alone: BM25's settings, MaxP or the first window, each hybrid's weight (α on the dense scores, from 0, 0.05, ..., 1). nDCG@10 ×100:",
+        "",
+        "| system | selection | confirmation | test |",
+        "|---|---|---|---|",
+    ]
+    for key, values in ndcg.items():
+        label = SYSTEMS.get(key) or f"{key} (α = {found['hybrid_weights'][key]:g})"
+        lines.append(f"| {label} | {values['selection']:.2f} | {values['confirmation']:.2f} | {values['test']:.2f} |")
+    grid = fit["grid"]
+    lines += [
+        "",
+        f"BM25's fit: {fit['chosen']} (selection {fit['chosen_score']:.2f}, the fixed settings {fit['fixed_score']:.2f}), from "
+        f"{len(grid)} grid points (k1 {', '.join(f'{v:g}' for v in sorted({g[0] for g in grid}))}; b {', '.join(f'{v:g}' for v in sorted({g[1] for g in grid}))}; "
+        f"title counted {', '.join(str(v) for v in sorted({g[2] for g in grid}))} times) over the {fit['read_queries']} selection queries.",
+        "",
+        f"Passages: windows of {found['window']} tokens (the model's max_seq_length less its special tokens) every {found['stride']}; "
+        f"{found['longer_than_the_model_reads']:,} of the {found['documents']:,} documents are longer than the model reads, and make "
+        f"{found['later_windows']:,} later windows. The selection queries {'favour MaxP' if found['maxp_chosen_on_selection'] else 'favour the first window'}, "
+        f"so adapt's `hybrid` now fuses `{chosen}` (test {ndcg[chosen]['test']:.2f}); before, `hybrid: dense first + bm25 fixed` "
+        f"(test {ndcg['hybrid: dense first + bm25 fixed']['test']:.2f}).",
+        "",
+        "Test differences (paired bootstrap over the test queries, 95 % interval): "
+        + "; ".join(f"{k}: {v[0]:+.2f} [{v[1]:+.2f}, {v[2]:+.2f}]" for k, v in found["test_differences"].items())
+        + ".",
+        "",
+        "Costs: "
+        + ", ".join(f"{k} {v / 60:.1f} min" for k, v in found["seconds"].items())
+        + f"; peak resident memory of the process {found['peak_resident_mib']:.0f} MiB "
+        f"(model, every vector, both BM25 indexes). `uptime` at the start: `{found['uptime_before']}`; at the end: `{found['uptime_after']}`.",
+    ]
+    lines += [line for text in machine_conditions(path.with_name(f"bm25_fit_maxp-{name}_conditions.md")) for line in ("", text)]
+    checked = path.with_name(f"bm25_fit_maxp-{name}-index.json")
+    if checked.is_file():
+        index = json.loads(checked.read_text())
+        searched = "; ".join(f"`--system {r['system']}` {r['search_ndcg10']:.4f} (`{r['as']}` above: {r['benchmark_ndcg10']:.4f})" for r in index["systems"])
+        lines += [
+            "",
+            f"`sentune search` ranks the same way ({index['date']}, sentune {index['sentune']}, `{index['command']}`): an index built from the vectors "
+            f"above with the settings chosen on the selection queries ({index['index']['lexical']}; passages {index['index']['passages']}; "
+            f"fusion {index['index']['fusion']}), its test nDCG@10 over the {index['test_queries']} test queries: {searched}.",
+        ]
+    return lines
 
 
 def index_lines() -> list[str]:
@@ -212,6 +285,7 @@ def render() -> str:
     if curves:
         lines += ["", "The hybrid's weight, chosen on the selection queries alone:", "", *curves]
     lines += index_lines()
+    lines += [line for name in names for line in fit_and_passages_lines(name)]
     lines += low_memory_section(found)
     for name, results in found.items():
         lines += domain_section(name, results, name)

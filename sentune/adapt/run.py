@@ -261,7 +261,9 @@ def _save_choice(results: dict, candidates: Plan, ctx: Context) -> None:
 
 def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
     """Search: OUT is also an index of the chosen system (sentune.search.index) over every document, its model OUT/model,
-    so `sentune search OUT` ranks as the run scored it: the fusion the candidate's record holds. The dense part reuses
+    so `sentune search OUT` ranks as the run scored it: the fusion the candidate's record holds, BM25 with the settings
+    fitted on the selection queries (the hybrids' and `bm25-fitted`'s), and the documents' passages when the hybrid
+    chose MaxP. The dense part reuses
     the vectors the run scored with when it has them (the unchanged model's, or a hybrid's source's)."""
     from sentune.search.index import FILES, BuildPlan, build_index, read_settings
 
@@ -279,8 +281,15 @@ def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
         for name in FILES:
             path = ctx.out / name
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    plan = BuildPlan("hybrid" if fusion else "dense", fusion)
-    build_index(model, "model", documents, ctx.out, plan, show_progress=ctx.config.show_progress, vectors=vectors, shared_folder=True)
+    passages = ctx.records[candidate.name].detail.get("passages") if fused is not None else None
+    plan = BuildPlan("hybrid" if fusion else "dense", fusion, ctx.lexical_settings(fitted=True))
+    passage_vectors = None
+    if passages is not None and passages["chosen"] == "maxp" and source == UNCHANGED:  # the unchanged model's later windows, as the run scored them
+        plan = replace(plan, passages="maxp", stride=passages["stride"])
+        passage_vectors = ctx.unchanged_passages()[0].passages
+    build_index(
+        model, "model", documents, ctx.out, plan, show_progress=ctx.config.show_progress, vectors=vectors, passage_vectors=passage_vectors, shared_folder=True
+    )
     print(f"index: {ctx.out} ({plan.system}{', ' + fusion.label if fusion else ''}): sentune search {ctx.out} --query TEXT", flush=True)
 
 

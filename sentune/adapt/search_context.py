@@ -1,7 +1,9 @@
 """The Context of a search run (sentune.adapt.context): the selection queries ranked against their pool of documents,
-and what only the search candidates read: BM25 over the whole collection, rankers fused from it and a dense candidate
+and what only the search candidates read: BM25 over the whole collection (fixed, and fitted to the domain on the
+selection queries: sentune.search.lexical_fit), rankers fused from the fitted one and a dense candidate
 (sentune.search.fusion), the convex weight chosen on the selection queries, and hard negatives mined for the
-supervised candidate."""
+supervised candidate. The selection pool and the hard negatives read the fixed BM25: they are made before, and apart
+from, any choice."""
 
 from __future__ import annotations
 
@@ -25,7 +27,10 @@ from sentune.tasks.user_queries import SELECT_SPLIT, QueryScorer
 class SearchContext(Context):
     task: SearchTask = field(kw_only=True)
     scorer: QueryScorer
-    _lexical: dict[bool, Any] = field(default_factory=dict, kw_only=True)
+    _lexical: dict[tuple[bool, bool], Any] = field(default_factory=dict, kw_only=True)
+    _fit: Any = field(default=None, kw_only=True)
+    _passages: Any = field(default=None, kw_only=True)
+    _passage_choice: dict | None = field(default=None, kw_only=True)
     _pool: RetrievalSet | None = field(default=None, kw_only=True)
 
     # -- the selection queries, each ranked against their pool --
@@ -100,34 +105,134 @@ class SearchContext(Context):
         """Every split's per-query nDCG@10 ×100 under a ranker of documents (a system that is not one cosine)."""
         return self.scorer.of_ranker(ranker)
 
-    def lexical_settings(self, stemmed: bool = True):
+    def lexical_settings(self, stemmed: bool = True, fitted: bool = False):
         from sentune.search.lexical import LexicalSettings
 
+        if fitted:
+            return self.fitted_lexical().settings
         return LexicalSettings() if stemmed else LexicalSettings(stemmer=None)
 
-    def lexical(self, stemmed: bool = True):
+    def fitted_lexical(self):
+        """BM25's k1, b and title weight fitted on the selection queries alone, each ranked against the whole corpus
+        (sentune.search.lexical_fit; once per process: a few seconds a grid point). The fit's `read` names the
+        queries it scored."""
+        from sentune.search.lexical_fit import fit_lexical
+
+        if self._fit is None:
+            dev = self.retrieval_dev()
+            self._fit = fit_lexical(dev.corpus, [dev.queries[i] for i in self.inputs.split.select], self.lexical_settings())
+            print(f"BM25 fitted on the selection queries: {self._fit.settings.label}", flush=True)
+        return self._fit
+
+    def lexical(self, stemmed: bool = True, fitted: bool = False):
         """BM25 over every document (built once; sentune.search.lexical.CollectionRanker): a part ranking a subset of
-        them reads the collection's statistics."""
+        them reads the collection's statistics. `fitted`: with the settings fitted on the selection queries."""
         from sentune.search.lexical import CollectionRanker, LexicalIndex
         from sentune.tasks.retrieval import DEPTH
 
-        if stemmed not in self._lexical:
+        key = (stemmed, fitted)
+        if key not in self._lexical:
             documents = self.retrieval_dev().corpus
-            index = LexicalIndex.build([d.text for d in documents], self.lexical_settings(stemmed), show_progress=self.config.show_progress)
-            self._lexical[stemmed] = CollectionRanker(index, [d.id for d in documents], DEPTH)
-        return self._lexical[stemmed]
+            index = LexicalIndex.of_documents(documents, self.lexical_settings(stemmed, fitted), show_progress=self.config.show_progress)
+            self._lexical[key] = CollectionRanker(index, [d.id for d in documents], DEPTH)
+        return self._lexical[key]
 
-    def hybrid_ranker(self, vectors: np.ndarray, fusion: Fusion, texts: list[str] | None = None):
-        """Rank by `fusion` of BM25 and the cosine of `vectors` (rows: `texts`, by default scorer.sentences())."""
+    # -- long documents as passages (sentune.search.passages), for the unchanged model --
+    def unchanged_passages(self):
+        """The unchanged model's MaxP view of every document: its first windows (the untuned vectors) and its later
+        windows, encoded once and kept in OUT/data/passages/; with index.json's record of them (window, stride, count)."""
+        from sentune.core.encode import Encoder
+        from sentune.search.passages import PassageVectors, later_windows, window_tokens
+
+        if self._passages is None:
+            documents = self.retrieval_dev().corpus
+            window = window_tokens(self.base)
+            stride = max(1, window // 2)
+            texts, owners = later_windows(self.base.tokenizer, [d.text for d in documents], window, stride)
+            path = self.out / "data" / "passages" / f"unchanged-window-{window}-stride-{stride}.npy"
+            if path.is_file() and len(np.load(path, mmap_mode="r")) == len(texts):
+                vectors = np.load(path)
+            else:
+                encoder = Encoder(self.base, "model", show_progress=self.config.show_progress, desc="encoding the documents' later windows")
+                vectors = encoder.encode(texts) if texts else np.zeros((0, self.untuned_vectors().shape[1]), dtype=np.float32)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                np.save(path.with_suffix(".partial.npy"), vectors)
+                os.replace(path.with_suffix(".partial.npy"), path)
+            row = {text: i for i, text in enumerate(self.scorer.sentences())}
+            first = self.untuned_vectors()[[row[d.text] for d in documents]]
+            self._passages = (PassageVectors(first, vectors, owners), {"kind": "maxp", "window": window, "stride": stride, "count": len(texts)})
+        return self._passages
+
+    def later_window_count(self) -> int:
+        """How many later windows the unchanged model's MaxP encodes (tokenizing only)."""
+        from sentune.search.passages import later_windows, window_tokens
+
+        window = window_tokens(self.base)
+        return len(later_windows(self.base.tokenizer, [d.text for d in self.retrieval_dev().corpus], window, max(1, window // 2))[0])
+
+    def choose_passages(self) -> dict:
+        """The unchanged model's documents as their first window or by their best passage (MaxP), whichever ranks the
+        selection queries better against the whole corpus (a tie: the first window); the record names the queries read."""
+        from sentune.search.fusion import id_order, top_by_score
+        from sentune.search.passages import dense_scores
+        from sentune.tasks.retrieval import DEPTH, HEADLINE, per_query_metrics
+
+        if self._passage_choice is None:
+            maxp, record = self.unchanged_passages()
+            dev = self.retrieval_dev()
+            queries = [dev.queries[i] for i in self.inputs.split.select]
+            row = {text: i for i, text in enumerate(self.scorer.sentences())}
+            query_vectors = self.untuned_vectors()[[row[q.text] for q in queries]]
+            ids = [d.id for d in dev.corpus]
+            position = {doc: i for i, doc in enumerate(ids)}
+            own = [position.get(q.id) for q in queries]
+
+            def score(vectors) -> float:
+                ranked = top_by_score(dense_scores(query_vectors, vectors), id_order(ids), DEPTH, exclude=own)
+                return 100 * float(per_query_metrics([[ids[i] for i in r] for r in ranked], queries)[HEADLINE].mean())
+
+            first, best = score(maxp.documents), score(maxp)
+            chosen = "maxp" if round(best, 9) > round(first, 9) else "first"
+            self._passage_choice = record | {"chosen": chosen, "first_score": first, "maxp_score": best, "read_queries": [q.id for q in queries]}
+            print(
+                f"documents by their best passage (MaxP) or their first window: {chosen} (selection, whole corpus: first {first:.2f}, MaxP {best:.2f})",
+                flush=True,
+            )
+        return self._passage_choice
+
+    def maxp_ranker(self):
+        """Rank by the unchanged model's MaxP scores (a query's own document left out)."""
+        from sentune.search.fusion import id_order, top_by_score
+        from sentune.search.passages import dense_scores
+        from sentune.tasks.retrieval import DEPTH
+
+        maxp = self.unchanged_passages()[0]
+        row = {text: i for i, text in enumerate(self.scorer.sentences())}
+        position = {d.id: i for i, d in enumerate(self.retrieval_dev().corpus)}
+
+        def ranked(queries, corpus) -> list[list[int]]:
+            ids = [d.id for d in corpus]
+            own = {doc: i for i, doc in enumerate(ids)}
+            scores = dense_scores(self.untuned_vectors()[[row[q.text] for q in queries]], maxp.subset([position[d] for d in ids]))
+            return top_by_score(scores, id_order(ids), DEPTH, exclude=[own.get(q.id) for q in queries])
+
+        return ranked
+
+    def hybrid_ranker(self, vectors: np.ndarray, fusion: Fusion, texts: list[str] | None = None, passages=None):
+        """Rank by `fusion` of BM25 (fitted on the selection queries) and the cosine of `vectors` (rows: `texts`, by
+        default scorer.sentences()); with `passages` (sentune.search.passages.PassageVectors of every document, the
+        queries still `vectors`' rows), each document's best passage's cosine instead."""
         from sentune.search.fusion import hybrid_rank
         from sentune.tasks.retrieval import DEPTH
 
         row = {text: i for i, text in enumerate(self.scorer.sentences() if texts is None else texts)}
+        position = {d.id: i for i, d in enumerate(self.retrieval_dev().corpus)}
 
         def fused(queries, corpus) -> list[list[int]]:
             ids = [d.id for d in corpus]
-            lexical = self.lexical().scores([q.text for q in queries], ids)
-            query_vectors, doc_vectors = vectors[[row[q.text] for q in queries]], vectors[[row[d.text] for d in corpus]]
+            lexical = self.lexical(fitted=True).scores([q.text for q in queries], ids)
+            query_vectors = vectors[[row[q.text] for q in queries]]
+            doc_vectors = vectors[[row[d.text] for d in corpus]] if passages is None else passages.subset([position[d] for d in ids])
             return hybrid_rank(query_vectors, doc_vectors, lambda rows: lexical[rows], ids, fusion, depth=DEPTH, query_ids=[q.id for q in queries])
 
         return fused
@@ -156,7 +261,7 @@ class SearchContext(Context):
             found[q.id] = (first(by_bm25), first(by_dense))
         return found
 
-    def choose_fusion_weight(self, vectors: np.ndarray) -> tuple[Fusion, dict[float, float], list[str]]:
+    def choose_fusion_weight(self, vectors: np.ndarray, passages=None) -> tuple[Fusion, dict[float, float], list[str]]:
         """The convex fusion whose weight α is best on the selection queries, each ranked against the whole corpus (not
         the pool: the normalisation reads every document's score, as it will when the system serves); ties: the α
         nearer 0.5. Only the selection queries are read: their ids are returned with the fusion and the α curve, and
@@ -168,7 +273,7 @@ class SearchContext(Context):
         queries = [dev.queries[i] for i in split.select]
         curve = {}
         for alpha in ALPHAS:
-            ranked = self.hybrid_ranker(vectors, Fusion("convex", alpha))(queries, dev.corpus)
+            ranked = self.hybrid_ranker(vectors, Fusion("convex", alpha), passages=passages)(queries, dev.corpus)
             curve[alpha] = 100 * float(per_query_metrics([[dev.corpus[i].id for i in r] for r in ranked], queries)[HEADLINE].mean())
         best = max(curve, key=lambda a: (round(curve[a], 9), -abs(a - 0.5)))
         return Fusion("convex", best), curve, [q.id for q in queries]

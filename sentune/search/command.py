@@ -29,6 +29,28 @@ def parse_fusion(text: str | None):
     return Fusion("convex", alpha)
 
 
+def parse_lexical(args: argparse.Namespace):
+    """BM25's settings from --no-stem, --bm25-k1, --bm25-b and --bm25-title-weight (sentune.search.lexical)."""
+    from dataclasses import replace
+
+    from sentune.search.lexical import LexicalSettings
+
+    settings = LexicalSettings(stemmer=None) if args.no_stem else LexicalSettings()
+    if args.bm25_k1 is not None:
+        if not args.bm25_k1 >= 0:
+            raise UserError(f"--bm25-k1 {args.bm25_k1}: 0 or more")
+        settings = replace(settings, k1=args.bm25_k1)
+    if args.bm25_b is not None:
+        if not 0 <= args.bm25_b <= 1:
+            raise UserError(f"--bm25-b {args.bm25_b}: from 0 to 1")
+        settings = replace(settings, b=args.bm25_b)
+    if args.bm25_title_weight is not None:
+        if args.bm25_title_weight < 1:
+            raise UserError(f"--bm25-title-weight {args.bm25_title_weight}: 1 or more")
+        settings = replace(settings, title_weight=args.bm25_title_weight)
+    return settings
+
+
 def input_file(path: str, option: str) -> Path:
     """A file the user named with `option`: one line naming the option when it is missing or a folder."""
     found = Path(path)
@@ -64,6 +86,21 @@ def index_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="BM25 without the English stemmer (BEIR and Anserini stem); on an existing index, its BM25 side is built again with the settings given",
     )
+    p.add_argument("--bm25-k1", type=float, help="BM25's k1 (default 1.5, bm25s's; `sentune adapt` fits it on your queries)")
+    p.add_argument("--bm25-b", type=float, help="BM25's b, from 0 to 1 (default 0.75)")
+    p.add_argument(
+        "--bm25-title-weight",
+        type=int,
+        help="how many times a document's title counts in its BM25 text (default 1: once, as the model reads it; corpus.jsonl's `title`)",
+    )
+    p.add_argument(
+        "--passages",
+        choices=("first", "maxp"),
+        default="first",
+        help="first: a document is its first window of the model's max_seq_length tokens (what the model reads); maxp: also its later windows, "
+        "and a document's dense score is its best window's (MaxP), for documents longer than the model reads",
+    )
+    p.add_argument("--passage-stride", type=int, help="with --passages maxp: tokens between two windows' starts (default half a window)")
     p.add_argument(
         "--ann",
         help="also build an approximate dense index, searched instead of every document: hnsw or ivfpq, optionally with settings "
@@ -110,9 +147,13 @@ def cmd_index(args: argparse.Namespace) -> int:
     from sentune.data.beir import read_corpus_jsonl
     from sentune.search.ann import build_ann, check_fits, parse_ann
     from sentune.search.index import BuildPlan, build_index, check_out
-    from sentune.search.lexical import LexicalSettings
 
     fusion = parse_fusion(args.fusion)
+    lexical = parse_lexical(args)
+    if args.passage_stride is not None and (args.passages != "maxp" or args.passage_stride < 1):
+        raise UserError(f"--passage-stride {args.passage_stride}: a number of tokens from 1, with --passages maxp")
+    if args.ann is not None and args.passages == "maxp":
+        raise UserError("--ann: an approximate index holds one vector a document; --passages maxp searches every passage exactly (leave --ann out)")
     ann = parse_ann(args.ann) if args.ann is not None else None
     out = Path(args.out)
     if out.exists() and not out.is_dir():  # the cheapest check first
@@ -126,7 +167,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     digest = model_digest(model)
     if ann is not None:  # settings that cannot fit this collection: one line before any document is encoded
         ann = check_fits(ann, len(documents), model.get_sentence_embedding_dimension() or 0)
-    plan = BuildPlan("hybrid" if fusion else "dense", fusion, LexicalSettings(stemmer=None) if args.no_stem else LexicalSettings())
+    plan = BuildPlan("hybrid" if fusion else "dense", fusion, lexical, args.passages, args.passage_stride)
     # an index of another model in --out: one line, before anything is written
     build_index(model, args.model, documents, out, plan, show_progress=not args.quiet, model_digest=digest)
     from sentune.core.distributed import rank
@@ -137,8 +178,14 @@ def cmd_index(args: argparse.Namespace) -> int:
         built = build_ann(out, ann, read_settings(out) or {}, show_progress=not args.quiet)
         print(f"approximate index: {out / 'ann'} ({built['kind']}, built in {built['build_seconds']:.1f} s)")
     if rank() == 0:  # under torchrun, one process speaks
+        from dataclasses import replace
+
+        from sentune.search.lexical import LexicalSettings
+
         print(
-            f"index: {out} ({len(documents)} documents, {plan.system}{', ' + fusion.label if fusion else ''}{', BM25 unstemmed' if args.no_stem else ''}); "
+            f"index: {out} ({len(documents)} documents, {plan.system}{', ' + fusion.label if fusion else ''}{', BM25 unstemmed' if args.no_stem else ''}"
+            f"{', ' + lexical.label if lexical != replace(LexicalSettings(), stemmer=lexical.stemmer) else ''}"
+            f"{', documents scored by their best passage' if args.passages == 'maxp' else ''}); "
             f"search it with `sentune search {out} --query TEXT`"
         )
     return 0

@@ -260,6 +260,8 @@ def export_command(
         if folder.is_dir() and any(folder.iterdir()) and not (folder / "meta.json").is_file():
             raise UserError(f"--path {path}: a folder that is not empty and holds no Qdrant local storage (meta.json)")
     index = SearchIndex.open(index_folder)
+    if index.settings.get("passages"):  # a point holds one dense vector: MaxP's best passage cannot be exported
+        raise UserError(f"{index_folder}: documents scored by their best passage (--passages maxp), which a Qdrant point (one vector a document) cannot hold")
     client = connect(path=path, url=url, api_key=api_key)
     try:
         report = export_index(index, client, name, replace=replace, batch=batch, show_progress=not quiet)

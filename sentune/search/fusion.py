@@ -16,8 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from sentune.search.passages import PassageVectors
 
 ALPHAS = tuple(round(a, 2) for a in np.linspace(0.0, 1.0, 21))  # the convex weights tried on the selection queries
 RRF_K = 60
@@ -138,7 +142,7 @@ def cosines(query_vectors: np.ndarray, doc_vectors: np.ndarray) -> np.ndarray:
 
 def hybrid_rank_rows(
     query_vectors: np.ndarray,
-    doc_vectors: np.ndarray,
+    doc_vectors: np.ndarray | PassageVectors,
     lexical_scores,
     ties: np.ndarray,
     fusion: Fusion,
@@ -148,12 +152,15 @@ def hybrid_rank_rows(
     with_scores: bool = False,
 ):
     """hybrid_rank with the documents' id order given (`ties`, id_order's) and each query's own document as a row
-    (`own[q]`, None: none), for an index whose ids stay in their file."""
+    (`own[q]`, None: none), for an index whose ids stay in their file. `doc_vectors`: vectors, or an index's
+    sentune.search.passages.PassageVectors (each document its best passage's cosine)."""
+    from sentune.search.passages import dense_scores
+
     ranked: list[list[int]] = []
     values: list[list[float]] = []
     for start in range(0, len(query_vectors), QUERY_BLOCK):
         rows = np.arange(start, min(start + QUERY_BLOCK, len(query_vectors)))
-        dense = cosines(query_vectors[rows], doc_vectors)
+        dense = dense_scores(query_vectors[rows], doc_vectors)  # MaxP's for an index of passages (sentune.search.passages)
         lexical = np.asarray(lexical_scores(rows), dtype=np.float32)
         block_own = [own[int(r)] for r in rows] if own is not None else [None] * len(rows)
         for i, doc in enumerate(block_own):

@@ -7,7 +7,10 @@ its chosen system as.
                            offset and the ids' order, memory-mapped (sentune.search.documents)
     INDEX/vectors.npy      float32 (documents × dimension), the model's own pipeline; memory-mapped when read
     INDEX/progress.json    rows of vectors.npy written so far: an interrupted build resumes there
-    INDEX/bm25/            BM25 as BEIR runs it (sentune.search.lexical), built after the vectors
+    INDEX/bm25/            BM25 as BEIR runs it (sentune.search.lexical), built after the vectors, with the settings
+                           index.json's `lexical` records (an adapt run's: fitted on its selection queries)
+    INDEX/passages/        with `passages: maxp`, every document's later windows' vectors and their documents: the
+                           dense score of a document is its best passage's (sentune.search.passages)
 
 The vectors are written chunk by chunk into the memory-mapped file, so a build never holds more than one chunk's
 activations, and `complete` in index.json is set last: a search refuses an index whose build did not finish, and one
@@ -43,10 +46,11 @@ from sentune.search.documents import DAMAGED, OFFSETS, ORDER, Documents, write_d
 from sentune.search.exact import dense_top
 from sentune.search.fusion import Fusion, hybrid_rank_rows, top_by_score
 from sentune.search.lexical import LexicalIndex, LexicalSettings
+from sentune.search.passages import PassageVectors
 
 FORMAT = "sentune-index/1"
 INDEX_FILE = "index.json"
-FILES = (INDEX_FILE, "documents.jsonl", OFFSETS, ORDER, "vectors.npy", "progress.json", "bm25")  # what a build writes into its folder
+FILES = (INDEX_FILE, "documents.jsonl", OFFSETS, ORDER, "vectors.npy", "progress.json", "bm25", "passages")  # what a build writes into its folder
 CHUNK = 1024  # documents encoded between two progress marks
 SYSTEMS = ("dense", "bm25", "hybrid")
 
@@ -114,6 +118,22 @@ class BuildPlan:
     system: str = "dense"
     fusion: Fusion | None = None
     lexical: LexicalSettings = LexicalSettings()
+    passages: str = "first"  # "maxp": documents also as passages, each scored by its best (sentune.search.passages)
+    stride: int | None = None  # tokens between two windows' starts (None: half a window)
+
+
+def passages_record(plan: BuildPlan, model: Any) -> dict | None:
+    """How index.json records the passages, their count left out (None: the first window alone); one line naming
+    --passage-stride when it is not from 1 to a window."""
+    from sentune.search.passages import window_tokens
+
+    if plan.passages == "first":
+        return None
+    window = window_tokens(model)
+    stride = plan.stride if plan.stride is not None else max(1, window // 2)
+    if not 0 < stride <= window:
+        raise UserError(f"--passage-stride {stride}: from 1 to the model's window, {window} tokens")
+    return {"kind": plan.passages, "window": window, "stride": stride}
 
 
 def build_index(
@@ -126,25 +146,34 @@ def build_index(
     show_progress: bool = False,
     model_digest: str | None = None,
     vectors: np.ndarray | None = None,
+    passage_vectors: np.ndarray | None = None,
     shared_folder: bool = False,
 ) -> Path:
     """Encode `documents` with `model` into out/vectors.npy (resuming a build stopped before), build BM25, and write
     index.json. `model_ref`: how a search loads the model again (a path relative to `out`, or a name). `vectors`: the
-    documents' vectors already encoded by this model (an adapt run's), written as they are. An index of the same model
+    documents' vectors already encoded by this model (an adapt run's), written as they are; `passage_vectors` the same
+    for the documents' later windows (plan.passages "maxp"). An index of the same model
     and documents with another system, fusion or BM25 settings keeps its vectors and gets the rest built again."""
     from sentune.core.distributed import rank, world_size
     from sentune.core.embedding_cache import model_digest as digest_of
 
     model_digest = model_digest or digest_of(model)
     saved = check_resume(out, model_digest, documents, shared_folder)
+    wanted_passages = passages_record(plan, model)
+    saved_passages = {k: v for k, v in saved["passages"].items() if k != "count"} if saved is not None and saved.get("passages") else None
     if (
         saved is not None
         and saved.get("complete")
         and saved["system"] == plan.system
         and saved.get("fusion") == (plan.fusion.to_dict() if plan.fusion else None)
         and saved.get("lexical") == lexical_record(plan.lexical)
+        and saved_passages == wanted_passages
     ):
         return out
+    if saved_passages != wanted_passages and (out / "passages").is_dir():  # other windows: encoded again
+        import shutil
+
+        shutil.rmtree(out / "passages")
     out.mkdir(parents=True, exist_ok=True)
     settings = {
         "format": FORMAT,
@@ -155,6 +184,7 @@ def build_index(
         "documents": len(documents),
         "corpus_sha256": corpus_digest(documents),
         "lexical": lexical_record(plan.lexical),
+        "passages": wanted_passages,
         "complete": False,
     }
     if rank() == 0:
@@ -172,7 +202,11 @@ def build_index(
         _encode_into(model, [d.text for d in documents], out / "vectors.npy", out / "progress.json", show_progress)
     if rank() != 0:
         return out
-    LexicalIndex.build([d.text for d in documents], plan.lexical, show_progress=show_progress).save(out / "bm25")
+    if wanted_passages is not None:
+        settings["passages"] = wanted_passages | {
+            "count": _encode_passages(model, documents, out / "passages", wanted_passages, show_progress, passage_vectors)
+        }
+    LexicalIndex.of_documents(documents, plan.lexical, show_progress=show_progress).save(out / "bm25")
     settings["dimension"] = int(np.load(out / "vectors.npy", mmap_mode="r").shape[1])
     settings["complete"] = True
     _write_json(out / INDEX_FILE, settings)
@@ -191,6 +225,27 @@ def _evaluated_before(model: Any, documents: list[Document]) -> np.ndarray | Non
         return None
     row = {text: i for i, text in enumerate(texts)}
     return found["model"][[row[d.text] for d in documents]]
+
+
+def _encode_passages(model: Any, documents: list[Document], folder: Path, record: dict, show_progress: bool, given: np.ndarray | None = None) -> int:
+    """Every document's later windows (sentune.search.passages) encoded into folder/vectors.npy, resumable as the
+    documents' vectors are (`given`: encoded already, written as they are), their documents' rows into
+    folder/documents.npy; their count."""
+    from sentune.search.passages import later_windows
+
+    texts, owners = later_windows(model.tokenizer, [d.text for d in documents], record["window"], record["stride"])
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / "documents.npy", owners)
+    if given is not None and len(given) == len(texts):
+        np.save(folder / "vectors.npy", np.asarray(given, dtype=np.float32))
+        _write_json(folder / "progress.json", {"rows": len(texts)})
+    elif texts:
+        _encode_into(model, texts, folder / "vectors.npy", folder / "progress.json", show_progress)
+    else:
+        dimension = int(np.load(folder.parent / "vectors.npy", mmap_mode="r").shape[1])
+        np.save(folder / "vectors.npy", np.zeros((0, dimension), dtype=np.float32))
+        _write_json(folder / "progress.json", {"rows": 0})
+    return len(texts)
 
 
 def _write_json(path: Path, value: dict) -> None:
@@ -294,12 +349,17 @@ class SearchIndex:
         self.documents = Documents.open(folder, settings.get("documents"))
         count = len(self.documents)
         self.vectors = open_vectors(folder / "vectors.npy", count, settings.get("dimension")) if self.system != "bm25" else None
+        self.passages: PassageVectors | None = None  # documents scored by their best passage (`passages: maxp`)
+        if self.vectors is not None and settings.get("passages"):
+            self.passages = PassageVectors.open(folder, self.vectors, settings["passages"])
         if self.system != "dense":
             check_lexical(folder / "bm25", count)
         self.device = device
         self._model: Any = None
         self._lexical: LexicalIndex | None = None
         self.ann: AnnIndex | None = AnnIndex.open(folder, settings)  # `sentune index --ann`: searched by default (sentune.search.ann)
+        if self.passages is not None:  # an approximate index holds one vector a document: passages are searched exactly
+            self.ann = None
 
     @classmethod
     def open(cls, folder: Path, system: str | None = None, device: str | None = None) -> SearchIndex:
@@ -353,6 +413,10 @@ class SearchIndex:
         query_vectors = Encoder(self.model(), "model", show_progress=show_progress, desc="encoding the queries").encode(texts)
         if self.ann is not None:  # the approximate index's candidates instead of every document (sentune.search.ann)
             return self._hits(*self.ann.rank(self.system, query_vectors, lambda rows: self.lexical().scores([texts[r] for r in rows]), self.fusion, ties, top))
+        if self.system == "dense" and self.passages is not None:
+            scores = self.passages.cosines(query_vectors)
+            ranked = top_by_score(scores, ties, top, exclude=own)
+            return self._hits(ranked, [[float(scores[r, d]) for d in row] for r, row in enumerate(ranked)])
         if self.system == "dense":
             ranked = dense_top(query_vectors, vectors, ties, top, exclude=own)
             units = unit_rows(query_vectors)
@@ -360,7 +424,8 @@ class SearchIndex:
             return self._hits(ranked, values)
         assert self.fusion is not None  # a hybrid without a fusion is refused when opened
         lexical = self.lexical().scores(texts)
-        ranked, values = hybrid_rank_rows(query_vectors, vectors, lambda rows: lexical[rows], ties, self.fusion, depth=top, own=own, with_scores=True)
+        dense = self.passages if self.passages is not None else vectors
+        ranked, values = hybrid_rank_rows(query_vectors, dense, lambda rows: lexical[rows], ties, self.fusion, depth=top, own=own, with_scores=True)
         return self._hits(ranked, values)
 
     def _hits(self, ranked: list[list[int]], values: list[list[float]]) -> list[list[Hit]]:

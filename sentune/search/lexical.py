@@ -3,6 +3,10 @@ it on English: lower-cased word tokens of two characters or more, English stop w
 stemmer (PyStemmer), one tokenisation for documents and queries. Scored by the bm25s package (Lù, 2024; Lucene's
 variant, k1 = 1.5, b = 0.75, bm25s's defaults): `pip install sentune[search]`.
 
+A document's BM25 text is its encoded text (title, then body) with the title counted `title_weight` times: the title
+repeated, the simplest field weight (BM25F's with one boost; Robertson, Zaragoza & Taylor 2004), a no-op for documents
+without a title. sentune.search.lexical_fit chooses k1, b and the title weight on a run's selection queries.
+
 `stemmer=None` keeps the unstemmed variant sentune used before (reported beside the stemmed one once, on
 benchmarks/results/retrieval.md). Every score here is over the whole document collection the index was built on, so a
 subset of it (adapt's selection pool) is scored with the collection's statistics, not the subset's.
@@ -28,10 +32,20 @@ class LexicalSettings:
     stopwords: str = "en"
     k1: float = 1.5
     b: float = 0.75
+    title_weight: int = 1  # how many times a document's title counts in its BM25 text (1: once, as the model reads it)
 
     @property
     def label(self) -> str:
-        return f"BM25 (bm25s, k1 = {self.k1:g}, b = {self.b:g}, {'stemmed: Snowball ' + self.stemmer if self.stemmer else 'unstemmed'}, stop words {self.stopwords})"
+        stem = "stemmed: Snowball " + self.stemmer if self.stemmer else "unstemmed"
+        title = f", title × {self.title_weight}" if self.title_weight != 1 else ""
+        return f"BM25 (bm25s, k1 = {self.k1:g}, b = {self.b:g}{title}, {stem}, stop words {self.stopwords})"
+
+
+def document_texts(documents, settings: LexicalSettings) -> list[str]:
+    """Each document's BM25 text (sentune.data.beir.Document: `text` already holds the title once): the title repeated
+    until it counts `title_weight` times."""
+    extra = settings.title_weight - 1
+    return [(d.title + " ") * extra + d.text if extra > 0 and d.title else d.text for d in documents]
 
 
 def _bm25s():
@@ -60,18 +74,32 @@ class LexicalIndex:
 
     @classmethod
     def build(cls, texts: list[str], settings: LexicalSettings = LexicalSettings(), show_progress: bool = False) -> LexicalIndex:
+        return cls.of_tokens(tokenize(texts, settings), settings, show_progress)
+
+    @classmethod
+    def of_documents(cls, documents, settings: LexicalSettings = LexicalSettings(), show_progress: bool = False) -> LexicalIndex:
+        """BM25 over sentune.data.beir.Document records: their titles weighted as `settings` says (document_texts)."""
+        return cls.build(document_texts(documents, settings), settings, show_progress)
+
+    @classmethod
+    def of_tokens(cls, tokens: list[list[str]], settings: LexicalSettings, show_progress: bool = False) -> LexicalIndex:
+        """BM25 over documents already tokenized by `tokenize` with these settings' stemmer (a grid of k1 and b
+        tokenizes once)."""
         bm25s = _bm25s()
         retriever = bm25s.BM25(k1=settings.k1, b=settings.b)
-        retriever.index(tokenize(texts, settings), show_progress=show_progress)
-        return cls(retriever, settings, len(texts))
+        retriever.index(tokens, show_progress=show_progress)
+        return cls(retriever, settings, len(tokens))
 
     def tokens(self, texts: list[str]) -> list[list[str]]:
         return tokenize(texts, self.settings)
 
     def scores(self, texts: list[str]) -> np.ndarray:
         """(len(texts), documents) BM25 scores, float32; a text with no word in the collection scores 0 everywhere."""
-        out = np.zeros((len(texts), self.size), dtype=np.float32)
-        for row, tokens in enumerate(self.tokens(texts)):
+        return self.scores_of_tokens(self.tokens(texts))
+
+    def scores_of_tokens(self, queries: list[list[str]]) -> np.ndarray:
+        out = np.zeros((len(queries), self.size), dtype=np.float32)
+        for row, tokens in enumerate(queries):
             ids = self.retriever.get_tokens_ids(tokens)
             if ids:
                 out[row] = self.retriever.get_scores_from_ids(ids)

@@ -84,6 +84,8 @@ class Engine:
         self.vectors = np.load(folder / "vectors.npy", mmap_mode="r")
         arrays = [self.vectors, index.documents.offsets, index.documents.order]
         arrays += [part for part in lexical.retriever.scores.values() if isinstance(part, np.ndarray)]
+        if index.passages is not None:  # documents scored by their best passage (sentune.search.passages)
+            arrays += [index.passages.passages, index.passages.owners]
         self.touched = sum(float(np.asarray(a, dtype=np.float64).sum()) for a in arrays)  # read in now, not on the first query
         for system in SYSTEMS:  # shallow copies: the model, documents and BM25 are the base index's
             if system == "hybrid" and index.fusion is None:  # no weight was saved: a hybrid would be a guess

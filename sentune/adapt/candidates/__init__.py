@@ -12,7 +12,7 @@ from __future__ import annotations
 from sentune.adapt.candidates.base import PHASES, Candidate, PlanSetup, WithRun, best, tuned_sources
 from sentune.adapt.candidates.plan import KINDS, Plan, own_pooling, parse_methods, plan
 from sentune.adapt.candidates.postprocessed import PostProcessed
-from sentune.adapt.candidates.search import Hybrid, HybridSupervised, Lexical, Rrf
+from sentune.adapt.candidates.search import Hybrid, HybridSupervised, Lexical, Rrf, UnchangedMaxp
 from sentune.adapt.candidates.supervised import HELD_VECTORS, Supervised, SupervisedSearch
 from sentune.adapt.candidates.trained import Ensemble, Reference, Trained, Wise
 from sentune.adapt.candidates.untuned import Pooling, Unchanged
@@ -36,6 +36,7 @@ __all__ = [
     "SupervisedSearch",
     "Trained",
     "Unchanged",
+    "UnchangedMaxp",
     "Wise",
     "WithRun",
     "best",

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from sentune.adapt.candidates.base import Candidate, PlanSetup
 from sentune.adapt.candidates.postprocessed import PostProcessed
-from sentune.adapt.candidates.search import Hybrid, HybridSupervised, Lexical, Rrf
+from sentune.adapt.candidates.search import Hybrid, HybridSupervised, Lexical, Rrf, UnchangedMaxp
 from sentune.adapt.candidates.supervised import Supervised, SupervisedSearch
 from sentune.adapt.candidates.trained import Ensemble, Reference, Trained, Wise
 from sentune.adapt.candidates.untuned import Pooling, Unchanged
@@ -28,6 +28,7 @@ KINDS: tuple[type[Candidate], ...] = (
     Reference,
     Lexical,
     Rrf,
+    UnchangedMaxp,
 )
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from sentune.adapt.candidates.base import Candidate, PlanSetup, best
 from sentune.adapt.candidates.supervised import HELD_VECTORS, Supervised
-from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, RRF, SUPERVISED, SUPERVISED_STACKED, UNCHANGED
+from sentune.adapt.names import BM25, BM25_FITTED, BM25_UNSTEMMED, HYBRID, RRF, SUPERVISED, SUPERVISED_STACKED, UNCHANGED, UNCHANGED_MAXP
 from sentune.adapt.records import CandidateRecord
 from sentune.search.fusion import Fusion
 
@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class Hybrid(Candidate):
-    """Search: BM25 (stemmed, sentune.search.lexical) and a dense candidate fused by a convex combination of min-max
+    """Search: BM25 (stemmed, k1, b and the title weight fitted on the selection queries: sentune.search.lexical_fit) and
+    a dense candidate (the unchanged model's documents by their best passage when the selection queries favour it
+    over their first window: sentune.search.passages, SearchContext.choose_passages) fused by a convex combination of min-max
     normalised scores (sentune.search.fusion), its weight α chosen on the selection queries alone, each ranked against
     the whole corpus. `dense_source`: the unchanged model, or ('best') the dense candidate best on the selection queries
     when it is another (a trained one, say); that one is skipped when the unchanged model is the best. A model trained
@@ -42,9 +44,11 @@ class Hybrid(Candidate):
         return f"fusing BM25 with {which}, the weight chosen on the selection queries"
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
-        """BM25 and the weight search rank with vectors the run holds; another source than the unchanged model is
-        encoded first (every query and document)."""
-        return 0.0 if self.dense_source == UNCHANGED else costs.encode(ctx.eval_texts())
+        """BM25 and the weight search rank with vectors the run holds, and the unchanged model's later windows of long
+        documents (MaxP); another source than the unchanged model is encoded first (every query and document)."""
+        from sentune.adapt.search_context import as_search
+
+        return costs.encode(as_search(ctx).later_window_count()) if self.dense_source == UNCHANGED else costs.encode(ctx.eval_texts())
 
     def source(self, ctx: Context) -> str | None:
         if self.dense_source == UNCHANGED:
@@ -65,15 +69,22 @@ class Hybrid(Candidate):
         if source is None:
             return {}, self.skip(f"the unchanged model is the best dense candidate on the selection queries: its hybrid is `{HYBRID}`")
         vectors = ctx.untuned_vectors() if source == UNCHANGED else ctx.vectors_of(ctx.candidate(source).model(ctx), source)
-        fusion, curve, read = search.choose_fusion_weight(vectors)
+        choice = search.choose_passages() if source == UNCHANGED else None  # another source: its first windows
+        passages = search.unchanged_passages()[0] if choice is not None and choice["chosen"] == "maxp" else None
+        fusion, curve, read = search.choose_fusion_weight(vectors, passages)
         print(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
         detail = {
             "setting": fusion.label,
-            "lexical": search.lexical_settings().label,
+            "lexical": search.lexical_settings(fitted=True).label,
+            "lexical_fit": search.fitted_lexical().record(),
             "alpha_curve": [[a, s] for a, s in curve.items()],
             "weight_read_queries": read,
         }
-        return search.rank_with(search.hybrid_ranker(vectors, fusion)), CandidateRecord(self.name, self.kind, source=source, fusion=fusion, detail=detail)
+        if choice is not None:
+            detail["passages"] = choice
+        return search.rank_with(search.hybrid_ranker(vectors, fusion, passages=passages)), CandidateRecord(
+            self.name, self.kind, source=source, fusion=fusion, detail=detail
+        )
 
     def model(self, ctx: Context):
         source = ctx.records[self.name].source
@@ -137,7 +148,7 @@ class HybridSupervised(Hybrid):
         print(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (hybrid's), selection out of fold", flush=True)
         found = CandidateRecord(self.name, self.kind, source=source, fusion=fusion, trained_on=record.trained_on)
         found.dev_indices_trained_on = record.dev_indices_trained_on
-        found.detail = {"setting": fusion.label, "lexical": search.lexical_settings().label, "weight_from": HYBRID}
+        found.detail = {"setting": fusion.label, "lexical": search.lexical_settings(fitted=True).label, "weight_from": HYBRID}
         return scores, found
 
 
@@ -154,31 +165,64 @@ class SearchBaseline(Candidate):
 @dataclass
 class Lexical(SearchBaseline):
     """Search: BM25 alone over the documents, the lexical baseline search is measured against (stemmed as BEIR runs it;
-    the unstemmed variant beside it), reported and never chosen (it is not an encoder; the hybrid covers it at α = 0)."""
+    the unstemmed variant beside it, and the one whose k1, b and title weight are fitted on the selection queries, the
+    BM25 the hybrids fuse), reported and never chosen (it is not an encoder; the hybrid covers it at α = 0)."""
 
     stemmed: bool = True
+    fitted: bool = False
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
-        return [cls(BM25), cls(BM25_UNSTEMMED, stemmed=False)] if setup.search else []
+        return [cls(BM25), cls(BM25_UNSTEMMED, stemmed=False), cls(BM25_FITTED, fitted=True)] if setup.search else []
 
     def describe(self, ctx: Context) -> str:
         from sentune.adapt.search_context import as_search
 
+        if self.fitted:
+            return "ranking the documents by BM25 with k1, b and the title weight fitted on the selection queries (reported, never chosen)"
         return f"ranking the documents by {as_search(ctx).lexical_settings(self.stemmed).label} (reported, never chosen)"
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
         from sentune.adapt.search_context import as_search
 
         search = as_search(ctx)
-        scores = search.rank_with(search.lexical(self.stemmed))
-        return scores, CandidateRecord(self.name, self.kind, detail={"setting": search.lexical_settings(self.stemmed).label})
+        scores = search.rank_with(search.lexical(self.stemmed, self.fitted))
+        detail: dict = {"setting": search.lexical_settings(self.stemmed, self.fitted).label}
+        if self.fitted:
+            detail["lexical_fit"] = search.fitted_lexical().record()
+        return scores, CandidateRecord(self.name, self.kind, detail=detail)
+
+
+@dataclass
+class UnchangedMaxp(SearchBaseline):
+    """Search: the unchanged model with each document scored by its best passage (MaxP, sentune.search.passages),
+    reported beside the unchanged model's first window and never chosen (the hybrid fuses it when the selection
+    queries favour it)."""
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(UNCHANGED_MAXP)] if setup.search and HYBRID in setup.methods else []
+
+    def describe(self, ctx: Context) -> str:
+        return "ranking the documents by the unchanged model's best passage (MaxP; reported, never chosen)"
+
+    def builds_on(self, others: list[Candidate], ctx: Context) -> tuple[str, ...]:
+        """`hybrid` (planned with it, run before it) encodes the later windows it reads: it costs nothing more."""
+        return (HYBRID,)
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
+        from sentune.adapt.search_context import as_search
+
+        search = as_search(ctx)
+        choice = search.choose_passages()
+        detail = {"setting": f"MaxP, windows of {choice['window']} tokens every {choice['stride']}", "passages": choice}
+        return search.rank_with(search.maxp_ranker()), CandidateRecord(self.name, self.kind, detail=detail)
 
 
 @dataclass
 class Rrf(SearchBaseline):
-    """Search: reciprocal rank fusion of BM25 and the unchanged model (k = 60), the fusion most search engines offer
-    first; reported beside the convex hybrid and never chosen."""
+    """Search: reciprocal rank fusion of BM25 (the hybrid's, fitted) and the unchanged model (k = 60), the fusion most
+    search engines offer first; reported beside the convex hybrid and never chosen."""
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:

@@ -1,0 +1,110 @@
+"""BM25 fitted to a domain (sentune.search.lexical_fit): every grid point's score is the nDCG@10 of a naive ranking of
+that BM25's scores, titles count as often as the weight says, a tie keeps the fixed settings, and an adapt run's fit
+reads its selection queries and no other."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from sentune.data.beir import Document, Query, RetrievalSet
+from sentune.data.text_files import Source
+
+pytest.importorskip("bm25s")
+pytest.importorskip("Stemmer")
+
+HERE = Source("toy", 1)
+WORDS = "protein cell gene tumour virus membrane receptor enzyme neuron insulin kinase mutation plasma antibody".split()
+
+
+def ndcg10(ranked: list[str], relevant: dict[str, int]) -> float:
+    dcg = sum(relevant.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranked[:10]))
+    ideal = sum(g / math.log2(i + 2) for i, g in enumerate(sorted(relevant.values(), reverse=True)[:10]))
+    return dcg / ideal
+
+
+def toy(seed: int = 0, n_docs: int = 40, n_queries: int = 30) -> RetrievalSet:
+    """Titled documents of random words; each query two words of its document's title and one of its body."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for i in range(n_docs):
+        title = " ".join(rng.choice(WORDS, size=3))
+        body = " ".join(rng.choice(WORDS, size=int(rng.integers(8, 40))))
+        docs.append(Document(f"d{i:02d}", f"{title} {body}", HERE, title))
+    queries = []
+    for i in range(n_queries):
+        title, body = docs[i].title.split(), docs[i].text[len(docs[i].title) :].split()
+        queries.append(Query(f"q{i}", f"{title[0]} {title[1]} {body[0]}", HERE, {f"d{i:02d}": 1}))
+    return RetrievalSet(queries, docs)
+
+
+def test_each_grid_point_scores_the_ndcg_of_its_bm25_ranking():
+    from sentune.search.lexical import LexicalIndex
+    from sentune.search.lexical_fit import BS, K1S, TITLE_WEIGHTS, fit_lexical, grid
+
+    data = toy()
+    fit = fit_lexical(data.corpus, data.queries)
+    assert len(fit.curve) == len(K1S) * len(BS) * len(TITLE_WEIGHTS) == len(grid(fit.fixed, True))
+    for point in (fit.fixed, fit.settings, grid(fit.fixed, True)[-1]):
+        scores = LexicalIndex.of_documents(data.corpus, point).scores([q.text for q in data.queries])  # the titles repeated in the text
+        naive = []
+        for q, row in zip(data.queries, scores, strict=True):
+            ranked = [d.id for _, d in sorted(zip(row, data.corpus, strict=True), key=lambda pair: (-pair[0], pair[1].id))]
+            naive.append(ndcg10(ranked, q.relevant))
+        assert fit.curve[(point.k1, point.b, point.title_weight)] == pytest.approx(100 * np.mean(naive), abs=1e-9)
+    best = max(fit.curve.values())
+    assert fit.curve[(fit.settings.k1, fit.settings.b, fit.settings.title_weight)] == best
+    assert fit.record()["read_queries"] == [q.id for q in data.queries] and fit.record()["chosen_score"] == best
+
+
+def test_titles_count_as_often_as_the_weight_says():
+    from sentune.search.lexical import LexicalSettings, document_texts
+
+    docs = [Document("a", "Title words body here", HERE, "Title words"), Document("b", "no title at all", HERE)]
+    assert document_texts(docs, LexicalSettings()) == ["Title words body here", "no title at all"]
+    assert document_texts(docs, LexicalSettings(title_weight=3)) == ["Title words Title words Title words body here", "no title at all"]
+
+
+def test_untitled_documents_fit_k1_and_b_only_and_a_tie_keeps_the_fixed_settings():
+    from sentune.search.lexical_fit import BS, K1S, fit_lexical
+
+    data = toy()
+    untitled = [Document(d.id, d.text, HERE) for d in data.corpus]
+    assert len(fit_lexical(untitled, data.queries).curve) == len(K1S) * len(BS)
+    unmatched = [Query("u", "zebra quartz", HERE, {"d00": 1})]  # no word of any document: every point ranks by id alone
+    fit = fit_lexical(data.corpus, unmatched)
+    assert len(set(fit.curve.values())) == 1 and fit.settings == fit.fixed
+
+
+def test_an_adapt_run_fits_bm25_on_its_selection_queries_alone():
+    """SearchContext.fitted_lexical over dev queries whose confirmation part cannot be read: touching a confirmation
+    query's text or judgements fails the test."""
+    from sentune.adapt.decide import split_dev
+    from sentune.adapt.search_context import SearchContext
+    from sentune.search.lexical import LexicalSettings
+
+    class Unreadable:
+        def __init__(self, query_id: str) -> None:
+            self.id = query_id
+
+        @property
+        def text(self):
+            raise AssertionError(f"the fit read confirmation query {self.id}'s text")
+
+        @property
+        def relevant(self):
+            raise AssertionError(f"the fit read confirmation query {self.id}'s judgements")
+
+    data = toy()
+    split = split_dev(np.zeros(len(data.queries)))
+    queries: list = list(data.queries)
+    for i in split.confirm:
+        queries[i] = Unreadable(queries[i].id)
+    dev = RetrievalSet(queries, data.corpus)
+    context = SimpleNamespace(_fit=None, retrieval_dev=lambda: dev, inputs=SimpleNamespace(split=split), lexical_settings=lambda: LexicalSettings())
+    fit = SearchContext.fitted_lexical(context)  # type: ignore[arg-type]
+    assert fit.read == [data.queries[i].id for i in split.select]
+    assert not set(fit.read) & {data.queries[i].id for i in split.confirm}
