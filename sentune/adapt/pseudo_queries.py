@@ -154,7 +154,8 @@ def mine(
         dense = cosines(query_vectors[start : start + MINING_BLOCK], doc_vectors).astype(np.float64)
         fused = fusion.fuse(dense, bm25, ties) if fusion is not None else None
         for row, q in enumerate(block):
-            allowed = lambda d: d != q.document and q.text not in doc_texts[d]  # noqa: E731,B023
+            query = " ".join(q.text.split())  # compared with each text's words: a copy may be spaced differently
+            allowed = lambda d: d != q.document and query not in " ".join(doc_texts[d].split())  # noqa: E731,B023
             first = _best_allowed(bm25[row], ties, allowed)
             second = _best_allowed(dense[row], ties, lambda d: allowed(d) and d != first)  # noqa: B023
             teacher = None if fused is None else (float(fused[row, q.document]), float(fused[row, first]), float(fused[row, second]))
