@@ -30,6 +30,7 @@ SETUPS: dict[str, dict] = {
     "cosent": {"train_data": "labelled-graded", "training": {"batch_size": 4}},
     "online-contrastive": {"train_data": "labelled-binary", "training": {"batch_size": 4}},
     "mnrl-hard-negatives": {"train_data": "tuples", "training": {"batch_size": 4}},
+    "margin-mse": {"train_data": "margin-tuples", "training": {"batch_size": 4}},
 }
 
 
@@ -57,6 +58,10 @@ def tiny_training_args(method: str, tmp_path: Path, model: str | Path) -> dict:
     if args.get("train_data") == "tuples":
         tuples = tmp_path / "tuples.tsv"
         tuples.write_text("".join(f"who plays {w}\ta man plays {w}\ta dog eats food\tthe car is red\n" for w in PARAPHRASES))
+        args["train_data"] = f"tuples:{tuples}"
+    if args.get("train_data") == "margin-tuples":  # a teacher's two margins after the negatives
+        tuples = tmp_path / "margin-tuples.tsv"
+        tuples.write_text("".join(f"who plays {w}\ta man plays {w}\ta dog eats food\tthe car is red\t0.4\t0.{i}\n" for i, w in enumerate(PARAPHRASES)))
         args["train_data"] = f"tuples:{tuples}"
     if args.get("params", {}).get("members") == "model-twice":
         args["params"]["members"] = [str(model), str(model)]

@@ -591,6 +591,36 @@ def test_retrieval_summary_row_sets_the_supervised_candidates_and_the_label_free
     assert render.summary_row("scifact", results)[14:] == ["—", "—"]
 
 
+def test_the_retrieval_native_section_lists_what_each_candidate_trained_on_and_cost(tmp_path, monkeypatch):
+    load("renderers/render_adapt.py")
+    render = load("renderers/render_retrieval.py")
+    monkeypatch.setattr(render, "RETRIEVAL_NATIVE_KEPT", tmp_path)
+    assert render.retrieval_native_section(["scifact"]) == []  # no kept run: no section
+    training = {"recipe": {"training": {"max_steps": 40, "batch_size": 32}}, "pseudo_queries": 1280, "pseudo_query_documents": 1280}
+    candidates = {
+        "unchanged": {"kind": "unchanged", "seconds": 1.0},
+        "ict": {"kind": "retrieval-native", "seconds": 600.0, "training_seconds": 240.0, **training},
+        "hybrid-distill": {
+            "kind": "retrieval-native",
+            "seconds": 720.0,
+            "training_seconds": 300.0,
+            "teacher": "convex, α = 0.35 on the dense scores",
+            **training,
+        },
+        "crop": {"kind": "retrieval-native", "seconds": 0.0, "skipped": "no document gives a crop pseudo-query"},
+    }
+    (tmp_path / "scifact").mkdir()
+    (tmp_path / "scifact" / "results.json").write_text(json.dumps({"candidates": candidates}))
+    monkeypatch.setattr(render, "domain_section", lambda name, results, images: [f"(the {name} table from {images})"])  # tested with the domains above
+    lines = render.retrieval_native_section(["scifact", "quora"])
+    rows = [line for line in lines if line.startswith("| scifact")]
+    assert rows == [
+        "| scifact | `ict` | 1,280 (1,280) | 40 × 32 | 4.0 | 10.0 | — |",
+        "| scifact | `hybrid-distill` | 1,280 (1,280) | 40 × 32 | 5.0 | 12.0 | convex, α = 0.35 on the dense scores |",
+    ]
+    assert lines[-1] == "(the scifact: retrieval-native candidates table from retrieval-native/scifact)"
+
+
 def test_the_real_null_section_of_the_calibration_page_is_rewritten_from_the_kept_runs_only(tmp_path):
     """adapt_shuffled_null.py fills the calibration page's last section from its kept runs without the simulation:
     added after the page's text the first time, replaced in place after, every other line untouched."""

@@ -244,6 +244,44 @@ def peaks_by_candidate(results: dict) -> list[str]:
     return ["", f"Peak resident memory so far (GiB) when each candidate's record was written, lowest first: {listed}."]
 
 
+RETRIEVAL_NATIVE_KEPT = KEPT / "retrieval-native"  # runs of the retrieval-native candidates beside the hybrid (NAME/results.json)
+
+
+def retrieval_native_section(names: list[str]) -> list[str]:
+    """The candidates trained on pseudo-queries from the documents (sentune.adapt.candidates.retrieval_native), each
+    domain's run kept under benchmarks/results/adapt/retrieval-native/NAME: what each trained on and what it cost, then
+    the domain's table as the runs above print theirs."""
+    found = {n: json.loads((RETRIEVAL_NATIVE_KEPT / n / "results.json").read_text()) for n in names if (RETRIEVAL_NATIVE_KEPT / n / "results.json").is_file()}
+    if not found:
+        return []
+    lines = [
+        "",
+        "## Retrieval-native candidates: pseudo-queries from the documents",
+        "",
+        "`ict` (Inverse Cloze Task) and `crop` (independent cropping) train MultipleNegativesRankingLoss on pseudo-queries built from the "
+        "documents (sentune/adapt/pseudo_queries.py states the rule), each with BM25's and the unchanged model's best-ranked other document as "
+        "hard negatives; `hybrid-distill` trains MarginMSE on ICT pseudo-queries against their own document with `hybrid`'s fused score as the "
+        "teacher. Each is one training of the recipe's steps (sentune/recipes/adapt/NAME.yaml), no evaluation while it trains, then scored, "
+        "chosen and confirmed as every candidate. Minutes: the whole candidate (building and mining its pseudo-queries, training, encoding every "
+        "dev and test text); training: the trainer's own.",
+        "",
+        "| domain | candidate | pseudo-queries (documents) | steps × batch | training minutes | minutes | teacher |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, results in found.items():
+        for cname, c in results["candidates"].items():
+            if c["kind"] != "retrieval-native" or c.get("skipped"):
+                continue
+            training = c["recipe"]["training"]
+            lines.append(
+                f"| {name} | `{cname}` | {c['pseudo_queries']:,} ({c['pseudo_query_documents']:,}) | {training['max_steps']} × {training['batch_size']} | "
+                f"{c['training_seconds'] / 60:.1f} | {c['seconds'] / 60:.1f} | {c.get('teacher', '—')} |"
+            )
+    for name, results in found.items():
+        lines += domain_section(f"{name}: retrieval-native candidates", results, f"retrieval-native/{name}")
+    return lines
+
+
 def render() -> str:
     names = example_names(retrieval=True)
     found = {n: json.loads((KEPT / n / "results.json").read_text()) for n in names if (KEPT / n / "results.json").is_file()}
@@ -289,6 +327,7 @@ def render() -> str:
     lines += low_memory_section(found)
     for name, results in found.items():
         lines += domain_section(name, results, name)
+    lines += retrieval_native_section(names)
     return "\n".join(lines)
 
 

@@ -212,6 +212,18 @@ MNRL_HARD_NEGATIVES = Method(
 )
 
 
+# margin-mse: sentune/methods/margin_mse.py
+
+MARGIN_MSE = Method(
+    "margin-mse",
+    deferred("sentune.methods.margin_mse:build_margin_mse_loss"),
+    pooling="mean",
+    columns=("anchor", "positive", *(f"negative_{i}" for i in range(1, HARD_NEGATIVES + 1)), "label"),
+    data_view=deferred("sentune.methods.margin_mse:margin_tuples_view"),
+    needs_tuples=True,
+)
+
+
 # multitask: sentune/methods/multitask.py
 
 QQP_PER_ROW = 3

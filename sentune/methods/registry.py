@@ -26,6 +26,7 @@ REGISTRY: dict[str, str] = {
     "st-mnrl": "records:ST_MNRL",
     "mnrl-pairs": "records:MNRL_PAIRS",
     "mnrl-hard-negatives": "records:MNRL_HARD_NEGATIVES",
+    "margin-mse": "records:MARGIN_MSE",
     "nli": "records:NLI",
     "sts-regression": "records:STS_REGRESSION",
     "sed": "records:SED",

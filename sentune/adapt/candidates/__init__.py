@@ -1,6 +1,6 @@
 """What `sentune adapt` tries, in order: the model as it is (always), its other untuned poolings, whitening and the flow
 fitted on the corpus (postprocessed), the label-free training methods (raced against each other, sentune.adapt.race),
-SED over seeds of the best trained one, the best tuned one's weights interpolated with the unchanged model's (WiSE-FT,
+SED over seeds of the best trained one, for search the candidates trained on pseudo-queries from the documents (retrieval_native), the best tuned one's weights interpolated with the unchanged model's (WiSE-FT,
 sentune.adapt.wise) (trained), the model fine-tuned on the user's labels (supervised), for search the hybrid of BM25 and
 a dense candidate (search), and the baselines reported beside them and never chosen: BM25 and reciprocal rank fusion
 for search, and, only when asked (--reference), sentence-transformers' own SimCSE recipe.
@@ -12,6 +12,7 @@ from __future__ import annotations
 from sentune.adapt.candidates.base import PHASES, Candidate, PlanSetup, WithRun, best, tuned_sources
 from sentune.adapt.candidates.plan import KINDS, Plan, own_pooling, parse_methods, plan
 from sentune.adapt.candidates.postprocessed import PostProcessed
+from sentune.adapt.candidates.retrieval_native import HybridDistill, PseudoQueryTrained
 from sentune.adapt.candidates.search import Hybrid, HybridSupervised, Lexical, Rrf, UnchangedMaxp
 from sentune.adapt.candidates.supervised import HELD_VECTORS, Supervised, SupervisedSearch
 from sentune.adapt.candidates.trained import Ensemble, Reference, Trained, Wise
@@ -24,12 +25,14 @@ __all__ = [
     "Candidate",
     "Ensemble",
     "Hybrid",
+    "HybridDistill",
     "HybridSupervised",
     "Lexical",
     "Plan",
     "PlanSetup",
     "Pooling",
     "PostProcessed",
+    "PseudoQueryTrained",
     "Reference",
     "Rrf",
     "Supervised",

@@ -6,11 +6,12 @@ from dataclasses import dataclass, field
 
 from sentune.adapt.candidates.base import Candidate, PlanSetup
 from sentune.adapt.candidates.postprocessed import PostProcessed
+from sentune.adapt.candidates.retrieval_native import HybridDistill, PseudoQueryTrained
 from sentune.adapt.candidates.search import Hybrid, HybridSupervised, Lexical, Rrf, UnchangedMaxp
 from sentune.adapt.candidates.supervised import Supervised, SupervisedSearch
 from sentune.adapt.candidates.trained import Ensemble, Reference, Trained, Wise
 from sentune.adapt.candidates.untuned import Pooling, Unchanged
-from sentune.adapt.names import METHODS, SED, SUPERVISED_STACKED, TRAINED, UNTUNED_POOLINGS, WISE
+from sentune.adapt.names import DEFAULT_METHODS, METHODS, RETRIEVAL_NATIVE, SED, SUPERVISED_STACKED, TRAINED, UNTUNED_POOLINGS, WISE
 from sentune.errors import UserError
 
 # The registry: every kind a run may have, in run order within its phase. A new kind is a class and a line here.
@@ -22,6 +23,8 @@ KINDS: tuple[type[Candidate], ...] = (
     Ensemble,
     Supervised,
     SupervisedSearch,
+    PseudoQueryTrained,
+    HybridDistill,
     Wise,
     Hybrid,
     HybridSupervised,
@@ -46,16 +49,18 @@ class Plan:
 
 
 def parse_methods(text: str | None) -> tuple[str, ...]:
-    """`--methods simcse,ct,whitening` (default: every method), checked before any work."""
+    """`--methods simcse,ct,whitening` (default: every method but the opt-in ones), checked before any work."""
     if not text:
-        return METHODS
+        return DEFAULT_METHODS
     chosen = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
     unknown = [m for m in chosen if m not in METHODS]
     if unknown or not chosen:
         raise UserError(f"--methods: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(METHODS)}")
     if not any(m in TRAINED for m in chosen):  # each is built from a trained candidate: without one it could only be skipped
-        for needs in (m for m in (SED, SUPERVISED_STACKED, WISE) if m in chosen):
+        for needs in (m for m in (SED, SUPERVISED_STACKED) if m in chosen):
             raise UserError(f"--methods: {needs} is built from a trained candidate; add one of {', '.join(TRAINED)}")
+    if WISE in chosen and not any(m in (*TRAINED, *RETRIEVAL_NATIVE) for m in chosen):  # a search run's retrieval-native ones are tuned too
+        raise UserError(f"--methods: {WISE} is built from a trained candidate; add one of {', '.join((*TRAINED, *RETRIEVAL_NATIVE))}")
     return chosen
 
 

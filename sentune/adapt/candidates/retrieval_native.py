@@ -1,0 +1,165 @@
+"""Search: candidates trained for retrieval without labels, on pseudo-queries built from the documents
+(sentune.adapt.pseudo_queries) with hard negatives mined by BM25 and by the unchanged model:
+
+- `ict` and `crop` (PseudoQueryTrained): MultipleNegativesRankingLoss (sentune.methods.mnrl's mnrl-hard-negatives) on
+  Inverse Cloze Task or independent-cropping pairs, each with its two mined negatives;
+- `hybrid-distill` (HybridDistill): MarginMSE (sentune.methods.margin_mse) on ICT pseudo-queries against their own
+  document, the hybrid as teacher: BM25 + the unchanged model fused at the weight chosen on the selection queries
+  (SearchContext.choose_fusion_weight, as `hybrid` chooses it), margin = fused(q, own) − fused(q, negative).
+
+Each is one training by the one trainer (sentune.train.trainer.train_in_memory), a recipe fixed in advance: its steps
+capped by the recipe (--budget's steps cap them further), the last step kept, no evaluation while it trains (each
+would encode the selection pool again, minutes on a real corpus, as for the supervised search candidate). It is then
+scored and chosen, confirmed or not, like every candidate (sentune.adapt.decide); it is dense, so `hybrid-best` may
+fuse it with BM25, and tuned, so wise may interpolate it. None trains on a dev query: only `hybrid-distill`'s teacher
+weight reads the selection queries (their ids are in its record), as `hybrid`'s does."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from sentune.adapt.candidates.base import Candidate, PlanSetup, WithRun
+from sentune.adapt.names import CROP, HYBRID_DISTILL, ICT
+from sentune.adapt.records import CandidateRecord, write_record
+
+if TYPE_CHECKING:
+    from sentune.adapt.context import Context
+    from sentune.adapt.pseudo_queries import Mined, PseudoQuery
+    from sentune.adapt.time_plan import Costs
+    from sentune.search.fusion import Fusion
+
+TRAINING_FILE = "train.tsv"
+
+
+@dataclass
+class PseudoQueryTrained(WithRun):
+    """`ict` or `crop` (its name is its view of the documents and its recipe, adapt/NAME.yaml)."""
+
+    kind: ClassVar[str] = "retrieval-native"
+    phase: ClassVar[str] = "after_race"
+    tuned: ClassVar[bool] = True
+    names: ClassVar[tuple[str, ...]] = (ICT, CROP)
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(name) for name in cls.names if setup.search and name in setup.methods]
+
+    @property
+    def view(self) -> str:
+        return self.name
+
+    def recipe_name(self) -> str:
+        return f"adapt/{self.name}"
+
+    def describe(self, ctx: Context) -> str:
+        return f"training on {self.view.upper()} pseudo-queries from the documents, hard negatives from BM25 and the unchanged model ({self.recipe_name()})"
+
+    def planned_steps(self, ctx: Context) -> tuple[int, int]:
+        """(steps, batch size): the recipe's cap, capped by --budget's steps."""
+        from sentune.train.recipe import load_recipe
+
+        training = load_recipe(self.recipe_name(), check=False).training
+        return min(training.max_steps, ctx.config.budget.steps or training.max_steps), training.batch_size
+
+    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
+        """Encoding its pseudo-queries (to mine with the unchanged model), its training steps, and its scoring."""
+        from sentune.train.recipe import load_recipe
+
+        steps, batch = self.planned_steps(ctx)
+        return costs.encode(steps * batch) + costs.steps(load_recipe(self.recipe_name(), check=False), steps) + costs.encode(ctx.eval_texts())
+
+    def teacher(self, ctx: Context) -> tuple[Fusion, list[str]] | None:
+        """The fusion that scores the margins, and the query ids it read (None: no teacher)."""
+        return None
+
+    def training_rows(self, queries: list[PseudoQuery], mined: list[Mined], doc_texts: list[str]) -> list[tuple[str, ...]]:
+        """(query, its passage, its two negatives) per pseudo-query."""
+        return [(q.text, q.positive, *(doc_texts[d] for d in m.negatives)) for q, m in zip(queries, mined, strict=True)]
+
+    def build(self, ctx: Context, limit: int) -> tuple[list[tuple[str, ...]], dict]:
+        """The training rows (at most `limit`) and what the record says of them."""
+        import numpy as np
+
+        from sentune.adapt.pseudo_queries import BUILDERS, mine
+        from sentune.adapt.search_context import as_search
+        from sentune.core.encode import Encoder
+        from sentune.search.fusion import id_order
+
+        search = as_search(ctx)
+        documents = search.retrieval_dev().corpus
+        ids, doc_texts = [d.id for d in documents], [d.text for d in documents]
+        queries = BUILDERS[ICT if self.view == HYBRID_DISTILL else self.view](documents, limit, ctx.config.seed)
+        if not queries:
+            return [], {}
+        row = {text: i for i, text in enumerate(ctx.scorer.sentences())}  # every document is scored: its vectors are held
+        doc_vectors = ctx.untuned_vectors()[[row[t] for t in doc_texts]]
+        desc = f"{self.name}: encoding {len(queries)} pseudo-queries to mine negatives"
+        query_vectors = Encoder(ctx.base, "model", show_progress=ctx.config.show_progress, desc=desc).encode([q.text for q in queries])
+        teacher = self.teacher(ctx)
+        lexical = search.lexical()
+        mined = mine(queries, doc_texts, id_order(ids), lambda texts: lexical.scores(texts, ids), query_vectors, doc_vectors, teacher[0] if teacher else None)
+        rows = self.training_rows(queries, mined, doc_texts)
+        about: dict = {
+            "pseudo_queries": len(queries),
+            "pseudo_query_documents": len({q.document for q in queries}),
+            "pseudo_query_words": float(np.mean([len(q.text.split()) for q in queries])),
+        }
+        if teacher is not None:
+            margins = np.array([m.margins() for m in mined])
+            about |= {"teacher": teacher[0].label, "teacher_weight_read_queries": teacher[1], "mean_margins": [float(x) for x in margins.mean(axis=0)]}
+        return rows, about
+
+    def produce(self, label: str, ctx: Context) -> CandidateRecord:
+        """Pseudo-queries and their negatives (OUT/candidates/NAME/train.tsv), one training saved as
+        OUT/candidates/NAME/run, then its scores; a run killed before the record is written trains it again whole."""
+        from sentune.train.trainer import train_in_memory
+
+        print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
+        started = time.perf_counter()
+        folder = self.folder(ctx)
+        for left in list(folder.iterdir()):  # what a killed attempt left
+            shutil.rmtree(left) if left.is_dir() else left.unlink()
+        steps, batch = self.planned_steps(ctx)
+        rows, about = self.build(ctx, steps * batch)
+        if not rows:
+            return write_record(self, {}, self.skip(f"no document gives a {self.view} pseudo-query (see sentune.adapt.pseudo_queries)"), 0.0, label, ctx)
+        path = folder / TRAINING_FILE
+        path.write_text("".join("\t".join(" ".join(field.split()) for field in row) + "\n" for row in rows), encoding="utf-8")
+        recipe = ctx.labelled_recipe(self.recipe_name(), path, len(rows))
+        print(f"    {self.name}: {len(rows)} pseudo-queries from {about['pseudo_query_documents']} documents, {recipe.training.max_steps} steps", flush=True)
+        trained = train_in_memory(recipe, self.run_folder(ctx), data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress)
+        scores = ctx.scorer.of_vectors(ctx.vectors_of(trained.model, self.name))  # kept: a hybrid of this model reads them
+        record = CandidateRecord(self.name, self.kind, run=str(self.run_folder(ctx).relative_to(ctx.out)))
+        record.dev_indices_trained_on = []  # pseudo-queries from the documents: no dev query is a training row
+        record.detail = {"setting": self.recipe_name(), "recipe": recipe.to_dict(), "training_seconds": trained.training_seconds, **about}
+        return write_record(self, scores, record, time.perf_counter() - started, label, ctx)
+
+
+@dataclass
+class HybridDistill(PseudoQueryTrained):
+    """`hybrid-distill`: the student learns the hybrid's margins on ICT pseudo-queries against their own document."""
+
+    kind: ClassVar[str] = "retrieval-native"
+    names: ClassVar[tuple[str, ...]] = (HYBRID_DISTILL,)
+
+    def describe(self, ctx: Context) -> str:
+        return f"distilling the hybrid (BM25 + the unchanged model, the weight chosen on the selection queries) on ICT pseudo-queries ({self.recipe_name()})"
+
+    def teacher(self, ctx: Context) -> tuple[Fusion, list[str]] | None:
+        from sentune.adapt.search_context import as_search
+
+        fusion, curve, read = as_search(ctx).choose_fusion_weight(ctx.untuned_vectors())
+        print(f"    {self.name}: teacher BM25 + unchanged, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
+        return fusion, read
+
+    def training_rows(self, queries: list[PseudoQuery], mined: list[Mined], doc_texts: list[str]) -> list[tuple[str, ...]]:
+        """(query, its own document, its two negatives, the teacher's two margins) per pseudo-query: the teacher scores
+        documents of the corpus, so the positive is the whole document the query came from."""
+        return [
+            (q.text, doc_texts[q.document], *(doc_texts[d] for d in m.negatives), *(f"{x:.6f}" for x in m.margins()))
+            for q, m in zip(queries, mined, strict=True)
+        ]

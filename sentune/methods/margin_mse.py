@@ -1,0 +1,39 @@
+"""`margin-mse`: sentence-transformers' MarginMSELoss (Hofstätter et al., "Improving Efficient Neural Ranking Models
+with Cross-Architecture Knowledge Distillation", 2020; GPL's loss, Wang et al., NAACL 2022) on
+(query, positive, negative 1, negative 2, margin 1, margin 2) rows (`train_data: tuples:PATH`, six tab-separated
+fields): a teacher's margins, the student learns to reproduce them,
+
+  L = 1/(b·k) Σ_i Σ_j ( [sim(q_i, p_i) − sim(q_i, n_ij)] − m_ij )²,
+
+sim the cosine (not the library's default dot product: the student trains without the base model's Normalize module,
+and the teachers sentune uses score in [0, 1])."""
+
+from __future__ import annotations
+
+from sentence_transformers.util import pairwise_cos_sim
+
+from sentune.methods.base import Columns, TrainContext
+from sentune.methods.records import HARD_NEGATIVES
+
+
+def build_margin_mse_loss(model, columns: Columns, ctx: TrainContext):
+    from sentence_transformers.losses import MarginMSELoss
+
+    return MarginMSELoss(model, similarity_fct=pairwise_cos_sim)
+
+
+def margin_tuples_view(ctx: TrainContext) -> Columns:
+    from sentune.data.readers import read_tuples
+    from sentune.methods.mnrl import TUPLES_PREFIX
+
+    path = ctx.recipe.train_data[len(TUPLES_PREFIX) :]
+    rows = read_tuples(path, 2 + 2 * HARD_NEGATIVES)
+    columns: Columns = {"anchor": [r[0] for r in rows], "positive": [r[1] for r in rows]}
+    columns |= {f"negative_{i}": [r[1 + i] for r in rows] for i in range(1, HARD_NEGATIVES + 1)}
+    try:
+        columns["label"] = [[float(m) for m in r[2 + HARD_NEGATIVES :]] for r in rows]
+    except ValueError as error:
+        from sentune.errors import UserError
+
+        raise UserError(f"{path}: a margin is not a number ({error})") from None
+    return columns
