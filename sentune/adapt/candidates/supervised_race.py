@@ -60,9 +60,7 @@ class FoldRace:
     @classmethod
     def run(cls, ctx: Context) -> FoldRace | None:
         """This run's fold race: read back, or run now (by the first member to produce). None: fewer than two members."""
-        from sentune.adapt.candidates.supervised import Supervised
         from sentune.adapt.crossfit import FOLDS, fold_rows
-        from sentune.adapt.records import record_path
 
         path = ctx.out / "candidates" / FILE
         units = len(ctx.selection_units())
@@ -70,10 +68,7 @@ class FoldRace:
             found = cls(**json.loads(path.read_text()))
             if (found.seed, found.folds, found.units) == (ctx.config.seed, FOLDS, units):
                 return found
-        members = [c for c in ctx.plan.after_race if isinstance(c, Supervised) and not record_path(c.folder(ctx)).is_file()]
-        found_starts = {c.name: c.start_model(ctx) for c in members}
-        starts = {name: start for name, start in found_starts.items() if start is not None}  # one with nothing to start from skips itself
-        members = [c for c in members if c.name in starts]
+        members, starts = _members(ctx)
         if len(members) < 2:
             return None
         held = fold_rows(units, FOLDS, ctx.config.seed, 0)[1]
@@ -92,10 +87,8 @@ class FoldRace:
         stopped = race_verdict(
             gold, predictions, unchanged, ctx.metric, ctx.config.seed, f"the first fold's {len(held)} held-out selection {ctx.inputs.dev.unit}"
         )
-        metric = METRICS[ctx.metric]
         found = cls(
-            {n: float(metric.score(gold, p)) for n, p in predictions.items()},
-            float(metric.score(gold, unchanged)),
+            *_scores(gold, predictions, unchanged, ctx.metric),
             stopped,
             seconds,
             len(held),
@@ -127,9 +120,7 @@ class TrainRace:
     def run(cls, ctx: Context) -> TrainRace | None:
         """This run's race on --train: read back, or run now (by the first member to produce). None: fewer than two
         members, or a search run."""
-        from sentune.adapt.candidates.supervised import Supervised
         from sentune.adapt.evidence import held_out_digest
-        from sentune.adapt.records import record_path
         from sentune.train.runs import train_run
 
         if ctx.inputs.task.search:
@@ -139,10 +130,7 @@ class TrainRace:
             found = cls(**json.loads(path.read_text()))
             if (found.train_sha256, found.held_out, found.seed) == (ctx.inputs.train_sha256, held_out_digest(ctx.evidence), ctx.config.seed):
                 return found
-        members = [c for c in ctx.plan.after_race if isinstance(c, Supervised) and not record_path(c.folder(ctx)).is_file()]
-        found_starts = {c.name: c.start_model(ctx) for c in members}
-        starts = {name: start for name, start in found_starts.items() if start is not None}
-        members = [c for c in members if c.name in starts]
+        members, starts = _members(ctx)
         if len(members) < 2:
             return None
         print(
@@ -164,10 +152,8 @@ class TrainRace:
         stopped = race_verdict(gold, predictions, unchanged, ctx.metric, ctx.config.seed, where)
         for name, reason in stopped.items():
             print(f"    race: {name} stops: {reason}", flush=True)
-        metric = METRICS[ctx.metric]
         found = cls(
-            {n: float(metric.score(gold, p)) for n, p in predictions.items()},
-            float(metric.score(gold, unchanged)),
+            *_scores(gold, predictions, unchanged, ctx.metric),
             stopped,
             seconds,
             steps,
@@ -177,6 +163,24 @@ class TrainRace:
         )
         write_atomic(path, json.dumps(asdict(found), indent=2))
         return found
+
+
+def _members(ctx: Context) -> tuple[list, dict[str, str]]:
+    """The supervised candidates of the run still to produce, and the model each starts from; one with nothing to start
+    from (supervised-stacked without a trained candidate) skips itself and does not race."""
+    from sentune.adapt.candidates.supervised import Supervised
+    from sentune.adapt.records import record_path
+
+    members = [c for c in ctx.plan.after_race if isinstance(c, Supervised) and not record_path(c.folder(ctx)).is_file()]
+    found = {c.name: c.start_model(ctx) for c in members}
+    starts = {name: start for name, start in found.items() if start is not None}
+    return [c for c in members if c.name in starts], starts
+
+
+def _scores(gold: np.ndarray, predictions: dict[str, np.ndarray], unchanged: np.ndarray, metric: str) -> tuple[dict[str, float], float]:
+    """Each member's score on the units the race read, and the unchanged model's."""
+    found = METRICS[metric]
+    return {n: float(found.score(gold, p)) for n, p in predictions.items()}, float(found.score(gold, unchanged))
 
 
 def race_verdict(gold: np.ndarray, predictions: dict[str, np.ndarray], unchanged: np.ndarray, metric: str, seed: int, where: str) -> dict[str, str]:
