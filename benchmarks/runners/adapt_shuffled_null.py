@@ -165,11 +165,11 @@ def kept_path(all_shuffled: bool, train: bool = False) -> Path:
 
 def page(facts: dict) -> str:
     """The page of every run, from the kept facts alone (so --render-only writes the same page)."""
-    what = "every dev label" if facts["all_shuffled"] else "the selection part's labels"
+    what = ("every dev label" if facts["all_shuffled"] else "the selection part's labels") + " permuted"
     if facts.get("train_pairs"):
-        what += f", with {facts['train_pairs']} train pairs whose labels are permuted but for the confirming ones"
+        what += f"; {facts['train_pairs']} train pairs, their labels permuted but for the confirming ones"
     lines = [
-        f"# Shuffled labels: how often `sentune adapt` ships a supervised candidate that learned nothing ({what} permuted)",
+        f"# Shuffled labels: how often `sentune adapt` ships a supervised candidate that learned nothing ({what})",
         "",
         f"Measured {facts['meta']['date'][:10]} ({sum(f['seconds'] for f in facts['found']) / 60:.0f} min of candidate time over the {facts['runs']} runs, "
         "each one torch thread; runs are read back when run again) by:",
