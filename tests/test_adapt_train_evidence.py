@@ -12,7 +12,7 @@ from scipy.stats import ks_2samp, spearmanr
 from test_supervised import _args, labelled  # noqa: F401  # the labelled pairs fixture
 
 from sentune.adapt.decide import DevSplit, TrainJudges, decide, split_dev
-from sentune.adapt.evidence import domain_auc, evidence_size, label_distance, label_shift, sample_evidence, scale_shift, score_gap, score_shift
+from sentune.adapt.evidence import EVIDENCE_CAP, domain_auc, evidence_size, label_distance, label_shift, sample_evidence, scale_shift, score_gap, score_shift
 from sentune.adapt.records import CandidateRecord
 from sentune.adapt.train_evidence import trained_train_indices
 from sentune.cli import main
@@ -99,10 +99,11 @@ def test_the_score_and_text_checks():
 
 
 def test_the_evidence_sample_is_seeded_capped_and_split_like_dev():
-    gold = np.random.default_rng(7).integers(0, 6, 5000).astype(float)
+    gold = np.random.default_rng(7).integers(0, 6, 10000).astype(float)
     indices, split = sample_evidence(gold, seed=3)
     again, _ = sample_evidence(gold, seed=3)
-    assert len(indices) == evidence_size(5000) == 1000 and np.array_equal(indices, again) and np.all(np.diff(indices) > 0)
+    assert len(indices) == evidence_size(10000) == EVIDENCE_CAP and np.array_equal(indices, again) and np.all(np.diff(indices) > 0)
+    assert evidence_size(5000) == 2500  # below the cap: half of --train
     assert np.array_equal(split.select, split_dev(gold[indices], seed=3 + 7).select)
     assert evidence_size(80) == 40  # at most half of --train: the supervised candidates keep three quarters of it
 

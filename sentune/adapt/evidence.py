@@ -3,11 +3,12 @@
 A labelled pair that a candidate never trained on judges it as well as a dev pair does. adapt takes a seeded sample of
 at most EVIDENCE_CAP of the --train pairs, and at most half of them (the evidence pairs), and splits it with the dev
 pairs' own rule (sentune.adapt.decide.split_dev) into a selection and a confirmation part, which join the dev pairs'
-parts (the design is in sentune.adapt.decide). The cap bounds what every candidate pays for it: each one encodes at most 2·EVIDENCE_CAP
-more texts, once, when the run's candidates are done (the race and every other choice inside a candidate read the dev
-selection pairs only), and EVIDENCE_CAP/2 more confirmation pairs are already many: 500 confirmation pairs confirm a
-gain of about 2 Spearman points 80 % of the time (benchmarks/results/adapt_calibration.md, between its 500 and 1,500
-dev pairs).
+parts (the design is in sentune.adapt.decide). The cap bounds what every candidate pays for it: each one encodes at most
+2·EVIDENCE_CAP more texts, once, when the run's candidates are done (the race and every other choice inside a candidate
+read the dev selection pairs only; on 2 cores a few seconds per thousand short texts). It is set high because the
+confirmation's power grows with its pairs: with 500 dev pairs alone a gain is confirmed 80 % of the time from about 3
+Spearman points, with 1,500 from about 1.6 (benchmarks/results/adapt_calibration.md), and users' train sets (a few
+thousand pairs) hold the gains of a point that the dev pairs cannot confirm.
 
 Train pairs judge only when they measure what the dev pairs measure. Four checks, before any candidate runs, fall back to
 the dev pairs alone when any fails (adapt says so in one line):
@@ -30,7 +31,7 @@ import numpy as np
 from sentune.adapt.decide import DevSplit, split_dev
 from sentune.core.metrics import METRICS
 
-EVIDENCE_CAP = 1000
+EVIDENCE_CAP = 4000
 LABEL_DISTANCE = 0.2
 SCORE_POINTS = 10.0
 SCORE_RESAMPLES = 300
