@@ -121,7 +121,7 @@ def test_cosines_a_block_of_documents_at_a_time_equal_the_whole_product(monkeypa
     """The documents are normalised a block at a time (a memory-mapped index is never copied whole); the cosines are
     the naive formula's, across block edges, and a memory-mapped matrix stays read-only and unchanged."""
     import sentune.tasks.retrieval as retrieval
-    from sentune.search.fusion import cosines
+    from sentune.search.passages import cosines
 
     rng = np.random.default_rng(4)
     queries, docs = rng.normal(size=(5, 8)).astype(np.float32), rng.normal(size=(23, 8)).astype(np.float32)

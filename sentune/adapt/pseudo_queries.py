@@ -145,7 +145,7 @@ def mine(
     the texts against every document (rows: texts); `query_vectors` / `doc_vectors`: the unchanged model's; `ties`:
     each document's position in id order (sentune.search.fusion.id_order), every ranking's tie-break. With `fusion`
     (the hybrid's), the teacher's fused score of the own document and of each negative."""
-    from sentune.search.fusion import cosines
+    from sentune.search.passages import cosines
 
     found: list[Mined] = []
     for start in range(0, len(queries), MINING_BLOCK):

@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from sentune.data.text_files import DataError
+from sentune.search.damaged import DAMAGED
 from sentune.search.fusion import id_order
 
 FILE = "documents.jsonl"
 OFFSETS = "documents.offsets.npy"
 ORDER = "documents.order.npy"
-DAMAGED = "the index is damaged: build it again into an empty --out with `sentune index`"
 NOT_A_DOCUMENT = f'not a document ({{"_id": ..., "text": ...}}); {DAMAGED}'
 
 

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from sentune.search.passages import PassageVectors
+from sentune.search.passages import PassageVectors, dense_scores
 
 ALPHAS = tuple(round(a, 2) for a in np.linspace(0.0, 1.0, 21))  # the convex weights tried on the selection queries
 RRF_K = 60
@@ -128,18 +126,6 @@ def hybrid_rank(
     return hybrid_rank_rows(query_vectors, doc_vectors, lexical_scores, id_order(doc_ids), fusion, depth=depth, own=own, with_scores=with_scores)
 
 
-def cosines(query_vectors: np.ndarray, doc_vectors: np.ndarray) -> np.ndarray:
-    """Every query's cosine with every document, the documents normalised a block at a time (sentune.tasks.retrieval's
-    BLOCK, as the evaluation's rank scores them): a memory-mapped index of millions of vectors is never copied whole."""
-    from sentune.tasks.retrieval import BLOCK, unit_rows
-
-    queries = unit_rows(query_vectors)
-    out = np.empty((len(queries), len(doc_vectors)), dtype=np.float32)
-    for start in range(0, len(doc_vectors), BLOCK):
-        out[:, start : start + BLOCK] = queries @ unit_rows(doc_vectors[start : start + BLOCK]).T
-    return out
-
-
 def hybrid_rank_rows(
     query_vectors: np.ndarray,
     doc_vectors: np.ndarray | PassageVectors,
@@ -154,8 +140,6 @@ def hybrid_rank_rows(
     """hybrid_rank with the documents' id order given (`ties`, id_order's) and each query's own document as a row
     (`own[q]`, None: none), for an index whose ids stay in their file. `doc_vectors`: vectors, or an index's
     sentune.search.passages.PassageVectors (each document its best passage's cosine)."""
-    from sentune.search.passages import dense_scores
-
     ranked: list[list[int]] = []
     values: list[list[float]] = []
     for start in range(0, len(query_vectors), QUERY_BLOCK):

@@ -68,8 +68,6 @@ class PassageVectors:
 
     def cosines(self, query_vectors: np.ndarray) -> np.ndarray:
         """(queries, documents): each document's highest cosine over its passages."""
-        from sentune.search.fusion import cosines
-
         best = cosines(query_vectors, self.documents)
         if len(self.owners):
             later = cosines(query_vectors, self.passages)
@@ -92,7 +90,7 @@ class PassageVectors:
         """An index's passages (index.json's `passages` record names their count); one line naming the file when
         it is missing or disagrees with the record."""
         from sentune.data.text_files import DataError
-        from sentune.search.documents import DAMAGED
+        from sentune.search.damaged import DAMAGED
 
         vectors_path, owners_path = folder / FOLDER / "vectors.npy", folder / FOLDER / "documents.npy"
         try:
@@ -109,7 +107,17 @@ class PassageVectors:
 
 
 def dense_scores(query_vectors: np.ndarray, doc_vectors: Any) -> np.ndarray:
-    """Every query's dense score of every document: MaxP's for PassageVectors, else the cosine (sentune.search.fusion)."""
-    from sentune.search.fusion import cosines
-
+    """Every query's dense score of every document: MaxP's for PassageVectors, else the cosine."""
     return doc_vectors.cosines(query_vectors) if isinstance(doc_vectors, PassageVectors) else cosines(query_vectors, doc_vectors)
+
+
+def cosines(query_vectors: np.ndarray, doc_vectors: np.ndarray) -> np.ndarray:
+    """Every query's cosine with every document, the documents normalised a block at a time (sentune.tasks.retrieval's
+    BLOCK, as the evaluation's rank scores them): a memory-mapped index of millions of vectors is never copied whole."""
+    from sentune.tasks.retrieval import BLOCK, unit_rows
+
+    queries = unit_rows(query_vectors)
+    out = np.empty((len(queries), len(doc_vectors)), dtype=np.float32)
+    for start in range(0, len(doc_vectors), BLOCK):
+        out[:, start : start + BLOCK] = queries @ unit_rows(doc_vectors[start : start + BLOCK]).T
+    return out

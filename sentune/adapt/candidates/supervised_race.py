@@ -168,10 +168,10 @@ class TrainRace:
 def _members(ctx: Context) -> tuple[list, dict[str, str]]:
     """The supervised candidates of the run still to produce, and the model each starts from; one with nothing to start
     from (supervised-stacked without a trained candidate) skips itself and does not race."""
-    from sentune.adapt.candidates.supervised import Supervised
     from sentune.adapt.records import record_path
 
-    members = [c for c in ctx.plan.after_race if isinstance(c, Supervised) and not record_path(c.folder(ctx)).is_file()]
+    # by kind, not class: sentune.adapt.candidates.supervised imports this module
+    members = [c for c in ctx.plan.after_race if c.kind == "supervised" and not record_path(c.folder(ctx)).is_file()]
     found = {c.name: c.start_model(ctx) for c in members}
     starts = {name: start for name, start in found.items() if start is not None}
     return [c for c in members if c.name in starts], starts
