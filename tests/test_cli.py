@@ -379,6 +379,7 @@ def test_uniformity_covers_every_pair_and_alignment_the_positives(tiny_model_dir
     assert (found["positive_pairs"], found["uniformity_sentences"]) == (len(positive), len(everything))  # what each covered, recorded
 
 
+@pytest.mark.slow  # seconds: plain `pytest -q` stays short; scripts/test.sh runs it
 def test_eval_transfer_with_senteval_s_mlp(tiny_model_dir, tiny_data_dir, tmp_path):
     out = tmp_path / "mlp"
     args = ["eval", "--model", str(tiny_model_dir), "--pooling", "mean", "--tasks", "MR,TREC", "--preset", "fast-mlp"]

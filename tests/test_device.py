@@ -73,6 +73,7 @@ def test_the_environment_is_only_a_commands_default(monkeypatch, capsys):
     assert "--model ./no-such-model: no such folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # seconds: plain `pytest -q` stays short; scripts/test.sh runs it
 def test_an_api_call_that_asks_for_the_cpu_fits_everything_there_with_cuda_present(monkeypatch, tiny_model_dir, tmp_path):
     """With CUDA faked present and SENTUNE_DEVICE=cuda, adapt called from Python with device="cpu" trains (simcse, and
     SED's members and learner), fits whitening and the flow, interpolates and scores on the CPU: anything that chose

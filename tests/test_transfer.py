@@ -108,6 +108,7 @@ def _xor(n=4000, seed=0):
     return x, (signs[:, 0] * signs[:, 1] > 0).astype(int)
 
 
+@pytest.mark.slow  # seconds: plain `pytest -q` stays short; scripts/test.sh runs it
 def test_mlp_preset_learns_what_logistic_regression_cannot():
     x, y = _xor()  # enough data: like SentEval's, the MLP stops after 20 passes without a better validation score
     train, dev, test = (x[:2400], y[:2400]), (x[2400:3200], y[2400:3200]), (x[3200:], y[3200:])

@@ -20,6 +20,7 @@ def test_cpu_seconds_follow_work_and_wall_covers_them():
     assert 0 < after["cores_used"] <= after["cpu_count"] + 0.5  # rounding and children aside, no more than the machine has
 
 
+@pytest.mark.slow  # seconds: plain `pytest -q` stays short; scripts/test.sh runs it
 def test_idle_time_counts_as_wall_only():
     """In a process of its own: this one's library threads (torch's, after other tests) may spend CPU while it sleeps,
     and a busy machine does not make a sleeping process use CPU."""
