@@ -102,7 +102,7 @@ def fit_and_passages_lines(name: str) -> list[str]:
         f"## BM25 fitted to the domain, long documents as passages: {name}",
         "",
         f"Measured {found['started']} to {found['finished']} (sentune {found['sentune']}, {found['torch_threads']} torch threads, 2 CPU cores) by "
-        f"`flock /work/heavy.lock /usr/bin/time -v {found['command']}`. The example's queries split as `sentune adapt --example {name}` splits them "
+        f"`{found['command']}`. The example's queries split as `sentune adapt --example {name}` splits them "
         f"({q['selection']} selection, {q['confirmation']} confirmation, {q['test']} test), every query ranked against the whole corpus of "
         f"{found['documents']:,} documents (the adapt runs above rank the selection queries against a pool, so their selection scores may differ). "
         "Every choice read the selection "
