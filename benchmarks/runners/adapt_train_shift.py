@@ -14,6 +14,7 @@ with the run's seed) and apply the checks as adapt does. A case of the same dist
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,6 +70,7 @@ def main() -> None:
     parser.add_argument("--data", help="data directory (default: $SENTUNE_DATA)")
     parser.add_argument("--work", default="benchmarks/runs/adapt-train-shift", help="where the examples' files are written")
     args = parser.parse_args()
+    args.load_at_start = os.getloadavg()[0]  # before this script adds its own work
     started = time.perf_counter()
     from sentune.core.models import load_model
     from sentune.data.user_data import ScoredPairs
@@ -129,13 +131,11 @@ def main() -> None:
 
 
 def write_page(args, rows: list, seconds: float) -> None:
-    import os
-
     lines = [
         "# Train pairs of another distribution: how `sentune adapt` detects them",
         "",
-        f"Measured {datetime.now(UTC).date()} ({seconds / 60:.1f} min on 2 CPU cores shared with other work; load average "
-        f"{os.getloadavg()[0]:.2f} at the end) by:",
+        f"Measured {datetime.now(UTC).date()} ({seconds / 60:.1f} min on {os.cpu_count()} CPU cores; 1-minute load average "
+        f"{args.load_at_start:.2f} before it started, {os.getloadavg()[0]:.2f} at the end, its own work included) by:",
         "",
         "```",
         command_line(),
