@@ -42,6 +42,12 @@ CATALOG_CHECK = catalog.data_problem
 gc.freeze()
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject.toml's addopts): a worker a core, at most four (each worker imports torch and builds the tiny
+    models once: memory and start-up that more workers would multiply for a suite of this size)."""
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
 def pytest_addoption(parser):
     parser.addoption("--slow", action="store_true", help="also run the tests marked slow (scripts/test.sh and CI do)")
 
