@@ -409,6 +409,7 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
         out=tmp_path,
         metric="spearman",
         config=SimpleNamespace(seed=0),
+        inputs=SimpleNamespace(dev=SimpleNamespace(unit="pairs")),
         selection_gold=lambda: gold,
         selection_cosines=lambda dev: dev,
         selection_score_of=lambda cosines: METRICS["spearman"].score(gold, cosines),

@@ -346,8 +346,9 @@ def test_the_hybrid_of_the_supervised_candidate_is_scored_out_of_fold_with_the_u
 
 
 def test_the_race_verdict_follows_the_training_races_two_rules():
-    from sentune.adapt.candidates.supervised_race import race_verdict
+    from sentune.adapt.race import verdict
     from sentune.core.metrics import METRICS
+    from sentune.tasks.bootstrap import resamples
 
     rng = np.random.default_rng(0)
     gold = rng.normal(size=60)
@@ -355,17 +356,25 @@ def test_the_race_verdict_follows_the_training_races_two_rules():
     fair = gold + rng.normal(scale=0.6, size=60)
     noise = rng.normal(size=60)
     where = "the 60 pairs"
+    draws = resamples(60, seed=0)
+
+    def race(standing: dict, unchanged: np.ndarray, racing: list | None = None) -> dict:
+        return verdict(gold, standing, list(standing) if racing is None else racing, unchanged, "spearman", draws, where)
+
     # the better of two goes on (halving), whichever is listed first
-    assert list(race_verdict(gold, {"a": fair, "b": good}, fair, "spearman", 0, where)) == ["a"]
-    assert list(race_verdict(gold, {"b": good, "a": fair}, fair, "spearman", 0, where)) == ["a"]
+    assert list(race({"a": fair, "b": good}, fair)) == ["a"]
+    assert list(race({"b": good, "a": fair}, fair)) == ["a"]
     # one behind the unchanged model in (nearly) every resample stops for that reason, even as the only member
-    verdict = race_verdict(gold, {"noise": noise}, good, "spearman", 0, where)
-    assert list(verdict) == ["noise"] and verdict["noise"].startswith("behind the unchanged model on the 60 pairs")
+    found = race({"noise": noise}, good)
+    assert list(found) == ["noise"] and found["noise"].startswith("behind the unchanged model on the 60 pairs")
     # a tie: the first listed goes on; of three, one goes on, and the lower half's reason names the leader's score
-    verdict = race_verdict(gold, {"x": good, "y": good.copy(), "z": fair}, noise, "spearman", 0, where)
-    assert set(verdict) == {"y", "z"}
+    found = race({"x": good, "y": good.copy(), "z": fair}, noise)
+    assert set(found) == {"y", "z"}
     leader = METRICS["spearman"].score(gold, good)
-    assert verdict["y"] == f"in the lower half of the race ({leader:.2f} vs x's {leader:.2f} on the 60 pairs; successive halving)"
+    assert found["y"] == f"in the lower half of the race ({leader:.2f} vs x's {leader:.2f} on the 60 pairs; successive halving)"
+    # a finished candidate leads without racing: one far behind it stops, though the unchanged model is worse still
+    found = race({"done": gold.copy(), "noise": noise}, -gold, racing=["noise"])
+    assert list(found) == ["noise"] and found["noise"].startswith("behind done on the 60 pairs (")
 
 
 @pytest.mark.slow
@@ -382,7 +391,7 @@ def test_the_cross_fitted_supervised_candidates_race_on_their_first_fold(tiny_mo
     told = capsys.readouterr().out
     race = json.loads((out / "candidates" / FILE).read_text())
     results = json.loads((out / "results.json").read_text())["candidates"]
-    assert set(race["scores"]) == {"supervised", "supervised-stacked"} and race["folds"] == FOLDS
+    assert set(race["scores"]) == {"supervised", "supervised-stacked"} and race["detail"]["folds"] == FOLDS
     stopped = set(race["stopped"])
     assert len(stopped) >= 1 and "fold race" in told
     split = split_dev(np.array([float(line.split("\t")[2]) for line in (out / "data" / "dev.tsv").read_text().splitlines()]))
@@ -423,7 +432,7 @@ def test_the_supervised_candidates_on_train_race_at_their_first_rung(tiny_model_
     assert main(args) == 0
     race = json.loads((out / "candidates" / TRAIN_FILE).read_text())
     results = json.loads((out / "results.json").read_text())["candidates"]
-    assert set(race["scores"]) == {"supervised", "supervised-stacked"} and race["steps"] == {"supervised": 2, "supervised-stacked": 2}
+    assert set(race["scores"]) == {"supervised", "supervised-stacked"} and race["detail"]["at_step"] == {"supervised": 2, "supervised-stacked": 2}
     assert len(race["stopped"]) >= 1
     for name in ("supervised", "supervised-stacked"):
         record = results[name]
@@ -443,3 +452,32 @@ def test_the_supervised_candidates_on_train_race_at_their_first_rung(tiny_model_
     capsys.readouterr()
     assert main(args) == 0
     assert "race: supervised" not in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_race_whose_work_is_gone_is_run_again(tiny_model_dir, labelled, tmp_path, capsys):
+    """Without --train, with it, then without it again in one folder: a member whose inputs changed is produced from
+    nothing (its folder with what the race trained of it goes), so the verdict of the first run is not read back in the
+    third: the members race again and every one going on is produced."""
+    from sentune.adapt.candidates.supervised_race import FILE, TRAIN_FILE
+
+    out = tmp_path / "run"
+    plain = [*_args(tiny_model_dir, labelled, out), "--methods", "simcse,supervised,supervised-stacked", "--budget", "16"]
+    given = [*plain, "--train", str(labelled / "train.tsv")]
+    for args, file, announced in (
+        (plain, FILE, "fold race: supervised, supervised-stacked"),
+        (given, TRAIN_FILE, "race: supervised, supervised-stacked"),
+        (plain, FILE, "fold race: supervised, supervised-stacked"),
+    ):
+        capsys.readouterr()
+        assert main(args) == 0
+        told = capsys.readouterr().out
+        assert f"    {announced} each train" in told
+        assert (out / "candidates" / file).is_file(), told
+        race = json.loads((out / "candidates" / file).read_text())
+        results = json.loads((out / "results.json").read_text())["candidates"]
+        for name in ("supervised", "supervised-stacked"):
+            if name in race["stopped"]:
+                assert results[name]["skipped"] == race["stopped"][name]
+            else:
+                assert results[name].get("skipped") is None and results[name]["select"] is not None

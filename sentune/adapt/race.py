@@ -30,6 +30,7 @@ import numpy as np
 
 from sentune.adapt.records import CandidateRecord, Stopped, load_record, record_path
 from sentune.core.memory import peak_resident_mib
+from sentune.core.metrics import METRICS
 from sentune.core.results import write_atomic
 from sentune.tasks.bootstrap import bootstrap_differences, resamples
 from sentune.train.runs import finished_run, train_run
@@ -104,37 +105,47 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, np.ndarra
 def _eliminate(active: list[Entry], finished: dict[str, np.ndarray], ctx: Context, round_number: int, started: dict[str, float]) -> list[Entry]:
     standing = {e.name: best_selection_cosines(e, ctx) for e in active}
     cosines = {name: found[2] for name, found in standing.items() if found is not None} | finished
-    if not cosines:
+    scored = [e.name for e in active if e.name in cosines]  # one not evaluated yet goes on
+    if not scored:
         return active
     gold = ctx.selection_gold()
-    draws = resamples(len(gold), seed=ctx.config.seed)
     unchanged = ctx.selection_cosines(ctx.untuned("model")["dev"])
-    leader = max(cosines, key=lambda name: ctx.selection_score_of(cosines[name]))
-    going, stopped = [], {}
-    for entry in active:
-        if entry.name not in cosines:
-            going.append(entry)
-            continue
-        for rival, rival_cosines in (("the unchanged model", unchanged), (leader, cosines[leader])):
-            if rival == entry.name:
-                continue
-            behind = share_behind(gold, cosines[entry.name], rival_cosines, ctx.metric, draws)
-            if behind >= CONFIDENCE:
-                mine, theirs = ctx.selection_score_of(cosines[entry.name]), ctx.selection_score_of(rival_cosines)
-                stopped[entry.name] = (
-                    f"behind {rival} on the selection pairs after round {round_number} ({mine:.2f} vs {theirs:.2f}, in {behind:.1%} of the resamples)"
-                )
-                break
-        else:
-            going.append(entry)
-    going.sort(key=lambda e: -ctx.selection_score_of(cosines[e.name]) if e.name in cosines else 0.0)
-    keep = math.ceil(len(going) / 2) if len(going) > 1 else len(going)
-    for entry in going[keep:]:
-        stopped[entry.name] = f"in the lower half of the race after round {round_number} (successive halving)"
+    where = f"the selection {ctx.inputs.dev.unit} after round {round_number}"
+    stopped = verdict(gold, cosines, scored, unchanged, ctx.metric, resamples(len(gold), seed=ctx.config.seed), where)
     for entry in active:
         if entry.name in stopped:
             _write_stopped(entry, standing[entry.name], stopped[entry.name], ctx, time.perf_counter() - started[entry.name])
-    return going[:keep]
+    going = [e for e in active if e.name not in stopped]
+    return sorted(going, key=lambda e: -ctx.selection_score_of(cosines[e.name]) if e.name in cosines else 0.0)
+
+
+def verdict(
+    gold: np.ndarray, standing: dict[str, np.ndarray], racing: list[str], unchanged: np.ndarray, metric: str, draws: np.ndarray, where: str
+) -> dict[str, str]:
+    """Which of `racing` stop, and why, by the race's two rules on the units `where` names: one behind the unchanged
+    model or behind the leader (the best of `standing`, racing or finished; the first listed on a tie) in ≥ CONFIDENCE
+    of the paired bootstrap resamples `draws` stops; of the rest at most half (rounded up) go on, the best first (a tie
+    keeps the listed order)."""
+    score_of = METRICS[metric].score
+    score = {name: float(score_of(gold, predicted)) for name, predicted in standing.items()}
+    leader = max(score, key=lambda name: score[name])
+    stopped: dict[str, str] = {}
+    going = []
+    for name in racing:
+        for rival, theirs in (("the unchanged model", unchanged), (leader, standing[leader])):
+            if rival == name:
+                continue
+            behind = share_behind(gold, standing[name], theirs, metric, draws)
+            if behind >= CONFIDENCE:
+                stopped[name] = f"behind {rival} on {where} ({score[name]:.2f} vs {float(score_of(gold, theirs)):.2f}, in {behind:.1%} of the resamples)"
+                break
+        else:
+            going.append(name)
+    going.sort(key=lambda name: -score[name])
+    keep = math.ceil(len(going) / 2)
+    for name in going[keep:]:
+        stopped[name] = f"in the lower half of the race ({score[name]:.2f} vs {going[0]}'s {score[going[0]]:.2f} on {where}; successive halving)"
+    return stopped
 
 
 def share_behind(gold: np.ndarray, candidate: np.ndarray, rival: np.ndarray, metric: str, draws: np.ndarray) -> float:

@@ -31,7 +31,7 @@ from sentune.adapt.candidates import Candidate, Plan, own_pooling, plan
 from sentune.adapt.context import Context, PairsContext
 from sentune.adapt.inputs import AdaptConfig, Inputs, prepare
 from sentune.adapt.names import UNCHANGED
-from sentune.adapt.records import load_record, record_path
+from sentune.adapt.records import load_record
 from sentune.adapt.search_context import SearchContext, as_search
 from sentune.adapt.train_evidence import draw_evidence, say_detectable_gain
 from sentune.core.memory import map_large_allocations
@@ -144,7 +144,7 @@ def adapt(
 def _run_candidate(candidate: Candidate, candidates: Plan, label: str, ctx: Context) -> None:
     """Its record (read back or produced); under --time, skipped when its expected time no longer fits."""
     timing = ctx.time_plan
-    if timing is not None and candidate.name != UNCHANGED and not record_path(candidate.folder(ctx)).is_file():  # the model is always scored
+    if timing is not None and candidate.name != UNCHANGED and not candidate.finished(ctx):  # the model is always scored
         reason = timing.still_fits(candidate.name)
         if reason is not None:
             print(f"{label} {candidate.name}: left out: {reason}", flush=True)

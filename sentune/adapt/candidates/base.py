@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from sentune.adapt.records import CandidateRecord, read_back, write_record
+from sentune.adapt.records import CandidateRecord, load_record, read_back, record_path, write_record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -65,11 +65,18 @@ class Candidate:
         record: one read back with other values is produced again."""
         return {}
 
+    def finished(self, ctx: Context) -> bool:
+        """Whether its folder holds a record of it on this run's inputs (what `record` reads back)."""
+        return record_path(self.folder(ctx)).is_file() and self._current(load_record(self.folder(ctx)), ctx)
+
+    def _current(self, found: CandidateRecord, ctx: Context) -> bool:
+        return all(found.detail.get(key) == value for key, value in self.depends_on(ctx).items())
+
     def record(self, label: str, ctx: Context) -> CandidateRecord:
         """Its record: read back when it finished before on the same inputs, else produced now."""
         found = read_back(self, label, ctx)
         wanted = self.depends_on(ctx)
-        if found is not None and all(found.detail.get(key) == value for key, value in wanted.items()):
+        if found is not None and self._current(found, ctx):
             return found
         if found is not None:
             print(f"{label} {self.name}: its inputs changed ({', '.join(wanted)}): produced again", flush=True)

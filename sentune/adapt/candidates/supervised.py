@@ -70,9 +70,9 @@ class Supervised(WithRun):
         racing = sum(isinstance(c, Supervised) for c in ctx.plan.after_race)
         share = math.ceil(racing / 2) / racing if racing > 1 else 1.0  # of the members, those the race is expected to keep
         if given is not None:  # the first rung, then the rest for those going on (search runs train each unraced)
-            from sentune.adapt.candidates.supervised_race import FIRST_RUNG
+            from sentune.adapt.candidates.supervised_race import first_rung
 
-            trainings = 1.0 if ctx.inputs.task.search else FIRST_RUNG + (1 - FIRST_RUNG) * share
+            trainings = 1.0 if ctx.inputs.task.search else first_rung() + (1 - first_rung()) * share
         else:  # the first fold, then the rest for the share of the fold race's members that go on
             fold = (FOLDS - 1) / FOLDS
             trainings = fold + (FOLDS - fold) * share
@@ -143,17 +143,17 @@ class Supervised(WithRun):
 
     def race_recipe(self, ctx: Context, start_model: str):
         """Its recipe on --train as a saved run the race pauses (sentune.adapt.candidates.supervised_race.TrainRace):
-        evaluated on the selection pairs every FIRST_RUNG of its steps, its last step kept whatever they say."""
+        evaluated on the selection pairs every first_rung() of its steps, its last step kept whatever they say."""
         import math
         from dataclasses import replace
 
-        from sentune.adapt.candidates.supervised_race import FIRST_RUNG
+        from sentune.adapt.candidates.supervised_race import first_rung
 
         rows = self.given_rows(ctx)
         self.folder(ctx).mkdir(parents=True, exist_ok=True)
         self.write_training(rows, self.folder(ctx) / "train.tsv")
         recipe = ctx.labelled_recipe(self.recipe_name(ctx), self.folder(ctx) / "train.tsv", len(rows), start_model)
-        first = max(1, math.ceil(FIRST_RUNG * recipe.training.max_steps))
+        first = max(1, math.ceil(first_rung() * recipe.training.max_steps))
         return replace(recipe, training=replace(recipe.training, eval_steps=first), eval=replace(recipe.eval, dev=ctx.training_dev()))
 
     def first_fold(self, ctx: Context, start_model: str) -> np.ndarray:
@@ -180,7 +180,8 @@ class Supervised(WithRun):
         fold's model is kept in memory only while it scores its held-out fold, and the refit, which the run ships or
         builds on (hybrids, wise, the index), is saved as OUT/candidates/NAME/run. Cross-fitted supervised candidates
         race on their first fold (sentune.adapt.candidates.supervised_race) and only those it keeps train the other folds and
-        the refit. A run killed before the record is written trains the candidate again whole."""
+        the refit. A run killed before the record is written trains the candidate again, but for what the race kept of
+        it (its first fold's held-out scores, or its paused run on --train, which goes on from its last checkpoint)."""
         import numpy as np
 
         from sentune.adapt.candidates.supervised_race import FoldRace, TrainRace
@@ -193,7 +194,7 @@ class Supervised(WithRun):
         started = time.perf_counter()
         folder = self.folder(ctx)
         given = ctx.inputs.task.train_units()
-        race = FoldRace.run(ctx) if given is None else TrainRace.run(ctx)
+        race = FoldRace.run(ctx) or TrainRace.run(ctx)
         raced = race is not None and self.name in race.seconds
         raced_parts = ("fold-0",) if given is None else ("run", "train.tsv")  # what the race trained of it this run
         for left in list(folder.iterdir()):  # what a killed attempt left (its refit's run, its vectors, maybe of other training data)

@@ -1,10 +1,12 @@
 """The supervised candidates (`supervised`, `supervised-stacked`) raced like the training candidates
 (sentune.adapt.race): after a first round, by its two rules on selection units no member trained on, one behind the
 unchanged model or the leader in ≥ 95 % of the paired bootstrap resamples stops, and of the rest at most half (rounded
-up) go on, the best first. With two members one goes on: the pair costs one training and a first round instead of two.
+up) go on, the best first. Of two members at most one goes on: the pair costs one training and a first round instead of two.
 
 The race is run by the first member to produce and written to OUT/candidates/; each member reads its verdict when its
-turn comes, so a resumed run does not race again.
+turn comes, so a resumed run does not race again. A verdict is read back only on the inputs it was run on and while
+what it trained of each member going on is still there (a member whose inputs changed is produced again from nothing,
+and its folder with it); otherwise the members not yet produced race again.
 
 **Without --train: the fold race (FoldRace).** A fold where the training race has a fraction of the steps.
 
@@ -25,10 +27,11 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -40,173 +43,204 @@ if TYPE_CHECKING:
 
 FILE = "supervised-fold-race.json"
 TRAIN_FILE = "supervised-train-race.json"
-FIRST_RUNG = 1 / 8  # the training race's first round (sentune.adapt.race.RUNGS)
+
+
+def first_rung() -> float:
+    """The share of its steps a member trains before the race on --train compares: the training race's first round."""
+    from sentune.adapt.race import RUNGS
+
+    return RUNGS[0]
 
 
 @dataclass
-class FoldRace:
-    scores: dict[str, float]  # each member's score on the first fold's held-out selection units
+class SupervisedRace:
+    """A race's verdict as OUT/candidates/FILE keeps it; FoldRace and TrainRace say what a member's first round is."""
+
+    scores: dict[str, float]  # each member's score on the units the race read
     unchanged: float  # the unchanged model's on the same units
     stopped: dict[str, str]  # member -> why it stops
-    seconds: dict[str, float]  # each member's first fold (training and scoring)
-    held: int  # the first fold's held-out selection units
-    seed: int
-    folds: int
-    units: int  # the selection units cross-fitted
+    seconds: dict[str, float]  # each member's first round (its training and scoring)
+    key: list  # the inputs it was run on: read back only on the same
+    detail: dict  # what the summary adds: the held-out units (fold race), the step each paused at (train race)
+
+    FILE: ClassVar[str]
 
     def summary(self) -> dict:
-        return {"held_units": self.held, "scores": self.scores, "unchanged": self.unchanged, "stopped": self.stopped}
+        return {**self.detail, "scores": self.scores, "unchanged": self.unchanged, "stopped": self.stopped}
 
     @classmethod
-    def run(cls, ctx: Context) -> FoldRace | None:
-        """This run's fold race: read back, or run now (by the first member to produce). None: fewer than two members."""
-        from sentune.adapt.crossfit import FOLDS, fold_rows
-
-        path = ctx.out / "candidates" / FILE
-        units = len(ctx.selection_units())
-        if path.is_file():
-            found = cls(**json.loads(path.read_text()))
-            if (found.seed, found.folds, found.units) == (ctx.config.seed, FOLDS, units):
-                return found
+    def run(cls, ctx: Context) -> SupervisedRace | None:
+        """This run's race: read back, or run now (by the first member to produce). None: fewer than two members, or
+        no race for this run."""
+        if not cls.applies(ctx):
+            return None
+        path = ctx.out / "candidates" / cls.FILE
+        found = cls._read(path)
+        if found is not None and found.key == cls.key_of(ctx) and found._work_kept(ctx):
+            return found
+        path.unlink(missing_ok=True)
         members, starts = _members(ctx)
         if len(members) < 2:
             return None
-        held = fold_rows(units, FOLDS, ctx.config.seed, 0)[1]
-        print(
-            f"    fold race: {', '.join(c.name for c in members)} each train their first fold of {FOLDS}, compared on its {len(held)} held-out selection units",
-            flush=True,
-        )
-        predictions, seconds = {}, {}
+        print(f"    {cls.announce([c.name for c in members], ctx)}", flush=True)
+        predictions: dict[str, np.ndarray] = {}
+        seconds: dict[str, float] = {}
+        detail: dict = {}
         for member in members:
-            member.folder(ctx).mkdir(parents=True, exist_ok=True)
+            # what a run on other inputs left of it, its record with it: else, at its turn, that record's inputs
+            # differ and its folder would go, this race's work with it
+            shutil.rmtree(member.folder(ctx), ignore_errors=True)
+            member.folder(ctx).mkdir(parents=True)
             started = time.perf_counter()
-            predictions[member.name] = member.first_fold(ctx, starts[member.name])
+            predictions[member.name] = cls.first_round(member, starts[member.name], ctx, detail)
             seconds[member.name] = time.perf_counter() - started
-        gold = ctx.selection_gold()[held]
-        unchanged = ctx.selection_cosines(ctx.untuned("model")["dev"])[held]
-        stopped = race_verdict(
-            gold, predictions, unchanged, ctx.metric, ctx.config.seed, f"the first fold's {len(held)} held-out selection {ctx.inputs.dev.unit}"
-        )
-        found = cls(
-            *_scores(gold, predictions, unchanged, ctx.metric),
-            stopped,
-            seconds,
-            len(held),
-            ctx.config.seed,
-            FOLDS,
-            units,
-        )
-        for name, reason in stopped.items():
-            print(f"    fold race: {name} stops: {reason}", flush=True)
-        write_atomic(path, json.dumps(asdict(found), indent=2))
-        return found
+        gold, unchanged, where = cls.units(ctx, detail)
+        from sentune.adapt.race import verdict
+        from sentune.tasks.bootstrap import resamples
 
-
-@dataclass
-class TrainRace:
-    scores: dict[str, float]  # each member's selection score at the first rung
-    unchanged: float
-    stopped: dict[str, str]
-    seconds: dict[str, float]  # each member's first rung (its training and evaluation)
-    steps: dict[str, int]  # the step each paused at
-    train_sha256: str | None
-    held_out: str | None  # the train pairs left out of training to judge (sentune.adapt.evidence.held_out_digest)
-    seed: int
-
-    def summary(self) -> dict:
-        return {"at_step": self.steps, "scores": self.scores, "unchanged": self.unchanged, "stopped": self.stopped}
-
-    @classmethod
-    def run(cls, ctx: Context) -> TrainRace | None:
-        """This run's race on --train: read back, or run now (by the first member to produce). None: fewer than two
-        members, or a search run."""
-        from sentune.adapt.evidence import held_out_digest
-        from sentune.train.runs import train_run
-
-        if ctx.inputs.task.search:
-            return None
-        path = ctx.out / "candidates" / TRAIN_FILE
-        if path.is_file():
-            found = cls(**json.loads(path.read_text()))
-            if (found.train_sha256, found.held_out, found.seed) == (ctx.inputs.train_sha256, held_out_digest(ctx.evidence), ctx.config.seed):
-                return found
-        members, starts = _members(ctx)
-        if len(members) < 2:
-            return None
-        print(
-            f"    race: {', '.join(c.name for c in members)} each train {FIRST_RUNG:g} of their steps on --train, compared on the selection pairs", flush=True
-        )
-        predictions, seconds, steps = {}, {}, {}
-        for member in members:
-            started = time.perf_counter()
-            recipe = member.race_recipe(ctx, starts[member.name])
-            steps[member.name] = max(1, math.ceil(FIRST_RUNG * recipe.training.max_steps))
-            train_run(
-                recipe, member.run_folder(ctx), data_dir=ctx.data_dir or Path("."), pause_at_step=steps[member.name], show_progress=ctx.config.show_progress
-            )
-            predictions[member.name] = np.load(member.run_folder(ctx) / "dev_cosines" / f"step-{steps[member.name]}.npy")
-            seconds[member.name] = time.perf_counter() - started
-        gold = ctx.selection_gold()
-        unchanged = ctx.selection_cosines(ctx.untuned("model")["dev"])
-        where = f"the {len(gold)} selection pairs after {FIRST_RUNG:g} of their steps"
-        stopped = race_verdict(gold, predictions, unchanged, ctx.metric, ctx.config.seed, where)
+        stopped = verdict(gold, predictions, list(predictions), unchanged, ctx.metric, resamples(len(gold), seed=ctx.config.seed), where)
         for name, reason in stopped.items():
             print(f"    race: {name} stops: {reason}", flush=True)
-        found = cls(
-            *_scores(gold, predictions, unchanged, ctx.metric),
-            stopped,
-            seconds,
-            steps,
-            ctx.inputs.train_sha256,
-            held_out_digest(ctx.evidence),
-            ctx.config.seed,
-        )
+        score = METRICS[ctx.metric].score
+        found = cls({n: float(score(gold, p)) for n, p in predictions.items()}, float(score(gold, unchanged)), stopped, seconds, cls.key_of(ctx), detail)
         write_atomic(path, json.dumps(asdict(found), indent=2))
         return found
+
+    @classmethod
+    def _read(cls, path: Path) -> SupervisedRace | None:
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):  # none yet, or one written by a sentune that kept other fields
+            return None
+
+    def _work_kept(self, ctx: Context) -> bool:
+        """Whether every member going on is produced already or still has what the race trained of it."""
+        going = [c for c in ctx.plan.after_race if c.kind == "supervised" and c.name in self.seconds and c.name not in self.stopped]
+        return all(c.finished(ctx) or self.kept_work(c, ctx).is_file() for c in going)
+
+    # -- what each race fills in --
+    @classmethod
+    def applies(cls, ctx: Context) -> bool:
+        raise NotImplementedError
+
+    @classmethod
+    def key_of(cls, ctx: Context) -> list:
+        raise NotImplementedError
+
+    @classmethod
+    def announce(cls, names: list[str], ctx: Context) -> str:
+        raise NotImplementedError
+
+    @classmethod
+    def first_round(cls, member, start_model: str, ctx: Context, detail: dict) -> np.ndarray:
+        """The member's first round, trained now: its predictions of the units the race reads."""
+        raise NotImplementedError
+
+    @classmethod
+    def units(cls, ctx: Context, detail: dict) -> tuple[np.ndarray, np.ndarray, str]:
+        """The gold labels of the units the race reads, the unchanged model's predictions of them, and their name."""
+        raise NotImplementedError
+
+    @classmethod
+    def kept_work(cls, member, ctx: Context) -> Path:
+        """The file a member going on needs from its first round."""
+        raise NotImplementedError
+
+
+class FoldRace(SupervisedRace):
+    """Without --train: each member's first round is fold 0 of its cross-fitting, scored on that fold's held-out
+    selection units."""
+
+    FILE = FILE
+
+    @classmethod
+    def applies(cls, ctx: Context) -> bool:
+        return ctx.inputs.task.train_units() is None
+
+    @classmethod
+    def key_of(cls, ctx: Context) -> list:
+        from sentune.adapt.crossfit import FOLDS
+
+        return [ctx.config.seed, FOLDS, len(ctx.selection_units())]
+
+    @classmethod
+    def announce(cls, names: list[str], ctx: Context) -> str:
+        from sentune.adapt.crossfit import FOLDS
+
+        return f"fold race: {', '.join(names)} each train their first fold of {FOLDS}, compared on its {len(cls._held(ctx))} held-out selection units"
+
+    @classmethod
+    def _held(cls, ctx: Context) -> np.ndarray:
+        from sentune.adapt.crossfit import FOLDS, fold_rows
+
+        return fold_rows(len(ctx.selection_units()), FOLDS, ctx.config.seed, 0)[1]
+
+    @classmethod
+    def first_round(cls, member, start_model: str, ctx: Context, detail: dict) -> np.ndarray:
+        from sentune.adapt.crossfit import FOLDS
+
+        detail |= {"held_units": len(cls._held(ctx)), "folds": FOLDS}
+        return member.first_fold(ctx, start_model)
+
+    @classmethod
+    def units(cls, ctx: Context, detail: dict) -> tuple[np.ndarray, np.ndarray, str]:
+        held = cls._held(ctx)
+        unchanged = ctx.selection_cosines(ctx.untuned("model")["dev"])[held]
+        return ctx.selection_gold()[held], unchanged, f"the first fold's {len(held)} held-out selection {ctx.inputs.dev.unit}"
+
+    @classmethod
+    def kept_work(cls, member, ctx: Context) -> Path:
+        from sentune.adapt.candidates.supervised import FIRST_FOLD_SCORES
+
+        return member.folder(ctx) / "fold-0" / FIRST_FOLD_SCORES
+
+
+class TrainRace(SupervisedRace):
+    """With --train on pairs: each member's first round is first_rung() of its steps as a saved run, paused and
+    evaluated there on the selection pairs. Search runs do not race on --train (each evaluation would encode the
+    selection pool again): their members train one after the other."""
+
+    FILE = TRAIN_FILE
+
+    @classmethod
+    def applies(cls, ctx: Context) -> bool:
+        return ctx.inputs.task.train_units() is not None and not ctx.inputs.task.search
+
+    @classmethod
+    def key_of(cls, ctx: Context) -> list:
+        from sentune.adapt.evidence import held_out_digest
+
+        return [ctx.inputs.train_sha256, held_out_digest(ctx.evidence), ctx.config.seed]
+
+    @classmethod
+    def announce(cls, names: list[str], ctx: Context) -> str:
+        return f"race: {', '.join(names)} each train {first_rung():g} of their steps on --train, compared on the selection pairs"
+
+    @classmethod
+    def first_round(cls, member, start_model: str, ctx: Context, detail: dict) -> np.ndarray:
+        from sentune.train.runs import train_run
+
+        recipe = member.race_recipe(ctx, start_model)
+        step = max(1, math.ceil(first_rung() * recipe.training.max_steps))
+        detail.setdefault("at_step", {})[member.name] = step
+        train_run(recipe, member.run_folder(ctx), data_dir=ctx.data_dir or Path("."), pause_at_step=step, show_progress=ctx.config.show_progress)
+        return np.load(member.run_folder(ctx) / "dev_cosines" / f"step-{step}.npy")
+
+    @classmethod
+    def units(cls, ctx: Context, detail: dict) -> tuple[np.ndarray, np.ndarray, str]:
+        gold = ctx.selection_gold()
+        return gold, ctx.selection_cosines(ctx.untuned("model")["dev"]), f"the {len(gold)} selection pairs after {first_rung():g} of their steps"
+
+    @classmethod
+    def kept_work(cls, member, ctx: Context) -> Path:
+        return member.run_folder(ctx) / "config.yaml"  # a saved run: train_run goes on from wherever it stopped
 
 
 def _members(ctx: Context) -> tuple[list, dict[str, str]]:
-    """The supervised candidates of the run still to produce, and the model each starts from; one with nothing to start
-    from (supervised-stacked without a trained candidate) skips itself and does not race."""
-    from sentune.adapt.records import record_path
-
+    """The supervised candidates of the run not yet produced on its inputs, and the model each starts from; one with
+    nothing to start from (supervised-stacked without a trained candidate) skips itself and does not race."""
     # by kind, not class: sentune.adapt.candidates.supervised imports this module
-    members = [c for c in ctx.plan.after_race if c.kind == "supervised" and not record_path(c.folder(ctx)).is_file()]
+    members = [c for c in ctx.plan.after_race if c.kind == "supervised" and not c.finished(ctx)]
     found = {c.name: c.start_model(ctx) for c in members}
     starts = {name: start for name, start in found.items() if start is not None}
     return [c for c in members if c.name in starts], starts
-
-
-def _scores(gold: np.ndarray, predictions: dict[str, np.ndarray], unchanged: np.ndarray, metric: str) -> tuple[dict[str, float], float]:
-    """Each member's score on the units the race read, and the unchanged model's."""
-    found = METRICS[metric]
-    return {n: float(found.score(gold, p)) for n, p in predictions.items()}, float(found.score(gold, unchanged))
-
-
-def race_verdict(gold: np.ndarray, predictions: dict[str, np.ndarray], unchanged: np.ndarray, metric: str, seed: int, where: str) -> dict[str, str]:
-    """Which members stop, and why (sentune.adapt.race's two rules on the units `where` names); ties keep the listed
-    order."""
-    from sentune.adapt.race import CONFIDENCE, share_behind
-    from sentune.tasks.bootstrap import resamples
-
-    draws = resamples(len(gold), seed=seed)
-    score = {n: float(METRICS[metric].score(gold, p)) for n, p in predictions.items()}
-    leader = max(score, key=lambda n: score[n])  # the first listed on a tie
-    stopped: dict[str, str] = {}
-    going = []
-    for name, predicted in predictions.items():
-        for rival, theirs in (("the unchanged model", unchanged), (leader, predictions[leader])):
-            if rival == name:
-                continue
-            behind = share_behind(gold, predicted, theirs, metric, draws)
-            if behind >= CONFIDENCE:
-                rival_score = float(METRICS[metric].score(gold, theirs))
-                stopped[name] = f"behind {rival} on {where} ({score[name]:.2f} vs {rival_score:.2f}, in {behind:.1%} of the resamples)"
-                break
-        else:
-            going.append(name)
-    going.sort(key=lambda n: -score[n])  # stable: a tie keeps the listed order
-    keep = math.ceil(len(going) / 2)
-    for name in going[keep:]:
-        stopped[name] = f"in the lower half of the race ({score[name]:.2f} vs {going[0]}'s {score[going[0]]:.2f} on {where}; successive halving)"
-    return stopped
