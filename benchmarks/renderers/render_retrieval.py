@@ -124,8 +124,8 @@ def fit_and_passages_lines(name: str) -> list[str]:
         f"Passages: windows of {found['window']} tokens (the model's max_seq_length less its special tokens) every {found['stride']}; "
         f"{found['longer_than_the_model_reads']:,} of the {found['documents']:,} documents are longer than the model reads, and make "
         f"{found['later_windows']:,} later windows. The selection queries {'favour MaxP' if found['maxp_chosen_on_selection'] else 'favour the first window'}, "
-        f"so adapt's `hybrid` now fuses `{chosen}` (test {ndcg[chosen]['test']:.2f}); before, `hybrid: dense first + bm25 fixed` "
-        f"(test {ndcg['hybrid: dense first + bm25 fixed']['test']:.2f}).",
+        f"so adapt's `hybrid` fuses `{chosen}` (test {ndcg[chosen]['test']:.2f}), where the first window with the fixed BM25 "
+        f"(`hybrid: dense first + bm25 fixed`) gives {ndcg['hybrid: dense first + bm25 fixed']['test']:.2f}.",
         "",
         "Test differences (paired bootstrap over the test queries, 95 % interval): "
         + "; ".join(f"{k}: {v[0]:+.2f} [{v[1]:+.2f}, {v[2]:+.2f}]" for k, v in found["test_differences"].items())

@@ -6,7 +6,7 @@ that never saw that row. The candidate is then refit on the whole selection part
 which no training read. The recipe is fixed in advance (no checkpoint chosen on the rows it trained on).
 
 Three folds: each fold model trains on two thirds of the rows, and the candidate costs three trainings on two thirds
-and the refit (against five on four fifths with five folds). Fewer rows per fold model make its out-of-fold scores a
+and the refit (five folds would cost five on four fifths). Fewer rows per fold model make its out-of-fold scores a
 little pessimistic for the refit, which trains on them all; the confirmation and test scores are the refit's."""
 
 from __future__ import annotations

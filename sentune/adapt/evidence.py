@@ -5,10 +5,9 @@ at most EVIDENCE_CAP of the --train pairs, and at most half of them (the evidenc
 pairs' own rule (sentune.adapt.decide.split_dev) into a selection and a confirmation part, which join the dev pairs'
 parts (the design is in sentune.adapt.decide). The cap bounds what every candidate pays for it: each one encodes at most
 2·EVIDENCE_CAP more texts, once, when the run's candidates are done (the race and every other choice inside a candidate
-read the dev selection pairs only; on 2 cores a few seconds per thousand short texts). It is set high because the
-confirmation's power grows with its pairs: with 500 dev pairs alone a gain is confirmed 80 % of the time from about 3
-Spearman points, with 1,500 from about 1.6 (benchmarks/results/adapt_calibration.md), and users' train sets (a few
-thousand pairs) hold the gains of a point that the dev pairs cannot confirm.
+read the dev selection pairs only). It is set high because the confirmation's power grows with its pairs (the gain
+confirmed 80 % of the time shrinks as the pairs grow: benchmarks/results/adapt_calibration.md), and users' train sets
+hold gains smaller than the dev pairs alone can confirm.
 
 Train pairs judge only when they measure what the dev pairs measure. Four checks, before any candidate runs, fall back to
 the dev pairs alone when any fails (adapt says so in one line):
@@ -29,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sentune.adapt.decide import DevSplit, split_dev
+from sentune.adapt.names import EVIDENCE_CAP
 from sentune.core.metrics import METRICS
 
-EVIDENCE_CAP = 4000
 LABEL_DISTANCE = 0.2
 SCORE_POINTS = 10.0
 SCORE_RESAMPLES = 300
@@ -87,8 +86,9 @@ def sample_evidence(train_gold: np.ndarray, seed: int, cap: int = EVIDENCE_CAP) 
 
 def label_distance(a: np.ndarray, b: np.ndarray) -> float:
     """The two-sample Kolmogorov-Smirnov distance: the largest gap between the two empirical distribution functions."""
-    points = np.union1d(a, b)
-    return float(np.max(np.abs(np.searchsorted(np.sort(a), points, side="right") / len(a) - np.searchsorted(np.sort(b), points, side="right") / len(b))))
+    from scipy.stats import ks_2samp
+
+    return float(ks_2samp(a, b).statistic)
 
 
 def scale_shift(dev_gold: np.ndarray, train_gold: np.ndarray) -> str | None:

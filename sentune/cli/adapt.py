@@ -100,7 +100,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
 
 
 def adapt_options(p: argparse.ArgumentParser) -> None:
-    from sentune.adapt.names import METHODS, OPT_IN  # no heavy imports: the list, so the help never drifts from it
+    from sentune.adapt.names import EVIDENCE_CAP, METHODS, OPT_IN  # no heavy imports: the list, so the help never drifts from it
 
     p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
     p.add_argument(
@@ -130,7 +130,7 @@ def adapt_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--train",
         help="labelled pairs (s1<TAB>s2<TAB>label, as --dev) the supervised candidates train on, apart from the dev set; refused when it shares "
-        "a pair with --dev or --test. On pairs, a sample of them (at most 1,000) also selects and confirms every candidate that never trained on "
+        f"a pair with --dev or --test. On pairs, a sample of them (at most {EVIDENCE_CAP:,}, at most half) also selects and confirms every candidate that never trained on "
         "them, unless their scale, labels or texts differ from the dev pairs'. Without it they train on the selection half, scored out of fold",
     )
     p.add_argument(
