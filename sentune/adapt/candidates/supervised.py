@@ -172,6 +172,8 @@ class Supervised(WithRun):
         found = self.score_held(model, [units[i] for i in held], ctx, where)
         del model
         release_unreferenced()
+        from sentune.adapt.candidates.supervised_race import FIRST_FOLD_SCORES
+
         np.save(where / FIRST_FOLD_SCORES, found)
         return found
 
@@ -184,7 +186,7 @@ class Supervised(WithRun):
         it (its first fold's held-out scores, or its paused run on --train, which goes on from its last checkpoint)."""
         import numpy as np
 
-        from sentune.adapt.candidates.supervised_race import FoldRace, TrainRace
+        from sentune.adapt.candidates.supervised_race import FIRST_FOLD_SCORES, FoldRace, TrainRace
         from sentune.adapt.crossfit import FOLDS, fold_rows, out_of_fold_from
         from sentune.core.memory import release_unreferenced
         from sentune.train.recipe import load_recipe
@@ -257,9 +259,6 @@ class Supervised(WithRun):
         record.detail["recipe"] = recipes[folder]  # the refit's (the folds' differ in their rows only)
         seconds = time.perf_counter() - started + (race.seconds[self.name] if race is not None and raced else 0.0)
         return write_record(self, scores, record, seconds, label, ctx)
-
-
-FIRST_FOLD_SCORES = "held_scores.npy"  # fold 0's held-out scores, kept from the fold race for the candidate's cross-fitting
 
 
 @dataclass

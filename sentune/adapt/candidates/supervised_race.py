@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 FILE = "supervised-fold-race.json"
 TRAIN_FILE = "supervised-train-race.json"
+FIRST_FOLD_SCORES = "held_scores.npy"  # in a member's fold-0/: its first fold's held-out scores, kept for its cross-fitting
 
 
 def first_rung() -> float:
@@ -190,8 +191,6 @@ class FoldRace(SupervisedRace):
 
     @classmethod
     def kept_work(cls, member, ctx: Context) -> Path:
-        from sentune.adapt.candidates.supervised import FIRST_FOLD_SCORES
-
         return member.folder(ctx) / "fold-0" / FIRST_FOLD_SCORES
 
 
