@@ -115,7 +115,7 @@ class SearchContext(Context):
 
     def fitted_lexical(self):
         """BM25's k1, b and title weight fitted on the selection queries alone, each ranked against the whole corpus
-        (sentune.search.lexical_fit; once per run: a record holding the fit is read instead, a resumed run's). The
+        (sentune.search.lexical_fit), once per run: a resumed run reads the fit a record keeps (recorded_fit). The
         fit's `read` names the queries it scored."""
         from sentune.search.lexical_fit import fit_lexical
 
