@@ -58,6 +58,21 @@ def test_each_grid_point_scores_the_ndcg_of_its_bm25_ranking():
     best = max(fit.curve.values())
     assert fit.curve[(fit.settings.k1, fit.settings.b, fit.settings.title_weight)] == best
     assert fit.record()["read_queries"] == [q.id for q in data.queries] and fit.record()["chosen_score"] == best
+    # the best point's index is kept with the fit: it scores as the fitted BM25 built from the documents does
+    assert fit.settings != fit.fixed and fit.index is not None and fit.index.settings == fit.settings
+    texts = [q.text for q in data.queries] + ["words of no document"]
+    np.testing.assert_allclose(fit.index.scores(texts), LexicalIndex.of_documents(data.corpus, fit.settings).scores(texts), rtol=1e-6)
+
+
+def test_a_fit_reads_back_from_its_record():
+    import json
+
+    from sentune.search.lexical_fit import LexicalFit, fit_lexical
+
+    data = toy(seed=2)
+    fit = fit_lexical(data.corpus, data.queries[:20])
+    found = LexicalFit.from_record(json.loads(json.dumps(fit.record())), fit.fixed)
+    assert found == fit and found.index is None and found.record() == fit.record()
 
 
 def test_titles_count_as_often_as_the_weight_says():
@@ -83,8 +98,6 @@ def test_an_adapt_run_fits_bm25_on_its_selection_queries_alone():
     """SearchContext.fitted_lexical over dev queries whose confirmation part cannot be read: touching a confirmation
     query's text or judgements fails the test."""
     from sentune.adapt.decide import split_dev
-    from sentune.adapt.search_context import SearchContext
-    from sentune.search.lexical import LexicalSettings
 
     class Unreadable:
         def __init__(self, query_id: str) -> None:
@@ -104,7 +117,75 @@ def test_an_adapt_run_fits_bm25_on_its_selection_queries_alone():
     for i in split.confirm:
         queries[i] = Unreadable(queries[i].id)
     dev = RetrievalSet(queries, data.corpus)
-    context = SimpleNamespace(_fit=None, retrieval_dev=lambda: dev, inputs=SimpleNamespace(split=split), lexical_settings=lambda: LexicalSettings())
-    fit = SearchContext.fitted_lexical(context)  # type: ignore[arg-type]
+    fit = _search_context(dev, split).fitted_lexical()
     assert fit.read == [data.queries[i].id for i in split.select]
     assert not set(fit.read) & {data.queries[i].id for i in split.confirm}
+
+
+def _search_context(dev: RetrievalSet, split, records: dict | None = None):
+    """A SearchContext holding only what its BM25 reads: the dev set, the split and the records so far."""
+    from sentune.adapt.search_context import SearchContext
+
+    context = SearchContext.__new__(SearchContext)  # the rest of a run's state (model, scorer, folders) is not read
+    context.task = SimpleNamespace(dev=dev)  # type: ignore[assignment]
+    context.inputs = SimpleNamespace(split=split)  # type: ignore[assignment]
+    context.config = SimpleNamespace(show_progress=False)  # type: ignore[assignment]
+    context.records, context._lexical, context._fit = dict(records or {}), {}, None
+    return context
+
+
+def _count_builds(monkeypatch) -> list:
+    """Every BM25 index built from documents (LexicalIndex.of_documents), its settings in order."""
+    from sentune.search.lexical import LexicalIndex
+
+    built: list = []
+    original = LexicalIndex.of_documents.__func__  # type: ignore[attr-defined]
+
+    def counted(cls, documents, settings, show_progress=False):
+        built.append(settings)
+        return original(cls, documents, settings, show_progress)
+
+    monkeypatch.setattr(LexicalIndex, "of_documents", classmethod(counted))
+    return built
+
+
+def test_a_fit_that_keeps_the_fixed_settings_shares_their_index(monkeypatch):
+    from sentune.adapt.decide import split_dev
+    from sentune.search.lexical import LexicalSettings
+    from sentune.search.lexical_fit import FIXED, LexicalFit
+
+    data = toy()
+    split = split_dev(np.zeros(len(data.queries)))
+    read = [data.queries[i].id for i in split.select]
+    monkeypatch.setattr("sentune.search.lexical_fit.fit_lexical", lambda *args, **kwargs: LexicalFit(FIXED, FIXED, {(1.5, 0.75, 1): 50.0}, read))
+    built = _count_builds(monkeypatch)
+    context = _search_context(data, split)
+    fixed = context.lexical()
+    assert context.lexical(fitted=True) is fixed and context.hybrid_lexical() is fixed and built == [LexicalSettings()]
+    assert context.lexical(stemmed=False) is not fixed and built == [LexicalSettings(), LexicalSettings(stemmer=None)]
+
+
+def test_the_fitted_bm25_is_the_fits_own_index_and_a_record_of_the_fit_is_not_fitted_again(monkeypatch):
+    from sentune.adapt.decide import split_dev
+    from sentune.adapt.records import CandidateRecord
+    from sentune.search.lexical import LexicalIndex, LexicalSettings
+
+    data = toy()
+    split = split_dev(np.zeros(len(data.queries)))
+    built = _count_builds(monkeypatch)
+    context = _search_context(data, split)
+    fixed, fitted = context.lexical(), context.lexical(fitted=True)
+    settings = context.fitted_lexical().settings
+    assert settings != LexicalSettings() and fitted is not fixed and fitted.index.settings == settings
+    assert built == [LexicalSettings()] and context.fitted_lexical().index is None  # the fit's best index ranks: no second build
+    ids = [d.id for d in data.corpus]
+    texts = [q.text for q in data.queries]
+    np.testing.assert_allclose(fitted.scores(texts, ids), LexicalIndex.of_documents(data.corpus, settings).scores(texts), rtol=1e-6)
+    # a later process of the same run reads the fit from a record of it, and fits nothing
+    record = CandidateRecord("bm25-fitted", "baseline", detail={"lexical_fit": context.fitted_lexical().record()})
+    monkeypatch.setattr("sentune.search.lexical_fit.fit_lexical", lambda *args, **kwargs: pytest.fail("fitted again"))
+    again = _search_context(data, split, {"bm25-fitted": record})
+    assert again.knows_lexical_fit() and again.fitted_lexical() == context.fitted_lexical()
+    assert again.lexical_settings(fitted=True) == settings
+    # ... a fit of these selection queries only: a record of others' is not this run's fit
+    assert not _search_context(data, split_dev(np.zeros(len(data.queries)), seed=1), {"bm25-fitted": record}).knows_lexical_fit()

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from sentune.adapt.pseudo_queries import CROP_PASSAGE_WORDS, ICT_WORDS, PseudoQuery, crop, ict, mine
+from sentune.adapt.pseudo_queries import CROP_PASSAGE_WORDS, ICT_WORDS, PseudoQuery, Teacher, crop, ict, mine
 from sentune.data.beir import Document
 from sentune.data.readers import Source
 from sentune.search.fusion import Fusion, id_order
@@ -89,7 +89,9 @@ def test_mined_negatives_are_each_rankings_best_other_document_never_the_pseudo_
     for row, q in enumerate(queries):
         query_vectors[row] = doc_vectors[q.document]  # the unchanged model's best is its own document too
     alpha = 0.35
-    mined = mine(queries, texts, id_order(ids), lexical, query_vectors, doc_vectors, Fusion("convex", alpha))
+    teacher_bm25 = {q.text: rng.random(len(docs)) for q in queries}  # the teacher fuses another BM25 than the one that mines (hybrid-distill's: fitted)
+    teacher = Teacher(Fusion("convex", alpha), lambda batch: np.stack([teacher_bm25[t] for t in batch]))
+    mined = mine(queries, texts, id_order(ids), lexical, query_vectors, doc_vectors, teacher)
     unit = lambda v: (v - v.min()) / (v.max() - v.min())  # noqa: E731
     for row, (q, m) in enumerate(zip(queries, mined, strict=True)):
         allowed = lambda d: d != q.document and q.text not in texts[d]  # noqa: E731,B023
@@ -100,7 +102,7 @@ def test_mined_negatives_are_each_rankings_best_other_document_never_the_pseudo_
         negatives = {texts[d] for d in m.negatives}
         assert q.document not in m.negatives and texts[q.document] not in negatives and not any(q.text in t for t in negatives)
         assert q.text not in negatives and (q.document != 3 or len(docs) - 1 not in m.negatives)
-        fused = alpha * unit(cos) + (1 - alpha) * unit(bm25[row])  # the hybrid's score by its formula
+        fused = alpha * unit(cos) + (1 - alpha) * unit(teacher_bm25[q.text])  # the hybrid's score by its formula
         assert m.margins() == pytest.approx((fused[q.document] - fused[first], fused[q.document] - fused[second]), abs=1e-6)
 
 
@@ -176,14 +178,42 @@ def test_the_candidates_are_planned_for_search_runs_only():
     assert "hybrid" in default and not {"ict", "crop", "hybrid-distill"} & set(default)
 
 
+def _naive_teacher_margins(rows, corpus, model_dir, alpha, settings) -> np.ndarray:
+    """Per training row (query, own document, two negatives, ...): α · minmax(cosine) + (1 − α) · minmax(BM25) over
+    every document, the own document's minus each negative's, BM25 with `settings`."""
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.search.lexical import LexicalIndex
+
+    bm25 = LexicalIndex.of_documents(corpus, settings)
+    model = SentenceTransformer(str(model_dir), device="cpu")
+    unit = lambda v: (v - v.min()) / (v.max() - v.min())  # noqa: E731
+    normed = lambda v: v / np.linalg.norm(v, axis=-1, keepdims=True)  # noqa: E731
+    docs = normed(model.encode([d.text for d in corpus]))
+    position = {" ".join(d.text.split()): i for i, d in enumerate(corpus)}
+    found = []
+    for line in rows.read_text().splitlines():
+        query, own, first, second = line.split("\t")[:4]
+        fused = alpha * unit(docs @ normed(model.encode([query]))[0]) + (1 - alpha) * unit(bm25.scores([query])[0].astype(np.float64))
+        found.append([fused[position[own]] - fused[position[negative]] for negative in (first, second)])
+    return np.array(found)
+
+
 @pytest.mark.slow
-def test_the_candidates_run_in_a_tiny_search_adapt_run(tiny_model_dir, tmp_path, capsys):
+def test_the_candidates_run_in_a_tiny_search_adapt_run(tiny_model_dir, tmp_path, monkeypatch):
+    from dataclasses import replace
+
     from test_adapt_retrieval import _toy_beir
 
     from sentune.adapt.decide import split_dev
     from sentune.cli import main
     from sentune.data.beir import read_beir_folder
+    from sentune.search import lexical_fit
+    from sentune.search.lexical import LexicalSettings
 
+    fit_lexical = lexical_fit.fit_lexical
+    forced = LexicalSettings(k1=0.9, b=0.4)  # the fit's choice, made other than the fixed settings: the teacher's BM25 is then told apart
+    monkeypatch.setattr(lexical_fit, "fit_lexical", lambda *args, **kwargs: replace(fit_lexical(*args, **kwargs), settings=forced, index=None))
     dev, test = _toy_beir(tmp_path / "toy")
     out = tmp_path / "run"
     args = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out)]
@@ -215,6 +245,15 @@ def test_the_candidates_run_in_a_tiny_search_adapt_run(tiny_model_dir, tmp_path,
     test_ids = {q.id for q in read_beir_folder(test, "test").queries}
     assert not set(distill["teacher_weight_read_queries"]) & ({data.queries[i].id for i in split.confirm} | test_ids)
     assert distill["teacher"] == hybrid["setting"]
+    # its margins are the hybrid's, by its formula: the fitted BM25 (as `hybrid` fuses it) and the unchanged model's cosines
+    assert LexicalSettings(**hybrid["lexical_fit"]["settings"]) == forced
+    margins = np.array([[float(x) for x in line.split("\t")[4:]] for line in (out / "candidates" / "hybrid-distill" / "train.tsv").read_text().splitlines()])
+    naive = {
+        name: _naive_teacher_margins(out / "candidates" / "hybrid-distill" / "train.tsv", data.corpus, tiny_model_dir, hybrid["fusion"]["alpha"], settings)
+        for name, settings in (("fitted", forced), ("fixed", LexicalSettings()))
+    }
+    np.testing.assert_allclose(margins, naive["fitted"], atol=1e-4)
+    assert np.abs(margins - naive["fixed"]).max() > 1e-2  # the fixed BM25's margins are others: the check tells the two apart
     # wise may take any of them as its tuned end; hybrid-best fuses the best dense one, or says the unchanged model is
     assert results["wise"].get("source") in ("ict", "crop", "hybrid-distill") or results["wise"].get("skipped")
     best_dense = max((n for n in ("unchanged", "ict", "crop", "hybrid-distill", "wise")), key=lambda n: results[n]["dev_score"])

@@ -150,13 +150,29 @@ def test_bad_input_is_one_line_and_writes_nothing(tiny_model_dir, tiny_st, toy, 
 
 
 @pytest.mark.slow
-def test_an_adapt_run_searches_as_it_scored_its_chosen_hybrid(tiny_model_dir, toy, tmp_path):
+def test_an_adapt_run_searches_as_it_scored_its_chosen_hybrid(tiny_model_dir, toy, tmp_path, monkeypatch):
     """The toy's queries are words of their documents: BM25 helps, the hybrid is chosen, its weight read only the
-    selection queries, and `sentune search OUT --run` gives the test nDCG@10 the run reported."""
+    selection queries, and `sentune search OUT --run` gives the test nDCG@10 the run reported. The run again reads every
+    candidate back and saves the same index without fitting BM25 again."""
+    from sentune.search import lexical_fit
+
+    fit_lexical = lexical_fit.fit_lexical
+    fits: list[int] = []
+
+    def fit_once(*args, **kwargs):
+        fits.append(len(fits))
+        assert len(fits) == 1, "BM25 fitted a second time"
+        return fit_lexical(*args, **kwargs)
+
+    monkeypatch.setattr(lexical_fit, "fit_lexical", fit_once)
     dev, test = toy
     out = tmp_path / "run"
     args = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out), "--methods", "whitening,hybrid"]
     assert main(args) == 0
+    assert fits == [0]
+    first_index = json.loads((out / "index.json").read_text())
+    assert main(args) == 0  # read back: its index's BM25 settings come from the records
+    assert fits == [0] and json.loads((out / "index.json").read_text()) == first_index
     results = json.loads((out / "results.json").read_text())
     assert results["choice"]["name"] == "hybrid", results["choice"]["reason"]
     hybrid = results["candidates"]["hybrid"]

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
+RESAMPLES = 2000  # resamples of the queries, seed 0 (sentune.tasks.bootstrap.resamples)
 
 
 def peak_mib() -> float:
@@ -44,12 +45,12 @@ def ndcg_of(ranked_rows: list[list[int]], ids: list[str], queries) -> np.ndarray
     return 100 * per_query_metrics([[ids[i] for i in row] for row in ranked_rows], queries)[HEADLINE]
 
 
-def bootstrap(a: np.ndarray, b: np.ndarray, resamples: int = 2000, seed: int = 0) -> list[float]:
-    """Mean of a − b over the queries and its paired bootstrap 95 % interval."""
-    rng = np.random.default_rng(seed)
-    diff = a - b
-    means = diff[rng.integers(0, len(diff), size=(resamples, len(diff)))].mean(axis=1)
-    return [float(diff.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]
+def bootstrap(a: np.ndarray, b: np.ndarray) -> list[float]:
+    """Mean of a − b over the queries and its paired bootstrap 95 % interval (sentune.tasks.bootstrap, as adapt's report)."""
+    from sentune.tasks.bootstrap import paired_bootstrap, resamples
+
+    found = paired_bootstrap(np.zeros(len(a)), a, b, "ndcg@10", resamples(len(a), RESAMPLES))
+    return [found.candidate - found.baseline, found.difference_low, found.difference_high]
 
 
 def main() -> None:

@@ -36,8 +36,8 @@ METHODS = (
     WISE,
     HYBRID,
 )  # what --methods picks from (hybrid and RETRIEVAL_NATIVE: search runs only)
-# Asked for by name only: on the SciFact example each lost to the unchanged model on the selection, confirmation and
-# test queries, for about 9 minutes and 6 GB each on 2 cores (benchmarks/results/retrieval.md).
+# Asked for by name only: they cost minutes and gigabytes each on a CPU and did not beat the unchanged model on
+# SciFact (benchmarks/results/retrieval.md).
 OPT_IN = RETRIEVAL_NATIVE
 DEFAULT_METHODS = tuple(m for m in METHODS if m not in OPT_IN)  # --methods left out
 RULE = "select-confirm"  # results.json's meta.rule; a results.json without one chose by one bootstrap over all dev pairs

@@ -25,8 +25,9 @@ The rule, fixed in advance and the same for every corpus:
 
 Hard negatives (mine): per pseudo-query the best-ranked document under BM25 and the best-ranked other one under the
 unchanged model, over the whole corpus, never the pseudo-query's own document nor any document whose text holds the
-query's text (a duplicate of its own). With a fusion given, the teacher's fused score of its own document and of each
-negative comes with them (hybrid-distill's margins)."""
+query's text (a duplicate of its own). With a teacher given (a fusion and the BM25 it fuses, which need not be the
+BM25 that mines), its fused score of the pseudo-query's own document and of each negative comes with them
+(hybrid-distill's margins)."""
 
 from __future__ import annotations
 
@@ -36,14 +37,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sentune.adapt.names import CROP, ICT
 from sentune.data.passages import sentences
 
 if TYPE_CHECKING:
     from sentune.data.beir import Document
     from sentune.search.fusion import Fusion
 
-ICT = "ict"
-CROP = "crop"
 VIEWS = (ICT, CROP)
 ICT_WORDS = (4, 40)  # a query sentence's words, both ends included: shorter is a heading, longer a paragraph
 KEEP_SENTENCE = 0.1  # Lee et al.'s share of ICT pairs whose passage keeps the query sentence
@@ -117,6 +117,15 @@ BUILDERS: dict[str, Callable[[Sequence[Document], int, int], list[PseudoQuery]]]
 
 
 @dataclass(frozen=True)
+class Teacher:
+    """A hybrid scoring every document for hybrid-distill's margins: `fusion` of the unchanged model's cosines and
+    `lexical(texts)`, the BM25 scores it was chosen with (rows: texts, columns: every document)."""
+
+    fusion: Fusion
+    lexical: Callable[[list[str]], np.ndarray]
+
+
+@dataclass(frozen=True)
 class Mined:
     """A pseudo-query's two hard negatives (document indices: BM25's, then the unchanged model's) and, with a teacher,
     its fused score of the pseudo-query's own document and of each negative."""
@@ -139,12 +148,12 @@ def mine(
     lexical: Callable[[list[str]], np.ndarray],
     query_vectors: np.ndarray,
     doc_vectors: np.ndarray,
-    fusion: Fusion | None = None,
+    teacher: Teacher | None = None,
 ) -> list[Mined]:
-    """Each pseudo-query's hard negatives over the whole corpus (the module's rule). `lexical(texts)`: BM25 scores of
-    the texts against every document (rows: texts); `query_vectors` / `doc_vectors`: the unchanged model's; `ties`:
-    each document's position in id order (sentune.search.fusion.id_order), every ranking's tie-break. With `fusion`
-    (the hybrid's), the teacher's fused score of the own document and of each negative."""
+    """Each pseudo-query's hard negatives over the whole corpus (the module's rule). `lexical(texts)`: the BM25 scores
+    that mine, of the texts against every document (rows: texts); `query_vectors` / `doc_vectors`: the unchanged
+    model's; `ties`: each document's position in id order (sentune.search.fusion.id_order), every ranking's tie-break.
+    With `teacher`, its fused score of the own document and of each negative."""
     from sentune.search.passages import cosines
 
     found: list[Mined] = []
@@ -152,14 +161,14 @@ def mine(
         block = list(queries[start : start + MINING_BLOCK])
         bm25 = np.asarray(lexical([q.text for q in block]), dtype=np.float64)
         dense = cosines(query_vectors[start : start + MINING_BLOCK], doc_vectors).astype(np.float64)
-        fused = fusion.fuse(dense, bm25, ties) if fusion is not None else None
+        fused = None if teacher is None else teacher.fusion.fuse(dense, np.asarray(teacher.lexical([q.text for q in block]), dtype=np.float64), ties)
         for row, q in enumerate(block):
             query = " ".join(q.text.split())  # compared with each text's words: a copy may be spaced differently
             allowed = lambda d: d != q.document and query not in " ".join(doc_texts[d].split())  # noqa: E731,B023
             first = _best_allowed(bm25[row], ties, allowed)
             second = _best_allowed(dense[row], ties, lambda d: allowed(d) and d != first)  # noqa: B023
-            teacher = None if fused is None else (float(fused[row, q.document]), float(fused[row, first]), float(fused[row, second]))
-            found.append(Mined((first, second), teacher))
+            by_teacher = None if fused is None else (float(fused[row, q.document]), float(fused[row, first]), float(fused[row, second]))
+            found.append(Mined((first, second), by_teacher))
     return found
 
 

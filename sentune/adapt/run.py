@@ -262,9 +262,10 @@ def _save_choice(results: dict, candidates: Plan, ctx: Context) -> None:
 def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
     """Search: OUT is also an index of the chosen system (sentune.search.index) over every document, its model OUT/model,
     so `sentune search OUT` ranks as the run scored it: the fusion the candidate's record holds, BM25 with the settings
-    fitted on the selection queries (the hybrids' and `bm25-fitted`'s), and the documents' passages when the hybrid
-    chose MaxP. The dense part reuses
-    the vectors the run scored with when it has them (the unchanged model's, or a hybrid's source's)."""
+    fitted on the selection queries (the hybrids' and `bm25-fitted`'s, as their records keep them: a resumed run fits
+    nothing again), and the documents' passages when the hybrid chose MaxP. A dense system ranks without BM25 (its
+    index's serves `sentune search --system bm25`): the fitted settings when known, else the fixed ones, no fit. The dense
+    part reuses the vectors the run scored with when it has them (the unchanged model's, or a hybrid's source's)."""
     from sentune.search.index import FILES, BuildPlan, build_index, read_settings
 
     fused = candidate.fused(ctx)
@@ -282,7 +283,7 @@ def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
             path = ctx.out / name
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     passages = ctx.records[candidate.name].detail.get("passages") if fused is not None else None
-    plan = BuildPlan("hybrid" if fusion else "dense", fusion, ctx.lexical_settings(fitted=True))
+    plan = BuildPlan("hybrid" if fusion else "dense", fusion, ctx.lexical_settings(fitted=fusion is not None or ctx.knows_lexical_fit()))
     passage_vectors = None
     if passages is not None and passages["chosen"] == "maxp" and source == UNCHANGED:  # the unchanged model's later windows, as the run scored them
         plan = replace(plan, passages="maxp", stride=passages["stride"])

@@ -3,13 +3,14 @@ and what only the search candidates read: BM25 over the whole collection (fixed,
 selection queries: sentune.search.lexical_fit), rankers fused from the fitted one and a dense candidate
 (sentune.search.fusion), the convex weight chosen on the selection queries, and hard negatives mined for the
 supervised candidate. The selection pool and the hard negatives read the fixed BM25: they are made before, and apart
-from, any choice."""
+from, any choice. Each BM25 index is built once per settings: when the fit keeps the fixed settings, the fitted BM25
+is the fixed one."""
 
 from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from sentune.tasks.user_queries import SELECT_SPLIT, QueryScorer
 class SearchContext(Context):
     task: SearchTask = field(kw_only=True)
     scorer: QueryScorer
-    _lexical: dict[tuple[bool, bool], Any] = field(default_factory=dict, kw_only=True)
+    _lexical: dict[Any, Any] = field(default_factory=dict, kw_only=True)  # LexicalSettings -> its CollectionRanker
     _fit: Any = field(default=None, kw_only=True)
     _passages: Any = field(default=None, kw_only=True)
     _passage_choice: dict | None = field(default=None, kw_only=True)
@@ -114,28 +115,58 @@ class SearchContext(Context):
 
     def fitted_lexical(self):
         """BM25's k1, b and title weight fitted on the selection queries alone, each ranked against the whole corpus
-        (sentune.search.lexical_fit; once per process: a few seconds a grid point). The fit's `read` names the
-        queries it scored."""
+        (sentune.search.lexical_fit), once per run: a resumed run reads the fit a record keeps (recorded_fit). The
+        fit's `read` names the queries it scored."""
         from sentune.search.lexical_fit import fit_lexical
 
         if self._fit is None:
-            dev = self.retrieval_dev()
-            self._fit = fit_lexical(dev.corpus, [dev.queries[i] for i in self.inputs.split.select], self.lexical_settings())
-            print(f"BM25 fitted on the selection queries: {self._fit.settings.label}", flush=True)
+            found = self.recorded_fit()
+            if found is None:
+                dev = self.retrieval_dev()
+                found = fit_lexical(dev.corpus, [dev.queries[i] for i in self.inputs.split.select], self.lexical_settings())
+                print(f"BM25 fitted on the selection queries: {found.settings.label}", flush=True)
+                if found.index is not None:  # the fit's best index is the fitted BM25: no second build
+                    self._lexical.setdefault(found.settings, self._ranker(found.index))
+            self._fit = replace(found, index=None)  # the cache holds the index (or an equal one)
         return self._fit
 
+    def recorded_fit(self):
+        """The fit a record of this run keeps (`hybrid`'s, `bm25-fitted`'s: detail["lexical_fit"]), when it read these
+        selection queries from these fixed settings; else None."""
+        from sentune.search.lexical_fit import LexicalFit
+
+        fixed = self.lexical_settings()
+        dev = self.retrieval_dev()
+        selection = [dev.queries[i].id for i in self.inputs.split.select]
+        for record in self.records.values():
+            saved = record.detail.get("lexical_fit")
+            if saved and saved.get("fixed") == fixed.label and saved.get("read_queries") == selection:
+                return LexicalFit.from_record(saved, fixed)
+        return None
+
+    def knows_lexical_fit(self) -> bool:
+        """Whether the fitted settings are known without a fit: fitted in this process, or kept by a record."""
+        return self._fit is not None or self.recorded_fit() is not None
+
     def lexical(self, stemmed: bool = True, fitted: bool = False):
-        """BM25 over every document (built once; sentune.search.lexical.CollectionRanker): a part ranking a subset of
-        them reads the collection's statistics. `fitted`: with the settings fitted on the selection queries."""
-        from sentune.search.lexical import CollectionRanker, LexicalIndex
+        """BM25 over every document (built once per settings; sentune.search.lexical.CollectionRanker): a part ranking
+        a subset of them reads the collection's statistics. `fitted`: with the settings fitted on the selection queries."""
+        from sentune.search.lexical import LexicalIndex
+
+        settings = self.lexical_settings(stemmed, fitted)
+        if settings not in self._lexical:
+            self._lexical[settings] = self._ranker(LexicalIndex.of_documents(self.retrieval_dev().corpus, settings, show_progress=self.config.show_progress))
+        return self._lexical[settings]
+
+    def hybrid_lexical(self):
+        """The BM25 the hybrids fuse, and their weights are chosen with: fitted on the selection queries."""
+        return self.lexical(fitted=True)
+
+    def _ranker(self, index):
+        from sentune.search.lexical import CollectionRanker
         from sentune.tasks.retrieval import DEPTH
 
-        key = (stemmed, fitted)
-        if key not in self._lexical:
-            documents = self.retrieval_dev().corpus
-            index = LexicalIndex.of_documents(documents, self.lexical_settings(stemmed, fitted), show_progress=self.config.show_progress)
-            self._lexical[key] = CollectionRanker(index, [d.id for d in documents], DEPTH)
-        return self._lexical[key]
+        return CollectionRanker(index, [d.id for d in self.retrieval_dev().corpus], DEPTH)
 
     # -- long documents as passages (sentune.search.passages), for the unchanged model --
     def unchanged_passages(self):
@@ -230,7 +261,7 @@ class SearchContext(Context):
 
         def fused(queries, corpus) -> list[list[int]]:
             ids = [d.id for d in corpus]
-            lexical = self.lexical(fitted=True).scores([q.text for q in queries], ids)
+            lexical = self.hybrid_lexical().scores([q.text for q in queries], ids)
             query_vectors = vectors[[row[q.text] for q in queries]]
             doc_vectors = vectors[[row[d.text] for d in corpus]] if passages is None else passages.subset([position[d] for d in ids])
             return hybrid_rank(query_vectors, doc_vectors, lambda rows: lexical[rows], ids, fusion, depth=DEPTH, query_ids=[q.id for q in queries])

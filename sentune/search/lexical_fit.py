@@ -8,7 +8,9 @@ the queries given, each ranked against the whole collection, over a small grid a
 Parameters alone move BEIR's nDCG@10 by points (xhluca/bm25-benchmarks: Elasticsearch's 1.2 / 0.75 against Anserini's
 0.9 / 0.4), so the grid spans those; it stays small because a few hundred queries choose among its points, and every
 point it adds is one more chance to fit them by luck. The fixed settings are in the grid and win every tie, so a
-fit that finds nothing better keeps them. Documents and queries are tokenized once; each point is one bm25s index.
+fit that finds nothing better keeps them. Documents and queries are tokenized once; each point is one bm25s index, and
+the best point's is kept with the fit (its caller ranks with it: no second build). A run's record of the fit reads back
+as the fit (LexicalFit.from_record): a resumed run does not fit again.
 
 An adapt run gives it the selection queries alone (sentune.adapt.search_context.SearchContext.fitted_lexical): the
 fit's `read` lists the query ids it scored, and the run's record keeps them.
@@ -17,7 +19,7 @@ fit's `read` lists the query ids it scored, and the run's record keeps them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -35,6 +37,13 @@ class LexicalFit:
     fixed: LexicalSettings
     curve: dict[tuple[float, float, int], float]  # (k1, b, title weight) -> mean nDCG@10 ×100 of the queries read
     read: list[str]  # the ids of the queries the fit scored, in order
+    index: LexicalIndex | None = field(default=None, compare=False, repr=False)  # the best point's, when the fit built it
+
+    @classmethod
+    def from_record(cls, saved: dict, fixed: LexicalSettings) -> LexicalFit:
+        """The fit a record (LexicalFit.record) keeps, its fixed settings `fixed`; without the index."""
+        curve = {(float(k1), float(b), int(w)): float(score) for k1, b, w, score in saved["grid"]}
+        return cls(LexicalSettings(**saved["settings"]), fixed, curve, list(saved["read_queries"]))
 
     def record(self) -> dict:
         """What a run's record keeps: the settings chosen, the fixed ones' score beside the chosen one's, every
@@ -73,14 +82,16 @@ def fit_lexical(documents: Sequence, queries: Sequence, fixed: LexicalSettings =
     texts = tokenize([d.text for d in documents], fixed)
     query_tokens = tokenize([q.text for q in queries], fixed)
     curve: dict[tuple[float, float, int], float] = {}
-    best: tuple[float, LexicalSettings] | None = None
+    best: tuple[float, LexicalSettings, LexicalIndex] | None = None
     for point in grid(fixed, any(d.title for d in documents)):
-        tokens = [title * (point.title_weight - 1) + text for title, text in zip(titles, texts, strict=True)]
-        scores = LexicalIndex.of_tokens(tokens, point).scores_of_tokens(query_tokens)
+        tokens = [title * (point.title_weight - 1) + text for title, text in zip(titles, texts, strict=True)]  # document_texts' tokens
+        index = LexicalIndex.of_tokens(tokens, point)
+        scores = index.scores_of_tokens(query_tokens)
         ranked = top_by_score(scores, ties, depth, exclude=own)
         score = 100 * float(np.mean(per_query_metrics([[ids[i] for i in row] for row in ranked], queries)[HEADLINE]))
         curve[(point.k1, point.b, point.title_weight)] = score
         if best is None or round(score, 9) > round(best[0], 9):
-            best = (score, point)
+            best = (score, point, index)
+        del index  # only the best point's index outlives its scoring: two at most at once
     assert best is not None  # the grid holds the fixed settings at least
-    return LexicalFit(best[1], fixed, curve, [q.id for q in queries])
+    return LexicalFit(best[1], fixed, curve, [q.id for q in queries], best[2])

@@ -4,8 +4,9 @@
 - `ict` and `crop` (PseudoQueryTrained): MultipleNegativesRankingLoss (sentune.methods.mnrl's mnrl-hard-negatives) on
   Inverse Cloze Task or independent-cropping pairs, each with its two mined negatives;
 - `hybrid-distill` (HybridDistill): MarginMSE (sentune.methods.margin_mse) on ICT pseudo-queries against their own
-  document, the hybrid as teacher: BM25 + the unchanged model fused at the weight chosen on the selection queries
-  (SearchContext.choose_fusion_weight, as `hybrid` chooses it), margin = fused(q, own) − fused(q, negative).
+  document, the hybrid as teacher: BM25 (fitted on the selection queries, the hybrids' BM25) + the unchanged model
+  fused at the weight chosen on the selection queries (SearchContext.choose_fusion_weight, as `hybrid` chooses it),
+  margin = fused(q, own) − fused(q, negative). Its negatives are mined as `ict`'s, by the fixed BM25.
 
 Each is one training by the one trainer (sentune.train.trainer.train_in_memory), a recipe fixed in advance: its steps
 capped by the recipe (--budget's steps cap them further), the last step kept, no evaluation while it trains (each
@@ -28,9 +29,8 @@ from sentune.adapt.records import CandidateRecord, write_record
 
 if TYPE_CHECKING:
     from sentune.adapt.context import Context
-    from sentune.adapt.pseudo_queries import Mined, PseudoQuery
+    from sentune.adapt.pseudo_queries import Mined, PseudoQuery, Teacher
     from sentune.adapt.time_plan import Costs
-    from sentune.search.fusion import Fusion
 
 TRAINING_FILE = "train.tsv"
 
@@ -72,8 +72,8 @@ class PseudoQueryTrained(WithRun):
         steps, batch = self.planned_steps(ctx)
         return costs.encode(steps * batch) + costs.steps(load_recipe(self.recipe_name(), check=False), steps) + costs.encode(ctx.eval_texts())
 
-    def teacher(self, ctx: Context) -> tuple[Fusion, list[str]] | None:
-        """The fusion that scores the margins, and the query ids it read (None: no teacher)."""
+    def teacher(self, ctx: Context) -> tuple[Teacher, list[str]] | None:
+        """The hybrid that scores the margins, and the query ids its weight read (None: no teacher)."""
         return None
 
     def training_rows(self, queries: list[PseudoQuery], mined: list[Mined], doc_texts: list[str]) -> list[tuple[str, ...]]:
@@ -100,7 +100,7 @@ class PseudoQueryTrained(WithRun):
         desc = f"{self.name}: encoding {len(queries)} pseudo-queries to mine negatives"
         query_vectors = Encoder(ctx.base, "model", show_progress=ctx.config.show_progress, desc=desc).encode([q.text for q in queries])
         teacher = self.teacher(ctx)
-        lexical = search.lexical()
+        lexical = search.lexical()  # the fixed BM25 mines, as for the supervised candidate: it read no query
         mined = mine(queries, doc_texts, id_order(ids), lambda texts: lexical.scores(texts, ids), query_vectors, doc_vectors, teacher[0] if teacher else None)
         rows = self.training_rows(queries, mined, doc_texts)
         about: dict = {
@@ -110,7 +110,7 @@ class PseudoQueryTrained(WithRun):
         }
         if teacher is not None:
             margins = np.array([m.margins() for m in mined])
-            about |= {"teacher": teacher[0].label, "teacher_weight_read_queries": teacher[1], "mean_margins": [float(x) for x in margins.mean(axis=0)]}
+            about |= {"teacher": teacher[0].fusion.label, "teacher_weight_read_queries": teacher[1], "mean_margins": [float(x) for x in margins.mean(axis=0)]}
         return rows, about
 
     def produce(self, label: str, ctx: Context) -> CandidateRecord:
@@ -149,12 +149,16 @@ class HybridDistill(PseudoQueryTrained):
     def describe(self, ctx: Context) -> str:
         return f"distilling the hybrid (BM25 + the unchanged model, the weight chosen on the selection queries) on ICT pseudo-queries ({self.recipe_name()})"
 
-    def teacher(self, ctx: Context) -> tuple[Fusion, list[str]] | None:
+    def teacher(self, ctx: Context) -> tuple[Teacher, list[str]] | None:
+        """`hybrid`'s system: its weight chosen as `hybrid` chooses it, fusing the BM25 it was chosen with (fitted)."""
+        from sentune.adapt.pseudo_queries import Teacher
         from sentune.adapt.search_context import as_search
 
-        fusion, curve, read = as_search(ctx).choose_fusion_weight(ctx.untuned_vectors())
+        search = as_search(ctx)
+        fusion, curve, read = search.choose_fusion_weight(ctx.untuned_vectors())
         print(f"    {self.name}: teacher BM25 + unchanged, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
-        return fusion, read
+        lexical, ids = search.hybrid_lexical(), [d.id for d in search.retrieval_dev().corpus]
+        return Teacher(fusion, lambda texts: lexical.scores(texts, ids)), read
 
     def training_rows(self, queries: list[PseudoQuery], mined: list[Mined], doc_texts: list[str]) -> list[tuple[str, ...]]:
         """(query, its own document, its two negatives, the teacher's two margins) per pseudo-query: the teacher scores
