@@ -1,4 +1,4 @@
-"""`sentune adapt` on a retrieval set (issue 23) with the tiny model: documents and queries in BEIR's layout, nDCG@10 on
+"""`sentune adapt` on a retrieval set with the tiny model: documents and queries in BEIR's layout, nDCG@10 on
 queries, the selection queries ranked against their pool, and the unchanged model kept when nothing helps."""
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ def test_no_code_outside_the_data_layer_builds_a_data_path():
 
 
 def test_no_module_names_the_default_models_size():
-    """sentune works on any encoder (issue 47): no code or docstring in sentune/ states the default model's width (384)
+    """sentune works on any encoder: no code or docstring in sentune/ states the default model's width (384)
     or layer count (6 layers) as if every model had them; sizes are read from the model's config."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -1,4 +1,4 @@
-"""Retrieval (issue 23): the BEIR readers' errors, the ranking, the metrics against a naive per-query
+"""Retrieval: the BEIR readers' errors, the ranking, the metrics against a naive per-query
 implementation, and the whole evaluation against sentence-transformers' InformationRetrievalEvaluator."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ A document's BM25 text is its encoded text (title, then body) with the title cou
 repeated, the simplest field weight (BM25F's with one boost; Robertson, Zaragoza & Taylor 2004), a no-op for documents
 without a title. sentune.search.lexical_fit chooses k1, b and the title weight on a run's selection queries.
 
-`stemmer=None` keeps the unstemmed variant sentune used before (reported beside the stemmed one once, on
+`stemmer=None` gives the unstemmed variant (reported beside the stemmed one on
 benchmarks/results/retrieval.md). Every score here is over the whole document collection the index was built on, so a
 subset of it (adapt's selection pool) is scored with the collection's statistics, not the subset's.
 """
