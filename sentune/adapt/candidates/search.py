@@ -101,7 +101,9 @@ class Hybrid(Candidate):
 class HybridSupervised(Hybrid):
     """Search: BM25 fused with the supervised candidate trained on the selection queries (the best of them by its
     out-of-fold score), which `hybrid-best` leaves out. Its fusion is `hybrid`'s (the weight chosen with the unchanged
-    model, which learned no query); its selection score is out of fold like its source's: each held-out fold's queries
+    model, which learned no query, and BM25 fitted to the domain; both read every selection query, the held-out folds'
+    included, and the weight was chosen for `hybrid`'s dense scores, which may be MaxP's while this one fuses first
+    windows); its model's part of the selection score is out of fold like its source's: each held-out fold's queries
     ranked against the selection pool by BM25 fused with the model trained without that fold (sentune.adapt.crossfit).
     The confirmation and test queries are ranked by the refit model fused the same way. A source trained on --train
     needs none of this: `hybrid-best` fuses it."""
