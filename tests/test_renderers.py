@@ -746,3 +746,26 @@ def test_the_calibration_rule_with_a_train_set_never_judges_the_supervised_candi
     best, p_value = calibration.train_rule(gold, unchanged, leaky, "spearman", seed, n, True)
     # its confirmation pairs show the unchanged model's twin: not shipped (p is a lower bound past the levels counted)
     assert best == 1 and calibration.shipped((best, p_value)) == -1
+
+
+def test_the_train_rows_before_and_after_count_the_confirmation_pairs_and_their_power():
+    """Before: the dev confirmation half alone; after: with the train pairs that joined it, and the gain confirmed 80 % of
+    the time read from the calibration's table at twice the confirmation pairs (the table counts all dev pairs)."""
+    render = load("renderers/render_adapt.py")
+    from sentune.adapt.decide import detectable_gain
+
+    def run(chosen: str, test: float, train: dict | None) -> dict:
+        meta = {"dev": {"confirm_pairs": 250}, "test": {"metric": "spearman"}} | ({"train_evidence": train} if train is not None else {})
+        vs = {"candidate": test, "baseline": 77.0, "difference_low": 1.0, "difference_high": 2.0, "confidence": 0.99}
+        return {"meta": meta, "choice": {"name": chosen}, "candidates": {chosen: {"test": {"score": test, "vs_unchanged": vs}}}}
+
+    before = run("supervised-stacked", 83.5, None)
+    after = run("wise", 84.0, {"judges": True, "confirm_pairs": 1000})
+    row = render.train_before_after_row("sick-train", before, after)
+    assert row[4:6] == ["250 (dev)", f"{detectable_gain('spearman', 500):.2f}"]
+    assert row[9:11] == ["1250 (250 dev + 1000 train)", f"≤ {detectable_gain('spearman', 2500):.2f}"]  # past the simulated sizes
+    assert row[6:8] == ["`wise`", "84.00"]
+    # a train set that failed the shift checks joins nothing; a run without train evidence is not an after
+    shifted = run("unchanged", 77.0, {"judges": False, "confirm_pairs": 1000})
+    assert render.train_before_after_row("sick-train", before, shifted)[9] == "250 (dev)"
+    assert render.train_before_after_row("sick-train", before, before)[6:] == ["not measured", "—", "—", "—", "—"]

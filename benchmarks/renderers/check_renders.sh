@@ -16,6 +16,7 @@ audit benchmarks/renderers/render_adapt.py
 audit benchmarks/renderers/render_retrieval.py --out benchmarks/results/retrieval.md
 audit benchmarks/renderers/render_second_model.py
 audit benchmarks/runners/adapt_shuffled_null.py --render-only  # its page and the calibration page's real-null section
+audit benchmarks/runners/adapt_shuffled_null.py --render-only --train-pairs 100  # the null with a train set: its own page
 if [ -f "$kept/serving/load.json" ]; then  # benchmarks/runners/serving.sh, once it has been run
   audit benchmarks/renderers/render_serving.py "$kept/serving/load.json" --screenshot serving_page.png --out benchmarks/results/serving.md
 fi

@@ -13,6 +13,9 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sentune.adapt.context import EVALUATIONS, PATIENCE
+from sentune.adapt.crossfit import FOLDS
+from sentune.adapt.decide import DETECTABLE, detectable_gain
 from sentune.adapt.examples import example_names
 from sentune.adapt.names import REFERENCE, UNCHANGED
 from sentune.adapt.report import candidate_table
@@ -25,6 +28,7 @@ BEFORE = KEPT / "before"
 
 
 LABEL_FREE = KEPT / "label-free"  # the runs before the supervised candidates (issue 46): their choices and minutes
+DEV_JUDGED = KEPT / "dev-judged"  # the --example-train runs whose candidates the dev pairs alone judged (issue 59's before)
 SUPERVISED = ("supervised", "supervised-stacked")
 
 
@@ -91,6 +95,37 @@ def before_after_row(name: str, before: dict | None, after: dict | None) -> list
     return [name, *side(before), *side(after)]
 
 
+def confirmation_pairs(results: dict) -> tuple[int, int]:
+    """The pairs that confirm the choice: the dev pairs' confirmation half, and the train pairs that joined it."""
+    train = results["meta"].get("train_evidence") or {}
+    return results["meta"]["dev"]["confirm_pairs"], train.get("confirm_pairs", 0) if train.get("judges") else 0
+
+
+def power_cell(results: dict) -> str:
+    """The gain the confirmation confirms 80 % of the time with this many pairs (the calibration's simulation,
+    sentune.adapt.decide.detectable_gain); past its largest simulated size, that size's gain bounds it from above."""
+    dev, train = confirmation_pairs(results)
+    metric = results["meta"]["test"]["metric"]
+    gain = detectable_gain(metric, 2 * (dev + train))
+    if gain is None:
+        return "not simulated"
+    largest = max(int(n) for n in json.loads(DETECTABLE.read_text())["gains"][metric])
+    return f"{'≤ ' if 2 * (dev + train) > largest else ''}{gain:.2f}"
+
+
+def train_before_after_row(name: str, before: dict | None, after: dict | None) -> list[str]:
+    def side(results: dict | None) -> list[str]:
+        if results is None:
+            return ["not measured", "—", "—", "—", "—"]
+        chosen = results["choice"]["name"]
+        dev, train = confirmation_pairs(results)
+        pairs = f"{dev + train} ({dev} dev + {train} train)" if train else f"{dev} (dev)"
+        return [f"`{chosen}`", f"{results['candidates'][chosen]['test']['score']:.2f}", test_versus(results), pairs, power_cell(results)]
+
+    judged_by_train = after if after is not None and "train_evidence" in after["meta"] else None
+    return [name, *side(before), *side(judged_by_train)]
+
+
 def hindsight(results: dict) -> list[str]:
     """What the test set says about candidates the dev pairs could not separate (read after the choice, never by it)."""
     helped = [
@@ -132,8 +167,8 @@ def render() -> str:
         "of issue 27) and benchmarks/results/adapt/before/NAME/results.json (the rule before it); the runs: "
         "`bash benchmarks/runners/adapt_experiments.sh` (each domain's exact command and date below).",
         "",
-        "Default model (all-MiniLM-L6-v2), default budget (one pass over the corpus per candidate, dev evaluated 10 times, early "
-        "stop after 3 without a new best), 2 CPU cores. The rule now: every choice (checkpoints, the race, wise's α, the best "
+        f"Default model (all-MiniLM-L6-v2), default budget (one pass over the corpus per candidate, dev evaluated {EVALUATIONS} times, early "
+        f"stop after {PATIENCE} without a new best), 2 CPU cores. The rule now: every choice (checkpoints, the race, wise's α, the best "
         "candidate) reads the selection half of the dev pairs; the chosen candidate replaces the unchanged model only when a "
         f"one-sided paired permutation test on the other half gives p ≤ {LEVEL:g} (calibrated: benchmarks/results/adapt_calibration.md). "
         "The training candidates are raced (rounds at 1/8, 1/4, 1/2 of their steps; one behind the unchanged model or the "
@@ -152,7 +187,7 @@ def render() -> str:
         "",
         "`supervised` fine-tunes the unchanged model on the labels, `supervised-stacked` the best label-free trained "
         "candidate (sentune.adapt.candidates.Supervised): on the selection half of the dev pairs, its selection score then "
-        "out of fold (5-fold cross-fitting, refit on the whole half), or with `--train` (rows `, --train`: the example's "
+        f"out of fold ({FOLDS}-fold cross-fitting, 5-fold in the runs before commit 5253da5, refit on the whole half), or with `--train` (rows `, --train`: the example's "
         "labelled train split, `--example-train`) on those pairs, the dev pairs then only selecting and confirming. The "
         "label-free run is the same domain's run before the supervised candidates existed (benchmarks/results/adapt/"
         "label-free/NAME/results.json, its command in it): its choice's test score and candidate minutes.",
@@ -171,8 +206,29 @@ def render() -> str:
         "|---|---|---|---|---|---|---|",
     ]
     lines += ["| " + " | ".join(before_after_row(d, before.get(d), after.get(d))) + " |" for d in example_names(retrieval=False)]
+    dev_judged = {n: r for n, r in _load(DEV_JUDGED, train=True).items() if n.endswith("-train")}
+    lines += [
+        "",
+        "## With --train: judged on the dev pairs alone, then on the train pairs too",
+        "",
+        "Before: the runs whose candidates the dev pairs alone selected and confirmed (benchmarks/results/adapt/dev-judged/NAME-train, "
+        "their sections at the end). After: a sample of the train pairs (sentune.adapt.evidence) joins the dev pairs as judges "
+        "of every candidate that never trained on them. The last column of each side is the confirmation's power: the gain "
+        "it confirms 80 % of the time with that many pairs (the calibration's simulation, benchmarks/results/adapt_calibration.md; "
+        "'≤': more pairs than it simulated, so a smaller gain).",
+        "",
+        "| domain | before: chosen | test | − unchanged [95 % CI] | confirmation pairs | gain confirmed 80 % | "
+        "after: chosen | test | − unchanged [95 % CI] | confirmation pairs | gain confirmed 80 % |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    names = [f"{d}-train" for d in example_names(retrieval=False) if f"{d}-train" in dev_judged or f"{d}-train" in after]
+    lines += ["| " + " | ".join(train_before_after_row(d, dev_judged.get(d), after.get(d))) + " |" for d in names]
     for name, results in after.items():
         lines += domain_section(name, results, name)
+    if dev_judged:
+        lines += ["", "# Before: --train's pairs judged nothing (the dev pairs alone selected and confirmed)", ""]
+        for name, results in dev_judged.items():
+            lines += domain_section(name, results, f"dev-judged/{name}")
     if before:
         lines += ["", "# Before: the rule of sentune d042c59", ""]
         for name, results in before.items():
