@@ -209,6 +209,7 @@ def train_section(args, factors: dict) -> list[str]:
         "in the runner's docstring). Candidate 0 trained on the evidence selection part, as adapt's supervised candidates",
         "do, and is judged on the dev pairs and the evidence confirmation part only; the others read no label. **with",
         "train**: `sentune/adapt/decide.py` with the evidence; **dev only**: the same users decided on their dev pairs alone.",
+        "The same with `sentune adapt` and the real model (a supervised candidate trained on shuffled labels, with a train set): benchmarks/results/adapt_shuffled_null_train.md.",
         "",
         "### No candidate is better: how often one is shipped anyway (a calibrated rule: ≤ 5 %)",
         "",
