@@ -188,7 +188,10 @@ def render() -> str:
         "`supervised` fine-tunes the unchanged model on the labels, `supervised-stacked` the best label-free trained "
         "candidate (sentune.adapt.candidates.Supervised): on the selection half of the dev pairs, its selection score then "
         f"out of fold ({FOLDS}-fold cross-fitting, 5-fold in the runs before commit 5253da5, refit on the whole half), or with `--train` (rows `, --train`: the example's "
-        "labelled train split, `--example-train`) on those pairs, the dev pairs then only selecting and confirming. The "
+        "labelled train split, `--example-train`) on those pairs, the dev pairs then only selecting and confirming (in "
+        "runs with the train pairs as judges, `meta.train_evidence` in results.json, the supervised candidates train without "
+        "the train pairs that confirm, and every candidate is also judged on the train pairs it never read: the section "
+        "after the next). The "
         "label-free run is the same domain's run before the supervised candidates existed (benchmarks/results/adapt/"
         "label-free/NAME/results.json, its command in it): its choice's test score and candidate minutes.",
     ]
