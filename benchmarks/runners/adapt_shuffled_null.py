@@ -39,7 +39,7 @@ import numpy as np
 from sentune.adapt.decide import split_dev
 from sentune.adapt.evidence import sample_evidence
 from sentune.adapt.examples import write_example
-from sentune.analysis.pages import command_line
+from sentune.analysis.pages import command_line, machine_conditions
 from sentune.data.catalog import resolve_data_dir
 from sentune.data.user_data import read_scored_pairs, write_scored_pairs
 
@@ -131,7 +131,7 @@ def main() -> None:
         kept.write_text(json.dumps(facts, indent=2) + "\n")
     train = bool(facts.get("train_pairs"))
     out = Path(args.out or f"benchmarks/results/adapt_shuffled_null{'_all' if facts['all_shuffled'] else ''}{'_train' if train else ''}.md")
-    out.write_text(page(facts), encoding="utf-8")
+    out.write_text(page(facts, machine_conditions(kept.parent / "conditions.md")), encoding="utf-8")
     print(f"wrote {out}: shipped {facts['shipped']['hits']} of {facts['runs']}")
     calibration_page = Path(args.calibration_page)
     if not facts["all_shuffled"] and not train and calibration_page.is_file():
@@ -163,8 +163,9 @@ def kept_path(all_shuffled: bool, train: bool = False) -> Path:
     return folder.with_name(folder.name + "-all") / "results.json" if all_shuffled else calibration.REAL_NULL
 
 
-def page(facts: dict) -> str:
-    """The page of every run, from the kept facts alone (so --render-only writes the same page)."""
+def page(facts: dict, conditions: list[str] | None = None) -> str:
+    """The page of every run, from the kept facts alone (so --render-only writes the same page), and the machine
+    conditions the person who ran them wrote beside them (conditions.md in the kept folder)."""
     what = ("every dev label" if facts["all_shuffled"] else "the selection part's labels") + " permuted"
     if facts.get("train_pairs"):
         what += f"; {facts['train_pairs']} train pairs, their labels permuted but for the confirming ones"
@@ -184,6 +185,7 @@ def page(facts: dict) -> str:
         "",
         f"**Shipped: {calibration.percent(facts['shipped'])}** (95 % Wilson interval; a calibrated rule: ≤ 5 %).",
         "",
+        *[line for text in conditions or [] for line in (text, "")],
         "| run | chosen | candidate minutes | reason |",
         "|---|---|---|---|",
     ]
