@@ -121,6 +121,11 @@ def test_budget_and_methods_are_checked():
         "st-simcse",
     ]
     assert "st-simcse" not in [c.name for c in plan(parse_methods(None), "mean", reference=False).all]
+    # a search run's defaults leave out the sentence-pair trainings and what is built from them; named, they run
+    searched = [c.name for c in plan(parse_methods(None), "mean", reference=False, search=True).all]
+    assert "supervised" in searched and "whitening" in searched and "hybrid" in searched
+    assert not {"simcse", "mirror", "ct", "sg-opt", "tsdae", "sed", "supervised-stacked", "wise", "ict"} & set(searched)
+    assert "simcse" in [c.name for c in plan(parse_methods("simcse,hybrid"), "mean", reference=False, search=True).all]
     # each supervised candidate is named on its own: scripts/main.sh leaves the stacked one out
     assert [c.name for c in plan(parse_methods("simcse,supervised"), "mean", reference=False).all][-2:] == ["simcse", "supervised"]
     assert [c.name for c in plan(parse_methods("simcse,supervised-stacked"), "mean", reference=False).all][-1] == "supervised-stacked"

@@ -202,6 +202,14 @@ def test_an_adapt_run_searches_as_it_scored_its_chosen_hybrid(tiny_model_dir, to
     from sentence_transformers import SentenceTransformer
 
     assert SentenceTransformer(str(out / "model"), device="cpu").encode(["a man"]).shape[0] == 1
+    # whitening was fitted on the documents as they are ranked (the untuned pass's vectors): no second encoding
+    from sentune.postprocess.whitening import Whitening
+
+    assert not (out / "candidates" / ".corpus-model.npy").exists()
+    documents = [d.text for d in read_beir_folder(out / "data" / "dev", "dev").corpus]
+    expected = Whitening(device="cpu").fit(SentenceTransformer(str(tiny_model_dir), device="cpu").encode(documents))
+    dense = list(SentenceTransformer(str(out / "candidates" / "whitening" / "model"), device="cpu"))[-2]
+    np.testing.assert_allclose(dense.linear.weight.detach().numpy().T, expected.kernel_, rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.slow

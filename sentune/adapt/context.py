@@ -126,6 +126,10 @@ class Context:
         flat = {f"{name}/{split}": sims for name, v in vectors.items() for split, sims in self.scorer.of_vectors(v).items()}
         np.savez(str(cache), model_vectors=vectors["model"], **flat)  # type: ignore[arg-type]
 
+    def corpus_to_encode(self) -> int:
+        """How many texts corpus_vectors encodes (what its first caller pays)."""
+        return len(self.inputs.corpus)
+
     def corpus_vectors(self) -> np.ndarray:
         """The corpus under the model's own pipeline, encoded once for every post-processor fitted on it."""
         cache = self.out / "candidates" / ".corpus-model.npy"

@@ -43,7 +43,7 @@ class AdaptConfig:
     queries_from: Path | None = None  # retrieval: generated `query<TAB>passage` pairs, the GenQ candidate's training data
     train: Path | None = None  # labelled pairs the supervised candidates train on, apart from dev and test (those they never read also judge)
     labels: bool = True  # False (--no-labels): the label-free candidates only
-    methods: tuple[str, ...] = ()
+    methods: tuple[str, ...] | None = None  # None: the task's defaults (sentune.adapt.names.default_methods)
     budget: Budget = field(default_factory=Budget)
     time_limit: float | None = None  # --time, seconds: the candidates planned to fit (sentune.adapt.time_plan); not a claimed setting
     sed_members: int = 3

@@ -108,6 +108,14 @@ def adapt(
     config = replace(config, training_pooling=own or "model")
     task = inputs.task
     candidates = plan(config.methods, own, config.reference, generated_queries=config.queries_from is not None, search=task.search, labels=config.labels)
+    if config.methods is None and task.search:
+        from sentune.adapt.names import SEARCH_OPT_IN
+
+        print(
+            f"search run: {', '.join(SEARCH_OPT_IN)} only when --methods names them (sentence-pair trainings, each behind "
+            "the unchanged model on SciFact's selection queries, with minutes of pool encodings per evaluation)",
+            flush=True,
+        )
     ctx: Context
     if task.search:  # the one place a run's context is made: what search candidates read is SearchContext's
         ctx = SearchContext(config, inputs, out, data_dir, base, task.scorer(config.show_progress), plan=candidates, task=task)

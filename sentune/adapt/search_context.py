@@ -92,6 +92,21 @@ class SearchContext(Context):
             order = [row[text] for text in self.scorer.sentences()]
             self._save_untuned({name: array[order] for name, array in vectors.items()})
 
+    def corpus_to_encode(self) -> int:
+        return 0 if self._documents_rows() is not None else super().corpus_to_encode()
+
+    def corpus_vectors(self) -> np.ndarray:
+        """The post-processors are fitted on the documents as they are ranked: their vectors under the model's own
+        pipeline, which the untuned encoding of every dev and test text already holds (no second pass over passages)."""
+        rows = self._documents_rows()
+        return super().corpus_vectors() if rows is None else self.untuned_vectors()[rows]
+
+    def _documents_rows(self) -> list[int] | None:
+        """Each document's row in the untuned vectors (scorer.sentences()); None when some document is not scored."""
+        row = {text: i for i, text in enumerate(self.scorer.sentences())}
+        rows = [row.get(d.text) for d in self.task.dev.corpus]
+        return None if any(r is None for r in rows) else rows  # type: ignore[return-value]
+
     def held_scorer(self, queries: list) -> QueryScorer:
         """Scores `queries` (held-out selection queries) against the selection pool, as every selection query is ranked."""
         from sentune.tasks.user_queries import RankedQueries

@@ -100,7 +100,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
 
 
 def adapt_options(p: argparse.ArgumentParser) -> None:
-    from sentune.adapt.names import EVIDENCE_CAP, METHODS, OPT_IN  # no heavy imports: the list, so the help never drifts from it
+    from sentune.adapt.names import EVIDENCE_CAP, METHODS, OPT_IN, SEARCH_OPT_IN  # no heavy imports: the list, so the help never drifts from it
 
     p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
     p.add_argument(
@@ -141,7 +141,10 @@ def adapt_options(p: argparse.ArgumentParser) -> None:
         "test judgements, which then test), as --train",
     )
     p.add_argument("--no-labels", action="store_true", help="the label-free candidates only: the dev labels only select and confirm")
-    p.add_argument("--methods", help=f"comma-separated subset of: {', '.join(METHODS)} (default: all but {', '.join(OPT_IN)})")
+    p.add_argument(
+        "--methods",
+        help=f"comma-separated subset of: {', '.join(METHODS)} (default: all but {', '.join(OPT_IN)}; a search run also leaves out {', '.join(SEARCH_OPT_IN)})",
+    )
     p.add_argument("--budget", help="per candidate: STEPS, MINUTESm, both (500,10m) or epoch (default: one pass over the corpus)")
     p.add_argument(
         "--time",

@@ -11,7 +11,7 @@ from sentune.adapt.candidates.search import Hybrid, HybridSupervised, Lexical, R
 from sentune.adapt.candidates.supervised import Supervised, SupervisedSearch
 from sentune.adapt.candidates.trained import Ensemble, Reference, Trained, Wise
 from sentune.adapt.candidates.untuned import Pooling, Unchanged
-from sentune.adapt.names import DEFAULT_METHODS, METHODS, RETRIEVAL_NATIVE, SED, SUPERVISED_STACKED, TRAINED, UNTUNED_POOLINGS, WISE
+from sentune.adapt.names import METHODS, RETRIEVAL_NATIVE, SED, SUPERVISED_STACKED, TRAINED, UNTUNED_POOLINGS, WISE, default_methods
 from sentune.errors import UserError
 
 # The registry: every kind a run may have, in run order within its phase. A new kind is a class and a line here.
@@ -48,10 +48,11 @@ class Plan:
         return [*self.before_race, *self.raced, *self.after_race]
 
 
-def parse_methods(text: str | None) -> tuple[str, ...]:
-    """`--methods simcse,ct,whitening` (default: every method but the opt-in ones), checked before any work."""
+def parse_methods(text: str | None) -> tuple[str, ...] | None:
+    """`--methods simcse,ct,whitening`, checked before any work; None when not given (the plan then takes the task's
+    defaults: sentune.adapt.names.default_methods)."""
     if not text:
-        return DEFAULT_METHODS
+        return None
     chosen = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
     unknown = [m for m in chosen if m not in METHODS]
     if unknown or not chosen:
@@ -75,8 +76,9 @@ def own_pooling(model) -> str | None:
     return mode if mode in UNTUNED_POOLINGS else None
 
 
-def plan(methods: tuple[str, ...], own: str | None, reference: bool, generated_queries: bool = False, search: bool = False, labels: bool = True) -> Plan:
-    setup = PlanSetup(methods, own, reference, generated_queries, search, labels)
+def plan(methods: tuple[str, ...] | None, own: str | None, reference: bool, generated_queries: bool = False, search: bool = False, labels: bool = True) -> Plan:
+    """The run's candidates; `methods` None: the task's defaults (a search run leaves out the sentence-pair trainings)."""
+    setup = PlanSetup(default_methods(search) if methods is None else methods, own, reference, generated_queries, search, labels)
     found = Plan()
     for kind in KINDS:
         for candidate in kind.planned(setup):

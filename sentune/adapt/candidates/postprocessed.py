@@ -32,7 +32,7 @@ class PostProcessed(Candidate):
         return f"fitting {self.postprocessor} on the corpus"
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
-        return costs.encode(len(ctx.inputs.corpus))  # the corpus encoded once for the post-processors (the first pays)
+        return costs.encode(ctx.corpus_to_encode())  # the corpus encoded once for the post-processors (the first pays)
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
         from sentence_transformers import SentenceTransformer
