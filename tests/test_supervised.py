@@ -246,6 +246,16 @@ def test_the_search_candidate_trains_on_selection_queries_with_mined_negatives(t
     from sentune.adapt.decide import split_dev
     from sentune.data.beir import read_beir_folder
 
+    from sentune.adapt.search_context import SearchContext
+
+    mine = SearchContext._mine
+    mined: list[str] = []
+
+    def counted(self, queries):
+        mined.extend(q.id for q in queries)
+        return mine(self, queries)
+
+    monkeypatch.setattr(SearchContext, "_mine", counted)
     dev, test = _toy_beir(tmp_path / "toy")
     out = tmp_path / "run"
     args = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out), "--methods", "supervised"]
@@ -253,6 +263,7 @@ def test_the_search_candidate_trains_on_selection_queries_with_mined_negatives(t
     record = json.loads((out / "results.json").read_text())["candidates"]["supervised"]
     queries = read_beir_folder(out / "data" / "dev", "dev").queries
     split = split_dev(np.zeros(len(queries)))
+    assert sorted(mined) == sorted(queries[i].id for i in split.select)  # each mined once, for the folds and the refit alike
     assert record["setting"] == "adapt/mnrl-hard-negatives" and set(record["dev_indices_trained_on"]) == set(split.select.tolist())
     # every training row of the refit: a selection query, one of its relevant documents, two documents not judged relevant to it
     by_text = {q.text: q for q in queries}

@@ -152,3 +152,37 @@ def test_a_run_with_little_time_leaves_candidates_out_says_why_and_chooses_among
     assert main([*common, "--time", "10h", "--out", str(tmp_path / "long")]) == 0
     roomy = json.loads((tmp_path / "long" / "results.json").read_text())
     assert not roomy["meta"]["time"]["left_out"] and {"simcse", "ct", "sed", "supervised", "wise"} <= set(roomy["candidates"])
+
+
+def test_a_training_candidate_that_no_longer_fits_does_not_start_the_race(monkeypatch, tmp_path):
+    """Under --time the race's members are checked as every other candidate is: one whose expected time no longer fits
+    what is left is taken out of the run with its reason before any training starts."""
+    from types import SimpleNamespace
+
+    from sentune.adapt import run as adapt_run
+    from sentune.adapt.candidates import Plan, Trained, Unchanged
+
+    now = [1000.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    timing = TimePlan(limit=600.0, started=1000.0)
+    timing.kept = {"simcse": Planned("simcse", 100.0, 1.0), "ct": Planned("ct", 500.0, 1.0)}
+    now[0] += 300.0  # 300 s left: simcse fits, ct does not
+    candidates = Plan(before_race=[Unchanged("unchanged")], raced=[Trained("simcse", "simcse"), Trained("ct", "ct")])
+    started: list[str] = []
+    monkeypatch.setattr("sentune.adapt.race.race", lambda entries, ctx, finish: started.extend(e.name for e in entries))
+    monkeypatch.setattr(adapt_run, "load_record", lambda folder: SimpleNamespace(seconds=1.0))
+    recipe = SimpleNamespace(training=SimpleNamespace(max_minutes=None, max_steps=10))
+    ctx = SimpleNamespace(
+        time_plan=timing,
+        out=tmp_path,
+        records={},
+        recipe=lambda name: recipe,
+        config=SimpleNamespace(seed=0),
+        inputs=SimpleNamespace(dev=SimpleNamespace(unit="pairs")),
+    )
+    monkeypatch.setattr(Trained, "finished", lambda self, ctx: False)
+    monkeypatch.setattr(Trained, "describe", lambda self, ctx: "training")
+    monkeypatch.setattr(adapt_run, "replace", lambda obj, **changes: obj)
+    adapt_run._race_trained(candidates, ctx)
+    assert started == ["simcse"] and [c.name for c in candidates.raced] == ["simcse"]
+    assert "--time: expected 8.3 min now, 5.0 min left" == timing.left_out["ct"] and "ct" not in timing.kept

@@ -149,17 +149,28 @@ def adapt(
     return results
 
 
+def _left_out_late(candidate: Candidate, candidates: Plan, label: str, ctx: Context) -> bool:
+    """Under --time, a candidate not yet produced whose expected time no longer fits what is left is taken out of the
+    run, with its reason (True); the unchanged model is always scored."""
+    timing = ctx.time_plan
+    if timing is None or candidate.name == UNCHANGED or candidate.finished(ctx):
+        return False
+    reason = timing.still_fits(candidate.name)
+    if reason is None:
+        return False
+    print(f"{label} {candidate.name}: left out: {reason}", flush=True)
+    timing.left_out[candidate.name] = reason
+    timing.kept.pop(candidate.name, None)
+    getattr(candidates, candidate.phase).remove(candidate)
+    return True
+
+
 def _run_candidate(candidate: Candidate, candidates: Plan, label: str, ctx: Context) -> None:
     """Its record (read back or produced); under --time, skipped when its expected time no longer fits."""
+    if _left_out_late(candidate, candidates, label, ctx):
+        return
     timing = ctx.time_plan
-    if timing is not None and candidate.name != UNCHANGED and not candidate.finished(ctx):  # the model is always scored
-        reason = timing.still_fits(candidate.name)
-        if reason is not None:
-            print(f"{label} {candidate.name}: left out: {reason}", flush=True)
-            timing.left_out[candidate.name] = reason
-            timing.kept.pop(candidate.name, None)
-            getattr(candidates, candidate.phase).remove(candidate)
-            return
+    if timing is not None:
         timing.current = candidate.name
     record = candidate.record(label, ctx)
     ctx.records[candidate.name] = record
@@ -220,11 +231,13 @@ def _leave_out_untrainable(candidates: Plan, ctx: Context) -> None:
 def _race_trained(candidates: Plan, ctx: Context) -> None:
     from sentune.adapt.race import CONFIDENCE, RUNGS, Entry, race
 
+    first = len(candidates.before_race) + 1
+    labels = {c.name: f"[{first + i}/{len(candidates.all)}]" for i, c in enumerate(candidates.raced)}
+    for candidate in list(candidates.raced):  # under --time, those that no longer fit what is left do not start
+        _left_out_late(candidate, candidates, labels[candidate.name], ctx)
     raced = candidates.raced
     if not raced:
         return
-    first = len(candidates.before_race) + 1
-    labels = {c.name: f"[{first + i}/{len(candidates.all)}]" for i, c in enumerate(raced)}
     entries = []
     for candidate in raced:
         candidate.folder(ctx).mkdir(parents=True, exist_ok=True)

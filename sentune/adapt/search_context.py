@@ -33,6 +33,7 @@ class SearchContext(Context):
     _passages: Any = field(default=None, kw_only=True)
     _passage_choice: dict | None = field(default=None, kw_only=True)
     _pool: RetrievalSet | None = field(default=None, kw_only=True)
+    _negatives: dict[str, tuple[str, str]] = field(default_factory=dict, kw_only=True)  # query id -> its mined pair
 
     # -- the selection queries, each ranked against their pool --
     def selection_folder(self) -> Path:
@@ -285,7 +286,14 @@ class SearchContext(Context):
 
     def hard_negatives(self, queries) -> dict[str, tuple[str, str]]:
         """Per query: the best-ranked document over the whole corpus that is not judged relevant to it (nor the query's
-        own document) under BM25 and under the unchanged model, as texts."""
+        own document) under BM25 and under the unchanged model, as texts. A query's pair does not depend on the queries
+        mined with it: each is mined once per run, whichever folds and refit ask for it."""
+        todo = list({q.id: q for q in queries if q.id not in self._negatives}.values())
+        if todo:
+            self._negatives.update(self._mine(todo))
+        return {q.id: self._negatives[q.id] for q in queries}
+
+    def _mine(self, queries) -> dict[str, tuple[str, str]]:
         from sentune.core.encode import Encoder
         from sentune.search.fusion import id_order, top_by_score
         from sentune.tasks.retrieval import rank

@@ -161,6 +161,7 @@ class Supervised(WithRun):
         held-out scores are kept in its folder for the rest of its cross-fitting."""
         import numpy as np
 
+        from sentune.adapt.candidates.supervised_race import FIRST_FOLD_SCORES
         from sentune.adapt.crossfit import FOLDS, fold_rows
         from sentune.core.memory import release_unreferenced
 
@@ -172,8 +173,6 @@ class Supervised(WithRun):
         found = self.score_held(model, [units[i] for i in held], ctx, where)
         del model
         release_unreferenced()
-        from sentune.adapt.candidates.supervised_race import FIRST_FOLD_SCORES
-
         np.save(where / FIRST_FOLD_SCORES, found)
         return found
 
