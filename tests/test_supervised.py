@@ -244,9 +244,8 @@ def test_the_search_candidate_trains_on_selection_queries_with_mined_negatives(t
     from test_adapt_retrieval import _toy_beir
 
     from sentune.adapt.decide import split_dev
-    from sentune.data.beir import read_beir_folder
-
     from sentune.adapt.search_context import SearchContext
+    from sentune.data.beir import read_beir_folder
 
     mine = SearchContext._mine
     mined: list[str] = []
