@@ -132,6 +132,7 @@ class Mined:
 
     negatives: tuple[int, int]
     teacher: tuple[float, float, float] | None = None
+    dense: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the unchanged model's cosines of the same three documents
 
     def margins(self) -> tuple[float, float]:
         """teacher(q, own document) − teacher(q, negative), per negative."""
@@ -139,6 +140,21 @@ class Mined:
             raise ValueError("mined without a teacher")
         own, first, second = self.teacher
         return own - first, own - second
+
+    def dense_margins(self) -> tuple[float, float]:
+        """The same margins under the unchanged model's cosines."""
+        own, first, second = self.dense
+        return own - first, own - second
+
+
+def teacher_scale(mined: Sequence[Mined]) -> float:
+    """The factor that puts a teacher's margins on the student's scale: the mean absolute margin of the unchanged
+    model's cosines over the teacher's, over every row and negative. A hybrid's fused scores are min-max normalised per
+    query over the whole corpus, so its margins are several times a cosine's; unscaled, MarginMSE would ask the
+    student to spread its cosines that much. 1 when either is zero."""
+    teacher = float(np.mean(np.abs([m.margins() for m in mined])))
+    dense = float(np.mean(np.abs([m.dense_margins() for m in mined])))
+    return dense / teacher if teacher > 0 and dense > 0 else 1.0
 
 
 def mine(
@@ -168,7 +184,7 @@ def mine(
             first = _best_allowed(bm25[row], ties, allowed)
             second = _best_allowed(dense[row], ties, lambda d: allowed(d) and d != first)  # noqa: B023
             by_teacher = None if fused is None else (float(fused[row, q.document]), float(fused[row, first]), float(fused[row, second]))
-            found.append(Mined((first, second), by_teacher))
+            found.append(Mined((first, second), by_teacher, (float(dense[row, q.document]), float(dense[row, first]), float(dense[row, second]))))
     return found
 
 

@@ -109,8 +109,15 @@ class PseudoQueryTrained(WithRun):
             "pseudo_query_words": float(np.mean([len(q.text.split()) for q in queries])),
         }
         if teacher is not None:
+            from sentune.adapt.pseudo_queries import teacher_scale
+
             margins = np.array([m.margins() for m in mined])
-            about |= {"teacher": teacher[0].fusion.label, "teacher_weight_read_queries": teacher[1], "mean_margins": [float(x) for x in margins.mean(axis=0)]}
+            about |= {
+                "teacher": teacher[0].fusion.label,
+                "teacher_weight_read_queries": teacher[1],
+                "mean_margins": [float(x) for x in margins.mean(axis=0)],  # before teacher_scale
+                "teacher_scale": teacher_scale(mined),
+            }
         return rows, about
 
     def produce(self, label: str, ctx: Context) -> CandidateRecord:
@@ -161,9 +168,13 @@ class HybridDistill(PseudoQueryTrained):
         return Teacher(fusion, lambda texts: lexical.scores(texts, ids)), read
 
     def training_rows(self, queries: list[PseudoQuery], mined: list[Mined], doc_texts: list[str]) -> list[tuple[str, ...]]:
-        """(query, its own document, its two negatives, the teacher's two margins) per pseudo-query: the teacher scores
-        documents of the corpus, so the positive is the whole document the query came from."""
+        """(query, its own document, its two negatives, the teacher's two margins on the student's scale) per
+        pseudo-query (sentune.adapt.pseudo_queries.teacher_scale): the teacher scores documents of the corpus, so the
+        positive is the whole document the query came from."""
+        from sentune.adapt.pseudo_queries import teacher_scale
+
+        scale = teacher_scale(mined)
         return [
-            (q.text, doc_texts[q.document], *(doc_texts[d] for d in m.negatives), *(f"{x:.6f}" for x in m.margins()))
+            (q.text, doc_texts[q.document], *(doc_texts[d] for d in m.negatives), *(f"{scale * x:.6f}" for x in m.margins()))
             for q, m in zip(queries, mined, strict=True)
         ]
