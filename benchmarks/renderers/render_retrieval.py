@@ -20,7 +20,7 @@ from pathlib import Path
 from render_adapt import KEPT, LABEL_FREE, domain_section, supervised_cell, test_versus  # noqa: E402  (benchmarks/renderers/render_adapt.py)
 
 from sentune.adapt.examples import example_names
-from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, UNCHANGED
+from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, SUPERVISED, UNCHANGED
 from sentune.analysis.pages import machine_conditions
 from sentune.tasks.permutation import LEVEL
 
@@ -174,7 +174,9 @@ def index_lines() -> list[str]:
         a = found["adapt_search"]
         lines += [
             "",
-            f"`sentune search` on the scifact adapt run's output ranks as the run scored its chosen system (`{a['chosen']}`): "
+            f"`sentune search` on the scifact adapt run's output ranks as the run scored its chosen system (`{a['chosen']}`"
+            + (f"; checked {a['date']}, sentune {a['commit']}" if "date" in a else "")
+            + "): "
             f"`{a['command']}`, then nDCG@10 of the run file over the {a['queries']} test queries: {a['search_ndcg10']:.4f}; the run's "
             f"reported test score: {a['reported_ndcg10']:.4f}.",
         ]
@@ -282,6 +284,29 @@ def retrieval_native_section(names: list[str]) -> list[str]:
     return lines
 
 
+SENTENCE_PAIR_KEPT = KEPT / "sentence-pair-trainings"  # search runs with the sentence-pair trainings named (NAME/results.json)
+
+
+def sentence_pair_section(names: list[str]) -> list[str]:
+    """A search run's defaults leave out the sentence-pair trainings (sentune.adapt.names.SEARCH_OPT_IN); the runs kept
+    under benchmarks/results/adapt/sentence-pair-trainings/NAME named them: the evidence for leaving them out."""
+    lines = []
+    for name in names:
+        path = SENTENCE_PAIR_KEPT / name / "results.json"
+        if path.is_file():
+            lines += domain_section(
+                f"{name} with the sentence-pair trainings (asked for by name)", json.loads(path.read_text()), f"sentence-pair-trainings/{name}"
+            )
+    if not lines:
+        return []
+    intro = (
+        "A search run without `--methods` leaves out simcse, mirror, ct, sg-opt, tsdae and what is built from them (sed, "
+        "supervised-stacked, wise): in the run below, which named them, each was behind the unchanged model on the selection "
+        "queries at the race's first round."
+    )
+    return ["", "## Sentence-pair trainings on search", "", intro, *lines]
+
+
 def render() -> str:
     names = example_names(retrieval=True)
     found = {n: json.loads((KEPT / n / "results.json").read_text()) for n in names if (KEPT / n / "results.json").is_file()}
@@ -294,8 +319,10 @@ def render() -> str:
         "Default model (all-MiniLM-L6-v2), default budget, 2 CPU cores. nDCG@10 ×100 per query; the selection queries rank a pool "
         "(their relevant documents and the top 30 of the unchanged model and of BM25), the confirmation and test queries the whole corpus; the "
         f"chosen candidate replaces the unchanged model only when a one-sided paired permutation test over the confirmation queries "
-        f"gives p ≤ {LEVEL:g}. `hybrid` is BM25 (stemmed) and the unchanged model fused by a convex combination of min-max normalised "
-        "scores, its weight chosen on the selection queries; `bm25`, `bm25-unstemmed` (sentune's BM25 before issue 45), `rrf` "
+        f"gives p ≤ {LEVEL:g}. `hybrid` is BM25 (stemmed, k1, b and the title weight fitted on the selection queries) and the unchanged model (a "
+        "document by its best passage or its first window, whichever the selection queries favour) fused by a convex combination of "
+        "min-max normalised scores, its weight chosen on the selection queries; `bm25` (fixed settings), `bm25-fitted`, `unchanged-maxp`, "
+        "`bm25-unstemmed` (BM25 without the stemmer: what stemming adds), `rrf` "
         "(reciprocal rank fusion of BM25 and the unchanged model, k = 60) and `st-simcse` (sentence-transformers' SimCSE recipe, with "
         "--reference) are reported, never chosen; candidate minutes leave them out. Differences: paired bootstrap over the test queries, 95 % interval.",
         "",
@@ -307,13 +334,15 @@ def render() -> str:
     ]
     earlier = {n: json.loads((LABEL_FREE / n / "results.json").read_text()) for n in found if (LABEL_FREE / n / "results.json").is_file()}
     lines += ["| " + " | ".join(summary_row(n, r, earlier.get(n))) + " |" for n, r in found.items()]
+    folds = {n: r["candidates"][SUPERVISED]["folds"] for n, r in found.items() if r["candidates"].get(SUPERVISED, {}).get("folds")}
     lines += [
         "",
         "`supervised` fine-tunes the unchanged model on the selection queries' judgements (MultipleNegativesRankingLoss on a query, "
         "a judged-relevant document, and BM25's and the unchanged model's best-ranked unjudged documents as hard negatives; "
         "sentune.adapt.candidates.SupervisedSearch), `supervised-stacked` the best "
-        "label-free trained candidate; their selection score is out of fold (5-fold cross-fitting on the selection queries, then "
-        "refit on all of them). The label-free run is the same domain's run before the supervised candidates existed "
+        "label-free trained candidate; their selection score is out of fold (K-fold cross-fitting on the selection queries, "
+        + ", ".join(f"{n}: K = {k}" for n, k in folds.items())
+        + ", then refit on all of them). The label-free run is the same domain's run before the supervised candidates existed "
         "(benchmarks/results/adapt/label-free/NAME/results.json, its command in it).",
     ]
     missing = [n for n in names if n not in found]
@@ -328,6 +357,7 @@ def render() -> str:
     for name, results in found.items():
         lines += domain_section(name, results, name)
     lines += retrieval_native_section(names)
+    lines += sentence_pair_section(names)
     return "\n".join(lines)
 
 

@@ -4,7 +4,8 @@ scifact example is there (benchmarks/runs/adapt-scifact), the nDCG@10 of `sentun
 on its test queries against the test score that run reported for its chosen system. Writes
 benchmarks/results/index_speed.json, which benchmarks/renderers/render_retrieval.py puts on retrieval.md.
 
-Usage: python benchmarks/speed/index_speed.py [--data DIR] [--runs benchmarks/runs]
+Usage: python benchmarks/speed/index_speed.py [--data DIR] [--runs benchmarks/runs] [--adapt-search-only]
+(--adapt-search-only: the check of the adapt run's output again, after a new run, the timings kept as measured)
 """
 
 from __future__ import annotations
@@ -72,22 +73,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=os.environ.get("SENTUNE_DATA", str(REPO.parent / "shared" / "data")))
     parser.add_argument("--runs", default=str(REPO / "benchmarks" / "runs"))
+    parser.add_argument("--adapt-search-only", action="store_true", help="check the adapt run's output again; keep the timings in OUT")
     args = parser.parse_args()
     corpus = Path(args.data) / "retrieval" / "scifact" / "corpus.jsonl"
     adapt_run = Path(args.runs) / "adapt-scifact"
     test = adapt_run / "example" / "test"
     sentune = [sys.executable, "-m", "sentune"]
-    found: dict = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "cpu_count": os.cpu_count()}
-    found["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
-    with tempfile.TemporaryDirectory() as scratch:
-        index = Path(scratch) / "scifact-index"
-        found["index"] = timed([*sentune, "index", "--model", "default", "--corpus", str(corpus), "--out", str(index), "--quiet", "--fusion", "convex:0.5"])
-        found["index"]["documents"] = json.loads((index / "index.json").read_text())["documents"]
-        found["index"]["bytes"] = sum(p.stat().st_size for p in index.rglob("*") if p.is_file())
-        if test.is_dir():
-            run = Path(scratch) / "test.run"
-            found["search"] = timed([*sentune, "search", str(index), "--queries", str(test / "queries.jsonl"), "--top", "100", "--run", str(run), "--quiet"])
-            found["search"]["queries"] = sum(1 for _ in (test / "queries.jsonl").open())
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+    found: dict = json.loads(OUT.read_text()) if args.adapt_search_only else {"date": now, "cpu_count": os.cpu_count(), "commit": commit}
+    if not args.adapt_search_only:
+        with tempfile.TemporaryDirectory() as scratch:
+            index = Path(scratch) / "scifact-index"
+            found["index"] = timed([*sentune, "index", "--model", "default", "--corpus", str(corpus), "--out", str(index), "--quiet", "--fusion", "convex:0.5"])
+            found["index"]["documents"] = json.loads((index / "index.json").read_text())["documents"]
+            found["index"]["bytes"] = sum(p.stat().st_size for p in index.rglob("*") if p.is_file())
+            if test.is_dir():
+                run = Path(scratch) / "test.run"
+                found["search"] = timed(
+                    [*sentune, "search", str(index), "--queries", str(test / "queries.jsonl"), "--top", "100", "--run", str(run), "--quiet"]
+                )
+                found["search"]["queries"] = sum(1 for _ in (test / "queries.jsonl").open())
     if (adapt_run / "index.json").is_file():
         results = json.loads((adapt_run / "results.json").read_text())
         chosen = results["choice"]["name"]
@@ -102,6 +108,8 @@ def main() -> None:
             "search_ndcg10": score,
             "reported_ndcg10": results["candidates"][chosen]["test"]["score"],
             "queries": queries,
+            "date": now,
+            "commit": commit,
         }
     OUT.write_text(json.dumps(found, indent=2) + "\n")
     print(json.dumps(found, indent=2))
