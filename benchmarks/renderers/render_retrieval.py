@@ -251,9 +251,10 @@ RETRIEVAL_NATIVE_KEPT = KEPT / "retrieval-native"  # runs of the retrieval-nativ
 
 def retrieval_native_section(names: list[str]) -> list[str]:
     """The candidates trained on pseudo-queries from the documents (sentune.adapt.candidates.retrieval_native), each
-    domain's run kept under benchmarks/results/adapt/retrieval-native/NAME: what each trained on and what it cost, then
-    the domain's table as the runs above print theirs."""
-    found = {n: json.loads((RETRIEVAL_NATIVE_KEPT / n / "results.json").read_text()) for n in names if (RETRIEVAL_NATIVE_KEPT / n / "results.json").is_file()}
+    domain's runs kept under benchmarks/results/adapt/retrieval-native/NAME (and NAME-VARIANT: a later run of some of
+    them): what each trained on and what it cost, then the domain's table as the runs above print theirs."""
+    kept = sorted(p for p in RETRIEVAL_NATIVE_KEPT.glob("*/results.json") if p.parent.name.split("-")[0] in names)  # NAME, NAME-VARIANT
+    found = {p.parent.name: json.loads(p.read_text()) for p in kept}
     if not found:
         return []
     lines = [
@@ -277,7 +278,9 @@ def retrieval_native_section(names: list[str]) -> list[str]:
             training = c["recipe"]["training"]
             lines.append(
                 f"| {name} | `{cname}` | {c['pseudo_queries']:,} ({c['pseudo_query_documents']:,}) | {training['max_steps']} × {training['batch_size']} | "
-                f"{c['training_seconds'] / 60:.1f} | {c['seconds'] / 60:.1f} | {c.get('teacher', '—')} |"
+                f"{c['training_seconds'] / 60:.1f} | {c['seconds'] / 60:.1f} | {c.get('teacher', '—')}"
+                + (f"; margins × {c['teacher_scale']:.3f} (teacher_scale)" if "teacher_scale" in c else "")
+                + " |"
             )
     for name, results in found.items():
         lines += domain_section(f"{name}: retrieval-native candidates", results, f"retrieval-native/{name}")
