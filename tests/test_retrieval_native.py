@@ -247,7 +247,7 @@ def test_the_candidates_run_in_a_tiny_search_adapt_run(tiny_model_dir, tmp_path,
     assert distill["teacher_weight_read_queries"] == hybrid["weight_read_queries"] == selection
     test_ids = {q.id for q in read_beir_folder(test, "test").queries}
     assert not set(distill["teacher_weight_read_queries"]) & ({data.queries[i].id for i in split.confirm} | test_ids)
-    assert distill["teacher"] == hybrid["setting"]
+    assert distill["teacher"] == hybrid["setting"] and distill["teacher_margins"] == "scaled"  # an unscaled record would be redone
     # its margins are the hybrid's, by its formula: the fitted BM25 (as `hybrid` fuses it) and the unchanged model's cosines
     assert LexicalSettings(**hybrid["lexical_fit"]["settings"]) == forced
     margins = np.array([[float(x) for x in line.split("\t")[4:]] for line in (out / "candidates" / "hybrid-distill" / "train.tsv").read_text().splitlines()])
@@ -262,3 +262,15 @@ def test_the_candidates_run_in_a_tiny_search_adapt_run(tiny_model_dir, tmp_path,
     assert results["wise"].get("source") in ("ict", "crop", "hybrid-distill") or results["wise"].get("skipped")
     best_dense = max((n for n in ("unchanged", "ict", "crop", "hybrid-distill", "wise")), key=lambda n: results[n]["dev_score"])
     assert results["hybrid-best"].get("source") == (None if best_dense == "unchanged" else best_dense)
+
+
+def test_teacher_scale_is_the_mean_absolute_cosine_margin_over_the_teachers():
+    from sentune.adapt.pseudo_queries import Mined, teacher_scale
+
+    mined = [Mined((1, 2), (0.9, 0.1, 0.5), (0.6, 0.5, 0.4)), Mined((3, 4), (0.2, 0.6, 0.2), (0.3, 0.5, 0.2))]
+    teacher = np.mean(np.abs([0.9 - 0.1, 0.9 - 0.5, 0.2 - 0.6, 0.2 - 0.2]))
+    dense = np.mean(np.abs([0.6 - 0.5, 0.6 - 0.4, 0.3 - 0.5, 0.3 - 0.2]))
+    assert teacher_scale(mined) == pytest.approx(dense / teacher)
+    assert teacher_scale([Mined((1, 2), (0.5, 0.5, 0.5), (0.6, 0.5, 0.4))]) == 1.0  # a teacher without margins: unscaled
+    assert teacher_scale([Mined((1, 2), (0.9, 0.1, 0.5), (0.5, 0.5, 0.5))]) == 1.0  # nor a student without any
+    assert teacher_scale([]) == 1.0

@@ -210,6 +210,13 @@ def test_an_adapt_run_searches_as_it_scored_its_chosen_hybrid(tiny_model_dir, to
     expected = Whitening(device="cpu").fit(SentenceTransformer(str(tiny_model_dir), device="cpu").encode(documents))
     dense = list(SentenceTransformer(str(out / "candidates" / "whitening" / "model"), device="cpu"))[-2]
     np.testing.assert_allclose(dense.linear.weight.detach().numpy().T, expected.kernel_, rtol=1e-3, atol=1e-3)
+    # a whitening record that does not say it was fitted on the documents (an older run's) is fitted again
+    record = out / "candidates" / "whitening" / "candidate.json"
+    older = json.loads(record.read_text())
+    assert older.pop("fitted_on") == "documents"
+    record.write_text(json.dumps(older))
+    assert main(args) == 0
+    assert json.loads(record.read_text())["fitted_on"] == "documents"
 
 
 @pytest.mark.slow

@@ -185,4 +185,16 @@ def test_a_training_candidate_that_no_longer_fits_does_not_start_the_race(monkey
     monkeypatch.setattr(adapt_run, "replace", lambda obj, **changes: obj)
     adapt_run._race_trained(candidates, ctx)
     assert started == ["simcse"] and [c.name for c in candidates.raced] == ["simcse"]
-    assert "--time: expected 8.3 min now, 5.0 min left" == timing.left_out["ct"] and "ct" not in timing.kept
+    assert timing.left_out["ct"] == "--time: expected 8.3 min now, 3.3 min left beside the race's others" and "ct" not in timing.kept
+
+
+def test_race_members_that_fit_alone_but_not_together_are_left_out_in_the_plans_order(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    plan = TimePlan(limit=600.0, started=1000.0)
+    plan.kept = {"b": Planned("b", 200.0, 2.0), "a": Planned("a", 200.0, 1.0), "c": Planned("c", 200.0, 1.0), "x": Planned("x", 50.0, 1.0)}
+    now[0] += 300.0  # 300 s left: each fits alone
+    assert all(plan.still_fits(n) is None for n in "abc")
+    late = plan.still_fit_together(["a", "b", "c", "not-planned"])  # x is not a member: it is not counted
+    assert set(late) == {"a", "c"} and late["c"] == "--time: expected 3.3 min now, 1.7 min left beside the race's others"
+    assert plan.still_fit_together(["x"]) == {}

@@ -20,7 +20,7 @@ from pathlib import Path
 from render_adapt import KEPT, LABEL_FREE, domain_section, supervised_cell, test_versus  # noqa: E402  (benchmarks/renderers/render_adapt.py)
 
 from sentune.adapt.examples import example_names
-from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, SUPERVISED, UNCHANGED
+from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, SEARCH_OPT_IN, SUPERVISED, UNCHANGED
 from sentune.analysis.pages import machine_conditions
 from sentune.tasks.permutation import LEVEL
 
@@ -253,7 +253,7 @@ def retrieval_native_section(names: list[str]) -> list[str]:
     """The candidates trained on pseudo-queries from the documents (sentune.adapt.candidates.retrieval_native), each
     domain's runs kept under benchmarks/results/adapt/retrieval-native/NAME (and NAME-VARIANT: a later run of some of
     them): what each trained on and what it cost, then the domain's table as the runs above print theirs."""
-    kept = sorted(p for p in RETRIEVAL_NATIVE_KEPT.glob("*/results.json") if p.parent.name.split("-")[0] in names)  # NAME, NAME-VARIANT
+    kept = sorted(p for p in RETRIEVAL_NATIVE_KEPT.glob("*/results.json") if any(p.parent.name == n or p.parent.name.startswith(f"{n}-") for n in names))
     found = {p.parent.name: json.loads(p.read_text()) for p in kept}
     if not found:
         return []
@@ -303,9 +303,9 @@ def sentence_pair_section(names: list[str]) -> list[str]:
     if not lines:
         return []
     intro = (
-        "A search run without `--methods` leaves out simcse, mirror, ct, sg-opt, tsdae and what is built from them (sed, "
-        "supervised-stacked, wise): in the run below, which named them, each was behind the unchanged model on the selection "
-        "queries at the race's first round."
+        f"A search run without `--methods` leaves out {', '.join(SEARCH_OPT_IN)} (sentune.adapt.names.SEARCH_OPT_IN): in the run "
+        "below, which named the sentence-pair trainings, each was behind the unchanged model on the selection queries at the "
+        "race's first round."
     )
     return ["", "## Sentence-pair trainings on search", "", intro, *lines]
 
@@ -343,8 +343,8 @@ def render() -> str:
         "`supervised` fine-tunes the unchanged model on the selection queries' judgements (MultipleNegativesRankingLoss on a query, "
         "a judged-relevant document, and BM25's and the unchanged model's best-ranked unjudged documents as hard negatives; "
         "sentune.adapt.candidates.SupervisedSearch), `supervised-stacked` the best "
-        "label-free trained candidate; their selection score is out of fold (K-fold cross-fitting on the selection queries, "
-        + ", ".join(f"{n}: K = {k}" for n, k in folds.items())
+        "label-free trained candidate; their selection score is out of fold (K-fold cross-fitting on the selection queries"
+        + "".join(f", {n}: K = {k}" for n, k in folds.items())
         + ", then refit on all of them). The label-free run is the same domain's run before the supervised candidates existed "
         "(benchmarks/results/adapt/label-free/NAME/results.json, its command in it).",
     ]

@@ -151,7 +151,9 @@ def teacher_scale(mined: Sequence[Mined]) -> float:
     """The factor that puts a teacher's margins on the student's scale: the mean absolute margin of the unchanged
     model's cosines over the teacher's, over every row and negative. A hybrid's fused scores are min-max normalised per
     query over the whole corpus, so its margins are several times a cosine's; unscaled, MarginMSE would ask the
-    student to spread its cosines that much. 1 when either is zero."""
+    student to spread its cosines that much. 1 when either is zero, or without rows."""
+    if not mined:
+        return 1.0
     teacher = float(np.mean(np.abs([m.margins() for m in mined])))
     dense = float(np.mean(np.abs([m.dense_margins() for m in mined])))
     return dense / teacher if teacher > 0 and dense > 0 else 1.0

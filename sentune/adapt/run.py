@@ -156,13 +156,17 @@ def _left_out_late(candidate: Candidate, candidates: Plan, label: str, ctx: Cont
     if timing is None or candidate.name == UNCHANGED or candidate.finished(ctx):
         return False
     reason = timing.still_fits(candidate.name)
-    if reason is None:
-        return False
+    if reason is not None:
+        _leave_out(candidate, candidates, label, reason, ctx)
+    return reason is not None
+
+
+def _leave_out(candidate: Candidate, candidates: Plan, label: str, reason: str, ctx: Context) -> None:
+    assert ctx.time_plan is not None
     print(f"{label} {candidate.name}: left out: {reason}", flush=True)
-    timing.left_out[candidate.name] = reason
-    timing.kept.pop(candidate.name, None)
+    ctx.time_plan.left_out[candidate.name] = reason
+    ctx.time_plan.kept.pop(candidate.name, None)
     getattr(candidates, candidate.phase).remove(candidate)
-    return True
 
 
 def _run_candidate(candidate: Candidate, candidates: Plan, label: str, ctx: Context) -> None:
@@ -233,8 +237,10 @@ def _race_trained(candidates: Plan, ctx: Context) -> None:
 
     first = len(candidates.before_race) + 1
     labels = {c.name: f"[{first + i}/{len(candidates.all)}]" for i, c in enumerate(candidates.raced)}
-    for candidate in list(candidates.raced):  # under --time, those that no longer fit what is left do not start
-        _left_out_late(candidate, candidates, labels[candidate.name], ctx)
+    if ctx.time_plan is not None:  # the members train side by side: those that no longer fit together do not start
+        late = ctx.time_plan.still_fit_together([c.name for c in candidates.raced if not c.finished(ctx)])
+        for candidate in [c for c in candidates.raced if c.name in late]:
+            _leave_out(candidate, candidates, labels[candidate.name], late[candidate.name], ctx)
     raced = candidates.raced
     if not raced:
         return

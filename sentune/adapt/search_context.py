@@ -33,7 +33,7 @@ class SearchContext(Context):
     _passages: Any = field(default=None, kw_only=True)
     _passage_choice: dict | None = field(default=None, kw_only=True)
     _pool: RetrievalSet | None = field(default=None, kw_only=True)
-    _negatives: dict[str, tuple[str, str]] = field(default_factory=dict, kw_only=True)  # query id -> its mined pair
+    _negatives: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict, kw_only=True)  # (query id, text) -> its mined pair
 
     # -- the selection queries, each ranked against their pool --
     def selection_folder(self) -> Path:
@@ -288,10 +288,11 @@ class SearchContext(Context):
         """Per query: the best-ranked document over the whole corpus that is not judged relevant to it (nor the query's
         own document) under BM25 and under the unchanged model, as texts. A query's pair does not depend on the queries
         mined with it: each is mined once per run, whichever folds and refit ask for it."""
-        todo = list({q.id: q for q in queries if q.id not in self._negatives}.values())
+        todo = list({(q.id, q.text): q for q in queries if (q.id, q.text) not in self._negatives}.values())
         if todo:
-            self._negatives.update(self._mine(todo))
-        return {q.id: self._negatives[q.id] for q in queries}
+            mined = self._mine(todo)
+            self._negatives.update({(q.id, q.text): mined[q.id] for q in todo})
+        return {q.id: self._negatives[(q.id, q.text)] for q in queries}
 
     def _mine(self, queries) -> dict[str, tuple[str, str]]:
         from sentune.core.encode import Encoder

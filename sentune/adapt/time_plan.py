@@ -162,6 +162,19 @@ class TimePlan:
             return f"--time: expected {minutes(expected)} now, {minutes(max(self.left(), 0.0))} left"
         return None
 
+    def still_fit_together(self, names: list[str]) -> dict[str, str]:
+        """Of candidates that run side by side (the race's members), those that no longer fit, each with why: their
+        expected times, scaled as still_fits scales them, are added in the plan's order (the best expected gain a second
+        first), and those past what is left do not start. Names the plan did not keep are not judged."""
+        left, taken, late = max(self.left(), 0.0), 0.0, {}
+        for name in (n for n in self.kept if n in names):
+            expected = self.kept[name].seconds * self.scale()
+            if taken + expected > left:
+                late[name] = f"--time: expected {minutes(expected)} now, {minutes(left - taken)} left beside the race's others"
+            else:
+                taken += expected
+        return late
+
     def finished(self, name: str, seconds: float) -> None:
         self.done.add(name)
         self.current = None

@@ -31,6 +31,10 @@ class PostProcessed(Candidate):
     def describe(self, ctx: Context) -> str:
         return f"fitting {self.postprocessor} on the corpus"
 
+    def depends_on(self, ctx: Context) -> dict:
+        # a search run fits on the documents' vectors (SearchContext.corpus_vectors): a record fitted otherwise is redone
+        return {"fitted_on": "documents"} if ctx.inputs.task.search else {}
+
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         return costs.encode(ctx.corpus_to_encode())  # the corpus encoded once for the post-processors (the first pays)
 

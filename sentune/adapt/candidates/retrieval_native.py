@@ -153,6 +153,9 @@ class HybridDistill(PseudoQueryTrained):
     kind: ClassVar[str] = "retrieval-native"
     names: ClassVar[tuple[str, ...]] = (HYBRID_DISTILL,)
 
+    def depends_on(self, ctx: Context) -> dict:
+        return {"teacher_margins": "scaled"}  # teacher_scale: a record trained on unscaled margins is redone
+
     def describe(self, ctx: Context) -> str:
         return f"distilling the hybrid (BM25 + the unchanged model, the weight chosen on the selection queries) on ICT pseudo-queries ({self.recipe_name()})"
 
