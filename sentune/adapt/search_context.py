@@ -99,8 +99,14 @@ class SearchContext(Context):
     def corpus_vectors(self) -> np.ndarray:
         """The post-processors are fitted on the documents as they are ranked: their vectors under the model's own
         pipeline, which the untuned encoding of every dev and test text already holds (no second pass over passages)."""
+        return self.document_vectors() if self._documents_rows() is not None else super().corpus_vectors()
+
+    def document_vectors(self) -> np.ndarray:
+        """Every document's vector under the model's own pipeline (rows: retrieval_dev().corpus), from the untuned pass."""
         rows = self._documents_rows()
-        return super().corpus_vectors() if rows is None else self.untuned_vectors()[rows]
+        if rows is None:
+            raise RuntimeError("every document is scored (the confirmation queries rank the whole corpus)")
+        return self.untuned_vectors()[rows]
 
     def _documents_rows(self) -> list[int] | None:
         """Each document's row in the untuned vectors (scorer.sentences()); None when some document is not scored."""
@@ -205,8 +211,7 @@ class SearchContext(Context):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 np.save(path.with_suffix(".partial.npy"), vectors)
                 os.replace(path.with_suffix(".partial.npy"), path)
-            row = {text: i for i, text in enumerate(self.scorer.sentences())}
-            first = self.untuned_vectors()[[row[d.text] for d in documents]]
+            first = self.document_vectors()
             self._passages = (PassageVectors(first, vectors, owners), {"kind": "maxp", "window": window, "stride": stride, "count": len(texts)})
         return self._passages
 
@@ -308,7 +313,7 @@ class SearchContext(Context):
         extra = Encoder(self.base, "model", show_progress=False).encode(missing) if missing else None
         query_vectors = np.stack([known[row[t]] if t in row else extra[missing.index(t)] for t in texts])  # type: ignore[index]
         depth = max(len(q.relevant) for q in queries) + 2
-        dense = rank(query_vectors, known[[row[d.text] for d in documents]], ids, depth=depth)
+        dense = rank(query_vectors, self.document_vectors(), ids, depth=depth)
         lexical = top_by_score(self.lexical().scores(texts, ids), id_order(ids), depth)
         found = {}
         for q, by_dense, by_bm25 in zip(queries, dense, lexical, strict=True):

@@ -95,8 +95,7 @@ class PseudoQueryTrained(WithRun):
         queries = BUILDERS[ICT if self.view == HYBRID_DISTILL else self.view](documents, limit, ctx.config.seed)
         if not queries:
             return [], {}
-        row = {text: i for i, text in enumerate(ctx.scorer.sentences())}  # every document is scored: its vectors are held
-        doc_vectors = ctx.untuned_vectors()[[row[t] for t in doc_texts]]
+        doc_vectors = search.document_vectors()
         desc = f"{self.name}: encoding {len(queries)} pseudo-queries to mine negatives"
         query_vectors = Encoder(ctx.base, "model", show_progress=ctx.config.show_progress, desc=desc).encode([q.text for q in queries])
         teacher = self.teacher(ctx)
