@@ -16,6 +16,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Test modules import bm25s directly, which runs a jax top-k wherever jax is installed: on a GPU machine each xdist
+# worker's jax would take 75 % of the GPU's memory (sentune itself imports bm25s with jax hidden: search/lexical.py).
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One torch thread (this process and those it starts) unless OMP_NUM_THREADS says otherwise: the tiny models gain nothing
 # from a second thread, and on a busy machine a second OpenMP thread spin-waits for a core, which slows a test many
 # times over (a tiny-model training step, not a compute-bound one).

@@ -5,6 +5,9 @@ reads its selection queries and no other."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -189,3 +192,28 @@ def test_the_fitted_bm25_is_the_fits_own_index_and_a_record_of_the_fit_is_not_fi
     assert again.lexical_settings(fitted=True) == settings
     # ... a fit of these selection queries only: a record of others' is not this run's fit
     assert not _search_context(data, split_dev(np.zeros(len(data.queries)), seed=1), {"bm25-fitted": record}).knows_lexical_fit()
+
+
+def test_bm25s_is_imported_without_starting_jax_and_jax_stays_importable(tmp_path):
+    """bm25s runs a jax top-k at import wherever jax is installed, which takes most of a GPU's memory; a stand-in jax
+    package records whether anything imported it."""
+    fake = tmp_path / "site" / "jax"
+    fake.mkdir(parents=True)
+    marker = tmp_path / "jax-imported"
+    (fake / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write('jax\\n')\n")
+    (fake / "lax.py").write_text("def top_k(scores, k):\n    raise AssertionError('jax top-k ran')\n")
+    script = (
+        "import sys, pathlib\n"
+        "from sentune.search.lexical import _bm25s\n"
+        "assert _bm25s() is sys.modules['bm25s']\n"
+        "import bm25s.selection\n"
+        "assert not bm25s.selection.JAX_IS_AVAILABLE\n"
+        f"assert not pathlib.Path({str(marker)!r}).exists(), 'bm25s imported jax'\n"
+        "import jax.lax\n"
+        "print(jax.__file__)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(fake / "__init__.py")
+    assert marker.read_text() == "jax\n"

@@ -15,6 +15,8 @@ subset of it (adapt's selection pool) is scored with the collection's statistics
 from __future__ import annotations
 
 import json
+import sys
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -49,11 +51,30 @@ def document_texts(documents, settings: LexicalSettings) -> list[str]:
 
 
 def _bm25s():
+    if "bm25s" not in sys.modules:
+        with _jax_hidden():
+            try:
+                import bm25s  # noqa: F401
+            except ImportError:
+                raise UserError("BM25 needs the bm25s package: pip install 'sentune[search]' (or pip install bm25s PyStemmer)") from None
+    return sys.modules["bm25s"]
+
+
+@contextmanager
+def _jax_hidden():
+    """bm25s runs a jax top-k when it is imported, wherever jax is installed: that starts jax's GPU backend, which takes
+    75 % of the GPU's memory by XLA's default, memory the encoder's training then lacks. sentune never uses bm25s's
+    top-k (its scores come from `get_scores_from_ids`), so bm25s is imported with jax hidden; jax itself is put back
+    as it was, for any later `import jax`."""
+    had_jax, before = "jax" in sys.modules, sys.modules.get("jax")
+    sys.modules["jax"] = None  # type: ignore[assignment]  # None in sys.modules makes `import jax` raise ImportError
     try:
-        import bm25s
-    except ImportError:
-        raise UserError("BM25 needs the bm25s package: pip install 'sentune[search]' (or pip install bm25s PyStemmer)") from None
-    return bm25s
+        yield
+    finally:
+        if had_jax:
+            sys.modules["jax"] = before  # type: ignore[assignment]
+        else:
+            del sys.modules["jax"]
 
 
 def _stemmer(name: str | None):

@@ -1,0 +1,145 @@
+"""Renders benchmarks/results/gpu_adapt.md: `sentune adapt --example mrpc` and `--example scifact` timed on a lent GPU,
+beside the same examples' runs on 2 CPU cores (benchmarks/results/adapt/NAME/results.json).
+
+Reads, from the GPU run's folder: NAME.json (the run's results.json), machine.txt (the machine, the versions and each
+run's wall seconds, as the device script wrote them) and gpu_usage.csv (nvidia-smi's memory readings every 2 s).
+Usage: python benchmarks/renderers/render_gpu_adapt.py [--gpu benchmarks/results/gpu_adapt/rebuilt] [--out PAGE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+EXAMPLES = ("mrpc", "scifact")
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def walls(machine: str) -> dict[str, tuple[int, str]]:
+    """Each example's wall seconds and start time, from the lines `NAME exit 0 wall N s (...; started HH:MM:SS)`."""
+    found = re.findall(r"^(\S+) exit 0 wall (\d+) s .*started (\d\d:\d\d:\d\d)\)", machine, flags=re.M)
+    return {name: (int(seconds), start) for name, seconds, start in found}
+
+
+def peak_memory_mib(usage: Path, start: str, seconds: int) -> int:
+    """The highest GPU memory reading between a run's start and its end (readings are `YYYY/MM/DD HH:MM:SS.mmm, N MiB, U %`)."""
+    peak = 0
+    for line in usage.read_text().splitlines():
+        stamp, memory, _ = (part.strip() for part in line.split(","))
+        clock = datetime.strptime(stamp.split(" ")[1].split(".")[0], "%H:%M:%S")
+        offset = (clock - datetime.strptime(start, "%H:%M:%S")).total_seconds()
+        if 0 <= offset <= seconds:
+            peak = max(peak, int(memory.split()[0]))
+    return peak
+
+
+def candidate_minutes(results: dict) -> float:
+    return sum(c["seconds"] for c in results["candidates"].values()) / 60
+
+
+def chosen(results: dict) -> tuple[str, float]:
+    name = results["choice"]["name"]
+    return name, results["candidates"][name]["test"]["score"]
+
+
+def summary(gpu: dict[str, dict], cpu: dict[str, dict], machine: str, usage: Path) -> list[str]:
+    timed = walls(machine)
+    rows = [
+        "| example | GPU: wall | GPU: candidate minutes | GPU: peak GPU memory | GPU: chosen, test | 2 CPU cores: candidate minutes | 2 CPU cores: chosen, test |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in EXAMPLES:
+        seconds, start = timed[name]
+        g_name, g_test = chosen(gpu[name])
+        c_name, c_test = chosen(cpu[name])
+        rows.append(
+            f"| {name} | {seconds} s ({seconds / 60:.1f} min) | {candidate_minutes(gpu[name]):.1f} | "
+            f"{peak_memory_mib(usage, start, seconds):,} MiB | `{g_name}` {g_test:.2f} | {candidate_minutes(cpu[name]):.1f} | `{c_name}` {c_test:.2f} |"
+        )
+    return rows
+
+
+def per_candidate(name: str, gpu: dict, cpu: dict) -> list[str]:
+    rows = [f"| `{name}` candidate | GPU seconds | 2 CPU cores, minutes |", "|---|---|---|"]
+    for candidate, record in gpu["candidates"].items():
+        on_cpu = cpu["candidates"].get(candidate)
+        rows.append(
+            f"| `{candidate}` | {record['seconds']:.1f} | {on_cpu['seconds'] / 60:.1f} |" if on_cpu else f"| `{candidate}` | {record['seconds']:.1f} | — |"
+        )
+    return rows
+
+
+def render(gpu_dir: Path) -> str:
+    gpu = {name: load(gpu_dir / f"{name}.json") for name in EXAMPLES}
+    cpu = {name: load(RESULTS / "adapt" / name / "results.json") for name in EXAMPLES}
+    machine = (gpu_dir / "machine.txt").read_text(encoding="utf-8")
+    folder = gpu_dir.relative_to(RESULTS)
+    lines = [
+        "# `sentune adapt` on a GPU: the MRPC and SciFact examples",
+        "",
+        f"Rendered by `python benchmarks/renderers/render_gpu_adapt.py --gpu benchmarks/results/{folder}` from the GPU runs'",
+        f"results.json files (`{folder}/NAME.json`) and the 2-core runs' (`adapt/NAME/results.json`, their commands and dates",
+        "on `adapt.md` and `retrieval.md`).",
+        "",
+        "The machine, as its script recorded it (`machine.txt`: commit, GPU, cores, torch / transformers /",
+        "sentence-transformers versions, CUDA present, start):",
+        "",
+        "```",
+        machine.strip(),
+        "```",
+        "",
+        "Commands, on the machine (`SENTUNE_DATA` pointing at a copy of the data files the two examples read, `--model` at",
+        "the default model's own weights, checked there by SHA-256), one after the other, each alone on the GPU, every",
+        "default candidate included:",
+        "",
+        "```",
+        *(f"sentune adapt --example {name} --model MODEL --out OUT --quiet" for name in EXAMPLES),
+        "```",
+        "",
+        "Candidate minutes are the sum of every candidate's own seconds (training, fitting, scoring), as on `adapt.md`; the",
+        "wall time adds the process start (importing torch and sentence-transformers), the data and the report.",
+        "Peak GPU memory is nvidia-smi's highest reading during the run (every 2 s, `gpu_usage.csv`).",
+        "",
+        *summary(gpu, cpu, machine, gpu_dir / "gpu_usage.csv"),
+        "",
+        *[line for name in EXAMPLES for line in (*per_candidate(name, gpu[name], cpu[name]), "")],
+        "## GPU memory",
+        "",
+        "At the measured commit, SciFact's peak is not the model's: bm25s runs a jax top-k when it is imported, and where",
+        "jax is installed (it is on this machine) that starts jax's GPU backend, which takes 75 % of the GPU's memory by",
+        "XLA's default. sentune now imports bm25s with jax hidden (`sentune/search/lexical.py`, `_jax_hidden`; test:",
+        "`tests/test_lexical_fit.py::test_bm25s_is_imported_without_starting_jax_and_jax_stays_importable`). Checked on",
+        "the same kind of machine after the change (`jax_check.txt`: torch's first tensor, then a BM25 index built through",
+        "sentune, then nvidia-smi):",
+        "",
+        "```",
+        (gpu_dir / "jax_check.txt").read_text(encoding="utf-8").strip(),
+        "```",
+        "",
+        "The gpu-marked tests there: `gpu_tests_one_process.log` (`-n 0`, `JAX_PLATFORMS=cpu`, at the measured commit) and",
+        "`gpu_tests_xdist.log` (the default 16 xdist workers, after the change, tests/conftest.py keeping the tests' own",
+        "bm25s imports off jax's GPU backend).",
+        "",
+        "The run before adapt was rebuilt (commit 07eaf9b, both examples at once on the one GPU): [gpu_adapt/before_rebuild.md](gpu_adapt/before_rebuild.md).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", type=Path, default=RESULTS / "gpu_adapt" / "rebuilt")
+    parser.add_argument("--out", type=Path, default=RESULTS / "gpu_adapt.md")
+    args = parser.parse_args()
+    args.out.write_text(render(args.gpu.resolve()), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
