@@ -378,6 +378,20 @@ def method_context(method: str, params: dict | None = None, *, data_dir: Path | 
     )
 
 
+def naive_bm25(query: list[str], passage: list[str], collection: list[list[str]], k1: float, b: float) -> float:
+    """Lucene's BM25 of one tokenised passage for one tokenised query, written out over a tokenised collection's
+    statistics: Σ over the query's words of ln(1 + (N − df + 0.5) / (df + 0.5)) · tf / (tf + k1 · (1 − b + b · |p| / avgdl))."""
+    import math
+
+    mean_length = sum(len(t) for t in collection) / len(collection)
+    score = 0.0
+    for word in query:
+        df, tf = sum(word in t for t in collection), passage.count(word)
+        if df and tf:
+            score += math.log(1 + (len(collection) - df + 0.5) / (df + 0.5)) * tf / (tf + k1 * (1 - b + b * len(passage) / mean_length))
+    return score
+
+
 def tree_state(folder: Path) -> dict[str, str]:
     """Every file under `folder` with its sha256: compared before and after a refused command, nothing may change."""
     import hashlib

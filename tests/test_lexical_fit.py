@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import naive_bm25
 
 from sentune.data.beir import Document, Query, RetrievalSet
 from sentune.data.text_files import Source
@@ -217,3 +218,22 @@ def test_bm25s_is_imported_without_starting_jax_and_jax_stays_importable(tmp_pat
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(fake / "__init__.py")
     assert marker.read_text() == "jax\n"
+
+
+def test_a_passage_outside_the_collection_scores_as_bm25s_scores_a_document_of_it():
+    """passage_scores against bm25s on the documents it indexed (a query word twice, one no document has, stemming),
+    and against the formula written out for a text that is not in the collection."""
+    from sentune.search.lexical import LexicalIndex, LexicalSettings
+
+    documents = ["cats chase the small mice", "a dog chases cats and cats run", "mice eat cheese", "the cheese shop sells cheese daily", "dogs"]
+    settings = LexicalSettings(k1=1.2, b=0.6)
+    index = LexicalIndex.build(documents, settings)
+    queries = ["cats chasing cheese cats", "mice", "zebra dogs"]
+    for query in queries:
+        np.testing.assert_allclose(index.passage_scores([query] * len(documents), documents), index.scores([query])[0], rtol=1e-5, atol=1e-6)
+    outside = "cats and mice share the cheese"
+    naive = naive_bm25(index.tokens([queries[0]])[0], index.tokens([outside])[0], index.tokens(documents), settings.k1, settings.b)
+    assert naive > 0 and index.passage_scores([queries[0]], [outside])[0] == pytest.approx(naive)
+    loaded = LexicalIndex(index.retriever, settings, index.size)  # as LexicalIndex.load gives it: no statistics
+    with pytest.raises(ValueError, match="statistics"):
+        loaded.passage_scores(queries, documents[:3])

@@ -609,6 +609,8 @@ def test_the_retrieval_native_section_lists_what_each_candidate_trained_on_and_c
         },
         "crop": {"kind": "retrieval-native", "seconds": 0.0, "skipped": "no document gives a crop pseudo-query"},
     }
+    later = {"teacher": "convex, α = 0.5 on the dense scores", "teacher_scale": 0.44, "teacher_positive": "passage"}
+    candidates["hybrid-distill-later"] = {**candidates["hybrid-distill"], **later}  # a later record: scaled, taught on the passage
     (tmp_path / "scifact").mkdir()
     (tmp_path / "scifact" / "results.json").write_text(json.dumps({"candidates": candidates}))
     monkeypatch.setattr(render, "domain_section", lambda name, results, images: [f"(the {name} table from {images})"])  # tested with the domains above
@@ -616,7 +618,8 @@ def test_the_retrieval_native_section_lists_what_each_candidate_trained_on_and_c
     rows = [line for line in lines if line.startswith("| scifact")]
     assert rows == [
         "| scifact | `ict` | 1,280 (1,280) | 40 × 32 | 4.0 | 10.0 | — |",
-        "| scifact | `hybrid-distill` | 1,280 (1,280) | 40 × 32 | 5.0 | 12.0 | convex, α = 0.35 on the dense scores |",
+        "| scifact | `hybrid-distill` | 1,280 (1,280) | 40 × 32 | 5.0 | 12.0 | convex, α = 0.35 on the dense scores; taught on the whole document |",
+        "| scifact | `hybrid-distill-later` | 1,280 (1,280) | 40 × 32 | 5.0 | 12.0 | convex, α = 0.5 on the dense scores; margins × 0.440 (teacher_scale); taught on the passage |",
     ]
     assert lines[-1] == "(the scifact: retrieval-native candidates table from retrieval-native/scifact)"
 

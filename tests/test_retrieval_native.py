@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import naive_bm25
 
 from sentune.adapt.pseudo_queries import CROP_PASSAGE_WORDS, ICT_WORDS, PseudoQuery, Teacher, crop, ict, mine
 from sentune.data.beir import Document
@@ -90,8 +91,15 @@ def test_mined_negatives_are_each_rankings_best_other_document_never_the_pseudo_
         query_vectors[row] = doc_vectors[q.document]  # the unchanged model's best is its own document too
     alpha = 0.35
     teacher_bm25 = {q.text: rng.random(len(docs)) for q in queries}  # the teacher fuses another BM25 than the one that mines (hybrid-distill's: fitted)
-    teacher = Teacher(Fusion("convex", alpha), lambda batch: np.stack([teacher_bm25[t] for t in batch]))
-    mined = mine(queries, texts, id_order(ids), lexical, query_vectors, doc_vectors, teacher)
+    passage_bm25 = {q.id: 3 * rng.random() for q in queries}  # the teacher's BM25 of each passage, a text outside the corpus
+    teacher = Teacher(
+        Fusion("convex", alpha), lambda batch: np.stack([teacher_bm25[t] for t in batch]), lambda block: np.array([passage_bm25[q.id] for q in block])
+    )
+    passage_vectors = rng.normal(size=(len(queries), 6))
+    with pytest.raises(ValueError, match="passage_vectors"):
+        mine(queries, texts, id_order(ids), lexical, query_vectors, doc_vectors, teacher)
+    asked[0] = 0
+    mined = mine(queries, texts, id_order(ids), lexical, query_vectors, doc_vectors, teacher, passage_vectors)
     unit = lambda v: (v - v.min()) / (v.max() - v.min())  # noqa: E731
     for row, (q, m) in enumerate(zip(queries, mined, strict=True)):
         allowed = lambda d: d != q.document and q.text not in texts[d]  # noqa: E731,B023
@@ -102,8 +110,11 @@ def test_mined_negatives_are_each_rankings_best_other_document_never_the_pseudo_
         negatives = {texts[d] for d in m.negatives}
         assert q.document not in m.negatives and texts[q.document] not in negatives and not any(q.text in t for t in negatives)
         assert q.text not in negatives and (q.document != 3 or len(docs) - 1 not in m.negatives)
-        fused = alpha * unit(cos) + (1 - alpha) * unit(teacher_bm25[q.text])  # the hybrid's score by its formula
-        assert m.margins() == pytest.approx((fused[q.document] - fused[first], fused[q.document] - fused[second]), abs=1e-6)
+        # the hybrid's score by its formula, the passage one more document of the corpus (its cosine and BM25 appended)
+        own_cos = passage_vectors[row] @ query_vectors[row] / np.linalg.norm(passage_vectors[row]) / np.linalg.norm(query_vectors[row])
+        fused = alpha * unit(np.r_[cos, own_cos]) + (1 - alpha) * unit(np.r_[teacher_bm25[q.text], passage_bm25[q.id]])
+        assert m.margins() == pytest.approx((fused[-1] - fused[first], fused[-1] - fused[second]), abs=1e-6)
+        assert m.dense_margins() == pytest.approx((own_cos - cos[first], own_cos - cos[second]), abs=1e-5)
 
 
 def test_a_corpus_of_one_document_has_nothing_to_mine():
@@ -179,14 +190,17 @@ def test_the_candidates_are_planned_for_search_runs_only():
 
 
 def _naive_teacher_margins(rows, corpus, model_dir, alpha, settings) -> np.ndarray:
-    """Per training row (query, own document, two negatives, ...): α · minmax(cosine) + (1 − α) · minmax(BM25) over
-    every document, the own document's minus each negative's, BM25 with `settings`; every margin then times the mean
-    absolute cosine margin over the mean absolute fused one (the student's scale)."""
+    """Per training row (query, its passage, two negatives, ...): α · minmax(cosine) + (1 − α) · minmax(BM25) over
+    every document and the passage (one more document, BM25 by its formula with the collection's statistics and
+    `settings`), the passage's minus each negative's; every margin then times the mean absolute cosine margin over the
+    mean absolute fused one (the student's scale). The toy's documents have no titles to weight."""
     from sentence_transformers import SentenceTransformer
 
     from sentune.search.lexical import LexicalIndex
 
+    assert not any(d.title for d in corpus)
     bm25 = LexicalIndex.of_documents(corpus, settings)
+    collection = bm25.tokens([d.text for d in corpus])
     model = SentenceTransformer(str(model_dir), device="cpu")
     unit = lambda v: (v - v.min()) / (v.max() - v.min())  # noqa: E731
     normed = lambda v: v / np.linalg.norm(v, axis=-1, keepdims=True)  # noqa: E731
@@ -194,11 +208,13 @@ def _naive_teacher_margins(rows, corpus, model_dir, alpha, settings) -> np.ndarr
     position = {" ".join(d.text.split()): i for i, d in enumerate(corpus)}
     found, cosine_margins = [], []
     for line in rows.read_text().splitlines():
-        query, own, first, second = line.split("\t")[:4]
-        cosine = docs @ normed(model.encode([query]))[0]
-        fused = alpha * unit(cosine) + (1 - alpha) * unit(bm25.scores([query])[0].astype(np.float64))
-        found.append([fused[position[own]] - fused[position[negative]] for negative in (first, second)])
-        cosine_margins.append([cosine[position[own]] - cosine[position[negative]] for negative in (first, second)])
+        query, passage, first, second = line.split("\t")[:4]
+        q = normed(model.encode([query]))[0]
+        cosine = np.r_[docs @ q, normed(model.encode([passage]))[0] @ q]
+        lexical = np.r_[bm25.scores([query])[0], naive_bm25(bm25.tokens([query])[0], bm25.tokens([passage])[0], collection, settings.k1, settings.b)]
+        fused = alpha * unit(cosine) + (1 - alpha) * unit(lexical.astype(np.float64))
+        found.append([fused[-1] - fused[position[negative]] for negative in (first, second)])
+        cosine_margins.append([cosine[-1] - cosine[position[negative]] for negative in (first, second)])
     return np.array(found) * np.abs(cosine_margins).mean() / np.abs(found).mean()
 
 
@@ -238,9 +254,7 @@ def test_the_candidates_run_in_a_tiny_search_adapt_run(tiny_model_dir, tmp_path,
             assert first in texts and second in texts and first != second and query not in first and query not in second
             assert query not in dev_queries  # built from the documents, never a dev query
             assert len(margins) == (2 if name == "hybrid-distill" else 0)
-            assert (
-                positive in texts and " ".join(query.split()) in " ".join(positive.split()) if name == "hybrid-distill" else positive not in (first, second)
-            )  # the teacher scores documents
+            assert positive not in (first, second)  # hybrid-distill's too: its teacher scores the passage the student sees
     # the teacher's weight read the selection queries only, as `hybrid`'s
     distill, hybrid = results["hybrid-distill"], results["hybrid"]
     selection = [data.queries[i].id for i in split.select]
@@ -248,6 +262,7 @@ def test_the_candidates_run_in_a_tiny_search_adapt_run(tiny_model_dir, tmp_path,
     test_ids = {q.id for q in read_beir_folder(test, "test").queries}
     assert not set(distill["teacher_weight_read_queries"]) & ({data.queries[i].id for i in split.confirm} | test_ids)
     assert distill["teacher"] == hybrid["setting"] and distill["teacher_margins"] == "scaled"  # an unscaled record would be redone
+    assert distill["teacher_positive"] == "passage"  # as would one taught on whole documents
     # its margins are the hybrid's, by its formula: the fitted BM25 (as `hybrid` fuses it) and the unchanged model's cosines
     assert LexicalSettings(**hybrid["lexical_fit"]["settings"]) == forced
     margins = np.array([[float(x) for x in line.split("\t")[4:]] for line in (out / "candidates" / "hybrid-distill" / "train.tsv").read_text().splitlines()])

@@ -263,8 +263,9 @@ def retrieval_native_section(names: list[str]) -> list[str]:
         "",
         "`ict` (Inverse Cloze Task) and `crop` (independent cropping) train MultipleNegativesRankingLoss on pseudo-queries built from the "
         "documents (sentune/adapt/pseudo_queries.py states the rule), each with BM25's and the unchanged model's best-ranked other document as "
-        "hard negatives; `hybrid-distill` trains MarginMSE on ICT pseudo-queries against their own document with `hybrid`'s fused score as the "
-        "teacher. Each is one training of the recipe's steps (sentune/recipes/adapt/NAME.yaml), no evaluation while it trains, then scored, "
+        "hard negatives; `hybrid-distill` trains MarginMSE on ICT pseudo-queries with `hybrid`'s fused score as the teacher, against their passage "
+        "(the document without the query sentence, scored by the teacher as one more document of the corpus) or, in the runs before that, "
+        "against their whole document (the teacher column says which). Each is one training of the recipe's steps (sentune/recipes/adapt/NAME.yaml), no evaluation while it trains, then scored, "
         "chosen and confirmed as every candidate. Minutes: the whole candidate (building and mining its pseudo-queries, training, encoding every "
         "dev and test text); training: the trainer's own.",
         "",
@@ -280,6 +281,7 @@ def retrieval_native_section(names: list[str]) -> list[str]:
                 f"| {name} | `{cname}` | {c['pseudo_queries']:,} ({c['pseudo_query_documents']:,}) | {training['max_steps']} × {training['batch_size']} | "
                 f"{c['training_seconds'] / 60:.1f} | {c['seconds'] / 60:.1f} | {c.get('teacher', '—')}"
                 + (f"; margins × {c['teacher_scale']:.3f} (teacher_scale)" if "teacher_scale" in c else "")
+                + ("" if "teacher" not in c else f"; taught on the {'passage' if c.get('teacher_positive') == 'passage' else 'whole document'}")
                 + " |"
             )
     for name, results in found.items():

@@ -37,7 +37,7 @@ METHODS = (
     HYBRID,
 )  # what --methods picks from (hybrid and RETRIEVAL_NATIVE: search runs only)
 # Asked for by name only: they cost minutes and gigabytes each on a CPU and did not beat the unchanged model on
-# SciFact (benchmarks/results/retrieval.md).
+# SciFact, nor on Quora's selection queries (benchmarks/results/retrieval.md).
 OPT_IN = RETRIEVAL_NATIVE
 DEFAULT_METHODS = tuple(m for m in METHODS if m not in OPT_IN)  # --methods left out, a run on pairs
 # A search run's defaults also leave out the sentence-pair training methods and what is built from them: on SciFact's

@@ -26,8 +26,8 @@ The rule, fixed in advance and the same for every corpus:
 Hard negatives (mine): per pseudo-query the best-ranked document under BM25 and the best-ranked other one under the
 unchanged model, over the whole corpus, never the pseudo-query's own document nor any document whose text holds the
 query's text (a duplicate of its own). With a teacher given (a fusion and the BM25 it fuses, which need not be the
-BM25 that mines), its fused score of the pseudo-query's own document and of each negative comes with them
-(hybrid-distill's margins)."""
+BM25 that mines), its fused score of the pseudo-query's passage (the text the student is taught to retrieve, scored as
+one more document of the corpus) and of each negative comes with them (hybrid-distill's margins)."""
 
 from __future__ import annotations
 
@@ -119,23 +119,26 @@ BUILDERS: dict[str, Callable[[Sequence[Document], int, int], list[PseudoQuery]]]
 @dataclass(frozen=True)
 class Teacher:
     """A hybrid scoring every document for hybrid-distill's margins: `fusion` of the unchanged model's cosines and
-    `lexical(texts)`, the BM25 scores it was chosen with (rows: texts, columns: every document)."""
+    `lexical(texts)`, the BM25 scores it was chosen with (rows: texts, columns: every document); `passage_lexical(
+    queries)` the same BM25's score of each pseudo-query's passage, a text outside the corpus, with the corpus's
+    statistics (sentune.search.lexical.LexicalIndex.passage_scores)."""
 
     fusion: Fusion
     lexical: Callable[[list[str]], np.ndarray]
+    passage_lexical: Callable[[list[PseudoQuery]], np.ndarray]
 
 
 @dataclass(frozen=True)
 class Mined:
     """A pseudo-query's two hard negatives (document indices: BM25's, then the unchanged model's) and, with a teacher,
-    its fused score of the pseudo-query's own document and of each negative."""
+    its fused score of the pseudo-query's passage and of each negative."""
 
     negatives: tuple[int, int]
     teacher: tuple[float, float, float] | None = None
-    dense: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the unchanged model's cosines of the same three documents
+    dense: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the unchanged model's cosines of the same three texts
 
     def margins(self) -> tuple[float, float]:
-        """teacher(q, own document) − teacher(q, negative), per negative."""
+        """teacher(q, its passage) − teacher(q, negative), per negative."""
         if self.teacher is None:
             raise ValueError("mined without a teacher")
         own, first, second = self.teacher
@@ -167,26 +170,41 @@ def mine(
     query_vectors: np.ndarray,
     doc_vectors: np.ndarray,
     teacher: Teacher | None = None,
+    passage_vectors: np.ndarray | None = None,
 ) -> list[Mined]:
     """Each pseudo-query's hard negatives over the whole corpus (the module's rule). `lexical(texts)`: the BM25 scores
     that mine, of the texts against every document (rows: texts); `query_vectors` / `doc_vectors`: the unchanged
     model's; `ties`: each document's position in id order (sentune.search.fusion.id_order), every ranking's tie-break.
-    With `teacher`, its fused score of the own document and of each negative."""
+    With `teacher` (and `passage_vectors`, the unchanged model's vectors of each pseudo-query's passage), its fused
+    score of the passage and of each negative: the passage joins the corpus as one more column, so the fusion's
+    per-query normalisation covers it too."""
     from sentune.search.passages import cosines
+    from sentune.tasks.retrieval import unit_rows
 
+    if teacher is not None and passage_vectors is None:
+        raise ValueError("a teacher scores each pseudo-query's passage: give passage_vectors")
     found: list[Mined] = []
     for start in range(0, len(queries), MINING_BLOCK):
         block = list(queries[start : start + MINING_BLOCK])
         bm25 = np.asarray(lexical([q.text for q in block]), dtype=np.float64)
         dense = cosines(query_vectors[start : start + MINING_BLOCK], doc_vectors).astype(np.float64)
-        fused = None if teacher is None else teacher.fusion.fuse(dense, np.asarray(teacher.lexical([q.text for q in block]), dtype=np.float64), ties)
+        own = None  # each pseudo-query's cosine with its own passage
+        if passage_vectors is not None:
+            own = np.einsum(
+                "ij,ij->i", unit_rows(query_vectors[start : start + MINING_BLOCK]), unit_rows(passage_vectors[start : start + MINING_BLOCK])
+            ).astype(np.float64)
+        fused = None
+        if teacher is not None and own is not None:
+            with_passage = np.c_[dense, own], np.c_[np.asarray(teacher.lexical([q.text for q in block]), dtype=np.float64), teacher.passage_lexical(block)]
+            fused = teacher.fusion.fuse(*with_passage, np.r_[ties, len(ties)])  # the passage: one more document, last in ties
         for row, q in enumerate(block):
             query = " ".join(q.text.split())  # compared with each text's words: a copy may be spaced differently
             allowed = lambda d: d != q.document and query not in " ".join(doc_texts[d].split())  # noqa: E731,B023
             first = _best_allowed(bm25[row], ties, allowed)
             second = _best_allowed(dense[row], ties, lambda d: allowed(d) and d != first)  # noqa: B023
-            by_teacher = None if fused is None else (float(fused[row, q.document]), float(fused[row, first]), float(fused[row, second]))
-            found.append(Mined((first, second), by_teacher, (float(dense[row, q.document]), float(dense[row, first]), float(dense[row, second]))))
+            by_teacher = None if fused is None else (float(fused[row, -1]), float(fused[row, first]), float(fused[row, second]))
+            positive = float(dense[row, q.document]) if own is None else float(own[row])
+            found.append(Mined((first, second), by_teacher, (positive, float(dense[row, first]), float(dense[row, second]))))
     return found
 
 

@@ -15,7 +15,9 @@ subset of it (adapt's selection pool) is scored with the collection's statistics
 from __future__ import annotations
 
 import json
+import math
 import sys
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,8 +48,14 @@ class LexicalSettings:
 def document_texts(documents, settings: LexicalSettings) -> list[str]:
     """Each document's BM25 text (sentune.data.beir.Document: `text` already holds the title once): the title repeated
     until it counts `title_weight` times."""
+    return [weighted_text(d.title, d.text, settings) for d in documents]
+
+
+def weighted_text(title: str, text: str, settings: LexicalSettings) -> str:
+    """A text that holds its title once (a document's, or a passage of it with the title in front), as BM25 reads it:
+    the title repeated until it counts `title_weight` times."""
     extra = settings.title_weight - 1
-    return [(d.title + " ") * extra + d.text if extra > 0 and d.title else d.text for d in documents]
+    return (title + " ") * extra + text if extra > 0 and title else text
 
 
 def _bm25s():
@@ -87,11 +95,27 @@ def _stemmer(name: str | None):
     return Stemmer.Stemmer(name).stemWord
 
 
+@dataclass(frozen=True)
+class CollectionStatistics:
+    """What BM25 reads of a collection besides the scored document: each word's document frequency, the number of
+    documents, their mean length in words."""
+
+    document_frequency: dict[str, int]
+    documents: int
+    mean_length: float
+
+    @classmethod
+    def of(cls, tokens: list[list[str]]) -> CollectionStatistics:
+        frequency = Counter(word for document in tokens for word in set(document))
+        return cls(dict(frequency), len(tokens), float(np.mean([len(d) for d in tokens])) if tokens else 0.0)
+
+
 class LexicalIndex:
     """BM25 over one document collection: `scores(texts)` gives every document's score for each text."""
 
-    def __init__(self, retriever, settings: LexicalSettings, size: int) -> None:
+    def __init__(self, retriever, settings: LexicalSettings, size: int, statistics: CollectionStatistics | None = None) -> None:
         self.retriever, self.settings, self.size = retriever, settings, size
+        self.statistics = statistics  # an index built in this process knows them; one loaded from disk does not
 
     @classmethod
     def build(cls, texts: list[str], settings: LexicalSettings = LexicalSettings(), show_progress: bool = False) -> LexicalIndex:
@@ -109,7 +133,7 @@ class LexicalIndex:
         bm25s = _bm25s()
         retriever = bm25s.BM25(k1=settings.k1, b=settings.b)
         retriever.index(tokens, show_progress=show_progress)
-        return cls(retriever, settings, len(tokens))
+        return cls(retriever, settings, len(tokens), CollectionStatistics.of(tokens))
 
     def tokens(self, texts: list[str]) -> list[list[str]]:
         return tokenize(texts, self.settings)
@@ -124,6 +148,25 @@ class LexicalIndex:
             ids = self.retriever.get_tokens_ids(tokens)
             if ids:
                 out[row] = self.retriever.get_scores_from_ids(ids)
+        return out
+
+    def passage_scores(self, queries: list[str], passages: list[str]) -> np.ndarray:
+        """BM25 of each query against its own passage, a text outside the collection, with the collection's
+        statistics (document frequencies, size, mean length): the score the passage would have as a document of it.
+        Lucene's BM25 as bm25s computes it (Kamphuis et al., ECIR 2020): Σ over the query's words w in the collection
+        of ln(1 + (N − df(w) + 0.5) / (df(w) + 0.5)) · tf(w) / (tf(w) + k1 · (1 − b + b · |p| / avgdl)). Computed
+        here because bm25s scores only the documents it indexed."""
+        if self.statistics is None:
+            raise ValueError("passage_scores needs the collection's statistics: an index built in this process")
+        stats, k1, b = self.statistics, self.settings.k1, self.settings.b
+        out = np.zeros(len(queries), dtype=np.float64)
+        for row, (words, passage) in enumerate(zip(self.tokens(queries), self.tokens(passages), strict=True)):
+            counts = Counter(passage)
+            norm = k1 * (1 - b + b * (len(passage) / stats.mean_length if stats.mean_length else 0.0))
+            for word in words:
+                df, tf = stats.document_frequency.get(word, 0), counts.get(word, 0)
+                if df and tf:
+                    out[row] += math.log(1 + (stats.documents - df + 0.5) / (df + 0.5)) * tf / (tf + norm)
         return out
 
     def save(self, folder: Path) -> None:

@@ -3,10 +3,11 @@
 
 - `ict` and `crop` (PseudoQueryTrained): MultipleNegativesRankingLoss (sentune.methods.mnrl's mnrl-hard-negatives) on
   Inverse Cloze Task or independent-cropping pairs, each with its two mined negatives;
-- `hybrid-distill` (HybridDistill): MarginMSE (sentune.methods.margin_mse) on ICT pseudo-queries against their own
-  document, the hybrid as teacher: BM25 (fitted on the selection queries, the hybrids' BM25) + the unchanged model
-  fused at the weight chosen on the selection queries (SearchContext.choose_fusion_weight, as `hybrid` chooses it),
-  margin = fused(q, own) − fused(q, negative). Its negatives are mined as `ict`'s, by the fixed BM25.
+- `hybrid-distill` (HybridDistill): MarginMSE (sentune.methods.margin_mse) on ICT pseudo-queries against their
+  passage (as `ict`'s: the document without the query sentence), the hybrid as teacher: BM25 (fitted on the selection
+  queries, the hybrids' BM25) + the unchanged model fused at the weight chosen on the selection queries
+  (SearchContext.choose_fusion_weight, as `hybrid` chooses it), margin = fused(q, passage) − fused(q, negative), the
+  passage scored as one more document of the corpus. Its negatives are mined as `ict`'s, by the fixed BM25.
 
 Each is one training by the one trainer (sentune.train.trainer.train_in_memory), a recipe fixed in advance: its steps
 capped by the recipe (--budget's steps cap them further), the last step kept, no evaluation while it trains (each
@@ -99,8 +100,21 @@ class PseudoQueryTrained(WithRun):
         desc = f"{self.name}: encoding {len(queries)} pseudo-queries to mine negatives"
         query_vectors = Encoder(ctx.base, "model", show_progress=ctx.config.show_progress, desc=desc).encode([q.text for q in queries])
         teacher = self.teacher(ctx)
+        passage_vectors = None
+        if teacher is not None:  # the teacher scores each passage as the student sees it
+            desc = f"{self.name}: encoding {len(queries)} pseudo-query passages for the teacher"
+            passage_vectors = Encoder(ctx.base, "model", show_progress=ctx.config.show_progress, desc=desc).encode([q.positive for q in queries])
         lexical = search.lexical()  # the fixed BM25 mines, as for the supervised candidate: it read no query
-        mined = mine(queries, doc_texts, id_order(ids), lambda texts: lexical.scores(texts, ids), query_vectors, doc_vectors, teacher[0] if teacher else None)
+        mined = mine(
+            queries,
+            doc_texts,
+            id_order(ids),
+            lambda texts: lexical.scores(texts, ids),
+            query_vectors,
+            doc_vectors,
+            teacher[0] if teacher else None,
+            passage_vectors,
+        )
         rows = self.training_rows(queries, mined, doc_texts)
         about: dict = {
             "pseudo_queries": len(queries),
@@ -147,13 +161,14 @@ class PseudoQueryTrained(WithRun):
 
 @dataclass
 class HybridDistill(PseudoQueryTrained):
-    """`hybrid-distill`: the student learns the hybrid's margins on ICT pseudo-queries against their own document."""
+    """`hybrid-distill`: the student learns the hybrid's margins on ICT pseudo-queries against their passage."""
 
     kind: ClassVar[str] = "retrieval-native"
     names: ClassVar[tuple[str, ...]] = (HYBRID_DISTILL,)
 
     def depends_on(self, ctx: Context) -> dict:
-        return {"teacher_margins": "scaled"}  # teacher_scale: a record trained on unscaled margins is redone
+        # a record trained on unscaled margins (teacher_scale), or taught on whole documents, is redone
+        return {"teacher_margins": "scaled", "teacher_positive": "passage"}
 
     def describe(self, ctx: Context) -> str:
         return f"distilling the hybrid (BM25 + the unchanged model, the weight chosen on the selection queries) on ICT pseudo-queries ({self.recipe_name()})"
@@ -166,17 +181,28 @@ class HybridDistill(PseudoQueryTrained):
         search = as_search(ctx)
         fusion, curve, read = search.choose_fusion_weight(ctx.untuned_vectors())
         print(f"    {self.name}: teacher BM25 + unchanged, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
-        lexical, ids = search.hybrid_lexical(), [d.id for d in search.retrieval_dev().corpus]
-        return Teacher(fusion, lambda texts: lexical.scores(texts, ids)), read
+        import numpy as np
+
+        from sentune.search.lexical import weighted_text
+
+        documents = search.retrieval_dev().corpus
+        lexical, ids = search.hybrid_lexical(), [d.id for d in documents]
+        bm25 = lexical.index
+
+        def passage_lexical(queries: list[PseudoQuery]) -> np.ndarray:  # a passage holds its document's title in front, once
+            return bm25.passage_scores(
+                [q.text for q in queries], [weighted_text(documents[q.document].title.strip(), q.positive, bm25.settings) for q in queries]
+            )
+
+        return Teacher(fusion, lambda texts: lexical.scores(texts, ids), passage_lexical), read
 
     def training_rows(self, queries: list[PseudoQuery], mined: list[Mined], doc_texts: list[str]) -> list[tuple[str, ...]]:
-        """(query, its own document, its two negatives, the teacher's two margins on the student's scale) per
-        pseudo-query (sentune.adapt.pseudo_queries.teacher_scale): the teacher scores documents of the corpus, so the
-        positive is the whole document the query came from."""
+        """(query, its passage, its two negatives, the teacher's two margins on the student's scale) per pseudo-query
+        (sentune.adapt.pseudo_queries.teacher_scale): the passage is ICT's (its document without the query sentence,
+        but in KEEP_SENTENCE of them), the text the teacher scored, so no verbatim copy of the query is taught."""
         from sentune.adapt.pseudo_queries import teacher_scale
 
         scale = teacher_scale(mined)
         return [
-            (q.text, doc_texts[q.document], *(doc_texts[d] for d in m.negatives), *(f"{scale * x:.6f}" for x in m.margins()))
-            for q, m in zip(queries, mined, strict=True)
+            (q.text, q.positive, *(doc_texts[d] for d in m.negatives), *(f"{scale * x:.6f}" for x in m.margins())) for q, m in zip(queries, mined, strict=True)
         ]
