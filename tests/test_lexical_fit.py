@@ -195,23 +195,24 @@ def test_the_fitted_bm25_is_the_fits_own_index_and_a_record_of_the_fit_is_not_fi
     assert not _search_context(data, split_dev(np.zeros(len(data.queries)), seed=1), {"bm25-fitted": record}).knows_lexical_fit()
 
 
-def test_bm25s_is_imported_without_starting_jax_and_jax_stays_importable(tmp_path):
+@pytest.mark.parametrize("jax_first", [False, True])
+def test_bm25s_is_imported_without_starting_jax_and_jax_stays_importable(tmp_path, jax_first):
     """bm25s runs a jax top-k at import wherever jax is installed, which takes most of a GPU's memory; a stand-in jax
-    package records whether anything imported it."""
+    package records whether anything imported it. Imported before (jax_first), jax is the same module after."""
     fake = tmp_path / "site" / "jax"
     fake.mkdir(parents=True)
     marker = tmp_path / "jax-imported"
     (fake / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write('jax\\n')\n")
     (fake / "lax.py").write_text("def top_k(scores, k):\n    raise AssertionError('jax top-k ran')\n")
     script = (
-        "import sys, pathlib\n"
-        "from sentune.search.lexical import _bm25s\n"
+        "import sys, pathlib\n" + ("import jax as first\n" if jax_first else "") + "from sentune.search.lexical import _bm25s\n"
         "assert _bm25s() is sys.modules['bm25s']\n"
         "import bm25s.selection\n"
         "assert not bm25s.selection.JAX_IS_AVAILABLE\n"
-        f"assert not pathlib.Path({str(marker)!r}).exists(), 'bm25s imported jax'\n"
-        "import jax.lax\n"
-        "print(jax.__file__)\n"
+        + ("" if jax_first else f"assert not pathlib.Path({str(marker)!r}).exists(), 'bm25s imported jax'\n")
+        + "import jax.lax\n"
+        + ("assert jax is first\n" if jax_first else "")
+        + "print(jax.__file__)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
@@ -227,13 +228,17 @@ def test_a_passage_outside_the_collection_scores_as_bm25s_scores_a_document_of_i
 
     documents = ["cats chase the small mice", "a dog chases cats and cats run", "mice eat cheese", "the cheese shop sells cheese daily", "dogs"]
     settings = LexicalSettings(k1=1.2, b=0.6)
-    index = LexicalIndex.build(documents, settings)
+    index = LexicalIndex.build(documents, settings, statistics=True)
     queries = ["cats chasing cheese cats", "mice", "zebra dogs"]
     for query in queries:
         np.testing.assert_allclose(index.passage_scores([query] * len(documents), documents), index.scores([query])[0], rtol=1e-5, atol=1e-6)
     outside = "cats and mice share the cheese"
     naive = naive_bm25(index.tokens([queries[0]])[0], index.tokens([outside])[0], index.tokens(documents), settings.k1, settings.b)
     assert naive > 0 and index.passage_scores([queries[0]], [outside])[0] == pytest.approx(naive)
-    loaded = LexicalIndex(index.retriever, settings, index.size)  # as LexicalIndex.load gives it: no statistics
+    loaded = LexicalIndex.build(documents, settings)  # built without them, or read from disk: none
     with pytest.raises(ValueError, match="statistics"):
         loaded.passage_scores(queries, documents[:3])
+    with pytest.raises(ValueError, match="5 documents"):
+        loaded.with_statistics(documents[:3])
+    assert loaded.with_statistics(documents).statistics == index.statistics
+    np.testing.assert_array_equal(loaded.passage_scores(queries, [outside] * 3), index.passage_scores(queries, [outside] * 3))

@@ -110,10 +110,13 @@ def test_mined_negatives_are_each_rankings_best_other_document_never_the_pseudo_
         negatives = {texts[d] for d in m.negatives}
         assert q.document not in m.negatives and texts[q.document] not in negatives and not any(q.text in t for t in negatives)
         assert q.text not in negatives and (q.document != 3 or len(docs) - 1 not in m.negatives)
-        # the hybrid's score by its formula, the passage one more document of the corpus (its cosine and BM25 appended)
+        # the hybrid's score by its formula, the passage standing in for its document (its cosine and BM25 in that column)
         own_cos = passage_vectors[row] @ query_vectors[row] / np.linalg.norm(passage_vectors[row]) / np.linalg.norm(query_vectors[row])
-        fused = alpha * unit(np.r_[cos, own_cos]) + (1 - alpha) * unit(np.r_[teacher_bm25[q.text], passage_bm25[q.id]])
-        assert m.margins() == pytest.approx((fused[-1] - fused[first], fused[-1] - fused[second]), abs=1e-6)
+        taught_cos, taught_bm25 = cos.copy(), teacher_bm25[q.text].copy()
+        taught_cos[q.document], taught_bm25[q.document] = own_cos, passage_bm25[q.id]
+        fused = alpha * unit(taught_cos) + (1 - alpha) * unit(taught_bm25)
+        own = fused[q.document]
+        assert m.margins() == pytest.approx((own - fused[first], own - fused[second]), abs=1e-6)
         assert m.dense_margins() == pytest.approx((own_cos - cos[first], own_cos - cos[second]), abs=1e-5)
 
 
@@ -189,11 +192,12 @@ def test_the_candidates_are_planned_for_search_runs_only():
     assert "hybrid" in default and not {"ict", "crop", "hybrid-distill"} & set(default)
 
 
-def _naive_teacher_margins(rows, corpus, model_dir, alpha, settings) -> np.ndarray:
-    """Per training row (query, its passage, two negatives, ...): α · minmax(cosine) + (1 − α) · minmax(BM25) over
-    every document and the passage (one more document, BM25 by its formula with the collection's statistics and
-    `settings`), the passage's minus each negative's; every margin then times the mean absolute cosine margin over the
-    mean absolute fused one (the student's scale). The toy's documents have no titles to weight."""
+def _naive_teacher_margins(rows, sources, corpus, model_dir, alpha, settings) -> np.ndarray:
+    """Per training row (query, its passage, two negatives, ...) and the document it came from: α · minmax(cosine) +
+    (1 − α) · minmax(BM25) over every document, the passage in its document's place (BM25 by its formula with the
+    collection's statistics and `settings`), the passage's minus each negative's; every margin then times the mean
+    absolute cosine margin over the mean absolute fused one (the student's scale). The toy's documents have no titles
+    to weight."""
     from sentence_transformers import SentenceTransformer
 
     from sentune.search.lexical import LexicalIndex
@@ -207,14 +211,15 @@ def _naive_teacher_margins(rows, corpus, model_dir, alpha, settings) -> np.ndarr
     docs = normed(model.encode([d.text for d in corpus]))
     position = {" ".join(d.text.split()): i for i, d in enumerate(corpus)}
     found, cosine_margins = [], []
-    for line in rows.read_text().splitlines():
+    for line, source in zip(rows.read_text().splitlines(), sources, strict=True):
         query, passage, first, second = line.split("\t")[:4]
         q = normed(model.encode([query]))[0]
-        cosine = np.r_[docs @ q, normed(model.encode([passage]))[0] @ q]
-        lexical = np.r_[bm25.scores([query])[0], naive_bm25(bm25.tokens([query])[0], bm25.tokens([passage])[0], collection, settings.k1, settings.b)]
-        fused = alpha * unit(cosine) + (1 - alpha) * unit(lexical.astype(np.float64))
-        found.append([fused[-1] - fused[position[negative]] for negative in (first, second)])
-        cosine_margins.append([cosine[-1] - cosine[position[negative]] for negative in (first, second)])
+        cosine, lexical = docs @ q, bm25.scores([query])[0].astype(np.float64)
+        cosine[source] = normed(model.encode([passage]))[0] @ q
+        lexical[source] = naive_bm25(bm25.tokens([query])[0], bm25.tokens([passage])[0], collection, settings.k1, settings.b)
+        fused = alpha * unit(cosine) + (1 - alpha) * unit(lexical)
+        found.append([fused[source] - fused[position[negative]] for negative in (first, second)])
+        cosine_margins.append([cosine[source] - cosine[position[negative]] for negative in (first, second)])
     return np.array(found) * np.abs(cosine_margins).mean() / np.abs(found).mean()
 
 
@@ -265,9 +270,15 @@ def test_the_candidates_run_in_a_tiny_search_adapt_run(tiny_model_dir, tmp_path,
     assert distill["teacher_positive"] == "passage"  # as would one taught on whole documents
     # its margins are the hybrid's, by its formula: the fitted BM25 (as `hybrid` fuses it) and the unchanged model's cosines
     assert LexicalSettings(**hybrid["lexical_fit"]["settings"]) == forced
-    margins = np.array([[float(x) for x in line.split("\t")[4:]] for line in (out / "candidates" / "hybrid-distill" / "train.tsv").read_text().splitlines()])
+    rows = out / "candidates" / "hybrid-distill" / "train.tsv"
+    margins = np.array([[float(x) for x in line.split("\t")[4:]] for line in rows.read_text().splitlines()])
+    # its rows are ICT's pseudo-queries and their passages (not their documents), built by the stated rule at --seed 0
+    built = ict(data.corpus, len(margins), seed=0)
+    assert [" ".join(f.split()) for q in built for f in (q.text, q.positive)] == [f for line in rows.read_text().splitlines() for f in line.split("\t")[:2]]
+    assert any(" ".join(q.text.split()) not in " ".join(q.positive.split()) for q in built)
+    sources = [q.document for q in built]
     naive = {
-        name: _naive_teacher_margins(out / "candidates" / "hybrid-distill" / "train.tsv", data.corpus, tiny_model_dir, hybrid["fusion"]["alpha"], settings)
+        name: _naive_teacher_margins(rows, sources, data.corpus, tiny_model_dir, hybrid["fusion"]["alpha"], settings)
         for name, settings in (("fitted", forced), ("fixed", LexicalSettings()))
     }
     np.testing.assert_allclose(margins, naive["fitted"], atol=1e-4)

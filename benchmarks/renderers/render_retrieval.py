@@ -264,7 +264,7 @@ def retrieval_native_section(names: list[str]) -> list[str]:
         "`ict` (Inverse Cloze Task) and `crop` (independent cropping) train MultipleNegativesRankingLoss on pseudo-queries built from the "
         "documents (sentune/adapt/pseudo_queries.py states the rule), each with BM25's and the unchanged model's best-ranked other document as "
         "hard negatives; `hybrid-distill` trains MarginMSE on ICT pseudo-queries with `hybrid`'s fused score as the teacher, against their passage "
-        "(the document without the query sentence, scored by the teacher as one more document of the corpus) or, in the runs before that, "
+        "(the document without the query sentence, standing in for its document when the teacher scores the corpus) or, in the runs before that, "
         "against their whole document (the teacher column says which). Each is one training of the recipe's steps (sentune/recipes/adapt/NAME.yaml), no evaluation while it trains, then scored, "
         "chosen and confirmed as every candidate. Minutes: the whole candidate (building and mining its pseudo-queries, training, encoding every "
         "dev and test text); training: the trainer's own.",

@@ -26,8 +26,8 @@ The rule, fixed in advance and the same for every corpus:
 Hard negatives (mine): per pseudo-query the best-ranked document under BM25 and the best-ranked other one under the
 unchanged model, over the whole corpus, never the pseudo-query's own document nor any document whose text holds the
 query's text (a duplicate of its own). With a teacher given (a fusion and the BM25 it fuses, which need not be the
-BM25 that mines), its fused score of the pseudo-query's passage (the text the student is taught to retrieve, scored as
-one more document of the corpus) and of each negative comes with them (hybrid-distill's margins)."""
+BM25 that mines), its fused score of the pseudo-query's passage (the text the student is taught to retrieve, standing
+in for its document in the corpus) and of each negative comes with them (hybrid-distill's margins)."""
 
 from __future__ import annotations
 
@@ -176,8 +176,9 @@ def mine(
     that mine, of the texts against every document (rows: texts); `query_vectors` / `doc_vectors`: the unchanged
     model's; `ties`: each document's position in id order (sentune.search.fusion.id_order), every ranking's tie-break.
     With `teacher` (and `passage_vectors`, the unchanged model's vectors of each pseudo-query's passage), its fused
-    score of the passage and of each negative: the passage joins the corpus as one more column, so the fusion's
-    per-query normalisation covers it too."""
+    score of the passage and of each negative: the passage stands in for its document (its cosine and BM25 in the
+    document's column), so the fusion's per-query normalisation reads the passage, not the document the student never
+    sees, whose copy of the query sentence would top both scores."""
     from sentune.search.passages import cosines
     from sentune.tasks.retrieval import unit_rows
 
@@ -195,14 +196,16 @@ def mine(
             ).astype(np.float64)
         fused = None
         if teacher is not None and own is not None:
-            with_passage = np.c_[dense, own], np.c_[np.asarray(teacher.lexical([q.text for q in block]), dtype=np.float64), teacher.passage_lexical(block)]
-            fused = teacher.fusion.fuse(*with_passage, np.r_[ties, len(ties)])  # the passage: one more document, last in ties
+            rows, documents = np.arange(len(block)), [q.document for q in block]
+            taught_dense, taught_lexical = dense.copy(), np.array(teacher.lexical([q.text for q in block]), dtype=np.float64)
+            taught_dense[rows, documents], taught_lexical[rows, documents] = own, teacher.passage_lexical(block)
+            fused = teacher.fusion.fuse(taught_dense, taught_lexical, ties)
         for row, q in enumerate(block):
             query = " ".join(q.text.split())  # compared with each text's words: a copy may be spaced differently
             allowed = lambda d: d != q.document and query not in " ".join(doc_texts[d].split())  # noqa: E731,B023
             first = _best_allowed(bm25[row], ties, allowed)
             second = _best_allowed(dense[row], ties, lambda d: allowed(d) and d != first)  # noqa: B023
-            by_teacher = None if fused is None else (float(fused[row, -1]), float(fused[row, first]), float(fused[row, second]))
+            by_teacher = None if fused is None else (float(fused[row, q.document]), float(fused[row, first]), float(fused[row, second]))
             positive = float(dense[row, q.document]) if own is None else float(own[row])
             found.append(Mined((first, second), by_teacher, (positive, float(dense[row, first]), float(dense[row, second]))))
     return found

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import threading
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -58,8 +59,13 @@ def weighted_text(title: str, text: str, settings: LexicalSettings) -> str:
     return (title + " ") * extra + text if extra > 0 and title else text
 
 
+_IMPORTING = threading.Lock()  # two threads hiding jax at once would put the other's None back
+
+
 def _bm25s():
-    if "bm25s" not in sys.modules:
+    with _IMPORTING:
+        if "bm25s" in sys.modules:
+            return sys.modules["bm25s"]
         with _jax_hidden():
             try:
                 import bm25s  # noqa: F401
@@ -118,22 +124,23 @@ class LexicalIndex:
         self.statistics = statistics  # an index built in this process knows them; one loaded from disk does not
 
     @classmethod
-    def build(cls, texts: list[str], settings: LexicalSettings = LexicalSettings(), show_progress: bool = False) -> LexicalIndex:
-        return cls.of_tokens(tokenize(texts, settings), settings, show_progress)
+    def build(cls, texts: list[str], settings: LexicalSettings = LexicalSettings(), show_progress: bool = False, statistics: bool = False) -> LexicalIndex:
+        return cls.of_tokens(tokenize(texts, settings), settings, show_progress, statistics)
 
     @classmethod
-    def of_documents(cls, documents, settings: LexicalSettings = LexicalSettings(), show_progress: bool = False) -> LexicalIndex:
+    def of_documents(cls, documents, settings: LexicalSettings = LexicalSettings(), show_progress: bool = False, statistics: bool = False) -> LexicalIndex:
         """BM25 over sentune.data.beir.Document records: their titles weighted as `settings` says (document_texts)."""
-        return cls.build(document_texts(documents, settings), settings, show_progress)
+        return cls.build(document_texts(documents, settings), settings, show_progress, statistics)
 
     @classmethod
-    def of_tokens(cls, tokens: list[list[str]], settings: LexicalSettings, show_progress: bool = False) -> LexicalIndex:
+    def of_tokens(cls, tokens: list[list[str]], settings: LexicalSettings, show_progress: bool = False, statistics: bool = False) -> LexicalIndex:
         """BM25 over documents already tokenized by `tokenize` with these settings' stemmer (a grid of k1 and b
-        tokenizes once)."""
+        tokenizes once). `statistics`: keep the collection's word statistics too, for `passage_scores` (a pass over
+        every document and a dictionary of its words: only where passages are scored)."""
         bm25s = _bm25s()
         retriever = bm25s.BM25(k1=settings.k1, b=settings.b)
         retriever.index(tokens, show_progress=show_progress)
-        return cls(retriever, settings, len(tokens), CollectionStatistics.of(tokens))
+        return cls(retriever, settings, len(tokens), CollectionStatistics.of(tokens) if statistics else None)
 
     def tokens(self, texts: list[str]) -> list[list[str]]:
         return tokenize(texts, self.settings)
@@ -150,14 +157,24 @@ class LexicalIndex:
                 out[row] = self.retriever.get_scores_from_ids(ids)
         return out
 
+    def with_statistics(self, texts: list[str]) -> LexicalIndex:
+        """This index, knowing its collection's word statistics (for `passage_scores`): `texts` are the BM25 texts it
+        was built on (document_texts), tokenised again when it does not know them yet."""
+        if self.statistics is None:
+            if len(texts) != self.size:
+                raise ValueError(f"with_statistics: {len(texts)} texts for an index of {self.size} documents")
+            self.statistics = CollectionStatistics.of(self.tokens(texts))
+        return self
+
     def passage_scores(self, queries: list[str], passages: list[str]) -> np.ndarray:
         """BM25 of each query against its own passage, a text outside the collection, with the collection's
-        statistics (document frequencies, size, mean length): the score the passage would have as a document of it.
+        statistics (document frequencies, size, mean length), the passage itself left out of them: a document's own
+        score when the passage is one of the documents indexed.
         Lucene's BM25 as bm25s computes it (Kamphuis et al., ECIR 2020): Σ over the query's words w in the collection
         of ln(1 + (N − df(w) + 0.5) / (df(w) + 0.5)) · tf(w) / (tf(w) + k1 · (1 − b + b · |p| / avgdl)). Computed
         here because bm25s scores only the documents it indexed."""
         if self.statistics is None:
-            raise ValueError("passage_scores needs the collection's statistics: an index built in this process")
+            raise ValueError("passage_scores needs the collection's statistics: built with statistics=True, or with_statistics")
         stats, k1, b = self.statistics, self.settings.k1, self.settings.b
         out = np.zeros(len(queries), dtype=np.float64)
         for row, (words, passage) in enumerate(zip(self.tokens(queries), self.tokens(passages), strict=True)):

@@ -7,7 +7,7 @@
   passage (as `ict`'s: the document without the query sentence), the hybrid as teacher: BM25 (fitted on the selection
   queries, the hybrids' BM25) + the unchanged model fused at the weight chosen on the selection queries
   (SearchContext.choose_fusion_weight, as `hybrid` chooses it), margin = fused(q, passage) − fused(q, negative), the
-  passage scored as one more document of the corpus. Its negatives are mined as `ict`'s, by the fixed BM25.
+  passage standing in for its document in the corpus. Its negatives are mined as `ict`'s, by the fixed BM25.
 
 Each is one training by the one trainer (sentune.train.trainer.train_in_memory), a recipe fixed in advance: its steps
 capped by the recipe (--budget's steps cap them further), the last step kept, no evaluation while it trains (each
@@ -175,31 +175,29 @@ class HybridDistill(PseudoQueryTrained):
 
     def teacher(self, ctx: Context) -> tuple[Teacher, list[str]] | None:
         """`hybrid`'s system: its weight chosen as `hybrid` chooses it, fusing the BM25 it was chosen with (fitted)."""
+        import numpy as np
+
         from sentune.adapt.pseudo_queries import Teacher
         from sentune.adapt.search_context import as_search
+        from sentune.search.lexical import document_texts, weighted_text
 
         search = as_search(ctx)
         fusion, curve, read = search.choose_fusion_weight(ctx.untuned_vectors())
         print(f"    {self.name}: teacher BM25 + unchanged, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
-        import numpy as np
-
-        from sentune.search.lexical import weighted_text
-
         documents = search.retrieval_dev().corpus
         lexical, ids = search.hybrid_lexical(), [d.id for d in documents]
-        bm25 = lexical.index
+        bm25 = lexical.index.with_statistics(document_texts(documents, lexical.index.settings))  # the fit's index may not know them
 
         def passage_lexical(queries: list[PseudoQuery]) -> np.ndarray:  # a passage holds its document's title in front, once
-            return bm25.passage_scores(
-                [q.text for q in queries], [weighted_text(documents[q.document].title.strip(), q.positive, bm25.settings) for q in queries]
-            )
+            return bm25.passage_scores([q.text for q in queries], [weighted_text(documents[q.document].title, q.positive, bm25.settings) for q in queries])
 
         return Teacher(fusion, lambda texts: lexical.scores(texts, ids), passage_lexical), read
 
     def training_rows(self, queries: list[PseudoQuery], mined: list[Mined], doc_texts: list[str]) -> list[tuple[str, ...]]:
         """(query, its passage, its two negatives, the teacher's two margins on the student's scale) per pseudo-query
         (sentune.adapt.pseudo_queries.teacher_scale): the passage is ICT's (its document without the query sentence,
-        but in KEEP_SENTENCE of them), the text the teacher scored, so no verbatim copy of the query is taught."""
+        but in KEEP_SENTENCE of them), the text the teacher scored, so the query's own copy of itself is taught only
+        in that share."""
         from sentune.adapt.pseudo_queries import teacher_scale
 
         scale = teacher_scale(mined)
