@@ -165,6 +165,7 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     assert results["meta"]["dev"]["select_pairs"] == len(split.select) and results["meta"]["dev"]["confirm_pairs"] == len(split.confirm)
     for page in ("results.md", "report.html", "scores.png", "dev_curves.png", "wise_curve.png"):
         assert (out / page).is_file(), page
+    assert wise["tuned_end"] == f"{wise['source']} {results['candidates'][wise['source']]['dev_score']!r}"
 
     # The saved model gives exactly the dev and test cosines its candidate was scored with; so does the interpolated
     # one's (its dev cosines are kept from the search over α, its test pairs encoded apart).
@@ -176,6 +177,16 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
             vectors = saved.encode([s for p in scored.pairs for s in (p.a, p.b)], convert_to_numpy=True)
             stored = np.load(out / "candidates" / name / "scores.npz")[split]
             np.testing.assert_allclose(cosine_scores(vectors[0::2], vectors[1::2]), stored, atol=1e-4, err_msg=f"{name} {split}")
+
+    # Its tuned end's record changed since (as when a code change has it produced again): wise is mixed again on a
+    # resume, not read back.
+    source = out / "candidates" / wise["source"] / "candidate.json"
+    changed = json.loads(source.read_text())
+    changed["dev_score"] += 1.0
+    source.write_text(json.dumps(changed))
+    assert _adapt([*common, "--test", str(user_files / "test.tsv"), "--out", str(out)]) == 0
+    again = json.loads((out / "candidates" / "wise" / "candidate.json").read_text())
+    assert again["tuned_end"] == f"{wise['source']} {changed['dev_score']!r}" != wise["tuned_end"]
 
 
 def test_bad_inputs_are_one_line_naming_file_and_line(tiny_model_dir, user_files, tmp_path, capsys):

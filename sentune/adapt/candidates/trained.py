@@ -137,10 +137,20 @@ class Wise(Candidate):
     def depends_on(self, ctx: Context) -> dict:
         from sentune.adapt.evidence import held_out_digest
 
+        source = self.tuned_end(ctx)
         return {
-            "train_sha256": ctx.inputs.train_sha256,
+            "train_sha256": ctx.inputs.train_sha256,  # a supervised model trained on --train may be its tuned end
             "train_held_out": held_out_digest(ctx.evidence),
-        }  # a supervised model trained on --train may be its tuned end
+            # its tuned end as it stands: a record mixed from another one (or from one produced again since) is redone
+            "tuned_end": None if source is None else f"{source.name} {source.dev_score!r}",
+        }
+
+    @staticmethod
+    def tuned_end(ctx: Context) -> CandidateRecord | None:
+        """The tuned candidate it interpolates: the best on the selection units of those with weights that did not
+        learn them (finished or raced out); None when there is none."""
+        tuned = [r for r in ctx.records.values() if ctx.candidate(r.name).tuned and r.scored and r.weights(ctx.out) and not r.read_selection]
+        return best(tuned) if tuned else None
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         from sentune.adapt.wise import MIXES
@@ -163,10 +173,9 @@ class Wise(Candidate):
         from sentune.core.models import load_model
         from sentune.modules.build import save_atomic
 
-        tuned = [r for r in ctx.records.values() if ctx.candidate(r.name).tuned and r.scored and r.weights(ctx.out) and not r.read_selection]
-        if not tuned:
+        source = self.tuned_end(ctx)
+        if source is None:
             return {}, self.skip("no tuned candidate with weights left to interpolate with (--prune removes them)")
-        source = best(tuned)  # the selection score: finished or raced out
         model = load_model(str(source.weights(ctx.out)), device=ctx.device)
         selection = ctx.selection_scorer()  # the mix is chosen on the selection pairs: only those are encoded for the search
         curve: dict[float, float] = {}
