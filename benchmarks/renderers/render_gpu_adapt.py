@@ -14,6 +14,8 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+from render_adapt import minutes  # benchmarks/renderers/render_adapt.py: the candidate minutes adapt.md reports
+
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 EXAMPLES = ("mrpc", "scifact")
 
@@ -40,10 +42,6 @@ def peak_memory_mib(usage: Path, start: str, seconds: int) -> int:
     return peak
 
 
-def candidate_minutes(results: dict) -> float:
-    return sum(c["seconds"] for c in results["candidates"].values()) / 60
-
-
 def chosen(results: dict) -> tuple[str, float]:
     name = results["choice"]["name"]
     return name, results["candidates"][name]["test"]["score"]
@@ -60,8 +58,8 @@ def summary(gpu: dict[str, dict], cpu: dict[str, dict], machine: str, usage: Pat
         g_name, g_test = chosen(gpu[name])
         c_name, c_test = chosen(cpu[name])
         rows.append(
-            f"| {name} | {seconds} s ({seconds / 60:.1f} min) | {candidate_minutes(gpu[name]):.1f} | "
-            f"{peak_memory_mib(usage, start, seconds):,} MiB | `{g_name}` {g_test:.2f} | {candidate_minutes(cpu[name]):.1f} | `{c_name}` {c_test:.2f} |"
+            f"| {name} | {seconds} s ({seconds / 60:.1f} min) | {minutes(gpu[name], reference=False):.1f} | "
+            f"{peak_memory_mib(usage, start, seconds):,} MiB | `{g_name}` {g_test:.2f} | {minutes(cpu[name], reference=False):.1f} | `{c_name}` {c_test:.2f} |"
         )
     return rows
 
