@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import yaml
 from conftest import kill_when, tree_state
 
 from sentune.adapt.budget import AdaptError, Budget
@@ -113,7 +114,7 @@ def test_budget_and_methods_are_checked():
     planned = plan(parse_methods(None), "mean", reference=True)
     names = [c.name for c in planned.all]
     assert names[0] == "unchanged" and "pooling-mean" not in names and "pooling-cls" in names  # the model's own pooling is not tried twice
-    assert [c.name for c in planned.raced] == ["simcse", "mirror", "ct", "sg-opt", "tsdae"] and names[-5:] == [
+    assert [c.name for c in planned.raced] == ["simcse", "mirror", "ct", "sg-opt"] and names[-5:] == [
         "sed",
         "supervised",
         "supervised-stacked",
@@ -126,6 +127,7 @@ def test_budget_and_methods_are_checked():
     assert "supervised" in searched and "whitening" in searched and "hybrid" in searched
     assert not {"simcse", "mirror", "ct", "sg-opt", "tsdae", "sed", "supervised-stacked", "wise", "ict"} & set(searched)
     assert "simcse" in [c.name for c in plan(parse_methods("simcse,hybrid"), "mean", reference=False, search=True).all]
+    assert "tsdae" in [c.name for c in plan(parse_methods("simcse,tsdae"), "mean", reference=False).raced]  # opt-in: named, it runs
     # each supervised candidate is named on its own: scripts/main.sh leaves the stacked one out
     assert [c.name for c in plan(parse_methods("simcse,supervised"), "mean", reference=False).all][-2:] == ["simcse", "supervised"]
     assert [c.name for c in plan(parse_methods("simcse,supervised-stacked"), "mean", reference=False).all][-1] == "supervised-stacked"
@@ -163,6 +165,11 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     for name in ("simcse", "tsdae", "sed"):
         assert results["candidates"][name]["recipe"]["eval"]["dev"] == f"pairs:{out / 'data' / 'dev-select.tsv'}"
     assert results["meta"]["dev"]["select_pairs"] == len(split.select) and results["meta"]["dev"]["confirm_pairs"] == len(split.confirm)
+    # SED's second seed trains as many steps as its source needed and keeps its last step, evaluated once at its end
+    member = yaml.safe_load((out / "candidates" / "sed" / "member-2" / "config.yaml").read_text())["training"]
+    assert member["max_steps"] == member["eval_steps"] and member["checkpoint"] == "last" and member["patience"] == 0
+    logged = [json.loads(line) for line in (out / "candidates" / "sed" / "member-2" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in logged if any(k.startswith("eval_") for k in m)] == [member["max_steps"]]
     for page in ("results.md", "report.html", "scores.png", "dev_curves.png", "wise_curve.png"):
         assert (out / page).is_file(), page
     assert wise["tuned_end"] == f"{wise['source']} {results['candidates'][wise['source']]['dev_score']!r}"

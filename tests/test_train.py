@@ -329,3 +329,30 @@ def test_adamw_updates_all_parameters_at_once_and_trains_the_weights_its_one_at_
     one_by_one = train_in_memory(recipe, data_dir=tiny_data_dir, show_progress=False).model.state_dict()
     assert chosen == [True]
     assert together.keys() == one_by_one.keys() and all(torch.equal(together[k], one_by_one[k]) for k in together)
+
+
+def test_a_paused_run_resumes_with_its_early_stopping_count_and_stops_where_one_run_stops(tiny_model_dir, tiny_data_dir, tmp_path):
+    """Early stopping counts the evaluations without a new best across rounds: a run paused and resumed (racing)
+    stops at the step where the same run trained in one go stops, not `patience` evaluations later. The dev score is
+    made to fall at each evaluation, so the first evaluation stays the best."""
+    from conftest import tiny_recipe
+    from transformers import TrainerCallback
+
+    from sentune.train.trainer import train
+
+    class Falling(TrainerCallback):  # runs before the early-stopping callback, which reads the same metrics
+        def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+            metrics[args.metric_for_best_model] = -float(state.global_step)
+
+    recipe_path = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"max_steps": 12, "eval_steps": 2, "patience": 2, "checkpoint": "best"})
+    recipe = load_recipe(str(recipe_path), ["eval.tasks=none"])
+    straight = train(recipe, tmp_path / "straight", data_dir=tiny_data_dir, callbacks=[Falling()])
+    train(recipe, tmp_path / "rounds", data_dir=tiny_data_dir, callbacks=[Falling()], pause_at_step=4)
+    rounds = train(recipe, tmp_path / "rounds", data_dir=tiny_data_dir, callbacks=[Falling()], resume=True, pause_at_step=8)
+
+    def evaluated(run: Path) -> list[int]:
+        return [m["step"] for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if any(k.startswith("eval_") for k in m)]
+
+    assert evaluated(tmp_path / "straight") == [2, 4, 6]  # the best at step 2, then two evaluations without a new one
+    assert evaluated(tmp_path / "rounds") == [2, 4, 6]
+    assert "paused" not in rounds and rounds["meta"]["best_checkpoint"]["step"] == straight["meta"]["best_checkpoint"]["step"] == 2

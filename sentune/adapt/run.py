@@ -108,6 +108,8 @@ def adapt(
     config = replace(config, training_pooling=own or "model")
     task = inputs.task
     candidates = plan(config.methods, own, config.reference, generated_queries=config.queries_from is not None, search=task.search, labels=config.labels)
+    if config.methods is None:
+        print("tsdae only when --methods names it (behind the unchanged model at the race's first round in every example run)", flush=True)
     if config.methods is None and task.search:
         from sentune.adapt.names import SEARCH_OPT_IN
 

@@ -332,6 +332,9 @@ def _training_args(recipe: Recipe, output_dir: Path, dev_metric: str | None, dev
         gradient_checkpointing=t.gradient_checkpointing,
         # non-reentrant: the recommended form, and it needs no input that requires grad (embedding layers do not)
         gradient_checkpointing_kwargs={"use_reentrant": False} if t.gradient_checkpointing else None,
+        # A paused run (racing) goes on with its early-stopping count where it was: without this the count starts
+        # again at 0 on each resume, and a raced run trains up to `patience` evaluations longer per round.
+        restore_callback_states_from_checkpoint=True,
     )
 
 

@@ -91,10 +91,20 @@ class Ensemble(WithRun):
     def describe(self, ctx: Context) -> str:
         return f"distilling {ctx.config.sed_members} seeds of the best trained candidate ({ctx.budget_text()})"
 
+    @staticmethod
+    def member_recipe(ctx: Context, source: str, steps: int, seed: int):
+        """Seed `seed` of `source`'s recipe for `steps` steps, its last step kept: the steps were chosen on the
+        selection part already (the source's best checkpoint), so a member is not chosen again among its own
+        checkpoints; it is evaluated once, at its end."""
+        from dataclasses import replace
+
+        recipe = ctx.recipe(f"adapt/{source}", steps=steps, seed=seed)
+        return replace(recipe, training=replace(recipe.training, eval_steps=steps, patience=0, checkpoint="last"))
+
     def produce(self, label: str, ctx: Context) -> CandidateRecord:
         """Seeds 2..N of the best trained candidate on the selection pairs (finished, or raced out: its best checkpoint
-        is seed 1), each trained for as many steps as that candidate needed to reach its best checkpoint; then the
-        learner, raced alone against the unchanged model and that candidate."""
+        is seed 1), each trained for as many steps as that candidate needed to reach its best checkpoint and kept at its
+        last step; then the learner, raced alone against the unchanged model and that candidate."""
         import numpy as np
 
         from sentune.adapt.race import Entry, race
@@ -107,9 +117,7 @@ class Ensemble(WithRun):
         steps = max(source.best_step or 1, source.detail["recipe"]["training"]["eval_steps"])
         print(f"{label} {self.name}: {self.describe(ctx)}: seeds 1..{ctx.config.sed_members} of {source.name} ({steps} steps each)", flush=True)
         started = time.perf_counter()
-        jobs = [
-            (ctx.recipe(f"adapt/{source.name}", steps=steps, seed=seed), self.folder(ctx) / f"member-{seed}") for seed in range(2, ctx.config.sed_members + 1)
-        ]
+        jobs = [(self.member_recipe(ctx, source.name, steps, seed), self.folder(ctx) / f"member-{seed}") for seed in range(2, ctx.config.sed_members + 1)]
         train_each(jobs, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress)
         members = [str(source.weights(ctx.out)), *(str(folder / "model") for _, folder in jobs)]
         member_seconds = time.perf_counter() - started
