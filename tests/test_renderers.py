@@ -772,3 +772,22 @@ def test_the_train_rows_before_and_after_count_the_confirmation_pairs_and_their_
     shifted = run("unchanged", 77.0, {"judges": False, "confirm_pairs": 1000})
     assert render.train_before_after_row("sick-train", before, shifted)[9] == "250 (dev)"
     assert render.train_before_after_row("sick-train", before, before)[6:] == ["not measured", "—", "—", "—", "—"]
+
+
+def test_search_train_summary_sets_the_chosen_system_of_each_run_beside_its_dense_side_and_wall():
+    """The page's summary row: the choice, what its dense side trained on (the hybrid's source record), its test score
+    with the interval, its gain over the unchanged model from the recorded difference, the confirmation p and the wall
+    seconds of the device script's line for that run."""
+    load("renderers/render_adapt.py")  # what the scripts import from their own folder (a script run adds that folder)
+    load("renderers/render_gpu_adapt.py")
+    render = load("renderers/render_search_train.py")
+    test = {"score": 75.5, "low": 70.25, "high": 80.0, "vs_unchanged": {"candidate": 75.5, "baseline": 66.0, "difference_low": 5.5, "difference_high": 13.25}}
+    runs = {
+        "with-train": {
+            "choice": {"name": "hybrid-best", "confirmation": {"p_value": 0.001}},
+            "candidates": {"hybrid-best": {"source": "supervised", "test": test}, "supervised": {"trained_on": "--train", "test": test}},
+        }
+    }
+    machines = {"with-train": "NVIDIA H200\nwith-train exit 0 wall 122 s (alone on the GPU; started 22:24:14)\n"}
+    rows = render.summary(runs, machines)
+    assert rows[2] == "| with-train | `hybrid-best` | --train | 75.50 [70.25, 80.00] | +9.50 [+5.50, +13.25] | 0.001 | 122 s |"
