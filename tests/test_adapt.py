@@ -427,7 +427,7 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
         np.save(run / "dev_cosines" / "step-8.npy", gold + rng.normal(0, 9.0, 150))  # an earlier, worse evaluation
         np.save(run / "dev_cosines" / "step-10.npy", cosines)
         (run / "paused.json").write_text(json.dumps({"step": 10, "training_seconds": 5.0}))
-        entries.append(Entry(name, "trained", recipe, run, run.parent))
+        entries.append(Entry(name, "trained", recipe, run, run.parent, 30.0 if name == "bad" else 0.0))  # as SED's members
     ctx = SimpleNamespace(
         out=tmp_path,
         metric="spearman",
@@ -444,6 +444,7 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
     assert bad["stopped"]["reason"].startswith("behind the unchanged model on the selection pairs after round 1") and bad["stopped"]["best_step"] == 10
     assert bad["dev_score"] == pytest.approx(METRICS["spearman"].score(gold, planted["bad"])) and bad["selection_only"]
     assert 0 < bad["peak_memory_mib"] <= peak_resident_mib()  # this process's peak when the record was written
+    assert bad["seconds"] == 5.0 + 30.0 and bad["member_seconds"] == 30.0  # its training's seconds and what it trained before the race
     np.testing.assert_array_equal(np.load(tmp_path / "candidates" / "bad" / "scores.npz")["select"], planted["bad"])
     halved = next(n for n in ("good", "fair", "meh") if n not in [e.name for e in going])
     assert "successive halving" in json.loads((tmp_path / "candidates" / halved / "candidate.json").read_text())["stopped"]["reason"]

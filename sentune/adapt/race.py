@@ -53,6 +53,7 @@ class Entry:
     recipe: Recipe
     run: Path
     folder: Path  # the candidate's folder: its record (written when it finishes or stops) and scores
+    member_seconds: float = 0.0  # what it trained before racing (SED: its other seeds), counted in a stopped one's seconds too
 
     @property
     def record(self) -> Path:
@@ -165,9 +166,11 @@ def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None,
         "recipe": entry.recipe.to_dict(),
         "best_checkpoint": {"step": step, "dev_score": score} if step is not None else None,
         **({"selection_only": True} if score is not None else {}),
+        **({"member_seconds": entry.member_seconds} if entry.member_seconds else {}),
     }
     # peak memory: the process's when the record is written (every round's training before it)
-    record = CandidateRecord(entry.name, entry.kind, paused.get("training_seconds", seconds), peak_resident_mib(), score, detail=detail)
+    spent = paused.get("training_seconds", seconds) + entry.member_seconds
+    record = CandidateRecord(entry.name, entry.kind, spent, peak_resident_mib(), score, detail=detail)
     record.run, record.stopped = str(entry.run.relative_to(ctx.out)), Stopped(reason, paused.get("step"), step)
     write_atomic(entry.record, json.dumps(record.to_dict(), indent=2))
 
