@@ -434,3 +434,12 @@ def assert_plot(path: Path, min_colours: int = 3) -> None:
     assert len(colours) >= min_colours, f"{path}: {len(colours)} colour(s): blank"
     ink = (image[..., :3].mean(axis=2) < 0.9).mean()  # the share of pixels darker than near-white
     assert 0.005 < ink < 0.9, f"{path}: {ink:.1%} of the pixels drawn"
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (servers in tests listen there only)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -79,3 +79,62 @@ def test_quiet_libraries_need_no_environment_variable():
     assert quiet.split() == [str(40), "True"]
     loud = subprocess.run([sys.executable, "-c", code.format(verbose=True)], capture_output=True, text=True, check=True).stdout
     assert loud.split() == [str(30), "True"]
+
+
+def test_serve_hands_its_workers_their_settings_in_uvicorns_config_not_the_environment(monkeypatch):
+    """`sentune serve --workers N`: the settings travel inside the uvicorn Config that each worker process unpickles,
+    and a worker's app is create_app with exactly them; this process's environment is left as it was."""
+    import pickle
+
+    from conftest import free_port
+
+    import sentune.serve.workers as workers
+    from sentune.serve.app import create_app
+    from sentune.serve.settings import ServeSettings
+
+    started = []
+
+    class Supervisor:  # uvicorn's Multiprocess, recording what it would start the workers with
+        def __init__(self, config, sockets):
+            started.append((config, sockets))
+
+        def run(self):
+            for socket in started[0][1]:
+                socket.close()
+
+    monkeypatch.setattr(workers, "Multiprocess", Supervisor)
+    settings = ServeSettings(target="idx", index="idx", model=None, port=free_port(), workers=2, api_key="k")
+    before = dict(os.environ)
+    workers.run_workers(settings, host="127.0.0.1", port=settings.port, log_level="warning")
+    assert dict(os.environ) == before
+    config = pickle.loads(pickle.dumps(started[0][0]))  # as the spawned worker receives it
+    assert config.workers == 2 and config.factory
+    factory = config.load_app()
+    assert factory.func is create_app and factory.args == (settings,)
+
+
+def test_no_module_of_sentune_writes_the_process_environment():
+    """Nothing under sentune/ assigns, updates, deletes or puts an environment variable (commands take their state as
+    arguments; a child process gets its own env)."""
+    import ast
+    from pathlib import Path
+
+    import sentune
+
+    writes = []
+    for path in Path(sentune.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+            targets += node.targets if isinstance(node, ast.Delete) else []
+            environ = [t for t in targets if isinstance(t, ast.Subscript) and ast.unparse(t.value) == "os.environ"]
+            called = isinstance(node, ast.Call) and ast.unparse(node.func) in {
+                "os.environ.update",
+                "os.environ.setdefault",
+                "os.environ.pop",
+                "os.environ.clear",
+                "os.putenv",
+                "os.unsetenv",
+            }
+            if environ or called:
+                writes.append(f"{path.name}:{node.lineno}")
+    assert writes == []

@@ -6,11 +6,10 @@ before anything is written."""
 from __future__ import annotations
 
 import json
-import socket
 
 import numpy as np
 import pytest
-from conftest import tree_state
+from conftest import free_port, tree_state
 from test_adapt_retrieval import _toy_beir
 from test_ann import cosine, naive_convex
 
@@ -123,12 +122,6 @@ def test_dbsf_answers(exported, engine):
     _, _, queries, vectors = exported
     found = engine.search(vectors[:5], [q["text"] for q in queries[:5]], top=10, system="hybrid", engine_fusion="dbsf")
     assert all(len(h) == 10 and all(h[i][1] >= h[i + 1][1] for i in range(9)) for h in found)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_bad_options_are_one_line_and_write_nothing(exported, tmp_path, capsys):

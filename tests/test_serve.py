@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import free_port
 from test_adapt_retrieval import _toy_beir
 
 from sentune.cli import main
@@ -39,12 +40,6 @@ SENTENCES = [
     " ".join(["the big red car is on the street with a small blue ball"] * 4),  # over MAX_TOKENS: truncated
     "two kids eat food",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def server_environment() -> dict:

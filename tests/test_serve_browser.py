@@ -11,9 +11,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import assert_plot
+from conftest import assert_plot, free_port
 from test_adapt_retrieval import _toy_beir
-from test_serve import KEY, free_port, start_server, stop_server
+from test_serve import KEY, start_server, stop_server
 
 from sentune.cli import main
 

@@ -215,8 +215,3 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
 
     app.add_middleware(Guard, settings=settings)
     return app
-
-
-def app_from_environment() -> FastAPI:
-    """uvicorn's factory in each worker process (--workers N): the settings come in SENTUNE_SERVE_SETTINGS."""
-    return create_app(ServeSettings.from_environment())

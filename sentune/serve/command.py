@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from sentune.serve.settings import API_KEY_ENV, BACKENDS, SETTINGS_ENV, SYSTEMS, ServeSettings
+from sentune.serve.settings import API_KEY_ENV, BACKENDS, SYSTEMS, ServeSettings
 
 SERVE_HELP = "answer searches and OpenAI-style embedding requests over HTTP from an index (or a model), loaded once"
 
@@ -93,8 +93,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from sentune.serve.engine import prepare_graph
 
         prepare_graph(settings)
-    os.environ[SETTINGS_ENV] = settings.to_json()
+    from sentune.serve.workers import run_workers
+
     print(f"serving {settings.target} at {where} with {settings.workers} workers", file=sys.stderr)
     # a worker answers uvicorn's health pings from a thread while it loads; a busy CPU can delay them, hence the margin
-    uvicorn.run("sentune.serve.app:app_from_environment", factory=True, workers=settings.workers, timeout_worker_healthcheck=60, **common)  # type: ignore[arg-type]
+    run_workers(settings, timeout_worker_healthcheck=60, **common)
     return 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -14,7 +13,6 @@ from pathlib import Path
 from sentune.errors import UserError
 
 API_KEY_ENV = "SENTUNE_API_KEY"
-SETTINGS_ENV = "SENTUNE_SERVE_SETTINGS"
 BACKENDS = ("torch", "onnx", "onnx-int8")
 SYSTEMS = ("hybrid", "dense", "bm25")  # sentune.search.index.SYSTEMS, without importing NumPy to check an option
 
@@ -47,13 +45,6 @@ class ServeSettings:
     @classmethod
     def from_json(cls, text: str) -> ServeSettings:
         return cls(**json.loads(text))
-
-    @classmethod
-    def from_environment(cls) -> ServeSettings:
-        text = os.environ.get(SETTINGS_ENV)
-        if not text:
-            raise UserError(f"{SETTINGS_ENV} is not set: start the server with `sentune serve`")
-        return cls.from_json(text)
 
 
 def is_loopback(host: str) -> bool:
