@@ -16,6 +16,7 @@ audit benchmarks/renderers/render_adapt.py
 audit benchmarks/renderers/render_retrieval.py --out benchmarks/results/retrieval.md
 audit benchmarks/renderers/render_second_model.py
 audit benchmarks/renderers/render_gpu_adapt.py
+audit benchmarks/renderers/render_gpu_adapt.py --gpu benchmarks/results/gpu_adapt/rebuilt --out benchmarks/results/gpu_adapt/rebuilt.md
 audit benchmarks/renderers/render_search_train.py
 audit benchmarks/runners/adapt_shuffled_null.py --render-only  # its page and the calibration page's real-null section
 audit benchmarks/runners/adapt_shuffled_null.py --render-only --train-pairs 100  # the null with a train set: its own page

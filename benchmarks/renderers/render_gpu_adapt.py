@@ -3,13 +3,14 @@ beside the same examples' runs on 2 CPU cores (benchmarks/results/adapt/NAME/res
 
 Reads, from the GPU run's folder: NAME.json (the run's results.json), machine.txt (the machine, the versions and each
 run's wall seconds, as the device script wrote them) and gpu_usage.csv (nvidia-smi's memory readings every 2 s).
-Usage: python benchmarks/renderers/render_gpu_adapt.py [--gpu benchmarks/results/gpu_adapt/rebuilt] [--out PAGE]
+Usage: python benchmarks/renderers/render_gpu_adapt.py [--gpu benchmarks/results/gpu_adapt/current] [--out PAGE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 from datetime import datetime
 from pathlib import Path
@@ -40,6 +41,20 @@ def peak_memory_mib(usage: Path, start: str, seconds: int) -> int:
         if 0 <= offset <= seconds:
             peak = max(peak, int(memory.split()[0]))
     return peak
+
+
+def code_line(folder: Path) -> list[str]:
+    """The commit whose working tree the device ran (code_commit.txt), when recorded: the device's copy of the
+    repository keeps the git metadata of an earlier session, so machine.txt's commit line names an older commit."""
+    found = folder / "code_commit.txt"
+    if not found.is_file():
+        return []
+    commit = found.read_text(encoding="utf-8").strip()
+    return [
+        f"The code it ran: this repository's working tree at commit {commit}, as the device copied it (its copy keeps the git",
+        "metadata of an earlier session, so machine.txt's commit line names an older commit).",
+        "",
+    ]
 
 
 def chosen(results: dict) -> tuple[str, float]:
@@ -74,7 +89,8 @@ def per_candidate(name: str, gpu: dict, cpu: dict) -> list[str]:
     return rows
 
 
-def render(gpu_dir: Path) -> str:
+def render(gpu_dir: Path, out: Path) -> str:
+    links = os.path.relpath(RESULTS / "gpu_adapt", out.resolve().parent)  # the earlier runs' pages, from where this one is written
     gpu = {name: load(gpu_dir / f"{name}.json") for name in EXAMPLES}
     cpu = {name: load(RESULTS / "adapt" / name / "results.json") for name in EXAMPLES}
     machine = (gpu_dir / "machine.txt").read_text(encoding="utf-8")
@@ -93,6 +109,7 @@ def render(gpu_dir: Path) -> str:
         machine.strip(),
         "```",
         "",
+        *code_line(gpu_dir),
         "Commands, on the machine (`SENTUNE_DATA` pointing at a copy of the data files the two examples read, `--model` at",
         "the default model's own weights, checked there by SHA-256), one after the other, each alone on the GPU, every",
         "default candidate included:",
@@ -108,6 +125,17 @@ def render(gpu_dir: Path) -> str:
         *summary(gpu, cpu, machine, gpu_dir / "gpu_usage.csv"),
         "",
         *[line for name in EXAMPLES for line in (*per_candidate(name, gpu[name], cpu[name]), "")],
+        *(memory_section(gpu_dir) if (gpu_dir / "jax_check.txt").is_file() else []),
+        f"Earlier runs: [gpu_adapt/rebuilt.md]({links}/rebuilt.md) (commit 2d47db7, with the GPU memory check) and, before adapt",
+        f"was rebuilt (commit 07eaf9b, both examples at once on the one GPU), [gpu_adapt/before_rebuild.md]({links}/before_rebuild.md).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def memory_section(gpu_dir: Path) -> list[str]:
+    """What the run that found bm25s's jax import recorded: the memory check after the fix and the gpu tests' logs."""
+    return [
         "## GPU memory",
         "",
         "At the measured commit, SciFact's peak is not the model's: bm25s runs a jax top-k when it is imported, and where",
@@ -125,18 +153,15 @@ def render(gpu_dir: Path) -> str:
         "`gpu_tests_xdist.log` (the default 16 xdist workers, after the change, tests/conftest.py keeping the tests' own",
         "bm25s imports off jax's GPU backend).",
         "",
-        "The run before adapt was rebuilt (commit 07eaf9b, both examples at once on the one GPU): [gpu_adapt/before_rebuild.md](gpu_adapt/before_rebuild.md).",
-        "",
     ]
-    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpu", type=Path, default=RESULTS / "gpu_adapt" / "rebuilt")
+    parser.add_argument("--gpu", type=Path, default=RESULTS / "gpu_adapt" / "current")
     parser.add_argument("--out", type=Path, default=RESULTS / "gpu_adapt.md")
     args = parser.parse_args()
-    args.out.write_text(render(args.gpu.resolve()), encoding="utf-8")
+    args.out.write_text(render(args.gpu.resolve(), args.out), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from render_gpu_adapt import walls  # each run's wall seconds from the device script's lines
+from render_gpu_adapt import code_line, walls  # each run's wall seconds, and the code's commit, from the device's records
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 FOLDER = RESULTS / "search_train"
@@ -97,9 +97,10 @@ def render() -> str:
         *(f"{runs[name]['command'] if 'command' in runs[name] else runs[name]['meta']['command']}   # {runs[name]['meta']['date']}" for name in RUNS),
         "```",
         "",
-        "The machine, as its script recorded it before each run (commit of its working copy's git metadata, GPU, cores,",
-        "torch / transformers / sentence-transformers versions, CUDA present, start; the code was the working tree's):",
+        "The machine, as its script recorded it before each run (commit of its copy's git metadata, GPU, cores,",
+        "torch / transformers / sentence-transformers versions, CUDA present, start):",
         "",
+        *code_line(FOLDER),
         *(line for name in RUNS for line in (f"`machine-{name}.txt`:", "", "```", machines[name].strip(), "```", "")),
         "The first call's split kept two `--train` claims whose text is also a dev claim's; adapt refused the train",
         "folder in one line (exit 2, nothing trained), the split now drops such claims, and the run with `--train` was",
