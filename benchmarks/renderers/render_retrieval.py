@@ -20,7 +20,7 @@ from pathlib import Path
 from render_adapt import KEPT, LABEL_FREE, domain_section, supervised_cell, test_versus  # noqa: E402  (benchmarks/renderers/render_adapt.py)
 
 from sentune.adapt.examples import example_names
-from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, SEARCH_OPT_IN, SUPERVISED, UNCHANGED
+from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, SEARCH_OPT_IN, SUPERVISED, TRAINED, UNCHANGED
 from sentune.analysis.pages import machine_conditions
 from sentune.tasks.permutation import LEVEL
 
@@ -305,7 +305,8 @@ def sentence_pair_section(names: list[str]) -> list[str]:
     if not lines:
         return []
     intro = (
-        f"A search run without `--methods` leaves out {', '.join(SEARCH_OPT_IN)} (sentune.adapt.names.SEARCH_OPT_IN): in the run "
+        f"A search run without `--methods` leaves out {', '.join(dict.fromkeys((*TRAINED, *SEARCH_OPT_IN)))} "
+        "(sentune.adapt.names: SEARCH_OPT_IN, and tsdae, which every run leaves out): in the run "
         "below, which named the sentence-pair trainings, each was behind the unchanged model on the selection queries at the "
         "race's first round."
     )
