@@ -165,7 +165,7 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     for name in ("simcse", "tsdae", "sed"):
         assert results["candidates"][name]["recipe"]["eval"]["dev"] == f"pairs:{out / 'data' / 'dev-select.tsv'}"
     assert results["meta"]["dev"]["select_pairs"] == len(split.select) and results["meta"]["dev"]["confirm_pairs"] == len(split.confirm)
-    # SED's second seed trains as many steps as its source needed and keeps its last step, evaluated once at its end
+    # SED's second seed trains as many steps as its source needed and keeps its last step, evaluated only at its end
     member = yaml.safe_load((out / "candidates" / "sed" / "member-2" / "config.yaml").read_text())["training"]
     assert member["max_steps"] == member["eval_steps"] and member["checkpoint"] == "last" and member["patience"] == 0
     logged = [json.loads(line) for line in (out / "candidates" / "sed" / "member-2" / "metrics.jsonl").read_text().splitlines()]

@@ -331,10 +331,10 @@ def test_adamw_updates_all_parameters_at_once_and_trains_the_weights_its_one_at_
     assert together.keys() == one_by_one.keys() and all(torch.equal(together[k], one_by_one[k]) for k in together)
 
 
-def test_a_paused_run_resumes_with_its_early_stopping_count_and_stops_where_one_run_stops(tiny_model_dir, tiny_data_dir, tmp_path):
-    """Early stopping counts the evaluations without a new best across rounds: a run paused and resumed (racing)
-    stops at the step where the same run trained in one go stops, not `patience` evaluations later. The dev score is
-    made to fall at each evaluation, so the first evaluation stays the best."""
+def test_a_paused_run_resumes_with_its_early_stopping_count(tiny_model_dir, tiny_data_dir, tmp_path):
+    """Early stopping counts the evaluations without a new best across rounds: a run paused (on its evaluation grid)
+    and resumed, as racing does, stops at the step where the same run trained in one go stops, not `patience`
+    evaluations later. The dev score is made to fall at each evaluation, so the first evaluation stays the best."""
     from conftest import tiny_recipe
     from transformers import TrainerCallback
 

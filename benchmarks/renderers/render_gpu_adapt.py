@@ -126,11 +126,22 @@ def render(gpu_dir: Path, out: Path) -> str:
         "",
         *[line for name in EXAMPLES for line in (*per_candidate(name, gpu[name], cpu[name]), "")],
         *(memory_section(gpu_dir) if (gpu_dir / "jax_check.txt").is_file() else []),
-        f"Earlier runs: [gpu_adapt/rebuilt.md]({links}/rebuilt.md) (commit 2d47db7, with the GPU memory check) and, before adapt",
-        f"was rebuilt (commit 07eaf9b, both examples at once on the one GPU), [gpu_adapt/before_rebuild.md]({links}/before_rebuild.md).",
+        *earlier_runs(links, out),
         "",
     ]
     return "\n".join(lines)
+
+
+def earlier_runs(links: str, out: Path) -> list[str]:
+    """Links to the earlier GPU runs' pages, leaving out the page being written."""
+    rebuilt = (
+        ""
+        if out.resolve() == (RESULTS / "gpu_adapt" / "rebuilt.md").resolve()
+        else f"[gpu_adapt/rebuilt.md]({links}/rebuilt.md) (commit 2d47db7, with the GPU memory check) and, "
+    )
+    return [
+        f"Earlier runs: {rebuilt}before adapt was rebuilt (commit 07eaf9b, both examples at once on the one GPU): [gpu_adapt/before_rebuild.md]({links}/before_rebuild.md)."
+    ]
 
 
 def memory_section(gpu_dir: Path) -> list[str]:

@@ -11,8 +11,9 @@ on the selection pairs only (so the confirmation of the final choice stays indep
    optimization", AISTATS 2016): of those still running, at most half (rounded up) go on, the best on the selection
    pairs.
 
-A candidate also ends by itself: its last step, early stopping (patience: evaluations without a new best, the
-rounds' own evaluations included, counted on across rounds as in one uninterrupted run) or --budget's minutes. A stopped candidate
+A candidate also ends by itself: its last step, early stopping (patience: evaluations without a new best, counted on
+across rounds; a round's own evaluation at its pause counts too, so a round ending between two planned evaluations can
+stop a run earlier than one trained in one go) or --budget's minutes. A stopped candidate
 keeps its selection score in the report and is not eligible (the race chose against it), though its best checkpoint
 may still seed SED or wise (sentune.adapt.records.CandidateRecord.weights). Everything a round decides is
 read back from the run folders (paused.json, dev_cosines/, candidate.json), so a killed race resumes where it was.

@@ -95,7 +95,7 @@ class Ensemble(WithRun):
     def member_recipe(ctx: Context, source: str, steps: int, seed: int):
         """Seed `seed` of `source`'s recipe for `steps` steps, its last step kept: the steps were chosen on the
         selection part already (the source's best checkpoint), so a member is not chosen again among its own
-        checkpoints; it is evaluated once, at its end."""
+        checkpoints; it is evaluated only at its end."""
         from dataclasses import replace
 
         recipe = ctx.recipe(f"adapt/{source}", steps=steps, seed=seed)
