@@ -356,3 +356,54 @@ def test_a_paused_run_resumes_with_its_early_stopping_count(tiny_model_dir, tiny
     assert evaluated(tmp_path / "straight") == [2, 4, 6]  # the best at step 2, then two evaluations without a new one
     assert evaluated(tmp_path / "rounds") == [2, 4, 6]
     assert "paused" not in rounds and rounds["meta"]["best_checkpoint"]["step"] == straight["meta"]["best_checkpoint"]["step"] == 2
+
+
+def test_the_trained_model_reads_as_far_as_the_model_it_started_from(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
+    """training.max_seq_length cuts the training rows only: the model saved, returned and evaluated on dev (while
+    training too) reads as many tokens as the model loaded for it, so that a search candidate trained on 128 tokens
+    does not rank documents by their first 128."""
+    from conftest import tiny_recipe
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.train.trainer import AtReadingLength, train, train_in_memory
+
+    reads = SentenceTransformer(str(tiny_model_dir), device="cpu").max_seq_length
+    assert reads > 6
+    recipe_path = tiny_recipe(
+        tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"max_steps": 2, "eval_steps": 1, "checkpoint": "last", "max_seq_length": 6}
+    )
+    recipe = load_recipe(str(recipe_path), ["eval.tasks=none"])
+    seen: list[int] = []
+
+    class Spy(AtReadingLength):  # records the length each dev evaluation encodes at
+        def __call__(self, model, *args, **kwargs):
+            result = super().__call__(model, *args, **kwargs)
+            seen.append(self.evaluator.last_length)
+            return result
+
+    class Measured:
+        primary_metric = "spearman"
+
+        def __call__(self, model, *args, **kwargs):
+            self.last_length = model.max_seq_length
+            return {"spearman": 0.5}
+
+    monkeypatch.setattr("sentune.train.trainer.AtReadingLength", lambda evaluator, tokens: Spy(Measured(), tokens))
+    train(recipe, tmp_path / "run", data_dir=tiny_data_dir)
+    monkeypatch.undo()
+    assert seen and set(seen) == {reads}  # every dev evaluation, the last step's included
+    assert SentenceTransformer(str(tmp_path / "run" / "model"), device="cpu").max_seq_length == reads
+    kept = train_in_memory(load_recipe(str(recipe_path), ["eval.tasks=none", "eval.dev=none"]), data_dir=tiny_data_dir, show_progress=False)
+    assert kept.model.max_seq_length == reads
+
+    class Short:  # the wrapper gives back the training length after each call, and passes every other attribute on
+        primary_metric, title = "spearman", "STS-B dev"
+
+        def __call__(self, model, *args, **kwargs):
+            return {"spearman": float(model.max_seq_length)}
+
+    model = SentenceTransformer(str(tiny_model_dir), device="cpu")
+    model.max_seq_length = 6
+    wrapped = AtReadingLength(Short(), reads)
+    assert wrapped(model) == {"spearman": float(reads)} and model.max_seq_length == 6
+    assert wrapped.primary_metric == "spearman" and wrapped.title == "STS-B dev"

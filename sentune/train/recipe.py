@@ -45,7 +45,9 @@ class TrainingConfig:
     max_grad_norm: float = option(1.0, "gradient clipping norm", minimum=0)
     scheduler: str = option("linear", "a transformers scheduler name, or 'ct-steps' (CT's stepped rate)")
     optimizer: str = option("adamw_torch", "a transformers optimizer name, e.g. adamw_torch_fused, rmsprop (CT)")
-    max_seq_length: int | None = option(128, "tokens per sentence (longer ones are truncated)", minimum=1)
+    max_seq_length: int | None = option(
+        128, "tokens per sentence while training (longer ones are truncated); the trained model reads as far as the model it started from", minimum=1
+    )
     seed: int = option(1, "seed of the run (weights of new heads, dropout, data order)", minimum=0)
     eval_steps: int = option(50, "evaluate on the dev task every N steps (Kim et al. 2021: 50)", minimum=1)
     patience: int = option(10, "early stopping: evaluations without a new best (Kim et al. 2021: 10); 0 = never stop early", minimum=0)

@@ -30,6 +30,7 @@ import torch
 import yaml
 from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers.evaluation import SentenceEvaluator
 from tqdm.auto import tqdm
 from transformers import EarlyStoppingCallback, ProgressCallback, TrainerCallback, set_seed
 from transformers.training_args import OptimizerNames
@@ -380,7 +381,8 @@ def training_device(recipe: Recipe, device: str | None = None) -> str:
 
 
 def build_training(recipe: Recipe, data_dir: Path, *, device: str, dev_score=None, show_progress: bool = True, allow_modified: bool = False):
-    """(method, model, training columns, loss, the method's context) for a recipe, as every run starts: the model on `device` with
+    """(method, model, training columns, loss, the method's context, the tokens the model read before the recipe's
+    max_seq_length was set) for a recipe, as every run starts: the model on `device` with
     the method's pooling and the recipe's max_seq_length, the method's view of the training data and its loss. The
     one place this is set up (training, and benchmarks/speed/gpu_bench.py's step timings)."""
     params = validate_recipe(recipe)
@@ -389,11 +391,12 @@ def build_training(recipe: Recipe, data_dir: Path, *, device: str, dev_score=Non
     reason = method.cannot_train(model, params)
     if reason:
         raise UserError(f"method {method.name}: {reason}; model {recipe.model}")
+    reads = model.max_seq_length  # what it reads once trained (Setup.reads)
     if recipe.training.max_seq_length:
         model.max_seq_length = recipe.training.max_seq_length
     ctx = method_context(recipe, params, data_dir, dev_score, show_progress, device, allow_modified)  # the caches and dev evaluation run there too
     columns = method.data_view(ctx)
-    return method, model, columns, method.build_loss(model, columns, ctx), ctx
+    return method, model, columns, method.build_loss(model, columns, ctx), ctx, reads
 
 
 @dataclass
@@ -410,6 +413,11 @@ class Setup:
     learning_rates: dict[str, float]
     device: str
     allow_modified: bool  # catalogued tasks may differ from the catalog (--allow-modified-data)
+    # The tokens the trained model reads: the loaded model's max_seq_length. The recipe's max_seq_length truncates the
+    # training rows only (a cost: SimCSE trains on 32 tokens); the model handed back, scored, saved and evaluated on dev
+    # reads as far as the model it started from, so that a run trained at 128 tokens does not rank documents by
+    # their first 128.
+    reads: int | None = None
 
 
 def _set_up(recipe: Recipe, data_dir: Path, run_dir: Path, *, device: str | None, show_progress: bool, allow_modified: bool = False) -> Setup:
@@ -420,7 +428,7 @@ def _set_up(recipe: Recipe, data_dir: Path, run_dir: Path, *, device: str | None
         dev.record = run_dir / "dev_cosines"
     device = training_device(recipe, device)
     dev_score = dev.score if dev else None
-    method, model, columns, loss, ctx = build_training(
+    method, model, columns, loss, ctx, reads = build_training(
         recipe, data_dir, device=device, dev_score=dev_score, show_progress=show_progress, allow_modified=allow_modified
     )
     from datasets import Dataset
@@ -429,8 +437,10 @@ def _set_up(recipe: Recipe, data_dir: Path, run_dir: Path, *, device: str | None
     if len(dataset) < 2:  # one row: no in-batch negatives, a zero loss at every step that looks like training
         raise TrainingError(f"train_data {recipe.train_data}: {len(dataset)} training row(s); training needs at least 2")
     evaluator = method.evaluator(loss, ctx, "dev") if method.evaluator else dev
+    if evaluator is not None and reads != model.max_seq_length:
+        evaluator = AtReadingLength(evaluator, reads)
     learning_rates = method.learning_rates(params) if method.learning_rates else {}
-    return Setup(method, model, columns, loss, ctx, dataset, evaluator, learning_rates, device, allow_modified)
+    return Setup(method, model, columns, loss, ctx, dataset, evaluator, learning_rates, device, allow_modified, reads)
 
 
 def train(
@@ -520,11 +530,33 @@ def train_in_memory(
 
 
 def _finalized(setup: Setup) -> tuple[Any, dict | None]:
-    """The model to keep, and what the method's finalize says it did (e.g. compile a flow head, keep CT's better tower,
-    choose SED's pooling)."""
-    if setup.method.finalize is None:
-        return setup.model, None
-    return setup.method.finalize(setup.model, setup.loss, setup.ctx)
+    """The model to keep, reading as far as the model it started from (Setup.reads), and what the method's finalize
+    says it did (e.g. compile a flow head, keep CT's better tower, choose SED's pooling)."""
+    model, note = (setup.model, None) if setup.method.finalize is None else setup.method.finalize(setup.model, setup.loss, setup.ctx)
+    model.max_seq_length = setup.reads
+    return model, note
+
+
+class AtReadingLength(SentenceEvaluator):
+    """A dev evaluator scoring the model at the length it will read once trained (Setup.reads), not at the length
+    its training rows are cut to; every other attribute is the evaluator's (a SentenceEvaluator, so that the Trainer
+    takes it as one)."""
+
+    def __init__(self, evaluator, tokens: int | None) -> None:  # no super().__init__: its attributes are the evaluator's
+        self.evaluator, self.tokens = evaluator, tokens
+
+    def __getattr__(self, name: str):
+        if name in ("evaluator", "tokens"):  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
+        return getattr(self.evaluator, name)
+
+    def __call__(self, model, *args, **kwargs):
+        training = model.max_seq_length
+        model.max_seq_length = self.tokens
+        try:
+            return self.evaluator(model, *args, **kwargs)
+        finally:
+            model.max_seq_length = training
 
 
 def _save_run(

@@ -125,6 +125,11 @@ class WithRun(Candidate):
     def run_folder(self, ctx: Context) -> Path:
         return self.folder(ctx) / "run"
 
+    def depends_on(self, ctx: Context) -> dict:
+        # the tokens its model reads, the unchanged model's (sentune.train.trainer.Setup.reads): a record scored at its
+        # training rows' length instead is produced again
+        return {"reads_tokens": ctx.base.max_seq_length}
+
     def model(self, ctx: Context):
         from sentune.core.models import load_model
 

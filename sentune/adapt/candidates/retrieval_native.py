@@ -168,7 +168,7 @@ class HybridDistill(PseudoQueryTrained):
 
     def depends_on(self, ctx: Context) -> dict:
         # a record trained on unscaled margins (teacher_scale), or taught on whole documents, is redone
-        return {"teacher_margins": "scaled", "teacher_positive": "passage"}
+        return super().depends_on(ctx) | {"teacher_margins": "scaled", "teacher_positive": "passage"}
 
     def describe(self, ctx: Context) -> str:
         return f"distilling the hybrid (BM25 + the unchanged model, the weight chosen on the selection queries) on ICT pseudo-queries ({self.recipe_name()})"

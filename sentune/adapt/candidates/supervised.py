@@ -49,7 +49,7 @@ class Supervised(WithRun):
 
     def depends_on(self, ctx: Context) -> dict:
         # what it trains on: --train's data (without the evidence confirmation pairs), or (None) the selection part
-        return {"train_sha256": ctx.inputs.train_sha256, "train_held_out": held_out_digest(ctx.evidence)}
+        return super().depends_on(ctx) | {"train_sha256": ctx.inputs.train_sha256, "train_held_out": held_out_digest(ctx.evidence)}
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         """Its trainings (one on --train; else K on (K - 1)/K of the selection units each and the refit: K times one
