@@ -596,7 +596,7 @@ def test_the_retrieval_native_section_lists_what_each_candidate_trained_on_and_c
     render = load("renderers/render_retrieval.py")
     monkeypatch.setattr(render, "RETRIEVAL_NATIVE_KEPT", tmp_path)
     assert render.retrieval_native_section(["scifact"]) == []  # no kept run: no section
-    training = {"recipe": {"training": {"max_steps": 40, "batch_size": 32}}, "pseudo_queries": 1280, "pseudo_query_documents": 1280}
+    training = {"recipe": {"training": {"max_steps": 40, "batch_size": 32, "max_seq_length": 128}}, "pseudo_queries": 1280, "pseudo_query_documents": 1280}
     candidates = {
         "unchanged": {"kind": "unchanged", "seconds": 1.0},
         "ict": {"kind": "retrieval-native", "seconds": 600.0, "training_seconds": 240.0, **training},
@@ -609,7 +609,7 @@ def test_the_retrieval_native_section_lists_what_each_candidate_trained_on_and_c
         },
         "crop": {"kind": "retrieval-native", "seconds": 0.0, "skipped": "no document gives a crop pseudo-query"},
     }
-    later = {"teacher": "convex, α = 0.5 on the dense scores", "teacher_scale": 0.44, "teacher_positive": "passage"}
+    later = {"teacher": "convex, α = 0.5 on the dense scores", "teacher_scale": 0.44, "teacher_positive": "passage", "reads_tokens": 256}
     candidates["hybrid-distill-later"] = {**candidates["hybrid-distill"], **later}  # a later record: scaled, taught on the passage
     (tmp_path / "scifact").mkdir()
     (tmp_path / "scifact" / "results.json").write_text(json.dumps({"candidates": candidates}))
@@ -617,9 +617,9 @@ def test_the_retrieval_native_section_lists_what_each_candidate_trained_on_and_c
     lines = render.retrieval_native_section(["scifact", "quora"])
     rows = [line for line in lines if line.startswith("| scifact")]
     assert rows == [
-        "| scifact | `ict` | 1,280 (1,280) | 40 × 32 | 4.0 | 10.0 | — |",
-        "| scifact | `hybrid-distill` | 1,280 (1,280) | 40 × 32 | 5.0 | 12.0 | convex, α = 0.35 on the dense scores; taught on the whole document |",
-        "| scifact | `hybrid-distill-later` | 1,280 (1,280) | 40 × 32 | 5.0 | 12.0 | convex, α = 0.5 on the dense scores; margins × 0.440 (teacher_scale); taught on the passage |",
+        "| scifact | `ict` | 1,280 (1,280) | 40 × 32 | 128 | 4.0 | 10.0 | — |",
+        "| scifact | `hybrid-distill` | 1,280 (1,280) | 40 × 32 | 128 | 5.0 | 12.0 | convex, α = 0.35 on the dense scores; taught on the whole document |",
+        "| scifact | `hybrid-distill-later` | 1,280 (1,280) | 40 × 32 | 256 | 5.0 | 12.0 | convex, α = 0.5 on the dense scores; margins × 0.440 (teacher_scale); taught on the passage |",
     ]
     assert lines[-1] == "(the scifact: retrieval-native candidates table from retrieval-native/scifact)"
 

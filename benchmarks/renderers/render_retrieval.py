@@ -267,10 +267,12 @@ def retrieval_native_section(names: list[str]) -> list[str]:
         "(the document without the query sentence, standing in for its document when the teacher scores the corpus) or, in the runs before that, "
         "against their whole document (the teacher column says which). Each is one training of the recipe's steps (sentune/recipes/adapt/NAME.yaml), no evaluation while it trains, then scored, "
         "chosen and confirmed as every candidate. Minutes: the whole candidate (building and mining its pseudo-queries, training, encoding every "
-        "dev and test text); training: the trainer's own.",
+        "dev and test text); training: the trainer's own. Tokens read: how much of each text the trained model reads when it is scored; the runs "
+        "before sentune 6978d56 scored it at its training rows' length (128 tokens: a SciFact abstract by its first 128, where the unchanged "
+        "model reads 256), those since at the unchanged model's.",
         "",
-        "| domain | candidate | pseudo-queries (documents) | steps × batch | training minutes | minutes | teacher |",
-        "|---|---|---|---|---|---|---|",
+        "| domain | candidate | pseudo-queries (documents) | steps × batch | tokens read | training minutes | minutes | teacher |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, results in found.items():
         for cname, c in results["candidates"].items():
@@ -279,7 +281,7 @@ def retrieval_native_section(names: list[str]) -> list[str]:
             training = c["recipe"]["training"]
             lines.append(
                 f"| {name} | `{cname}` | {c['pseudo_queries']:,} ({c['pseudo_query_documents']:,}) | {training['max_steps']} × {training['batch_size']} | "
-                f"{c['training_seconds'] / 60:.1f} | {c['seconds'] / 60:.1f} | {c.get('teacher', '—')}"
+                f"{c.get('reads_tokens', training['max_seq_length'])} | {c['training_seconds'] / 60:.1f} | {c['seconds'] / 60:.1f} | {c.get('teacher', '—')}"
                 + (f"; margins × {c['teacher_scale']:.3f} (teacher_scale)" if "teacher_scale" in c else "")
                 + ("" if "teacher" not in c else f"; taught on the {'passage' if c.get('teacher_positive') == 'passage' else 'whole document'}")
                 + " |"

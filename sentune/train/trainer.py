@@ -529,6 +529,16 @@ def train_in_memory(
     return TrainedModel(finalized[0], best, trainer.training_seconds)
 
 
+def _last_step_score(trainer, evaluator, model, primary: str | None) -> float | None:
+    """The dev score of the weights the last step left: the one logged at that step when the run evaluated there (a
+    search run's dev evaluation encodes the selection pool: minutes), else evaluated now; None without a dev task."""
+    if evaluator is None:
+        return None
+    key = f"eval_{primary}"
+    logged = [entry[key] for entry in trainer.state.log_history if key in entry and entry.get("step") == trainer.state.global_step]
+    return logged[-1] if logged else evaluator(model)[primary]
+
+
 def _finalized(setup: Setup) -> tuple[Any, dict | None]:
     """The model to keep, reading as far as the model it started from (Setup.reads), and what the method's finalize
     says it did (e.g. compile a flow head, keep CT's better tower, choose SED's pooling)."""
@@ -627,7 +637,7 @@ def _fit(recipe: Recipe, setup: Setup, run_dir: Path, checkpoint: Path | None, e
     step: int | None = trainer.state.best_global_step
     score = trainer.state.best_metric
     if recipe.training.checkpoint == "last":  # the last step's weights, scored as they are kept (if there is a dev task)
-        step, score = trainer.state.global_step, evaluator(model)[primary] if evaluator else None
+        step, score = trainer.state.global_step, _last_step_score(trainer, evaluator, model, primary)
     best = {"step": step, "dev_score": score, "dev_metric": metric}
     if metric == "spearman":  # the key results pages and runners read
         best["dev_spearman"] = score
