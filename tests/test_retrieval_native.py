@@ -171,11 +171,11 @@ def test_the_expected_seconds_are_mining_training_and_scoring_at_the_runs_costs(
     from sentune.train.recipe import load_recipe
 
     costs = Costs(0.01, {"mnrl-hard-negatives": 20.0})  # the retrieval-native recipes are not in the table: the heaviest's weight
-    for steps in (None, 5):
+    for steps in (None, 5, 400):  # --budget's steps replace the recipe's, below or above them
         ctx = SimpleNamespace(config=SimpleNamespace(budget=SimpleNamespace(steps=steps)), eval_texts=lambda: 1000)
         for candidate in (PseudoQueryTrained("ict"), PseudoQueryTrained("crop"), HybridDistill("hybrid-distill")):
             training = load_recipe(f"adapt/{candidate.name}", check=False).training
-            planned = min(training.max_steps, steps or training.max_steps)
+            planned = steps or training.max_steps
             naive = 0.01 * planned * training.batch_size + planned * 20.0 * training.batch_size * 0.01 + 0.01 * 1000
             assert candidate.expected_seconds(ctx, costs) == pytest.approx(naive)
 

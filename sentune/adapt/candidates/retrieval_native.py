@@ -9,8 +9,9 @@
   (SearchContext.choose_fusion_weight, as `hybrid` chooses it), margin = fused(q, passage) − fused(q, negative), the
   passage standing in for its document in the corpus. Its negatives are mined as `ict`'s, by the fixed BM25.
 
-Each is one training by the one trainer (sentune.train.trainer.train_in_memory), a recipe fixed in advance: its steps
-capped by the recipe (--budget's steps cap them further), the last step kept, no evaluation while it trains (each
+Each is one training by the one trainer (sentune.train.trainer.train_in_memory), a recipe fixed in advance: the
+recipe's steps, or --budget's (STEPS: more pseudo-queries, as many rows as steps × batch; GPL trains for thousands of
+steps, which a GPU affords), the last step kept, no evaluation while it trains (each
 would encode the selection pool again, minutes on a real corpus, as for the supervised search candidate). It is then
 scored and chosen, confirmed or not, like every candidate (sentune.adapt.decide); it is dense, so `hybrid-best` may
 fuse it with BM25, and tuned, so wise may interpolate it. None trains on a dev query: only `hybrid-distill`'s teacher
@@ -60,11 +61,12 @@ class PseudoQueryTrained(WithRun):
         return f"training on {self.view.upper()} pseudo-queries from the documents, hard negatives from BM25 and the unchanged model ({self.recipe_name()})"
 
     def planned_steps(self, ctx: Context) -> tuple[int, int]:
-        """(steps, batch size): the recipe's cap, capped by --budget's steps."""
+        """(steps, batch size): --budget's steps when given, else the recipe's (sized for two CPU cores): its pseudo-
+        queries are built to fill them, so more steps train on more of the corpus, not on the same rows again."""
         from sentune.train.recipe import load_recipe
 
         training = load_recipe(self.recipe_name(), check=False).training
-        return min(training.max_steps, ctx.config.budget.steps or training.max_steps), training.batch_size
+        return ctx.config.budget.steps or training.max_steps, training.batch_size
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         """Encoding its pseudo-queries (to mine with the unchanged model), its training steps, and its scoring."""
