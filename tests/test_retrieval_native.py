@@ -242,6 +242,9 @@ def test_the_candidates_run_in_a_tiny_search_adapt_run(tiny_model_dir, tmp_path,
     out = tmp_path / "run"
     args = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out)]
     assert main([*args, "--methods", "ict,crop,hybrid-distill,wise,hybrid", "--budget", "3"]) == 0
+    from sentence_transformers import SentenceTransformer
+
+    reads = SentenceTransformer(str(tiny_model_dir), device="cpu").max_seq_length
     results = json.loads((out / "results.json").read_text())["candidates"]
     data = read_beir_folder(out / "data" / "dev", "dev")
     split = split_dev(np.zeros(len(data.queries)))
@@ -252,6 +255,10 @@ def test_the_candidates_run_in_a_tiny_search_adapt_run(tiny_model_dir, tmp_path,
         assert record["recipe"]["training"]["max_steps"] == 3 and record["setting"] == f"adapt/{name}"
         assert record["dev_indices_trained_on"] == [] and record["run"] == f"candidates/{name}/run"
         assert (out / "candidates" / name / "run" / "model").is_dir() and (out / "candidates" / name / ".vectors.npy").is_file()
+        # trained on 128-token rows, it reads (is scored and handed back at) the unchanged model's length: a record
+        # without reads_tokens is produced again
+        saved = SentenceTransformer(str(out / "candidates" / name / "run" / "model"), device="cpu")
+        assert record["reads_tokens"] == saved.max_seq_length == reads != record["recipe"]["training"]["max_seq_length"]
         rows = [line.split("\t") for line in (out / "candidates" / name / "train.tsv").read_text().splitlines()]
         assert len(rows) == record["pseudo_queries"] == 3 * record["recipe"]["training"]["batch_size"]
         dev_queries = {q.text for q in data.queries}

@@ -79,7 +79,8 @@ class Candidate:
         if found is not None and self._current(found, ctx):
             return found
         if found is not None:
-            print(f"{label} {self.name}: its inputs changed ({', '.join(wanted)}): produced again", flush=True)
+            changed = [key for key, value in wanted.items() if found.detail.get(key) != value]
+            print(f"{label} {self.name}: its inputs changed ({', '.join(changed)}): produced again", flush=True)
             shutil.rmtree(self.folder(ctx))
         self.folder(ctx).mkdir(parents=True, exist_ok=True)
         return self.produce(label, ctx)
