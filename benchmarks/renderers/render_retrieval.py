@@ -288,6 +288,42 @@ def retrieval_native_section(names: list[str]) -> list[str]:
             )
     for name, results in found.items():
         lines += domain_section(f"{name}: retrieval-native candidates", results, f"retrieval-native/{name}")
+    return lines + gpu_scale_section()
+
+
+GPU_SCALE_KEPT = RETRIEVAL_NATIVE_KEPT / "gpu"  # runs at GPL's scale on a lent GPU (NAME/candidates/CANDIDATE.json, conditions.md)
+
+
+def gpu_scale_section() -> list[str]:
+    """The retrieval-native candidates trained for --budget's thousand steps on a GPU: the records a run wrote before
+    its time limit (a run stopped early has no test scores; its conditions.md says where it stopped)."""
+    lines = []
+    for folder in sorted(p for p in GPU_SCALE_KEPT.glob("*") if (p / "candidates").is_dir()):
+        records = {p.stem: json.loads(p.read_text()) for p in sorted((folder / "candidates").glob("*.json"))}
+        base = records.get(UNCHANGED)
+        if base is None:
+            continue
+        busy = [float(row.split(",")[2].strip(" %\n")) for row in (folder / "gpu_usage.csv").read_text().splitlines() if int(row.split(",")[1].split()[0]) > 1000]
+        lines += [
+            "",
+            f"### {folder.name}: at GPL's scale on a GPU (benchmarks/results/adapt/retrieval-native/gpu/{folder.name}: conditions.md has the command)",
+            "",
+            f"{(folder / 'machine.txt').read_text().splitlines()[1]}; the run ended at its time limit, so the candidates below have a selection score and no "
+            f"confirmation or test score. While a model was on the GPU, nvidia-smi read it busy {sum(busy) / len(busy):.0f} % of the time on average "
+            f"({len(busy)} readings).",
+            "",
+            "| candidate | pseudo-queries (documents) | steps × batch | training minutes | minutes | selection nDCG@10 | − unchanged |",
+            "|---|---|---|---|---|---|---|",
+            f"| `{UNCHANGED}` | — | — | — | — | {base['dev_score']:.2f} | — |",
+        ]
+        for name, c in records.items():
+            if c["kind"] != "retrieval-native":
+                continue
+            training = c["recipe"]["training"]
+            lines.append(
+                f"| `{name}` | {c['pseudo_queries']:,} ({c['pseudo_query_documents']:,}) | {training['max_steps']} × {training['batch_size']} | "
+                f"{c['training_seconds'] / 60:.1f} | {c['seconds'] / 60:.1f} | {c['dev_score']:.2f} | {c['dev_score'] - base['dev_score']:+.2f} |"
+            )
     return lines
 
 
