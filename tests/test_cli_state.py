@@ -102,15 +102,47 @@ def test_serve_hands_its_workers_their_settings_in_uvicorns_config_not_the_envir
             for socket in started[0][1]:
                 socket.close()
 
+        processes: list = []
+
     monkeypatch.setattr(workers, "Multiprocess", Supervisor)
     settings = ServeSettings(target="idx", index="idx", model=None, port=free_port(), workers=2, api_key="k")
     before = dict(os.environ)
-    workers.run_workers(settings, host="127.0.0.1", port=settings.port, log_level="warning")
+    assert workers.run_workers(settings, host="127.0.0.1", port=settings.port, log_level="warning")
     assert dict(os.environ) == before
     config = pickle.loads(pickle.dumps(started[0][0]))  # as the spawned worker receives it
     assert config.workers == 2 and config.factory
     factory = config.load_app()
     assert factory.func is create_app and factory.args == (settings,)
+
+
+def test_serve_workers_report_a_worker_that_failed_to_start(monkeypatch):
+    """uvicorn stops every worker once one exits with its start-up failure code (its app would fail the same way on
+    each restart); run_workers says so, so `sentune serve --workers N` ends with an error, not as if it had served."""
+    from types import SimpleNamespace
+
+    from conftest import free_port
+    from uvicorn.config import STARTUP_FAILURE
+
+    import sentune.serve.workers as workers
+    from sentune.serve.settings import ServeSettings
+
+    def supervisor(exitcodes):
+        class Supervisor:
+            def __init__(self, config, sockets):
+                self.sockets, self.processes = sockets, [SimpleNamespace(exitcode=code) for code in exitcodes]
+
+            def run(self):
+                for socket in self.sockets:
+                    socket.close()
+
+        return Supervisor
+
+    settings = ServeSettings(target="idx", index="idx", model=None, port=free_port(), workers=2, api_key="k")
+    outcomes = {}
+    for exitcodes in [(0, 0), (STARTUP_FAILURE, 0), (None, -15)]:
+        monkeypatch.setattr(workers, "Multiprocess", supervisor(exitcodes))
+        outcomes[exitcodes] = workers.run_workers(settings, host="127.0.0.1", port=settings.port, log_level="warning")
+    assert outcomes == {(0, 0): True, (STARTUP_FAILURE, 0): False, (None, -15): True}
 
 
 def test_no_module_of_sentune_writes_the_process_environment():

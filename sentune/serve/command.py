@@ -97,5 +97,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     print(f"serving {settings.target} at {where} with {settings.workers} workers", file=sys.stderr)
     # a worker answers uvicorn's health pings from a thread while it loads; a busy CPU can delay them, hence the margin
-    run_workers(settings, timeout_worker_healthcheck=60, **common)
+    if not run_workers(settings, timeout_worker_healthcheck=60, **common):
+        print(f"sentune serve: a worker could not start serving {settings.target} (its error is above); stopped", file=sys.stderr)
+        return 1
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import partial
 
 import uvicorn
+from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
 from sentune.serve.settings import ServeSettings
@@ -30,11 +31,15 @@ class WorkerConfig(uvicorn.Config):
         return partial(create_app, ServeSettings.from_json(self.serve_settings))
 
 
-def run_workers(settings: ServeSettings, **uvicorn_options) -> None:
-    """Serve with settings.workers processes on one socket, as uvicorn.run does for an import string."""
+def run_workers(settings: ServeSettings, **uvicorn_options) -> bool:
+    """Serve with settings.workers processes on one socket, as uvicorn.run does for an import string. False when a
+    worker failed to start (its model or index would not load): uvicorn then stops every worker rather than start it
+    again, and the command must not end as if it had served."""
     config = WorkerConfig(settings, workers=settings.workers, **uvicorn_options)
     socket = config.bind_socket()
+    supervisor = Multiprocess(config, sockets=[socket])
     try:
-        Multiprocess(config, sockets=[socket]).run()
+        supervisor.run()
     except KeyboardInterrupt:
         pass
+    return not any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes)
