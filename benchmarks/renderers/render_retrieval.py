@@ -303,7 +303,9 @@ def gpu_scale_section() -> list[str]:
         base = records.get(UNCHANGED)
         if base is None:
             continue
-        busy = [float(row.split(",")[2].strip(" %\n")) for row in (folder / "gpu_usage.csv").read_text().splitlines() if int(row.split(",")[1].split()[0]) > 1000]
+        busy = [
+            float(row.split(",")[2].strip(" %\n")) for row in (folder / "gpu_usage.csv").read_text().splitlines() if int(row.split(",")[1].split()[0]) > 1000
+        ]
         lines += [
             "",
             f"### {folder.name}: at GPL's scale on a GPU (benchmarks/results/adapt/retrieval-native/gpu/{folder.name}: conditions.md has the command)",
