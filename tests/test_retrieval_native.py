@@ -159,8 +159,17 @@ def test_the_hybrid_of_the_best_dense_candidate_may_fuse_a_retrieval_native_one(
     ctx = SimpleNamespace(records={r.name: r for r in records}, candidate=lambda name: next(c for c in candidates if c.name == name))
     assert all(c.dense and c.tuned and c.eligible for c in candidates[1:])
     assert best.source(ctx) == "hybrid-distill"
+    assert best.depends_on(ctx) == {"fuses": "hybrid-distill 65.0"}
     ctx.records["hybrid-distill"].dev_score = 60.0
     assert best.source(ctx) == "ict"
+    # a record made when another candidate was the best is not read back (a resumed run that adds wise, say)
+    made_then = CandidateRecord("hybrid-best", "hybrid", source="hybrid-distill", detail={"fuses": "hybrid-distill 65.0"})
+    assert not best._current(made_then, ctx)
+    assert best._current(CandidateRecord("hybrid-best", "hybrid", source="ict", detail=best.depends_on(ctx)), ctx)
+    for record in records[1:]:
+        record.dev_score = 50.0
+    assert best.source(ctx) is None and best.depends_on(ctx) == {"fuses": None}
+    assert Hybrid("hybrid").depends_on(ctx) == {}
 
 
 def test_the_expected_seconds_are_mining_training_and_scoring_at_the_runs_costs():

@@ -50,6 +50,14 @@ class Hybrid(Candidate):
 
         return costs.encode(as_search(ctx).later_window_count()) if self.dense_source == UNCHANGED else costs.encode(ctx.eval_texts())
 
+    def depends_on(self, ctx: Context) -> dict:
+        if self.dense_source != "best":
+            return {}
+        # the dense candidate it fuses as it stands: a record made when another was the best (one produced since, by a
+        # resumed run that names more candidates, say) is redone
+        source = self.source(ctx)
+        return {"fuses": None if source is None else f"{source} {ctx.records[source].dev_score!r}"}
+
     def source(self, ctx: Context) -> str | None:
         if self.dense_source == UNCHANGED:
             return UNCHANGED
