@@ -624,6 +624,29 @@ def test_the_retrieval_native_section_lists_what_each_candidate_trained_on_and_c
     assert lines[-1] == "(the scifact: retrieval-native candidates table from retrieval-native/scifact)"
 
 
+def test_the_gpu_scale_section_lists_the_records_a_stopped_run_wrote(tmp_path, monkeypatch):
+    load("renderers/render_adapt.py")
+    render = load("renderers/render_retrieval.py")
+    monkeypatch.setattr(render, "RETRIEVAL_NATIVE_KEPT", tmp_path)
+    assert render.gpu_scale_section() == []  # no kept run: no section
+    folder = tmp_path / "gpu" / "scifact-1000-steps"
+    (folder / "candidates").mkdir(parents=True)
+    (folder / "machine.txt").write_text("abc1234\nNVIDIA H200, 143771 MiB\n16\n")
+    # readings with a model on the GPU (over 1000 MiB) count: (30 + 10) / 2
+    (folder / "gpu_usage.csv").write_text("t, 0 MiB, 0 %\nt, 3919 MiB, 30 %\nt, 5265 MiB, 10 %\nt, 4 MiB, 90 %\n")
+    training = {"recipe": {"training": {"max_steps": 1000, "batch_size": 32}}, "pseudo_queries": 32000, "pseudo_query_documents": 5182}
+    records = {
+        "unchanged": {"kind": "unchanged", "dev_score": 63.0},
+        "ict": {"kind": "retrieval-native", "seconds": 180.0, "training_seconds": 150.0, "dev_score": 55.5, **training},
+    }
+    for name, record in records.items():
+        (folder / "candidates" / f"{name}.json").write_text(json.dumps(record))
+    lines = render.gpu_scale_section()
+    assert "busy 20 % of the time on average (2 readings)" in lines[3]
+    assert lines[3].startswith("NVIDIA H200, 143771 MiB;")
+    assert lines[-2:] == ["| `unchanged` | — | — | — | — | 63.00 | — |", "| `ict` | 32,000 (5,182) | 1000 × 32 | 2.5 | 3.0 | 55.50 | -7.50 |"]
+
+
 def test_the_real_null_section_of_the_calibration_page_is_rewritten_from_the_kept_runs_only(tmp_path):
     """adapt_shuffled_null.py fills the calibration page's last section from its kept runs without the simulation:
     added after the page's text the first time, replaced in place after, every other line untouched."""

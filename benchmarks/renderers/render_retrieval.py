@@ -291,14 +291,12 @@ def retrieval_native_section(names: list[str]) -> list[str]:
     return lines + gpu_scale_section()
 
 
-GPU_SCALE_KEPT = RETRIEVAL_NATIVE_KEPT / "gpu"  # runs at GPL's scale on a lent GPU (NAME/candidates/CANDIDATE.json, conditions.md)
-
-
 def gpu_scale_section() -> list[str]:
     """The retrieval-native candidates trained for --budget's thousand steps on a GPU: the records a run wrote before
-    its time limit (a run stopped early has no test scores; its conditions.md says where it stopped)."""
+    its time limit (a run stopped early has no test scores; its conditions.md says where it stopped), kept under
+    benchmarks/results/adapt/retrieval-native/gpu/NAME: candidates/CANDIDATE.json, machine.txt, gpu_usage.csv."""
     lines = []
-    for folder in sorted(p for p in GPU_SCALE_KEPT.glob("*") if (p / "candidates").is_dir()):
+    for folder in sorted(p for p in (RETRIEVAL_NATIVE_KEPT / "gpu").glob("*") if (p / "candidates").is_dir()):
         records = {p.stem: json.loads(p.read_text()) for p in sorted((folder / "candidates").glob("*.json"))}
         base = records.get(UNCHANGED)
         if base is None:
