@@ -216,6 +216,7 @@ def test_a_train_file_trains_and_never_selects_and_a_second_run_redoes_only_what
     assert record["trained_on"] == "the selection part (cross-fitted)" and record["train_sha256"] is None
     assert not (out / "data" / "train.tsv").exists()
     assert "supervised: its inputs changed (train_sha256, train_held_out): produced again" in said and "whitening: done before, read back" in said
+    assert "supervised: done before, read back" not in said  # a record redone is not said to be read back
     capsys.readouterr()
     assert main(with_train) == 0
     assert json.loads((out / "results.json").read_text())["candidates"]["supervised"]["trained_on"] == "--train"

@@ -131,11 +131,10 @@ def record_path(folder: Path) -> Path:
 
 
 def read_back(candidate: Any, label: str, ctx: Any) -> CandidateRecord | None:
-    """The candidate's record when it finished before (a resumed run), else None."""
+    """The candidate's record when it finished before (a resumed run), else None; the caller says whether it is kept."""
     done = record_path(candidate.folder(ctx))
     if not done.is_file():
         return None
-    print(f"{label} {candidate.name}: done before, read back", flush=True)
     return load_record(candidate.folder(ctx))
 
 

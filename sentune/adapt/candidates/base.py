@@ -77,6 +77,7 @@ class Candidate:
         found = read_back(self, label, ctx)
         wanted = self.depends_on(ctx)
         if found is not None and self._current(found, ctx):
+            print(f"{label} {self.name}: done before, read back", flush=True)
             return found
         if found is not None:
             changed = [key for key, value in wanted.items() if found.detail.get(key) != value]
