@@ -130,7 +130,7 @@ def record_path(folder: Path) -> Path:
     return folder / RECORD_FILE
 
 
-def read_back(candidate: Any, label: str, ctx: Any) -> CandidateRecord | None:
+def read_back(candidate: Any, ctx: Any) -> CandidateRecord | None:
     """The candidate's record when it finished before (a resumed run), else None; the caller says whether it is kept."""
     done = record_path(candidate.folder(ctx))
     if not done.is_file():

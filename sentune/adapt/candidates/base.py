@@ -74,7 +74,7 @@ class Candidate:
 
     def record(self, label: str, ctx: Context) -> CandidateRecord:
         """Its record: read back when it finished before on the same inputs, else produced now."""
-        found = read_back(self, label, ctx)
+        found = read_back(self, ctx)
         wanted = self.depends_on(ctx)
         if found is not None and self._current(found, ctx):
             print(f"{label} {self.name}: done before, read back", flush=True)
