@@ -130,6 +130,12 @@ def record_path(folder: Path) -> Path:
     return folder / RECORD_FILE
 
 
+def standing(record: CandidateRecord | None) -> str | None:
+    """How a record a candidate builds on stands (its name and selection score), kept among that candidate's inputs
+    (Candidate.depends_on): a record built on another one, or on one produced again since, is redone."""
+    return None if record is None else f"{record.name} {record.dev_score!r}"
+
+
 def read_back(candidate: Any, ctx: Any) -> CandidateRecord | None:
     """The candidate's record when it finished before (a resumed run), else None; the caller says whether it is kept."""
     done = record_path(candidate.folder(ctx))

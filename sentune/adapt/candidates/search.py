@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 from sentune.adapt.candidates.base import Candidate, PlanSetup, best
 from sentune.adapt.candidates.supervised import HELD_VECTORS, Supervised
 from sentune.adapt.names import BM25, BM25_FITTED, BM25_UNSTEMMED, HYBRID, RRF, SUPERVISED, SUPERVISED_STACKED, UNCHANGED, UNCHANGED_MAXP
-from sentune.adapt.records import CandidateRecord
+from sentune.adapt.records import CandidateRecord, standing
 from sentune.search.fusion import Fusion
 
 if TYPE_CHECKING:
@@ -53,10 +53,9 @@ class Hybrid(Candidate):
     def depends_on(self, ctx: Context) -> dict:
         if self.dense_source != "best":
             return {}
-        # the dense candidate it fuses as it stands: a record made when another was the best (one produced since, by a
-        # resumed run that names more candidates, say) is redone
+        # a record made when another was the best (one produced since, by a resumed run that names more, say) is redone
         source = self.source(ctx)
-        return {"fuses": None if source is None else f"{source} {ctx.records[source].dev_score!r}"}
+        return {"fuses": standing(None if source is None else ctx.records[source])}
 
     def source(self, ctx: Context) -> str | None:
         if self.dense_source == UNCHANGED:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from sentune.adapt.candidates.base import Candidate, PlanSetup, WithRun, best, tuned_sources
 from sentune.adapt.names import GENQ, REFERENCE, SED, TRAINED, WISE
-from sentune.adapt.records import CandidateRecord, finish_trained, load_record, trained_record, write_record
+from sentune.adapt.records import CandidateRecord, finish_trained, load_record, standing, trained_record, write_record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -150,7 +150,7 @@ class Wise(Candidate):
             "train_sha256": ctx.inputs.train_sha256,  # a supervised model trained on --train may be its tuned end
             "train_held_out": held_out_digest(ctx.evidence),
             # its tuned end as it stands: a record mixed from another one (or from one produced again since) is redone
-            "tuned_end": None if source is None else f"{source.name} {source.dev_score!r}",
+            "tuned_end": standing(source),
         }
 
     @staticmethod
