@@ -407,7 +407,8 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
     """After round 1: a candidate far below the unchanged model on the selection pairs stops (racing); of the three
     others, which tie with the unchanged model, at most half go on (successive halving), the best ones; a stopped one
     keeps its best selection cosines and a record that says why."""
-    from sentune.adapt.race import Entry, _eliminate
+    from sentune.adapt.candidates import Trained
+    from sentune.adapt.race import _eliminate
     from sentune.core.metrics import METRICS
 
     rng = np.random.default_rng(0)
@@ -420,17 +421,10 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
         "meh": gold + rng.normal(0, 1.05, 150),
     }
     recipe = SimpleNamespace(name="adapt/x", training=SimpleNamespace(max_steps=80), to_dict=lambda: {"training": {"eval_steps": 8}})
-    entries = []
-    for name, cosines in planted.items():
-        run = tmp_path / "candidates" / name / "run"
-        (run / "dev_cosines").mkdir(parents=True)
-        np.save(run / "dev_cosines" / "step-8.npy", gold + rng.normal(0, 9.0, 150))  # an earlier, worse evaluation
-        np.save(run / "dev_cosines" / "step-10.npy", cosines)
-        (run / "paused.json").write_text(json.dumps({"step": 10, "training_seconds": 5.0}))
-        entries.append(Entry(name, "trained", recipe, run, run.parent, 30.0 if name == "bad" else 0.0))  # as SED's members
     ctx = SimpleNamespace(
         out=tmp_path,
         metric="spearman",
+        base=SimpleNamespace(max_seq_length=64),
         config=SimpleNamespace(seed=0),
         inputs=SimpleNamespace(dev=SimpleNamespace(unit="pairs")),
         selection_gold=lambda: gold,
@@ -438,6 +432,15 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
         selection_score_of=lambda cosines: METRICS["spearman"].score(gold, cosines),
         untuned=lambda pooling: {"dev": unchanged},
     )
+    candidates = {name: Trained(name, f"adapt/{name}") for name in planted}
+    entries = []
+    for name, cosines in planted.items():
+        run = candidates[name].run_folder(ctx)
+        (run / "dev_cosines").mkdir(parents=True)
+        np.save(run / "dev_cosines" / "step-8.npy", gold + rng.normal(0, 9.0, 150))  # an earlier, worse evaluation
+        np.save(run / "dev_cosines" / "step-10.npy", cosines)
+        (run / "paused.json").write_text(json.dumps({"step": 10, "training_seconds": 5.0}))
+        entries.append(candidates[name].race_entry(recipe, ctx, 30.0 if name == "bad" else 0.0))  # as SED's members
     going = _eliminate(entries, {}, ctx, 1, {e.name: 0.0 for e in entries})
     assert [e.name for e in going] == sorted(["good", "fair", "meh"], key=lambda n: -METRICS["spearman"].score(gold, planted[n]))[:2]
     bad = json.loads((tmp_path / "candidates" / "bad" / "candidate.json").read_text())
@@ -448,6 +451,11 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
     np.testing.assert_array_equal(np.load(tmp_path / "candidates" / "bad" / "scores.npz")["select"], planted["bad"])
     halved = next(n for n in ("good", "fair", "meh") if n not in [e.name for e in going])
     assert "successive halving" in json.loads((tmp_path / "candidates" / halved / "candidate.json").read_text())["stopped"]["reason"]
+    # a stopped record is finished on the run's inputs: a resumed run (--time's plan among its readers) reads it back
+    # instead of taking it for unfinished and producing it again
+    assert candidates["bad"].finished(ctx) and candidates[halved].finished(ctx)
+    assert candidates["bad"].record("[1/4]", ctx).stopped is not None and (tmp_path / "candidates" / "bad" / "candidate.json").is_file()
+    assert not candidates["bad"].finished(SimpleNamespace(**{**vars(ctx), "base": SimpleNamespace(max_seq_length=32)}))  # another reading length: redone
 
 
 def test_sed_and_wise_build_on_raced_out_candidates_best_checkpoints(tmp_path):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,6 +55,9 @@ class Entry:
     run: Path
     folder: Path  # the candidate's folder: its record (written when it finishes or stops) and scores
     member_seconds: float = 0.0  # what it trained before racing (SED: its other seeds), counted in a stopped one's seconds too
+    # what its record depends on (Candidate.depends_on): a stopped one's record keeps it as write_record does a finished
+    # one's, so a resumed run reads it as done (Candidate.finished) instead of producing it again
+    depends_on: dict = field(default_factory=dict)
 
     @property
     def record(self) -> Path:
@@ -168,6 +171,7 @@ def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None,
         "best_checkpoint": {"step": step, "dev_score": score} if step is not None else None,
         **({"selection_only": True} if score is not None else {}),
         **({"member_seconds": entry.member_seconds} if entry.member_seconds else {}),
+        **entry.depends_on,
     }
     # peak memory: the process's when the record is written (every round's training before it)
     spent = paused.get("training_seconds", seconds) + entry.member_seconds

@@ -235,7 +235,7 @@ def _leave_out_untrainable(candidates: Plan, ctx: Context) -> None:
 
 
 def _race_trained(candidates: Plan, ctx: Context) -> None:
-    from sentune.adapt.race import CONFIDENCE, RUNGS, Entry, race
+    from sentune.adapt.race import CONFIDENCE, RUNGS, race
 
     first = len(candidates.before_race) + 1
     labels = {c.name: f"[{first + i}/{len(candidates.all)}]" for i, c in enumerate(candidates.raced)}
@@ -255,7 +255,7 @@ def _race_trained(candidates: Plan, ctx: Context) -> None:
             minutes = min(allowance, recipe.training.max_minutes or allowance)
             recipe = replace(recipe, training=replace(recipe.training, max_minutes=minutes))
         print(f"{labels[candidate.name]} {candidate.name}: {candidate.describe(ctx)}: {recipe.training.max_steps} steps", flush=True)
-        entries.append(Entry(candidate.name, candidate.kind, recipe, candidate.run_folder(ctx), candidate.folder(ctx)))
+        entries.append(candidate.race_entry(recipe, ctx))
     print(
         f"race: {len(entries)} training candidates in rounds to {', '.join(f'{f:g}' for f in RUNGS)} of their steps; after each, one behind the "
         f"unchanged model or the leader on the selection pairs with {CONFIDENCE:.0%} confidence stops, and at most half go on",

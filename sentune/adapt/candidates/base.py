@@ -137,6 +137,12 @@ class WithRun(Candidate):
 
         return load_model(str(self.run_folder(ctx) / "model"), device=ctx.device)
 
+    def race_entry(self, recipe, ctx: Context, member_seconds: float = 0.0):
+        """It as a racer of sentune.adapt.race (`recipe`: its whole budget; `member_seconds`: what it trained before)."""
+        from sentune.adapt.race import Entry
+
+        return Entry(self.name, self.kind, recipe, self.run_folder(ctx), self.folder(ctx), member_seconds, self.depends_on(ctx))
+
 
 def tuned_sources(ctx: Context, kinds: tuple[str, ...]) -> list[CandidateRecord]:
     """Records of `kinds` with a selection score and weights to build on, finished or raced out."""

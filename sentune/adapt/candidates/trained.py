@@ -107,7 +107,7 @@ class Ensemble(WithRun):
         last step; then the learner, raced alone against the unchanged model and that candidate."""
         import numpy as np
 
-        from sentune.adapt.race import Entry, race
+        from sentune.adapt.race import race
         from sentune.train.runs import train_each
 
         trained = tuned_sources(ctx, (Trained.kind,))
@@ -124,8 +124,7 @@ class Ensemble(WithRun):
         recipe = ctx.recipe("adapt/sed", members=members)
         scores = np.load(ctx.out / "candidates" / source.name / "scores.npz")
         rivals = {source.name: scores["select"] if "select" in scores else ctx.selection_cosines(scores["dev"])}
-        entry = Entry(self.name, self.kind, recipe, self.run_folder(ctx), self.folder(ctx), member_seconds)
-        race([entry], ctx, lambda e: finish_trained(self, label, ctx, source.name, member_seconds), rivals=rivals)
+        race([self.race_entry(recipe, ctx, member_seconds)], ctx, lambda e: finish_trained(self, label, ctx, source.name, member_seconds), rivals=rivals)
         return load_record(self.folder(ctx))
 
 
