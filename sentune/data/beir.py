@@ -15,19 +15,25 @@ given twice, a judgement naming a query or document that does not exist, a set w
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from sentune.data.tables import Kind, RowSource, error_at, number_cell, row_error, text_cell
 from sentune.data.text_files import DataError, Source, json_object, normalise, read_lines
+
+# Where an item came from is not part of what it is (compare=False): a corpus built from dicts equals the same corpus
+# read from corpus.jsonl.
 
 
 @dataclass(frozen=True)
 class Document:
     id: str
     text: str  # what is encoded: title + " " + body (the body alone when there is no title)
-    source: Source
+    source: Source = field(compare=False)
     title: str = ""
 
 
@@ -35,16 +41,157 @@ class Document:
 class Query:
     id: str
     text: str
-    source: Source
+    source: Source = field(compare=False)
     relevant: dict[str, int] = field(default_factory=dict, compare=False, hash=False)  # document id -> grade > 0
 
 
 @dataclass(frozen=True)
+class Judgement:
+    query_id: str
+    doc_id: str
+    grade: int
+    source: Source = field(compare=False)
+
+
+def _identity(value: Any, where: str, index: int, what: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int) or not str(value).strip():
+        raise row_error(where, index, f"{what} must be a non-empty string or integer, got {value!r}")
+    return str(value).strip()
+
+
+def _unique(items: list, where: str) -> list:
+    seen: dict[str, Source] = {}
+    for item in items:
+        if item.id in seen:
+            raise error_at(item.source, f"id {item.id!r} already given at {seen[item.id]}")
+        seen[item.id] = item.source
+    if not items:
+        raise DataError(where, None, "nothing given")
+    return items
+
+
+def _id_text_row(row: Any, where: str, index: int, text_keys: tuple[str, ...]) -> tuple[str, str, str]:
+    """(id, title, text) of a corpus or queries row: a string (its id: its position), a dict with `_id` (or `id`),
+    `text` and an optional `title`, or an (id, text) or (id, title, text) tuple."""
+    if isinstance(row, str):
+        return str(index), "", text_cell(row, where, index, "text")
+    if isinstance(row, Mapping):
+        if "text" not in row:
+            raise row_error(where, index, f"no key 'text' (keys: {', '.join(map(str, row))})")
+        title = row.get("title") if "title" in text_keys else None
+        return _identity(row.get("_id", row.get("id")), where, index, "_id"), normalise(title or ""), normalise(str(row["text"] or ""))
+    if isinstance(row, tuple | list) and 2 <= len(row) <= len(text_keys) + 1:
+        title = row[1] if len(row) == 3 else ""
+        return _identity(row[0], where, index, "id"), normalise(title or ""), normalise(str(row[-1] or ""))
+    raise row_error(where, index, f"expected a string, a dict with {', '.join(('_id', *text_keys))} or an (id, {', '.join(text_keys)}) tuple, got {row!r}")
+
+
+@dataclass(frozen=True)
+class Corpus(Kind):
+    """The documents searched: strings (each one's id its position), BEIR-style dicts `{"_id", "title", "text"}`,
+    `{id: text}`, a DataFrame or Dataset with `_id`, `title`, `text` columns, or BEIR's corpus.jsonl. A document is
+    encoded as title + " " + text, as BEIR's sentence-transformers wrapper does."""
+
+    documents: list[Document]
+    name = "corpus"
+    columns = ("_id", "title", "text")
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Any], *, where: str = "corpus") -> Corpus:
+        documents = []
+        for index, row in enumerate(rows.items() if isinstance(rows, Mapping) else rows):
+            doc_id, title, body = _id_text_row(row, where, index, ("title", "text"))
+            text = f"{title} {body}".strip()
+            if not text:
+                raise row_error(where, index, f"document {doc_id!r} has an empty title and text")
+            documents.append(Document(doc_id, text, RowSource(where, index), title))
+        return cls(_unique(documents, where))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Corpus:
+        return cls(read_corpus_jsonl(path))
+
+    @property
+    def texts(self) -> list[str]:
+        return [d.text for d in self.documents]
+
+
+@dataclass(frozen=True)
+class Queries(Kind):
+    """Queries by id: `{id: text}`, strings (each one's id its position), dicts `{"_id", "text"}`, a DataFrame or
+    Dataset with `_id` and `text` columns, or queries.jsonl (or a `.tsv` of `id<TAB>text` lines)."""
+
+    queries: list[Query]
+    name = "queries"
+    columns = ("_id", "text")
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Any], *, where: str = "queries") -> Queries:
+        queries = []
+        for index, row in enumerate(rows.items() if isinstance(rows, Mapping) else rows):
+            query_id, _, text = _id_text_row(row, where, index, ("text",))
+            if not text:
+                raise row_error(where, index, f"query {query_id!r} is empty")
+            queries.append(Query(query_id, text, RowSource(where, index)))
+        return cls(_unique(queries, where))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Queries:
+        return cls(read_queries(path))
+
+
+@dataclass(frozen=True)
+class Qrels(Kind):
+    """Relevance judgements: `{query id: {document id: grade}}`, (query id, document id, grade) rows, a DataFrame or
+    Dataset with BEIR's `query-id`, `corpus-id`, `score` columns, or a qrels file (sentune.data.beir.read_qrels)."""
+
+    judgements: list[Judgement]
+    name = "qrels"
+    columns = ("query-id", "corpus-id", "score")
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Any], *, where: str = "qrels") -> Qrels:
+        if isinstance(rows, Mapping):  # {query id: {document id: grade}}
+            rows = [(q, d, g) for q, docs in rows.items() for d, g in docs.items()]
+        judgements = []
+        for index, row in enumerate(rows):
+            fields = tuple(row[c] for c in cls.columns) if isinstance(row, Mapping) and set(cls.columns) <= set(row) else row
+            if not isinstance(fields, tuple | list) or len(fields) != 3:
+                raise row_error(where, index, f"expected (query-id, corpus-id, score), got {row!r}")
+            grade = number_cell(fields[2], where, index, "score")
+            if not grade.is_integer():
+                raise row_error(where, index, f"score {fields[2]!r} is not an integer")
+            judgements.append(
+                Judgement(_identity(fields[0], where, index, "query-id"), _identity(fields[1], where, index, "corpus-id"), int(grade), RowSource(where, index))
+            )
+        if not judgements:
+            raise DataError(where, None, "no judgements")
+        return cls(judgements)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Qrels:
+        return cls([Judgement(q, d, g, Source(str(path), n)) for n, q, d, g in read_qrels(path)])
+
+
+@dataclass(frozen=True)
 class RetrievalSet:
-    """Queries (each with its relevant documents) against one corpus."""
+    """Queries (each with its relevant documents) against one corpus: from a BEIR folder (`from_folder`) or from its
+    three parts (`from_parts`), each given as its kind accepts it."""
 
     queries: list[Query]
     corpus: list[Document]
+    name = "retrieval-set"
+
+    @classmethod
+    def from_parts(cls, corpus: Any, queries: Any, qrels: Any) -> RetrievalSet:
+        """The judged queries against the corpus; a judgement naming an unknown query or document is an error naming
+        its row (or its file's line)."""
+        documents, asked, judged = Corpus.of(corpus), Queries.of(queries), Qrels.of(qrels)
+        return cls(attach_judgements(asked.queries, documents.documents, judged.judgements), documents.documents)
+
+    @classmethod
+    def from_folder(cls, folder: str | Path, split: str = "test") -> RetrievalSet:
+        return read_beir_folder(folder, split)
 
     def examples(self) -> dict[str, list]:
         """The catalog's view: examples by part, so `sentences_of` finds every text to encode."""
@@ -120,8 +267,17 @@ def read_corpus_jsonl(path: str | Path) -> list[Document]:
     return documents
 
 
+QUERY_ID_COLUMNS = {"id", "_id", "qid", "query_id", "query-id", "queryid", "query id"}
+QUERY_TEXT_COLUMNS = {"text", "query", "question", "query_text", "query-text", "querytext", "query text"}
+
+
+def is_header(parts: list[str]) -> bool:
+    return parts[0].strip().lower() in QUERY_ID_COLUMNS and parts[1].strip().lower() in QUERY_TEXT_COLUMNS
+
+
 def read_queries(path: str | Path) -> list[Query]:
-    """queries.jsonl (`_id`, `text`), or a `.tsv`/`.txt` file of `id<TAB>text` lines; ids must be unique."""
+    """queries.jsonl (`_id`, `text`), or a `.tsv`/`.txt` file of `id<TAB>text` lines, after an optional header line
+    naming those two columns (`id<TAB>text`, `query-id<TAB>query`, ...); ids must be unique."""
     path = Path(path)
     rows: list[tuple[int, str, str]] = []
     if path.suffix in (".tsv", ".txt"):
@@ -131,6 +287,8 @@ def read_queries(path: str | Path) -> list[Query]:
             parts = line.split("\t")
             if len(parts) != 2:
                 raise DataError(path, number, f"malformed row: expected `id<TAB>query` (2 tab-separated fields), got {len(parts)}")
+            if not rows and is_header(parts):  # `id<TAB>text` atop a spreadsheet's export names the columns: no query
+                continue
             rows.append((number, parts[0].strip(), normalise(parts[1])))
     else:
         rows = [(n, _identifier(path, n, r), _text_field(path, n, r, "text", required=True)) for n, r in _json_objects(path)]
@@ -178,19 +336,26 @@ def read_qrels(path: str | Path) -> list[tuple[int, str, str, int]]:
 def attach_qrels(queries: list[Query], corpus: list[Document], qrels_path: str | Path) -> list[Query]:
     """The queries that have at least one relevant document (grade > 0), each carrying its judgements.
     A judgement naming an unknown query or document is an error naming its line."""
-    qrels_path = Path(qrels_path)
+    return attach_judgements(queries, corpus, Qrels.from_file(qrels_path).judgements, qrels_path, "the queries file")
+
+
+def attach_judgements(
+    queries: list[Query], corpus: list[Document], judgements: list[Judgement], where: str | Path = "qrels", queries_are: str = "the queries"
+) -> list[Query]:
+    """attach_qrels for judgements already read (from a file or from Python rows), each error naming the judgement's
+    source."""
     known_docs = {d.id for d in corpus}
     by_query: dict[str, dict[str, int]] = {q.id: {} for q in queries}
-    for number, query_id, doc_id, grade in read_qrels(qrels_path):
-        if query_id not in by_query:
-            raise DataError(qrels_path, number, f"query {query_id!r} is not in the queries file")
-        if doc_id not in known_docs:
-            raise DataError(qrels_path, number, f"document {doc_id!r} is not in the corpus")
-        if grade > 0:
-            by_query[query_id][doc_id] = grade
+    for judgement in judgements:
+        if judgement.query_id not in by_query:
+            raise error_at(judgement.source, f"query {judgement.query_id!r} is not in {queries_are}")
+        if judgement.doc_id not in known_docs:
+            raise error_at(judgement.source, f"document {judgement.doc_id!r} is not in the corpus")
+        if judgement.grade > 0:
+            by_query[judgement.query_id][judgement.doc_id] = judgement.grade
     judged = [Query(q.id, q.text, q.source, by_query[q.id]) for q in queries if by_query[q.id]]
     if not judged:
-        raise DataError(qrels_path, None, "no query has a relevant document (score > 0) in the corpus")
+        raise DataError(where, None, "no query has a relevant document (score > 0) in the corpus")
     return judged
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ class Pair:
     a: str
     b: str
     score: float
-    source: Source
+    source: Source = field(compare=False)  # where it came from is not part of what it is (sentune.data.kinds)
 
 
 @dataclass(frozen=True)
@@ -274,13 +274,16 @@ def read_paraphrase_pairs(path: str | Path, *, user_file: bool = False) -> list[
     return out
 
 
-def read_tuples(path: str | Path, width: int) -> list[tuple[str, ...]]:
-    """`anchor<TAB>positive<TAB>negative...` per line, exactly `width` non-empty fields (a search candidate's training
-    rows: a query, a relevant passage and mined hard negatives)."""
+def read_tuples(path: str | Path, width: int | None = None, *, user_file: bool = False) -> list[tuple[str, ...]]:
+    """`anchor<TAB>positive<TAB>negative...` per line, exactly `width` non-empty fields (None: as many as the first line
+    has, at least 3) (a search candidate's training rows: a query, a relevant passage and mined hard negatives)."""
     path = Path(path)
+    lines = read_lines(path, user_file=user_file)
+    if width is None:
+        width = max(3, len(lines[0].split("\t")))
     names = ", ".join(["anchor", "positive", *(f"negative {i}" for i in range(1, width - 1))])
     out = []
-    for number, line in enumerate(read_lines(path), start=1):
+    for number, line in enumerate(lines, start=1):
         fields = _fields(path, number, line, width, names, exact=True)
         out.append(tuple(_nonempty(path, number, f, "field") for f in fields))
     return out

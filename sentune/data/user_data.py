@@ -12,13 +12,15 @@ from __future__ import annotations
 import csv
 import logging
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from sentune.data.readers import DataError, Pair, Source, _fields, _nonempty, normalise, read_lines
+from sentune.data.tables import Kind, RowSource, number_cell, row_fields, text_cell
 from sentune.data.text_files import json_object
 
 logger = logging.getLogger(__name__)
@@ -27,10 +29,41 @@ CORPUS_TEXT_FIELDS = ("text", "sentence")  # the .jsonl field tried when none is
 
 
 @dataclass(frozen=True)
-class ScoredPairs:
+class ScoredPairs(Kind):
+    """Sentence pairs with a label each: `(text1, text2, score)` tuples, dicts `{"sentence1", "sentence2", "score"}`
+    (or `"label"`), a DataFrame or Dataset with those columns, or a file of `s1<TAB>s2<TAB>label` lines. The labels
+    choose the scale (`kind`) and with it the metric: all 0 or 1 → "binary" (average precision), otherwise graded
+    "scores" (Spearman)."""
+
     pairs: list[Pair]
-    kind: Literal["scores", "binary"]
-    path: str
+    kind: Literal["scores", "binary"]  # the scale the labels are on
+    path: str = field(compare=False)  # the file (or Python data) they came from
+    name = "scored-pairs"
+    columns = ("sentence1", "sentence2", "score")
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Any], *, where: str = "pairs") -> ScoredPairs:
+        pairs = []
+        for index, row in enumerate(rows):
+            if isinstance(row, Mapping) and "score" not in row and "label" in row:  # a classification set's column name
+                row = {**row, "score": row["label"]}
+            a, b, label = row_fields(row, cls.columns, where, index)
+            source = RowSource(where, index)
+            pairs.append(
+                Pair(text_cell(a, where, index, "sentence1"), text_cell(b, where, index, "sentence2"), number_cell(label, where, index, "score"), source)
+            )
+        if not pairs:
+            raise DataError(where, None, "no pairs")
+        return scored_pairs(pairs, where)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScoredPairs:
+        return read_scored_pairs(path)
+
+    @property
+    def scale(self) -> tuple[float, float]:
+        """The lowest and highest label."""
+        return min(p.score for p in self.pairs), max(p.score for p in self.pairs)
 
     @property
     def metric(self) -> str:
@@ -74,7 +107,7 @@ def scored_pairs(pairs: list[Pair], path: str | Path) -> ScoredPairs:
     """Pairs as one set: their labels choose the metric (see the module docstring); all alike is an error."""
     labels = {p.score for p in pairs}
     if len(labels) < 2:
-        raise DataError(Path(path), None, f"every pair has the label {pairs[0].score:g}: a metric needs at least two different labels")
+        raise DataError(path, None, f"every pair has the label {pairs[0].score:g}: a metric needs at least two different labels")
     return ScoredPairs(pairs, "binary" if labels <= {0.0, 1.0} else "scores", str(path))
 
 
