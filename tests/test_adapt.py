@@ -22,6 +22,7 @@ from sentune.adapt.decide import split_dev
 from sentune.adapt.names import TRAINED
 from sentune.adapt.records import CandidateRecord, Stopped
 from sentune.adapt.select import select
+from sentune.adapt.store import CandidateStore
 from sentune.cli import main
 from sentune.core.memory import peak_resident_mib
 from sentune.data.user_data import read_scored_pairs, write_corpus, write_scored_pairs
@@ -425,6 +426,7 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
         out=tmp_path,
         metric="spearman",
         base=SimpleNamespace(max_seq_length=64),
+        store=CandidateStore(tmp_path, np.arange(150)),
         config=SimpleNamespace(seed=0),
         inputs=SimpleNamespace(dev=SimpleNamespace(unit="pairs")),
         selection_gold=lambda: gold,
@@ -448,7 +450,8 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
     assert bad["dev_score"] == pytest.approx(METRICS["spearman"].score(gold, planted["bad"])) and bad["selection_only"]
     assert 0 < bad["peak_memory_mib"] <= peak_resident_mib()  # this process's peak when the record was written
     assert bad["seconds"] == 5.0 + 30.0 and bad["member_seconds"] == 30.0  # its training's seconds and what it trained before the race
-    np.testing.assert_array_equal(np.load(tmp_path / "candidates" / "bad" / "scores.npz")["select"], planted["bad"])
+    np.testing.assert_array_equal(ctx.store.scores("bad")["select"], planted["bad"])
+    assert not ctx.store.complete(ctx.store.scores("bad"))  # its selection units' scores only
     halved = next(n for n in ("good", "fair", "meh") if n not in [e.name for e in going])
     assert "successive halving" in json.loads((tmp_path / "candidates" / halved / "candidate.json").read_text())["stopped"]["reason"]
     # a stopped record is finished on the run's inputs: a resumed run (--time's plan among its readers) reads it back

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from sentune.adapt.decide import decide, split_dev
+from sentune.adapt.store import CandidateStore
 from sentune.core.batched_metrics import average_precision_rows, average_ranks, pearson_rows, spearman_rows
 from sentune.core.metrics import METRICS, average_precision, best_threshold_accuracy, pearson, spearman
 from sentune.data.readers import DataError
@@ -470,3 +471,26 @@ def test_the_report_reads_baselines_and_hybrids_from_what_results_json_records_a
         assert lines["| `hybrid`"].endswith("| BM25 + unchanged, convex, α = 0.3 on the dense scores |")
         assert lines["| `rrf`"].endswith("| reference, never chosen |")
         assert lines["| `wise`"].endswith("| 0.6·unchanged + 0.4·simcse |")
+
+
+def test_the_candidate_store_keeps_scores_in_one_shape_and_reads_the_older_one(tmp_path):
+    """A finished candidate's scores keep its selection units' beside every dev and test unit's; a raced-out one's the
+    selection units' alone; a folder written before `select` was kept reads the same as one written now."""
+    selection = np.array([4, 0, 2])
+    store = CandidateStore(tmp_path, selection)
+    dev, test = np.arange(6, dtype=float) / 10, np.array([0.5, 0.25])
+    for name in ("done", "stopped", "older"):
+        store.folder(name).mkdir(parents=True)
+    store.save_scores("done", {"dev": dev, "test": test})
+    store.save_scores("stopped", {"select": dev[selection]})
+    np.savez(store.folder("older") / "scores.npz", dev=dev, test=test)  # the shape before `select` was kept
+    done, stopped, older = store.scores("done"), store.scores("stopped"), store.scores("older")
+    assert sorted(np.load(store.folder("done") / "scores.npz").files) == ["dev", "select", "test"]
+    for found in (done, stopped, older):
+        np.testing.assert_array_equal(found["select"], [0.4, 0.0, 0.2])
+    assert store.complete(done) and store.complete(older) and not store.complete(stopped) and sorted(older) == sorted(done)
+    np.testing.assert_array_equal(done["test"], test)
+    calls = []
+    encoded = store.vectors("done", lambda: calls.append(1) or np.ones((2, 3)))
+    assert store.vectors("done", lambda: calls.append(1) or np.zeros((2, 3))).sum() == encoded.sum() == 6 and calls == [1]  # encoded once
+    assert store.kept_vectors("stopped") is None and store.kept_vectors("done") is not None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,6 +17,7 @@ import numpy as np
 from sentune.adapt.inputs import AdaptConfig, Inputs, PairsTask
 from sentune.adapt.names import UNTUNED_POOLINGS
 from sentune.adapt.records import CandidateRecord
+from sentune.adapt.store import CandidateStore
 from sentune.core.encode import Encoder
 from sentune.core.metrics import METRICS
 from sentune.tasks.user_pairs import Scorer
@@ -97,34 +99,35 @@ class Context:
         return self.selection_score_of(self.selection_cosines(dev_scores))
 
     # -- the untuned model, encoded once --
+    @cached_property
+    def store(self) -> CandidateStore:
+        """OUT/candidates: the candidates' scores and the encodings made once per run (sentune.adapt.store)."""
+        return CandidateStore(self.out, self.inputs.split.select)
+
     def untuned(self, pooling: str) -> dict[str, np.ndarray]:
-        flat = dict(np.load(self._untuned_cache()))
-        return {split: flat[f"{pooling}/{split}"] for split in self.scorer.splits}
+        self._encode_untuned()
+        return self.store.untuned_scores(pooling, self.scorer.splits)
 
     def untuned_vectors(self) -> np.ndarray:
         """The pairs' vectors under the model's own pipeline (post-processors transform these instead of encoding again)."""
-        return np.load(self._untuned_cache())["model_vectors"]
+        self._encode_untuned()
+        return self.store.untuned_vectors()
 
     def untuned_encoded(self) -> bool:
-        return (self.out / "candidates" / ".untuned.npz").is_file()
+        return self.store.has_untuned()
 
     def training_minutes(self) -> float | None:
         """A training's minute limit: --budget's, or what is left of --time when that is less."""
         caps = [m for m in (self.config.budget.minutes, self.time_plan.minutes_cap() if self.time_plan else None) if m is not None]
         return min(caps) if caps else None
 
-    def _untuned_cache(self) -> Path:
-        cache = self.out / "candidates" / ".untuned.npz"
-        if not cache.is_file():
+    def _encode_untuned(self) -> None:
+        if not self.store.has_untuned():
             self._save_untuned(self.scorer.encode(self.base, ["model", *UNTUNED_POOLINGS], "scoring the untuned poolings"))
-        return cache
 
     def _save_untuned(self, vectors: dict[str, np.ndarray]) -> None:
         """The untuned poolings' scores of every split, and the model's own vectors (rows: self.scorer.sentences())."""
-        cache = self.out / "candidates" / ".untuned.npz"
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        flat = {f"{name}/{split}": sims for name, v in vectors.items() for split, sims in self.scorer.of_vectors(v).items()}
-        np.savez(str(cache), model_vectors=vectors["model"], **flat)  # type: ignore[arg-type]
+        self.store.save_untuned(vectors["model"], {name: self.scorer.of_vectors(v) for name, v in vectors.items()})
 
     def corpus_to_encode(self) -> int:
         """How many texts corpus_vectors encodes (what its first caller pays)."""
@@ -132,11 +135,8 @@ class Context:
 
     def corpus_vectors(self) -> np.ndarray:
         """The corpus under the model's own pipeline, encoded once for every post-processor fitted on it."""
-        cache = self.out / "candidates" / ".corpus-model.npy"
-        if not cache.is_file():
-            desc = "encoding the corpus to fit the post-processors"
-            np.save(cache, Encoder(self.base, "model", show_progress=self.config.show_progress, desc=desc).encode(self.inputs.corpus))
-        return np.load(cache)
+        desc = "encoding the corpus to fit the post-processors"
+        return self.store.corpus_vectors(lambda: Encoder(self.base, "model", show_progress=self.config.show_progress, desc=desc).encode(self.inputs.corpus))
 
     def candidate(self, name: str):
         """The run's candidate of that name (its class says what it is: dense, eligible, ...)."""
@@ -144,10 +144,7 @@ class Context:
 
     def vectors_of(self, model, name: str) -> np.ndarray:
         """A model's vectors of every text the scorer reads (rows: scorer.sentences()), encoded once per run."""
-        cache = self.out / "candidates" / name / ".vectors.npy"
-        if not cache.is_file():
-            np.save(cache, self.scorer.encode(model, ["model"], f"{name}: encoding every dev and test text")["model"])
-        return np.load(cache)
+        return self.store.vectors(name, lambda: self.scorer.encode(model, ["model"], f"{name}: encoding every dev and test text")["model"])
 
     # -- training --
     def budget_text(self) -> str:

@@ -89,7 +89,7 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, np.ndarra
     finished: dict[str, np.ndarray] = dict(rivals or {})
     for e in entries:
         if e.record.is_file() and load_record(e.folder).stopped is None:
-            finished[e.name] = ctx.selection_cosines(np.load(e.folder / "scores.npz")["dev"])
+            finished[e.name] = ctx.store.scores(e.name)["select"]
     started = {e.name: time.perf_counter() for e in active}
     for index, fraction in enumerate(RUNGS):
         if not active:
@@ -100,7 +100,7 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, np.ndarra
                 print(f"    race round {index + 1}/{len(RUNGS)}: {entry.name} to step {target} of {entry.recipe.training.max_steps}", flush=True)
                 train_run(entry.recipe, entry.run, data_dir=ctx.data_dir or Path("."), pause_at_step=target, show_progress=ctx.config.show_progress)
             if finished_run(entry.run):
-                finished[entry.name] = ctx.selection_cosines(finish(entry)["dev"])
+                finished[entry.name] = finish(entry)["select"]
                 active.remove(entry)
         if index == 0:
             _print_expected(entries, active, ctx)
@@ -163,7 +163,7 @@ def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None,
     step, score, cosines = standing if standing else (None, None, None)
     print(f"    race: {entry.name} stops: {reason}", flush=True)
     if cosines is not None:
-        np.savez(str(entry.folder / "scores.npz"), select=cosines)
+        ctx.store.save_scores(entry.name, {"select": cosines})
     paused = json.loads((entry.run / "paused.json").read_text()) if (entry.run / "paused.json").is_file() else {}
     detail = {
         "setting": entry.recipe.name,

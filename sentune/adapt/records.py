@@ -1,5 +1,5 @@
-"""A candidate's record (OUT/candidates/NAME/candidate.json, written last: it marks the candidate done) and its scores
-(scores.npz): written here and read back here, for every kind of candidate (sentune.adapt.candidates).
+"""A candidate's record (OUT/candidates/NAME/candidate.json, written last: it marks the candidate done), written here
+and read back here for every kind of candidate (sentune.adapt.candidates), with its scores (sentune.adapt.store).
 
 In memory a record is a CandidateRecord: the fields the run's choices read are typed (what it trained on, its weights,
 whether it read the selection part, why it was skipped or stopped, its fusion and source); what only the report reads
@@ -151,7 +151,7 @@ def write_record(candidate: Any, scores: dict[str, np.ndarray], record: Candidat
     record.detail |= candidate.depends_on(ctx)
     record.seconds, record.peak_memory_mib = seconds, peak_resident_mib()
     if scores:
-        np.savez(str(folder / "scores.npz"), **scores)  # type: ignore[arg-type]  # numpy stubs type **kwds as bool
+        ctx.store.save_scores(candidate.name, scores)
         record.dev_score = ctx.selection_score(scores["dev"])  # every choice reads this, never the confirmation part
         print(f"{label} {candidate.name}: selection {ctx.metric} {record.dev_score:.2f} ({seconds / 60:.1f} min)", flush=True)
     elif record.skipped is not None:
@@ -185,7 +185,7 @@ def trained_record(candidate: Any, run: Path, label: str, ctx: Any, source: str 
 def finish_trained(candidate: Any, label: str, ctx: Any, source: str | None = None, member_seconds: float = 0.0) -> dict[str, np.ndarray]:
     """Record a finished run (the race's `finish`) and return its scores."""
     trained_record(candidate, candidate.run_folder(ctx), label, ctx, source, member_seconds)
-    return dict(np.load(candidate.folder(ctx) / "scores.npz"))
+    return ctx.store.scores(candidate.name)
 
 
 def load_record(folder: Path) -> CandidateRecord:

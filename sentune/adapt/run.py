@@ -25,8 +25,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from sentune.adapt.candidates import Candidate, Plan, own_pooling, plan
 from sentune.adapt.context import Context, PairsContext
 from sentune.adapt.inputs import AdaptConfig, Inputs, prepare
@@ -300,10 +298,10 @@ def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
     fused = candidate.fused(ctx)
     fusion, source = fused if fused is not None else (None, candidate.name)
     documents = ctx.retrieval_dev().corpus
-    cached = ctx.out / "candidates" / source / ".vectors.npy"
+    kept = None if source == UNCHANGED else ctx.store.kept_vectors(source)
     vectors = None
-    if source == UNCHANGED or cached.is_file():
-        every = ctx.untuned_vectors() if source == UNCHANGED else np.load(cached)
+    if source == UNCHANGED or kept is not None:
+        every = ctx.untuned_vectors() if kept is None else kept
         row = {text: i for i, text in enumerate(ctx.scorer.sentences())}
         vectors = every[[row[d.text] for d in documents]]
     saved = read_settings(ctx.out)

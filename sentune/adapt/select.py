@@ -17,6 +17,7 @@ from sentune.adapt.candidates import Candidate
 from sentune.adapt.decide import SELECT_FRACTION, DevSplit, decide
 from sentune.adapt.names import BM25, RULE, UNCHANGED
 from sentune.adapt.records import CandidateRecord
+from sentune.adapt.store import CandidateStore
 from sentune.adapt.train_evidence import evidence_meta, judges
 from sentune.core.metrics import METRICS
 from sentune.core.usage import process_usage
@@ -50,9 +51,10 @@ def select(records: dict[str, CandidateRecord], candidates: list[Candidate], inp
     an eligible one's also with the pairs that judged it (`judged_on`: dev and --train pairs, sentune.adapt.decide)
     and its selection score on them beside the unchanged model's gain there (`ahead`). `ctx`: the run's context, whose
     --train evidence pairs judge too (sentune.adapt.train_evidence); None: the dev pairs alone."""
-    loaded = {c.name: dict(np.load(out / "candidates" / c.name / "scores.npz")) for c in candidates if records[c.name].scored}
-    scored = {name: s for name, s in loaded.items() if "dev" in s}
-    stopped = {name: s["select"] for name, s in loaded.items() if "dev" not in s}
+    store = ctx.store if ctx is not None else CandidateStore(out, split.select)
+    loaded = {c.name: store.scores(c.name) for c in candidates if records[c.name].scored}
+    scored = {name: s for name, s in loaded.items() if store.complete(s)}
+    stopped = {name: s["select"] for name, s in loaded.items() if not store.complete(s)}
     eligible = {c.name: scored[c.name]["dev"] for c in candidates if c.eligible and c.name in scored and c.name != UNCHANGED}
     dev_gold = inputs.dev.gold
     metric = inputs.dev.metric

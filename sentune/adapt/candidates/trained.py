@@ -105,7 +105,6 @@ class Ensemble(WithRun):
         """Seeds 2..N of the best trained candidate on the selection pairs (finished, or raced out: its best checkpoint
         is seed 1), each trained for as many steps as that candidate needed to reach its best checkpoint and kept at its
         last step; then the learner, raced alone against the unchanged model and that candidate."""
-        import numpy as np
 
         from sentune.adapt.race import race
         from sentune.train.runs import train_each
@@ -122,8 +121,7 @@ class Ensemble(WithRun):
         members = [str(source.weights(ctx.out)), *(str(folder / "model") for _, folder in jobs)]
         member_seconds = time.perf_counter() - started
         recipe = ctx.recipe("adapt/sed", members=members)
-        scores = np.load(ctx.out / "candidates" / source.name / "scores.npz")
-        rivals = {source.name: scores["select"] if "select" in scores else ctx.selection_cosines(scores["dev"])}
+        rivals = {source.name: ctx.store.scores(source.name)["select"]}
         race([self.race_entry(recipe, ctx, member_seconds)], ctx, lambda e: finish_trained(self, label, ctx, source.name, member_seconds), rivals=rivals)
         return load_record(self.folder(ctx))
 

@@ -1,0 +1,91 @@
+"""OUT/candidates: what the candidates of one run keep beside their records (sentune.adapt.records), reached through
+CandidateStore's methods, never by path: each candidate's scores, its vectors of every dev and test text, and the
+unchanged model's encodings every candidate reads (its poolings' scores, its own vectors, the corpus's vectors).
+
+Every file here is a cache a resumed run reads instead of encoding again (the run's own record is candidate.json and
+results.json); a candidate's scores.npz has one shape: `select`, the selection units' scores, always (all a candidate
+the race stopped has), and `dev`/`test`, every dev and test unit's, once it is scored on them. A folder written before
+`select` was kept in every file (a finished candidate's dev and test only) reads the same."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+SCORES_FILE = "scores.npz"
+VECTORS_FILE = ".vectors.npy"
+UNTUNED_FILE = ".untuned.npz"
+CORPUS_FILE = ".corpus-model.npy"
+SELECT = "select"
+
+
+class CandidateStore:
+    """OUT/candidates of one run; `selection`: the dev units of the selection part (split.select), whose scores every
+    candidate's `select` holds."""
+
+    def __init__(self, out: Path, selection: np.ndarray) -> None:
+        self.root = out / "candidates"
+        self.selection = np.asarray(selection)
+
+    def folder(self, name: str) -> Path:
+        return self.root / name
+
+    # -- a candidate's scores --
+    def save_scores(self, name: str, scores: dict[str, np.ndarray]) -> None:
+        """Keep a candidate's scores: every dev and test unit's (`dev`, `test`), or the selection units' alone
+        (`select`: a candidate the race stopped)."""
+        kept = dict(scores)
+        if "dev" in kept:
+            kept[SELECT] = kept["dev"][self.selection]
+        np.savez(str(self.folder(name) / SCORES_FILE), **kept)  # type: ignore[arg-type]  # numpy stubs type **kwds as bool
+
+    def scores(self, name: str) -> dict[str, np.ndarray]:
+        """A candidate's scores as save_scores kept them: `select` always, `dev` and `test` once it was scored on them."""
+        found = dict(np.load(self.folder(name) / SCORES_FILE))
+        if SELECT not in found:  # written before `select` was kept beside `dev`
+            found[SELECT] = found["dev"][self.selection]
+        return found
+
+    @staticmethod
+    def complete(scores: dict[str, np.ndarray]) -> bool:
+        """Whether scores are every dev unit's (False: the selection units' only, a raced-out candidate's)."""
+        return "dev" in scores
+
+    # -- encodings, made once per run --
+    def vectors(self, name: str, encode: Callable[[], np.ndarray]) -> np.ndarray:
+        """A candidate model's vectors of every text the scorer reads, encoded by `encode` the first time."""
+        return self._cached(self.folder(name) / VECTORS_FILE, encode)
+
+    def kept_vectors(self, name: str) -> np.ndarray | None:
+        """A candidate's vectors when it kept them (vectors), else None."""
+        path = self.folder(name) / VECTORS_FILE
+        return np.load(path) if path.is_file() else None
+
+    def corpus_vectors(self, encode: Callable[[], np.ndarray]) -> np.ndarray:
+        """The corpus under the unchanged model's own pipeline (what the post-processors fit on)."""
+        return self._cached(self.root / CORPUS_FILE, encode)
+
+    def has_untuned(self) -> bool:
+        return (self.root / UNTUNED_FILE).is_file()
+
+    def save_untuned(self, model_vectors: np.ndarray, scores: dict[str, dict[str, np.ndarray]]) -> None:
+        """The unchanged model's own vectors of every text, and each untuned pooling's scores of every split."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        flat = {f"{pooling}/{split}": found for pooling, splits in scores.items() for split, found in splits.items()}
+        np.savez(str(self.root / UNTUNED_FILE), model_vectors=model_vectors, **flat)  # type: ignore[arg-type]
+
+    def untuned_scores(self, pooling: str, splits: Iterable[str]) -> dict[str, np.ndarray]:
+        with np.load(self.root / UNTUNED_FILE) as flat:
+            return {split: flat[f"{pooling}/{split}"] for split in splits}
+
+    def untuned_vectors(self) -> np.ndarray:
+        with np.load(self.root / UNTUNED_FILE) as flat:
+            return flat["model_vectors"]
+
+    def _cached(self, path: Path, encode: Callable[[], np.ndarray]) -> np.ndarray:
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(path, encode())
+        return np.load(path)
