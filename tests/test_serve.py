@@ -529,17 +529,18 @@ def run_batcher(jobs: list[list[int]], *, max_batch: int, wait_s: float, fail_on
     return asyncio.run(scenario()), seen
 
 
-def test_the_batcher_joins_requests_without_splitting_one_and_keeps_their_order():
+def test_the_batcher_joins_requests_splits_a_long_one_and_keeps_their_order():
     answers, seen = run_batcher([[1], [2, 3], [4], [5, 6, 7, 8, 9], [10]], max_batch=4, wait_s=0.05)
     assert answers == [[10], [20, 30], [40], [50, 60, 70, 80, 90], [100]]
-    assert seen == [[1, 2, 3, 4], [5, 6, 7, 8, 9], [10]]  # full at 4; the 5-text request runs alone, never split
+    # the shortest first; [2, 3] is not split: it waits for the next batch; the 5-text request is split to fill them
+    assert seen == [[1, 4, 10, 5], [2, 3, 6, 7], [8, 9]]
     answers, seen = run_batcher([[1], [2], [3]], max_batch=64, wait_s=0.0)
     assert answers == [[10], [20], [30]] and sum(map(len, seen)) == 3
 
 
 def test_a_failing_batch_fails_its_requests_only():
     answers, seen = run_batcher([[1], [2], [3, 4], [5]], max_batch=2, wait_s=0.05, fail_on=2)
-    assert seen == [[1, 2], [3, 4], [5]]
+    assert seen == [[1, 2], [5], [3, 4]]  # the shortest first, [3, 4] whole
     assert [type(a).__name__ for a in answers[:2]] == ["ValueError", "ValueError"] and answers[2:] == [[30, 40], [50]]
 
 

@@ -3,8 +3,20 @@ search page at /. Requests are checked here (sentune.serve.protocol), batched (s
 the process's Engine (sentune.serve.engine) in one worker thread; the event loop only parses, waits and answers.
 
 Safety: a body over --max-body-mb is refused (413) before it is read; with an API key every request except /health and
-the page itself (static, no data: its searches send the key) must carry `Authorization: Bearer KEY` (401); a request
-that has not been answered within --timeout-s gets 503 (its batch, if it started, still finishes)."""
+the page itself (static, no data: its searches send the key) must carry `Authorization: Bearer KEY` (401). Limits
+(sentune.serve.admission): a request whose head or body is slower than --read-timeout-s gets 408 and its connection is
+closed; one that finds --max-queue texts waiting gets 503 with Retry-After at once; one not answered within --timeout-s
+gets 503 and its texts not yet computed are dropped (sentune.serve.batching).
+
+Operators: GET /metrics (Prometheus, sentune.serve.metrics); SIGTERM finishes the requests in flight, then stops;
+POST /admin/reload swaps in the index rebuilt in the served folder without a restart.
+
+Why a route and not SIGHUP for the swap: the route answers, so the operator (or the deploy script) learns whether the
+rebuilt index loaded, and if not why, while the previous one goes on serving; a signal has no answer, and under
+`--workers N` uvicorn's supervisor already takes SIGHUP to replace the workers one by one (each loads the folder anew),
+which is the way to swap there, since a route reaches one worker only. The route sits behind the API key like every
+route that reads data, and takes no path: it re-reads only the folder the server was started on (point it at a
+symlink and switch the symlink to publish a new build)."""
 
 from __future__ import annotations
 
@@ -12,14 +24,17 @@ import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from functools import partial
 from importlib import resources
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sentune.serve.batching import MicroBatcher
+from sentune.serve.admission import BodyTooSlow, ReadLimit, busy, read_limit
+from sentune.serve.batching import MicroBatcher, QueueFull
 from sentune.serve.guard import Guard
+from sentune.serve.metrics import Measured, Metrics
 from sentune.serve.protocol import (
     ApiError,
     EmbeddingsRequest,
@@ -35,19 +50,35 @@ from sentune.serve.settings import ServeSettings
 
 
 class State:
-    """The process's engine and its two batchers (embeddings, search), sharing one worker thread."""
+    """The process's engine and its two batchers (embeddings, search), sharing one worker thread. The batchers call
+    the engine held now: a reload swaps it between two batches."""
 
-    def __init__(self, settings: ServeSettings, engine) -> None:
+    def __init__(self, settings: ServeSettings, engine, metrics: Metrics) -> None:
         self.settings, self.engine = settings, engine
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="sentune-model")
-        wait = settings.batch_wait_ms / 1000
-        self.embed = MicroBatcher(engine.embed, self.executor, max_batch=settings.max_batch, wait_s=wait)
-        self.search = MicroBatcher(engine.search, self.executor, max_batch=settings.max_batch, wait_s=wait)
+        self.batchers: dict[str, MicroBatcher] = {}
+        for name, method in (("embeddings", "embed"), ("search", "search")):
+            batcher = MicroBatcher(
+                partial(self.run, method),
+                self.executor,
+                max_batch=settings.max_batch,
+                wait_s=settings.batch_wait_ms / 1000,
+                max_queue=settings.max_queue,
+                on_batch=metrics.batch_observer(name),
+            )
+            metrics.watch_queue(name, batcher.waiting)
+            self.batchers[name] = batcher
+        self.embed, self.search = self.batchers["embeddings"], self.batchers["search"]
+        self.reloading = asyncio.Lock()
         self.started = time.time()
+
+    def run(self, method: str, items: list):
+        return getattr(self.engine, method)(items)
 
 
 def create_app(settings: ServeSettings, engine=None) -> FastAPI:
     """The application; `engine`: one already loaded (one process), else each worker loads its own on start-up."""
+    metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -56,15 +87,15 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
             from sentune.serve.engine import Engine
 
             loaded = await asyncio.get_running_loop().run_in_executor(None, Engine, settings)
-        state = State(settings, loaded)
-        state.embed.start()
-        state.search.start()
+        state = State(settings, loaded, metrics)
+        for batcher in state.batchers.values():
+            batcher.start()
         app.state.serving = state
         try:
             yield
-        finally:
-            await state.embed.stop()
-            await state.search.stop()
+        finally:  # uvicorn comes here once the requests in flight are answered (or its graceful limit passed)
+            for batcher in state.batchers.values():
+                await batcher.stop()
             state.executor.shutdown(wait=False)
 
     app = FastAPI(title="sentune serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
@@ -79,9 +110,24 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
         message = f"{request.method} {request.url.path}: {exc.detail}" if exc.status_code in (404, 405) else str(exc.detail)
         return JSONResponse(error_body(message, kind), status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
+    @app.exception_handler(QueueFull)
+    async def queue_full(request: Request, exc: QueueFull):
+        return busy(exc)
+
+    @app.exception_handler(BodyTooSlow)
+    async def body_too_slow(request: Request, exc: BodyTooSlow):
+        return ReadLimit.answer(read_limit(settings))
+
     @app.exception_handler(Exception)
     async def server_error(request: Request, exc: Exception):  # Starlette logs the traceback after this answer
-        return JSONResponse(error_body(f"internal error: {type(exc).__name__}: {exc}", "server_error"), status_code=500)
+        return JSONResponse(
+            error_body("internal error; its traceback is in the server's log", "server_error"), status_code=500
+        )  # no text of it: it may hold paths or data
+
+    def admit(batcher: MicroBatcher) -> None:
+        """A full queue refuses before the body is parsed: the 503 costs the event loop as little as can be."""
+        if batcher.full():
+            raise QueueFull(batcher.waiting(), settings.max_queue)
 
     async def within_limit(awaitable):
         try:
@@ -102,8 +148,32 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
                 "search": {"requests": state.search.requests, "forward_passes": state.search.forward_passes},
                 "max_batch": settings.max_batch,
                 "wait_ms": settings.batch_wait_ms,
+                "max_queue": settings.max_queue,
+                "refused": state.embed.refused + state.search.refused,
             },
         }
+
+    @app.get("/metrics")
+    async def metrics_page():
+        page, kind = metrics.page()
+        return Response(page, media_type=kind)
+
+    @app.post("/admin/reload")
+    async def reload(request: Request):
+        state: State = request.app.state.serving
+        if not settings.index:
+            raise ApiError(400, f"this server serves a model ({state.engine.name}), not an index: there is no index to reload", "invalid_request_error")
+        from sentune.serve.engine import Engine
+
+        async with state.reloading:  # one reload at a time; requests go on meanwhile, on the engine held now
+            began = time.perf_counter()
+            try:  # not in the model's thread: loading a few seconds must not stop the answers
+                fresh = await asyncio.get_running_loop().run_in_executor(None, Engine, settings)
+            except Exception as exc:
+                message = f"{settings.index}: the rebuilt index did not load ({type(exc).__name__}: {exc}); the previous one is still served"
+                raise ApiError(409, message, "invalid_request_error", code="reload_failed") from None
+            state.engine = fresh
+        return {"status": "reloaded", "index": fresh.health()["index"], "took_s": round(time.perf_counter() - began, 3)}
 
     page_html = resources.files("sentune.serve").joinpath("page.html").read_text(encoding="utf-8")
 
@@ -124,6 +194,7 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
                 "(an index from `sentune index` or an adapt run's folder); /v1/embeddings works",
                 "not_found_error",
             )
+        admit(state.search)
         body = parse_body(await request.body(), SearchRequest)
         texts = search_texts(body, settings)
         system = body.system or state.engine.default_system
@@ -141,6 +212,7 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
     @app.post("/v1/embeddings")
     async def embeddings(request: Request):
         state: State = request.app.state.serving
+        admit(state.embed)
         body = parse_body(await request.body(), EmbeddingsRequest)
         texts = embedding_texts(body, settings, state.engine.dimension)
         embedded = await within_limit(state.embed.submit(texts))
@@ -149,4 +221,6 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
         return JSONResponse(answer, headers=headers)
 
     app.add_middleware(Guard, settings=settings)
+    app.add_middleware(ReadLimit, limit_s=read_limit(settings))
+    app.add_middleware(Measured, metrics=metrics)  # the outermost: it counts every answer, 401, 408 and 413 included
     return app

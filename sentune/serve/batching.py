@@ -1,10 +1,22 @@
-"""Requests that arrive together share one forward pass: a small asyncio micro-batcher in front of the model.
+"""Requests that arrive together share one forward pass: a small asyncio micro-batcher in front of the model, with a
+bounded queue.
 
-A request's texts wait at most `wait_s` for others (or until `max_batch` texts are waiting), then every waiting
-request's texts go to `run` at once, in a worker thread, and each request gets its own slice of the results. While a
-batch runs, the next requests gather; they have waited already, so they run as soon as it ends. A request is never
-split: one with more texts than `max_batch` runs alone. The executor is shared with the other batchers of the process
-and has one thread, so the model runs one batch at a time (its tokenizer is not safe to call from two threads).
+Each batch takes up to `max_batch` texts from the waiting requests, those that have had the fewest of their texts
+computed first (then the shortest, then the oldest): a request longer than `max_batch` is split into several batches
+(a shorter one never is: it waits for the next batch when it does not fit whole), and a one-word
+request that arrives while a 256-text one is being computed runs in the next batch, not after all of it. A request whose
+client has been answered (its time limit passed, or it left) is dropped before each batch: its remaining texts are never
+computed. Only the batch already running finishes, and it holds at most `max_batch` texts.
+
+The queue is bounded: a request that would put more than `max_queue` texts in waiting is refused at once (QueueFull, a
+503 with Retry-After) rather than accepted to wait past what a client tolerates; a request that finds the queue empty
+is always taken, whatever its length (it is split).
+
+When the batcher is idle a request runs at once. It waits up to `wait_s` for company only when the previous batch was
+shared by several requests, i.e. when others are sending: at one client there is no wait to pay, and under load the
+requests that gathered during a batch run together as soon as it ends. The executor has one thread, shared with the
+other batchers of the process, so the model runs one batch at a time (its tokenizer is not safe to call from two
+threads) and tokenisation never runs on the event loop.
 
 Why not a library: the embedding servers batch inside their own engines (infinity's BatchHandler, text-embeddings-
 inference's router), which are not libraries to put in front of another encoder; this is the part of them that
@@ -14,33 +26,70 @@ sentune needs, and what it costs is counted (`forward_passes` against `requests`
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
 
+class QueueFull(Exception):
+    """The queue holds `max_queue` texts already: the request is not accepted."""
+
+    def __init__(self, waiting: int, limit: int) -> None:
+        super().__init__(f"{waiting} texts are waiting (at most {limit})")
+        self.waiting, self.limit = waiting, limit
+
+
 @dataclass
 class Job:
     items: Sequence[Any]
     future: asyncio.Future = field(repr=False)
+    number: int = 0  # arrival order
+    sent: int = 0  # items handed to a batch so far
+    results: list = field(default_factory=list, repr=False)
+
+    @property
+    def left(self) -> int:
+        return len(self.items) - self.sent
 
 
 class MicroBatcher:
-    """`await submit(items)` -> `run(items)`'s results for these items, computed in one call with other requests'."""
+    """`await submit(items)` -> `run(items)`'s results for these items, computed with other requests' items."""
 
-    def __init__(self, run: Callable[[list[Any]], Sequence[Any]], executor: Executor, *, max_batch: int, wait_s: float) -> None:
+    def __init__(
+        self,
+        run: Callable[[list[Any]], Sequence[Any]],
+        executor: Executor,
+        *,
+        max_batch: int,
+        wait_s: float,
+        max_queue: int | None = None,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
         self.run, self.executor = run, executor
         self.max_batch, self.wait_s = max_batch, wait_s
+        self.max_queue = max_queue  # texts waiting; None: unbounded
+        self.on_batch = on_batch  # called with each batch's size (the metrics)
         self.requests = 0  # jobs submitted
         self.forward_passes = 0  # calls of `run`
-        self._queue: asyncio.Queue[Job] | None = None
-        self._enough: asyncio.Event | None = None
-        self._waiting_items = 0
+        self.refused = 0  # jobs refused by the bound
+        self._jobs: list[Job] = []
+        self._arrived: asyncio.Event | None = None
+        self._numbers = itertools.count()
         self._task: asyncio.Task | None = None
+        self._shared = False  # the last batch held several requests: others are sending
+
+    def waiting(self) -> int:
+        """Texts accepted and not yet handed to a batch (a request already answered is not counted)."""
+        return sum(job.left for job in self._jobs if not job.future.done())
+
+    def full(self) -> bool:
+        """No request would be accepted now (the cheap check before a body is parsed)."""
+        return self.max_queue is not None and self.waiting() >= self.max_queue
 
     def start(self) -> None:
-        self._queue, self._enough = asyncio.Queue(), asyncio.Event()
+        self._arrived = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
     async def stop(self) -> None:
@@ -52,54 +101,76 @@ class MicroBatcher:
                 pass
 
     async def submit(self, items: Sequence[Any]) -> list[Any]:
-        if self._queue is None or self._enough is None:
+        if self._arrived is None:
             raise RuntimeError("MicroBatcher.start() was not called")
+        waiting = self.waiting()
+        if self.max_queue is not None and waiting and waiting + len(items) > self.max_queue:
+            self.refused += 1
+            raise QueueFull(waiting, self.max_queue)
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self.requests += 1
-        self._waiting_items += len(items)
-        self._queue.put_nowait(Job(items, future))
-        if self._waiting_items >= self.max_batch:
-            self._enough.set()
+        self._jobs.append(Job(items, future, next(self._numbers)))
+        self._arrived.set()
         return await future
 
+    def _next_batch(self) -> list[tuple[Job, int, int]]:
+        """(job, start, end) slices of at most max_batch items, from the jobs least served so far, then the shortest."""
+        self._jobs = [job for job in self._jobs if not job.future.done()]  # answered already: nothing more is computed
+        room, parts = self.max_batch, []
+        for job in sorted(self._jobs, key=lambda j: (j.sent, j.left, j.number)):
+            if room == 0:
+                break
+            if room < job.left and len(job.items) <= self.max_batch:  # one batch can hold it whole: the next one does
+                continue
+            take = min(room, job.left)
+            parts.append((job, job.sent, job.sent + take))
+            job.sent += take
+            room -= take
+        self._jobs = [job for job in self._jobs if job.left]
+        return parts
+
     async def _serve(self) -> None:
-        assert self._queue is not None and self._enough is not None
+        assert self._arrived is not None
         loop = asyncio.get_running_loop()
-        carried: Job | None = None
         while True:
-            if carried is None:
-                first = await self._queue.get()
-                if self.wait_s > 0 and self._waiting_items < self.max_batch:  # it came to an idle batcher: wait for company
-                    self._enough.clear()
-                    try:
-                        await asyncio.wait_for(self._enough.wait(), self.wait_s)
-                    except TimeoutError:
-                        pass
-            else:
-                first, carried = carried, None
-            jobs, size = [first], len(first.items)
-            while size < self.max_batch and not self._queue.empty():
-                job = self._queue.get_nowait()
-                if size + len(job.items) > self.max_batch:
-                    carried = job  # the next batch's first
-                    break
-                jobs.append(job)
-                size += len(job.items)
-            self._waiting_items -= sum(len(j.items) for j in jobs)
-            jobs = [j for j in jobs if not j.future.done()]  # a request that timed out or whose client left is not computed
-            if not jobs:
+            if not self._jobs:
+                self._arrived.clear()
+                await self._arrived.wait()
+                if self._shared and self.wait_s > 0:  # others are sending: let the requests on their way join this batch
+                    await self._company()
+            parts = self._next_batch()
+            if not parts:
                 continue
             self.forward_passes += 1
-            items = [item for job in jobs for item in job.items]
+            self._shared = len(parts) > 1
+            items = [item for job, start, end in parts for item in job.items[start:end]]
+            if self.on_batch is not None:
+                self.on_batch(len(items))
             try:
                 results = await loop.run_in_executor(self.executor, self.run, items)
-            except Exception as exc:  # every request of the batch gets the error (a 500 each); the batcher goes on
-                for job in jobs:
+            except Exception as exc:  # every request of the batch gets the error; the batcher goes on
+                for job, _, _ in parts:
                     if not job.future.done():
                         job.future.set_exception(exc)
                 continue
-            start = 0
-            for job in jobs:
+            offset = 0
+            for job, start, end in parts:
                 if not job.future.done():
-                    job.future.set_result(list(results[start : start + len(job.items)]))
-                start += len(job.items)
+                    job.results.extend(results[offset : offset + end - start])
+                    if len(job.results) == len(job.items):
+                        job.future.set_result(job.results)
+                offset += end - start
+
+    async def _company(self) -> None:
+        """Wait up to wait_s, or until a full batch waits."""
+        assert self._arrived is not None
+        deadline = asyncio.get_running_loop().time() + self.wait_s
+        while self.waiting() < self.max_batch:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), left)
+            except TimeoutError:
+                return

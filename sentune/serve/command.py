@@ -31,6 +31,8 @@ def serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-input-chars", type=int, default=100_000, help="characters in one text; longer ones are refused (400)")
     p.add_argument("--max-body-mb", type=float, default=2.0, help="the request body's limit in MB (413 beyond)")
     p.add_argument("--timeout-s", type=float, default=30.0, help="a request not answered in this time gets 503")
+    p.add_argument("--max-queue", type=int, default=64, help="texts waiting for a forward pass; a request beyond gets 503 with Retry-After at once")
+    p.add_argument("--read-timeout-s", type=float, default=10.0, help="a request's head, then its body, must arrive within this (408 and closed)")
     p.add_argument("--system", choices=SYSTEMS, help="/search's default system (default: the index's own)")
     p.add_argument("--model-name", help="the model's name in /v1/embeddings answers (default: the hub id or the folder's name)")
     p.add_argument("--trust-remote-code", action="store_true", help="allow code shipped with the model (off by default)")
@@ -57,6 +59,8 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         max_input_chars=args.max_input_chars,
         max_body_bytes=int(args.max_body_mb * 1_000_000),
         timeout_s=args.timeout_s,
+        max_queue=args.max_queue,
+        read_timeout_s=args.read_timeout_s,
         system=args.system,
         model_name=args.model_name,
         trust_remote_code=args.trust_remote_code,
@@ -76,8 +80,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    import uvicorn
-
+    from sentune.serve.admission import serve_one
     from sentune.serve.app import create_app
 
     common = dict(host=settings.host, port=settings.port, log_level=settings.log_level, access_log=settings.log_level == "info")
@@ -87,7 +90,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         engine = Engine(settings)
         print(f"serving {settings.target} at {where} (/search, /v1/embeddings, /health, the search page at /)", file=sys.stderr)
-        uvicorn.run(create_app(settings, engine), **common)  # type: ignore[arg-type]
+        serve_one(settings, create_app(settings, engine), **common)
         return 0
     if settings.backend != "torch":  # the graph exported (or quantized) once here, not by every worker at once
         from sentune.serve.engine import prepare_graph

@@ -34,6 +34,8 @@ class ServeSettings:
     max_input_chars: int = 100_000  # characters in one text
     max_body_bytes: int = 2_000_000
     timeout_s: float = 30.0  # a request's limit, its wait for a batch included
+    max_queue: int = 64  # texts waiting for a forward pass; beyond, 503 at once (sentune.serve.batching)
+    read_timeout_s: float = 10.0  # a request's head, then its body, must arrive within this (sentune.serve.admission)
     system: str | None = None  # /search's default system (None: the index's own)
     model_name: str | None = None  # the name /v1/embeddings answers with
     trust_remote_code: bool = False
@@ -67,6 +69,8 @@ def check_numbers(settings: ServeSettings) -> None:
         (settings.max_input_chars >= 1, f"--max-input-chars {settings.max_input_chars}: at least 1"),
         (settings.max_body_bytes >= 1024, f"--max-body-mb {settings.max_body_bytes / 1e6:g}: at least 0.001 (1 kB)"),
         (settings.timeout_s > 0, f"--timeout-s {settings.timeout_s:g}: more than 0"),
+        (settings.max_queue >= 1, f"--max-queue {settings.max_queue}: at least 1"),
+        (settings.read_timeout_s > 0, f"--read-timeout-s {settings.read_timeout_s:g}: more than 0"),
         (settings.backend in BACKENDS, f"--backend {settings.backend}: choose {', '.join(BACKENDS)}"),
         (settings.system is None or settings.system in SYSTEMS, f"--system {settings.system}: choose {', '.join(SYSTEMS)}"),
     ]

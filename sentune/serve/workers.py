@@ -9,20 +9,20 @@ from __future__ import annotations
 
 from functools import partial
 
-import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
+from sentune.serve.admission import TimedConfig
 from sentune.serve.settings import ServeSettings
 
 
-class WorkerConfig(uvicorn.Config):
+class WorkerConfig(TimedConfig):
     """uvicorn's Config with sentune's settings (as JSON, so it pickles as plain text); its app is `create_app`
     called with them, in each worker."""
 
     def __init__(self, settings: ServeSettings, **kwargs) -> None:
         # the import string only satisfies uvicorn's rule that several workers load their app by name; load_app decides
-        super().__init__("sentune.serve.app:create_app", factory=True, **kwargs)
+        super().__init__("sentune.serve.app:create_app", settings, factory=True, **kwargs)
         self.serve_settings = settings.to_json()
 
     def load_app(self):

@@ -1,0 +1,258 @@
+"""Admission control of `sentune serve` (sentune.serve.batching, sentune.serve.admission): a long request is split so a
+one-word one is not starved, a request whose client was answered is not computed further, a full queue answers 503 with
+Retry-After at once, a client that sends half a head or half a body is cut off within the read limit, and a shutdown
+answers the requests in flight. The servers here are uvicorn in a thread of the test, on a free port, in front of
+engines whose forward pass takes a set time per text (what a busy model looks like), so the timings are the test's."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from conftest import free_port
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("prometheus_client")
+
+from sentune.serve.batching import MicroBatcher, QueueFull  # noqa: E402
+
+
+class TimedEngine:
+    """An embeddings engine whose forward pass takes `per_text` seconds a text; it records the batches it computes."""
+
+    views: dict = {}
+    name, dimension = "timed", 3
+
+    def __init__(self, per_text: float) -> None:
+        self.per_text = per_text
+        self.batches: list[list[str]] = []
+
+    def embed(self, texts):
+        from sentune.serve.engine import Embedded
+
+        self.batches.append(list(texts))
+        time.sleep(self.per_text * len(texts))
+        return [Embedded(np.full(3, len(t), dtype=np.float32), 1, False) for t in texts]
+
+    def search(self, items):
+        return []
+
+    def health(self) -> dict:
+        return {"model": self.name}
+
+
+class Served:
+    """uvicorn serving create_app(settings, engine) in a thread, as `sentune serve` configures it (TimedConfig)."""
+
+    def __init__(self, engine, **settings) -> None:
+        from sentune.serve.admission import TimedConfig
+        from sentune.serve.app import create_app
+        from sentune.serve.settings import ServeSettings
+
+        self.settings = ServeSettings(target="timed", index=None, model="timed", **settings)
+        self.port = free_port()
+        config = TimedConfig(create_app(self.settings, engine), self.settings, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Served:
+        self.thread.start()
+        deadline = time.time() + 30
+        while not self.server.started:
+            assert time.time() < deadline and self.thread.is_alive(), "the server did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+    def embed(self, text, timeout: float = 30) -> httpx.Response:
+        return httpx.post(f"{self.url}/v1/embeddings", json={"input": text}, timeout=timeout)
+
+
+def timed(call) -> tuple[object, float]:
+    began = time.perf_counter()
+    result = call()
+    return result, time.perf_counter() - began
+
+
+def test_a_long_request_is_split_and_a_one_word_request_runs_in_the_next_batch():
+    seen: list[list[int]] = []
+
+    def run(items):
+        seen.append(list(items))
+        time.sleep(0.05)
+        return [x * 10 for x in items]
+
+    async def scenario():
+        with ThreadPoolExecutor(1) as executor:
+            batcher = MicroBatcher(run, executor, max_batch=4, wait_s=0.0)
+            batcher.start()
+            long = asyncio.ensure_future(batcher.submit(list(range(100, 132))))  # 8 batches of 4
+            await asyncio.sleep(0.02)  # the long request's first batch runs
+            short = await batcher.submit([1])
+            short_done_while_long_runs = not long.done()
+            answers = await long
+            await batcher.stop()
+            return short, short_done_while_long_runs, answers
+
+    short, early, answers = asyncio.run(scenario())
+    assert short == [10] and early and answers == [x * 10 for x in range(100, 132)]
+    assert seen[0] == [100, 101, 102, 103] and seen[1][0] == 1  # the one word runs in the very next batch
+    assert max(map(len, seen)) == 4 and sum(map(len, seen)) == 33
+
+
+def test_the_texts_of_a_request_given_up_are_not_computed():
+    seen: list[list[int]] = []
+
+    def run(items):
+        seen.append(list(items))
+        time.sleep(0.1)
+        return items
+
+    async def scenario():
+        with ThreadPoolExecutor(1) as executor:
+            batcher = MicroBatcher(run, executor, max_batch=4, wait_s=0.0)
+            batcher.start()
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(batcher.submit(list(range(40))), 0.15)  # 10 batches; its client leaves in the 2nd
+            after = await batcher.submit([99])
+            await batcher.stop()
+            return after
+
+    assert asyncio.run(scenario()) == [99]
+    assert seen[-1] == [99] and len(seen) <= 3  # the batch running when it was given up finished; no other of its ran
+
+
+def test_a_full_queue_refuses_at_once_and_an_empty_one_takes_any_request():
+    def run(items):
+        time.sleep(0.2)
+        return items
+
+    async def scenario():
+        with ThreadPoolExecutor(1) as executor:
+            batcher = MicroBatcher(run, executor, max_batch=2, wait_s=0.0, max_queue=3)
+            batcher.start()
+            big = asyncio.ensure_future(batcher.submit(list(range(10))))  # over the bound, into an empty queue: taken
+            await asyncio.sleep(0.05)
+            assert batcher.full() and batcher.waiting() == 8
+            began = time.perf_counter()
+            with pytest.raises(QueueFull) as refused:
+                await batcher.submit([1])
+            refused_in = time.perf_counter() - began
+            assert await big == list(range(10))
+            assert await batcher.submit([1, 2, 3]) == [1, 2, 3]  # empty again
+            await batcher.stop()
+            return refused.value, refused_in, batcher.refused
+
+    refused, seconds, count = asyncio.run(scenario())
+    assert refused.waiting == 8 and refused.limit == 3 and count == 1 and seconds < 0.05
+
+
+def test_after_a_256_text_request_timed_out_a_one_word_request_is_answered():
+    """The issue's case: a 256-text request past --timeout-s got its 503, but its texts went on being computed, and a
+    one-word request sent next waited behind all of them (503 too). Now the 256 texts run 64 at a time and those left
+    when its client is answered are dropped."""
+    engine = TimedEngine(per_text=0.008)  # 256 texts: 2 s in one batch; 64: 0.5 s
+    with Served(engine, timeout_s=1.0, max_batch=64) as served:
+        late, seconds = timed(lambda: served.embed([f"text {i}" for i in range(256)]))
+        assert late.status_code == 503 and 0.9 < seconds < 1.8, (late.status_code, seconds)
+        answer, seconds = timed(lambda: served.embed("word"))
+        assert answer.status_code == 200 and seconds < 1.0, (answer.status_code, seconds)
+        assert answer.json()["data"][0]["embedding"] == [4.0, 4.0, 4.0]
+        computed = sum(len(b) for b in engine.batches)
+        assert max(len(b) for b in engine.batches) == 64 and computed < 256 + 1
+
+
+def test_a_one_word_request_beside_long_ones_is_not_starved():
+    engine = TimedEngine(per_text=0.004)  # four 256-text requests: 4 s of work, 0.25 s a batch of 64
+    with Served(engine, timeout_s=10.0, max_batch=64, max_queue=2000) as served, ThreadPoolExecutor(4) as pool:
+        longs = [pool.submit(served.embed, [f"text {i}" for i in range(256)]) for _ in range(4)]
+        time.sleep(0.3)
+        answer, seconds = timed(lambda: served.embed("word"))
+        assert answer.status_code == 200 and seconds < 1.0, seconds  # one batch to wait for, not 4 s
+        assert all(f.result().status_code == 200 for f in longs)
+
+
+def test_a_full_queue_answers_503_with_retry_after_in_milliseconds():
+    engine = TimedEngine(per_text=0.5)
+    with Served(engine, timeout_s=10.0, max_batch=1, max_queue=2) as served, ThreadPoolExecutor(3) as pool:
+        running = [pool.submit(served.embed, f"text {i}") for i in range(3)]  # one computed, two waiting
+        time.sleep(0.3)
+        refused, seconds = timed(lambda: served.embed("one more"))
+        assert refused.status_code == 503 and seconds < 0.2, seconds
+        assert refused.headers["retry-after"] == "1" and refused.json()["error"]["code"] == "queue_full"
+        assert all(f.result().status_code == 200 for f in running)
+        assert served.embed("later").status_code == 200
+
+
+def closed_within(sock: socket.socket, seconds: float) -> tuple[bytes, float]:
+    """What the server sends until it closes the connection, and when it closed it (fails past `seconds`)."""
+    sock.settimeout(seconds)
+    began, received = time.perf_counter(), b""
+    while True:
+        chunk = sock.recv(4096)  # socket.timeout here: the connection is still open past the limit
+        if not chunk:
+            return received, time.perf_counter() - began
+        received += chunk
+
+
+def test_a_client_sending_half_a_body_is_cut_off_within_the_read_limit():
+    with Served(TimedEngine(0.0), read_timeout_s=0.5) as served, socket.create_connection(("127.0.0.1", served.port)) as sock:
+        sock.sendall(b'POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"input": ')
+        received, seconds = closed_within(sock, 3.0)
+        assert received.startswith(b"HTTP/1.1 408") and b"--read-timeout-s" in received and seconds < 1.5, (received, seconds)
+
+
+def test_a_client_sending_half_a_head_or_nothing_is_cut_off_within_the_read_limit():
+    with Served(TimedEngine(0.0), read_timeout_s=0.5) as served:
+        with socket.create_connection(("127.0.0.1", served.port)) as sock:
+            sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+            received, seconds = closed_within(sock, 3.0)
+            assert received.startswith(b"HTTP/1.1 408") and seconds < 1.5, (received, seconds)
+        with socket.create_connection(("127.0.0.1", served.port)) as sock:
+            _, seconds = closed_within(sock, 3.0)
+            assert seconds < 1.5
+        assert served.embed("still serving").status_code == 200
+
+
+def test_the_read_limit_is_never_longer_than_the_request_limit():
+    with Served(TimedEngine(0.0), read_timeout_s=60.0, timeout_s=0.5) as served, socket.create_connection(("127.0.0.1", served.port)) as sock:
+        sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 50\r\n\r\n{")
+        received, seconds = closed_within(sock, 3.0)
+        assert received.startswith(b"HTTP/1.1 408") and seconds < 1.5
+
+
+def test_a_client_answered_before_its_body_is_in_is_cut_off_within_the_read_limit():
+    """Answered without its body being read (no Content-Type: 415), the client that goes on sending it slowly does not
+    keep the connection: the rest of the body has the read limit too."""
+    with Served(TimedEngine(0.0), read_timeout_s=0.5) as served, socket.create_connection(("127.0.0.1", served.port)) as sock:
+        sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 50\r\n\r\n{")
+        time.sleep(0.3)
+        sock.sendall(b" ")  # a trickle, which resets uvicorn's keep-alive timer
+        received, seconds = closed_within(sock, 3.0)
+        assert received.startswith(b"HTTP/1.1 4") and seconds < 1.0, (received, seconds)
+
+
+def test_a_shutdown_answers_the_requests_in_flight_and_then_stops():
+    engine = TimedEngine(per_text=0.8)
+    served = Served(engine, timeout_s=10.0, max_batch=1)
+    with served, ThreadPoolExecutor(2) as pool:
+        in_flight = [pool.submit(served.embed, "first"), pool.submit(served.embed, "second")]  # the second waits in the queue
+        time.sleep(0.3)
+        served.server.handle_exit(signal.SIGTERM, None)  # what uvicorn's SIGTERM handler does
+        assert [f.result().status_code for f in in_flight] == [200, 200]
+        served.thread.join(timeout=10)
+        assert not served.thread.is_alive()
+        with pytest.raises(httpx.TransportError):
+            served.embed("after", timeout=2)
