@@ -49,8 +49,13 @@ class Reranker:
     def __init__(self, source: str, *, device: str = "cpu", trust_remote_code: bool = False) -> None:
         import torch
         from sentence_transformers import CrossEncoder
+        from transformers.utils import logging as hf_logging
 
-        self.model = CrossEncoder(source, device=device, trust_remote_code=trust_remote_code)
+        hf_logging.disable_progress_bar()  # as sentune.core.models.load_model: a "Loading weights" bar is noise in a server's log
+        try:  # pickle checkpoints read with weights_only, as the served model's
+            self.model = CrossEncoder(source, device=device, trust_remote_code=trust_remote_code, model_kwargs={"weights_only": True})
+        except OSError as exc:  # a folder without the files a cross-encoder needs, a hub id not reachable
+            raise UserError(f"--reranker {source}: could not load it as a cross-encoder ({exc})") from None
         if self.model.num_labels != 1:  # several labels: a classifier, with no one relevance score to sort by
             raise UserError(f"--reranker {source}: a classifier with {self.model.num_labels} labels; a reranker gives one score a pair")
         self.identity = torch.nn.Identity()
