@@ -121,3 +121,59 @@ def test_bad_files_keep_their_file_and_line(tmp_path):
 def test_the_registry_holds_every_kind_by_its_name():
     assert set(KINDS) == {"sentences", "pairs", "scored-pairs", "tuples", "corpus", "queries", "qrels", "retrieval-set"}
     assert all(cls.name == name and kind(name) is cls for name, cls in KINDS.items())
+
+
+def test_a_recipe_train_data_parses_into_its_kind_and_loads_as_the_kind_reads_its_file(tmp_path, tiny_data_dir):
+    from sentune.data.catalog import parse_train_data
+
+    pairs = write(tmp_path / "pairs.tsv", ["a\tb", "c\td"])
+    labelled = write(tmp_path / "labelled.tsv", ["a\tb\t1", "c\td\t0"])
+    tuples = write(tmp_path / "tuples.tsv", ["a\tb\tc", "d\te\tf"])
+    corpus = write(tmp_path / "corpus.txt", ["one", "two", "one"])
+    for text, expected in [
+        (f"pairs:{pairs}", Pairs.from_file(pairs)),
+        (f"labelled:{labelled}", ScoredPairs.from_file(labelled)),
+        (f"tuples:{tuples}", Tuples.from_file(tuples)),
+        (f"file:{corpus}", Sentences(["one", "two"])),
+    ]:
+        parsed = parse_train_data(text)
+        assert parsed.kind is type(expected)
+        assert parsed.load(tiny_data_dir) == expected
+    wiki = parse_train_data("wiki")
+    assert (wiki.kind, wiki.origin, wiki.value) == (Sentences, "set", "wiki")
+    assert wiki.load(tiny_data_dir) == Sentences.from_file(tiny_data_dir / "corpora" / "wiki" / "wiki_sentences.txt")
+    tasks = parse_train_data("tasks:STS-B").load(tiny_data_dir)
+    assert isinstance(tasks, Sentences) and len(tasks.texts) > 0
+
+
+def test_a_method_declares_the_kind_it_takes_and_a_recipe_of_another_kind_is_refused(tmp_path, tiny_data_dir, monkeypatch):
+    from sentune.methods.registry import get_method, method_names
+    from sentune.train.recipe import RecipeError, load_recipe
+
+    for name in method_names():
+        assert get_method(name).takes and all(k in KINDS.values() for k in get_method(name).takes), name
+    assert get_method("cosent").takes == (ScoredPairs,) and get_method("mnrl-hard-negatives").takes == (Tuples,) and get_method("bt").takes == (Pairs,)
+    monkeypatch.setenv("SENTUNE_DATA", str(tiny_data_dir))
+    recipe = write(tmp_path / "r.yaml", ["method: cosent", "train_data: wiki"])
+    with pytest.raises(RecipeError, match=r"train_data: method 'cosent' needs train_data: labelled:PATH \(s1<TAB>s2<TAB>label lines\)"):
+        load_recipe(str(recipe))
+    tuples = write(tmp_path / "t.tsv", ["a\tb\tc"])
+    with pytest.raises(RecipeError, match=r"method 'simcse' needs train_data: a named set .* or pairs:PATH"):
+        load_recipe(str(write(tmp_path / "s.yaml", ["method: simcse", f"train_data: tuples:{tuples}"])))
+
+
+def test_the_trainer_takes_data_as_objects_the_same_as_from_the_recipe_file(tmp_path, tiny_data_dir, tiny_model_dir):
+    """build_training with ScoredPairs given from Python rows gives the columns the recipe's labelled: file gives; data
+    of a kind the method does not take is refused before any training."""
+    from sentune.errors import UserError
+    from sentune.train.recipe import load_recipe
+    from sentune.train.trainer import build_training
+
+    rows = [("a man plays guitar", "a man is playing guitar", 4.5), ("a dog runs", "the car is red", 0.5), ("rain falls", "it rains", 3.0)]
+    labelled = write(tmp_path / "labelled.tsv", [f"{a}\t{b}\t{y}" for a, b, y in rows])
+    recipe = load_recipe("adapt/cosent", [f"model={tiny_model_dir}", f"train_data=labelled:{labelled}"])
+    from_file = build_training(recipe, tiny_data_dir, device="cpu", show_progress=False)[2]
+    given = build_training(recipe, tiny_data_dir, device="cpu", show_progress=False, data=ScoredPairs.of(rows))[2]
+    assert given == from_file == {"sentence_a": [a for a, _, _ in rows], "sentence_b": [b for _, b, _ in rows], "label": [y for _, _, y in rows]}
+    with pytest.raises(UserError, match="method 'cosent' trains on scored-pairs, not sentences"):
+        build_training(recipe, tiny_data_dir, device="cpu", show_progress=False, data=Sentences(["a", "b"]))

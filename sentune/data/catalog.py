@@ -14,11 +14,11 @@ import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
-from sentune.data import readers
+from sentune.data.kinds import Kind, Pairs, ScoredPairs, Sentences, Tuples
 from sentune.data.readers import FORMATS, DataError, Source, sentences_of
 
 TASKS_FILE = Path(__file__).with_name("tasks.yaml")
@@ -233,27 +233,97 @@ def load_examples(name: str, data_dir: Path) -> list:
     return [ex for items in load_set(name, data_dir).values() for ex in items]
 
 
+@dataclass(frozen=True)
+class TrainFiles:
+    """A kind a recipe's `train_data: PREFIX:PATH` reads from a file, and how that file's lines look (for errors)."""
+
+    kind: type[Kind]
+    lines: str
+
+
+# train_data's PREFIX:PATH forms. The YAML syntax stays the recipes' own; what the trainer and the methods receive is
+# the kind it parses into (TrainData.load), never the string.
+TRAIN_FILES: dict[str, TrainFiles] = {
+    "file": TrainFiles(Sentences, "one sentence per line"),
+    "pairs": TrainFiles(Pairs, "sentence<TAB>paraphrase lines"),
+    "labelled": TrainFiles(ScoredPairs, "s1<TAB>s2<TAB>label lines"),
+    "tuples": TrainFiles(Tuples, "anchor<TAB>positive<TAB>negative lines"),
+}
+SENTENCE_FORMS = "a named set (sentune/data/sets.yaml), file:PATH or tasks:SELECTION"
+
+
+@dataclass(frozen=True)
+class TrainData:
+    """A recipe's `train_data` (or another option naming sentences, e.g. --fit-on) parsed once: the data kind it holds
+    and where that is read from: a named set, `tasks:SELECTION` (every sentence of those evaluation tasks) or
+    `PREFIX:PATH` (TRAIN_FILES)."""
+
+    kind: type[Kind]
+    origin: Literal["set", "tasks", "file"]
+    value: str  # the set's name, the task selection, or the path
+
+    def forms(self) -> str:
+        """How a recipe names data of this kind (for the error of a method that takes another kind)."""
+        return describe_forms(self.kind)
+
+    def check(self, where: str) -> None:
+        """Validate without reading the data (labelled pairs are read, so that a malformed line is named now, not when
+        training starts)."""
+        if self.origin == "tasks":
+            select_tasks(self.value)
+        elif self.origin == "set":
+            if self.value not in set_catalog():
+                raise DataError(where, None, f"unknown sentence set {self.value!r}; choose {', '.join(set_catalog())}, file:PATH or tasks:SELECTION")
+        elif self.kind is ScoredPairs:
+            ScoredPairs.from_file(self.value)
+        elif not Path(self.value).is_file():
+            raise DataError(self.value, None, f"{where}: file not found")
+
+    def load(self, data_dir: Path, *, allow_modified: bool = False) -> Kind:
+        """The data, as its kind: a set's or the tasks' unique sentences, or the file read by its kind's reader."""
+        if self.origin == "file":
+            return self.kind.from_file(Path(self.value))
+        if self.origin == "tasks":
+            texts = [text for task in select_tasks(self.value) for text, _ in sentences_of(load_task(task, data_dir, allow_modified=allow_modified))]
+        else:
+            self.check("<set>")
+            texts = [text for text, _ in sentences_of(load_set(self.value, data_dir))]
+        return Sentences(texts)
+
+
+def describe_forms(kind: type[Kind]) -> str:
+    """How a recipe's train_data names data of `kind`."""
+    forms = [f"{prefix}:PATH ({files.lines})" for prefix, files in TRAIN_FILES.items() if files.kind is kind and prefix != "file"]
+    return " or ".join(forms) if forms else (SENTENCE_FORMS if kind is Sentences else f"{kind.name} given as Python data")
+
+
+def parse_train_data(text: str) -> TrainData:
+    """`train_data` (or --fit-on) as written → what it names; reads nothing."""
+    prefix, sep, rest = text.partition(":")
+    if sep and prefix == "tasks":
+        return TrainData(Sentences, "tasks", rest)
+    if sep and prefix in TRAIN_FILES:
+        return TrainData(TRAIN_FILES[prefix].kind, "file", rest)
+    return TrainData(Sentences, "set", text)
+
+
+def sentence_source(name: str, where: str) -> TrainData:
+    """An option that names sentences (a set, file:PATH, tasks:SELECTION), parsed; another kind is an error."""
+    data = parse_train_data(name)
+    if data.kind is not Sentences:
+        raise DataError(where, None, f"{name!r} holds {data.kind.name}, not sentences; choose {SENTENCE_FORMS}")
+    return data
+
+
 def load_sentences(name: str, data_dir: Path, *, unique: bool = True, allow_modified: bool = False) -> list[str]:
-    """Sentences of a named set (sets.yaml: nli, wiki, stsb, qqp, ...), of `file:PATH` (one sentence per
-    line, blank lines skipped) or of `tasks:SELECTION` (every sentence of the evaluation tasks selected,
-    e.g. `tasks:STS12,STS13,STS14,STS15,STS16`, the set the SED paper fits its flows on)."""
-    if name.startswith("file:"):
-        sentences = readers.read_corpus(name[5:], skip_blank=True)
-    elif name.startswith("tasks:"):
-        sentences = [text for task in select_tasks(name[6:]) for text, _ in sentences_of(load_task(task, data_dir, allow_modified=allow_modified))]
-    else:
-        if name not in set_catalog():
-            raise DataError("<set>", None, f"unknown sentence set {name!r}; choose {', '.join(set_catalog())}, file:PATH or tasks:SELECTION")
-        sentences = [text for text, _ in sentences_of(load_set(name, data_dir))]
-    return list(dict.fromkeys(sentences)) if unique else sentences
+    """Sentences of a named set (sets.yaml: nli, wiki, stsb, qqp, ...), of `file:PATH` (a corpus file: one sentence per
+    line, blank lines skipped) or of `tasks:SELECTION` (every sentence of the evaluation tasks selected, e.g.
+    `tasks:STS12,STS13,STS14,STS15,STS16`, the set the SED paper fits its flows on)."""
+    data = sentence_source(name, "<set>").load(data_dir, allow_modified=allow_modified)
+    assert isinstance(data, Sentences)
+    return data.unique().texts if unique else data.texts
 
 
 def check_sentence_set(name: str, where: str) -> None:
     """Validate a sentence-set name without reading data (for recipes and options, before any work)."""
-    if name.startswith("file:"):
-        if not Path(name[5:]).is_file():
-            raise DataError(name[5:], None, f"{where}: file not found")
-    elif name.startswith("tasks:"):
-        select_tasks(name[6:])
-    elif name not in set_catalog():
-        raise DataError(where, None, f"unknown sentence set {name!r}; choose {', '.join(set_catalog())}, file:PATH or tasks:SELECTION")
+    sentence_source(name, where).check(where)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentune.core.options import build_options
+from sentune.data.kinds import Kind, Pairs, ScoredPairs, Sentences, Tuples
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -49,6 +50,16 @@ class TrainContext:
     show_progress: bool = True
     device: str = "cpu"  # where the run trains: models a method loads (e.g. SED's members) go there
     allow_modified: bool = False  # catalogued tasks read from files that differ from the catalog (--allow-modified-data)
+    data: Kind | None = None  # the training data, one of the kinds the method takes; None: the recipe's train_data, read when first asked
+
+    def training_data(self) -> Kind:
+        """The training data as its kind (sentune.data.kinds): given, or the recipe's train_data parsed and read once
+        (a method whose data are fixed, such as nli's, never asks)."""
+        if self.data is None:
+            from sentune.data.catalog import parse_train_data
+
+            self.data = parse_train_data(self.recipe.train_data).load(self.data_dir, allow_modified=self.allow_modified)
+        return self.data
 
     @property
     def dev_task(self) -> str:
@@ -75,26 +86,23 @@ class NoParams:
 
 
 def training_sentences(ctx: TrainContext) -> list[str]:
-    """The recipe's training sentences: a named set, `file:PATH` or `tasks:SELECTION` (sentences of fewer
-    than training.min_words words dropped), or the first column of `pairs:PATH`; a fixed-seed random
-    training.max_sentences of them, in file order."""
+    """The training sentences: the unique sentences of the training data (sentences of fewer than training.min_words
+    words dropped), or the first column of its pairs; a fixed-seed random training.max_sentences of them, in file
+    order."""
     return sentence_rows(ctx)["sentence"]
 
 
 def sentence_rows(ctx: TrainContext) -> Columns:
-    """The default data view: `sentence` and `label` = the row index (caches look rows up by it); with
-    `train_data: pairs:PATH`, also `paraphrase`."""
-    from sentune.data import readers
-    from sentune.data.catalog import load_sentences
-
-    recipe, limit = ctx.recipe, ctx.training.max_sentences
+    """The default data view: `sentence` and `label` = the row index (caches look rows up by it); for `Pairs`, also
+    `paraphrase`."""
+    data, limit = ctx.training_data(), ctx.training.max_sentences
     columns: Columns
-    if recipe.train_data.startswith("pairs:"):
-        pairs = subset(readers.read_paraphrase_pairs(recipe.train_data[6:]), limit)
+    if isinstance(data, Pairs):
+        pairs = subset(data.pairs, limit)
         columns = {"sentence": [a for a, _ in pairs], "paraphrase": [b for _, b in pairs]}
     else:
-        sentences = [x for x in load_sentences(recipe.train_data, ctx.data_dir, allow_modified=ctx.allow_modified) if len(x.split()) >= ctx.training.min_words]
-        columns = {"sentence": subset(sentences, limit)}
+        assert isinstance(data, Sentences)  # Method.takes, checked before the view is built
+        columns = {"sentence": subset([x for x in data.unique().texts if len(x.split()) >= ctx.training.min_words], limit)}
     columns["label"] = list(range(len(columns["sentence"])))
     return columns
 
@@ -139,9 +147,9 @@ class Method:
     evaluator: Callable[[Any, TrainContext, str], SentenceEvaluator] | None = None  # (loss, context, split)
     ordered_batches: bool = False  # batches in dataset order (rows laid out in blocks, e.g. CT's 1 + 7)
     poolings: tuple[str, ...] | None = None  # poolings it can train; None: any trainable pooling
-    needs_pairs: bool = False  # trains on `train_data: pairs:PATH` (sentence<TAB>paraphrase)
-    needs_labels: bool = False  # trains on `train_data: labelled:PATH` (s1<TAB>s2<TAB>label)
-    needs_tuples: bool = False  # trains on `train_data: tuples:PATH` (anchor<TAB>positive<TAB>negatives)
+    # The data kinds it trains on (sentune.data.kinds), checked when a recipe is built and when data are handed to the
+    # trainer. By default sentences, or the first column of pairs.
+    takes: tuple[type[Kind], ...] = (Sentences, Pairs)
     # (the encoder's HF config, the method's params) -> why this method cannot train it (None: it can); checked before
     # any training
     unsupported: Callable[[Any, Any], str | None] | None = None
@@ -149,6 +157,25 @@ class Method:
     # named parameters, e.g. "model.3.flow."; sentence-transformers' learning_rate_mapping); None: one rate for all
     learning_rates: Callable[[Any], dict[str, float]] | None = None
     citation: str = ""
+
+    def refuses(self, kind: type) -> str | None:
+        """Why this method cannot train on data of `kind` (None: it can)."""
+        if any(issubclass(kind, taken) for taken in self.takes):
+            return None
+        return f"method {self.name!r} trains on {' or '.join(k.name for k in self.takes)}, not {getattr(kind, 'name', kind.__name__)}"
+
+    # What adapt asks of a method (until it asks `takes`): does it train on given pairs, labelled pairs, tuples?
+    @property
+    def needs_pairs(self) -> bool:
+        return self.takes == (Pairs,)
+
+    @property
+    def needs_labels(self) -> bool:
+        return self.takes == (ScoredPairs,)
+
+    @property
+    def needs_tuples(self) -> bool:
+        return self.takes == (Tuples,)
 
     def cannot_train(self, model, params: Any = None) -> str | None:
         """Why this method cannot train `model` (a SentenceTransformer) with `params` (None: its defaults), or None."""

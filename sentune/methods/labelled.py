@@ -18,17 +18,17 @@ from __future__ import annotations
 
 from sentence_transformers.losses import CoSENTLoss, OnlineContrastiveLoss, SiameseDistanceMetric
 
+from sentune.data.kinds import ScoredPairs
 from sentune.methods.base import Columns, TrainContext
 
-LABELLED_PREFIX = "labelled:"
+LABELLED_PREFIX = "labelled:"  # a recipe's train_data naming a file of labelled pairs (sentune.data.catalog.TRAIN_FILES)
 
 
 def labelled_rows(ctx: TrainContext) -> Columns:
-    """The labelled pairs of `train_data: labelled:PATH`, each row a pair and its label."""
-    from sentune.data.user_data import read_scored_pairs
-
-    pairs = read_scored_pairs(ctx.recipe.train_data[len(LABELLED_PREFIX) :]).pairs
-    return {"sentence_a": [p.a for p in pairs], "sentence_b": [p.b for p in pairs], "label": [float(p.score) for p in pairs]}
+    """The labelled pairs of the training data (ScoredPairs), each row a pair and its label."""
+    data = ctx.training_data()
+    assert isinstance(data, ScoredPairs)  # Method.takes
+    return {"sentence_a": [p.a for p in data.pairs], "sentence_b": [p.b for p in data.pairs], "label": [float(p.score) for p in data.pairs]}
 
 
 def build_cosent(model, columns: Columns, ctx: TrainContext):

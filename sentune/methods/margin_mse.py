@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from sentence_transformers.util import pairwise_cos_sim
 
+from sentune.errors import UserError
 from sentune.methods.base import Columns, TrainContext
 from sentune.methods.records import HARD_NEGATIVES
 
@@ -23,17 +24,13 @@ def build_margin_mse_loss(model, columns: Columns, ctx: TrainContext):
 
 
 def margin_tuples_view(ctx: TrainContext) -> Columns:
-    from sentune.data.readers import read_tuples
-    from sentune.methods.mnrl import TUPLES_PREFIX
+    from sentune.methods.mnrl import given_tuples
 
-    path = ctx.recipe.train_data[len(TUPLES_PREFIX) :]
-    rows = read_tuples(path, 2 + 2 * HARD_NEGATIVES)
+    rows = given_tuples(ctx, 2 + 2 * HARD_NEGATIVES, "margin-mse", "anchor, positive, 2 negatives, 2 margins")
     columns: Columns = {"anchor": [r[0] for r in rows], "positive": [r[1] for r in rows]}
     columns |= {f"negative_{i}": [r[1 + i] for r in rows] for i in range(1, HARD_NEGATIVES + 1)}
     try:
         columns["label"] = [[float(m) for m in r[2 + HARD_NEGATIVES :]] for r in rows]
     except ValueError as error:
-        from sentune.errors import UserError
-
-        raise UserError(f"{path}: a margin is not a number ({error})") from None
+        raise UserError(f"margin-mse: a margin of the training tuples is not a number ({error})") from None
     return columns

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from sentence_transformers.losses import MultipleNegativesRankingLoss
 
+from sentune.data.kinds import Tuples
+from sentune.errors import UserError
 from sentune.methods.base import Columns, TrainContext, sentence_rows, training_sentences
 from sentune.methods.records import HARD_NEGATIVES
 
@@ -35,12 +37,19 @@ def given_pairs_view(ctx: TrainContext) -> Columns:
     return {"sentence": rows["sentence"], "positive": rows["paraphrase"]}
 
 
-TUPLES_PREFIX = "tuples:"
+TUPLES_PREFIX = "tuples:"  # a recipe's train_data naming a file of tuples (sentune.data.catalog.TRAIN_FILES)
+
+
+def given_tuples(ctx: TrainContext, width: int, method: str, fields: str) -> list[tuple[str, ...]]:
+    """The rows of the training data (Tuples), which must be `width` wide."""
+    data = ctx.training_data()
+    assert isinstance(data, Tuples)  # Method.takes
+    if data.width != width:
+        raise UserError(f"method {method}: the training tuples have {data.width} fields a row; it trains on {width} ({fields})")
+    return data.rows
 
 
 def tuples_view(ctx: TrainContext) -> Columns:
-    from sentune.data.readers import read_tuples
-
-    rows = read_tuples(ctx.recipe.train_data[len(TUPLES_PREFIX) :], 2 + HARD_NEGATIVES)
+    rows = given_tuples(ctx, 2 + HARD_NEGATIVES, "mnrl-hard-negatives", "anchor, positive, 2 negatives")
     columns = {"anchor": [r[0] for r in rows], "positive": [r[1] for r in rows]}
     return columns | {f"negative_{i}": [r[1 + i] for r in rows] for i in range(1, HARD_NEGATIVES + 1)}

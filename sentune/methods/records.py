@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sentune.core.options import OptionError, option
+from sentune.data.kinds import Pairs, ScoredPairs, Tuples
 from sentune.methods.base import Method, deferred
 
 # mirror: sentune/methods/mirror.py
@@ -119,7 +120,7 @@ BT = Method(
     columns=("sentence", "paraphrase"),
     params=BTParams,
     defaults={"objective": "base"},
-    needs_pairs=True,
+    takes=(Pairs,),
     citation=SG_CITATION,
 )
 
@@ -130,7 +131,7 @@ BT_SG_OPT = Method(
     pooling="cls",
     columns=("sentence", "paraphrase", "label"),
     params=SGParams,
-    needs_pairs=True,
+    takes=(Pairs,),
     citation=SG_CITATION,
 )
 
@@ -194,7 +195,7 @@ MNRL_PAIRS = Method(
     columns=("sentence", "positive"),
     params=MNRLParams,
     data_view=deferred("sentune.methods.mnrl:given_pairs_view"),
-    needs_pairs=True,
+    takes=(Pairs,),
 )
 
 
@@ -208,7 +209,7 @@ MNRL_HARD_NEGATIVES = Method(
     columns=("anchor", "positive", *(f"negative_{i}" for i in range(1, HARD_NEGATIVES + 1))),
     params=MNRLParams,
     data_view=deferred("sentune.methods.mnrl:tuples_view"),
-    needs_tuples=True,
+    takes=(Tuples,),
 )
 
 
@@ -220,7 +221,7 @@ MARGIN_MSE = Method(
     pooling="mean",
     columns=("anchor", "positive", *(f"negative_{i}" for i in range(1, HARD_NEGATIVES + 1)), "label"),
     data_view=deferred("sentune.methods.margin_mse:margin_tuples_view"),
-    needs_tuples=True,
+    takes=(Tuples,),
 )
 
 
@@ -392,7 +393,7 @@ COSENT = Method(
     columns=("sentence_a", "sentence_b", "label"),
     params=CoSENTParams,
     data_view=deferred("sentune.methods.labelled:labelled_rows"),
-    needs_labels=True,
+    takes=(ScoredPairs,),
     citation=LABELLED_CITATION,
 )
 
@@ -404,7 +405,7 @@ ONLINE_CONTRASTIVE = Method(
     columns=("sentence_a", "sentence_b", "label"),
     params=ContrastiveParams,
     data_view=deferred("sentune.methods.labelled:labelled_rows"),
-    needs_labels=True,
+    takes=(ScoredPairs,),
     citation='Hadsell, Chopra & LeCun, "Dimensionality Reduction by Learning an Invariant Mapping", CVPR 2006',
 )
 

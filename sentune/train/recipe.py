@@ -148,7 +148,7 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
     it can train, the data and tasks are in the catalog. Returns the method's typed parameters."""
     from sentune.core.pooling import PoolingError, check_trainable
     from sentune.data.beir import read_beir_folder
-    from sentune.data.catalog import check_sentence_set, select_tasks
+    from sentune.data.catalog import describe_forms, parse_train_data, select_tasks
     from sentune.data.user_data import read_scored_pairs
     from sentune.methods.registry import get_method
     from sentune.tasks.dev_sets import PAIRS_PREFIX, QUERIES_PREFIX, SELECT_SPLIT
@@ -160,22 +160,10 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
         check_trainable(pooling)
         if method.poolings is not None and recipe.pooling not in (None, *method.poolings):
             raise PoolingError(f"pooling: method {method.name!r} trains {', '.join(method.poolings)}, not {recipe.pooling!r}")
-        if method.needs_pairs and not recipe.train_data.startswith("pairs:"):
-            raise RecipeError(f"train_data: method {method.name!r} needs train_data: pairs:PATH (sentence<TAB>paraphrase lines)")
-        if method.needs_labels and not recipe.train_data.startswith("labelled:"):
-            raise RecipeError(f"train_data: method {method.name!r} needs train_data: labelled:PATH (s1<TAB>s2<TAB>label lines)")
-        if method.needs_tuples and not recipe.train_data.startswith("tuples:"):
-            raise RecipeError(f"train_data: method {method.name!r} needs train_data: tuples:PATH (anchor<TAB>positive<TAB>negative lines)")
-        if recipe.train_data.startswith("pairs:"):
-            if not Path(recipe.train_data[6:]).is_file():
-                raise RecipeError(f"train_data: {recipe.train_data[6:]}: file not found")
-        elif recipe.train_data.startswith("labelled:"):
-            read_scored_pairs(recipe.train_data[len("labelled:") :])  # a malformed line is named now, not when training starts
-        elif recipe.train_data.startswith("tuples:"):
-            if not Path(recipe.train_data[7:]).is_file():
-                raise RecipeError(f"train_data: {recipe.train_data[7:]}: file not found")
-        else:
-            check_sentence_set(recipe.train_data, "train_data")
+        data = parse_train_data(recipe.train_data)  # what the trainer hands the method: a data kind, never this string
+        if method.refuses(data.kind):
+            raise RecipeError(f"train_data: method {method.name!r} needs train_data: {' or '.join(describe_forms(k) for k in method.takes)}")
+        data.check("train_data")
         if recipe.eval.dev == NO_DEV:
             if recipe.training.checkpoint != "last" or recipe.training.patience:
                 raise RecipeError("eval.dev: none needs training.checkpoint: last and training.patience: 0 (no evaluation chooses a checkpoint or stops early)")

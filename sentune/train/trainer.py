@@ -42,6 +42,7 @@ from sentune.core.memory import release_freed_memory
 from sentune.core.models import load_model
 from sentune.core.results import save_results, write_atomic
 from sentune.data.catalog import select_tasks
+from sentune.data.kinds import Kind
 from sentune.errors import UserError
 from sentune.methods.base import Method, TrainContext
 from sentune.methods.registry import get_method
@@ -357,7 +358,14 @@ def training_data_digest(columns: dict[str, list], names: tuple[str, ...] | list
 
 
 def method_context(
-    recipe: Recipe, params, data_dir: Path, dev_score=None, show_progress: bool = True, device: str = "cpu", allow_modified: bool = False
+    recipe: Recipe,
+    params,
+    data_dir: Path,
+    dev_score=None,
+    show_progress: bool = True,
+    device: str = "cpu",
+    allow_modified: bool = False,
+    data: Kind | None = None,
 ) -> TrainContext:
     # Caches are keyed by content (model weights, sentences, settings), so runs may share one folder:
     # Seeds and ablations of one recipe reuse e.g. SG's frozen views instead of recomputing them.
@@ -371,6 +379,7 @@ def method_context(
         show_progress=show_progress,
         device=device,
         allow_modified=allow_modified,
+        data=data,
     )
 
 
@@ -380,13 +389,19 @@ def training_device(recipe: Recipe, device: str | None = None) -> str:
     return resolve_device(device if recipe.training.device == "auto" else recipe.training.device, "training.device")
 
 
-def build_training(recipe: Recipe, data_dir: Path, *, device: str, dev_score=None, show_progress: bool = True, allow_modified: bool = False):
+def build_training(
+    recipe: Recipe, data_dir: Path, *, device: str, dev_score=None, show_progress: bool = True, allow_modified: bool = False, data: Kind | None = None
+):
     """(method, model, training columns, loss, the method's context, the tokens the model read before the recipe's
     max_seq_length was set) for a recipe, as every run starts: the model on `device` with
-    the method's pooling and the recipe's max_seq_length, the method's view of the training data and its loss. The
-    one place this is set up (training, and benchmarks/speed/gpu_bench.py's step timings)."""
+    the method's pooling and the recipe's max_seq_length, the method's view of the training data (`data`, a data kind
+    of sentune.data.kinds; None: the recipe's train_data) and its loss. The one place this is set up (training, and
+    benchmarks/speed/gpu_bench.py's step timings)."""
     params = validate_recipe(recipe)
     method = get_method(recipe.method)
+    refused = None if data is None else method.refuses(type(data))
+    if refused:
+        raise UserError(f"recipe {recipe.name}: {refused}")
     model = with_pooling(load_model(recipe.model, device=device), recipe.pooling or method.pooling)
     reason = method.cannot_train(model, params)
     if reason:
@@ -394,7 +409,7 @@ def build_training(recipe: Recipe, data_dir: Path, *, device: str, dev_score=Non
     reads = model.max_seq_length  # what it reads once trained (Setup.reads)
     if recipe.training.max_seq_length:
         model.max_seq_length = recipe.training.max_seq_length
-    ctx = method_context(recipe, params, data_dir, dev_score, show_progress, device, allow_modified)  # the caches and dev evaluation run there too
+    ctx = method_context(recipe, params, data_dir, dev_score, show_progress, device, allow_modified, data)  # the caches and dev evaluation run there too
     columns = method.data_view(ctx)
     return method, model, columns, method.build_loss(model, columns, ctx), ctx, reads
 
@@ -420,7 +435,9 @@ class Setup:
     reads: int | None = None
 
 
-def _set_up(recipe: Recipe, data_dir: Path, run_dir: Path, *, device: str | None, show_progress: bool, allow_modified: bool = False) -> Setup:
+def _set_up(
+    recipe: Recipe, data_dir: Path, run_dir: Path, *, device: str | None, show_progress: bool, allow_modified: bool = False, data: Kind | None = None
+) -> Setup:
     params = validate_recipe(recipe)
     set_seed(recipe.training.seed)
     dev = None if recipe.eval.dev == NO_DEV else dev_evaluator(recipe.eval.dev, data_dir, allow_modified=allow_modified)
@@ -429,13 +446,14 @@ def _set_up(recipe: Recipe, data_dir: Path, run_dir: Path, *, device: str | None
     device = training_device(recipe, device)
     dev_score = dev.score if dev else None
     method, model, columns, loss, ctx, reads = build_training(
-        recipe, data_dir, device=device, dev_score=dev_score, show_progress=show_progress, allow_modified=allow_modified
+        recipe, data_dir, device=device, dev_score=dev_score, show_progress=show_progress, allow_modified=allow_modified, data=data
     )
     from datasets import Dataset
 
     dataset = Dataset.from_dict({name: columns[name] for name in method.columns})
     if len(dataset) < 2:  # one row: no in-batch negatives, a zero loss at every step that looks like training
-        raise TrainingError(f"train_data {recipe.train_data}: {len(dataset)} training row(s); training needs at least 2")
+        given = recipe.train_data if data is None else f"(the {data.name} given)"
+        raise TrainingError(f"train_data {given}: {len(dataset)} training row(s); training needs at least 2")
     evaluator = method.evaluator(loss, ctx, "dev") if method.evaluator else dev
     if evaluator is not None and reads != model.max_seq_length:
         evaluator = AtReadingLength(evaluator, reads)
@@ -455,6 +473,7 @@ def train(
     show_progress: bool = True,
     device: str | None = None,
     allow_modified: bool = False,
+    data: Kind | None = None,
 ) -> dict:
     """Train `recipe` into `run_dir`; returns the final evaluation results. The recipe is validated and the
     folder checked before anything is written. `callbacks`: more transformers TrainerCallbacks (e.g. a step timer).
@@ -462,14 +481,15 @@ def train(
     unless the run ends first (its last step, early stopping, training.max_minutes); train again with resume to go on.
     `show_progress`: the training bar (False for --quiet). `device`: the command's device, used when the recipe's
     training.device is auto (sentune.train.trainer.training_device). `allow_modified`: catalogued tasks (dev, training
-    sets, the final evaluation) may differ from the catalog (--allow-modified-data)."""
+    sets, the final evaluation) may differ from the catalog (--allow-modified-data). `data`: the training data as a data
+    kind (sentune.data.kinds), instead of reading the recipe's train_data (which stays in config.yaml as its label)."""
     run_dir = Path(run_dir)
     validate_recipe(recipe)
     check_run_dir(run_dir, recipe, resume)
     run_dir.mkdir(parents=True, exist_ok=True)
     if rank() == 0:
         write_atomic(run_dir / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-    setup = _set_up(recipe, data_dir, run_dir, device=device, show_progress=show_progress, allow_modified=allow_modified)
+    setup = _set_up(recipe, data_dir, run_dir, device=device, show_progress=show_progress, allow_modified=allow_modified, data=data)
     checkpoint = latest_complete_checkpoint(run_dir / "checkpoints") if resume else None
     pause = PauseAt(pause_at_step)
     trainer, best = _fit(recipe, setup, run_dir, checkpoint, [pause, *(callbacks or [])], show_progress)
@@ -505,6 +525,7 @@ def train_in_memory(
     device: str | None = None,
     command: str | None = None,
     allow_modified: bool = False,
+    data: Kind | None = None,
 ) -> TrainedModel:
     """Train `recipe` through the same loop as train(), without checkpoints, and return the model. For runs that
     nothing resumes (a killed one is trained again from its start): a model only its caller reads (sentune adapt's
@@ -520,7 +541,7 @@ def train_in_memory(
             check_run_dir(folder, recipe, resume=False)
             folder.mkdir(parents=True, exist_ok=True)
             write_atomic(folder / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-        setup = _set_up(recipe, data_dir, folder, device=device, show_progress=show_progress, allow_modified=allow_modified)
+        setup = _set_up(recipe, data_dir, folder, device=device, show_progress=show_progress, allow_modified=allow_modified, data=data)
         trainer, best = _fit(recipe, setup, folder, None, [], show_progress, checkpoints=False)
         finalized = _finalized(setup)
         if run_dir is not None:
