@@ -46,6 +46,7 @@ from sentune.serve.protocol import (
     search_answer,
     search_texts,
 )
+from sentune.serve.rerank import include_reranker, search_ranked
 from sentune.serve.settings import ServeSettings
 
 
@@ -183,8 +184,6 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
 
     @app.post("/search")
     async def search(request: Request):
-        from sentune.serve.engine import SearchItem
-
         state: State = request.app.state.serving
         began = time.perf_counter()
         if not state.engine.views:
@@ -205,7 +204,7 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
                 f"(or an adapt run's), or ask for {' or '.join(state.engine.views)}",
                 "invalid_request_error",
             )
-        ranked = await within_limit(state.search.submit([SearchItem(text, system, body.top_k) for text in texts]))
+        ranked = await within_limit(search_ranked(request.app, state.search, texts, system, body.top_k))  # reranked with --reranker
         fusion = state.engine.index.fusion.label if state.engine.index.fusion else None
         return search_answer(texts, ranked, system, fusion, body.full_text, (time.perf_counter() - began) * 1000)
 
@@ -220,6 +219,7 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
         headers = {"x-sentune-truncated": ",".join(map(str, answer["truncated"]))} if "truncated" in answer else None
         return JSONResponse(answer, headers=headers)
 
+    include_reranker(app, settings, metrics)  # POST /rerank (sentune.serve.rerank)
     app.add_middleware(Guard, settings=settings)
     app.add_middleware(ReadLimit, limit_s=read_limit(settings))
     app.add_middleware(Measured, metrics=metrics)  # the outermost: it counts every answer, 401, 408 and 413 included

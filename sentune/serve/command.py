@@ -35,6 +35,13 @@ def serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--read-timeout-s", type=float, default=10.0, help="a request's head, then its body, must arrive within this (408 and closed)")
     p.add_argument("--system", choices=SYSTEMS, help="/search's default system (default: the index's own)")
     p.add_argument("--model-name", help="the model's name in /v1/embeddings answers (default: the hub id or the folder's name)")
+    p.add_argument(
+        "--reranker",
+        metavar="PATH",
+        help="a sentence-transformers CrossEncoder (a folder or a hub id): /search reranks its candidates with it, and POST /rerank answers "
+        "infinity's and text-embeddings-inference's rerank requests",
+    )
+    p.add_argument("--rerank-top", type=int, default=50, metavar="N", help="with --reranker: the /search candidates of a query it scores (top_k at most N)")
     p.add_argument("--trust-remote-code", action="store_true", help="allow code shipped with the model (off by default)")
     p.add_argument("--device", help="auto (CUDA when present; $SENTUNE_DEVICE when set), cpu, cuda or cuda:N; onnx backends run on the CPU")
     p.add_argument("--quiet", action="store_true", help="no request log (uvicorn's warnings and errors only)")
@@ -63,6 +70,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         read_timeout_s=args.read_timeout_s,
         system=args.system,
         model_name=args.model_name,
+        rerank_top=args.rerank_top,
         trust_remote_code=args.trust_remote_code,
         log_level="warning" if args.quiet else "info",
     )
@@ -71,6 +79,11 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
     check_libraries()
     index, model = what_to_serve(args.target)
     from dataclasses import replace
+
+    if args.reranker:  # a cross-encoder, checked before anything loads
+        from sentune.serve.rerank import check_reranker
+
+        settings = replace(settings, reranker=check_reranker(args.reranker))
 
     from sentune.core.device import DEVICE_ENV, resolve_device
 

@@ -38,6 +38,8 @@ class ServeSettings:
     read_timeout_s: float = 10.0  # a request's head, then its body, must arrive within this (sentune.serve.admission)
     system: str | None = None  # /search's default system (None: the index's own)
     model_name: str | None = None  # the name /v1/embeddings answers with
+    reranker: str | None = None  # a CrossEncoder: /search reranks with it, POST /rerank answers (sentune.serve.rerank)
+    rerank_top: int = 50  # /search: the candidates of a query the reranker scores
     trust_remote_code: bool = False
     log_level: str = "info"
 
@@ -71,6 +73,7 @@ def check_numbers(settings: ServeSettings) -> None:
         (settings.timeout_s > 0, f"--timeout-s {settings.timeout_s:g}: more than 0"),
         (settings.max_queue >= 1, f"--max-queue {settings.max_queue}: at least 1"),
         (settings.read_timeout_s > 0, f"--read-timeout-s {settings.read_timeout_s:g}: more than 0"),
+        (settings.rerank_top >= 1, f"--rerank-top {settings.rerank_top}: at least 1"),
         (settings.backend in BACKENDS, f"--backend {settings.backend}: choose {', '.join(BACKENDS)}"),
         (settings.system is None or settings.system in SYSTEMS, f"--system {settings.system}: choose {', '.join(SYSTEMS)}"),
     ]
