@@ -8,7 +8,6 @@ import math
 import os
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -99,7 +98,7 @@ def test_untitled_documents_fit_k1_and_b_only_and_a_tie_keeps_the_fixed_settings
 
 
 def test_an_adapt_run_fits_bm25_on_its_selection_queries_alone():
-    """SearchContext.fitted_lexical over dev queries whose confirmation part cannot be read: touching a confirmation
+    """An adapt run's fitted BM25 (LexicalService.fitted) over dev queries whose confirmation part cannot be read: touching a confirmation
     query's text or judgements fails the test."""
     from sentune.adapt.decide import split_dev
 
@@ -121,21 +120,17 @@ def test_an_adapt_run_fits_bm25_on_its_selection_queries_alone():
     for i in split.confirm:
         queries[i] = Unreadable(queries[i].id)
     dev = RetrievalSet(queries, data.corpus)
-    fit = _search_context(dev, split).fitted_lexical()
+    fit = _search_context(dev, split).fitted()
     assert fit.read == [data.queries[i].id for i in split.select]
     assert not set(fit.read) & {data.queries[i].id for i in split.confirm}
 
 
 def _search_context(dev: RetrievalSet, split, records: dict | None = None):
-    """A SearchContext holding only what its BM25 reads: the dev set, the split and the records so far."""
-    from sentune.adapt.search_context import SearchContext
+    """An adapt search run's BM25 (SearchContext.lexical) holding only what it reads: the documents, the selection
+    queries and the records so far."""
+    from sentune.adapt.lexical_service import LexicalService
 
-    context = SearchContext.__new__(SearchContext)  # the rest of a run's state (model, scorer, folders) is not read
-    context.task = SimpleNamespace(dev=dev)  # type: ignore[assignment]
-    context.inputs = SimpleNamespace(split=split)  # type: ignore[assignment]
-    context.config = SimpleNamespace(show_progress=False)  # type: ignore[assignment]
-    context.records, context._lexical, context._fit = dict(records or {}), {}, None
-    return context
+    return LexicalService(dev.corpus, lambda: [dev.queries[i] for i in split.select], dict(records or {}))
 
 
 def _count_builds(monkeypatch) -> list:
@@ -164,9 +159,9 @@ def test_a_fit_that_keeps_the_fixed_settings_shares_their_index(monkeypatch):
     monkeypatch.setattr("sentune.search.lexical_fit.fit_lexical", lambda *args, **kwargs: LexicalFit(FIXED, FIXED, {(1.5, 0.75, 1): 50.0}, read))
     built = _count_builds(monkeypatch)
     context = _search_context(data, split)
-    fixed = context.lexical()
-    assert context.lexical(fitted=True) is fixed and context.hybrid_lexical() is fixed and built == [LexicalSettings()]
-    assert context.lexical(stemmed=False) is not fixed and built == [LexicalSettings(), LexicalSettings(stemmer=None)]
+    fixed = context.ranker()
+    assert context.ranker(fitted=True) is fixed and context.hybrid() is fixed and built == [LexicalSettings()]
+    assert context.ranker(stemmed=False) is not fixed and built == [LexicalSettings(), LexicalSettings(stemmer=None)]
 
 
 def test_the_fitted_bm25_is_the_fits_own_index_and_a_record_of_the_fit_is_not_fitted_again(monkeypatch):
@@ -178,21 +173,21 @@ def test_the_fitted_bm25_is_the_fits_own_index_and_a_record_of_the_fit_is_not_fi
     split = split_dev(np.zeros(len(data.queries)))
     built = _count_builds(monkeypatch)
     context = _search_context(data, split)
-    fixed, fitted = context.lexical(), context.lexical(fitted=True)
-    settings = context.fitted_lexical().settings
+    fixed, fitted = context.ranker(), context.ranker(fitted=True)
+    settings = context.fitted().settings
     assert settings != LexicalSettings() and fitted is not fixed and fitted.index.settings == settings
-    assert built == [LexicalSettings()] and context.fitted_lexical().index is None  # the fit's best index ranks: no second build
+    assert built == [LexicalSettings()] and context.fitted().index is None  # the fit's best index ranks: no second build
     ids = [d.id for d in data.corpus]
     texts = [q.text for q in data.queries]
     np.testing.assert_allclose(fitted.scores(texts, ids), LexicalIndex.of_documents(data.corpus, settings).scores(texts), rtol=1e-6)
     # a later process of the same run reads the fit from a record of it, and fits nothing
-    record = CandidateRecord("bm25-fitted", "baseline", detail={"lexical_fit": context.fitted_lexical().record()})
+    record = CandidateRecord("bm25-fitted", "baseline", detail={"lexical_fit": context.fitted().record()})
     monkeypatch.setattr("sentune.search.lexical_fit.fit_lexical", lambda *args, **kwargs: pytest.fail("fitted again"))
     again = _search_context(data, split, {"bm25-fitted": record})
-    assert again.knows_lexical_fit() and again.fitted_lexical() == context.fitted_lexical()
-    assert again.lexical_settings(fitted=True) == settings
+    assert again.knows_fit() and again.fitted() == context.fitted()
+    assert again.settings(fitted=True) == settings
     # ... a fit of these selection queries only: a record of others' is not this run's fit
-    assert not _search_context(data, split_dev(np.zeros(len(data.queries)), seed=1), {"bm25-fitted": record}).knows_lexical_fit()
+    assert not _search_context(data, split_dev(np.zeros(len(data.queries)), seed=1), {"bm25-fitted": record}).knows_fit()
 
 
 @pytest.mark.parametrize("jax_first", [False, True])

@@ -245,17 +245,17 @@ def test_the_search_candidate_trains_on_selection_queries_with_mined_negatives(t
     from test_adapt_retrieval import _toy_beir
 
     from sentune.adapt.decide import split_dev
-    from sentune.adapt.search_context import SearchContext
+    from sentune.adapt.hard_negatives import HardNegatives
     from sentune.data.beir import read_beir_folder
 
-    mine = SearchContext._mine
+    mine = HardNegatives._mine
     mined: list[str] = []
 
     def counted(self, queries):
         mined.extend(q.id for q in queries)
         return mine(self, queries)
 
-    monkeypatch.setattr(SearchContext, "_mine", counted)
+    monkeypatch.setattr(HardNegatives, "_mine", counted)
     dev, test = _toy_beir(tmp_path / "toy")
     out = tmp_path / "run"
     args = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out), "--methods", "supervised"]

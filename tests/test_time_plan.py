@@ -177,6 +177,7 @@ def test_a_training_candidate_that_no_longer_fits_does_not_start_the_race(monkey
         out=tmp_path,
         records={},
         recipe=lambda name: recipe,
+        base=SimpleNamespace(max_seq_length=64),  # what a trained record depends on (WithRun.depends_on)
         config=SimpleNamespace(seed=0),
         inputs=SimpleNamespace(dev=SimpleNamespace(unit="pairs")),
     )

@@ -301,20 +301,18 @@ def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
     kept = None if source == UNCHANGED else ctx.store.kept_vectors(source)
     vectors = None
     if source == UNCHANGED or kept is not None:
-        every = ctx.untuned_vectors() if kept is None else kept
-        row = {text: i for i, text in enumerate(ctx.scorer.sentences())}
-        vectors = every[[row[d.text] for d in documents]]
+        vectors = (ctx.untuned_table() if kept is None else ctx.table(kept)).of(d.text for d in documents)
     saved = read_settings(ctx.out)
     if saved is not None and saved.get("corpus_sha256") and saved.get("model") == "model":  # an earlier choice's index: built again
         for name in FILES:
             path = ctx.out / name
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     passages = ctx.records[candidate.name].detail.get("passages") if fused is not None else None
-    plan = BuildPlan("hybrid" if fusion else "dense", fusion, ctx.lexical_settings(fitted=fusion is not None or ctx.knows_lexical_fit()))
+    plan = BuildPlan("hybrid" if fusion else "dense", fusion, ctx.lexical.settings(fitted=fusion is not None or ctx.lexical.knows_fit()))
     passage_vectors = None
     if passages is not None and passages["chosen"] == "maxp" and source == UNCHANGED:  # the unchanged model's later windows, as the run scored them
         plan = replace(plan, passages="maxp", stride=passages["stride"])
-        passage_vectors = ctx.unchanged_passages()[0].passages
+        passage_vectors = ctx.passages.vectors()[0].passages
     build_index(
         model, "model", documents, ctx.out, plan, show_progress=ctx.config.show_progress, vectors=vectors, passage_vectors=passage_vectors, shared_folder=True
     )

@@ -1,6 +1,7 @@
 """OUT/candidates: what the candidates of one run keep beside their records (sentune.adapt.records), reached through
 CandidateStore's methods, never by path: each candidate's scores, its vectors of every dev and test text, and the
-unchanged model's encodings every candidate reads (its poolings' scores, its own vectors, the corpus's vectors).
+unchanged model's encodings every candidate reads (its poolings' scores, its own vectors, the corpus's vectors, the
+documents' later windows).
 
 Every file here is a cache a resumed run reads instead of encoding again (the run's own record is candidate.json and
 results.json); a candidate's scores.npz has one shape: `select`, the selection units' scores, always (all a candidate
@@ -9,6 +10,7 @@ the race stopped has), and `dev`/`test`, every dev and test unit's, once it is s
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -18,6 +20,7 @@ SCORES_FILE = "scores.npz"
 VECTORS_FILE = ".vectors.npy"
 UNTUNED_FILE = ".untuned.npz"
 CORPUS_FILE = ".corpus-model.npy"
+PASSAGES_FOLDER = ".passages"
 SELECT = "select"
 
 
@@ -84,8 +87,17 @@ class CandidateStore:
         with np.load(self.root / UNTUNED_FILE) as flat:
             return flat["model_vectors"]
 
+    def later_windows(self, name: str, count: int, encode: Callable[[], np.ndarray]) -> np.ndarray:
+        """The unchanged model's vectors of the documents' `count` later windows (sentune.adapt.unchanged_passages)."""
+        path = self.root / PASSAGES_FOLDER / f"{name}.npy"
+        if path.is_file() and len(np.load(path, mmap_mode="r")) != count:  # another corpus or model: encoded again
+            path.unlink()
+        return self._cached(path, encode)
+
     def _cached(self, path: Path, encode: Callable[[], np.ndarray]) -> np.ndarray:
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
-            np.save(path, encode())
+            partial = path.with_suffix(".partial.npy")
+            np.save(partial, encode())
+            os.replace(partial, path)  # a killed run leaves no half-written cache to read back
         return np.load(path)

@@ -6,7 +6,7 @@
 - `hybrid-distill` (HybridDistill): MarginMSE (sentune.methods.margin_mse) on ICT pseudo-queries against their
   passage (as `ict`'s: the document without the query sentence), the hybrid as teacher: BM25 (fitted on the selection
   queries, the hybrids' BM25) + the unchanged model fused at the weight chosen on the selection queries
-  (SearchContext.choose_fusion_weight, as `hybrid` chooses it), margin = fused(q, passage) − fused(q, negative), the
+  (LexicalService.choose_fusion_weight, as `hybrid` chooses it), margin = fused(q, passage) − fused(q, negative), the
   passage standing in for its document in the corpus. Its negatives are mined as `ict`'s, by the fixed BM25.
 
 Each is one training by the one trainer (sentune.train.trainer.train_in_memory), a recipe fixed in advance: the
@@ -106,7 +106,7 @@ class PseudoQueryTrained(WithRun):
         if teacher is not None:  # the teacher scores each passage as the student sees it
             desc = f"{self.name}: encoding {len(queries)} pseudo-query passages for the teacher"
             passage_vectors = Encoder(ctx.base, "model", show_progress=ctx.config.show_progress, desc=desc).encode([q.positive for q in queries])
-        lexical = search.lexical()  # the fixed BM25 mines, as for the supervised candidate: it read no query
+        lexical = search.lexical.ranker()  # the fixed BM25 mines, as for the supervised candidate: it read no query
         mined = mine(
             queries,
             doc_texts,
@@ -184,10 +184,10 @@ class HybridDistill(PseudoQueryTrained):
         from sentune.search.lexical import document_texts, weighted_text
 
         search = as_search(ctx)
-        fusion, curve, read = search.choose_fusion_weight(ctx.untuned_vectors())
+        fusion, curve, read = search.lexical.choose_fusion_weight(search.untuned_table())
         print(f"    {self.name}: teacher BM25 + unchanged, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
         documents = search.retrieval_dev().corpus
-        lexical, ids = search.hybrid_lexical(), [d.id for d in documents]
+        lexical, ids = search.lexical.hybrid(), [d.id for d in documents]
         bm25 = lexical.index.with_statistics(document_texts(documents, lexical.index.settings))  # the fit's index may not know them
 
         def passage_lexical(queries: list[PseudoQuery]) -> np.ndarray:  # a passage holds its document's title in front, once

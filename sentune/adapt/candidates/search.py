@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class Hybrid(Candidate):
     """Search: BM25 (stemmed, k1, b and the title weight fitted on the selection queries: sentune.search.lexical_fit) and
     a dense candidate (the unchanged model's documents by their best passage when the selection queries favour it
-    over their first window: sentune.search.passages, SearchContext.choose_passages) fused by a convex combination of min-max
+    over their first window: sentune.search.passages, UnchangedPassages.choose) fused by a convex combination of min-max
     normalised scores (sentune.search.fusion), its weight α chosen on the selection queries alone, each ranked against
     the whole corpus. `dense_source`: the unchanged model, or ('best') the dense candidate best on the selection queries
     when it is another (a trained one, say); that one is skipped when the unchanged model is the best. A model trained
@@ -48,7 +48,7 @@ class Hybrid(Candidate):
         documents (MaxP); another source than the unchanged model is encoded first (every query and document)."""
         from sentune.adapt.search_context import as_search
 
-        return costs.encode(as_search(ctx).later_window_count()) if self.dense_source == UNCHANGED else costs.encode(ctx.eval_texts())
+        return costs.encode(as_search(ctx).passages.later_window_count()) if self.dense_source == UNCHANGED else costs.encode(ctx.eval_texts())
 
     def depends_on(self, ctx: Context) -> dict:
         if self.dense_source != "best":
@@ -76,20 +76,20 @@ class Hybrid(Candidate):
         if source is None:
             return {}, self.skip(f"the unchanged model is the best dense candidate on the selection queries: its hybrid is `{HYBRID}`")
         vectors = ctx.untuned_vectors() if source == UNCHANGED else ctx.vectors_of(ctx.candidate(source).model(ctx), source)
-        choice = search.choose_passages() if source == UNCHANGED else None  # another source: its first windows
-        passages = search.unchanged_passages()[0] if choice is not None and choice["chosen"] == "maxp" else None
-        fusion, curve, read = search.choose_fusion_weight(vectors, passages)
+        choice = search.passages.choose() if source == UNCHANGED else None  # another source: its first windows
+        passages = search.passages.vectors()[0] if choice is not None and choice["chosen"] == "maxp" else None
+        fusion, curve, read = search.lexical.choose_fusion_weight(search.table(vectors), passages)
         print(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
         detail = {
             "setting": fusion.label,
-            "lexical": search.lexical_settings(fitted=True).label,
-            "lexical_fit": search.fitted_lexical().record(),
+            "lexical": search.lexical.settings(fitted=True).label,
+            "lexical_fit": search.lexical.fitted().record(),
             "alpha_curve": [[a, s] for a, s in curve.items()],
             "weight_read_queries": read,
         }
         if choice is not None:
             detail["passages"] = choice
-        return search.rank_with(search.hybrid_ranker(vectors, fusion, passages=passages)), CandidateRecord(
+        return search.rank_with(search.lexical.hybrid_ranker(search.table(vectors), fusion, passages=passages)), CandidateRecord(
             self.name, self.kind, source=source, fusion=fusion, detail=detail
         )
 
@@ -137,6 +137,7 @@ class HybridSupervised(Hybrid):
         import numpy as np
 
         from sentune.adapt.search_context import as_search
+        from sentune.adapt.text_table import EmbeddingTable, TextRows
 
         search = as_search(ctx)
         source = self.source(ctx)
@@ -145,19 +146,20 @@ class HybridSupervised(Hybrid):
         record, fusion = ctx.records[source], ctx.records[HYBRID].fusion  # `hybrid` runs first (the registry's order)
         if fusion is None:
             return {}, self.skip(f"`{HYBRID}` chose no fusion weight")
-        scores = search.rank_with(search.hybrid_ranker(ctx.vectors_of(ctx.candidate(source).model(ctx), source), fusion))
+        scores = search.rank_with(search.lexical.hybrid_ranker(search.table(ctx.vectors_of(ctx.candidate(source).model(ctx), source)), fusion))
         dev, select = search.retrieval_dev(), ctx.inputs.split.select
         for fold, trained in enumerate(record.fold_dev_indices_trained_on or []):
             held = np.array(sorted(set(select.tolist()) - set(trained)))
-            scorer = search.held_scorer([dev.queries[i] for i in held])
+            scorer = search.selection.held_scorer([dev.queries[i] for i in held])
             vectors_path = self.folder(ctx).parent / source / f"fold-{fold}" / HELD_VECTORS
             if not vectors_path.is_file():
                 return {}, self.skip(f"{source}'s fold {fold} kept no vectors of its held-out queries ({vectors_path})")
-            scores["dev"][held] = scorer.of_ranker(search.hybrid_ranker(np.load(vectors_path), fusion, texts=scorer.sentences()))["held"]
+            held_table = EmbeddingTable(TextRows(scorer.sentences()), np.load(vectors_path))
+            scores["dev"][held] = scorer.of_ranker(search.lexical.hybrid_ranker(held_table, fusion))["held"]
         print(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (hybrid's), selection out of fold", flush=True)
         found = CandidateRecord(self.name, self.kind, source=source, fusion=fusion, trained_on=record.trained_on)
         found.dev_indices_trained_on = record.dev_indices_trained_on
-        found.detail = {"setting": fusion.label, "lexical": search.lexical_settings(fitted=True).label, "weight_from": HYBRID}
+        found.detail = {"setting": fusion.label, "lexical": search.lexical.settings(fitted=True).label, "weight_from": HYBRID}
         return scores, found
 
 
@@ -189,16 +191,16 @@ class Lexical(SearchBaseline):
 
         if self.fitted:
             return "ranking the documents by BM25 with k1, b and the title weight fitted on the selection queries (reported, never chosen)"
-        return f"ranking the documents by {as_search(ctx).lexical_settings(self.stemmed).label} (reported, never chosen)"
+        return f"ranking the documents by {as_search(ctx).lexical.settings(self.stemmed).label} (reported, never chosen)"
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
         from sentune.adapt.search_context import as_search
 
         search = as_search(ctx)
-        scores = search.rank_with(search.lexical(self.stemmed, self.fitted))
-        detail: dict = {"setting": search.lexical_settings(self.stemmed, self.fitted).label}
+        scores = search.rank_with(search.lexical.ranker(self.stemmed, self.fitted))
+        detail: dict = {"setting": search.lexical.settings(self.stemmed, self.fitted).label}
         if self.fitted:
-            detail["lexical_fit"] = search.fitted_lexical().record()
+            detail["lexical_fit"] = search.lexical.fitted().record()
         return scores, CandidateRecord(self.name, self.kind, detail=detail)
 
 
@@ -223,9 +225,9 @@ class UnchangedMaxp(SearchBaseline):
         from sentune.adapt.search_context import as_search
 
         search = as_search(ctx)
-        choice = search.choose_passages()
+        choice = search.passages.choose()
         detail = {"setting": f"MaxP, windows of {choice['window']} tokens every {choice['stride']}", "passages": choice}
-        return search.rank_with(search.maxp_ranker()), CandidateRecord(self.name, self.kind, detail=detail)
+        return search.rank_with(search.passages.ranker()), CandidateRecord(self.name, self.kind, detail=detail)
 
 
 @dataclass
@@ -244,5 +246,5 @@ class Rrf(SearchBaseline):
         from sentune.adapt.search_context import as_search
 
         search, fusion = as_search(ctx), Fusion("rrf")
-        scores = search.rank_with(search.hybrid_ranker(ctx.untuned_vectors(), fusion))
+        scores = search.rank_with(search.lexical.hybrid_ranker(search.untuned_table(), fusion))
         return scores, CandidateRecord(self.name, self.kind, fusion=fusion, detail={"setting": fusion.label})

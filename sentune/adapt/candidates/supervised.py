@@ -281,7 +281,7 @@ class SupervisedSearch(Supervised):
 
         search = as_search(ctx)
         texts = {d.id: d.text for d in search.retrieval_dev().corpus}
-        negatives = search.hard_negatives(units)
+        negatives = search.negatives.of(units)
         return [[(q.text, texts[doc], *negatives[q.id]) for doc in q.relevant if q.relevant[doc] > 0] for q in units]
 
     def training_rows_counted(self, units: list) -> list[list]:
@@ -297,7 +297,7 @@ class SupervisedSearch(Supervised):
 
         from sentune.adapt.search_context import as_search
 
-        scorer = as_search(ctx).held_scorer(units)
+        scorer = as_search(ctx).selection.held_scorer(units)
         vectors = scorer.encode(model, ["model"], f"{self.name}: scoring a held-out fold")["model"]
         np.save(folder / HELD_VECTORS, vectors)
         return scorer.of_vectors(vectors)["held"]
