@@ -161,6 +161,9 @@ def test_concurrent_requests_share_forward_passes_and_get_their_own_answers(clie
         answers = list(pool.map(lambda body: client.post("/rerank", json=body), requests))
     assert batcher.requests - before == len(requests) and batcher.forward_passes - passes < len(requests)
     assert 'sentune_batch_size_count{batcher="rerank"}' in client.get("/metrics").text
+    status = client.get("/health").json()["reranker"]
+    assert status["model"] == "tiny-cross-encoder0" and status["rerank_top"] == RERANK_TOP and status["max_tokens"] == 64
+    assert status["batching"]["requests"] == batcher.requests and status["batching"]["forward_passes"] == batcher.forward_passes
     for body, answer in zip(requests, answers, strict=True):
         assert answer.status_code == 200, answer.text
         scores = reference.predict([(QUERY, d) for d in body["documents"]])
@@ -223,6 +226,7 @@ def test_without_a_reranker_rerank_says_how_to_get_one(engine, toy_index):
     with TestClient(app_for(engine, toy_index, None)) as plain:
         answer = plain.post("/rerank", json={"query": QUERY, "documents": DOCUMENTS})
         assert answer.status_code == 404 and "--reranker" in answer.json()["error"]["message"]
+        assert plain.get("/health").json()["reranker"] is None
         assert plain.post("/search", json={"query": QUERY, "top_k": RERANK_TOP + 1}).status_code == 200  # no reranking depth to keep to
 
 

@@ -46,7 +46,7 @@ from sentune.serve.protocol import (
     search_answer,
     search_texts,
 )
-from sentune.serve.rerank import include_reranker, search_ranked
+from sentune.serve.rerank import include_reranker, reranker_health, search_ranked
 from sentune.serve.settings import ServeSettings
 
 
@@ -143,6 +143,7 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
             "status": "ok",
             **state.engine.health(),
             "auth": settings.api_key is not None,
+            "reranker": reranker_health(request.app),  # None without --reranker
             "uptime_s": round(time.time() - state.started, 1),
             "batching": {
                 "embeddings": {"requests": state.embed.requests, "forward_passes": state.embed.forward_passes},

@@ -176,6 +176,7 @@ def include_reranker(app: FastAPI, settings: ServeSettings, metrics=None) -> Non
         if metrics is not None:
             metrics.watch_queue("rerank", batcher.waiting)
         batcher.start()
+        app.state.serving.batchers["rerank"] = batcher  # beside the model's batchers: where a full queue is looked for
         app.state.reranking = Reranking(reranker, batcher, settings.rerank_top, settings)
         try:
             yield
@@ -224,6 +225,20 @@ async def rerank(request: Request):
     if truncated:
         answer["truncated"] = truncated
     return JSONResponse(answer, headers=headers)
+
+
+def reranker_health(app: FastAPI) -> dict | None:
+    """/health's account of the reranker (None: the server has none)."""
+    reranking: Reranking | None = getattr(app.state, "reranking", None)
+    if reranking is None:
+        return None
+    batcher = reranking.batcher
+    return {
+        "model": reranking.reranker.name,
+        "max_tokens": reranking.reranker.max_tokens,
+        "rerank_top": reranking.depth,
+        "batching": {"requests": batcher.requests, "forward_passes": batcher.forward_passes, "refused": batcher.refused},
+    }
 
 
 async def search_ranked(app: FastAPI, search: MicroBatcher, texts: list[str], system: str, top_k: int) -> list:
