@@ -55,6 +55,7 @@ def in_memory_ranking(index, queries, top: int, exclude_same_id: bool) -> list[l
         scores = index.lexical().scores([q.text for q in queries])
         own = {doc: i for i, doc in enumerate(ids)}
         ranked = top_by_score(scores, id_order(ids), top, exclude=[own.get(q) for q in query_ids] if exclude_same_id else None)
+        ranked = [[d for d in row if scores[r, d] > 0] for r, row in enumerate(ranked)]  # a document sharing no term is no match
         values = [[float(scores[r, d]) for d in row] for r, row in enumerate(ranked)]
     else:
         vectors = np.load(index.folder / "vectors.npy")

@@ -198,19 +198,6 @@ def test_ids_with_whitespace_are_refused_for_a_run_not_written_as_seven_fields(b
     assert not run.exists()
 
 
-def test_a_document_id_with_whitespace_is_named_with_its_index_line(tiny_model_dir, tmp_path, capsys):
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text('{"_id": "d0", "text": "a man plays the guitar"}\n{"_id": "d 1", "text": "the dog runs in the park"}\n')
-    index = tmp_path / "index"
-    assert main(["index", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(index), "--quiet"]) == 0
-    capsys.readouterr()
-    assert main(["search", str(index), "--query", "the dog", "--top", "2", "--quiet"]) == 0  # printed for a reader: every id as it is
-    assert {line.split()[2] for line in capsys.readouterr().out.splitlines()} == {"d0", "d"}
-    message = one_error(capsys, ["search", str(index), "--query", "the dog", "--run", str(tmp_path / "out.run")])
-    assert f"{index / 'documents.jsonl'}:2: document id 'd 1' holds whitespace" in message
-    assert not (tmp_path / "out.run").exists()
-
-
 def test_run_onto_an_existing_file_or_a_folder_is_refused_before_any_work(built, tmp_path, capsys, monkeypatch):
     import sentune.search.index as index_module
 

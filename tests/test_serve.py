@@ -134,9 +134,11 @@ def test_search_ranks_as_sentune_search(server, toy_index, tmp_path, system):
     assert body["system"] == system and body["took_ms"] > 0 and len(body["results"]) == len(queries)
     for query, result in zip(queries, body["results"], strict=True):
         assert result["query"] == query["text"]
-        assert [hit["id"] for hit in result["hits"]] == [doc for doc, _ in expected[query["_id"]]]
-        assert [hit["score"] for hit in result["hits"]] == pytest.approx([score for _, score in expected[query["_id"]]], abs=1e-5)
-        assert [hit["rank"] for hit in result["hits"]] == list(range(1, 8))
+        wanted = expected.get(query["_id"], [])  # BM25 returns only documents sharing a term: a query of stopwords has none
+        assert len(wanted) == 7 or (system == "bm25" and len(wanted) < 7)
+        assert [hit["id"] for hit in result["hits"]] == [doc for doc, _ in wanted]
+        assert [hit["score"] for hit in result["hits"]] == pytest.approx([score for _, score in wanted], abs=1e-5)
+        assert [hit["rank"] for hit in result["hits"]] == list(range(1, len(wanted) + 1))
     # one query a request, sent together: the same answers as in one batch (and as the CLI)
     with ThreadPoolExecutor(6) as pool:
         singles = list(pool.map(lambda q: post(server, "/search", {"query": q["text"], "top_k": 7, "system": system}), queries))
@@ -286,11 +288,11 @@ def test_every_bad_input_is_one_json_4xx_while_valid_requests_succeed(server):
             assert future.result().status_code == 200
             for result, wanted in zip(future.result().json()["results"], expected, strict=True):
                 assert_same_hits(result["hits"], wanted["hits"])
-    # a form-encoded body with valid JSON in it (curl -d without a Content-Type) is read as JSON
+    # a body not declared JSON (curl -d without -H "Content-Type: application/json", a cross-site form) is refused
     plain = httpx.post(f"{server}/search", content=json.dumps(valid), headers={**AUTH, "Content-Type": "application/x-www-form-urlencoded"}, timeout=60)
-    assert plain.status_code == 200 and [r["query"] for r in plain.json()["results"]] == valid["queries"]
+    assert plain.status_code == 415 and "Content-Type: application/json" in plain.json()["error"]["message"]
     # a body sent in chunks, without a Content-Length, is cut off at the limit as it arrives
-    chunked = httpx.post(f"{server}/v1/embeddings", content=iter([b"x" * 1_000_000] * 3), headers=AUTH, timeout=60)
+    chunked = httpx.post(f"{server}/v1/embeddings", content=iter([b"x" * 1_000_000] * 3), headers={**AUTH, "Content-Type": "application/json"}, timeout=60)
     assert chunked.status_code == 413 and "over 2,000,000 bytes" in chunked.json()["error"]["message"]
     wrong_method = httpx.get(f"{server}/search", headers=AUTH, timeout=10)
     assert wrong_method.status_code == 405 and "GET /search" in wrong_method.json()["error"]["message"]

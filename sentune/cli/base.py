@@ -96,7 +96,19 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
 
 
-LIBRARIES = ("sentence_transformers", "transformers", "datasets", "accelerate", "bm25s", "httpx", "httpx2", "huggingface_hub", "urllib3", "py.warnings")
+LIBRARIES = (
+    "sentence_transformers",
+    "transformers",
+    "datasets",
+    "accelerate",
+    "bm25s",
+    "faiss",
+    "httpx",
+    "httpx2",
+    "huggingface_hub",
+    "urllib3",
+    "py.warnings",
+)
 LIBRARY_ROOTS = {name.split(".")[0] for name in LIBRARIES}
 
 

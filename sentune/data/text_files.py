@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sentune.errors import UserError
 
@@ -31,7 +32,35 @@ class Source:
 
 
 def normalise(text: str) -> str:
-    return " ".join(text.split())
+    """Whitespace collapsed, and no lone surrogate (without_lone_surrogates): every reader's text passes here."""
+    return without_lone_surrogates(" ".join(text.split()))
+
+
+def without_lone_surrogates(text: str) -> str:
+    """`text` with each lone UTF-16 surrogate (from a JSON escape such as "\\ud800", or an undecodable byte of a command
+    line argument) replaced by U+FFFD, and a split pair joined: such a string cannot be encoded as UTF-8, so the
+    tokenizer, a file write or a hash would fail on it. The one policy at every edge where text comes in."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def json_without_lone_surrogates(value: Any) -> Any:
+    """A parsed JSON value with without_lone_surrogates applied to every string in it."""
+    if isinstance(value, str):
+        return without_lone_surrogates(value)
+    if isinstance(value, dict):
+        return {json_without_lone_surrogates(k): json_without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_without_lone_surrogates(v) for v in value]
+    return value
+
+
+def json_problem(exc: json.JSONDecodeError) -> str:
+    """What is wrong and where, once: json's own message of some errors ends with "at" ("Invalid control character at")."""
+    return f"{exc.msg.removesuffix(' at')} at line {exc.lineno} column {exc.colno}"
 
 
 def read_lines(path: str | Path, encoding: str = "utf-8", *, user_file: bool = False) -> list[str]:
@@ -71,7 +100,8 @@ def json_object(path: Path, number: int, line: str) -> dict:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise DataError(path, number, f"not a JSON object: {exc.msg} at column {exc.colno}") from None
+        raise DataError(path, number, f"not a JSON object: {exc.msg.removesuffix(' at')} at column {exc.colno}") from None
     if not isinstance(record, dict):
         raise DataError(path, number, f"not a JSON object: {type(record).__name__}")
-    return record
+    # a lone surrogate can only come from a \u escape: the line itself was decoded from valid UTF-8
+    return json_without_lone_surrogates(record) if "\\u" in line else record

@@ -127,8 +127,9 @@ def auto_refine(documents: int) -> int:
     return next((refine for below, refine in REFINE_BY_SIZE if documents <= below), REFINE_PAST)
 
 
-def check_fits(spec: AnnSpec, documents: int, dimension: int, option: str = "--ann") -> AnnSpec:
-    """The spec with nlist resolved, or one line when it cannot be built over this collection (before any encoding)."""
+def check_fits(spec: AnnSpec, documents: int, dimension: int | None, option: str = "--ann") -> AnnSpec:
+    """The spec with nlist resolved, or one line when it cannot be built over this collection (before any encoding;
+    `dimension` None: before the model is loaded, the product quantizer's fit to it is checked on a later call)."""
     if spec.kind != "ivfpq":
         return spec
     settings = dict(spec.settings)
@@ -148,11 +149,24 @@ def check_fits(spec: AnnSpec, documents: int, dimension: int, option: str = "--a
             f"{option}: nbits={settings['nbits']} trains {1 << settings['nbits']} centroids a sub-vector and needs {MIN_PER_LIST << settings['nbits']:,} "
             f"documents; this collection has {documents:,}: use at most nbits={auto_nbits(documents)} (or leave nbits out)"
         )
-    if dimension % settings["pq"]:
+    if dimension is not None and dimension % settings["pq"]:
         raise UserError(f"{option}: pq={settings['pq']} must divide the vectors' dimension {dimension}")
     if settings["nprobe"] > settings["nlist"]:
         settings["nprobe"] = settings["nlist"]
     return AnnSpec(spec.kind, settings)
+
+
+def coarse_codes(asked: AnnSpec, resolved: AnnSpec, documents: int, option: str = "--ann") -> str | None:
+    """What to say when the codes chosen for a small collection are coarser than FAISS's usual 8 bits: another index
+    than `ivfpq` suggests (None otherwise, and when nbits was given)."""
+    if asked.kind != "ivfpq" or asked.settings["nbits"] != 0 or resolved.settings["nbits"] >= 8:
+        return None
+    bits = resolved.settings["nbits"]
+    return (
+        f"{option} ivfpq: {documents:,} documents train at most {1 << bits} centroids a sub-vector ({MIN_PER_LIST} rows each), so the codes "
+        f"have nbits={bits}, not 8, over nlist={resolved.settings['nlist']} lists: coarse; exact search of so few documents costs little "
+        "(leave --ann out), or hnsw keeps the full vectors"
+    )
 
 
 def _faiss():

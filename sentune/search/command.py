@@ -5,7 +5,9 @@ index's files); a mistake is one line naming the file and line (or the option), 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import unicodedata
 from pathlib import Path
 
 from sentune.errors import UserError
@@ -59,12 +61,22 @@ def input_file(path: str, option: str) -> Path:
     return found
 
 
-def check_run_file(path: Path, force: bool) -> None:
-    """--run names a file this search may write: not a folder, and not one that exists unless --force."""
-    if path.is_dir():
+def check_run_file(given: str, force: bool) -> None:
+    """--run names a file this search may write: not a folder (nor a name ending in a slash, which names one), and not
+    one that exists unless --force."""
+    path = Path(given)
+    if path.is_dir() or given.endswith(("/", os.sep)):
         raise UserError(f"--run {path}: a folder; give a file name (e.g. {path / 'search.run'})")
     if path.exists() and not force:
         raise UserError(f"--run {path}: the file exists; add --force to overwrite it")
+
+
+def printable(text: str) -> str:
+    """`text` safe to print on a terminal: control and format characters (an escape sequence that would recolour, retitle
+    or clear the terminal, a bidirectional override) written as Python escapes instead."""
+    if text.isprintable():
+        return text
+    return "".join(c if unicodedata.category(c) not in ("Cc", "Cf") else ascii(c)[1:-1] for c in text)
 
 
 INDEX_HELP = "build a search index (dense vectors, memory-mapped and resumable, and BM25) over a BEIR corpus.jsonl"
@@ -143,9 +155,19 @@ def search_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
+def check_document_ids(documents) -> None:
+    """An id with whitespace cannot be named by the TREC run lines `sentune search --queries` writes: refused here,
+    naming its corpus line, rather than indexed and then refused by every search of a queries file."""
+    from sentune.search.index import NOT_TREC_SAFE, trec_safe
+
+    for document in documents:
+        if not trec_safe(document.id):
+            raise UserError(f"{document.source}: document id {document.id!r} {NOT_TREC_SAFE}; give it an id without spaces")
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from sentune.data.beir import read_corpus_jsonl
-    from sentune.search.ann import build_ann, check_fits, parse_ann
+    from sentune.search.ann import build_ann, check_fits, coarse_codes, parse_ann
     from sentune.search.index import BuildPlan, build_index, check_out
 
     fusion = parse_fusion(args.fusion)
@@ -159,7 +181,11 @@ def cmd_index(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():  # the cheapest check first
         raise UserError(f"--out {out}: a file, not a folder; choose a new or empty folder")
     documents = read_corpus_jsonl(input_file(args.corpus, "--corpus"))  # a bad line or an empty file: file:line, before the model loads
-    check_out(out, documents)  # another index, other files or a damaged index.json in --out: before the model loads
+    check_document_ids(documents)
+    check_out(out, documents)  # another index, other files or a damaged index in --out: before the model loads
+    asked = ann
+    if ann is not None:  # what the collection's size allows, before the model loads (the dimension is checked after)
+        ann = check_fits(ann, len(documents), None)
     from sentune.core.embedding_cache import model_digest
     from sentune.core.models import load_model
 
@@ -167,6 +193,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     digest = model_digest(model)
     if ann is not None:  # settings that cannot fit this collection: one line before any document is encoded
         ann = check_fits(ann, len(documents), model.get_sentence_embedding_dimension() or 0)
+        from sentune.core.distributed import rank
+
+        if (coarse := coarse_codes(asked or ann, ann, len(documents))) and rank() == 0:
+            print(coarse, file=sys.stderr)
     plan = BuildPlan("hybrid" if fusion else "dense", fusion, lexical, args.passages, args.passage_stride)
     # an index of another model in --out: one line, before anything is written
     build_index(model, args.model, documents, out, plan, show_progress=not args.quiet, model_digest=digest)
@@ -176,7 +206,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         from sentune.search.index import read_settings
 
         built = build_ann(out, ann, read_settings(out) or {}, show_progress=not args.quiet)
-        print(f"approximate index: {out / 'ann'} ({built['kind']}, built in {built['build_seconds']:.1f} s)")
+        print(f"approximate index: {out / 'ann'} ({ann.label}, built in {built['build_seconds']:.1f} s)")
     if rank() == 0:  # under torchrun, one process speaks
         from dataclasses import replace
 
@@ -199,16 +229,19 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise UserError(f"--top {args.top}: at least 1")
     if args.run:
-        check_run_file(Path(args.run), args.force)
+        check_run_file(args.run, args.force)
     if args.query is not None and not args.query.strip():
         raise UserError("--query: empty")
+    from sentune.data.text_files import without_lone_surrogates
+
+    query_text = without_lone_surrogates(args.query) if args.query is not None else None  # an undecodable byte of the argument
     index = SearchIndex.open(Path(args.index), args.system)
     from sentune.search.ann import choose_ann
 
     index.ann = choose_ann(index, args.ann, args.exact)
     if args.exclude_same_id and index.ann is not None:  # the candidate search has no such rule: say so rather than ignore it
         raise UserError("--exclude-same-id: the approximate index does not leave a query's own document out; add --exact")
-    queries = [Query("query", args.query, Source("--query", 1), {})] if args.query is not None else read_queries(input_file(args.queries, "--queries"))
+    queries = [Query("query", query_text, Source("--query", 1), {})] if query_text is not None else read_queries(input_file(args.queries, "--queries"))
     if args.run or args.query is None:  # both write TREC run lines
         index.check_run_ids(queries)
     index.device = args.device  # read last: resolving `auto` imports torch, after every input is checked
@@ -220,9 +253,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.query is not None:
         for i, hit in enumerate(hits[0], start=1):
             snippet = hit.text if len(hit.text) <= 100 else hit.text[:97] + "..."
-            print(f"{i:>3}  {hit.score:8.4f}  {hit.doc_id}  {snippet}")
+            print(f"{i:>3}  {hit.score:8.4f}  {printable(hit.doc_id)}  {printable(snippet)}")
+        if not hits[0]:
+            print(f"no document matches ({index.system})", file=sys.stderr)
         return 0
     for query, row in zip(queries, hits, strict=True):
         for i, hit in enumerate(row, start=1):
-            print(f"{query.id} Q0 {hit.doc_id} {i} {hit.score:.6f} sentune")
+            print(f"{printable(query.id)} Q0 {printable(hit.doc_id)} {i} {hit.score:.6f} sentune")
     return 0

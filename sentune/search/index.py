@@ -95,6 +95,9 @@ def check_out(folder: Path, documents: list[Document], shared_folder: bool = Fal
         raise UserError(f"{folder / INDEX_FILE}: not a sentune index ({saved.get('format')!r}); choose another --out")
     if saved.get("corpus_sha256") != corpus_digest(documents):
         raise UserError(f"{folder / INDEX_FILE}: built over other documents ({saved.get('documents')}); choose another --out")
+    if saved.get("complete"):  # a finished index is kept as it is: a damaged file in it would stay so, under a new success line
+        SearchIndex(folder, saved, "dense")  # the documents, vectors, passages and ANN against index.json
+        check_lexical(folder / "bm25", saved.get("documents", -1))
     return saved
 
 
@@ -406,6 +409,7 @@ class SearchIndex:
         if self.system == "bm25":
             scores = self.lexical().scores(texts)
             ranked = top_by_score(scores, ties, top, exclude=own)
+            ranked = [[d for d in row if scores[r, d] > 0] for r, row in enumerate(ranked)]  # a document sharing no term is no match
             values = [[float(scores[r, d]) for d in row] for r, row in enumerate(ranked)]
             return self._hits(ranked, values)
         vectors = self.vectors

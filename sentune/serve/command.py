@@ -20,7 +20,18 @@ def serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="INDEX_OR_MODEL", help="an index folder (`sentune index`), an adapt run's output folder, or a model")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on; any but the loopback one needs --api-key")
     p.add_argument("--port", type=int, default=8000, help="the port to listen on")
-    p.add_argument("--api-key", help=f"every request but /health and the page must send `Authorization: Bearer KEY` (default: ${API_KEY_ENV})")
+    p.add_argument(
+        "--api-key",
+        help=f"every request but /health and the page must send `Authorization: Bearer KEY`; a key given here is visible to every user of "
+        f"the machine (ps): prefer ${API_KEY_ENV} or --api-key-file",
+    )
+    p.add_argument("--api-key-file", metavar="FILE", help="read the API key from this file's one line (readable by you alone, say)")
+    p.add_argument(
+        "--allowed-hosts",
+        metavar="NAMES",
+        help="the Host names answered, comma-separated (*.example.com for its subdomains, * for any): the names a reverse proxy passes on; "
+        "default: localhost, 127.0.0.1 and [::1] for a server without a key (a page reaching it through DNS rebinding is refused), any with one",
+    )
     p.add_argument("--backend", default="torch", choices=BACKENDS, help="torch, or the model's exported graph, run as `sentune encode --backend` runs it")
     p.add_argument(
         "--workers", type=int, default=1, help="server processes; each loads the model, all share the index's memory-mapped vectors, BM25 and document offsets"
@@ -49,7 +60,7 @@ def serve_options(p: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace) -> ServeSettings:
     """The options checked and the target classified, without importing torch or loading anything."""
-    from sentune.serve.settings import check_address, check_libraries, check_numbers, what_to_serve
+    from sentune.serve.settings import allowed_hosts, check_address, check_libraries, check_numbers, read_api_key, what_to_serve
 
     settings = ServeSettings(
         target=args.target,
@@ -57,7 +68,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         model=None,
         host=args.host,
         port=args.port,
-        api_key=args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None,
+        api_key=read_api_key(args.api_key, args.api_key_file),
         backend=args.backend,
         workers=args.workers,
         max_batch=args.max_batch,
@@ -74,12 +85,13 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         trust_remote_code=args.trust_remote_code,
         log_level="warning" if args.quiet else "info",
     )
+    from dataclasses import replace
+
+    settings = replace(settings, allowed_hosts=allowed_hosts(args.allowed_hosts, settings))
     check_numbers(settings)
     check_address(settings)
     check_libraries()
-    index, model = what_to_serve(args.target)
-    from dataclasses import replace
-
+    index, model = what_to_serve(args.target, settings.system)
     if args.reranker:  # a cross-encoder, checked before anything loads
         from sentune.serve.rerank import check_reranker
 

@@ -1,4 +1,10 @@
-"""The ASGI middleware in front of every route of `sentune serve`: body size limit and API key."""
+"""The ASGI middleware in front of every route of `sentune serve`: the Host header, the API key, the body's type and size.
+
+A server without a key on the loopback address trusts whatever reaches it, and a browser can reach it: a page of
+another site whose name is made to resolve to 127.0.0.1 (DNS rebinding) reads its answers as its own, and any page can
+send it a "simple" cross-site POST (text/plain, a form) that needs no CORS preflight. So such a server answers only the
+Host names of the loopback address (--allowed-hosts widens that for a proxy), and every body must be declared JSON
+(415 otherwise), which a cross-site page cannot do without a preflight that this server never grants."""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from sentune.serve.protocol import error_body
 from sentune.serve.settings import ServeSettings
 
 OPEN_PATHS = ("/health", "/")  # answered without the key
+BODY_METHODS = (b"POST", b"PUT", b"PATCH")
 
 
 class BodyTooLarge(Exception):
@@ -28,11 +35,22 @@ class Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = dict(scope["headers"])
+        host = headers.get(b"host", b"").decode("latin-1")
+        if self.settings.allowed_hosts is not None and host and not host_allowed(host, self.settings.allowed_hosts):
+            message = (
+                f"Host {host[:100]!r}: this server answers {', '.join(self.settings.allowed_hosts)} only (--allowed-hosts; "
+                "a page of another site reaching a local server through DNS rebinding is refused)"
+            )
+            return await _respond(send, 400, error_body(message, "invalid_request_error", code="host_not_allowed"))
         if self.key is not None and scope["path"] not in OPEN_PATHS:
             given = headers.get(b"authorization", b"")
             if not (given[:7].lower() == b"bearer " and hmac.compare_digest(given[7:].strip(), self.key)):  # the scheme's case is free (RFC 9110)
                 message = "no API key given: send `Authorization: Bearer KEY`" if not given else "wrong API key"
                 return await _respond(send, 401, error_body(message, "authentication_error", code="invalid_api_key"), {"www-authenticate": "Bearer"})
+        if scope["method"].encode() in BODY_METHODS and not is_json(headers.get(b"content-type", b"")):
+            given = headers.get(b"content-type", b"").decode("latin-1")[:100] or "none"
+            message = f"Content-Type {given}: send the body as JSON, with `Content-Type: application/json`"
+            return await _respond(send, 415, error_body(message, "invalid_request_error", code="unsupported_media_type"))
         limit = self.settings.max_body_bytes
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
@@ -60,6 +78,19 @@ class Guard:
         except BodyTooLarge:
             if not started:
                 await _respond(send, 413, too_large(received, limit))
+
+
+def host_allowed(host: str, allowed: tuple[str, ...] | list[str]) -> bool:
+    """Whether a Host header's name (its port aside, whatever it is: an SSH tunnel changes it) is one of `allowed`;
+    "*.example.com" allows its subdomains, as Starlette's TrustedHostMiddleware reads it."""
+    name = host[: host.find("]") + 1] if host.startswith("[") else host.rsplit(":", 1)[0]
+    name = name.lower().rstrip(".")
+    return any(name == pattern or (pattern.startswith("*.") and name.endswith(pattern[1:])) for pattern in allowed)
+
+
+def is_json(content_type: bytes) -> bool:
+    media = content_type.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
 
 
 def too_large(size: int, limit: int) -> dict:

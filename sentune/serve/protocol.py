@@ -2,7 +2,8 @@
 {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}.
 
 The body is read and checked here rather than by FastAPI's parameter parsing, so that a malformed body, a missing field
-or a limit of this server is one message naming the field, whatever the request's Content-Type."""
+or a limit of this server is one message naming the field (a body not declared JSON is refused before: sentune.serve.guard).
+Every text reads as sentune's readers read files: a lone surrogate (a valid JSON escape, no text) becomes U+FFFD."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sentune.data.text_files import json_problem, json_without_lone_surrogates
 from sentune.serve.settings import ServeSettings
 
 SNIPPET_CHARS = 300  # a hit's text in a /search answer, unless "full_text" is asked for
@@ -32,7 +34,8 @@ def error_body(message: str, kind: str, param: str | None = None, code: str | No
 
 
 class SearchRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")  # a misspelt field ("top": 5) is refused, not ignored
+    # a misspelt field ("top": 5) is refused, not ignored; strict: `"top_k": true` or `"3"` is refused, not read as 1 or 3
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     query: str | None = None
     queries: list[str] | None = None
@@ -42,7 +45,7 @@ class SearchRequest(BaseModel):
 
 
 class EmbeddingsRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # OpenAI's `user` and whatever else clients add
+    model_config = ConfigDict(extra="ignore", strict=True)  # OpenAI's `user` and whatever else clients add
 
     input: Any = None
     model: str | None = None
@@ -53,8 +56,12 @@ class EmbeddingsRequest(BaseModel):
 def parse_body(raw: bytes, schema: type[BaseModel]) -> Any:
     try:
         data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ApiError(400, f"the request body is not valid JSON ({json_problem(exc)})") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON ({exc})") from None
+    if b"\\u" in raw:  # a lone surrogate ("\\ud800") reads as JSON but is no text: U+FFFD, as every input of sentune
+        data = json_without_lone_surrogates(data)
     if not isinstance(data, dict):
         raise ApiError(400, f"the request body must be a JSON object, not {type(data).__name__}")
     try:

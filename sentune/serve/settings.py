@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,13 +43,17 @@ class ServeSettings:
     rerank_top: int = 50  # /search: the candidates of a query the reranker scores
     trust_remote_code: bool = False
     log_level: str = "info"
+    # the Host names answered (port aside; None: any). `sentune serve` sets the loopback ones on a keyless server
+    allowed_hosts: tuple[str, ...] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
     def from_json(cls, text: str) -> ServeSettings:
-        return cls(**json.loads(text))
+        values = json.loads(text)
+        hosts = values.get("allowed_hosts")
+        return cls(**values | {"allowed_hosts": tuple(hosts) if hosts is not None else None})
 
 
 def is_loopback(host: str) -> bool:
@@ -80,8 +85,43 @@ def check_numbers(settings: ServeSettings) -> None:
     for ok, message in checks:
         if not ok:
             raise UserError(message)
-    if settings.api_key is not None and not settings.api_key.strip():
-        raise UserError(f"--api-key (or {API_KEY_ENV}): empty")
+
+
+def read_api_key(given: str | None, file: str | None) -> str | None:
+    """The key from --api-key, --api-key-file (its one line) or $SENTUNE_API_KEY, in this order; one line when it could
+    never match: a client sends it in a header, which holds no leading or trailing space and no control character."""
+    if given is not None and file is not None:
+        raise UserError("--api-key and --api-key-file: give one of them")
+    where, key = ("--api-key", given) if given is not None else (f"${API_KEY_ENV}", os.environ.get(API_KEY_ENV) or None)
+    if file is not None:
+        where = f"--api-key-file {file}"
+        try:
+            text = Path(file).read_bytes().decode("utf-8")  # bytes: read_text would turn a \r\n into \n unseen
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"{where}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+        key = text.removesuffix("\n")  # the line ending an editor adds; a \r before it is refused below, as in a key given
+        if "\n" in key:
+            raise UserError(f"{where}: more than one line; the file holds the key alone")
+    if key is None:
+        return None
+    if not key.strip():
+        raise UserError(f"{where}: empty")
+    bad = next((i for i, c in enumerate(key) if not "!" <= c <= "~"), None)  # printable ASCII, RFC 6750's token68 and more
+    if bad is not None:
+        what = "a space" if key[bad] == " " else f"the character {key[bad]!r}"
+        raise UserError(f"{where}: {what} at position {bad + 1}; a key is sent in an HTTP header: use printable ASCII without spaces")
+    return key
+
+
+def allowed_hosts(given: str | None, settings: ServeSettings) -> tuple[str, ...] | None:
+    """--allowed-hosts as names (None: any Host); by default the loopback names for a server without a key, which is
+    only ever one on the loopback address (check_address), and any Host for one with a key (a page cannot send it)."""
+    if given is None:
+        return None if settings.api_key else tuple(dict.fromkeys(("localhost", "127.0.0.1", "[::1]", settings.host)))
+    names = tuple(name.strip().lower().rstrip(".") for name in given.split(",") if name.strip())
+    if not names:
+        raise UserError(f"--allowed-hosts {given!r}: no name; give names such as search.example.com,localhost (or *)")
+    return None if "*" in names else names
 
 
 def check_address(settings: ServeSettings) -> None:
@@ -101,7 +141,7 @@ def check_address(settings: ServeSettings) -> None:
             raise UserError(f"--host {settings.host} --port {settings.port}: cannot listen there ({exc.strerror or exc})") from None
 
 
-def what_to_serve(target: str) -> tuple[str | None, str | None]:
+def what_to_serve(target: str, system: str | None = None) -> tuple[str | None, str | None]:
     """(index folder, None) or (None, model): an index folder (index.json), an adapt run's folder (its index, or its
     model when the run saved no index) or a model (a folder or a name sentune.core.models accepts). A folder that is
     none of these is one line, before any model code loads."""
@@ -111,7 +151,7 @@ def what_to_serve(target: str) -> tuple[str | None, str | None]:
     if (path / "index.json").is_file():
         from sentune.search.index import SearchIndex
 
-        SearchIndex.open(path)  # a foreign or unfinished index: its one line now
+        SearchIndex.open(path, system)  # a foreign or unfinished index, or a hybrid it holds no fusion for: its one line now
         return str(path), None
     if (path / "adapt.json").is_file():
         if (path / "model").is_dir():
