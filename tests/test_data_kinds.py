@@ -175,5 +175,31 @@ def test_the_trainer_takes_data_as_objects_the_same_as_from_the_recipe_file(tmp_
     from_file = build_training(recipe, tiny_data_dir, device="cpu", show_progress=False)[2]
     given = build_training(recipe, tiny_data_dir, device="cpu", show_progress=False, data=ScoredPairs.of(rows))[2]
     assert given == from_file == {"sentence_a": [a for a, _, _ in rows], "sentence_b": [b for _, b, _ in rows], "label": [y for _, _, y in rows]}
-    with pytest.raises(UserError, match="method 'cosent' trains on scored-pairs, not sentences"):
+    with pytest.raises(UserError, match="^data: method 'cosent' trains on scored-pairs, not sentences$"):
         build_training(recipe, tiny_data_dir, device="cpu", show_progress=False, data=Sentences(["a", "b"]))
+
+
+def test_training_on_objects_gives_the_model_and_dev_score_training_on_the_files_gives(tmp_path, tiny_data_dir, tiny_model_dir):
+    """train_in_memory with the training pairs and the dev pairs given as ScoredPairs (from Python rows) trains the same
+    weights and reads the same dev score as the recipe naming their files (labelled:PATH, eval.dev pairs:PATH)."""
+    import torch
+
+    from sentune.tasks.dev import dev_evaluator
+    from sentune.tasks.user_pairs import PairsEvaluator
+    from sentune.train.recipe import load_recipe
+    from sentune.train.trainer import train_in_memory
+
+    words = ["guitar", "piano", "violin", "drums", "flute", "cello", "harp", "bass"]
+    rows = [(f"a man plays {w}", f"a man is playing {w}" if i % 2 else f"the {w} is red", 4.0 if i % 2 else 1.0 + i / 8) for i, w in enumerate(words)]
+    dev_rows = [(f"someone plays {w}", f"a {w} is played", 3.0 + i / 4) for i, w in enumerate(words[:4])]
+    train_file = write(tmp_path / "train.tsv", [f"{a}\t{b}\t{y}" for a, b, y in rows])
+    dev_file = write(tmp_path / "dev.tsv", [f"{a}\t{b}\t{y}" for a, b, y in dev_rows])
+    assert isinstance(dev_evaluator(ScoredPairs.of(dev_rows), tiny_data_dir), PairsEvaluator)
+    settings = [f"model={tiny_model_dir}", "training.max_steps=2", "training.batch_size=4", "training.checkpoint=last", "training.patience=0"]
+    from_files = load_recipe("adapt/cosent", [*settings, f"train_data=labelled:{train_file}", f"eval.dev=pairs:{dev_file}"])
+    files = train_in_memory(from_files, data_dir=tiny_data_dir, show_progress=False, device="cpu")
+    given = {"data": ScoredPairs.of(rows), "dev": ScoredPairs.of(dev_rows)}
+    objects = train_in_memory(load_recipe("adapt/cosent", settings, **given), data_dir=tiny_data_dir, show_progress=False, device="cpu", **given)
+    assert objects.best["dev_score"] == pytest.approx(files.best["dev_score"], abs=1e-9) and files.best["dev_metric"] == "spearman"
+    for (name, a), (_, b) in zip(files.model.state_dict().items(), objects.model.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name

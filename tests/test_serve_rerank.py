@@ -193,7 +193,8 @@ def test_a_full_queue_is_refused_at_once_and_a_late_answer_is_a_503(engine, toy_
 
 
 BAD = [
-    ({"documents": DOCUMENTS}, "query"),
+    ({"documents": DOCUMENTS}, "query: required"),
+    ({"query": ["a"], "documents": DOCUMENTS}, "query: a string"),
     ({"query": "", "documents": DOCUMENTS}, "query: empty"),
     ({"query": QUERY}, "give documents"),
     ({"query": QUERY, "documents": DOCUMENTS, "texts": DOCUMENTS}, "not both"),

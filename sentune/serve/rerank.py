@@ -23,7 +23,7 @@ import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from fastapi import APIRouter, FastAPI, Request
@@ -34,6 +34,9 @@ from sentune.errors import UserError
 from sentune.serve.batching import MicroBatcher, QueueFull
 from sentune.serve.protocol import ApiError, check_count, check_text, parse_body
 from sentune.serve.settings import ServeSettings
+
+if TYPE_CHECKING:
+    from sentune.serve.metrics import Metrics
 
 
 @dataclass(frozen=True)
@@ -155,7 +158,7 @@ class Reranking:
             raise ApiError(503, message, "server_busy") from None
 
 
-def include_reranker(app: FastAPI, settings: ServeSettings, metrics=None) -> None:
+def include_reranker(app: FastAPI, settings: ServeSettings, metrics: Metrics | None = None) -> None:
     """POST /rerank on `app`, and the reranker of --reranker loaded now (before the port opens: a model that will not
     load is one line) and batched once the app has started (its model thread, sentune.serve.app.State)."""
     reranker = Reranker(settings.reranker, device=settings.device, trust_remote_code=settings.trust_remote_code) if settings.reranker else None
@@ -200,6 +203,8 @@ async def rerank(request: Request):
         )
     where = "texts" if tei else "documents"
     settings = reranking.settings
+    if body.query is None:
+        raise ApiError(400, "query: required (the text the documents are ranked for)", param="query")
     query = check_text(body.query, "query", settings)
     given: list[Any] = (body.texts if tei else body.documents) or []
     check_count(len(given), where, settings)

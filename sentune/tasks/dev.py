@@ -9,9 +9,11 @@ from pathlib import Path
 from sentence_transformers.evaluation import SentenceEvaluator
 
 from sentune.data.catalog import load_task, select_tasks
+from sentune.data.kinds import RetrievalSet, ScoredPairs
+from sentune.tasks.dev_sets import read_dev
 from sentune.tasks.evaluate import evaluate
-from sentune.tasks.user_pairs import PAIRS_PREFIX, PairsEvaluator
-from sentune.tasks.user_queries import QUERIES_PREFIX, QueriesEvaluator
+from sentune.tasks.user_pairs import PairsEvaluator
+from sentune.tasks.user_queries import QueriesEvaluator
 
 
 class DevEvaluator(SentenceEvaluator):
@@ -34,11 +36,12 @@ class DevEvaluator(SentenceEvaluator):
         return result["runs"]["model"]["tasks"][self.task.name]["all"]["spearman"]
 
 
-def dev_evaluator(dev: str, data_dir: Path, *, allow_modified: bool = False) -> DevEvaluator | PairsEvaluator:
-    """The evaluator of a recipe's `eval.dev`: a catalog task name, `pairs:PATH` (a user's scored pairs) or `queries:DIR`
-    (a BEIR folder of queries whose qrels split is `select`: adapt's selection queries against their pool)."""
-    if dev.startswith(PAIRS_PREFIX):
-        return PairsEvaluator(dev[len(PAIRS_PREFIX) :])
-    if dev.startswith(QUERIES_PREFIX):
-        return QueriesEvaluator(dev[len(QUERIES_PREFIX) :])
-    return DevEvaluator(dev, data_dir, allow_modified=allow_modified)
+def dev_evaluator(dev: str | ScoredPairs | RetrievalSet, data_dir: Path, *, allow_modified: bool = False) -> DevEvaluator | PairsEvaluator:
+    """The evaluator of a recipe's `eval.dev` (a catalog task name, `pairs:PATH` or `queries:DIR`: read_dev) or of a dev
+    set given as its kind: a user's scored pairs, or queries (adapt's selection queries against their pool)."""
+    data = read_dev(dev) if isinstance(dev, str) else dev
+    if isinstance(data, ScoredPairs):
+        return PairsEvaluator(data)
+    if isinstance(data, RetrievalSet):
+        return QueriesEvaluator(data)
+    return DevEvaluator(data, data_dir, allow_modified=allow_modified)

@@ -1,9 +1,21 @@
 """How a recipe's `eval.dev` names a user's own dev set instead of a catalog task: `pairs:PATH` (scored pairs) or
-`queries:DIR` (a BEIR folder whose qrels split is `select`). Apart from the evaluators, which import
-sentence-transformers, so a recipe is checked before it loads."""
+`queries:DIR` (a BEIR folder whose qrels split is `select`), parsed once into its data kind (read_dev). Apart from the
+evaluators, which import sentence-transformers, so a recipe is checked before it loads."""
 
 from __future__ import annotations
+
+from sentune.data.kinds import RetrievalSet, ScoredPairs
 
 PAIRS_PREFIX = "pairs:"
 QUERIES_PREFIX = "queries:"
 SELECT_SPLIT = "select"  # the qrels split a selection folder holds (OUT/data/dev-select/qrels/select.tsv)
+
+
+def read_dev(dev: str) -> ScoredPairs | RetrievalSet | str:
+    """`eval.dev` as written: a user's pairs or queries, read and checked (a bad line is named by file:line), or the
+    name of a catalog task, returned as it is."""
+    if dev.startswith(PAIRS_PREFIX):
+        return ScoredPairs.from_file(dev[len(PAIRS_PREFIX) :])
+    if dev.startswith(QUERIES_PREFIX):
+        return RetrievalSet.from_folder(dev[len(QUERIES_PREFIX) :], SELECT_SPLIT)
+    return dev

@@ -72,15 +72,15 @@ class PairScorer(Scorer):
 class PairsEvaluator(SentenceEvaluator):
     """A sentence-transformers evaluator on a user's pairs (the Trainer calls it every eval_steps); also a plain scorer."""
 
-    def __init__(self, path: str | Path, name: str = "dev") -> None:
+    def __init__(self, pairs: str | Path | ScoredPairs, name: str = "dev") -> None:
         super().__init__()
         self.record: Path | None = None  # set: every training evaluation's cosines go to record/step-N.npy (racing reads them)
-        self.pairs = read_scored_pairs(path)  # read (and checked) once, not every N steps
+        self.pairs = pairs if isinstance(pairs, ScoredPairs) else read_scored_pairs(pairs)  # read (and checked) once, not every N steps
         self.gold = np.array([p.score for p in self.pairs.pairs])
         self.name = name
         self.metric = self.pairs.metric
         self.primary_metric = f"{name}_{self.metric}"
-        self.title = f"{Path(path).name} {self.metric.replace('_', ' ')}"
+        self.title = f"{Path(self.pairs.path).name} {self.metric.replace('_', ' ')}"
 
     def __call__(self, model, output_path=None, epoch=-1, steps=-1) -> dict[str, float]:
         similarities = self.similarities(model)

@@ -86,15 +86,15 @@ class QueriesEvaluator(PairsEvaluator):
     """A sentence-transformers evaluator on a BEIR folder of queries (the trainer calls it every eval_steps): the mean
     nDCG@10 ×100; with `record` set, every evaluation's per-query values go to record/step-N.npy (racing reads them)."""
 
-    def __init__(self, folder: str | Path, name: str = "dev", split: str = SELECT_SPLIT) -> None:
+    def __init__(self, data: str | Path | RetrievalSet, name: str = "dev", split: str = SELECT_SPLIT) -> None:
         SentenceEvaluator.__init__(self)  # not PairsEvaluator's: no pairs file to read
         self.record: Path | None = None
-        self.data = read_beir_folder(folder, split)  # read (and checked) once, not every N steps
+        self.data = data if isinstance(data, RetrievalSet) else read_beir_folder(data, split)  # read (and checked) once, not every N steps
         self.gold = np.zeros(len(self.data.queries))  # a query's value is its own score: nothing to compare it with
         self.name = name
         self.metric = HEADLINE
         self.primary_metric = f"{name}_{HEADLINE}"
-        self.title = f"{Path(folder).name} nDCG@10"
+        self.title = f"{Path(data).name if not isinstance(data, RetrievalSet) else name} nDCG@10"
 
     def similarities(self, model) -> np.ndarray:
         """Each query's nDCG@10 ×100 (what PairsEvaluator records as its pairs' cosines)."""

@@ -121,37 +121,37 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     node[parts[-1]] = value
 
 
-def load_recipe(name_or_path: str, overrides: list[str] | tuple[str, ...] = (), *, check: bool = True) -> Recipe:
+def load_recipe(name_or_path: str, overrides: list[str] | tuple[str, ...] = (), *, check: bool = True, data: Any = None, dev: Any = None) -> Recipe:
     """The recipe with its overrides, every value typed; with `check`, also validated against the method,
-    the poolings and the catalog (validate_recipe)."""
+    the poolings and the catalog (validate_recipe, with the training data and dev set given as objects, if any)."""
     path = resolve_recipe_path(name_or_path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        settings = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise RecipeError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict) or "method" not in data:
+    if not isinstance(settings, dict) or "method" not in settings:
         raise RecipeError(f"{path}: a recipe is a mapping with at least a 'method' key")
     for override in overrides:
-        apply_override(data, override)
-    data.setdefault("name", path.stem)
+        apply_override(settings, override)
+    settings.setdefault("name", path.stem)
     try:
-        recipe = build_options(Recipe, data, "")
+        recipe = build_options(Recipe, settings, "")
     except OptionError as exc:
         raise RecipeError(f"{path}: {exc}") from None
     if check:
-        validate_recipe(recipe, str(path))
+        validate_recipe(recipe, str(path), data=data, dev=dev)
     return recipe
 
 
-def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
+def validate_recipe(recipe: Recipe, where: str = "recipe", *, data: Any = None, dev: Any = None) -> Any:
     """Check what the typed records cannot: the method exists and takes these params, the pooling is one
-    it can train, the data and tasks are in the catalog. Returns the method's typed parameters."""
+    it can train, the data and tasks are in the catalog. Returns the method's typed parameters. `data`, `dev`: the
+    training data and the dev set given as data kinds (sentune.data.kinds): the method must take that kind, and the
+    recipe's train_data and eval.dev, which are not read then, are not checked."""
     from sentune.core.pooling import PoolingError, check_trainable
-    from sentune.data.beir import read_beir_folder
     from sentune.data.catalog import describe_forms, parse_train_data, select_tasks
-    from sentune.data.user_data import read_scored_pairs
     from sentune.methods.registry import get_method
-    from sentune.tasks.dev_sets import PAIRS_PREFIX, QUERIES_PREFIX, SELECT_SPLIT
+    from sentune.tasks.dev_sets import read_dev
 
     try:
         method = get_method(recipe.method)
@@ -160,21 +160,20 @@ def validate_recipe(recipe: Recipe, where: str = "recipe") -> Any:
         check_trainable(pooling)
         if method.poolings is not None and recipe.pooling not in (None, *method.poolings):
             raise PoolingError(f"pooling: method {method.name!r} trains {', '.join(method.poolings)}, not {recipe.pooling!r}")
-        data = parse_train_data(recipe.train_data)  # what the trainer hands the method: a data kind, never this string
-        if method.refuses(data.kind):
+        train = parse_train_data(recipe.train_data)  # what the trainer hands the method: a data kind, never this string
+        if data is not None and method.refuses(type(data)):
+            raise RecipeError(f"data: {method.refuses(type(data))}")
+        if data is None and method.refuses(train.kind):
             raise RecipeError(f"train_data: method {method.name!r} needs train_data: {' or '.join(describe_forms(k) for k in method.takes)}")
-        data.check("train_data")
-        if recipe.eval.dev == NO_DEV:
+        if data is None:
+            train.check("train_data")
+        if dev is None and recipe.eval.dev == NO_DEV:
             if recipe.training.checkpoint != "last" or recipe.training.patience:
                 raise RecipeError("eval.dev: none needs training.checkpoint: last and training.patience: 0 (no evaluation chooses a checkpoint or stops early)")
             if method.finalize is not None:
                 raise RecipeError(f"eval.dev: none: method {method.name!r} makes a choice on the dev task after training; name one")
-        elif recipe.eval.dev.startswith(PAIRS_PREFIX):
-            read_scored_pairs(recipe.eval.dev[len(PAIRS_PREFIX) :])  # a malformed line is named now, not at the first evaluation
-        elif recipe.eval.dev.startswith(QUERIES_PREFIX):
-            read_beir_folder(recipe.eval.dev[len(QUERIES_PREFIX) :], SELECT_SPLIT)
-        else:
-            select_tasks(recipe.eval.dev)
+        elif dev is None and isinstance(named := read_dev(recipe.eval.dev), str):  # a user's pairs or queries: read now, a malformed line named
+            select_tasks(named)
         if recipe.eval.tasks != NO_TASKS:
             select_tasks(recipe.eval.tasks)
         _check_device(recipe.training)

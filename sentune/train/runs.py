@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from sentune.core.locks import run_lock
 from sentune.core.memory import release_unreferenced
@@ -68,9 +69,12 @@ def train_run(
     show_progress: bool = True,
     device: str | None = None,
     allow_modified: bool = False,
+    data: Any = None,
+    dev: Any = None,
 ) -> RunState | None:
     """Train `recipe` into `folder` unless it is finished; None when `wait` is False and another process holds it.
-    `device`: the command's, for a recipe whose training.device is auto; `allow_modified`: --allow-modified-data."""
+    `device`: the command's, for a recipe whose training.device is auto; `allow_modified`: --allow-modified-data;
+    `data`, `dev`: the training data and dev set as data kinds (sentune.train.trainer.train)."""
     from sentune.train.trainer import train
 
     with run_lock(folder, wait) as held:
@@ -91,6 +95,8 @@ def train_run(
             show_progress=show_progress,
             device=device,
             allow_modified=allow_modified,
+            data=data,
+            dev=dev,
         )
     release_unreferenced()  # the trainer, its model and optimizer are garbage now: give their memory back before the next run
     if "paused" in result:

@@ -42,7 +42,7 @@ from sentune.core.memory import release_freed_memory
 from sentune.core.models import load_model
 from sentune.core.results import save_results, write_atomic
 from sentune.data.catalog import select_tasks
-from sentune.data.kinds import Kind
+from sentune.data.kinds import Kind, RetrievalSet, ScoredPairs
 from sentune.errors import UserError
 from sentune.methods.base import Method, TrainContext
 from sentune.methods.registry import get_method
@@ -397,11 +397,8 @@ def build_training(
     the method's pooling and the recipe's max_seq_length, the method's view of the training data (`data`, a data kind
     of sentune.data.kinds; None: the recipe's train_data) and its loss. The one place this is set up (training, and
     benchmarks/speed/gpu_bench.py's step timings)."""
-    params = validate_recipe(recipe)
+    params = validate_recipe(recipe, data=data)
     method = get_method(recipe.method)
-    refused = None if data is None else method.refuses(type(data))
-    if refused:
-        raise UserError(f"recipe {recipe.name}: {refused}")
     model = with_pooling(load_model(recipe.model, device=device), recipe.pooling or method.pooling)
     reason = method.cannot_train(model, params)
     if reason:
@@ -436,11 +433,12 @@ class Setup:
 
 
 def _set_up(
-    recipe: Recipe, data_dir: Path, run_dir: Path, *, device: str | None, show_progress: bool, allow_modified: bool = False, data: Kind | None = None
+    recipe: Recipe, data_dir: Path, run_dir: Path, *, device: str | None, show_progress: bool, allow_modified: bool = False, data=None, dev_data=None
 ) -> Setup:
-    params = validate_recipe(recipe)
+    params = validate_recipe(recipe, data=data, dev=dev_data)
     set_seed(recipe.training.seed)
-    dev = None if recipe.eval.dev == NO_DEV else dev_evaluator(recipe.eval.dev, data_dir, allow_modified=allow_modified)
+    dev_set = recipe.eval.dev if dev_data is None else dev_data  # a dev set given as its kind is read from no file
+    dev = None if dev_set == NO_DEV else dev_evaluator(dev_set, data_dir, allow_modified=allow_modified)
     if isinstance(dev, PairsEvaluator):
         dev.record = run_dir / "dev_cosines"
     device = training_device(recipe, device)
@@ -474,6 +472,7 @@ def train(
     device: str | None = None,
     allow_modified: bool = False,
     data: Kind | None = None,
+    dev: ScoredPairs | RetrievalSet | None = None,
 ) -> dict:
     """Train `recipe` into `run_dir`; returns the final evaluation results. The recipe is validated and the
     folder checked before anything is written. `callbacks`: more transformers TrainerCallbacks (e.g. a step timer).
@@ -482,14 +481,15 @@ def train(
     `show_progress`: the training bar (False for --quiet). `device`: the command's device, used when the recipe's
     training.device is auto (sentune.train.trainer.training_device). `allow_modified`: catalogued tasks (dev, training
     sets, the final evaluation) may differ from the catalog (--allow-modified-data). `data`: the training data as a data
-    kind (sentune.data.kinds), instead of reading the recipe's train_data (which stays in config.yaml as its label)."""
+    kind (sentune.data.kinds), instead of reading the recipe's train_data (which stays in config.yaml as its label);
+    `dev`: likewise the dev set, as scored pairs or queries, instead of the recipe's eval.dev."""
     run_dir = Path(run_dir)
-    validate_recipe(recipe)
+    validate_recipe(recipe, data=data, dev=dev)
     check_run_dir(run_dir, recipe, resume)
     run_dir.mkdir(parents=True, exist_ok=True)
     if rank() == 0:
         write_atomic(run_dir / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-    setup = _set_up(recipe, data_dir, run_dir, device=device, show_progress=show_progress, allow_modified=allow_modified, data=data)
+    setup = _set_up(recipe, data_dir, run_dir, device=device, show_progress=show_progress, allow_modified=allow_modified, data=data, dev_data=dev)
     checkpoint = latest_complete_checkpoint(run_dir / "checkpoints") if resume else None
     pause = PauseAt(pause_at_step)
     trainer, best = _fit(recipe, setup, run_dir, checkpoint, [pause, *(callbacks or [])], show_progress)
@@ -526,22 +526,24 @@ def train_in_memory(
     command: str | None = None,
     allow_modified: bool = False,
     data: Kind | None = None,
+    dev: ScoredPairs | RetrievalSet | None = None,
 ) -> TrainedModel:
     """Train `recipe` through the same loop as train(), without checkpoints, and return the model. For runs that
     nothing resumes (a killed one is trained again from its start): a model only its caller reads (sentune adapt's
     cross-fitted folds, each scored on its held-out fold) pays for no save and no load. `run_dir`: the run is also
     saved there as train() saves a finished one (config.yaml, metrics.jsonl, model/, results.json); None: nothing is
-    written. One process; the recipe keeps its last step (choosing a best checkpoint needs the checkpoints)."""
+    written. One process; the recipe keeps its last step (choosing a best checkpoint needs the checkpoints). `data`,
+    `dev`: as train()'s."""
     if recipe.training.checkpoint != "last" or recipe.training.patience > 0:
         raise ValueError(f"{recipe.name}: training without checkpoints keeps the last step (training.checkpoint: last, patience: 0)")
-    validate_recipe(recipe)
+    validate_recipe(recipe, data=data, dev=dev)
     with tempfile.TemporaryDirectory(prefix="sentune-run-") as scratch:
         folder = Path(scratch) if run_dir is None else Path(run_dir)
         if run_dir is not None:
             check_run_dir(folder, recipe, resume=False)
             folder.mkdir(parents=True, exist_ok=True)
             write_atomic(folder / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-        setup = _set_up(recipe, data_dir, folder, device=device, show_progress=show_progress, allow_modified=allow_modified, data=data)
+        setup = _set_up(recipe, data_dir, folder, device=device, show_progress=show_progress, allow_modified=allow_modified, data=data, dev_data=dev)
         trainer, best = _fit(recipe, setup, folder, None, [], show_progress, checkpoints=False)
         finalized = _finalized(setup)
         if run_dir is not None:
