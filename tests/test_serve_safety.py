@@ -91,6 +91,10 @@ def test_allowed_hosts_follow_the_key_and_the_option(toy_index):  # noqa: F811
     assert cli_settings(index, "--api-key", "k3y").allowed_hosts is None  # a page cannot send the key
     assert cli_settings(index, "--allowed-hosts", "search.example.com, *.corp.example").allowed_hosts == ("search.example.com", "*.corp.example")
     assert cli_settings(index, "--allowed-hosts", "*").allowed_hosts is None
+    from sentune.serve.settings import ServeSettings
+
+    settings = cli_settings(index)
+    assert ServeSettings.from_json(settings.to_json()) == settings  # what each worker process reads
     from sentune.serve.guard import host_allowed
 
     allowed = ("search.example.com", "*.corp.example")

@@ -175,6 +175,10 @@ def test_a_queries_tsv_header_is_not_searched(built, tmp_path, capsys):  # noqa:
     queries.write_text("id\ttext\n")
     with pytest.raises(Exception, match="no queries"):
         read_queries(queries)
+    raw_tab = tmp_path / "queries.jsonl"
+    raw_tab.write_text('{"_id": "q1", "text": "a\tman"}\n')  # a tab inside a JSON string: json's message ends with "at"
+    with pytest.raises(Exception, match=r"queries.jsonl:1: not a JSON object: Invalid control character at column 25$"):
+        read_queries(raw_tab)
 
 
 def test_faiss_logs_nothing_on_import_without_verbose():
