@@ -43,6 +43,10 @@ class Context:
     records: dict[str, CandidateRecord] = field(default_factory=dict)
     time_plan: Any = None  # sentune.adapt.time_plan.TimePlan under --time
     evidence: Any = None  # sentune.adapt.evidence.Evidence: --train's pairs that judge too (pairs runs; sentune.adapt.train_evidence)
+    # the supervised candidates' race (sentune.adapt.candidates.supervised_race.SupervisedRace; None: no race), run as
+    # a phase of its own before the first of them (sentune.adapt.run._race_supervised)
+    supervised_race: Any = None
+    supervised_raced: bool = False
 
     def __post_init__(self) -> None:
         self.scorer = self._scoring(self.scorer)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sentune.adapt.candidates import Candidate, Plan, own_pooling, plan
+from sentune.adapt.candidates.supervised import Supervised
 from sentune.adapt.context import Context, PairsContext
 from sentune.adapt.inputs import AdaptConfig, Inputs, prepare
 from sentune.adapt.names import UNCHANGED
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from sentune.adapt.time_plan import TimePlan
 
 logger = logging.getLogger(__name__)
+SUPERVISED_KIND = Supervised.kind  # its members race in a phase of their own (_race_supervised)
 
 
 def _warn_overlong(inputs: Inputs, base) -> None:
@@ -139,8 +141,13 @@ def adapt(
     for index, candidate in enumerate(list(candidates.before_race), start=1):
         _run_candidate(candidate, candidates, f"[{index}/{total}]", ctx)
     _race_trained(candidates, ctx)
-    for index, candidate in enumerate(list(candidates.after_race), start=len(candidates.before_race) + len(candidates.raced) + 1):
-        _run_candidate(candidate, candidates, f"[{index}/{total}]", ctx)
+    first = len(candidates.before_race) + len(candidates.raced) + 1
+    labels = {c.name: f"[{first + i}/{total}]" for i, c in enumerate(candidates.after_race)}
+    for candidate in list(candidates.after_race):
+        if candidate.kind == SUPERVISED_KIND and not ctx.supervised_raced:
+            _race_supervised(candidates, labels, ctx)
+        if candidate in candidates.after_race:  # not left out (--time) by the supervised race's phase
+            _run_candidate(candidate, candidates, labels[candidate.name], ctx)
     results = select(ctx.records, candidates.all, inputs, inputs.split, out, config, ctx=ctx)
     if ctx.time_plan is not None:
         results["meta"]["time"] = ctx.time_plan.summary()
@@ -265,6 +272,18 @@ def _race_trained(candidates: Plan, ctx: Context) -> None:
         ctx.records[candidate.name] = load_record(candidate.folder(ctx))
         if ctx.time_plan is not None:
             ctx.time_plan.finished(candidate.name, ctx.records[candidate.name].seconds)
+
+
+def _race_supervised(candidates: Plan, labels: dict[str, str], ctx: Context) -> None:
+    """The supervised candidates' race (sentune.adapt.candidates.supervised_race), a phase of the run before the
+    first of them: under --time each not yet produced is first checked as at its turn (one no longer fitting is left
+    out and does not race), then the members race (or the verdict of an earlier process of the run is read back), and
+    each reads the verdict when its turn comes (ctx.supervised_race)."""
+    from sentune.adapt.candidates.supervised_race import race_supervised
+
+    for member in [c for c in candidates.after_race if c.kind == SUPERVISED_KIND]:
+        _left_out_late(member, candidates, labels[member.name], ctx)
+    ctx.supervised_race, ctx.supervised_raced = race_supervised(ctx), True
 
 
 def _save_choice(results: dict, candidates: Plan, ctx: Context) -> None:

@@ -185,7 +185,7 @@ class Supervised(WithRun):
         it (its first fold's held-out scores, or its paused run on --train, which goes on from its last checkpoint)."""
         import numpy as np
 
-        from sentune.adapt.candidates.supervised_race import FIRST_FOLD_SCORES, FoldRace, TrainRace
+        from sentune.adapt.candidates.supervised_race import FIRST_FOLD_SCORES
         from sentune.adapt.crossfit import FOLDS, fold_rows, out_of_fold_from
         from sentune.core.memory import release_unreferenced
         from sentune.train.recipe import load_recipe
@@ -195,7 +195,7 @@ class Supervised(WithRun):
         started = time.perf_counter()
         folder = self.folder(ctx)
         given = ctx.inputs.task.train_units()
-        race = FoldRace.run(ctx) or TrainRace.run(ctx)
+        race = ctx.supervised_race  # run before the first member (sentune.adapt.run._race_supervised)
         raced = race is not None and self.name in race.seconds
         raced_parts = ("fold-0",) if given is None else ("run", "train.tsv")  # what the race trained of it this run
         for left in list(folder.iterdir()):  # what a killed attempt left (its refit's run, its vectors, maybe of other training data)

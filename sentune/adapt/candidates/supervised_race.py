@@ -3,8 +3,8 @@
 unchanged model or the leader in ≥ 95 % of the paired bootstrap resamples stops, and of the rest at most half (rounded
 up) go on, the best first. Of two members at most one goes on: the pair costs one training and a first round instead of two.
 
-The race is run by the first member to produce and written to OUT/candidates/; each member reads its verdict when its
-turn comes, so a resumed run does not race again. A verdict is read back only on the inputs it was run on and while
+The race is a phase of the run before the first member (sentune.adapt.run._race_supervised: race_supervised) and
+written to OUT/candidates/; each member reads its verdict when its turn comes, so a resumed run does not race again. A verdict is read back only on the inputs it was run on and while
 what it trained of each member going on is still there (a member whose inputs changed is produced again from nothing,
 and its folder with it); otherwise the members not yet produced race again.
 
@@ -71,8 +71,8 @@ class SupervisedRace:
 
     @classmethod
     def run(cls, ctx: Context) -> SupervisedRace | None:
-        """This run's race: read back, or run now (by the first member to produce). None: fewer than two members, or
-        no race for this run."""
+        """This run's race: read back, or run now (race_supervised's phase). None: fewer than two members, or no race
+        for this run."""
         if not cls.applies(ctx):
             return None
         path = ctx.out / "candidates" / cls.FILE
@@ -233,6 +233,11 @@ class TrainRace(SupervisedRace):
     @classmethod
     def kept_work(cls, member, ctx: Context) -> Path:
         return member.run_folder(ctx) / "config.yaml"  # a saved run: train_run goes on from wherever it stopped
+
+
+def race_supervised(ctx: Context) -> SupervisedRace | None:
+    """The run's supervised race: on the selection part's folds without --train, on --train's first rung with it."""
+    return FoldRace.run(ctx) or TrainRace.run(ctx)
 
 
 def _members(ctx: Context) -> tuple[list, dict[str, str]]:
