@@ -37,7 +37,7 @@ def every_form(kind_class, rows: list[tuple], columns: tuple[str, ...], file: Pa
 def test_sentences_from_every_form_are_equal(tmp_path):
     rows = [("a  cat sat",), ("a dog ran",)]
     built = every_form(Sentences, rows, ("text",), write(tmp_path / "corpus.txt", ["a cat  sat", "", "a dog ran", "a dog ran"]))
-    assert all(b == Sentences(["a cat sat", "a dog ran"]) for b in built)
+    assert all(b == Sentences(["a cat sat", "a dog ran"]) and len(b) == 2 for b in built)
     assert Sentences.of(["a cat sat", "a dog ran"]) == built[0]
     assert Sentences.from_pandas(pd.DataFrame({"sentence": ["a cat sat", "a dog ran"]}), columns={"text": "sentence"}) == built[0]
     assert Sentences(["x", "y", "x"]).unique() == Sentences(["x", "y"])

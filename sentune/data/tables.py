@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -68,6 +68,10 @@ class Kind:
 
     name: ClassVar[str]
     columns: ClassVar[tuple[str, ...]]
+
+    def __len__(self) -> int:
+        """How many items (sentences, pairs, rows, documents, queries, judgements): a kind's first field holds them."""
+        return len(getattr(self, fields(self)[0].name))  # type: ignore[arg-type]  # every kind is a dataclass
 
     @classmethod
     def of(cls, data: Any) -> Self:
