@@ -6,8 +6,10 @@ every bad request is one 4xx while the next valid one is answered."""
 from __future__ import annotations
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -258,3 +260,44 @@ def test_the_command_refuses_a_bi_encoder_as_reranker(tiny_model_dir, toy_index,
     assert main(["serve", str(toy_index[0]), "--reranker", str(tiny_model_dir), "--port", str(free_port())]) == 2
     err = capsys.readouterr().err
     assert "not a cross-encoder" in err and "Traceback" not in err
+
+
+def test_no_generated_rerank_request_gets_a_5xx_nor_harms_a_valid_one_beside_it(client):
+    """The property tests/test_serve_schema.py checks for the other routes, over bodies generated from RerankRequest (and
+    /search's, reranked here): no 5xx, every refusal one JSON error, the valid request beside it answered as alone."""
+    hypothesis = pytest.importorskip("hypothesis")
+    import test_serve_schema
+
+    from sentune.serve.protocol import SearchRequest
+    from sentune.serve.rerank import RerankRequest
+
+    valid = {"query": QUERY, "documents": DOCUMENTS}
+    alone = [r["index"] for r in client.post("/rerank", json=valid).json()["results"]]
+    st = hypothesis.strategies
+    # a valid body with one field replaced by a generated value (of its type or any JSON), left out or added: past the
+    # first checks, down to the scoring; and bodies generated whole, as tests/test_serve_schema.py generates them
+    fields = RerankRequest.model_fields
+    one_off = st.tuples(st.sampled_from([*fields, "stray"]), st.booleans()).flatmap(
+        lambda f: st.tuples(st.just(f[0]), st.just(f[1]), test_serve_schema.field_values(fields[f[0]].annotation if f[0] in fields else Any))
+    )
+    near = st.tuples(st.sampled_from([valid, {"query": QUERY, "texts": DOCUMENTS}]), one_off).map(
+        lambda v: json.dumps({k: x for k, x in v[0].items() if not (v[1][1] and k == v[1][0])} | ({} if v[1][1] else {v[1][0]: v[1][2]})).encode()
+    )
+    generated = st.tuples(st.just("/rerank"), near) | st.sampled_from([("/rerank", RerankRequest), ("/search", SearchRequest)]).flatmap(
+        lambda route: st.tuples(st.just(route[0]), test_serve_schema.bodies(route[1]))
+    )
+
+    def check(request) -> None:
+        path, body = request
+        with ThreadPoolExecutor(2) as pool:  # at the same moment: both in one batch when both are valid
+            answer = pool.submit(client.post, path, content=body, headers={"content-type": "application/json"})
+            good = pool.submit(client.post, "/rerank", json=valid)
+            answer, good = answer.result(), good.result()
+        assert answer.status_code < 500, (path, body[:200], answer.status_code, answer.text[:300])
+        if answer.status_code >= 400:
+            assert set(answer.json()) == {"error"} and isinstance(answer.json()["error"]["message"], str), answer.text[:300]
+        assert good.status_code == 200 and [r["index"] for r in good.json()["results"]] == alone, good.text[:300]
+
+    examples = int(os.environ.get("SENTUNE_SCHEMA_EXAMPLES", "40"))
+    search = hypothesis.settings(max_examples=examples, deadline=None, database=None, derandomize=True, suppress_health_check=list(hypothesis.HealthCheck))
+    search(hypothesis.given(generated)(check))()
