@@ -1,6 +1,7 @@
 """--train's pairs as evidence (sentune.adapt.evidence, sentune.adapt.train_evidence, sentune.adapt.decide): which
-pairs judge which candidate, never one it trained on; the dev-only decision unchanged without them; the checks that
-fall back to the dev pairs alone when the train pairs measure something else."""
+pairs judge which candidate, never one it trained on, each kind of pair ranked among its own; the dev-only decision
+unchanged without them; the checks that fall back to the dev pairs alone when the train pairs measure something else,
+and never for their labels' scale."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from scipy.stats import spearmanr
 from test_supervised import _args, labelled  # noqa: F401  # the labelled pairs fixture
 
 from sentune.adapt.decide import DevSplit, TrainJudges, decide, split_dev
-from sentune.adapt.evidence import EVIDENCE_CAP, domain_auc, evidence_size, label_distance, label_shift, sample_evidence, scale_shift, score_gap, score_shift
+from sentune.adapt.evidence import EVIDENCE_CAP, domain_auc, domain_shift, evidence_size, kind_shift, sample_evidence, score_gap, score_shift
 from sentune.adapt.records import CandidateRecord
 from sentune.adapt.train_evidence import trained_train_indices
 from sentune.cli import main
@@ -25,7 +26,7 @@ def _user(seed: int, n: int, gains: dict[str, float]):
     return gold, gold + rng.normal(size=n), {name: gold + rng.normal(size=n) * (1 - gain) for name, gain in gains.items()}
 
 
-def test_evidence_judges_each_candidate_on_the_pairs_it_has_scores_of_as_a_naive_pooled_spearman_does():
+def test_evidence_judges_each_candidate_on_the_pairs_it_has_scores_of_as_a_naive_stratified_spearman_does():
     gold, base, found = _user(0, 200, {"a": 0.0, "b": 0.3})
     t_gold, t_base, t_found = _user(1, 300, {"a": 0.0, "b": 0.3})
     split, t_split = split_dev(gold, seed=0), split_dev(t_gold, seed=1)
@@ -36,8 +37,10 @@ def test_evidence_judges_each_candidate_on_the_pairs_it_has_scores_of_as_a_naive
     decision = decide(gold, split, ("unchanged", base), found, "spearman", train=train)
 
     def naive(scores, t_scores, part, keep):
-        index, extra = getattr(split, part), keep
-        return 100 * spearmanr(np.concatenate([gold[index], t_gold[extra]]), np.concatenate([scores[index], t_scores[extra]]))[0]
+        """Spearman on the dev pairs of the part and on the evidence pairs, weighted by their numbers of pairs."""
+        index = getattr(split, part)
+        dev, extra = spearmanr(gold[index], scores[index])[0], spearmanr(t_gold[keep], t_scores[keep])[0]
+        return 100 * (len(index) * dev + len(keep) * extra) / (len(index) + len(keep))
 
     b_select = np.setdiff1d(t_split.select, trained)
     assert decision.selection["a"] == pytest.approx(naive(found["a"], t_found["a"], "select", t_split.select))
@@ -49,6 +52,21 @@ def test_evidence_judges_each_candidate_on_the_pairs_it_has_scores_of_as_a_naive
     assert decision.best == "b" and decision.confirmation is not None and decision.confirmation.pairs == 250
     assert decision.confirmation.candidate == pytest.approx(naive(found["b"], t_found["b"], "confirm", t_split.confirm))
     assert "250 confirmation pairs (100 dev + 150 train)" in decision.reason
+
+
+def test_a_monotone_rescaling_of_the_train_labels_changes_no_decision():
+    """Rank metrics: train scores on another scale (0-100, or squashed into a narrower range than the dev sample's)
+    judge exactly as the same pairs on the dev scale do."""
+    gold, base, found = _user(8, 200, {"a": 0.1, "b": 0.25})
+    t_gold, t_base, t_found = _user(9, 600, {"a": 0.1, "b": 0.25})
+    split, t_split = split_dev(gold, seed=0), split_dev(t_gold, seed=1)
+    scores = {"unchanged": t_base, **t_found}
+    as_is = decide(gold, split, ("unchanged", base), found, "spearman", train=TrainJudges(t_gold, t_split, scores))
+    for rescaled in (100 * t_gold, np.exp(t_gold), 0.5 + 0.1 * np.tanh(t_gold)):
+        again = decide(gold, split, ("unchanged", base), found, "spearman", train=TrainJudges(rescaled, t_split, scores))
+        assert (again.name, again.reason, again.selection, again.confirmation) == (as_is.name, as_is.reason, as_is.selection, as_is.confirmation)
+    # a pooled Spearman would rank every train pair above every dev pair on the 0-100 scale: the train ranks apart
+    assert as_is.judged["b"]["confirm"]["train"] == 300 and as_is.name == "b"
 
 
 def test_without_evidence_scores_the_decision_is_the_dev_only_one():
@@ -71,17 +89,16 @@ def test_without_evidence_scores_the_decision_is_the_dev_only_one():
     assert "train" not in alone.reason and str(len(split.select if alone.confirmation is None else split.confirm)) in alone.reason
 
 
-def test_the_label_checks_against_naive_formulas():
+def test_train_labels_are_refused_for_their_kind_never_for_their_scale_or_range():
     rng = np.random.default_rng(5)
-    a, b = rng.integers(0, 26, 300) / 5, rng.integers(5, 26, 200) / 5
-    ecdf = lambda sample, x: np.mean(sample <= x)  # noqa: E731
-    assert label_distance(a, b) == pytest.approx(max(abs(ecdf(a, x) - ecdf(b, x)) for x in np.concatenate([a, b])))
-    binary_a, binary_b = (rng.random(300) < 0.3).astype(float), (rng.random(200) < 0.6).astype(float)
-    assert label_distance(binary_a, binary_b) == pytest.approx(abs(binary_a.mean() - binary_b.mean()))  # KS of 0/1: the share gap
-    assert label_shift(a, a[::-1]) is None and "Kolmogorov-Smirnov distance" in (label_shift(a, np.clip(a + 2, 0, 5)) or "")
-    assert "another scale" in (scale_shift(a, a * 20) or "") and scale_shift(a, a) is None
-    assert scale_shift(np.clip(a, 0.4, 5), a) is None  # a dev sample missing its scale's ends is the same scale
-    assert "0/1 labels" in (scale_shift(a, binary_a) or "") and scale_shift(binary_a, binary_b) is None
+    skewed = np.clip(rng.beta(5, 2, 5500), 0, 1)
+    skewed[:10], skewed[10:20] = 0.0, 1.0  # a few train pairs at the scale's ends, which a dev sample of 250 may miss
+    dev = np.clip(rng.beta(5, 2, 250), 0.19, 0.91)  # the dev sample of the issue: 0.19 to 0.91
+    assert kind_shift(dev, skewed) is None and kind_shift(dev, 100 * skewed) is None and kind_shift(dev, skewed[:200] ** 3) is None
+    binary = (rng.random(300) < 0.3).astype(float)
+    said = kind_shift(dev, binary)
+    assert said is not None and said.startswith("the labels check: they have 0/1 labels") and "to let them judge, give --train graded scores" in said
+    assert kind_shift(binary, binary[::-1]) is None
 
 
 def test_the_score_and_text_checks():
@@ -89,14 +106,17 @@ def test_the_score_and_text_checks():
     gold = rng.normal(size=400)
     good, poor = gold + 0.3 * rng.normal(size=400), gold + 3 * rng.normal(size=400)
     assert score_shift("spearman", gold, good, gold, good + 0.01 * rng.normal(size=400)) is None
-    assert "another domain" in (score_shift("spearman", gold, good, gold, poor) or "")
+    said = score_shift("spearman", gold, good, gold, poor) or ""
+    assert said.startswith("the scores check:") and "another domain; to let them judge, draw --dev and --train from one labelled source" in said
     gap, low, high = score_gap("spearman", gold, good, gold[:200], poor[:200])
     assert gap == pytest.approx(100 * (spearmanr(gold[:200], poor[:200])[0] - spearmanr(gold, good)[0])) and low < gap < high
     few = np.arange(12)  # a dozen pairs: a gap of more than the limit by chance alone is not flagged
     assert score_shift("spearman", gold, good, gold[few], good[few] + rng.normal(size=12)) is None
     alike, other = rng.normal(size=(300, 8)), rng.normal(size=(300, 8))
-    assert domain_auc(alike, other) < 0.65
+    assert domain_auc(alike, other) < 0.65 and domain_shift(alike, other) is None
     assert domain_auc(alike, other + 1.5) > 0.9
+    said = domain_shift(alike, other + 1.5) or ""
+    assert said.startswith("the texts check: a classifier tells their texts") and "to let them judge, draw --dev and --train from one labelled source" in said
 
 
 def test_the_evidence_sample_is_seeded_capped_and_split_like_dev():
@@ -160,14 +180,23 @@ def test_no_candidate_is_judged_on_a_train_pair_it_trained_on(tiny_model_dir, la
 
 
 @pytest.mark.slow
-def test_train_pairs_on_another_scale_only_train_and_the_dev_pairs_alone_decide(tiny_model_dir, labelled, tmp_path, capsys):  # noqa: F811
+def test_train_pairs_on_another_scale_judge_and_pairs_of_another_kind_only_train(tiny_model_dir, labelled, tmp_path, capsys):  # noqa: F811
     rows = [line.split("\t") for line in (labelled / "train.tsv").read_text().splitlines()]
     (labelled / "train-100.tsv").write_text("".join(f"{a}\t{b}\t{20 * float(s):g}\n" for a, b, s in rows))
-    out = tmp_path / "run"
-    assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised,whitening", "--train", str(labelled / "train-100.tsv")]) == 0
-    said = capsys.readouterr().out
-    lines = [line for line in said.splitlines() if line.startswith("--train:")]
-    assert len(lines) == 1 and "its pairs only train, the dev pairs alone select and confirm" in lines[0] and "another scale" in lines[0]
+    out = tmp_path / "scale"
+    assert main([*_args(tiny_model_dir, labelled, out), "--methods", "whitening", "--train", str(labelled / "train-100.tsv")]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("--train:")]
+    assert len(said) == 1 and "of its 80 pairs judge the candidates that never trained on them too" in said[0]
+    assert json.loads((out / "results.json").read_text())["meta"]["train_evidence"]["judges"] is True
+
+    (labelled / "train-binary.tsv").write_text("".join(f"{a}\t{b}\t{int(float(s) >= 2.5)}\n" for a, b, s in rows))
+    out = tmp_path / "kind"
+    assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised,whitening", "--train", str(labelled / "train-binary.tsv")]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("--train:")]
+    assert len(said) == 1 and said[0].startswith(
+        "--train: its pairs only train, the dev pairs alone select and confirm: the labels check: they have 0/1 labels"
+    )
+    assert "to let them judge, give --train graded scores" in said[0]
     results = json.loads((out / "results.json").read_text())
     assert results["meta"]["train_evidence"]["judges"] is False
     assert results["candidates"]["supervised"]["train_units"] == 80  # nothing held out: all of --train trains

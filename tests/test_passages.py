@@ -146,7 +146,7 @@ def test_passage_options_are_checked_before_the_model_loads(tiny_model_dir, tmp_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("seed", "chosen"), [(2, "first"), (3, "maxp")])  # toys on which each side wins (the tiny model is random)
+@pytest.mark.parametrize(("seed", "chosen"), [(9, "first"), (3, "maxp")])  # toys on which each side wins (the tiny model is random)
 def test_an_adapt_run_chooses_passages_on_its_selection_queries_and_searches_as_it_scored(tiny_model_dir, tmp_path, seed, chosen):
     """Documents longer than the tiny model reads, queries from their ends: the hybrid's choice between MaxP and the
     first window reads the selection queries alone, and `sentune search OUT` ranks the test queries as the run scored

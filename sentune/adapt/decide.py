@@ -19,7 +19,10 @@ there only because its candidates read no dev pair, which rules out every choice
 
 With --train (pairs runs), the labelled train pairs a candidate never read are evidence too (sentune.adapt.evidence): a
 seeded sample of them (the evidence pairs, at most EVIDENCE_CAP) is split by the same rule as the dev pairs, its
-selection part joining the dev selection part and its confirmation part the dev confirmation part (TrainJudges). A
+selection part joining the dev selection part and its confirmation part the dev confirmation part (TrainJudges). On
+such a part the metric is the pair-weighted mean of its value on the dev pairs and on the evidence pairs, each ranked
+among their own (sentune.tasks.permutation.measure_of, the permutation test swapping within both): a train pair is never
+ranked against a dev pair, so the two files' label scales, or any monotone rescaling of one, change nothing. A
 label-free candidate (poolings, post-processors, trained, SED, WiSE of a label-free one) is judged on every evidence
 pair: nothing it learned read a label. A candidate that trains on --train (the supervised ones) trains on it without the
 evidence confirmation pairs, and is judged on those as it is and on the dev pairs; the evidence selection pairs it
@@ -32,9 +35,24 @@ of the supervised training (at most a quarter of --train, sentune.adapt.evidence
 unchanged model on the pairs that judge it (its gain over the unchanged model on its own selection pairs picks the best)
 and confirmed on its own confirmation pairs; every choice inside a candidate (checkpoints, races, mixes) still reads the
 dev selection pairs only. So the guarantee above stands, with more confirmation pairs; the calibration page measures it
-with simulated train sets. Train pairs of another scale, label distribution or domain than the dev pairs would confirm
-a gain the dev pairs do not measure: then the dev pairs alone decide (sentune.adapt.evidence's checks, measured on
+with simulated train sets. Train pairs of another kind of label or another domain than the dev pairs would confirm a
+gain the dev pairs do not measure: then the dev pairs alone decide (sentune.adapt.evidence's checks, measured on
 benchmarks/results/adapt_train_shift.md).
+
+Search: what is kept when no candidate is confirmed (decide's `references`). A search user who does not adapt runs the
+dense model as it is or BM25 fused with it as their engine fuses by default: reciprocal rank
+fusion with k = 60 (Cormack, Clarke & Büttcher, SIGIR 2009; the k of Elasticsearch's and Azure AI Search's hybrid
+queries), adapt's `rrf`. Fusing BM25 with a dense model is ahead of both on nearly every BEIR set in published fusion
+studies (Bruch, Gai & Ingber, "An analysis of fusion functions for hybrid retrieval", ACM TOIS 2023), so keeping the dense
+model alone, when a candidate misses confirmation against it by a hair, hands back the weaker of the two systems a user
+already has. The reference is therefore the stronger of the unchanged model and `rrf` on the selection queries (the
+unchanged model on a tie), and every candidate must beat it on the confirmation queries. Not `rrf` alone, fixed in
+advance: where BM25 is weak the fusion can fall below the dense model (on quora's selection queries `rrf` was 1.09
+below it, benchmarks/results/retrieval.md), and a fixed reference would then be kept in its place. Not BM25 alone: adapt hands back an encoder and its index, and `rrf` keeps
+BM25's ranking as one of its two votes. The reference is chosen on the selection queries, as the candidate is, so the
+confirmation queries are independent of both and the guarantee above holds against it: P(a candidate no better than
+the reference replaces it) ≤ 5 %. Pairs runs have no reference but the unchanged model, so the calibration
+(benchmarks/runners/adapt_calibration.py, adapt_shuffled_null.py: pairs runs) measures the same rule as before.
 """
 
 from __future__ import annotations
@@ -47,7 +65,7 @@ from pathlib import Path
 import numpy as np
 
 from sentune.core.metrics import METRICS
-from sentune.tasks.permutation import LEVEL, Confirmation, paired_permutation_test
+from sentune.tasks.permutation import LEVEL, Confirmation, measure_of, paired_permutation_test
 
 SELECT_FRACTION = 0.5
 MIN_DEV_PAIRS = 100  # below it the confirmation half (50 pairs) detects only gains of many points (the calibration page)
@@ -106,22 +124,27 @@ class Decision:
     reason: str
     judged: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # per system: {select, confirm} → {dev, train} pairs
     ahead: dict[str, float] = field(default_factory=dict)  # per candidate: its selection score minus the baseline's on the same pairs
+    reference: str | None = None  # search: the reference the candidates were compared with (decide's `references`)
 
 
 def _judged(name: str, split: DevSplit, train: TrainJudges | None) -> dict[str, dict[str, int]]:
     return {part: {"dev": len(getattr(split, part)), "train": 0 if train is None else len(train.judging(name, part))} for part in ("select", "confirm")}
 
 
-def _part(gold: np.ndarray, split: DevSplit, scores: np.ndarray, part: str, train: TrainJudges | None, judged: str, name: str) -> tuple[np.ndarray, np.ndarray]:
+def _part(
+    gold: np.ndarray, split: DevSplit, scores: np.ndarray, part: str, train: TrainJudges | None, judged: str, name: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The labels and `name`'s scores of `part` (select or confirm) of the dev pairs, and of the evidence pairs that
-    judge the candidate `judged` (a candidate and the baseline are compared on the same pairs)."""
+    judge the candidate `judged` (a candidate and the baseline are compared on the same pairs); and which of them are
+    evidence pairs (the strata the metric is measured within: None, dev pairs alone)."""
     index = getattr(split, part)
     if train is None:
-        return gold[index], scores[index]
+        return gold[index], scores[index], None
     extra = train.judging(judged, part)
     if not len(extra):
-        return gold[index], scores[index]
-    return np.concatenate([gold[index], train.gold[extra]]), np.concatenate([scores[index], train.scores[name][extra]])
+        return gold[index], scores[index], None
+    strata = np.concatenate([np.zeros(len(index)), np.ones(len(extra))])
+    return np.concatenate([gold[index], train.gold[extra]]), np.concatenate([scores[index], train.scores[name][extra]]), strata
 
 
 def _count(judged: dict[str, int], unit: str) -> str:
@@ -138,69 +161,74 @@ def decide(
     stop_above: float | None = None,
     unit: str = "pairs",
     train: TrainJudges | None = None,
+    references: dict[str, np.ndarray] | None = None,
 ) -> Decision:
     """The candidate best on the selection pairs replaces the baseline when the confirmation pairs confirm it (p ≤ LEVEL);
     a candidate no better than the baseline on the selection pairs is not tested. `gold` and the scores cover every dev
     pair; the split says which part each choice reads. `stop_above`: see paired_permutation_test (simulations only).
     `unit`: what the dev set is made of, for the reason's words (pairs, or queries for retrieval). `train`: evidence
     pairs that judge some candidates too; each candidate is then compared with the baseline on its own pairs (its
-    selection score minus the baseline's on the same pairs) and confirmed on its own confirmation pairs."""
+    selection score minus the baseline's on the same pairs) and confirmed on its own confirmation pairs.
+    `references` (search: systems a user runs without adapt, beside the unchanged model that `baseline` is): the
+    strongest of them and the baseline on the selection part (the baseline on a tie) is the baseline instead, which
+    the candidates must beat and which is kept when none does (the module's docstring says why)."""
     base_name, base_scores = baseline
+    note, standing = "", {base_name: base_scores, **(references or {})}
+    if references:
+        if train is not None:
+            raise ValueError("references are search systems; a search run has no --train evidence pairs")
+        strength = selection_scores(gold, split, standing, metric)
+        base_name = max(standing, key=strength.__getitem__)  # the first listed (the baseline) on a tie
+        base_scores = standing[base_name]
+        candidates = {name: scores for name, scores in candidates.items() if name not in standing}
+        scored = ", ".join(f"{name} {strength[name]:.2f}" for name in sorted(standing, key=lambda name: -strength[name]))
+        note = f"the reference is {base_name}, the strongest on the {len(split.select)} selection {unit} of the systems kept when no candidate is confirmed ({scored}); "
     if train is not None and (base_name not in train.scores or not any(name in train.scores for name in candidates)):
         train = None  # the evidence judges nothing without the baseline's scores of it, or without a candidate's
-    judged = {name: _judged(name, split, train) for name in (base_name, *candidates)}
+    judged = {name: _judged(name, split, train) for name in (*standing, base_name, *candidates)}
     if train is None:
-        selection = selection_scores(gold, split, {base_name: base_scores, **candidates}, metric)
+        selection = selection_scores(gold, split, {**standing, base_name: base_scores, **candidates}, metric)
         ahead = {name: selection[name] - selection[base_name] for name in candidates}
         against = {name: selection[base_name] for name in candidates}
     else:
         selection, against = {}, {}
         for name, scores in {base_name: base_scores, **candidates}.items():
-            part_gold, part_scores = _part(gold, split, scores, "select", train, name, name)
-            _, base_part = _part(gold, split, base_scores, "select", train, name, base_name)
-            pair = METRICS[metric].rows(part_gold, np.stack([part_scores, base_part]))
+            part_gold, part_scores, strata = _part(gold, split, scores, "select", train, name, name)
+            _, base_part, _ = _part(gold, split, base_scores, "select", train, name, base_name)
+            pair = measure_of(metric, strata)(part_gold, np.stack([part_scores, base_part]))
             selection[name], against[name] = float(pair[0]), float(pair[1])
         ahead = {name: selection[name] - against[name] for name in candidates}
+
+    def outcome(name: str, best: str | None, confirmation: Confirmation | None, reason: str) -> Decision:
+        return Decision(name, best, selection, confirmation, note + reason, judged, ahead, base_name if references else None)
+
     if not candidates:
-        return Decision(base_name, None, selection, None, "no candidate to compare", judged)
+        return outcome(base_name, None, None, "no candidate to compare")
     # the first listed on a tie; without evidence every candidate reads the same pairs: the best score is the best gain
     best = max(candidates, key=lambda name: selection[name] if train is None else ahead[name])
     words = _count(judged[best]["select"], unit)
     if ahead[best] <= 0:
-        return Decision(
+        return outcome(
             base_name,
             best,
-            selection,
             None,
             f"no candidate scores above {base_name} on the {words.replace(f' {unit}', f' selection {unit}', 1)} (the best, {best}: "
             f"{selection[best]:.2f} vs {against[best]:.2f}): {base_name} is kept",
-            judged,
-            ahead,
         )
-    gold_confirm, best_confirm = _part(gold, split, candidates[best], "confirm", train, best, best)
-    _, base_confirm = _part(gold, split, base_scores, "confirm", train, best, base_name)
-    found = paired_permutation_test(gold_confirm, best_confirm, base_confirm, metric, seed=seed, stop_above=stop_above)
+    gold_confirm, best_confirm, strata = _part(gold, split, candidates[best], "confirm", train, best, best)
+    _, base_confirm, _ = _part(gold, split, base_scores, "confirm", train, best, base_name)
+    found = paired_permutation_test(gold_confirm, best_confirm, base_confirm, metric, seed=seed, stop_above=stop_above, strata=strata)
     confirm_words = _count(judged[best]["confirm"], unit).replace(f" {unit}", f" confirmation {unit}", 1)
     where = f"on the {confirm_words} no choice read: {found.candidate:.2f} vs {found.baseline:.2f}, p = {found.p_value:.3f}"
     if found.confirmed:
-        return Decision(
-            best,
-            best,
-            selection,
-            found,
-            f"{best} is best on the selection {unit} ({selection[best]:.2f} vs {against[best]:.2f}) and beats {base_name} {where} (≤ {LEVEL:g})",
-            judged,
-            ahead,
-        )
-    return Decision(
+        reason = f"{best} is best on the selection {unit} ({selection[best]:.2f} vs {against[best]:.2f}) and beats {base_name} {where} (≤ {LEVEL:g})"
+        return outcome(best, best, found, reason)
+    return outcome(
         base_name,
         best,
-        selection,
         found,
         f"the best candidate on the selection {unit}, {best} ({selection[best]:.2f} vs {against[best]:.2f}), is not confirmed {where} "
         f"(> {LEVEL:g}): {base_name} is kept",
-        judged,
-        ahead,
     )
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from sentune.adapt.budget import AdaptError, Budget
 from sentune.adapt.decide import MIN_DEV_PAIRS, DevSplit, split_dev
-from sentune.adapt.evidence import scale_shift
+from sentune.adapt.evidence import kind_shift
 from sentune.adapt.names import RULE
 from sentune.data.beir import Document, RetrievalSet, write_beir_folder
 from sentune.data.catalog import load_task, select_tasks, sha256_of
@@ -108,7 +108,7 @@ class Inputs:
     split: DevSplit  # which dev pairs (or queries) select and which confirm (sentune.adapt.decide)
     generated: list[tuple[str, str]] | None = None  # search: --queries-from's (query, passage) pairs
     train_sha256: str | None = None  # the digest of --train as written under OUT/data (None without it)
-    train_shift: str | None = None  # pairs: why --train's labels are on another scale than the dev pairs' (sentune.adapt.evidence)
+    train_shift: str | None = None  # pairs: why --train's labels are of another kind than the dev pairs' (sentune.adapt.evidence)
 
     @property
     def dev(self) -> ScoredPairs | RetrievalSet:
@@ -244,8 +244,8 @@ def _write_claimed(out: Path, config: AdaptConfig, files: dict, parts: dict[str,
 
 def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], test: ScoredPairs | None) -> tuple[list[tuple[str, str, float]], str | None]:
     """--train's labelled pairs, refused (one line naming both files) when one is also a dev or test pair: a pair it
-    trained on would then select, confirm or test it; and why their labels as written are on another scale than the dev
-    pairs' (None: the same; sentune.adapt.evidence.scale_shift: such pairs train, and never judge)."""
+    trained on would then select, confirm or test it; and why their labels as written are of another kind than the dev
+    pairs' (None: the same; sentune.adapt.evidence.kind_shift: such pairs train, and never judge)."""
     assert config.train is not None
     found = read_scored_pairs(config.train)
     dev_name = config.dev or DEFAULT_DEV
@@ -267,7 +267,7 @@ def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], te
                 "a train file must share no pair with the dev or test set"
             )
     rows = [(p.a, p.b, p.score) for p in found.pairs]
-    shift = scale_shift(np.array([r[2] for r in dev_rows]), np.array([r[2] for r in rows]))
+    shift = kind_shift(np.array([r[2] for r in dev_rows]), np.array([r[2] for r in rows]))
     if found.kind == "binary" and graded_dev:
         logger.warning(
             "--train %s has 0/1 labels, the dev pairs (%s) graded scores: the supervised candidate trains CoSENT on them, each pair labelled 1 "

@@ -15,7 +15,7 @@ import numpy as np
 import sentune
 from sentune.adapt.candidates import Candidate
 from sentune.adapt.decide import SELECT_FRACTION, DevSplit, decide
-from sentune.adapt.names import BM25, RULE, UNCHANGED
+from sentune.adapt.names import BM25, RRF, RULE, UNCHANGED
 from sentune.adapt.records import CandidateRecord
 from sentune.adapt.store import CandidateStore
 from sentune.adapt.train_evidence import evidence_meta, judges
@@ -59,7 +59,10 @@ def select(records: dict[str, CandidateRecord], candidates: list[Candidate], inp
     dev_gold = inputs.dev.gold
     metric = inputs.dev.metric
     train = judges(candidates, ctx, set(eligible)) if ctx is not None else None
-    decision = decide(dev_gold, split, (UNCHANGED, scored[UNCHANGED]["dev"]), eligible, metric, seed=config.seed, unit=inputs.dev.unit, train=train)
+    references = {RRF: scored[RRF]["dev"]} if RRF in scored else None  # search runs plan it: sentune.adapt.decide says why
+    decision = decide(
+        dev_gold, split, (UNCHANGED, scored[UNCHANGED]["dev"]), eligible, metric, seed=config.seed, unit=inputs.dev.unit, train=train, references=references
+    )
     results: dict = {
         "meta": {
             "model": config.model,
@@ -92,6 +95,7 @@ def select(records: dict[str, CandidateRecord], candidates: list[Candidate], inp
             "name": decision.name,
             "reason": decision.reason,
             "best_on_selection": decision.best,
+            "reference": decision.reference or UNCHANGED,
             "confirmation": asdict(decision.confirmation) if decision.confirmation else None,
         },
         "candidates": {},

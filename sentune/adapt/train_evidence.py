@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sentune.adapt.decide import TrainJudges, detectable_gain
-from sentune.adapt.evidence import Evidence, domain_shift, label_shift, sample_evidence, score_shift
+from sentune.adapt.evidence import Evidence, domain_shift, sample_evidence, score_shift
 from sentune.adapt.names import UNCHANGED, UNTUNED_POOLINGS
 from sentune.adapt.records import CandidateRecord
 
@@ -38,7 +38,7 @@ def draw_evidence(ctx: Context) -> Evidence | None:
     gold = task.train.gold
     indices, split = sample_evidence(gold, ctx.config.seed)
     evidence = Evidence(indices, gold[indices], split)
-    shift = ctx.inputs.train_shift or label_shift(ctx.inputs.dev.gold, evidence.gold)
+    shift = ctx.inputs.train_shift  # the kind of labels (sentune.adapt.evidence.kind_shift), checked when --train was read
     if shift is None:
         untuned = untuned_scores(ctx, evidence)
         shift = score_shift(ctx.metric, ctx.inputs.dev.gold, ctx.untuned("model")["dev"], evidence.gold, untuned["model"])

@@ -67,6 +67,21 @@ def standardise(values: np.ndarray) -> np.ndarray:
     return (values - values.mean()) / spread if spread > 0 else np.zeros_like(values)
 
 
+def measure_of(metric: str, strata: np.ndarray | None = None):
+    """`metric` of each row of predictions; with `strata` (a label per pair) the pair-weighted mean of its value within
+    each stratum, so that pairs of different sources (adapt's dev and --train pairs) are ranked among their own only."""
+    rows = METRICS[metric].rows
+    if strata is None:
+        return rows
+    groups = [np.flatnonzero(strata == label) for label in np.unique(strata)]
+
+    def measure(gold: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+        predicted = np.atleast_2d(predicted)
+        return np.sum([len(group) * rows(gold[group], predicted[:, group]) for group in groups], axis=0) / len(gold)
+
+    return measure
+
+
 CHUNK = 100  # permutations drawn at a time (the same swap patterns as drawing all at once: one generator stream)
 EARLY_CHUNK = 20
 
@@ -79,13 +94,15 @@ def paired_permutation_test(
     count: int = PERMUTATIONS,
     seed: int = 0,
     stop_above: float | None = None,
+    strata: np.ndarray | None = None,
 ) -> Confirmation:
-    """One-sided test that `candidate` scores higher than `baseline` under `metric` ('spearman' or 'average_precision').
+    """One-sided test that `candidate` scores higher than `baseline` under `metric` ('spearman' or 'average_precision'),
+    within each stratum of `strata` when given (measure_of).
 
     `stop_above`: stop drawing permutations once p is certain to exceed it (the decision p ≤ level is then the full
     test's for every level ≤ stop_above, and the p-value returned is a lower bound of the full one). The calibration
     benchmark uses it to simulate thousands of runs; adapt runs the full test and reports the exact p-value."""
-    measure = METRICS[metric].rows
+    measure = measure_of(metric, strata)
     n = len(gold)
     a, b = (candidate, baseline) if METRICS[metric].mean_of_items else (standardise(candidate), standardise(baseline))
     rng = np.random.default_rng(seed)

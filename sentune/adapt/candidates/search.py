@@ -233,14 +233,22 @@ class UnchangedMaxp(SearchBaseline):
 @dataclass
 class Rrf(SearchBaseline):
     """Search: reciprocal rank fusion of BM25 (the hybrid's, fitted) and the unchanged model (k = 60), the fusion most
-    search engines offer first; reported beside the convex hybrid and never chosen."""
+    search engines offer first; reported beside the convex hybrid, never a candidate, and a reference: kept when it is
+    stronger than the unchanged model on the selection queries and no candidate is confirmed against it."""
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
         return [cls(RRF)] if setup.search and HYBRID in setup.methods else []
 
     def describe(self, ctx: Context) -> str:
-        return "fusing BM25 with the unchanged model by reciprocal rank fusion (reported, never chosen)"
+        return "fusing BM25 with the unchanged model by reciprocal rank fusion (a reference: kept when stronger and no candidate beats it)"
+
+    def model(self, ctx: Context):
+        return ctx.candidate(UNCHANGED).model(ctx)
+
+    def fused(self, ctx: Context) -> tuple[Fusion, str] | None:
+        """Kept as the search reference (sentune.adapt.decide), it ranks as it was scored: BM25 fused with the unchanged model."""
+        return Fusion("rrf"), UNCHANGED
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
         from sentune.adapt.search_context import as_search

@@ -1,0 +1,72 @@
+"""Search keeps the strongest reference when no candidate is confirmed (sentune.adapt.decide's `references`): the
+stronger of the unchanged model and BM25 fused with it (`rrf`) on the selection queries, which every candidate must beat
+on the confirmation queries. Toy runs: each system's per-query nDCG@10 values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sentune.adapt.decide import TrainJudges, decide, split_dev
+from sentune.tasks.permutation import LEVEL
+
+
+def _queries(seed: int, n: int, means: dict[str, float]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Per-query values (0-100) of each system: a query's difficulty shared by all, plus the system's mean and noise."""
+    rng = np.random.default_rng(seed)
+    hard = rng.uniform(0, 60, n)
+    return np.zeros(n), {name: np.clip(hard + mean + rng.normal(0, 15, n), 0, 100) for name, mean in means.items()}
+
+
+def test_the_fusion_is_kept_when_it_leads_the_selection_and_the_candidate_misses_confirmation_against_it():
+    gold, found = _queries(0, 324, {"unchanged": 0.0, "rrf": 4.0, "hybrid": 4.5})
+    split = split_dev(gold, seed=0)
+    decision = decide(gold, split, ("unchanged", found["unchanged"]), {"hybrid": found["hybrid"]}, "ndcg@10", unit="queries", references={"rrf": found["rrf"]})
+    mean = {name: float(values[split.select].mean()) for name, values in found.items()}
+    assert mean["rrf"] > mean["unchanged"] and decision.reference == "rrf"
+    assert decision.selection["unchanged"] == pytest.approx(mean["unchanged"]) and decision.selection["rrf"] == pytest.approx(mean["rrf"])
+    assert decision.name == "rrf" and decision.best == "hybrid" and decision.confirmation is not None and not decision.confirmation.confirmed
+    assert decision.confirmation.baseline == pytest.approx(found["rrf"][split.confirm].mean())  # confirmed against the reference
+    assert decision.reason.startswith("the reference is rrf, the strongest on the 162 selection queries") and decision.reason.endswith("rrf is kept")
+    assert set(decision.judged) == {"unchanged", "rrf", "hybrid"}
+
+
+def test_the_unchanged_model_stays_the_reference_when_the_fusion_is_weaker_on_the_selection_queries():
+    gold, found = _queries(1, 300, {"unchanged": 0.0, "rrf": -8.0, "better": 12.0})
+    split = split_dev(gold, seed=1)
+    alone = decide(gold, split, ("unchanged", found["unchanged"]), {"better": found["better"]}, "ndcg@10", unit="queries")
+    with_reference = decide(
+        gold, split, ("unchanged", found["unchanged"]), {"better": found["better"]}, "ndcg@10", unit="queries", references={"rrf": found["rrf"]}
+    )
+    assert with_reference.reference == "unchanged" and with_reference.name == alone.name == "better"
+    assert with_reference.confirmation == alone.confirmation and with_reference.reason.endswith(alone.reason)
+
+
+def test_a_candidate_confirmed_against_the_stronger_reference_replaces_it():
+    gold, found = _queries(2, 300, {"unchanged": 0.0, "rrf": 5.0, "tuned": 15.0})
+    split = split_dev(gold, seed=2)
+    decision = decide(gold, split, ("unchanged", found["unchanged"]), {"tuned": found["tuned"]}, "ndcg@10", unit="queries", references={"rrf": found["rrf"]})
+    assert decision.reference == "rrf" and decision.name == "tuned" and decision.confirmation is not None and decision.confirmation.confirmed
+    assert decision.ahead["tuned"] == pytest.approx(decision.selection["tuned"] - decision.selection["rrf"])
+
+
+def test_with_every_system_alike_a_candidate_replaces_the_reference_in_at_most_five_percent_of_runs():
+    """The null: candidates and references of one distribution; the reference is chosen on the selection queries, the
+    candidate too, and the confirmation queries, which neither read, decide."""
+    replaced = 0
+    runs = 300
+    for run in range(runs):
+        gold, found = _queries(100 + run, 160, {"unchanged": 0.0, "rrf": 0.0, "a": 0.0, "b": 0.0, "c": 0.0})
+        split = split_dev(gold, seed=run)
+        candidates = {name: found[name] for name in ("a", "b", "c")}
+        decision = decide(gold, split, ("unchanged", found["unchanged"]), candidates, "ndcg@10", seed=run, stop_above=LEVEL, references={"rrf": found["rrf"]})
+        replaced += decision.name in candidates
+    assert replaced / runs <= 0.05
+
+
+def test_references_are_for_search_runs_which_have_no_train_evidence():
+    gold, found = _queries(3, 120, {"unchanged": 0.0, "rrf": 1.0})
+    split = split_dev(gold, seed=3)
+    train = TrainJudges(gold[:40], split_dev(gold[:40], seed=4), {"unchanged": found["unchanged"][:40]})
+    with pytest.raises(ValueError, match="no --train evidence"):
+        decide(gold, split, ("unchanged", found["unchanged"]), {}, "ndcg@10", train=train, references={"rrf": found["rrf"]})
