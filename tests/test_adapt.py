@@ -590,3 +590,54 @@ def test_0_1_train_labels_beside_graded_dev_pairs_train_cosent_and_the_user_is_t
     rows = [(_sentence(rng), _sentence(rng), float(i % 2)) for i in range(60)]
     kept, said = _prepared_train(user_files, rows, tmp_path, caplog)
     assert kept == rows and "has 0/1 labels, the dev pairs" in said and "trains CoSENT on them" in said
+
+
+def _refuse_reading_under(folder: Path, monkeypatch) -> list[str]:
+    """Every read of a file under `folder` (open, Path.read_*, np.load) fails the test; returns the paths refused."""
+    import builtins
+    import io
+
+    refused: list[str] = []
+    real_open, real_load = builtins.open, np.load
+
+    def check(file) -> None:
+        if isinstance(file, str | os.PathLike) and Path(file).resolve().is_relative_to(folder.resolve()):
+            refused.append(str(file))
+            raise AssertionError(f"read back within the run: {file}")
+
+    def guarded_open(file, mode="r", *args, **kwargs):
+        if not any(c in mode for c in "wax+"):
+            check(file)
+        return real_open(file, mode, *args, **kwargs)
+
+    def guarded_load(file, *args, **kwargs):
+        check(file)
+        return real_load(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    monkeypatch.setattr(io, "open", guarded_open)  # pathlib's read_text, read_bytes and open
+    monkeypatch.setattr(np, "load", guarded_load)
+    return refused
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["pairs", "search"])
+def test_nothing_under_out_data_is_read_back_within_a_run(task, tiny_model_dir, user_files, tmp_path, monkeypatch):
+    """OUT/data is the record of what a run used: the run hands its inputs to the candidates and their trainings as
+    objects, and reads nothing back from there (a file read under OUT/data fails the run, and this test)."""
+    out = tmp_path / "run"
+    if task == "pairs":
+        data = ["--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv"), "--test", str(user_files / "test.tsv")]
+        methods = "poolings,whitening,simcse,sed,wise"
+    else:
+        from test_adapt_retrieval import _toy_beir
+
+        dev, test = _toy_beir(tmp_path / "toy")
+        data, methods = ["--dev", str(dev), "--test", str(test)], "whitening,simcse,hybrid"
+    refused = _refuse_reading_under(out / "data", monkeypatch)
+    code = _adapt(["--model", str(tiny_model_dir), *data, "--out", str(out), "--methods", methods, "--budget", "4", "--sed-members", "2"])
+    monkeypatch.undo()
+    assert refused == [] and code == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["candidates"]["simcse"]["recipe"]["eval"]["dev"].endswith(str(out / "data" / ("dev-select.tsv" if task == "pairs" else "dev-select")))
+    assert (out / "data" / "corpus.txt").is_file()  # written, as the record of the run

@@ -87,8 +87,34 @@ class Context:
         return len(self.selection_scorer().sentences())
 
     def training_dev(self) -> str:
-        """The selection units as a training recipe's dev data (its checkpoints are chosen on them)."""
+        """The selection units as a training recipe's dev data names them (its checkpoints are chosen on them): what its
+        record shows; the trainer receives training_dev_data and reads no file."""
         raise NotImplementedError
+
+    def training_dev_data(self):
+        """The selection units as the trainings' dev data object (sentune.train.trainer's `dev`)."""
+        raise NotImplementedError
+
+    def training_data(self, recipe):
+        """What a training candidate's recipe (Context.recipe) trains on, as the object the trainer receives (its
+        train_data names the file under OUT/data that records it, never read back): the user's generated queries with
+        their passages for a method that trains on pairs (GenQ), else the corpus, as OUT/data/corpus.txt holds it."""
+        from sentune.methods.registry import get_method
+
+        return self._generated_data if get_method(recipe.method).needs_pairs else self._corpus_data
+
+    @cached_property
+    def _corpus_data(self):
+        from sentune.data.kinds import Sentences
+        from sentune.data.text_files import normalise
+
+        return Sentences(list(dict.fromkeys(text for text in map(normalise, self.inputs.corpus) if text)))  # as corpus.txt reads
+
+    @cached_property
+    def _generated_data(self):
+        from sentune.data.kinds import Pairs
+
+        return Pairs(list(self.inputs.generated or []))
 
     def selection_gold(self) -> np.ndarray:
         return self.inputs.dev.gold[self.inputs.split.select]
@@ -190,7 +216,7 @@ class Context:
             training=training,
             eval=replace(recipe.eval, dev=self.training_dev()),  # checkpoints are chosen on the selection pairs (or queries)
         )
-        validate_recipe(recipe, name)
+        validate_recipe(recipe, name, data=self.training_data(recipe), dev=self.training_dev_data())
         return recipe
 
     def labelled_recipe(self, name: str, train_file: Path, rows: int, model: str | None = None):
@@ -253,3 +279,8 @@ class PairsContext(Context):
         from sentune.tasks.user_pairs import PAIRS_PREFIX
 
         return f"{PAIRS_PREFIX}{self.selection_path()}"
+
+    def training_dev_data(self):
+        from sentune.data.user_data import scored_pairs
+
+        return scored_pairs(self.selection_units(), self.selection_path())

@@ -26,7 +26,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -58,6 +58,8 @@ class Entry:
     # what its record depends on (Candidate.depends_on): a stopped one's record keeps it as write_record does a finished
     # one's, so a resumed run reads it as done (Candidate.finished) instead of producing it again
     depends_on: dict = field(default_factory=dict)
+    data: Any = None  # what it trains on and its dev data, as objects (Context.training_data, training_dev_data)
+    dev: Any = None
 
     @property
     def record(self) -> Path:
@@ -98,7 +100,15 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, np.ndarra
             target = max(1, math.ceil(fraction * entry.recipe.training.max_steps))
             if not finished_run(entry.run) and _paused_step(entry.run) < target:
                 print(f"    race round {index + 1}/{len(RUNGS)}: {entry.name} to step {target} of {entry.recipe.training.max_steps}", flush=True)
-                train_run(entry.recipe, entry.run, data_dir=ctx.data_dir or Path("."), pause_at_step=target, show_progress=ctx.config.show_progress)
+                train_run(
+                    entry.recipe,
+                    entry.run,
+                    data_dir=ctx.data_dir or Path("."),
+                    pause_at_step=target,
+                    show_progress=ctx.config.show_progress,
+                    data=entry.data,
+                    dev=entry.dev,
+                )
             if finished_run(entry.run):
                 finished[entry.name] = finish(entry)["select"]
                 active.remove(entry)

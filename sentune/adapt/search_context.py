@@ -26,6 +26,8 @@ from sentune.adapt.unchanged_passages import UnchangedPassages
 from sentune.data.beir import Query, RetrievalSet
 from sentune.tasks.user_queries import QueryScorer
 
+POOL_CACHE = ".selection-pool"  # the selection pool as the candidate store keeps it (OUT/data/dev-select records it)
+
 
 @dataclass
 class SearchContext(Context):
@@ -41,7 +43,7 @@ class SearchContext(Context):
     def __post_init__(self) -> None:
         super().__post_init__()
         documents = self.task.dev.corpus
-        self.selection = SelectionPool(self.out / "data" / "dev-select")
+        self.selection = SelectionPool(self.out / "data" / "dev-select", self.store.cache_folder(POOL_CACHE))
         self.lexical = LexicalService(documents, self.selection_queries, self.records, self.config.show_progress)
         self.passages = UnchangedPassages(
             self.base, documents, self.untuned_table, self.document_vectors, self.selection_queries, self.store, self.config.show_progress
@@ -75,6 +77,9 @@ class SearchContext(Context):
         from sentune.tasks.user_queries import QUERIES_PREFIX
 
         return f"{QUERIES_PREFIX}{self.selection_folder()}"
+
+    def training_dev_data(self) -> RetrievalSet:
+        return self.pool
 
     # -- vectors by text --
     def rows(self) -> TextRows:

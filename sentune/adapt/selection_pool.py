@@ -6,6 +6,7 @@ included, then reads the same pool; a cross-fitted fold's held-out selection que
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +25,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class SelectionPool:
-    """`folder`: where the pool is kept as a BEIR folder (OUT/data/dev-select: eval.dev's queries:DIR of every training)."""
+    """`folder`: where the pool is recorded as a BEIR folder (OUT/data/dev-select: what the trainings' eval.dev names;
+    they receive the pool itself); `cache`: where the run keeps it to read back (a resumed run), in the candidate
+    store, so that nothing under OUT/data is read back."""
 
     folder: Path
+    cache: Path
     _pool: RetrievalSet | None = None
 
     @property
@@ -43,9 +47,11 @@ class SelectionPool:
         from sentune.tasks.user_queries import RankedQueries, selection_pool
 
         dev, split = ctx.task.dev, ctx.inputs.split
-        folder = self.folder
+        folder = self.cache
         untuned = None  # the untuned poolings of every text, when this call encodes them (the pool reads the model's own)
-        if not (folder / "qrels" / f"{SELECT_SPLIT}.tsv").is_file():
+        if not _kept(folder) and _kept(self.folder):  # a run from before the pool was cached: its record is the pool
+            folder = self.folder
+        if not _kept(folder):
             texts = ctx.scorer.sentences()  # prepare's scorer: every query against the whole corpus
             untuned = (texts, ctx.scorer.encode(ctx.base, ["model", *UNTUNED_POOLINGS], "scoring the untuned poolings"))
             rows = TextRows(texts)
@@ -53,9 +59,14 @@ class SelectionPool:
             model = untuned[1]["model"]
             lexical = ctx.lexical.ranker().scores([q.text for q in select.queries], [d.id for d in select.corpus])  # BM25's top documents join the pool too
             pool = selection_pool(select, model[rows(q.text for q in select.queries)], model[rows(d.text for d in select.corpus)], lexical=lexical)
+            folder.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".pool-") as scratch:
                 os.replace(write_beir_folder(Path(scratch) / "pool", pool, SELECT_SPLIT), folder)
         self._pool = pool = read_beir_folder(folder, SELECT_SPLIT)  # as a resumed run reads it: the same texts either way
+        if not _kept(self.folder):  # the run's record of it
+            with tempfile.TemporaryDirectory(dir=self.folder.parent, prefix=".pool-") as scratch:
+                shutil.copytree(folder, Path(scratch) / "pool")
+                os.replace(Path(scratch) / "pool", self.folder)
         confirm = RetrievalSet([dev.queries[i] for i in split.confirm], dev.corpus)
         splits = {"dev": [RankedQueries(pool, split.select), RankedQueries(confirm, split.confirm)]}
         if ctx.task.test is not None:
@@ -76,3 +87,8 @@ class SelectionPool:
         from sentune.tasks.user_queries import RankedQueries
 
         return QueryScorer({"held": [RankedQueries(RetrievalSet(queries, self.pool.corpus), np.arange(len(queries)))]})
+
+
+def _kept(folder: Path) -> bool:
+    """Whether `folder` holds a whole pool (its qrels are written last)."""
+    return (folder / "qrels" / f"{SELECT_SPLIT}.tsv").is_file()

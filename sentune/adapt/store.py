@@ -94,6 +94,10 @@ class CandidateStore:
             path.unlink()
         return self._cached(path, encode)
 
+    def cache_folder(self, name: str) -> Path:
+        """A folder of the store for what a part of the run keeps to read back on resume (the selection pool)."""
+        return self.root / name
+
     def _cached(self, path: Path, encode: Callable[[], np.ndarray]) -> np.ndarray:
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -113,9 +113,12 @@ def train_each(
     show_progress: bool = True,
     device: str | None = None,
     allow_modified: bool = False,
+    data: Any = None,
+    dev: Any = None,
 ) -> None:
-    """Runs that do not depend on each other: first every one no other process is training, then wait for the rest."""
-    run = partial(train_run, data_dir=data_dir, command=command, show_progress=show_progress, device=device, allow_modified=allow_modified)
+    """Runs that do not depend on each other: first every one no other process is training, then wait for the rest
+    (`data`, `dev`: every run's, as train_run takes them)."""
+    run = partial(train_run, data_dir=data_dir, command=command, show_progress=show_progress, device=device, allow_modified=allow_modified, data=data, dev=dev)
     busy = [job for job in jobs if run(*job, wait=False) is None]
     for recipe, folder in busy:
         run(recipe, folder)

@@ -390,14 +390,23 @@ def training_device(recipe: Recipe, device: str | None = None) -> str:
 
 
 def build_training(
-    recipe: Recipe, data_dir: Path, *, device: str, dev_score=None, show_progress: bool = True, allow_modified: bool = False, data: Kind | None = None
+    recipe: Recipe,
+    data_dir: Path,
+    *,
+    device: str,
+    dev_score=None,
+    show_progress: bool = True,
+    allow_modified: bool = False,
+    data: Kind | None = None,
+    dev_data: ScoredPairs | RetrievalSet | None = None,
 ):
     """(method, model, training columns, loss, the method's context, the tokens the model read before the recipe's
     max_seq_length was set) for a recipe, as every run starts: the model on `device` with
     the method's pooling and the recipe's max_seq_length, the method's view of the training data (`data`, a data kind
     of sentune.data.kinds; None: the recipe's train_data) and its loss. The one place this is set up (training, and
-    benchmarks/speed/gpu_bench.py's step timings)."""
-    params = validate_recipe(recipe, data=data)
+    benchmarks/speed/gpu_bench.py's step timings). `dev_data`: the dev set given as its kind (the recipe's eval.dev is
+    then not read)."""
+    params = validate_recipe(recipe, data=data, dev=dev_data)
     method = get_method(recipe.method)
     model = with_pooling(load_model(recipe.model, device=device), recipe.pooling or method.pooling)
     reason = method.cannot_train(model, params)
@@ -444,7 +453,7 @@ def _set_up(
     device = training_device(recipe, device)
     dev_score = dev.score if dev else None
     method, model, columns, loss, ctx, reads = build_training(
-        recipe, data_dir, device=device, dev_score=dev_score, show_progress=show_progress, allow_modified=allow_modified, data=data
+        recipe, data_dir, device=device, dev_score=dev_score, show_progress=show_progress, allow_modified=allow_modified, data=data, dev_data=dev_data
     )
     from datasets import Dataset
 

@@ -141,7 +141,9 @@ class WithRun(Candidate):
         """It as a racer of sentune.adapt.race (`recipe`: its whole budget; `member_seconds`: what it trained before)."""
         from sentune.adapt.race import Entry
 
-        return Entry(self.name, self.kind, recipe, self.run_folder(ctx), self.folder(ctx), member_seconds, self.depends_on(ctx))
+        entry = Entry(self.name, self.kind, recipe, self.run_folder(ctx), self.folder(ctx), member_seconds, self.depends_on(ctx))
+        entry.data, entry.dev = ctx.training_data(recipe), ctx.training_dev_data()
+        return entry
 
 
 def tuned_sources(ctx: Context, kinds: tuple[str, ...]) -> list[CandidateRecord]:

@@ -213,7 +213,8 @@ class Supervised(WithRun):
         if given is not None:
             if raced:  # the race paused its run at its first rung: it goes on from there to its last step
                 recipe = load_recipe(str(self.run_folder(ctx) / "config.yaml"))
-                train_run(recipe, self.run_folder(ctx), data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress)
+                dev = ctx.training_dev_data()
+                train_run(recipe, self.run_folder(ctx), data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress, dev=dev)
                 recipes[folder] = recipe.to_dict()
                 model = self.model(ctx)
             else:

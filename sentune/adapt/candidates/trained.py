@@ -117,7 +117,8 @@ class Ensemble(WithRun):
         print(f"{label} {self.name}: {self.describe(ctx)}: seeds 1..{ctx.config.sed_members} of {source.name} ({steps} steps each)", flush=True)
         started = time.perf_counter()
         jobs = [(self.member_recipe(ctx, source.name, steps, seed), self.folder(ctx) / f"member-{seed}") for seed in range(2, ctx.config.sed_members + 1)]
-        train_each(jobs, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress)
+        data, dev = ctx.training_data(jobs[0][0]) if jobs else None, ctx.training_dev_data()
+        train_each(jobs, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress, data=data, dev=dev)
         members = [str(source.weights(ctx.out)), *(str(folder / "model") for _, folder in jobs)]
         member_seconds = time.perf_counter() - started
         recipe = ctx.recipe("adapt/sed", members=members)
@@ -228,6 +229,7 @@ class Reference(WithRun):
         from sentune.train.runs import train_run
 
         print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
-        data_dir = ctx.data_dir or Path(".")
-        train_run(ctx.recipe(self.recipe_name, reference=True), self.run_folder(ctx), data_dir=data_dir, show_progress=ctx.config.show_progress)
+        data_dir, recipe = ctx.data_dir or Path("."), ctx.recipe(self.recipe_name, reference=True)
+        data, dev = ctx.training_data(recipe), ctx.training_dev_data()
+        train_run(recipe, self.run_folder(ctx), data_dir=data_dir, show_progress=ctx.config.show_progress, data=data, dev=dev)
         return trained_record(self, self.run_folder(ctx), label, ctx)
