@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from datasets import Dataset
+from datasets import Dataset, DatasetDict
 
 from sentune.data.kinds import KINDS, Corpus, Pairs, Qrels, Queries, RetrievalSet, ScoredPairs, Sentences, Tuples, kind
 from sentune.data.text_files import DataError
@@ -91,6 +91,7 @@ def test_search_kinds_from_every_form_are_equal(tmp_path):
         (lambda: ScoredPairs.of([("a", "b", 1), ("c", "d", 1)]), "pairs: every pair has the label 1"),
         (lambda: ScoredPairs.of(pd.DataFrame({"s1": ["a"]})), "DataFrame: no column 'sentence1', 'sentence2', 'score' for scored-pairs (it has s1)"),
         (lambda: Sentences.of([]), "sentences: no sentences"),
+        (lambda: Sentences.of(DatasetDict({"train": Dataset.from_dict({"text": ["a"]})})), "Dataset: a DatasetDict of splits train: give one split"),
         (lambda: Tuples.of([("a", "b", "c"), ("d", "e")]), "tuples[1]: expected 3 fields, as the first row"),
         (lambda: Corpus.of([{"_id": "d1", "text": "x"}, {"_id": "d1", "text": "y"}]), "corpus[1]: id 'd1' already given at corpus[0]"),
         (lambda: RetrievalSet.from_parts(["x", "y"], {"q1": "x?"}, [("q1", "0", 1), ("q9", "1", 1)]), "qrels[1]: query 'q9' is not in the queries"),

@@ -105,6 +105,8 @@ class Kind:
     def from_dataset(cls, dataset: Any, *, columns: Mapping[str, str] | None = None) -> Self:
         """From a Hugging Face `datasets.Dataset` (sentence-transformers trains on them; `datasets` is installed with
         sentune), reading the kind's columns by name."""
+        if isinstance(dataset.column_names, Mapping):  # a DatasetDict: load_dataset() without split=
+            raise DataError("Dataset", None, f"a DatasetDict of splits {', '.join(dataset.column_names)}: give one split, e.g. dataset['train']")
         names = cls.table_names(list(dataset.column_names), columns, "Dataset")
         return cls.from_rows(zip(*(dataset[name] for name in names), strict=True), where="Dataset")
 
