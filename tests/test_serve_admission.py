@@ -52,7 +52,7 @@ class TimedEngine:
 class Served:
     """uvicorn serving create_app(settings, engine) in a thread, as `sentune serve` configures it (TimedConfig)."""
 
-    def __init__(self, engine, **settings) -> None:
+    def __init__(self, engine, http: str | None = None, **settings) -> None:
         from sentune.serve.admission import TimedConfig
         from sentune.serve.app import create_app
         from sentune.serve.settings import ServeSettings
@@ -60,6 +60,10 @@ class Served:
         self.settings = ServeSettings(target="timed", index=None, model="timed", **settings)
         self.port = free_port()
         config = TimedConfig(create_app(self.settings, engine), self.settings, host="127.0.0.1", port=self.port, log_level="warning")
+        if http is not None:  # another of the timed protocols than the one installed libraries choose
+            from sentune.serve import admission
+
+            config.http = getattr(admission, http)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = f"http://127.0.0.1:{self.port}"
@@ -196,6 +200,16 @@ def test_a_full_queue_answers_503_with_retry_after_in_milliseconds():
         assert served.embed("later").status_code == 200
 
 
+def protocols() -> list[str]:
+    """The timed protocols: h11's always, httptools' when it is installed."""
+    import importlib.util
+
+    return ["TimedH11Protocol"] + (["TimedHttpToolsProtocol"] if importlib.util.find_spec("httptools") else [])
+
+
+PROTOCOLS = protocols()
+
+
 def closed_within(sock: socket.socket, seconds: float) -> tuple[bytes, float]:
     """What the server sends until it closes the connection, and when it closed it (fails past `seconds`)."""
     sock.settimeout(seconds)
@@ -207,15 +221,17 @@ def closed_within(sock: socket.socket, seconds: float) -> tuple[bytes, float]:
         received += chunk
 
 
-def test_a_client_sending_half_a_body_is_cut_off_within_the_read_limit():
-    with Served(TimedEngine(0.0), read_timeout_s=0.5) as served, socket.create_connection(("127.0.0.1", served.port)) as sock:
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_client_sending_half_a_body_is_cut_off_within_the_read_limit(protocol):
+    with Served(TimedEngine(0.0), http=protocol, read_timeout_s=0.5) as served, socket.create_connection(("127.0.0.1", served.port)) as sock:
         sock.sendall(b'POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"input": ')
         received, seconds = closed_within(sock, 3.0)
         assert received.startswith(b"HTTP/1.1 408") and b"--read-timeout-s" in received and seconds < 1.5, (received, seconds)
 
 
-def test_a_client_sending_half_a_head_or_nothing_is_cut_off_within_the_read_limit():
-    with Served(TimedEngine(0.0), read_timeout_s=0.5) as served:
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_client_sending_half_a_head_or_nothing_is_cut_off_within_the_read_limit(protocol):
+    with Served(TimedEngine(0.0), http=protocol, read_timeout_s=0.5) as served:
         with socket.create_connection(("127.0.0.1", served.port)) as sock:
             sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\n")
             received, seconds = closed_within(sock, 3.0)
@@ -233,10 +249,11 @@ def test_the_read_limit_is_never_longer_than_the_request_limit():
         assert received.startswith(b"HTTP/1.1 408") and seconds < 1.5
 
 
-def test_a_client_answered_before_its_body_is_in_is_cut_off_within_the_read_limit():
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_client_answered_before_its_body_is_in_is_cut_off_within_the_read_limit(protocol):
     """Answered without its body being read (no Content-Type: 415), the client that goes on sending it slowly does not
     keep the connection: the rest of the body has the read limit too."""
-    with Served(TimedEngine(0.0), read_timeout_s=0.5) as served, socket.create_connection(("127.0.0.1", served.port)) as sock:
+    with Served(TimedEngine(0.0), http=protocol, read_timeout_s=0.5) as served, socket.create_connection(("127.0.0.1", served.port)) as sock:
         sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 50\r\n\r\n{")
         time.sleep(0.3)
         sock.sendall(b" ")  # a trickle, which resets uvicorn's keep-alive timer

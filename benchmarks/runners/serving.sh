@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # benchmarks/results/serving.md: `sentune serve` (PyTorch, then the int8 graph of `sentune export`) and infinity
-# (PyPI infinity-emb) serving the same model on 127.0.0.1, each loaded at 1, 4, 16 and 64 concurrent clients by
-# benchmarks/speed/serve_load.py (bounded: REQUESTS answers or SECONDS_PER_LEVEL seconds a level): throughput, p50/p99 latency
-# of /search (SciFact's 5,183 documents, hybrid) and /v1/embeddings (SciFact's queries), start-up time and memory; one
+# (PyPI infinity-emb) serving the same model on 127.0.0.1, one after the other, each loaded by wrk at 1, 4, 16, 64 and
+# 256 connections (benchmarks/speed/serve_load.py and serve_load.lua: SciFact's queries in turn as bodies,
+# SECONDS_PER_LEVEL seconds a level, default 20): served requests/s, p50/p99 latency of what was served, how many 503s
+# and how fast, for /search (SciFact's 5,183 documents, hybrid) and /v1/embeddings; start-up time and memory; one
 # `sentune search --query` process timed beside them; a screenshot of the search page. Run it on an idle machine.
 #
-#   bash benchmarks/runners/serving.sh                 # the measurement (about 20 minutes beside the index build)
-#   QUICK=1 bash benchmarks/runners/serving.sh         # a check that every step runs: 300 documents, a few requests
+#   bash benchmarks/runners/serving.sh                 # the measurement (about 15 minutes beside the index build)
+#   bash benchmarks/runners/serving.sh --quick         # a check that every step runs: 300 documents, 2 s a level
 #
 # CONDITIONS="idle, nothing else running" goes onto the page (kept in benchmarks/results/runs/serving/conditions.txt). Infinity lives in its own virtual environment (INFINITY_VENV,
 # default benchmarks/runs/serving/infinity-venv: it needs sentence-transformers < 4 and NumPy < 2); when it cannot be
 # installed the page says it was not measured.
 set -euo pipefail
+if [ "${1:-}" = "--quick" ]; then QUICK=1; fi
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 export HF_HUB_OFFLINE=1
+# wrk (C; Debian's package): a load generator that costs little beside the servers on the same cores
+command -v wrk > /dev/null || apt-get install -y wrk || sudo apt-get install -y wrk
 
 work=$runs/serving${QUICK:+-quick}
 mkdir -p "$work"
@@ -22,12 +26,12 @@ scifact=$SENTUNE_DATA/retrieval/scifact
 if [ -n "${QUICK:-}" ]; then
   head -n 300 "$scifact/corpus.jsonl" > "$work/corpus.jsonl"
   corpus=$work/corpus.jsonl
-  load=(--clients 1,4 --requests 20 --seconds 5)
+  load=(--clients 1,4,16,64,256 --seconds 2)
   out_page=$work/serving.md
   shot=$work/serving_page.png
 else
   corpus=$scifact/corpus.jsonl
-  load=(--clients 1,4,16,64 --requests "${REQUESTS:-2000}" --seconds "${SECONDS_PER_LEVEL:-30}")
+  load=(--clients 1,4,16,64,256 --seconds "${SECONDS_PER_LEVEL:-20}")
   out_page=benchmarks/results/serving.md
   shot=benchmarks/results/serving_page.png
 fi

@@ -1,12 +1,13 @@
 """Admission control of `sentune serve`: what keeps a slow or greedy client from holding what others need.
 
 - A request's head must arrive within the read limit of the connection's first byte (or of the previous answer):
-  `TimedH11Protocol`, uvicorn's HTTP/1.1 protocol with a timer, since uvicorn has none (a client that sends half a
+  `HeadTimer`, a timer on uvicorn's HTTP/1.1 protocols (httptools', else h11's), since uvicorn has none (a client that sends half a
   header line would hold its connection, and a slot of the proxy in front, forever).
 - Its body must arrive within the read limit of its head: `ReadLimit`, an ASGI middleware that answers 408 and closes the
   connection (a client that sends half a body is cut off; without it uvicorn waits for the rest as long as it stays).
 - The read limit is --read-timeout-s, and never more than --timeout-s, the limit of the whole request.
-- A request that finds the queue full is answered 503 with Retry-After at once (sentune.serve.batching.QueueFull).
+- A request that finds the queue full is answered 503 with Retry-After at once, before anything else is done (`Shed`;
+  sentune.serve.batching.QueueFull).
 - Shutdown (SIGTERM, SIGINT) is uvicorn's graceful one: the socket stops accepting, idle connections close, requests
   in flight are answered, within --timeout-s and a margin (`TimedConfig`).
 """
@@ -14,14 +15,17 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import json
 import math
+from collections.abc import Callable
 
 import h11
 import uvicorn
 from fastapi.responses import JSONResponse
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from sentune.serve.batching import QueueFull
+from sentune.serve.batching import MicroBatcher, QueueFull
 from sentune.serve.protocol import error_body
 from sentune.serve.settings import ServeSettings
 
@@ -37,7 +41,7 @@ class TimedConfig(uvicorn.Config):
     shutdown waits for the requests in flight (each ends within --timeout-s; the margin lets its answer go out)."""
 
     def __init__(self, app, settings: ServeSettings, **options) -> None:
-        super().__init__(app, http=TimedH11Protocol, timeout_graceful_shutdown=math.ceil(settings.timeout_s) + 5, **options)
+        super().__init__(app, http=TIMED_PROTOCOL, timeout_graceful_shutdown=math.ceil(settings.timeout_s) + 5, **options)
         self.read_timeout_s = read_limit(settings)
 
 
@@ -46,35 +50,40 @@ def serve_one(settings: ServeSettings, app, **options) -> None:
     uvicorn.Server(TimedConfig(app, settings, **options)).run()
 
 
-class TimedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, closing a connection whose request head has not arrived within the read limit (408).
-    The limit is TimedConfig's `read_timeout_s` (10 s under another Config)."""
+class HeadTimer:
+    """A timer on uvicorn's HTTP/1.1 protocols, closing a connection whose request head has not arrived within the read
+    limit (408), or whose body goes on arriving after its answer (a 401 or 415 answered before the body was read). The
+    limit is TimedConfig's `read_timeout_s` (10 s under another Config)."""
+
+    _head_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport) -> None:
-        super().connection_made(transport)
-        self._head_timer: asyncio.TimerHandle | None = None
+        super().connection_made(transport)  # type: ignore[misc]
         self._arm()
 
     def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.cycle is not None and not self.cycle.response_complete:  # a head is in: the body's limit is ReadLimit's
+        super().data_received(data)  # type: ignore[misc]
+        if self.cycle is not None and not self.cycle.response_complete:  # type: ignore[attr-defined]  # a head is in: ReadLimit times the body
             self._disarm()
         elif self._head_timer is None:
             self._arm()
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()  # idle until the next request: uvicorn's keep-alive timer closes it
+        super().on_response_complete()  # type: ignore[misc]  # idle until the next request: uvicorn's keep-alive timer
         self._disarm()
-        if self.conn.their_state is h11.SEND_BODY:  # answered before its body was in (401, 415): the rest has the limit too
+        if self._body_pending():
             self._arm()
 
     def connection_lost(self, exc) -> None:
         self._disarm()
-        super().connection_lost(exc)
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def _body_pending(self) -> bool:  # the request answered, its body not all in
+        raise NotImplementedError
 
     def _arm(self) -> None:
-        if not self.transport.is_closing():
-            self._head_timer = self.loop.call_later(getattr(self.config, "read_timeout_s", 10.0), self._too_slow)
+        if not self.transport.is_closing():  # type: ignore[attr-defined]
+            self._head_timer = self.loop.call_later(getattr(self.config, "read_timeout_s", 10.0), self._too_slow)  # type: ignore[attr-defined]
 
     def _disarm(self) -> None:
         if self._head_timer is not None:
@@ -83,11 +92,31 @@ class TimedH11Protocol(H11Protocol):
 
     def _too_slow(self) -> None:
         self._head_timer = None
-        if self.transport.is_closing() or (self.cycle is not None and not self.cycle.response_complete):
+        transport, cycle = self.transport, self.cycle  # type: ignore[attr-defined]
+        if transport.is_closing() or (cycle is not None and not cycle.response_complete):
             return
-        if self.conn.their_state is h11.IDLE:  # waiting for a head: say why before closing
-            self.transport.write(TIMEOUT_408)
-        self.transport.close()
+        if not self._body_pending():  # waiting for a head: say why before closing
+            transport.write(TIMEOUT_408)
+        transport.close()
+
+
+class TimedH11Protocol(HeadTimer, H11Protocol):
+    def _body_pending(self) -> bool:
+        return self.conn.their_state is h11.SEND_BODY
+
+
+if importlib.util.find_spec("httptools") is not None:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class TimedHttpToolsProtocol(HeadTimer, HttpToolsProtocol):
+        def _body_pending(self) -> bool:
+            return self.cycle is not None and self.cycle.more_body
+
+    # httptools when installed, as uvicorn chooses: it parses a request in about a third of h11's time, which is what a
+    # refusal costs past saturation
+    TIMED_PROTOCOL: type = TimedHttpToolsProtocol
+else:
+    TIMED_PROTOCOL = TimedH11Protocol
 
 
 class BodyTooSlow(Exception):
@@ -129,8 +158,41 @@ class ReadLimit:
 
 
 def busy(exc: QueueFull) -> JSONResponse:
-    """The 503 of a full queue. Retry-After is in whole seconds (RFC 9110): 1, the least it can say; a full queue
-    empties within a few forward passes."""
+    """The 503 of a full queue, as a route answers it (a request longer than the room left)."""
+    return JSONResponse(busy_body(exc), status_code=503, headers={"retry-after": RETRY_AFTER})
+
+
+def busy_body(exc: QueueFull) -> dict:
     message = f"the server is busy: {exc.waiting} texts are waiting, at most {exc.limit} may (--max-queue); try again"
-    headers = {"retry-after": "1"}
-    return JSONResponse(error_body(message, "server_busy", code="queue_full"), status_code=503, headers=headers)
+    return error_body(message, "server_busy", code="queue_full")
+
+
+# A refusal is sent after this pause. A client that honours Retry-After waits a second anyway; one that retries at once
+# (a load generator, a naive retry loop) comes back at most 1/SHED_PAUSE_S times a second per connection instead of
+# thousands: without the pause, 200 such connections keep the event loop busy full time (a refusal costs 40-100 us of
+# CPU and holds the GIL) and take a core of two from the model, whose throughput must hold past saturation.
+SHED_PAUSE_S = 0.05
+RETRY_AFTER = "1"  # whole seconds (RFC 9110): the least it can say; a full queue empties within a few forward passes
+
+
+class Shed:
+    """ASGI middleware: a request to a batched route while its queue is full is answered 503 with Retry-After here,
+    before any other layer runs, its body unread and unparsed, after SHED_PAUSE_S. Past saturation every connection's
+    next request comes back at once, so what refusals cost is taken from the model.
+    `queue_of(path)` is the route's batcher (None: not a batched route, or the app not started)."""
+
+    def __init__(self, app, queue_of: Callable[[str], MicroBatcher | None]) -> None:
+        self.app, self.queue_of = app, queue_of
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "POST":
+            batcher = self.queue_of(scope["path"])
+            if batcher is not None and batcher.full():
+                batcher.refused += 1
+                await asyncio.sleep(SHED_PAUSE_S)
+                body = json.dumps(busy_body(QueueFull(batcher.waiting(), batcher.max_queue or 0))).encode()
+                headers = [(b"content-type", b"application/json"), (b"retry-after", RETRY_AFTER.encode()), (b"content-length", str(len(body)).encode())]
+                await send({"type": "http.response.start", "status": 503, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return None
+        return await self.app(scope, receive, send)

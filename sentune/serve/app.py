@@ -31,7 +31,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sentune.serve.admission import BodyTooSlow, ReadLimit, busy, read_limit
+from sentune.serve.admission import BodyTooSlow, ReadLimit, Shed, busy, read_limit
 from sentune.serve.batching import MicroBatcher, QueueFull
 from sentune.serve.guard import Guard
 from sentune.serve.metrics import Measured, Metrics
@@ -48,6 +48,8 @@ from sentune.serve.protocol import (
 )
 from sentune.serve.rerank import include_reranker, reranker_health, search_ranked
 from sentune.serve.settings import ServeSettings
+
+BATCHED = {"/v1/embeddings": "embeddings", "/search": "search"}  # route -> its batcher
 
 
 class State:
@@ -125,11 +127,6 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
             error_body("internal error; its traceback is in the server's log", "server_error"), status_code=500
         )  # no text of it: it may hold paths or data
 
-    def admit(batcher: MicroBatcher) -> None:
-        """A full queue refuses before the body is parsed: the 503 costs the event loop as little as can be."""
-        if batcher.full():
-            raise QueueFull(batcher.waiting(), settings.max_queue)
-
     async def within_limit(awaitable):
         try:
             return await asyncio.wait_for(awaitable, settings.timeout_s)
@@ -194,7 +191,6 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
                 "(an index from `sentune index` or an adapt run's folder); /v1/embeddings works",
                 "not_found_error",
             )
-        admit(state.search)
         body = parse_body(await request.body(), SearchRequest)
         texts = search_texts(body, settings)
         system = body.system or state.engine.default_system
@@ -212,7 +208,6 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
     @app.post("/v1/embeddings")
     async def embeddings(request: Request):
         state: State = request.app.state.serving
-        admit(state.embed)
         body = parse_body(await request.body(), EmbeddingsRequest)
         texts = embedding_texts(body, settings, state.engine.dimension)
         embedded = await within_limit(state.embed.submit(texts))
@@ -223,5 +218,11 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
     include_reranker(app, settings, metrics)  # POST /rerank (sentune.serve.rerank)
     app.add_middleware(Guard, settings=settings)
     app.add_middleware(ReadLimit, limit_s=read_limit(settings))
-    app.add_middleware(Measured, metrics=metrics)  # the outermost: it counts every answer, 401, 408 and 413 included
+
+    def queue_of(path: str) -> MicroBatcher | None:
+        state: State | None = getattr(app.state, "serving", None)
+        return None if state is None else state.batchers.get(BATCHED.get(path, ""))
+
+    app.add_middleware(Shed, queue_of=queue_of)  # a full queue's 503 before the key, the body or the route: the cheapest
+    app.add_middleware(Measured, metrics=metrics)  # the outermost: it counts every answer, 401, 408, 413 and 503 included
     return app
