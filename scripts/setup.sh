@@ -23,7 +23,7 @@ if ! python -c "import torch" 2>/dev/null; then
 fi
 # SENTUNE_EXTRAS: the extras to install (default: every one the tests and CI use); scripts/main.sh asks for the default
 # model's only. A venv set up with fewer extras is completed when more are asked for (the stamp records which).
-extras="${SENTUNE_EXTRAS:-test,dev,default-model,search,onnx,serve,serve-test,qdrant}"
+extras="${SENTUNE_EXTRAS:-test,dev,docs,default-model,search,onnx,serve,serve-test,qdrant}"
 stamp="$venv/.sentune-installed"
 want="$(sha256sum "$repo/pyproject.toml" | cut -d' ' -f1) $extras"
 installed="$(cat "$stamp" 2>/dev/null || true)"

@@ -8,92 +8,52 @@ import time
 from pathlib import Path
 
 from sentune.cli.base import Command, command_line
-from sentune.errors import UserError
 
 
 def cmd_adapt(args: argparse.Namespace) -> int:
     started = time.monotonic()  # --time counts the whole command, the imports and the checks included
-    from sentune.adapt.budget import Budget
-    from sentune.adapt.candidates import parse_methods
-    from sentune.adapt.time_plan import parse_time
+    from sentune.api.adapt import adapt
+    from sentune.api.common import progress_printed
 
-    methods, budget = parse_methods(args.methods), Budget.parse(args.budget)  # checked before any file is read
-    time_limit = parse_time(args.time)
-    if args.sed_members < 2:
-        raise UserError(f"--sed-members {args.sed_members}: an ensemble needs at least 2 members")
     out = Path(args.out)
-    data_dir = None
-    if args.example_train and (not args.example or args.train):
-        raise UserError("--example-train: give it with --example, instead of --train")
-    train = Path(args.train) if args.train else None
-    if args.example:
-        from sentune.adapt.examples import check_example
-
-        check_example(args.example)  # the name, before the data directory it is built from
-    if args.example or not args.dev:  # the data directory is read only for an example or the default dev pairs
-        from sentune.data.catalog import resolve_data_dir
-
-        data_dir = resolve_data_dir(args.data)
-    if args.example_train:
-        from sentune.adapt.examples import has_train
-
-        assert data_dir is not None  # --example-train comes with --example
-        if not has_train(args.example, data_dir):
-            raise UserError(f"--example-train: the example {args.example} has no labelled train split apart from its dev and test in {data_dir}")
-    corpus, dev, test = (Path(args.corpus) if args.corpus else None), (Path(args.dev) if args.dev else None), (Path(args.test) if args.test else None)
-    dev_qrels, test_qrels = (Path(args.dev_qrels) if args.dev_qrels else None), (Path(args.test_qrels) if args.test_qrels else None)
-    if args.example:
-        from sentune.adapt.examples import write_example
-
-        assert data_dir is not None
-        files = write_example(args.example, data_dir, out / "example", allow_modified=args.allow_modified_data)
-        print(f"example {args.example}: {files.about}", flush=True)
-        corpus, dev, test = files.corpus, files.dev, files.test
-        dev_qrels, test_qrels = files.dev_qrels, files.test_qrels
-        if args.example_train:
-            train = files.train
-            if train is None:  # every query dev left is also a dev or test query
-                raise UserError(f"--example-train: the example {args.example} leaves no train query apart from its dev and test in {data_dir}")
-    if corpus is None and not (dev is not None and dev.is_dir()):
-        raise UserError("--corpus FILE (or --example NAME) is required")
-    from dataclasses import replace
-
-    from sentune.adapt.inputs import AdaptConfig, prepare
-
-    config = AdaptConfig(
-        corpus=corpus,
-        model=args.model,
-        corpus_column=args.corpus_column,
-        dev=dev,
-        test=test,
-        dev_qrels=dev_qrels,
-        test_qrels=test_qrels,
-        queries_from=Path(args.queries_from) if args.queries_from else None,
-        train=train,
-        labels=not args.no_labels,
-        methods=methods,
-        budget=budget,
-        time_limit=time_limit,
-        sed_members=args.sed_members,
-        reference=args.reference,
-        low_memory=args.low_memory,
-        seed=args.seed,
-        example=args.example,
-        show_progress=not args.quiet,
-        backend=args.backend,
-        allow_modified=args.allow_modified_data,
-    )
-    inputs = prepare(config, out, data_dir)  # every file read and checked before torch loads
-    config = replace(config, device=args.device)
-    from sentune.adapt.run import adapt, prune
-
-    results = adapt(config, out, data_dir=data_dir, command=command_line(), inputs=inputs, started=started)
+    with progress_printed():
+        result = adapt(
+            args.model,
+            args.corpus,
+            args.dev,
+            args.train,
+            args.test,
+            args.methods,
+            args.time,
+            out,
+            dev_qrels=args.dev_qrels,
+            test_qrels=args.test_qrels,
+            queries_from=args.queries_from,
+            corpus_column=args.corpus_column,
+            example=args.example,
+            example_train=args.example_train,
+            labels=not args.no_labels,
+            budget=args.budget,
+            sed_members=args.sed_members,
+            reference=args.reference,
+            low_memory=args.low_memory,
+            seed=args.seed,
+            data=args.data,
+            backend=args.backend,
+            device=args.device_option if "device_option" in vars(args) else args.device,  # resolved after the files are checked
+            allow_modified=args.allow_modified_data,
+            show_progress=not args.quiet,
+            command=command_line(),
+            started=started,
+        )
     from sentune.adapt.report import candidate_table
 
-    print("\n" + candidate_table(results))
-    print(f"\nchosen: {results['choice']['name']}: {results['choice']['reason']}")
+    print("\n" + candidate_table(result.results))
+    print(f"\nchosen: {result.choice}: {result.reason}")
     if args.prune:
-        removed = prune(out, results["choice"]["name"])
+        from sentune.adapt.run import prune
+
+        removed = prune(out, result.choice)
         print(f"--prune: removed {len(removed)} model folders of candidates not chosen", file=sys.stderr)
     print(f"model: {out / 'model'} (SentenceTransformer({str(out / 'model')!r})); results: {out / 'results.md'}, {out / 'report.html'}")
     return 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sentune.cli.base import Command, backend_option, command_line, csv_list, model_options
 from sentune.errors import UserError
-from sentune.postprocess import POSTPROCESSORS, Postprocessor, postprocessor_settings
+from sentune.postprocess import POSTPROCESSORS, Postprocessor
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -21,41 +21,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
+    from sentune.api.evaluate import evaluate
 
-    data_dir = resolve_data_dir(args.data)
-    tasks = select_tasks(args.tasks)
-    settings = {p.name: postprocessor_settings(p.word, getattr(args, _set_dest(p)), f"--{p.word}-set") for p in POSTPROCESSORS.values()}
-    # read and checked before torch is imported
-    examples = {spec.name: load_task(spec, data_dir, allow_modified=args.allow_modified_data) for spec in tasks}
-    from sentune.core.models import load_model
-    from sentune.core.results import render_markdown, retrieval_table, save_results, sts_summary_table
-    from sentune.tasks.evaluate import PostprocessOption, evaluate
-
-    if args.backend != "torch" and args.precision != "fp32":
-        raise UserError(f"--precision {args.precision} is for --backend torch (an int8 graph is --backend onnx-int8)")
-    model = load_model(args.model, trust_remote_code=args.trust_remote_code, backend=args.backend, device=args.device)
     results = evaluate(
-        model,
-        tasks,
-        data_dir,
-        poolings=csv_list(args.pooling),
-        postprocess=[PostprocessOption.parse(p.name, text, settings[p.name]) for p in POSTPROCESSORS.values() for text in getattr(args, _dest(p))],
+        args.model,
+        csv_list(args.tasks),
+        csv_list(args.pooling),
+        data=args.data,
+        postprocess={p.name: getattr(args, _dest(p)) for p in POSTPROCESSORS.values()},
+        postprocess_settings={p.name: getattr(args, _set_dest(p)) for p in POSTPROCESSORS.values()},
         preset=args.preset,
-        alignment_pairs=args.alignment_pairs,
-        show_progress=not args.quiet,
-        model_name=args.model,
         precision=args.precision,
-        examples=examples,
+        alignment_pairs=args.alignment_pairs,
+        backend=args.backend,
+        device=args.device_option if "device_option" in vars(args) else args.device,  # resolved once the tasks are read
+        trust_remote_code=args.trust_remote_code,
         allow_modified=args.allow_modified_data,
+        show_progress=not args.quiet,
     )
+    from sentune.core.results import render_markdown, retrieval_table, sts_summary_table
+
     if args.out:
-        json_path, md_path = save_results(results, Path(args.out), command_line())
-        tables = [t for t in (sts_summary_table(results["runs"]), retrieval_table(results["runs"])) if t]
-        print("\n\n".join(tables) or render_markdown(results))
+        json_path, md_path = results.save(Path(args.out), command_line())
+        tables = [t for t in (sts_summary_table(results.runs), retrieval_table(results.runs)) if t]
+        print("\n\n".join(tables) or render_markdown(results.raw))
         print(f"\nwrote {json_path} and {md_path}")
     else:
-        print(render_markdown(results))
+        print(render_markdown(results.raw))
     return 0
 
 

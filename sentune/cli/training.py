@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -14,41 +13,27 @@ from sentune.postprocess import POSTPROCESSORS
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from sentune.core.results import sts_summary_table
-    from sentune.data.catalog import resolve_data_dir
-    from sentune.train.recipe import load_recipe
-    from sentune.train.run_folder import check_run_dir
+    from sentune.api.train import run
 
-    recipe = load_recipe(args.recipe, args.overrides)  # every key and value checked before torch loads
-    data_dir = resolve_data_dir(args.data)
-    out = Path(args.out or Path("runs") / recipe.name)
-    if args.overwrite and (out / "results.json").is_file() and int(os.environ.get("RANK", "0")) == 0:
-        import shutil
-
-        print(f"sentune: --overwrite: removing the finished run in {out}", file=sys.stderr)
-        shutil.rmtree(out)
-    check_run_dir(out, recipe, args.resume)
-    from sentune.core.distributed import rank
-    from sentune.train.trainer import train
-
-    main_process = rank() == 0  # data parallel (torchrun): one process speaks and writes
-    if main_process:
-        from sentune.train.trainer import training_device
-
-        _train_banner(recipe, out, data_dir, training_device(recipe, args.device))
-    if args.resume and not any((out / "checkpoints").glob("checkpoint-*/COMPLETE")):
-        print(f"sentune: nothing to resume in {out} (no complete checkpoint): training starts at step 0", file=sys.stderr)
-    results = train(
-        recipe,
-        out,
-        data_dir=data_dir,
+    out, results = run(
+        args.recipe,
+        None,
+        args.overrides,
+        Path(args.out) if args.out else None,
+        data_dir=args.data,
         resume=args.resume,
-        command=command_line(),
-        show_progress=not args.quiet,
-        device=args.device,
+        overwrite=args.overwrite,
+        device=args.device_option if "device_option" in vars(args) else args.device,  # resolved once the recipe is checked
         allow_modified=args.allow_modified_data,
+        show_progress=not args.quiet,
+        command=command_line(),
+        banner=_train_banner,
+        warn=lambda message: print(f"sentune: {message}", file=sys.stderr),
     )
-    if not main_process:
+    from sentune.core.distributed import rank
+    from sentune.core.results import sts_summary_table
+
+    if rank() != 0:  # data parallel (torchrun): one process speaks and writes
         return 0
     print(sts_summary_table(results["runs"]) or "")
     print(f"\nmodel: {out / 'model'} (SentenceTransformer({str(out / 'model')!r})); results: {out / 'results.md'}")

@@ -1,0 +1,3 @@
+"""sentune's Python API, each function in its module and importable from `sentune` itself: `sentune.evaluate`,
+`sentune.train`, `sentune.adapt` (an `AdaptResult`), `sentune.Index`, `sentune.serve_app`. The command line parses its
+options and calls these (sentune.cli)."""

@@ -1,0 +1,300 @@
+"""`sentune.adapt`: adapt a model to a domain from Python, as `sentune adapt` does from files (the command parses its
+options and calls `run` here), and the run's outcome as an object: the chosen model, why, the candidates as a table, the
+search index of a search run."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time as clock
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sentune.api import given
+from sentune.api.common import Model, printed_to_log, resolve, saved_model, tell
+from sentune.errors import UserError
+
+if TYPE_CHECKING:
+    import pandas
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.api.index import Index
+
+logger = logging.getLogger("sentune.adapt")
+
+INPUTS = "inputs"  # OUT/inputs: data given as Python objects, written once in the files' formats (sentune.api.given)
+INPUT_MODEL = "input-model"  # OUT/input-model: a model given in memory, saved for the run to load by path
+
+
+@dataclass
+class AdaptResult:
+    """What `sentune.adapt` returns: the run's folder and results (results.json's content), the chosen model loaded on
+    first use, the candidates as a table. A run made in a temporary folder (`out=None`) keeps it while this object lives;
+    `save(path)` copies it."""
+
+    out: Path
+    results: dict
+    _tmp: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
+    _model: Any = field(default=None, repr=False)
+
+    @property
+    def choice(self) -> str:
+        """The chosen candidate's name (`unchanged`: the model as given was kept)."""
+        return self.results["choice"]["name"]
+
+    @property
+    def reason(self) -> str:
+        """Why it was chosen, in a sentence (the same as results.md's)."""
+        return self.results["choice"]["reason"]
+
+    @property
+    def model(self) -> SentenceTransformer:
+        """The chosen model (OUT/model), loaded on the CPU on first use."""
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(str(self.out / "model"), device="cpu")
+        return self._model
+
+    @property
+    def candidates(self) -> pandas.DataFrame:
+        """One row per candidate: its kind, its score with the 95 % interval on the selection and confirmation halves of the
+        dev set and on the test set (NaN where it was not scored), the difference from the unchanged model, minutes,
+        whether it could be chosen and whether it was."""
+        import pandas
+
+        rows = []
+        for name, c in self.results["candidates"].items():
+            row: dict[str, Any] = {"candidate": name, "kind": c.get("kind")}
+            for part in ("select", "confirm", "test"):
+                scored = c.get(part) or {}
+                versus = scored.get("vs_unchanged") or {}
+                row[part] = scored.get("score", float("nan"))
+                row[f"{part}_low"], row[f"{part}_high"] = scored.get("low", float("nan")), scored.get("high", float("nan"))
+                row[f"{part}_vs_unchanged"] = versus["candidate"] - versus["baseline"] if versus else float("nan")
+            row |= {"minutes": c.get("seconds", 0.0) / 60, "eligible": bool(c.get("eligible")), "chosen": bool(c.get("chosen"))}
+            row["stopped"] = (c.get("stopped") or {}).get("reason")
+            rows.append(row)
+        return pandas.DataFrame(rows).set_index("candidate")
+
+    @property
+    def index(self) -> Index | None:
+        """A search run's index of the chosen system over the documents (None for pairs)."""
+        from sentune.api.index import Index
+
+        return Index.open(self.out) if (self.out / "index.json").is_file() else None
+
+    def save(self, path: str | Path) -> Path:
+        """Copy the run's folder (model, results, report, candidates) to `path`, a new folder; returns it."""
+        target = Path(path)
+        if target.resolve() != self.out.resolve():
+            shutil.copytree(self.out, target)
+        return target
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return (
+            f"<p><b>sentune adapt</b>: chose <code>{html.escape(self.choice)}</code>: {html.escape(self.reason)}</p>"
+            + self.candidates.to_html(float_format=lambda x: f"{x:.2f}", na_rep="—")
+            + f"<p>folder: <code>{html.escape(str(self.out))}</code></p>"
+        )
+
+    def __repr__(self) -> str:
+        return f"AdaptResult(choice={self.choice!r}, out={str(self.out)!r})"
+
+
+def adapt(
+    model: Model = "default",
+    corpus: given.Given = None,
+    dev: given.Given = None,
+    train: given.Given = None,
+    test: given.Given = None,
+    methods: str | Sequence[str] | None = None,
+    time: str | float | None = None,
+    out: str | Path | None = None,
+    *,
+    dev_qrels: given.Given = None,
+    test_qrels: given.Given = None,
+    queries_from: given.Given = None,
+    corpus_column: str | None = None,
+    example: str | None = None,
+    example_train: bool = False,
+    labels: bool = True,
+    budget: str | None = None,
+    sed_members: int = 3,
+    reference: bool = False,
+    low_memory: bool = False,
+    seed: int = 0,
+    data: str | Path | None = None,
+    backend: str = "torch",
+    device: str | None = None,
+    prune: bool = False,
+    allow_modified: bool = False,
+    show_progress: bool = False,
+    command: str | None = None,
+    started: float | None = None,
+) -> AdaptResult:
+    """Adapt `model` to a domain: every candidate method tried on `corpus`, each scored on the `dev` set (half selects,
+    half confirms), the model kept unless a candidate is confirmed better; the same run as `sentune adapt` (docs/adapt.md).
+
+    Args:
+        model: a name (`"default"`: all-MiniLM-L6-v2, a Hugging Face id), a folder, or a `SentenceTransformer` in memory
+            (saved into OUT/input-model for the run to load).
+        corpus: unlabelled text: a path (.txt, .jsonl, .csv), a list of strings, or (a search run) BEIR-style documents
+            `{"_id", "title", "text"}`; a `datasets.Dataset` or pandas DataFrame of either.
+        dev: scored pairs, a path or `(text1, text2, score)` rows (at least 100); for search, queries (a dict of
+            id → text, or a BEIR folder) with `dev_qrels`. None: STS-B dev from the data directory.
+        train: labelled pairs (or queries with judgements, a BEIR folder) the supervised candidates train on.
+        test: scored pairs (or queries with `test_qrels`), scored for every candidate and reported, never chosen on.
+        methods: the candidates, a list or a comma-separated string (None: the defaults).
+        time: the time the whole run may take, seconds or `"30m"`, `"1.5h"`.
+        out: the run's folder (run again with the same arguments to resume); None: a temporary folder, kept while the
+            returned object lives.
+        dev_qrels, test_qrels: judgements, a path, a dict query id → {document id: grade}, or (query, document, grade) rows.
+        example: a ready-made domain (sick, qqp, mrpc, stsb, scifact, quora) built from the data directory `data`.
+        Others: as the options of `sentune adapt` of the same name.
+
+    `command`: the command line that made the run, recorded in results.json; `started`: when `time` starts counting
+    (a `time.monotonic()` value; default: now).
+
+    Data given as objects are written once into OUT/inputs in the formats of the files, then read and checked as a
+    file given on the command line is. Progress lines are log records of the `sentune` logger (INFO); `show_progress`
+    adds progress bars.
+    """
+    with printed_to_log(logger):  # progress on logging, not stdout (a command prints it: progress_printed)
+        started = clock.monotonic() if started is None else started
+        from sentune.adapt.budget import Budget
+        from sentune.adapt.candidates import parse_methods
+        from sentune.adapt.time_plan import parse_time
+
+        methods_text = methods if methods is None or isinstance(methods, str) else ",".join(methods)
+        parsed_methods, parsed_budget = parse_methods(methods_text), Budget.parse(budget)  # checked before any file is read
+        time_limit = float(time) if isinstance(time, int | float) else parse_time(time)
+        if sed_members < 2:
+            raise UserError(f"--sed-members {sed_members}: an ensemble needs at least 2 members")
+        if example_train and (not example or train is not None):
+            raise UserError("--example-train: give it with --example, instead of --train")
+        tmp = tempfile.TemporaryDirectory(prefix="sentune-adapt-") if out is None else None
+        folder = Path(tmp.name if tmp is not None else out)  # type: ignore[arg-type]
+        data_dir = None
+        if example:
+            from sentune.adapt.examples import check_example
+
+            check_example(example)  # the name, before the data directory it is built from
+        if example or dev is None:  # the data directory is read only for an example or the default dev pairs
+            from sentune.data.catalog import resolve_data_dir
+
+            data_dir = resolve_data_dir(str(data) if data is not None else None)
+        if example_train:
+            from sentune.adapt.examples import has_train
+
+            assert data_dir is not None and example is not None
+            if not has_train(example, data_dir):
+                raise UserError(f"--example-train: the example {example} has no labelled train split apart from its dev and test in {data_dir}")
+        with _refused_leaves_nothing(folder, tmp):  # a refused run leaves nothing behind, as the command's does
+            files = _files(folder, corpus, dev, train, test, dev_qrels, test_qrels, queries_from)
+            if example:
+                from sentune.adapt.examples import write_example
+
+                assert data_dir is not None
+                written = write_example(example, data_dir, folder / "example", allow_modified=allow_modified)
+                tell(logger, f"example {example}: {written.about}")
+                files |= {"corpus": written.corpus, "dev": written.dev, "test": written.test, "dev_qrels": written.dev_qrels, "test_qrels": written.test_qrels}
+                if example_train:
+                    files["train"] = written.train
+                    if written.train is None:  # every query dev left is also a dev or test query
+                        raise UserError(f"--example-train: the example {example} leaves no train query apart from its dev and test in {data_dir}")
+            if files["corpus"] is None and not (files["dev"] is not None and files["dev"].is_dir()):
+                raise UserError("--corpus FILE (or --example NAME) is required")
+            from dataclasses import replace
+
+            from sentune.adapt.inputs import AdaptConfig, prepare
+
+            config = AdaptConfig(
+                corpus=files["corpus"],
+                model=saved_model(model, folder / INPUT_MODEL),
+                corpus_column=corpus_column,
+                dev=files["dev"],
+                test=files["test"],
+                dev_qrels=files["dev_qrels"],
+                test_qrels=files["test_qrels"],
+                queries_from=files["queries_from"],
+                train=files["train"],
+                labels=labels,
+                methods=parsed_methods,
+                budget=parsed_budget,
+                time_limit=time_limit,
+                sed_members=sed_members,
+                reference=reference,
+                low_memory=low_memory,
+                seed=seed,
+                example=example,
+                show_progress=show_progress,
+                backend=backend,
+                allow_modified=allow_modified,
+            )
+            inputs = prepare(config, folder, data_dir)  # every file read and checked before torch loads
+        config = replace(config, device=resolve(device))
+        from sentune.adapt.run import adapt as run_adapt
+        from sentune.adapt.run import prune as prune_candidates
+
+        results = run_adapt(config, folder, data_dir=data_dir, command=command, inputs=inputs, started=started)
+        if prune:
+            removed = prune_candidates(folder, results["choice"]["name"])
+            tell(logger, f"--prune: removed {len(removed)} model folders of candidates not chosen")
+        return AdaptResult(folder, results, tmp)
+
+
+@contextmanager
+def _refused_leaves_nothing(folder: Path, tmp: tempfile.TemporaryDirectory | None) -> Iterator[None]:
+    """On a UserError, remove what was written into a folder that was new or empty (the inputs given as objects, an
+    example's files): a refused run leaves nothing behind."""
+    fresh = not folder.exists() or not any(folder.iterdir())
+    try:
+        yield
+    except UserError:
+        if tmp is not None:
+            tmp.cleanup()
+        elif fresh:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _files(folder: Path, corpus, dev, train, test, dev_qrels, test_qrels, queries_from) -> dict[str, Path | None]:
+    """Each input as the path adapt reads: a path as given, objects written into OUT/inputs (sentune.api.given)."""
+    where = folder / INPUTS
+    search = dev_qrels is not None or test_qrels is not None or isinstance(dev, dict)
+
+    def path(value, write: Callable[[Any, Path], Path]) -> Path | None:
+        if value is None:
+            return None
+        return Path(value) if given.is_path(value) else write(value, where)
+
+    def queries_or_pairs(option: str):
+        if search:
+            return lambda value, w: given.write_queries(value, w / f"{option}-queries.jsonl", f"--{option}")
+        return lambda value, w: given.write_pairs(value, w / f"{option}.tsv", f"--{option}")
+
+    return {
+        "corpus": path(corpus, lambda value, w: given.write_given_corpus(value, w, "--corpus")),
+        "dev": path(dev, queries_or_pairs("dev")),
+        "test": path(test, queries_or_pairs("test")),
+        "train": path(train, lambda value, w: given.write_pairs(value, w / "train.tsv", "--train")),
+        "dev_qrels": path(dev_qrels, lambda value, w: given.write_qrels(value, w / "dev-qrels.tsv", "--dev-qrels")),
+        "test_qrels": path(test_qrels, lambda value, w: given.write_qrels(value, w / "test-qrels.tsv", "--test-qrels")),
+        "queries_from": path(queries_from, lambda value, w: _write_generated(value, w / "queries-from.tsv")),
+    }
+
+
+def _write_generated(value, path: Path) -> Path:
+    """--queries-from's (query, passage) pairs as query<TAB>passage lines."""
+    from sentune.data.kinds import Pairs
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{q}\t{p}\n" for q, p in given.as_kind(Pairs, value, "--queries-from").pairs), encoding="utf-8")
+    return path

@@ -1,0 +1,192 @@
+"""`sentune.train`: train a recipe from Python, as `sentune train` does (the command parses its options and calls `run`
+here), and get the trained SentenceTransformer back."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sentune.api import given
+from sentune.api.common import Model, printed_to_log, resolve, saved_model
+from sentune.errors import UserError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+    from sentune.data.tables import Kind
+    from sentune.train.recipe import Recipe
+
+logger = logging.getLogger("sentune.train")
+
+
+def train(
+    recipe: str | Path,
+    data: given.Given = None,
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+    out: str | Path | None = None,
+    *,
+    model: Model | None = None,
+    data_dir: str | Path | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    device: str | None = None,
+    allow_modified: bool = False,
+    show_progress: bool = False,
+) -> SentenceTransformer:
+    """Train `recipe` (a bundled recipe name such as `"simcse"`, or a YAML file) and return the trained model, as
+    `sentune train` (docs/training.md); the run folder `out` holds its checkpoints, metrics and results.
+
+    Args:
+        recipe: a bundled recipe name (sentune/recipes/) or a recipe file.
+        data: the training data, replacing the recipe's `train_data`: a named set or spec (`"wiki"`, `"file:PATH"`), or
+            objects: sentences (strings), paraphrase pairs `(sentence, paraphrase)`, labelled pairs `(text1, text2,
+            score)` or tuples `(anchor, positive, negative, ...)`; a list, a DataFrame or a `datasets.Dataset`.
+        overrides: dotted overrides, `["training.max_steps=100"]` or `{"training.max_steps": 100}`.
+        out: the run folder (default runs/RECIPE_NAME); None: a temporary folder, removed once the model is loaded.
+        model: the model to start from, replacing the recipe's: a name, a folder or a `SentenceTransformer` in memory.
+        data_dir: the data directory (default: $SENTUNE_DATA), for named sets, tasks and the dev evaluation.
+        resume: continue an interrupted run in `out` from its last complete checkpoint.
+        overwrite: replace a finished run in `out` (otherwise refused).
+
+    The dev evaluations and other progress lines are INFO records of the `sentune` logger; `show_progress` adds the
+    training's progress bar.
+    """
+    tmp = tempfile.TemporaryDirectory(prefix="sentune-train-") if out is None else None
+    try:
+        with printed_to_log(logger):
+            folder, _ = run(
+                recipe, data, overrides, Path(tmp.name) if tmp is not None else Path(out),  # type: ignore[arg-type]
+                model=model, data_dir=data_dir, resume=resume, overwrite=overwrite, device=device, allow_modified=allow_modified,
+                show_progress=show_progress,
+            )  # fmt: skip
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer(str(folder / "model"), device="cpu")
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def as_overrides(overrides: Sequence[str] | Mapping[str, Any]) -> list[str]:
+    """`{"a.b": 1}` → `["a.b=1"]`; a list of `key=value` strings as it is."""
+    if isinstance(overrides, Mapping):
+        return [f"{key}={'true' if value is True else 'false' if value is False else value}" for key, value in overrides.items()]
+    if isinstance(overrides, str):
+        return [overrides]
+    return list(overrides)
+
+
+def training_kind(data: given.Given) -> Kind:
+    """Training data given as objects, as the kind its rows are: a data kind as it is; strings (or a `text` column):
+    Sentences; (sentence, paraphrase) pairs (or `anchor`, `positive` columns): Pairs; (text1, text2, score) rows (or
+    `sentence1`, `sentence2`, `score`): ScoredPairs; rows of three texts or more: Tuples."""
+    from sentune.data.kinds import Pairs, Sentences, Tuples
+    from sentune.data.tables import Kind
+    from sentune.data.user_data import ScoredPairs
+
+    if isinstance(data, Kind):
+        return data
+    columns = list(getattr(data, "column_names", None) or getattr(data, "columns", []))
+    if columns:
+        names = set(columns)
+        kind = (
+            ScoredPairs if {"sentence1", "sentence2"} <= names else Tuples if "negative" in names else Pairs if "positive" in names else Sentences
+        )  # fmt: skip
+        return given.as_kind(kind, data, "data")
+    rows = list(data)
+    first = rows[0] if rows else None
+    if isinstance(first, str) or (isinstance(first, Mapping) and "text" in first):
+        return given.as_kind(Sentences, rows, "data")
+    width = len(first) if isinstance(first, tuple | list | Mapping) else 0
+    if width == 2:
+        return given.as_kind(Pairs, rows, "data")
+    values = list(first.values()) if isinstance(first, Mapping) else list(first) if first is not None else []
+    if width == 3 and not isinstance(values[2], str):
+        return given.as_kind(ScoredPairs, rows, "data")
+    if width >= 3:
+        return given.as_kind(Tuples, rows, "data")
+    raise UserError("data: expected sentences, (sentence, paraphrase) pairs, (text1, text2, score) or (anchor, positive, negative...) rows")
+
+
+def train_data_spec(data: given.Given, folder: Path) -> str:
+    """The recipe's train_data for `data`: a string as it is, a path as a sentence file, objects written into `folder`
+    in the format of their kind and named by the prefix that reads it (the record of what the run trained on)."""
+    from sentune.data.kinds import Pairs, Sentences
+    from sentune.data.user_data import ScoredPairs, write_corpus, write_scored_pairs
+
+    if isinstance(data, str):
+        return data
+    if isinstance(data, os.PathLike):
+        return f"file:{os.fspath(data)}"
+    kind = training_kind(data)
+    folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(kind, Sentences):
+        write_corpus(folder / "train.txt", kind.texts)
+        return f"file:{folder / 'train.txt'}"
+    path = folder / "train.tsv"
+    if isinstance(kind, ScoredPairs):
+        write_scored_pairs(path, [(p.a, p.b, p.score) for p in kind.pairs])
+        return f"labelled:{path}"
+    rows = kind.pairs if isinstance(kind, Pairs) else kind.rows  # type: ignore[attr-defined]
+    path.write_text("".join("\t".join(row) + "\n" for row in rows), encoding="utf-8")
+    return f"{'pairs' if isinstance(kind, Pairs) else 'tuples'}:{path}"
+
+
+def run(
+    recipe: str | Path | Recipe,
+    data: given.Given,
+    overrides: Sequence[str] | Mapping[str, Any],
+    out: Path | None,
+    *,
+    model: Model | None = None,
+    data_dir: str | Path | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    device: str | None = None,
+    allow_modified: bool = False,
+    show_progress: bool = False,
+    command: str | None = None,
+    banner: Callable[[Recipe, Path, Path, str], None] | None = None,
+    warn: Callable[[str], None] = logger.warning,
+) -> tuple[Path, dict]:
+    """train() without routing printed lines to logging, returning the run folder and results.json's content: what
+    `sentune train` calls. `banner(recipe, out, data_dir, device)`: said once everything is checked, before training;
+    `warn`: how a notice is told."""
+    from sentune.data.catalog import resolve_data_dir
+    from sentune.train.recipe import load_recipe
+    from sentune.train.run_folder import check_run_dir
+
+    more = as_overrides(overrides)
+    given_to = Path(out) if out is not None else Path("runs")  # objects given are written into the run folder
+    if model is not None:
+        more.append(f"model={saved_model(model, given_to / 'input-model')}")
+    if data is not None:
+        more.append(f"train_data={train_data_spec(data, given_to / 'inputs')}")
+    loaded = load_recipe(str(recipe), more)  # every key and value checked before torch loads
+    folder = Path(out or Path("runs") / loaded.name)
+    resolved_data = resolve_data_dir(str(data_dir) if data_dir is not None else None)
+    if overwrite and (folder / "results.json").is_file() and int(os.environ.get("RANK", "0")) == 0:
+        warn(f"--overwrite: removing the finished run in {folder}")
+        for name in os.listdir(folder):  # what was given for this run (inputs, input-model) stays
+            if name not in ("inputs", "input-model"):
+                path = folder / name
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+    check_run_dir(folder, loaded, resume)
+    device = resolve(device)  # after every check: `auto` imports torch
+    from sentune.core.distributed import rank
+    from sentune.train.trainer import train as run_training
+    from sentune.train.trainer import training_device
+
+    if banner is not None and rank() == 0:
+        banner(loaded, folder, resolved_data, training_device(loaded, device))
+    if resume and not any((folder / "checkpoints").glob("checkpoint-*/COMPLETE")):
+        warn(f"nothing to resume in {folder} (no complete checkpoint): training starts at step 0")
+    results = run_training(
+        loaded, folder, data_dir=resolved_data, resume=resume, command=command, show_progress=show_progress, device=device, allow_modified=allow_modified
+    )
+    return folder, results

@@ -1,0 +1,162 @@
+"""The Python API (sentune.evaluate, train, adapt, Index, serve_app) on the tiny model: each gives what its command
+gives on the same data, plain Python data go in without files, bad rows are one line naming their position, and progress
+reaches logging, not stdout."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import sentune
+from sentune.cli import main
+from sentune.errors import UserError
+
+WORDS = "a the man woman dog cat plays runs eats guitar piano park food car street ball kid red blue big small".split()
+
+
+def _sentence(rng) -> str:
+    return " ".join(rng.choice(WORDS, size=int(rng.integers(3, 8))))
+
+
+@pytest.fixture
+def pairs_data():
+    """A corpus of 120 sentences and 100 dev pairs with graded scores, as Python lists."""
+    rng = np.random.default_rng(0)
+    corpus = [_sentence(rng) for _ in range(120)]
+    dev = [(_sentence(rng), _sentence(rng), float(rng.uniform(0, 5))) for _ in range(100)]
+    return corpus, dev
+
+
+def test_import_sentune_is_cheap_and_names_the_api():
+    """`import sentune` imports no torch, pandas or sentence-transformers; each API name resolves when first asked for."""
+    code = "import sys, sentune; print(sorted(m for m in ('torch', 'pandas', 'sentence_transformers', 'numpy') if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    assert {"evaluate", "train", "adapt", "Index", "AdaptResult", "EvalResults", "Hit", "serve_app"} <= set(dir(sentune))
+    importlib.import_module("sentune.adapt.run")  # sets sentune.adapt to the package: it still calls the API
+    importlib.import_module("sentune.train.trainer")
+
+    assert callable(sentune.adapt) and callable(sentune.train)
+
+
+def test_evaluate_gives_the_commands_scores_as_a_dataframe(tiny_model_dir, tiny_st, tiny_data_dir, tmp_path, capsys):
+    assert main(["eval", "--model", str(tiny_model_dir), "--tasks", "STS12,STS-B", "--pooling", "model,cls", "--data", str(tiny_data_dir)]
+                + ["--quiet", "--out", str(tmp_path / "cli")]) == 0  # fmt: skip
+    command = json.loads((tmp_path / "cli" / "results.json").read_text())["runs"]
+    capsys.readouterr()
+    for model in (str(tiny_model_dir), tiny_st):  # a path, and the same model in memory
+        results = sentune.evaluate(model, tasks=["STS12", "STS-B"], pooling=["model", "cls"], data=tiny_data_dir)
+        frame = results.to_dataframe()
+        assert set(frame["run"]) == set(command) == {"model", "cls"} and set(frame["task"]) == {"STS12", "STS-B"}
+        for row in frame.itertuples():
+            value = command[row.run]["tasks"][row.task]
+            value = value["subsets"][row.subset] if isinstance(row.subset, str) else value
+            for key in row.metric.split("."):
+                value = value[key]
+            assert row.score == pytest.approx(value, abs=1e-9), (row.run, row.task, row.metric)
+        assert len(frame) == sum(1 for run in command.values() for task in run["tasks"].values() for _ in _leaves(task))
+    assert capsys.readouterr().out == ""  # nothing printed
+    with pytest.raises(UserError, match="postprocess bogus"):
+        sentune.evaluate(tiny_st, tasks="STS12", data=tiny_data_dir, postprocess={"bogus": "target"})
+
+
+def _leaves(value):
+    """The numbers of a task's results, counts and timings left out (a naive walk, as the DataFrame should hold them)."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key not in ("n", "seconds"):
+                yield from _leaves(inner)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield value
+
+
+def test_index_ranks_as_sentune_search_from_dicts_strings_and_files(tiny_model_dir, tiny_st, tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    docs = [{"_id": f"d{i}", "title": "a title" if i % 3 == 0 else "", "text": _sentence(rng)} for i in range(40)]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    queries = {"q1": "a man plays the guitar", "q2": "the dog runs in the park"}
+    (tmp_path / "queries.tsv").write_text("".join(f"{k}\t{v}\n" for k, v in queries.items()))
+    assert main(["index", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(tmp_path / "cli"), "--fusion", "rrf", "--quiet"]) == 0
+    for system in ("hybrid", "bm25"):
+        run = tmp_path / f"{system}.run"
+        assert main(["search", str(tmp_path / "cli"), "--queries", str(tmp_path / "queries.tsv"), "--top", "5", "--system", system, "--run", str(run)]) == 0
+        expected = [line.split() for line in run.read_text().splitlines()]
+        for index in (sentune.Index.build(tiny_st, docs, fusion="rrf"), sentune.Index.open(tmp_path / "cli")):
+            hits = index.search(queries, top_k=5, system=system)
+            got = [[q, "Q0", h.id, str(h.rank), f"{h.score:.6f}"] for q in queries for h in hits[q]]
+            assert got == [line[:5] for line in expected], system
+            assert all(h.text == next(d["title"] + " " + d["text"] for d in docs if d["_id"] == h.id).strip() for h in hits["q1"])
+    index = sentune.Index.build(str(tiny_model_dir), [d["text"] for d in docs], tmp_path / "strings")
+    one = index.search("a man plays the guitar", top_k=3)
+    assert [h.rank for h in one] == [1, 2, 3] and all(h.text == docs[int(h.id)]["text"] for h in one)
+    assert index.search(["a man plays the guitar"], top_k=3) == [one] and sentune.Index.open(tmp_path / "strings").search("a man plays the guitar", 3) == one
+    written = index.write_run(queries, tmp_path / "api.run", top_k=2)
+    assert [line.split()[2] for line in written.read_text().splitlines()[:2]] == [h.id for h in one[:2]]
+    with pytest.raises(UserError, match="top_k 0"):
+        index.search("x", top_k=0)
+    with pytest.raises(UserError, match=r"corpus\[1\]: id 'a' already given at corpus\[0\]"):
+        sentune.Index.build(tiny_st, [{"_id": "a", "text": "x"}, {"_id": "a", "text": "y"}])
+
+
+@pytest.mark.slow  # an adapt run, about 2 s
+def test_adapt_from_lists_gives_a_result_object_and_logs_instead_of_printing(tiny_model_dir, pairs_data, tmp_path, capsys, caplog):
+    corpus, dev = pairs_data
+    with caplog.at_level(logging.INFO, logger="sentune"):
+        result = sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=dev, methods=["whitening"], device="cpu")
+    assert capsys.readouterr().out == "" and "] whitening" in caplog.text  # progress went to logging
+    frame = result.candidates
+    assert (
+        list(frame.index) == list(result.results["candidates"])
+        and frame.index[0] == "unchanged"
+        and frame["chosen"].sum() == 1
+        and frame.loc[result.choice, "chosen"]
+    )
+    assert frame.loc["whitening", "select"] == pytest.approx(result.results["candidates"]["whitening"]["select"]["score"])
+    assert result.reason == result.results["choice"]["reason"] and result.choice in result.reason
+    assert result.model.encode(["a man"]).shape == (1, 32) and result.index is None
+    assert "<table" in result._repr_html_() and result.choice in result._repr_html_()
+    saved = result.save(tmp_path / "kept")
+    assert (saved / "model").is_dir() and json.loads((saved / "results.json").read_text())["choice"]["name"] == result.choice
+    folder = result.out
+    del result  # a run made in a temporary folder keeps it while its result lives
+    import gc
+
+    gc.collect()
+    assert not folder.exists()
+
+
+def test_bad_rows_name_their_position_and_a_refused_run_writes_nothing(tiny_model_dir, pairs_data, tmp_path):
+    corpus, dev = pairs_data
+    out = tmp_path / "run"
+    with pytest.raises(UserError, match=r"--dev\[3\]: expected \(sentence1, sentence2, score\), got 2 fields"):
+        sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=dev[:3] + [("only one text", 1.0)] + dev[4:], out=out)
+    with pytest.raises(UserError, match="needs at least 100"):
+        sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=dev[:10], out=out)
+    with pytest.raises(UserError, match=r"--dev\[0\]: score 'high' is not a number"):
+        sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=[("a", "b", "high")], out=out)
+    assert not out.exists()
+
+
+def test_train_takes_python_data_and_returns_the_trained_model(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
+    from conftest import tiny_recipe
+
+    recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir)
+    rng = np.random.default_rng(2)
+    sentences = [_sentence(rng) for _ in range(40)]
+    model = sentune.train(recipe, data=sentences, overrides={"training.max_steps": 2}, out=tmp_path / "api", data_dir=tiny_data_dir)
+    assert capsys.readouterr().out == ""
+    config = (tmp_path / "api" / "config.yaml").read_text()
+    assert f"train_data: file:{tmp_path / 'api' / 'inputs' / 'train.txt'}" in config and "max_steps: 2" in config
+    assert (tmp_path / "api" / "inputs" / "train.txt").read_text().splitlines() == sentences
+    saved = sentune.train(
+        recipe, data=f"file:{tmp_path / 'api' / 'inputs' / 'train.txt'}", overrides=["training.max_steps=2"], out=tmp_path / "b", data_dir=tiny_data_dir
+    )
+    np.testing.assert_allclose(model.encode(sentences[:4]), saved.encode(sentences[:4]), atol=1e-5)  # the same run, seeded
+    with pytest.raises(UserError, match=r"data\[0\]: positive must be a string, got int"):
+        sentune.train(recipe, data=[("a", 1)], out=tmp_path / "c", data_dir=tiny_data_dir)
