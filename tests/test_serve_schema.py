@@ -1,9 +1,9 @@
 """A property of the whole HTTP API, over requests generated from its request models (sentune.serve.protocol's
-SearchRequest and EmbeddingsRequest: each field a value of its declared type or any JSON value, fields left out or added,
+SearchRequest, EmbeddingsRequest and sentune.serve.rerank's RerankRequest: each field a value of its declared type or any JSON value, fields left out or added,
 lone surrogates and control characters in the texts, bodies that are not JSON objects, other content types): no
 request gets a 5xx, every refusal is one JSON error, and a valid request sent at the same moment (batched with it) gets
 its 200 and the same answer as alone. The app is the one `sentune serve` runs, with the tiny model and the toy index of
-tests/test_serve.py, in this process. Bounded examples (derandomized: the same in every run of CI); SENTUNE_SCHEMA_EXAMPLES
+tests/test_serve.py and the tiny cross-encoder of tests/test_serve_rerank.py, in this process. Bounded examples (derandomized: the same in every run of CI); SENTUNE_SCHEMA_EXAMPLES
 sets how many, SENTUNE_SCHEMA_SEED a random search instead."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 from test_serve import served_model, toy_index  # noqa: F401 (fixtures)
+from test_serve_rerank import cross_encoder  # noqa: F401 (fixture)
 from test_serve_safety import PORT, cli_settings
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -26,13 +27,15 @@ from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from sentune.serve.protocol import EmbeddingsRequest, SearchRequest  # noqa: E402
+from sentune.serve.rerank import RerankRequest  # noqa: E402
 
 EXAMPLES = int(os.environ.get("SENTUNE_SCHEMA_EXAMPLES", "60"))
 VALID = {
     "/search": {"queries": ["a man plays", "the dog runs"], "top_k": 3},
     "/v1/embeddings": {"input": ["a man plays the guitar", "the dog runs"]},
+    "/rerank": {"query": "a man plays", "documents": ["the dog runs in the park", "a man plays the guitar"]},
 }
-MODELS = {"/search": SearchRequest, "/v1/embeddings": EmbeddingsRequest}
+MODELS = {"/search": SearchRequest, "/v1/embeddings": EmbeddingsRequest, "/rerank": RerankRequest}
 
 # texts as clients send them, and as they should not: lone surrogates (valid JSON escapes), control and format characters
 # (st.characters never draws a surrogate, whatever its categories: they are put in here)
@@ -82,19 +85,22 @@ requests = st.sampled_from(sorted(MODELS)).flatmap(
 
 
 @pytest.fixture(scope="module")
-def served(toy_index):  # noqa: F811
+def served(toy_index, cross_encoder):  # noqa: F811
     from fastapi.testclient import TestClient
 
     from sentune.serve.app import create_app
     from sentune.serve.engine import Engine
 
-    config = cli_settings(str(toy_index[0]), "--batch-wait-ms", "20")
+    # a queue long enough for the two requests of an example: shedding (503, tests/test_serve_admission.py) is not this property
+    config = cli_settings(str(toy_index[0]), "--batch-wait-ms", "20", "--reranker", str(cross_encoder), "--max-queue", "100000")
     with TestClient(create_app(config, Engine(config)), base_url=f"http://127.0.0.1:{PORT}", raise_server_exceptions=False) as client:
         alone = {path: client.post(path, json=body).json() for path, body in VALID.items()}
         yield client, alone
 
 
 def same_answer(path: str, got: dict, alone: dict) -> bool:
+    if path == "/rerank":
+        return [r["index"] for r in got["results"]] == [r["index"] for r in alone["results"]]
     if path == "/search":
         return [[h["id"] for h in r["hits"]] for r in got["results"]] == [[h["id"] for h in r["hits"]] for r in alone["results"]]
     return all(np.allclose(a["embedding"], b["embedding"], atol=1e-5) for a, b in zip(got["data"], alone["data"], strict=True))
