@@ -301,3 +301,18 @@ def test_no_generated_rerank_request_gets_a_5xx_nor_harms_a_valid_one_beside_it(
     examples = int(os.environ.get("SENTUNE_SCHEMA_EXAMPLES", "40"))
     search = hypothesis.settings(max_examples=examples, deadline=None, database=None, derandomize=True, suppress_health_check=list(hypothesis.HealthCheck))
     search(hypothesis.given(generated)(check))()
+
+
+def test_serve_app_takes_a_reranker_for_a_users_own_app(cross_encoder, tiny_model_dir, toy_index, reference):
+    """sentune.serve_app (the app to mount in one's own) reranks as `sentune serve --reranker` does, and checks it alike."""
+    from fastapi.testclient import TestClient
+
+    from sentune import serve_app
+
+    with pytest.raises(UserError, match="not a cross-encoder"):
+        serve_app(toy_index[0], reranker=tiny_model_dir)
+    with TestClient(serve_app(toy_index[0], reranker=cross_encoder, rerank_top=5)) as client:
+        answer = client.post("/rerank", json={"query": QUERY, "documents": DOCUMENTS})
+        assert answer.status_code == 200, answer.text
+        assert [r["index"] for r in answer.json()["results"]] == expected_order(reference.predict([(QUERY, d) for d in DOCUMENTS]))
+        assert client.get("/health").json()["reranker"]["rerank_top"] == 5

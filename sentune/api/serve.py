@@ -20,7 +20,7 @@ def serve_app(target: str | PathLike[str], *, device: str | None = None, **setti
     app, run its lifespan from that app's (docs/python.md shows how).
 
     `settings`: those of sentune.serve.settings.ServeSettings, as `sentune serve`'s options of the same name
-    (`api_key`, `system`, `max_batch`, `batch_wait_ms`, `timeout_s`, `model_name`, `backend`, ...). Unlike the command,
+    (`api_key`, `system`, `max_batch`, `batch_wait_ms`, `timeout_s`, `model_name`, `backend`, `reranker`, ...). Unlike the command,
     which answers only the loopback names without a key, the application answers any Host: the app it is mounted in
     (or `allowed_hosts=("search.example.com",)`) decides."""
     from sentune.api.common import resolve
@@ -35,4 +35,8 @@ def serve_app(target: str | PathLike[str], *, device: str | None = None, **setti
     index, model = what_to_serve(str(target))
     chosen = ServeSettings(target=str(target), index=index, model=model, device=resolve(device), **settings)
     check_numbers(chosen)
+    if chosen.reranker is not None:  # `reranker=` a cross-encoder's folder or hub id: /rerank, and /search reranked
+        from sentune.serve.rerank import check_reranker
+
+        chosen = dataclasses.replace(chosen, reranker=check_reranker(str(chosen.reranker)))
     return create_app(chosen)
