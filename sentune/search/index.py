@@ -96,8 +96,11 @@ def check_out(folder: Path, documents: list[Document], shared_folder: bool = Fal
     if saved.get("corpus_sha256") != corpus_digest(documents):
         raise UserError(f"{folder / INDEX_FILE}: built over other documents ({saved.get('documents')}); choose another --out")
     if saved.get("complete"):  # a finished index is kept as it is: a damaged file in it would stay so, under a new success line
-        SearchIndex(folder, saved, "dense")  # the documents, vectors, passages and ANN against index.json
-        check_lexical(folder / "bm25", saved.get("documents", -1))
+        count = len(Documents.open(folder, saved.get("documents")))  # the documents, vectors, passages and BM25 against index.json
+        vectors = open_vectors(folder / "vectors.npy", count, saved.get("dimension"))
+        if saved.get("passages"):
+            PassageVectors.open(folder, vectors, saved["passages"])
+        check_lexical(folder / "bm25", count)  # (not the ANN: `sentune index --ann` is what rebuilds it)
     return saved
 
 
