@@ -49,7 +49,7 @@ from sentune.serve.protocol import (
 from sentune.serve.rerank import include_reranker, reranker_health, search_ranked
 from sentune.serve.settings import ServeSettings
 
-BATCHED = {"/v1/embeddings": "embeddings", "/search": "search"}  # route -> its batcher
+BATCHED = {"/v1/embeddings": "embeddings", "/search": "search", "/rerank": "rerank"}  # route -> its batcher (rerank: sentune.serve.rerank)
 
 
 class State:
