@@ -15,6 +15,7 @@ import pytest
 
 import sentune
 from sentune.cli import main
+from sentune.data.user_data import write_scored_pairs
 from sentune.errors import UserError
 
 WORDS = "a the man woman dog cat plays runs eats guitar piano park food car street ball kid red blue big small".split()
@@ -98,6 +99,8 @@ def test_index_ranks_as_sentune_search_from_dicts_strings_and_files(tiny_model_d
     assert index.search(["a man plays the guitar"], top_k=3) == [one] and sentune.Index.open(tmp_path / "strings").search("a man plays the guitar", 3) == one
     written = index.write_run(queries, tmp_path / "api.run", top_k=2)
     assert [line.split()[2] for line in written.read_text().splitlines()[:2]] == [h.id for h in one[:2]]
+    in_memory = sentune.Index.build(tiny_st, docs, tmp_path / "kept")  # the model in memory is saved beside the index
+    assert sentune.Index.open(tmp_path / "kept").search(queries, top_k=4) == in_memory.search(queries, top_k=4)
     with pytest.raises(UserError, match="top_k 0"):
         index.search("x", top_k=0)
     with pytest.raises(UserError, match=r"corpus\[1\]: id 'a' already given at corpus\[0\]"):
@@ -144,19 +147,30 @@ def test_bad_rows_name_their_position_and_a_refused_run_writes_nothing(tiny_mode
 
 
 def test_train_takes_python_data_and_returns_the_trained_model(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
+    """Sentences as a list train as the same sentences in a file; scored dev pairs given as rows choose the checkpoint."""
     from conftest import tiny_recipe
+
+    from sentune.data.user_data import write_corpus
 
     recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir)
     rng = np.random.default_rng(2)
-    sentences = [_sentence(rng) for _ in range(40)]
-    model = sentune.train(recipe, data=sentences, overrides={"training.max_steps": 2}, out=tmp_path / "api", data_dir=tiny_data_dir)
+    sentences = list(dict.fromkeys(_sentence(rng) for _ in range(40)))
+    dev = [(_sentence(rng), _sentence(rng), float(rng.uniform(0, 5))) for _ in range(20)]
+    model = sentune.train(recipe, data=sentences, overrides={"training.max_steps": 2}, out=tmp_path / "api", dev=dev, data_dir=tiny_data_dir)
     assert capsys.readouterr().out == ""
     config = (tmp_path / "api" / "config.yaml").read_text()
-    assert f"train_data: file:{tmp_path / 'api' / 'inputs' / 'train.txt'}" in config and "max_steps: 2" in config
-    assert (tmp_path / "api" / "inputs" / "train.txt").read_text().splitlines() == sentences
+    assert "train_data: given:sentences" in config and "dev: given:scored-pairs" in config and "max_steps: 2" in config
+    assert sorted(p.name for p in (tmp_path / "api").iterdir() if p.name in ("inputs", "data")) == []  # nothing written to read back
+    write_corpus(tmp_path / "train.txt", sentences)
+    write_scored_pairs(tmp_path / "dev.tsv", dev)
     saved = sentune.train(
-        recipe, data=f"file:{tmp_path / 'api' / 'inputs' / 'train.txt'}", overrides=["training.max_steps=2"], out=tmp_path / "b", data_dir=tiny_data_dir
+        recipe, data=tmp_path / "train.txt", overrides=["training.max_steps=2"], dev=tmp_path / "dev.tsv", out=tmp_path / "b", data_dir=tiny_data_dir
     )
-    np.testing.assert_allclose(model.encode(sentences[:4]), saved.encode(sentences[:4]), atol=1e-5)  # the same run, seeded
+    np.testing.assert_allclose(model.encode(sentences[:4]), saved.encode(sentences[:4]), atol=1e-6)  # the same run, seeded
     with pytest.raises(UserError, match=r"data\[0\]: positive must be a string, got int"):
         sentune.train(recipe, data=[("a", 1)], out=tmp_path / "c", data_dir=tiny_data_dir)
+
+
+def test_serve_app_takes_the_commands_settings_by_name(tmp_path):
+    with pytest.raises(UserError, match="serve_app: no setting 'max_batches'"):
+        sentune.serve_app(tmp_path, max_batches=4)

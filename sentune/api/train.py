@@ -30,6 +30,7 @@ def train(
     overrides: Sequence[str] | Mapping[str, Any] = (),
     out: str | Path | None = None,
     *,
+    dev: given.Given = None,
     model: Model | None = None,
     data_dir: str | Path | None = None,
     resume: bool = False,
@@ -45,7 +46,11 @@ def train(
         recipe: a bundled recipe name (sentune/recipes/) or a recipe file.
         data: the training data, replacing the recipe's `train_data`: a named set or spec (`"wiki"`, `"file:PATH"`), or
             objects: sentences (strings), paraphrase pairs `(sentence, paraphrase)`, labelled pairs `(text1, text2,
-            score)` or tuples `(anchor, positive, negative, ...)`; a list, a DataFrame or a `datasets.Dataset`.
+            score)` or tuples `(anchor, positive, negative, ...)`; a list, a DataFrame, a `datasets.Dataset` or a data kind
+            (sentune.data.kinds). Objects go to the trainer as they are (nothing is written); config.yaml's train_data
+            then says `given:KIND`.
+        dev: the dev set that chooses the checkpoint, replacing the recipe's `eval.dev`: a task name (`"STS-B-dev"`), a
+            pairs file (a Path), or `(text1, text2, score)` rows (a list, a DataFrame, a Dataset).
         overrides: dotted overrides, `["training.max_steps=100"]` or `{"training.max_steps": 100}`.
         out: the run folder (default runs/RECIPE_NAME); None: a temporary folder, removed once the model is loaded.
         model: the model to start from, replacing the recipe's: a name, a folder or a `SentenceTransformer` in memory.
@@ -61,7 +66,7 @@ def train(
         with printed_to_log(logger):
             folder, _ = run(
                 recipe, data, overrides, Path(tmp.name) if tmp is not None else Path(out),  # type: ignore[arg-type]
-                model=model, data_dir=data_dir, resume=resume, overwrite=overwrite, device=device, allow_modified=allow_modified,
+                dev=dev, model=model, data_dir=data_dir, resume=resume, overwrite=overwrite, device=device, allow_modified=allow_modified,
                 show_progress=show_progress,
             )  # fmt: skip
         from sentence_transformers import SentenceTransformer
@@ -113,36 +118,13 @@ def training_kind(data: given.Given) -> Kind:
     raise UserError("data: expected sentences, (sentence, paraphrase) pairs, (text1, text2, score) or (anchor, positive, negative...) rows")
 
 
-def train_data_spec(data: given.Given, folder: Path) -> str:
-    """The recipe's train_data for `data`: a string as it is, a path as a sentence file, objects written into `folder`
-    in the format of their kind and named by the prefix that reads it (the record of what the run trained on)."""
-    from sentune.data.kinds import Pairs, Sentences
-    from sentune.data.user_data import ScoredPairs, write_corpus, write_scored_pairs
-
-    if isinstance(data, str):
-        return data
-    if isinstance(data, os.PathLike):
-        return f"file:{os.fspath(data)}"
-    kind = training_kind(data)
-    folder.mkdir(parents=True, exist_ok=True)
-    if isinstance(kind, Sentences):
-        write_corpus(folder / "train.txt", kind.texts)
-        return f"file:{folder / 'train.txt'}"
-    path = folder / "train.tsv"
-    if isinstance(kind, ScoredPairs):
-        write_scored_pairs(path, [(p.a, p.b, p.score) for p in kind.pairs])
-        return f"labelled:{path}"
-    rows = kind.pairs if isinstance(kind, Pairs) else kind.rows  # type: ignore[attr-defined]
-    path.write_text("".join("\t".join(row) + "\n" for row in rows), encoding="utf-8")
-    return f"{'pairs' if isinstance(kind, Pairs) else 'tuples'}:{path}"
-
-
 def run(
     recipe: str | Path | Recipe,
     data: given.Given,
     overrides: Sequence[str] | Mapping[str, Any],
     out: Path | None,
     *,
+    dev: given.Given = None,
     model: Model | None = None,
     data_dir: str | Path | None = None,
     resume: bool = False,
@@ -158,22 +140,35 @@ def run(
     `sentune train` calls. `banner(recipe, out, data_dir, device)`: said once everything is checked, before training;
     `warn`: how a notice is told."""
     from sentune.data.catalog import resolve_data_dir
-    from sentune.train.recipe import load_recipe
+    from sentune.train.recipe import load_recipe, validate_recipe
     from sentune.train.run_folder import check_run_dir
 
     more = as_overrides(overrides)
-    given_to = Path(out) if out is not None else Path("runs")  # objects given are written into the run folder
-    if model is not None:
-        more.append(f"model={saved_model(model, given_to / 'input-model')}")
-    if data is not None:
-        more.append(f"train_data={train_data_spec(data, given_to / 'inputs')}")
-    loaded = load_recipe(str(recipe), more)  # every key and value checked before torch loads
+    if model is not None:  # a model in memory is saved into the run folder, for the recipe to name and the trainer to load
+        more.append(f"model={saved_model(model, (Path(out) if out is not None else Path('runs')) / 'input-model')}")
+    kind = None
+    if isinstance(data, str | os.PathLike):  # a named set or a train_data spec; a path: a sentence file
+        more.append(f"train_data={data if isinstance(data, str) else 'file:' + os.fspath(data)}")
+    elif data is not None:  # objects: handed to the trainer as their kind, nothing written; config.yaml names what was given
+        kind = training_kind(data)
+        more.append(f"train_data=given:{kind.name}")
+    dev_kind = None
+    if isinstance(dev, str | os.PathLike):  # a task name as it is; a path: a file of scored pairs
+        more.append(f"eval.dev={dev if isinstance(dev, str) else 'pairs:' + os.fspath(dev)}")
+    elif dev is not None:
+        from sentune.data.user_data import ScoredPairs
+
+        dev_kind = given.as_kind(ScoredPairs, dev, "dev")
+        more.append("eval.dev=given:scored-pairs")
+    loaded = load_recipe(str(recipe), more, check=kind is None and dev_kind is None)  # every key and value checked before torch loads
+    if kind is not None or dev_kind is not None:
+        validate_recipe(loaded, str(recipe), data=kind, dev=dev_kind)
     folder = Path(out or Path("runs") / loaded.name)
     resolved_data = resolve_data_dir(str(data_dir) if data_dir is not None else None)
     if overwrite and (folder / "results.json").is_file() and int(os.environ.get("RANK", "0")) == 0:
         warn(f"--overwrite: removing the finished run in {folder}")
-        for name in os.listdir(folder):  # what was given for this run (inputs, input-model) stays
-            if name not in ("inputs", "input-model"):
+        for name in os.listdir(folder):  # a model given in memory (input-model) stays
+            if name != "input-model":
                 path = folder / name
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
     check_run_dir(folder, loaded, resume)
@@ -187,6 +182,15 @@ def run(
     if resume and not any((folder / "checkpoints").glob("checkpoint-*/COMPLETE")):
         warn(f"nothing to resume in {folder} (no complete checkpoint): training starts at step 0")
     results = run_training(
-        loaded, folder, data_dir=resolved_data, resume=resume, command=command, show_progress=show_progress, device=device, allow_modified=allow_modified
+        loaded,
+        folder,
+        data_dir=resolved_data,
+        resume=resume,
+        command=command,
+        show_progress=show_progress,
+        device=device,
+        allow_modified=allow_modified,
+        data=kind,
+        dev=dev_kind,
     )
     return folder, results
