@@ -3,9 +3,10 @@
 The Python API (docs/python.md), each name imported when first used, so `import sentune` stays cheap:
 
 - `sentune.evaluate(model, tasks=..., pooling=...)` → `EvalResults` (`.to_pandas()`), as `sentune eval`;
-- `sentune.train(recipe, data=..., overrides=..., out=...)` → the trained `SentenceTransformer`, as `sentune train`;
+- `sentune.train(recipe, data=..., overrides=..., out=...)` → the trained `SentenceTransformer`, as `sentune train`
+  (`sentune.api.train.train`);
 - `sentune.adapt(model, corpus=..., dev=..., ...)` → `AdaptResult` (`.model`, `.choice`, `.reason`, `.candidates`,
-  `.index`, `.save(path)`), as `sentune adapt`;
+  `.index`, `.save(path)`), as `sentune adapt` (`sentune.api.adapt.adapt`);
 - `sentune.Index.build(model, corpus, fusion=..., ann=...)`, `sentune.Index.open(path)`, `index.search(query, top_k=...)`
   → `Hit`s, as `sentune index` and `sentune search`;
 - `sentune.serve_app(index_or_model)` → the FastAPI application of `sentune serve`, to mount in one's own app.
