@@ -26,7 +26,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -58,8 +58,6 @@ class Entry:
     # what its record depends on (Candidate.depends_on): a stopped one's record keeps it as write_record does a finished
     # one's, so a resumed run reads it as done (Candidate.finished) instead of producing it again
     depends_on: dict = field(default_factory=dict)
-    data: Any = None  # what it trains on and its dev data, as objects (Context.training_data, training_dev_data)
-    dev: Any = None
 
     @property
     def record(self) -> Path:
@@ -106,8 +104,8 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, np.ndarra
                     data_dir=ctx.data_dir or Path("."),
                     pause_at_step=target,
                     show_progress=ctx.config.show_progress,
-                    data=entry.data,
-                    dev=entry.dev,
+                    data=ctx.training_data(entry.recipe),  # its data and dev set as objects: no file under OUT/data is read
+                    dev=ctx.training_dev_data(),
                 )
             if finished_run(entry.run):
                 finished[entry.name] = finish(entry)["select"]

@@ -119,6 +119,11 @@ class Candidate:
         and that candidate's name; None: its own model's cosine ranks."""
         return None
 
+    def expansion(self, ctx: Context) -> dict | None:
+        """Search: what the saved index ranks with beyond its fusion (index.json's `expansion`, sentune.search.expansion:
+        a candidate's query feedback, say); None: nothing."""
+        return None
+
 
 @dataclass
 class WithRun(Candidate):
@@ -141,9 +146,7 @@ class WithRun(Candidate):
         """It as a racer of sentune.adapt.race (`recipe`: its whole budget; `member_seconds`: what it trained before)."""
         from sentune.adapt.race import Entry
 
-        entry = Entry(self.name, self.kind, recipe, self.run_folder(ctx), self.folder(ctx), member_seconds, self.depends_on(ctx))
-        entry.data, entry.dev = ctx.training_data(recipe), ctx.training_dev_data()
-        return entry
+        return Entry(self.name, self.kind, recipe, self.run_folder(ctx), self.folder(ctx), member_seconds, self.depends_on(ctx))
 
 
 def tuned_sources(ctx: Context, kinds: tuple[str, ...]) -> list[CandidateRecord]:
