@@ -219,12 +219,13 @@ class Context:
         validate_recipe(recipe, name, data=self.training_data(recipe), dev=self.training_dev_data())
         return recipe
 
-    def labelled_recipe(self, name: str, train_file: Path, rows: int, model: str | None = None):
+    def labelled_recipe(self, name: str, train_file: Path, rows: int, model: str | None = None, data=None):
         """A supervised candidate's recipe (sentune/recipes/adapt/NAME.yaml), fixed in advance: its epochs over the `rows`
         training rows of `train_file` (labelled pairs, or search tuples), its last step kept and no evaluation while it
         trains (nothing may be chosen on the rows it trained on, and on search data each evaluation would encode the
         selection pool again), from `model` (default: the unchanged one). --budget caps it as it caps every training
-        candidate: at most its steps, and its minutes."""
+        candidate: at most its steps, and its minutes. `data`: the rows as the trainer receives them (the file, their
+        record, is then not read)."""
         from sentune.methods.labelled import LABELLED_PREFIX
         from sentune.methods.mnrl import TUPLES_PREFIX
         from sentune.methods.registry import get_method
@@ -252,7 +253,7 @@ class Context:
             training=training,
             eval=replace(recipe.eval, dev=NO_DEV),
         )
-        validate_recipe(recipe, name)
+        validate_recipe(recipe, name, data=data)
         return recipe
 
 

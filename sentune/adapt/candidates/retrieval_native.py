@@ -138,6 +138,7 @@ class PseudoQueryTrained(WithRun):
     def produce(self, label: str, ctx: Context) -> CandidateRecord:
         """Pseudo-queries and their negatives (OUT/candidates/NAME/train.tsv), one training saved as
         OUT/candidates/NAME/run, then its scores; a run killed before the record is written trains it again whole."""
+        from sentune.adapt.candidates.supervised import tuples_as_written
         from sentune.train.trainer import train_in_memory
 
         print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
@@ -151,9 +152,10 @@ class PseudoQueryTrained(WithRun):
             return write_record(self, {}, self.skip(f"no document gives a {self.view} pseudo-query (see sentune.adapt.pseudo_queries)"), 0.0, label, ctx)
         path = folder / TRAINING_FILE
         path.write_text("".join("\t".join(" ".join(field.split()) for field in row) + "\n" for row in rows), encoding="utf-8")
-        recipe = ctx.labelled_recipe(self.recipe_name(), path, len(rows))
+        data = tuples_as_written(rows)  # the file records them; the trainer receives them
+        recipe = ctx.labelled_recipe(self.recipe_name(), path, len(rows), data=data)
         print(f"    {self.name}: {len(rows)} pseudo-queries from {about['pseudo_query_documents']} documents, {recipe.training.max_steps} steps", flush=True)
-        trained = train_in_memory(recipe, self.run_folder(ctx), data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress)
+        trained = train_in_memory(recipe, self.run_folder(ctx), data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress, data=data)
         scores = ctx.scorer.of_vectors(ctx.vectors_of(trained.model, self.name))  # kept: a hybrid of this model reads them
         record = CandidateRecord(self.name, self.kind, run=str(self.run_folder(ctx).relative_to(ctx.out)))
         record.dev_indices_trained_on = []  # pseudo-queries from the documents: no dev query is a training row

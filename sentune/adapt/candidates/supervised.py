@@ -102,6 +102,13 @@ class Supervised(WithRun):
 
         write_scored_pairs(path, rows)
 
+    def training_data(self, rows: list[tuple], path: Path):
+        """`rows` as the trainer receives them: what reading write_training's file gives, without reading it (the file
+        is the record of what it trained on)."""
+        from sentune.data.user_data import pairs_as_written
+
+        return pairs_as_written(path, rows)
+
     def score_held(self, model, units: list, ctx: Context, folder: Path):
         """The held-out fold's scores by the model trained without it (`folder`: that fold's)."""
         from sentune.data.user_data import ScoredPairs
@@ -117,15 +124,16 @@ class Supervised(WithRun):
         return str(best(sources).weights(ctx.out)) if sources else None
 
     def train(self, rows: list[tuple], where: Path, run: Path | None, start_model: str, ctx: Context, recipes: dict[Path, dict] | None = None):
-        """A model trained on `rows` (written to where/train.tsv, which its recipe names); `run`: saved there."""
+        """A model trained on `rows` (recorded in where/train.tsv, which its recipe names); `run`: saved there."""
         from sentune.train.trainer import train_in_memory
 
         where.mkdir(parents=True, exist_ok=True)
         self.write_training(rows, where / "train.tsv")
-        recipe = ctx.labelled_recipe(self.recipe_name(ctx), where / "train.tsv", len(rows), start_model)
+        data = self.training_data(rows, where / "train.tsv")
+        recipe = ctx.labelled_recipe(self.recipe_name(ctx), where / "train.tsv", len(rows), start_model, data=data)
         if recipes is not None:
             recipes[where] = recipe.to_dict()
-        return train_in_memory(recipe, run, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress).model
+        return train_in_memory(recipe, run, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress, data=data).model
 
     def given_indices(self, ctx: Context) -> list[int]:
         """The --train units it trains on: all but the train pairs that confirm (sentune.adapt.evidence), which judge it
@@ -141,6 +149,10 @@ class Supervised(WithRun):
         assert given is not None
         return [row for rows in self.training_rows([given[i] for i in self.given_indices(ctx)], ctx) for row in rows]
 
+    def given_data(self, ctx: Context):
+        """Its --train rows as the trainer receives them (race_recipe records them in its folder's train.tsv)."""
+        return self.training_data(self.given_rows(ctx), self.folder(ctx) / "train.tsv")
+
     def race_recipe(self, ctx: Context, start_model: str):
         """Its recipe on --train as a saved run the race pauses (sentune.adapt.candidates.supervised_race.TrainRace):
         evaluated on the selection pairs every first_rung() of its steps, its last step kept whatever they say."""
@@ -152,7 +164,7 @@ class Supervised(WithRun):
         rows = self.given_rows(ctx)
         self.folder(ctx).mkdir(parents=True, exist_ok=True)
         self.write_training(rows, self.folder(ctx) / "train.tsv")
-        recipe = ctx.labelled_recipe(self.recipe_name(ctx), self.folder(ctx) / "train.tsv", len(rows), start_model)
+        recipe = ctx.labelled_recipe(self.recipe_name(ctx), self.folder(ctx) / "train.tsv", len(rows), start_model, data=self.given_data(ctx))
         first = max(1, math.ceil(first_rung() * recipe.training.max_steps))
         return replace(recipe, training=replace(recipe.training, eval_steps=first), eval=replace(recipe.eval, dev=ctx.training_dev()))
 
@@ -213,8 +225,8 @@ class Supervised(WithRun):
         if given is not None:
             if raced:  # the race paused its run at its first rung: it goes on from there to its last step
                 recipe = load_recipe(str(self.run_folder(ctx) / "config.yaml"))
-                dev = ctx.training_dev_data()
-                train_run(recipe, self.run_folder(ctx), data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress, dev=dev)
+                data, dev = self.given_data(ctx), ctx.training_dev_data()
+                train_run(recipe, self.run_folder(ctx), data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress, data=data, dev=dev)
                 recipes[folder] = recipe.to_dict()
                 model = self.model(ctx)
             else:
@@ -291,6 +303,9 @@ class SupervisedSearch(Supervised):
     def write_training(self, rows: list[tuple], path: Path) -> None:
         path.write_text("".join("\t".join(" ".join(field.split()) for field in row) + "\n" for row in rows), encoding="utf-8")
 
+    def training_data(self, rows: list[tuple], path: Path):
+        return tuples_as_written(rows)
+
     def score_held(self, model, units: list, ctx: Context, folder: Path):
         """The held-out queries against the selection pool; their and the pool's vectors stay in the fold's folder
         (HELD_VECTORS), which the hybrid of this candidate reads for its own out-of-fold scores."""
@@ -302,6 +317,15 @@ class SupervisedSearch(Supervised):
         vectors = scorer.encode(model, ["model"], f"{self.name}: scoring a held-out fold")["model"]
         np.save(folder / HELD_VECTORS, vectors)
         return scorer.of_vectors(vectors)["held"]
+
+
+def tuples_as_written(rows: list[tuple]):
+    """What reading tab-separated training rows back gives (sentune.data.readers.read_tuples: each field normalised),
+    without reading them."""
+    from sentune.data.kinds import Tuples
+    from sentune.data.text_files import normalise
+
+    return Tuples([tuple(normalise(field) for field in row) for row in rows])
 
 
 HELD_VECTORS = "held_vectors.npy"  # a fold's vectors of its held-out queries and the selection pool (held_scorer's rows)

@@ -222,8 +222,10 @@ class TrainRace(SupervisedRace):
         recipe = member.race_recipe(ctx, start_model)
         step = max(1, math.ceil(first_rung() * recipe.training.max_steps))
         detail.setdefault("at_step", {})[member.name] = step
-        dev = ctx.training_dev_data()  # its rows are --train's, from its own folder (Supervised.race_recipe)
-        train_run(recipe, member.run_folder(ctx), data_dir=ctx.data_dir or Path("."), pause_at_step=step, show_progress=ctx.config.show_progress, dev=dev)
+        data, dev = member.given_data(ctx), ctx.training_dev_data()
+        train_run(
+            recipe, member.run_folder(ctx), data_dir=ctx.data_dir or Path("."), pause_at_step=step, show_progress=ctx.config.show_progress, data=data, dev=dev
+        )
         return np.load(member.run_folder(ctx) / "dev_cosines" / f"step-{step}.npy")
 
     @classmethod
