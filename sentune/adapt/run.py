@@ -4,11 +4,14 @@ unchanged model unless the candidate best on the selection half of the dev pairs
 
 Output folder:
   adapt.json              the settings (model, data hashes, budget); a resume with other settings is refused
-  data/                   corpus.txt (de-duplicated), dev.tsv, test.tsv: exactly what was used; dev-select.tsv: the
-                          selection half, the only dev pairs training reads
+  data/                   corpus.txt (de-duplicated), dev.tsv, test.tsv: exactly what was used; dev-select.tsv (a
+                          search run: dev-select/, with its pool): the selection half, the only dev units training
+                          evaluates on. A record of the run: it hands these to its candidates as objects and reads
+                          nothing back from here
   candidates/NAME/        one per candidate: candidate.json (its record, written last: marks it done), scores.npz (the
                           cosine of every dev and test pair), run/ (a trained candidate's run folder) or model/ (a
-                          post-processed or interpolated one)
+                          post-processed or interpolated one); candidates/ also keeps what a resumed run reads instead
+                          of encoding again (sentune.adapt.store)
   model/                  the chosen model (SentenceTransformer(path) loads it)
   results.json/.md, report.html and its plots
 
