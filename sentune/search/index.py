@@ -29,7 +29,6 @@ sentune.search.ann), searched instead unless `sentune search --exact`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -47,71 +46,14 @@ from sentune.search.exact import dense_top
 from sentune.search.fusion import Fusion, hybrid_rank_rows, top_by_score
 from sentune.search.lexical import LexicalIndex, LexicalSettings
 from sentune.search.passages import PassageVectors
+from sentune.search.stored import FORMAT, INDEX_FILE, check_lexical, check_out, check_resume, corpus_digest, open_vectors, read_settings  # noqa: F401
+from sentune.search.trec import NOT_TREC_SAFE, read_trec_run, trec_safe, write_trec_run  # noqa: F401
 
-FORMAT = "sentune-index/1"
-INDEX_FILE = "index.json"
+# (check_out, read_trec_run and write_trec_run are imported from here too, where their callers have always found them)
+
 FILES = (INDEX_FILE, "documents.jsonl", OFFSETS, ORDER, "vectors.npy", "progress.json", "bm25", "passages")  # what a build writes into its folder
 CHUNK = 1024  # documents encoded between two progress marks
 SYSTEMS = ("dense", "bm25", "hybrid")
-
-
-def corpus_digest(documents: list[Document]) -> str:
-    digest = hashlib.sha256()
-    for d in documents:
-        digest.update(d.id.encode() + b"\0" + d.text.encode() + b"\0")
-    return digest.hexdigest()
-
-
-def read_settings(folder: Path) -> dict | None:
-    """index.json's settings, None when the folder has none; one line naming the file (and line) when it is not a
-    JSON object."""
-    path = folder / INDEX_FILE
-    if not path.is_file():
-        return None
-    try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(path, exc.lineno, f"not JSON ({exc.msg} at column {exc.colno}): not a sentune index, or a damaged one") from None
-    except UnicodeDecodeError:
-        raise DataError(path, None, "not UTF-8 text: not a sentune index") from None
-    if not isinstance(settings, dict):
-        raise DataError(path, None, f"not a JSON object ({type(settings).__name__}): not a sentune index")
-    return settings
-
-
-def check_out(folder: Path, documents: list[Document], shared_folder: bool = False) -> dict | None:
-    """What a build into `folder` may continue, checked without the model (so before it loads): None for a new or empty
-    folder, the settings of an index of these documents; one line naming --out or index.json when the folder is a file,
-    holds other files, or an index over other documents. `shared_folder`: the index's files join others (an adapt
-    run's output folder)."""
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"--out {folder}: a file, not a folder; choose a new or empty folder")
-    saved = read_settings(folder)
-    if saved is None:
-        if not shared_folder and folder.exists() and any(folder.iterdir()):
-            raise UserError(f"--out {folder}: a folder that is not empty and holds no {INDEX_FILE}; choose an empty or new folder")
-        return None
-    if saved.get("format") != FORMAT:
-        raise UserError(f"{folder / INDEX_FILE}: not a sentune index ({saved.get('format')!r}); choose another --out")
-    if saved.get("corpus_sha256") != corpus_digest(documents):
-        raise UserError(f"{folder / INDEX_FILE}: built over other documents ({saved.get('documents')}); choose another --out")
-    if saved.get("complete"):  # a finished index is kept as it is: a damaged file in it would stay so, under a new success line
-        count = len(Documents.open(folder, saved.get("documents")))  # the documents, vectors, passages and BM25 against index.json
-        vectors = open_vectors(folder / "vectors.npy", count, saved.get("dimension"))
-        if saved.get("passages"):
-            PassageVectors.open(folder, vectors, saved["passages"])
-        check_lexical(folder / "bm25", count)  # (not the ANN: `sentune index --ann` is what rebuilds it)
-    return saved
-
-
-def check_resume(folder: Path, model_digest: str, documents: list[Document], shared_folder: bool = False) -> dict | None:
-    """check_out, and one line naming index.json when the index was built by another model (nothing is written)."""
-    saved = check_out(folder, documents, shared_folder)
-    if saved is not None and saved.get("model_digest") != model_digest:
-        raise UserError(
-            f"{folder / INDEX_FILE}: built by another model ({saved.get('model')}, weights {str(saved.get('model_digest'))[:12]}); choose another --out"
-        )
-    return saved
 
 
 def lexical_record(settings: LexicalSettings) -> dict:
@@ -418,6 +360,10 @@ class SearchIndex:
         vectors = self.vectors
         assert vectors is not None  # opened for every system but bm25
         query_vectors = Encoder(self.model(), "model", show_progress=show_progress, desc="encoding the queries").encode(texts)
+        if self.system == self.settings["system"] and self.settings.get("expansion"):  # an adapt run's feedback (sentune.search.expansion)
+            from sentune.search.expansion import expanded_rank
+
+            return self._hits(*expanded_rank(self, query_vectors, texts, top, own))
         if self.ann is not None:  # the approximate index's candidates instead of every document (sentune.search.ann)
             return self._hits(*self.ann.rank(self.system, query_vectors, lambda rows: self.lexical().scores([texts[r] for r in rows]), self.fusion, ties, top))
         if self.system == "dense" and self.passages is not None:
@@ -451,69 +397,3 @@ class SearchIndex:
                 raise UserError(
                     f"{self.documents.path}:{number}: document id {doc!r} {NOT_TREC_SAFE}; build the index from ids without spaces, or search with --query"
                 )
-
-
-def open_vectors(path: Path, rows: int, dimension: int | None) -> np.ndarray:
-    """vectors.npy memory-mapped; one line naming it when it cannot be read (a truncated file), or its shape is not
-    (documents × the index's dimension): a search would rank other documents than it names."""
-    try:
-        vectors = np.load(path, mmap_mode="r")
-    except FileNotFoundError:
-        raise DataError(path, None, f"missing; {DAMAGED}") from None
-    except (ValueError, OSError, EOFError) as exc:  # numpy: "mmap length is greater than file size" for a cut file
-        raise DataError(path, None, f"not a whole .npy array ({exc}); {DAMAGED}") from None
-    if vectors.ndim != 2 or vectors.shape[0] != rows or (dimension is not None and vectors.shape[1] != dimension):
-        raise DataError(path, None, f"shape {vectors.shape}, but the index holds {rows} documents of dimension {dimension}; {DAMAGED}")
-    return vectors
-
-
-def check_lexical(folder: Path, rows: int) -> None:
-    """BM25's saved settings name as many documents as the index holds."""
-    from sentune.search.lexical import SETTINGS_FILE
-
-    path = folder / SETTINGS_FILE
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(path, None, f"missing; {DAMAGED}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise DataError(path, None, f"not JSON; {DAMAGED}") from None
-    if not isinstance(saved, dict) or saved.get("documents") != rows:
-        found = saved.get("documents") if isinstance(saved, dict) else None
-        raise DataError(path, None, f"BM25 over {found} documents, but the index holds {rows}; {DAMAGED}")
-
-
-NOT_TREC_SAFE = "holds whitespace, which a TREC run line (qid Q0 docid rank score tag, split at whitespace) cannot carry"
-
-
-def trec_safe(identifier: str) -> bool:
-    """An id a TREC run line carries as one field: not empty, no whitespace (what str.split() splits at)."""
-    return identifier.split() == [identifier]
-
-
-def write_trec_run(path: Path, queries: list[Query], hits: list[list[Hit]], tag: str = "sentune") -> None:
-    """TREC's run format, one line a result: `qid Q0 docid rank score tag` (rank from 1), what trec_eval, pyserini and
-    ranx read. An id with whitespace is refused, not written as a line of more fields (or encoded into an id the
-    judgements do not name)."""
-    from sentune.core.results import write_atomic
-
-    for q, row in zip(queries, hits, strict=True):
-        for identifier in (q.id, *(h.doc_id for h in row)):
-            if not trec_safe(identifier):
-                raise UserError(f"{path}: id {identifier!r} {NOT_TREC_SAFE}")
-    lines = [f"{q.id} Q0 {h.doc_id} {i} {h.score:.6f} {tag}" for q, row in zip(queries, hits, strict=True) for i, h in enumerate(row, start=1)]
-    write_atomic(path, "\n".join(lines) + ("\n" if lines else ""))
-
-
-def read_trec_run(path: Path) -> dict[str, list[str]]:
-    """A TREC run file (what write_trec_run, trec_eval and pyserini write): each query's documents in the order of the
-    rank column, whatever the file's order; a malformed line is one error naming the file and line."""
-    rows: dict[str, list[tuple[int, str]]] = {}
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        parts = line.split()
-        if len(parts) != 6 or not parts[3].isdigit():
-            raise UserError(f"{path}:{number}: not a TREC run line (qid Q0 docid rank score tag)")
-        rows.setdefault(parts[0], []).append((int(parts[3]), parts[2]))
-    return {qid: [doc for _, doc in sorted(ranked)] for qid, ranked in rows.items()}

@@ -1,0 +1,109 @@
+"""What an index folder holds, checked against its index.json before anything is built over it or searched in it: the
+settings file itself, the documents it was built over (their digest), its vectors and BM25's size (sentune.search.index
+builds and reads the index; this is the part that needs no model)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from sentune.data.beir import Document
+from sentune.data.text_files import DataError
+from sentune.errors import UserError
+from sentune.search.documents import DAMAGED, Documents
+from sentune.search.passages import PassageVectors
+
+FORMAT = "sentune-index/1"
+INDEX_FILE = "index.json"
+
+
+def corpus_digest(documents: list[Document]) -> str:
+    digest = hashlib.sha256()
+    for d in documents:
+        digest.update(d.id.encode() + b"\0" + d.text.encode() + b"\0")
+    return digest.hexdigest()
+
+
+def read_settings(folder: Path) -> dict | None:
+    """index.json's settings, None when the folder has none; one line naming the file (and line) when it is not a
+    JSON object."""
+    path = folder / INDEX_FILE
+    if not path.is_file():
+        return None
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(path, exc.lineno, f"not JSON ({exc.msg} at column {exc.colno}): not a sentune index, or a damaged one") from None
+    except UnicodeDecodeError:
+        raise DataError(path, None, "not UTF-8 text: not a sentune index") from None
+    if not isinstance(settings, dict):
+        raise DataError(path, None, f"not a JSON object ({type(settings).__name__}): not a sentune index")
+    return settings
+
+
+def check_out(folder: Path, documents: list[Document], shared_folder: bool = False) -> dict | None:
+    """What a build into `folder` may continue, checked without the model (so before it loads): None for a new or empty
+    folder, the settings of an index of these documents; one line naming --out or index.json when the folder is a file,
+    holds other files, or an index over other documents. `shared_folder`: the index's files join others (an adapt
+    run's output folder)."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"--out {folder}: a file, not a folder; choose a new or empty folder")
+    saved = read_settings(folder)
+    if saved is None:
+        if not shared_folder and folder.exists() and any(folder.iterdir()):
+            raise UserError(f"--out {folder}: a folder that is not empty and holds no {INDEX_FILE}; choose an empty or new folder")
+        return None
+    if saved.get("format") != FORMAT:
+        raise UserError(f"{folder / INDEX_FILE}: not a sentune index ({saved.get('format')!r}); choose another --out")
+    if saved.get("corpus_sha256") != corpus_digest(documents):
+        raise UserError(f"{folder / INDEX_FILE}: built over other documents ({saved.get('documents')}); choose another --out")
+    if saved.get("complete"):  # a finished index is kept as it is: a damaged file in it would stay so, under a new success line
+        count = len(Documents.open(folder, saved.get("documents")))  # the documents, vectors, passages and BM25 against index.json
+        vectors = open_vectors(folder / "vectors.npy", count, saved.get("dimension"))
+        if saved.get("passages"):
+            PassageVectors.open(folder, vectors, saved["passages"])
+        check_lexical(folder / "bm25", count)  # (not the ANN: `sentune index --ann` is what rebuilds it)
+    return saved
+
+
+def check_resume(folder: Path, model_digest: str, documents: list[Document], shared_folder: bool = False) -> dict | None:
+    """check_out, and one line naming index.json when the index was built by another model (nothing is written)."""
+    saved = check_out(folder, documents, shared_folder)
+    if saved is not None and saved.get("model_digest") != model_digest:
+        raise UserError(
+            f"{folder / INDEX_FILE}: built by another model ({saved.get('model')}, weights {str(saved.get('model_digest'))[:12]}); choose another --out"
+        )
+    return saved
+
+
+def open_vectors(path: Path, rows: int, dimension: int | None) -> np.ndarray:
+    """vectors.npy memory-mapped; one line naming it when it cannot be read (a truncated file), or its shape is not
+    (documents × the index's dimension): a search would rank other documents than it names."""
+    try:
+        vectors = np.load(path, mmap_mode="r")
+    except FileNotFoundError:
+        raise DataError(path, None, f"missing; {DAMAGED}") from None
+    except (ValueError, OSError, EOFError) as exc:  # numpy: "mmap length is greater than file size" for a cut file
+        raise DataError(path, None, f"not a whole .npy array ({exc}); {DAMAGED}") from None
+    if vectors.ndim != 2 or vectors.shape[0] != rows or (dimension is not None and vectors.shape[1] != dimension):
+        raise DataError(path, None, f"shape {vectors.shape}, but the index holds {rows} documents of dimension {dimension}; {DAMAGED}")
+    return vectors
+
+
+def check_lexical(folder: Path, rows: int) -> None:
+    """BM25's saved settings name as many documents as the index holds."""
+    from sentune.search.lexical import SETTINGS_FILE
+
+    path = folder / SETTINGS_FILE
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(path, None, f"missing; {DAMAGED}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise DataError(path, None, f"not JSON; {DAMAGED}") from None
+    if not isinstance(saved, dict) or saved.get("documents") != rows:
+        found = saved.get("documents") if isinstance(saved, dict) else None
+        raise DataError(path, None, f"BM25 over {found} documents, but the index holds {rows}; {DAMAGED}")
