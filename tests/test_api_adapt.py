@@ -80,13 +80,29 @@ def test_adapt_from_lists_and_a_dataset_matches_the_command_on_files(tiny_model_
 
 
 @pytest.mark.slow
-def test_a_search_run_from_dicts_saves_an_index_that_ranks_as_sentune_search(tiny_model_dir, tmp_path, capsys):
+def test_a_search_run_from_dicts_matches_the_command_on_beir_folders_and_its_index_ranks_as_sentune_search(tiny_model_dir, tmp_path):
+    from sentune.data.beir import RetrievalSet, write_beir_folder
+
     rng = np.random.default_rng(3)
-    docs = [{"_id": f"d{i}", "title": "", "text": ". ".join(_sentence(rng) for _ in range(3))} for i in range(150)]
-    queries = {f"q{i}": " ".join(docs[i]["text"].split()[1:4]) for i in range(100)}
-    qrels = {f"q{i}": {f"d{i}": 1} for i in range(100)}
-    result = sentune.adapt(str(tiny_model_dir), corpus=docs, dev=queries, dev_qrels=qrels, methods="whitening", out=tmp_path / "run")
-    assert result.results["meta"]["dev"]["metric"] == "ndcg@10" and result.index is not None
+    docs = [{"_id": f"d{i}", "title": "a title" if i % 4 == 0 else "", "text": ". ".join(_sentence(rng) for _ in range(3))} for i in range(150)]
+    queries = {f"q{i}": " ".join(docs[i]["text"].split()[1:4]) for i in range(150)}
+    qrels = {q: {f"d{q[1:]}": 1} for q in queries}
+    dev, train = dict(list(queries.items())[:100]), dict(list(queries.items())[100:])
+    dev_qrels, train_qrels = ({q: qrels[q] for q in split} for split in (dev, train))
+    write_beir_folder(tmp_path / "dev", RetrievalSet.from_parts(docs, dev, dev_qrels), "dev")
+    write_beir_folder(tmp_path / "train", RetrievalSet.from_parts(docs, train, train_qrels), "train")
+    cli = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(tmp_path / "dev"), "--train", str(tmp_path / "train")]
+    assert main([*cli, "--methods", "whitening", "--out", str(tmp_path / "cli")]) == 0
+    result = sentune.adapt(
+        str(tiny_model_dir), corpus=docs, dev=dev, dev_qrels=dev_qrels, train=(train, train_qrels), methods="whitening", out=tmp_path / "run"
+    )
+    command = json.loads((tmp_path / "cli" / "results.json").read_text())
+    assert result.results["meta"]["dev"]["metric"] == "ndcg@10" and result.choice == command["choice"]["name"]
+    assert _records(result.out) == _records(tmp_path / "cli")
+    for candidate, scores in _scores(tmp_path / "cli").items():
+        for split, values in scores.items():
+            np.testing.assert_array_equal(_scores(result.out)[candidate][split], values, err_msg=f"{candidate} {split}")
+    assert (result.out / "data" / "train" / "qrels" / "train.tsv").read_bytes() == (tmp_path / "cli" / "data" / "train" / "qrels" / "train.tsv").read_bytes()
     hits = result.index.search({"q0": queries["q0"]}, top_k=5)["q0"]
     run = tmp_path / "search.run"
     (tmp_path / "q.tsv").write_text(f"q0\t{queries['q0']}\n")

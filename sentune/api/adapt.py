@@ -8,7 +8,7 @@ import logging
 import shutil
 import tempfile
 import time as clock
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,7 +149,8 @@ def adapt(
             `{"_id", "title", "text"}`; a `datasets.Dataset` or pandas DataFrame of either.
         dev: scored pairs, a path or `(text1, text2, score)` rows (at least 100); for search, queries (a dict of
             id → text, or a BEIR folder) with `dev_qrels`. None: STS-B dev from the data directory.
-        train: labelled pairs (or queries with judgements, a BEIR folder) the supervised candidates train on.
+        train: labelled pairs the supervised candidates train on; for search, queries with judgements: a BEIR folder,
+            `(queries, qrels)` or a `sentune.data.kinds.RetrievalSet`.
         test: scored pairs (or queries with `test_qrels`), scored for every candidate and reported, never chosen on.
         methods: the candidates, a list or a comma-separated string (None: the defaults).
         time: the time the whole run may take, seconds or `"30m"`, `"1.5h"`.
@@ -267,27 +268,27 @@ def _refused_leaves_nothing(folder: Path, tmp: tempfile.TemporaryDirectory | Non
 
 def _files(folder: Path, corpus, dev, train, test, dev_qrels, test_qrels, queries_from) -> dict[str, Path | None]:
     """Each input as the path adapt reads: a path as given, objects written into OUT/inputs (sentune.api.given)."""
+    from sentune.data.beir import RetrievalSet
+
     where = folder / INPUTS
-    search = dev_qrels is not None or test_qrels is not None or isinstance(dev, dict)
 
     def path(value, write: Callable[[Any, Path], Path]) -> Path | None:
-        if value is None:
-            return None
-        return Path(value) if given.is_path(value) else write(value, where)
+        return None if value is None else Path(value) if given.is_path(value) else write(value, where)
 
-    def queries_or_pairs(option: str):
-        if search:
-            return lambda value, w: given.write_queries(value, w / f"{option}-queries.jsonl", f"--{option}")
-        return lambda value, w: given.write_pairs(value, w / f"{option}.tsv", f"--{option}")
-
-    return {
+    generated = {"queries_from": path(queries_from, lambda value, w: _write_generated(value, w / "queries-from.tsv"))}
+    documents = corpus is not None and not given.is_path(corpus) and given.is_documents(corpus)
+    if documents or dev_qrels is not None or test_qrels is not None or isinstance(dev, Mapping | RetrievalSet):  # a search run
+        train_split = train if train is None or given.is_path(train) or isinstance(train, RetrievalSet) else tuple(train)
+        splits = {"dev": (dev, dev_qrels), "test": (test, test_qrels)}
+        splits["train"] = train_split if isinstance(train_split, tuple) else (train_split, None)
+        return given.search_files(where, corpus, splits) | generated
+    return generated | {
         "corpus": path(corpus, lambda value, w: given.write_given_corpus(value, w, "--corpus")),
-        "dev": path(dev, queries_or_pairs("dev")),
-        "test": path(test, queries_or_pairs("test")),
+        "dev": path(dev, lambda value, w: given.write_pairs(value, w / "dev.tsv", "--dev")),
+        "test": path(test, lambda value, w: given.write_pairs(value, w / "test.tsv", "--test")),
         "train": path(train, lambda value, w: given.write_pairs(value, w / "train.tsv", "--train")),
-        "dev_qrels": path(dev_qrels, lambda value, w: given.write_qrels(value, w / "dev-qrels.tsv", "--dev-qrels")),
-        "test_qrels": path(test_qrels, lambda value, w: given.write_qrels(value, w / "test-qrels.tsv", "--test-qrels")),
-        "queries_from": path(queries_from, lambda value, w: _write_generated(value, w / "queries-from.tsv")),
+        "dev_qrels": None,
+        "test_qrels": None,
     }
 
 

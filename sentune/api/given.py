@@ -4,18 +4,17 @@
 `datasets.Dataset` of them, or the kind itself), each bad row one error naming its position (`--dev[3]: ...`).
 
 adapt reads its inputs from files today (sentune.adapt.inputs.prepare), so data given as objects are written once, into
-the run's folder, in the formats `sentune adapt` reads: the record of what the run was given, read once by the same
-checks a file on the command line gets."""
+the run's folder, in the formats `sentune adapt` reads (pairs as s1<TAB>s2<TAB>score lines, a search run's splits as BEIR
+folders): the record of what the run was given, read once by the same checks a file on the command line gets."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from os import PathLike
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sentune.data.beir import Corpus, Qrels, Queries
+from sentune.data.beir import Corpus, RetrievalSet, write_beir_folder
 from sentune.data.kinds import Sentences
 from sentune.data.tables import Kind
 from sentune.data.user_data import ScoredPairs, write_corpus, write_scored_pairs
@@ -50,18 +49,8 @@ def is_documents(value: Given) -> bool:
     return isinstance(first, Mapping) and ("_id" in first or "id" in first)
 
 
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    return path
-
-
 def write_given_corpus(value: Given, folder: Path, option: str = "--corpus") -> Path:
-    """Sentences as corpus.txt, or documents as a BEIR corpus.jsonl (a search run)."""
-    if is_documents(value):
-        corpus = as_kind(Corpus, value, option)
-        records = [{"_id": d.id, "title": d.title, "text": d.text[len(d.title) :].strip() if d.title else d.text} for d in corpus.documents]
-        return write_jsonl(folder / "corpus.jsonl", records)
+    """Sentences as corpus.txt (a pairs run)."""
     folder.mkdir(parents=True, exist_ok=True)
     write_corpus(folder / "corpus.txt", as_kind(Sentences, value, option).texts)
     return folder / "corpus.txt"
@@ -73,13 +62,29 @@ def write_pairs(value: Given, path: Path, option: str) -> Path:
     return path
 
 
-def write_queries(value: Given, path: Path, option: str) -> Path:
-    return write_jsonl(path, [{"_id": q.id, "text": q.text} for q in as_kind(Queries, value, option).queries])
+def search_files(where: Path, corpus: Given, splits: dict[str, tuple[Given, Given]]) -> dict[str, Path | None]:
+    """A search run's inputs as the paths adapt reads: each split (dev, test, train: its queries and judgements) given as
+    objects becomes a BEIR folder under `where` (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv, sentune.data.beir), its
+    queries judged against the documents (`corpus`, else the dev folder's corpus.jsonl); paths stay as given. A train
+    split is `(queries, qrels)` or a RetrievalSet."""
+    files: dict[str, Path | None] = {"corpus": Path(corpus) if is_path(corpus) else None}
+    read: list[Corpus] = []  # the documents, read once when a split needs them
 
+    def documents() -> Corpus:
+        if not read:
+            source = corpus if corpus is not None else Path(splits["dev"][0]) / "corpus.jsonl"
+            read.append(Corpus.from_file(Path(source)) if is_path(source) else as_kind(Corpus, source, "--corpus"))
+        return read[0]
 
-def write_qrels(value: Given, path: Path, option: str) -> Path:
-    """Judgements as BEIR's query-id<TAB>corpus-id<TAB>score lines."""
-    judgements = as_kind(Qrels, value, option).judgements
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{j.query_id}\t{j.doc_id}\t{j.grade}\n" for j in judgements), encoding="utf-8")
-    return path
+    for split, (queries, qrels) in splits.items():
+        if queries is None or (is_path(queries) and (qrels is None or is_path(qrels))):
+            files[split] = Path(queries) if queries is not None else None
+            files[f"{split}_qrels"] = Path(qrels) if qrels is not None else None
+            continue
+        judged = queries if isinstance(queries, RetrievalSet) else RetrievalSet.from_parts(documents(), queries, qrels)
+        files[split], files[f"{split}_qrels"] = write_beir_folder(where / split, judged, split), None
+        if files["corpus"] is None:  # the documents, as written beside the queries
+            files["corpus"] = where / split / "corpus.jsonl"
+    if files["corpus"] is None and corpus is not None:  # documents given as objects, every split as files
+        files["corpus"] = write_beir_folder(where / "corpus", RetrievalSet([], documents().documents), "none") / "corpus.jsonl"
+    return files
