@@ -621,11 +621,22 @@ def _refuse_reading_under(folder: Path, monkeypatch) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", ["pairs", "search"])
+@pytest.mark.parametrize("task", ["pairs", "pairs-objects", "search"])
 def test_nothing_under_out_data_is_read_back_within_a_run(task, tiny_model_dir, user_files, tmp_path, monkeypatch):
     """OUT/data is the record of what a run used: the run hands its inputs to the candidates and their trainings as
-    objects, and reads nothing back from there (a file read under OUT/data fails the run, and this test)."""
+    objects, and reads nothing back from there (a file read under OUT/data fails the run, and this test); from files
+    (the command) and from Python objects (sentune.adapt)."""
     out = tmp_path / "run"
+    if task == "pairs-objects":
+        from sentune.api.adapt import adapt
+
+        corpus = (user_files / "corpus.txt").read_text().splitlines()
+        dev, test = ([(p.a, p.b, p.score) for p in read_scored_pairs(user_files / name).pairs] for name in ("dev.tsv", "test.tsv"))
+        refused = _refuse_reading_under(out / "data", monkeypatch)
+        adapt(str(tiny_model_dir), corpus=corpus, dev=dev, test=test, methods="whitening,simcse,wise", out=out, budget="4")
+        monkeypatch.undo()
+        assert refused == [] and json.loads((out / "results.json").read_text())["candidates"]["simcse"]["select"] is not None
+        return
     if task == "pairs":
         data = ["--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv"), "--test", str(user_files / "test.tsv")]
         methods = "poolings,whitening,simcse,sed,wise"
