@@ -138,29 +138,32 @@ def test_the_texts_of_a_request_given_up_are_not_computed():
     assert seen[-1] == [99] and len(seen) <= 3  # the batch running when it was given up finished; no other of its ran
 
 
-def test_a_full_queue_refuses_at_once_and_an_empty_one_takes_any_request():
+def test_a_full_queue_refuses_at_once_and_counts_requests_not_texts():
     def run(items):
         time.sleep(0.2)
         return items
 
     async def scenario():
         with ThreadPoolExecutor(1) as executor:
-            batcher = MicroBatcher(run, executor, max_batch=2, wait_s=0.0, max_queue=3)
+            batcher = MicroBatcher(run, executor, max_batch=2, wait_s=0.0, max_queue=2)
             batcher.start()
-            big = asyncio.ensure_future(batcher.submit(list(range(10))))  # over the bound, into an empty queue: taken
+            big = asyncio.ensure_future(batcher.submit(list(range(10))))  # one request of 10 texts
             await asyncio.sleep(0.05)
-            assert batcher.full() and batcher.waiting() == 8
+            assert not batcher.full() and batcher.pending == 1 and batcher.waiting() == 8
+            small = asyncio.ensure_future(batcher.submit([1]))  # taken: two requests, whatever their texts
+            await asyncio.sleep(0.05)
             began = time.perf_counter()
             with pytest.raises(QueueFull) as refused:
-                await batcher.submit([1])
+                await batcher.submit([2])
             refused_in = time.perf_counter() - began
+            assert await small == [1] and not big.done()  # the one word ran in the next batch, beside the long one
+            assert await batcher.submit([3]) == [3]  # room again
             assert await big == list(range(10))
-            assert await batcher.submit([1, 2, 3]) == [1, 2, 3]  # empty again
             await batcher.stop()
-            return refused.value, refused_in, batcher.refused
+            return refused.value, refused_in, batcher.refused, batcher.pending
 
-    refused, seconds, count = asyncio.run(scenario())
-    assert refused.waiting == 8 and refused.limit == 3 and count == 1 and seconds < 0.05
+    refused, seconds, count, pending = asyncio.run(scenario())
+    assert refused.pending == 2 and refused.limit == 2 and count == 1 and seconds < 0.05 and pending == 0
 
 
 def test_after_a_256_text_request_timed_out_a_one_word_request_is_answered():
@@ -188,10 +191,25 @@ def test_a_one_word_request_beside_long_ones_is_not_starved():
         assert all(f.result().status_code == 200 for f in longs)
 
 
+def test_the_texts_of_a_client_that_left_are_not_computed():
+    engine = TimedEngine(per_text=0.4)
+    with Served(engine, timeout_s=10.0, max_batch=1) as served, ThreadPoolExecutor(1) as pool:
+        running = pool.submit(served.embed, "first")
+        time.sleep(0.1)
+        body = b'{"input": ["left"]}'
+        with socket.create_connection(("127.0.0.1", served.port)) as sock:  # queued behind "first", then gone
+            head = f"POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+            sock.sendall(head.encode() + body)
+            time.sleep(0.1)
+        assert running.result().status_code == 200
+        assert served.embed("after").status_code == 200
+    assert [b for batch in engine.batches for b in batch] == ["first", "after"]
+
+
 def test_a_full_queue_answers_503_with_retry_after_in_milliseconds():
     engine = TimedEngine(per_text=0.5)
-    with Served(engine, timeout_s=10.0, max_batch=1, max_queue=2) as served, ThreadPoolExecutor(3) as pool:
-        running = [pool.submit(served.embed, f"text {i}") for i in range(3)]  # one computed, two waiting
+    with Served(engine, timeout_s=10.0, max_batch=1, max_queue=3) as served, ThreadPoolExecutor(3) as pool:
+        running = [pool.submit(served.embed, f"text {i}") for i in range(3)]  # one computed, two waiting: three
         time.sleep(0.3)
         refused, seconds = timed(lambda: served.embed("one more"))
         assert refused.status_code == 503 and seconds < 0.2, seconds
@@ -273,3 +291,26 @@ def test_a_shutdown_answers_the_requests_in_flight_and_then_stops():
         assert not served.thread.is_alive()
         with pytest.raises(httpx.TransportError):
             served.embed("after", timeout=2)
+
+
+@pytest.mark.slow  # seconds of tokenising
+def test_tokenising_long_texts_leaves_the_event_loop_free(_tiny_st, tmp_path):
+    """A request of 6 texts of 100,000 characters: the tokenizer reads them all (their token counts) in the model's
+    thread, and /health goes on being answered meanwhile."""
+    from sentune.serve.engine import Engine
+    from sentune.serve.settings import ServeSettings
+
+    model = tmp_path / "model"
+    _tiny_st.save(str(model))
+    engine = Engine(ServeSettings(target=str(model), index=None, model=str(model)))
+    texts = [(f"text {i}: the cat sat on the mat " * 4_000)[:100_000] for i in range(6)]
+    with Served(engine, timeout_s=120) as served, ThreadPoolExecutor(1) as pool:
+        long = pool.submit(timed, lambda: served.embed(texts, timeout=120))
+        gaps = []
+        while not long.done():
+            _, seconds = timed(lambda: httpx.get(f"{served.url}/health", timeout=30))
+            gaps.append(seconds)
+            time.sleep(0.01)
+        answer, took = long.result()
+    assert answer.status_code == 200 and len(answer.json()["data"]) == 6
+    assert len(gaps) >= 5 and max(gaps) < took / 3, (took, sorted(gaps)[-3:])

@@ -82,3 +82,35 @@ def test_a_server_of_a_model_has_no_index_to_reload(_tiny_st, tmp_path):
     with TestClient(create_app(settings)) as client:
         refused = client.post("/admin/reload", json={})
         assert refused.status_code == 400 and "no index to reload" in refused.json()["error"]["message"]
+
+
+@pytest.mark.slow  # a server process of its own
+def test_sighup_reloads_a_single_process_server(_tiny_st, tmp_path):
+    """`sentune serve` in one process: SIGHUP swaps in the rebuilt index (uvicorn alone would end the process)."""
+    import signal
+    import time
+
+    import httpx
+    from conftest import free_port
+    from test_serve import start_server, stop_server
+
+    model = tmp_path / "model"
+    _tiny_st.save(str(model))
+    live = tmp_path / "live"
+    live.symlink_to(build_index(model, tmp_path / "first", "a", ["guitar", "dog"]))
+    second = build_index(model, tmp_path / "second", "b", ["guitar", "piano", "violin"])
+    port = free_port()
+    proc = start_server([str(live), "--quiet"], port)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{url}/health", timeout=10).json()["index"]["documents"] == 2
+        publish(live, second)
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 60
+        while httpx.get(f"{url}/health", timeout=10).json()["index"]["documents"] != 3:
+            assert time.time() < deadline and proc.poll() is None, "not reloaded"
+            time.sleep(0.2)
+        answer = httpx.post(f"{url}/search", json={"query": "guitar", "top_k": 1, "system": "bm25"}, timeout=10)
+        assert answer.json()["results"][0]["hits"][0]["id"] == "b0"
+    finally:
+        stop_server(proc)

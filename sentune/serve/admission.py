@@ -119,6 +119,32 @@ else:
     TIMED_PROTOCOL = TimedH11Protocol
 
 
+class ClientLeft(Exception):
+    """The client closed its connection before its answer was ready."""
+
+
+async def until_answered(work, receive, timeout_s: float):
+    """`await work` unless `timeout_s` passes (TimeoutError) or the client leaves first (ClientLeft); in both cases the
+    work is cancelled, which takes its texts not yet computed out of the batcher's queue. `receive`: the request's ASGI
+    receive, its body already read: what it gives next is the client's disconnect."""
+
+    async def client_left() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    task, watch = asyncio.ensure_future(work), asyncio.ensure_future(client_left())
+    try:
+        done, _ = await asyncio.wait({task, watch}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if task in done:
+        return task.result()
+    task.cancel()
+    if watch in done:
+        raise ClientLeft()
+    raise TimeoutError()
+
+
 class BodyTooSlow(Exception):
     pass
 
@@ -163,7 +189,7 @@ def busy(exc: QueueFull) -> JSONResponse:
 
 
 def busy_body(exc: QueueFull) -> dict:
-    message = f"the server is busy: {exc.waiting} texts are waiting, at most {exc.limit} may (--max-queue); try again"
+    message = f"the server is busy: {exc.pending} requests are being answered, at most {exc.limit} may be (--max-queue); try again"
     return error_body(message, "server_busy", code="queue_full")
 
 
@@ -190,7 +216,7 @@ class Shed:
             if batcher is not None and batcher.full():
                 batcher.refused += 1
                 await asyncio.sleep(SHED_PAUSE_S)
-                body = json.dumps(busy_body(QueueFull(batcher.waiting(), batcher.max_queue or 0))).encode()
+                body = json.dumps(busy_body(QueueFull(batcher.pending, batcher.max_queue or 0))).encode()
                 headers = [(b"content-type", b"application/json"), (b"retry-after", RETRY_AFTER.encode()), (b"content-length", str(len(body)).encode())]
                 await send({"type": "http.response.start", "status": 503, "headers": headers})
                 await send({"type": "http.response.body", "body": body})

@@ -5,22 +5,26 @@ the process's Engine (sentune.serve.engine) in one worker thread; the event loop
 Safety: a body over --max-body-mb is refused (413) before it is read; with an API key every request except /health and
 the page itself (static, no data: its searches send the key) must carry `Authorization: Bearer KEY` (401). Limits
 (sentune.serve.admission): a request whose head or body is slower than --read-timeout-s gets 408 and its connection is
-closed; one that finds --max-queue texts waiting gets 503 with Retry-After at once; one not answered within --timeout-s
-gets 503 and its texts not yet computed are dropped (sentune.serve.batching).
+closed; one that finds --max-queue requests being answered gets 503 with Retry-After at once; one not answered within --timeout-s
+gets 503, and one whose client leaves is dropped: their texts not yet computed are never computed
+(sentune.serve.batching).
 
 Operators: GET /metrics (Prometheus, sentune.serve.metrics); SIGTERM finishes the requests in flight, then stops;
 POST /admin/reload swaps in the index rebuilt in the served folder without a restart.
 
-Why a route and not SIGHUP for the swap: the route answers, so the operator (or the deploy script) learns whether the
-rebuilt index loaded, and if not why, while the previous one goes on serving; a signal has no answer, and under
-`--workers N` uvicorn's supervisor already takes SIGHUP to replace the workers one by one (each loads the folder anew),
-which is the way to swap there, since a route reaches one worker only. The route sits behind the API key like every
-route that reads data, and takes no path: it re-reads only the folder the server was started on (point it at a
-symlink and switch the symlink to publish a new build)."""
+Why a route first for the swap: it answers, so the operator (or the deploy script) learns whether the rebuilt index
+loaded, and if not why, while the previous one goes on serving; a signal has no answer. SIGHUP does the same in one
+process (its outcome in the log), and under `--workers N` uvicorn's supervisor takes SIGHUP to replace the workers one
+by one, each loading the folder anew: the way to swap there, since a route reaches one worker only. The route sits
+behind the API key like every route that reads data, and takes no path: it re-reads only the folder the server was
+started on (point it at a symlink and switch the symlink to publish a new build)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -31,7 +35,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sentune.serve.admission import BodyTooSlow, ReadLimit, Shed, busy, read_limit
+from sentune.serve.admission import BodyTooSlow, ClientLeft, ReadLimit, Shed, busy, read_limit, until_answered
 from sentune.serve.batching import MicroBatcher, QueueFull
 from sentune.serve.guard import Guard
 from sentune.serve.metrics import Measured, Metrics
@@ -49,6 +53,7 @@ from sentune.serve.protocol import (
 from sentune.serve.rerank import include_reranker, reranker_health, search_ranked
 from sentune.serve.settings import ServeSettings
 
+LOG = logging.getLogger("uvicorn.error")  # where uvicorn's own messages go
 BATCHED = {"/v1/embeddings": "embeddings", "/search": "search", "/rerank": "rerank"}  # route -> its batcher (rerank: sentune.serve.rerank)
 
 
@@ -75,6 +80,30 @@ class State:
         self.reloading = asyncio.Lock()
         self.started = time.time()
 
+    async def reload(self) -> dict:
+        """The served folder's index loaded anew and swapped in between two batches; ApiError when it does not load."""
+        if not self.settings.index:
+            raise ApiError(400, f"this server serves a model ({self.engine.name}), not an index: there is no index to reload", "invalid_request_error")
+        from sentune.serve.engine import Engine
+
+        async with self.reloading:  # one reload at a time; requests go on meanwhile, on the engine held now
+            began = time.perf_counter()
+            try:  # not in the model's thread: loading a few seconds must not stop the answers
+                fresh = await asyncio.get_running_loop().run_in_executor(None, Engine, self.settings)
+            except Exception as exc:
+                message = f"{self.settings.index}: the rebuilt index did not load ({type(exc).__name__}: {exc}); the previous one is still served"
+                raise ApiError(409, message, "invalid_request_error", code="reload_failed") from None
+            self.engine = fresh
+        return {"status": "reloaded", "index": fresh.health()["index"], "took_s": round(time.perf_counter() - began, 3)}
+
+    async def reload_logged(self) -> None:
+        """SIGHUP's reload: its outcome goes to the log, there being no one to answer."""
+        try:
+            done = await self.reload()
+            LOG.warning("SIGHUP: %s reloaded in %.1f s (%s documents)", self.settings.index, done["took_s"], (done["index"] or {}).get("documents"))
+        except ApiError as exc:
+            LOG.error("SIGHUP: %s", exc.message)
+
     def run(self, method: str, items: list):
         return getattr(self.engine, method)(items)
 
@@ -94,6 +123,10 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
         for batcher in state.batchers.values():
             batcher.start()
         app.state.serving = state
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError, AttributeError):  # not the main thread; Windows
+            # one process: SIGHUP reloads the index in place (under --workers uvicorn's supervisor takes it and replaces them)
+            loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(state.reload_logged()))
         try:
             yield
         finally:  # uvicorn comes here once the requests in flight are answered (or its graceful limit passed)
@@ -127,11 +160,13 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
             error_body("internal error; its traceback is in the server's log", "server_error"), status_code=500
         )  # no text of it: it may hold paths or data
 
-    async def within_limit(awaitable):
+    async def within_limit(awaitable, request: Request):
         try:
-            return await asyncio.wait_for(awaitable, settings.timeout_s)
+            return await until_answered(awaitable, request.receive, settings.timeout_s)
         except TimeoutError:
             raise ApiError(503, f"not answered within {settings.timeout_s:g} s (--timeout-s): the server is busy; try again", "server_busy") from None
+        except ClientLeft:  # nobody reads this answer; the access log and /metrics do (nginx's code for it)
+            raise ApiError(499, "the client closed its connection before its answer", "client_closed_request") from None
 
     @app.get("/health")
     async def health(request: Request):
@@ -159,20 +194,7 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
 
     @app.post("/admin/reload")
     async def reload(request: Request):
-        state: State = request.app.state.serving
-        if not settings.index:
-            raise ApiError(400, f"this server serves a model ({state.engine.name}), not an index: there is no index to reload", "invalid_request_error")
-        from sentune.serve.engine import Engine
-
-        async with state.reloading:  # one reload at a time; requests go on meanwhile, on the engine held now
-            began = time.perf_counter()
-            try:  # not in the model's thread: loading a few seconds must not stop the answers
-                fresh = await asyncio.get_running_loop().run_in_executor(None, Engine, settings)
-            except Exception as exc:
-                message = f"{settings.index}: the rebuilt index did not load ({type(exc).__name__}: {exc}); the previous one is still served"
-                raise ApiError(409, message, "invalid_request_error", code="reload_failed") from None
-            state.engine = fresh
-        return {"status": "reloaded", "index": fresh.health()["index"], "took_s": round(time.perf_counter() - began, 3)}
+        return await request.app.state.serving.reload()
 
     page_html = resources.files("sentune.serve").joinpath("page.html").read_text(encoding="utf-8")
 
@@ -201,7 +223,7 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
                 f"(or an adapt run's), or ask for {' or '.join(state.engine.views)}",
                 "invalid_request_error",
             )
-        ranked = await within_limit(search_ranked(request.app, state.search, texts, system, body.top_k))  # reranked with --reranker
+        ranked = await within_limit(search_ranked(request.app, state.search, texts, system, body.top_k), request)  # reranked with --reranker
         fusion = state.engine.index.fusion.label if state.engine.index.fusion else None
         return search_answer(texts, ranked, system, fusion, body.full_text, (time.perf_counter() - began) * 1000)
 
@@ -210,7 +232,7 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
         state: State = request.app.state.serving
         body = parse_body(await request.body(), EmbeddingsRequest)
         texts = embedding_texts(body, settings, state.engine.dimension)
-        embedded = await within_limit(state.embed.submit(texts))
+        embedded = await within_limit(state.embed.submit(texts), request)
         answer = embeddings_answer(embedded, state.engine.name, body.encoding_format)
         headers = {"x-sentune-truncated": ",".join(map(str, answer["truncated"]))} if "truncated" in answer else None
         return JSONResponse(answer, headers=headers)

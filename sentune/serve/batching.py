@@ -8,9 +8,11 @@ request that arrives while a 256-text one is being computed runs in the next bat
 client has been answered (its time limit passed, or it left) is dropped before each batch: its remaining texts are never
 computed. Only the batch already running finishes, and it holds at most `max_batch` texts.
 
-The queue is bounded: a request that would put more than `max_queue` texts in waiting is refused at once (QueueFull, a
-503 with Retry-After) rather than accepted to wait past what a client tolerates; a request that finds the queue empty
-is always taken, whatever its length (it is split).
+The requests accepted and not yet answered (waiting or in the running batch) are at most `max_queue`: one more is
+refused at once (QueueFull, a 503 with Retry-After) rather than accepted to wait past what a client tolerates. Requests,
+not texts, are counted: past saturation the server then holds what it holds at `max_queue` clients, so what it serves
+is as fast as at that load, and a long request (it counts one) does not shut out the one-word request that runs in
+the next batch beside it.
 
 When the batcher is idle a request runs at once. It waits up to `wait_s` for company only when the previous batch was
 shared by several requests, i.e. when others are sending: at one client there is no wait to pay, and under load the
@@ -34,11 +36,11 @@ from typing import Any
 
 
 class QueueFull(Exception):
-    """The queue holds `max_queue` texts already: the request is not accepted."""
+    """`max_queue` requests are being answered already: the request is not accepted."""
 
-    def __init__(self, waiting: int, limit: int) -> None:
-        super().__init__(f"{waiting} texts are waiting (at most {limit})")
-        self.waiting, self.limit = waiting, limit
+    def __init__(self, pending: int, limit: int) -> None:
+        super().__init__(f"{pending} requests are being answered (at most {limit})")
+        self.pending, self.limit = pending, limit
 
 
 @dataclass
@@ -69,7 +71,8 @@ class MicroBatcher:
     ) -> None:
         self.run, self.executor = run, executor
         self.max_batch, self.wait_s = max_batch, wait_s
-        self.max_queue = max_queue  # texts waiting; None: unbounded
+        self.max_queue = max_queue  # requests accepted and not yet answered; None: unbounded
+        self.pending = 0  # requests accepted and not yet answered
         self.on_batch = on_batch  # called with each batch's size (the metrics)
         self.requests = 0  # jobs submitted
         self.forward_passes = 0  # calls of `run`
@@ -86,7 +89,7 @@ class MicroBatcher:
 
     def full(self) -> bool:
         """No request would be accepted now (the cheap check before a body is parsed)."""
-        return self.max_queue is not None and self.waiting() >= self.max_queue
+        return self.max_queue is not None and self.pending >= self.max_queue
 
     def start(self) -> None:
         self._arrived = asyncio.Event()
@@ -103,15 +106,18 @@ class MicroBatcher:
     async def submit(self, items: Sequence[Any]) -> list[Any]:
         if self._arrived is None:
             raise RuntimeError("MicroBatcher.start() was not called")
-        waiting = self.waiting()
-        if self.max_queue is not None and waiting and waiting + len(items) > self.max_queue:
+        if self.full():
             self.refused += 1
-            raise QueueFull(waiting, self.max_queue)
+            raise QueueFull(self.pending, self.max_queue or 0)
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self.requests += 1
         self._jobs.append(Job(items, future, next(self._numbers)))
         self._arrived.set()
-        return await future
+        self.pending += 1
+        try:
+            return await future
+        finally:  # answered, failed, timed out or left
+            self.pending -= 1
 
     def _next_batch(self) -> list[tuple[Job, int, int]]:
         """(job, start, end) slices of at most max_batch items, from the jobs least served so far, then the shortest."""

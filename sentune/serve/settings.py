@@ -35,7 +35,7 @@ class ServeSettings:
     max_input_chars: int = 100_000  # characters in one text
     max_body_bytes: int = 2_000_000
     timeout_s: float = 30.0  # a request's limit, its wait for a batch included
-    max_queue: int = 64  # texts waiting for a forward pass; beyond, 503 at once (sentune.serve.batching)
+    max_queue: int = 64  # requests accepted and not yet answered, per batcher; beyond, 503 at once (sentune.serve.batching)
     read_timeout_s: float = 10.0  # a request's head, then its body, must arrive within this (sentune.serve.admission)
     system: str | None = None  # /search's default system (None: the index's own)
     model_name: str | None = None  # the name /v1/embeddings answers with
