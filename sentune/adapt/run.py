@@ -315,6 +315,9 @@ def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
     nothing again), and the documents' passages when the hybrid chose MaxP. A dense system ranks without BM25 (its
     index's serves `sentune search --system bm25`): the fitted settings when known, else the fixed ones, no fit. The dense
     part reuses the vectors the run scored with when it has them (the unchanged model's, or a hybrid's source's)."""
+    import json
+
+    from sentune.core.results import write_atomic
     from sentune.search.index import FILES, BuildPlan, build_index, read_settings
 
     fused = candidate.fused(ctx)
@@ -338,6 +341,9 @@ def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
     build_index(
         model, "model", documents, ctx.out, plan, show_progress=ctx.config.show_progress, vectors=vectors, passage_vectors=passage_vectors, shared_folder=True
     )
+    expansion, settings = candidate.expansion(ctx), read_settings(ctx.out) or {}
+    if settings.get("expansion") != expansion:  # the index ranks as the candidate was scored (sentune.search.expansion)
+        write_atomic(ctx.out / "index.json", json.dumps({**settings, "expansion": expansion}, indent=2))
     print(f"index: {ctx.out} ({plan.system}{', ' + fusion.label if fusion else ''}): sentune search {ctx.out} --query TEXT", flush=True)
 
 

@@ -360,6 +360,10 @@ class SearchIndex:
         vectors = self.vectors
         assert vectors is not None  # opened for every system but bm25
         query_vectors = Encoder(self.model(), "model", show_progress=show_progress, desc="encoding the queries").encode(texts)
+        if self.system == self.settings["system"] and self.settings.get("expansion"):  # an adapt run's feedback (sentune.search.expansion)
+            from sentune.search.expansion import expanded_rank
+
+            return self._hits(*expanded_rank(self, query_vectors, texts, top, own))
         if self.ann is not None:  # the approximate index's candidates instead of every document (sentune.search.ann)
             return self._hits(*self.ann.rank(self.system, query_vectors, lambda rows: self.lexical().scores([texts[r] for r in rows]), self.fusion, ties, top))
         if self.system == "dense" and self.passages is not None:

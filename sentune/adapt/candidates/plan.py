@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from sentune.adapt.candidates.base import Candidate, PlanSetup
 from sentune.adapt.candidates.postprocessed import PostProcessed
+from sentune.adapt.candidates.prf import Prf
 from sentune.adapt.candidates.retrieval_native import HybridDistill, PseudoQueryTrained
 from sentune.adapt.candidates.search import Hybrid, HybridSupervised, Lexical, Rrf, UnchangedMaxp
 from sentune.adapt.candidates.supervised import Supervised, SupervisedSearch
@@ -28,6 +29,7 @@ KINDS: tuple[type[Candidate], ...] = (
     Wise,
     Hybrid,
     HybridSupervised,
+    Prf,
     Reference,
     Lexical,
     Rrf,

@@ -1,0 +1,96 @@
+"""Search: pseudo-relevance feedback (sentune.search.prf) as an adapt candidate: each query moved toward its first
+results on both sides (Rocchio on the unchanged model's vectors, RM3 on the fitted BM25), fused as the hybrid is, its
+weight α chosen on the selection queries alone. It learns nothing, reads no label, and the saved index ranks as it was
+scored (index.json's `expansion`, sentune.search.expansion)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from sentune.adapt.candidates.base import Candidate, PlanSetup
+from sentune.adapt.names import HYBRID, UNCHANGED
+from sentune.adapt.records import CandidateRecord
+from sentune.search.fusion import Fusion
+from sentune.search.prf import Feedback
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from sentune.adapt.context import Context
+
+PRF = "prf"
+
+
+@dataclass
+class Prf(Candidate):
+    """Planned with the hybrid (it is the hybrid with both sides' queries expanded): a run that asks for `hybrid` has it."""
+
+    kind: ClassVar[str] = "prf"
+    phase: ClassVar[str] = "after_race"
+    dense: ClassVar[bool] = False
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(PRF)] if setup.search and HYBRID in setup.methods else []
+
+    def describe(self, ctx: Context) -> str:
+        return f"pseudo-relevance feedback, {Feedback().label}, fused with the weight chosen on the selection queries"
+
+    def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
+        import numpy as np
+
+        from sentune.adapt.search_context import as_search
+        from sentune.search.fusion import ALPHAS, id_order
+        from sentune.search.prf import fuse_rank, prf_scores
+        from sentune.tasks.retrieval import DEPTH, HEADLINE, per_query_metrics
+
+        search, feedback = as_search(ctx), Feedback()
+        collection = search.retrieval_dev().corpus  # feedback reads the whole collection, as the saved index does
+        ids = [d.id for d in collection]
+        position, ties = {doc: i for i, doc in enumerate(ids)}, id_order(ids)
+        doc_vectors, table, lexical = search.document_vectors(), search.untuned_table(), search.lexical.hybrid().index
+
+        def read(rows: list[int]) -> list[str]:
+            return [collection[i].text for i in rows]
+
+        def scored(queries) -> tuple[np.ndarray, np.ndarray, list]:
+            own = [position.get(q.id) for q in queries]
+            texts = [q.text for q in queries]
+            return (*prf_scores(table.of(texts), doc_vectors, lexical, texts, read, ties, feedback, own), own)
+
+        queries = search.selection_queries()
+        dense, words, own = scored(queries)
+        curve = {}
+        for alpha in ALPHAS:
+            ranked, _ = fuse_rank(dense, words, ties, Fusion("convex", alpha), DEPTH, own)
+            curve[alpha] = 100 * float(per_query_metrics([[ids[i] for i in row] for row in ranked], queries)[HEADLINE].mean())
+        fusion = Fusion("convex", max(curve, key=lambda a: (round(curve[a], 9), -abs(a - 0.5))))  # ties: as the hybrid's
+        print(f"    {self.name}: α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
+
+        def ranker(part_queries, corpus) -> list[list[int]]:
+            """A part's documents ranked by the fused scores over the whole collection's feedback, as the index serves."""
+            columns = np.array([position[d.id] for d in corpus])
+            dense_part, words_part, own_all = scored(part_queries)
+            local = {int(c): i for i, c in enumerate(columns)}
+            part_own = [None if o is None else local.get(o) for o in own_all]
+            return fuse_rank(dense_part[:, columns], words_part[:, columns], ties[columns], fusion, DEPTH, part_own)[0]
+
+        detail = {
+            "setting": f"{feedback.label}; {fusion.label}",
+            "feedback": feedback.to_dict(),
+            "lexical": search.lexical.settings(fitted=True).label,
+            "alpha_curve": [[a, s] for a, s in curve.items()],
+            "weight_read_queries": [q.id for q in queries],
+        }
+        return search.rank_with(ranker), CandidateRecord(self.name, self.kind, source=UNCHANGED, fusion=fusion, detail=detail)
+
+    def model(self, ctx: Context):
+        return ctx.candidate(UNCHANGED).model(ctx)
+
+    def fused(self, ctx: Context) -> tuple[Fusion, str] | None:
+        fusion = ctx.records[self.name].fusion
+        return None if fusion is None else (fusion, UNCHANGED)
+
+    def expansion(self, ctx: Context) -> dict | None:
+        return ctx.records[self.name].detail.get("feedback")
