@@ -173,24 +173,30 @@ def test_concurrent_requests_share_forward_passes_and_get_their_own_answers(clie
 
 
 def test_a_full_queue_is_refused_at_once_and_a_late_answer_is_a_503(engine, toy_index, cross_encoder):
+    import threading
     import time
 
     from fastapi.testclient import TestClient
 
-    with TestClient(app_for(engine, toy_index, cross_encoder, max_queue=4, timeout_s=1.5, batch_wait_ms=0.0)) as slow:
+    with TestClient(app_for(engine, toy_index, cross_encoder, max_queue=2, timeout_s=3.0, batch_wait_ms=0.0)) as slow:
         batcher = slow.app.state.reranking.batcher
-        score = batcher.run
-        batcher.run = lambda pairs: time.sleep(0.5) or score(pairs)  # a forward pass that takes its time
+        score, started, release = batcher.run, threading.Event(), threading.Event()
+        batcher.run = lambda pairs: (started.set(), release.wait(30), score(pairs))[2]  # a forward pass held until released
         with ThreadPoolExecutor(2) as pool:
             running = pool.submit(slow.post, "/rerank", json={"query": QUERY, "documents": DOCUMENTS[:1]})
-            time.sleep(0.15)
-            waiting = pool.submit(slow.post, "/rerank", json={"query": QUERY, "documents": DOCUMENTS[:4]})  # 4 texts wait: the queue is full
-            time.sleep(0.15)
+            assert started.wait(30)
+            waiting = pool.submit(slow.post, "/rerank", json={"query": QUERY, "documents": DOCUMENTS[:4]})  # 2 requests in: the queue is full
+            deadline = time.monotonic() + 30
+            while batcher.pending < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
             refused = slow.post("/rerank", json={"query": QUERY, "documents": DOCUMENTS[:1]})
-            assert refused.status_code == 503 and refused.headers["retry-after"] == "1" and "--max-queue" in refused.json()["error"]["message"]
+            release.set()
+            assert refused.status_code == 503, refused.text
+            assert refused.headers["retry-after"] == "1" and "--max-queue" in refused.json()["error"]["message"]
             assert running.result().status_code == 200 and waiting.result().status_code == 200
-        batcher.run = lambda pairs: time.sleep(1.7) or score(pairs)
-        late = slow.post("/rerank", json={"query": QUERY, "documents": DOCUMENTS})
+        release.clear()
+        late = slow.post("/rerank", json={"query": QUERY, "documents": DOCUMENTS})  # held past --timeout-s
+        release.set()
         assert late.status_code == 503 and "--timeout-s" in late.json()["error"]["message"]
 
 

@@ -31,7 +31,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from sentune.errors import UserError
-from sentune.serve.batching import MicroBatcher, QueueFull
+from sentune.serve.batching import MicroBatcher
 from sentune.serve.protocol import ApiError, check_count, check_text, parse_body
 from sentune.serve.settings import ServeSettings
 
@@ -146,9 +146,7 @@ class Reranking:
     settings: ServeSettings
 
     async def scores(self, pairs: list[tuple[str, str]]) -> list[Scored]:
-        if self.batcher.full():  # refused before any work, as the model's batchers do
-            raise QueueFull(self.batcher.waiting(), self.settings.max_queue)
-        return await self.batcher.submit(pairs)
+        return await self.batcher.submit(pairs)  # QueueFull (503) when --max-queue requests are being answered
 
     async def within_limit(self, awaitable):
         try:
