@@ -124,24 +124,9 @@ def test_an_adapt_run_scores_prf_and_its_saved_index_searches_and_serves_as_scor
     """`prf` runs with the hybrid; made the choice (whatever the toy's confirmation says), the saved index holds its
     feedback and `sentune search` ranks the test queries to the test score the run recorded; reopened it ranks the
     same, and `sentune serve` answers /search with the same documents."""
-    from test_adapt_retrieval import _toy_beir
-    from test_search import ndcg10, read_trec_run
-
-    from sentune.adapt import select as adapt_select
-    from sentune.cli import main
     from sentune.data.beir import read_beir_folder
 
-    real_select = adapt_select.select
-
-    def choose_prf(*args, **kwargs):
-        results = real_select(*args, **kwargs)
-        results["choice"]["name"] = "prf"
-        return results
-
-    monkeypatch.setattr(adapt_select, "select", choose_prf)  # sentune.adapt.run imports it when it runs
-    dev, test = _toy_beir(tmp_path / "toy")
-    out = tmp_path / "run"
-    assert main(["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out), "--methods", "hybrid"]) == 0
+    out, test = run_choosing("prf", str(tiny_model_dir), tmp_path, monkeypatch)
     results = json.loads((out / "results.json").read_text())
     prf = results["candidates"]["prf"]
     queries = read_beir_folder(out / "data" / "dev", "dev").queries
@@ -151,20 +136,53 @@ def test_an_adapt_run_scores_prf_and_its_saved_index_searches_and_serves_as_scor
     assert sorted(prf["weight_read_queries"]) == sorted(queries[i].id for i in split.select)  # its weight read the selection alone
     settings = json.loads((out / "index.json").read_text())
     assert settings["expansion"] == Feedback().to_dict() and settings["fusion"] == prf["fusion"]
+    first = searches_and_serves_as_scored(out, test, prf["test"]["score"], tmp_path)
+    from sentune.search.index import SearchIndex
+
+    plain = SearchIndex.open(out)
+    plain.settings = {k: v for k, v in plain.settings.items() if k != "expansion"}
+    assert first != [[h.doc_id for h in hits] for hits in plain.search(read_beir_folder(test, "test").queries, top=10)]  # the feedback ranks
+
+
+def run_choosing(name: str, model: str, tmp_path, monkeypatch):
+    """An adapt run on the toy (`--methods hybrid`) whose choice is made `name` whatever its confirmation says (what is
+    tested is how the chosen system is saved); its folder and the test set's."""
+    from test_adapt_retrieval import _toy_beir
+
+    from sentune.adapt import select as adapt_select
+    from sentune.cli import main
+
+    real_select = adapt_select.select
+
+    def choose(*args, **kwargs):
+        results = real_select(*args, **kwargs)
+        results["choice"]["name"] = name
+        return results
+
+    monkeypatch.setattr(adapt_select, "select", choose)  # sentune.adapt.run imports it when it runs
+    dev, test = _toy_beir(tmp_path / "toy")
+    out = tmp_path / "run"
+    assert main(["adapt", "--quiet", "--model", model, "--dev", str(dev), "--test", str(test), "--out", str(out), "--methods", "hybrid"]) == 0
+    return out, test
+
+
+def searches_and_serves_as_scored(out, test, score, tmp_path) -> list[list[str]]:
+    """`sentune search OUT` ranks the test queries to the test score the run recorded, the index reopened ranks the
+    same, and `sentune serve OUT` answers /search with its documents; the test queries' top 10 ids."""
+    from test_search import ndcg10, read_trec_run
+
+    from sentune.cli import main
+    from sentune.data.beir import read_beir_folder
+    from sentune.search.index import SearchIndex
+
     run = tmp_path / "test.run"
     assert main(["search", str(out), "--queries", str(test / "queries.jsonl"), "--top", "100", "--run", str(run), "--quiet"]) == 0
     ranked = read_trec_run(run)
     test_queries = read_beir_folder(test, "test").queries
     mean = 100 * np.mean([ndcg10([doc for doc, _, _ in ranked.get(q.id, [])], q.relevant) for q in test_queries])
-    assert mean == pytest.approx(prf["test"]["score"], abs=1e-6)
-
-    from sentune.search.index import SearchIndex
-
+    assert mean == pytest.approx(score, abs=1e-6)
     first = [[h.doc_id for h in hits] for hits in SearchIndex.open(out).search(test_queries, top=10)]
     assert first == [[h.doc_id for h in hits] for hits in SearchIndex.open(out).search(test_queries, top=10)]
-    plain = SearchIndex.open(out)
-    plain.settings = {k: v for k, v in plain.settings.items() if k != "expansion"}
-    assert first != [[h.doc_id for h in hits] for hits in plain.search(test_queries, top=10)]  # the feedback ranks
 
     from fastapi.testclient import TestClient
 
@@ -176,3 +194,4 @@ def test_an_adapt_run_scores_prf_and_its_saved_index_searches_and_serves_as_scor
     with TestClient(create_app(served, Engine(served))) as client:
         answer = client.post("/search", json={"queries": [q.text for q in test_queries[:3]], "top_k": 10}).json()
     assert answer["system"] == "hybrid" and [[h["id"] for h in r["hits"]] for r in answer["results"]] == first[:3]
+    return first

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 class AdaptConfig:
     corpus: Path | None  # None only for retrieval with a BEIR folder as --dev (its corpus.jsonl)
     model: str = "default"
+    more_models: tuple[str, ...] = ()  # search: the models --model names after the first (A,B), fused with it (multi-dense)
     corpus_column: str | None = None
     dev: Path | None = None  # None: STS-B dev from the data directory
     test: Path | None = None

@@ -214,11 +214,14 @@ def adapt(
                 raise UserError("--corpus FILE (or --example NAME) is required")
             from dataclasses import replace
 
+            from sentune.adapt.candidates.multi_dense import split_models
             from sentune.adapt.inputs import AdaptConfig, prepare
 
+            model, more_models = split_models(model)  # `--model A,B`: B fused with A by the multi-dense candidate
             config = AdaptConfig(
                 corpus=files["corpus"],
                 model=saved_model(model, folder / INPUT_MODEL),
+                more_models=more_models,
                 corpus_column=corpus_column,
                 dev=files["dev"],
                 test=files["test"],

@@ -62,7 +62,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
 def adapt_options(p: argparse.ArgumentParser) -> None:
     from sentune.adapt.names import EVIDENCE_CAP, METHODS, OPT_IN, SEARCH_OPT_IN  # no heavy imports: the list, so the help never drifts from it
 
-    p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path")
+    p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path (search: A,B fuses B too)")
     p.add_argument(
         "--corpus",
         help="your unlabelled sentences: .txt (one a line), .jsonl (a text field) or .csv (a column); de-duplicated. Retrieval: the documents, "

@@ -82,6 +82,8 @@ def preflight(args: argparse.Namespace) -> None:
     from sentune.core.models import check_model_name
 
     models = args.model if isinstance(getattr(args, "model", None), list) else [getattr(args, "model", None)]
+    if getattr(args, "command", None) == "adapt" and getattr(args, "model", None):  # `--model A,B`: B fused with A (multi-dense)
+        models = args.model.split(",")
     for name in filter(None, models):
         check_model_name(name)
     for name in getattr(args, "member", None) or []:  # sentune ensemble

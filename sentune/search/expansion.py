@@ -3,10 +3,15 @@ adapt run that chose such a candidate, read by sentune.search.index.SearchIndex.
 (`--system dense` or `bm25` still rank plainly).
 
 - {"kind": "prf", ...}: pseudo-relevance feedback (sentune.search.prf), Rocchio on the dense side and RM3 on BM25's,
-  fused with the index's fusion."""
+  fused with the index's fusion;
+- {"kind": "multi-dense", "models": [{"model": NAME_OR_PATH, "vectors": "dense-1/vectors.npy"}, ...], "weights": [...]}:
+  the index's model, each other model and BM25 fused with those weights (sentune.search.multi_dense); each other model
+  is loaded once per process."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,7 +20,7 @@ from sentune.data.text_files import DataError
 from sentune.search.documents import DAMAGED
 from sentune.search.prf import Feedback, prf_rank
 
-KINDS = ("prf",)
+KINDS = ("prf", "multi-dense")
 
 
 def feedback_of(index: Any) -> Feedback:
@@ -31,9 +36,13 @@ def feedback_of(index: Any) -> Feedback:
 
 def expanded_rank(index: Any, query_vectors: np.ndarray, texts: list[str], top: int, own: list[int | None] | None) -> tuple[list[list[int]], list[list[float]]]:
     """The index's system's top `top` documents per query with their scores (sentune.search.index.SearchIndex's rows):
-    every document scored exactly (an approximate index is not read: feedback reads the first results of both sides)."""
+    every document scored exactly (an approximate index is not read: feedback reads the first results of both sides,
+    and the other models have no approximate index)."""
     from sentune.search.index import INDEX_FILE
 
+    saved = index.settings.get("expansion")
+    if isinstance(saved, dict) and saved.get("kind") == "multi-dense":
+        return _multi_dense(index, query_vectors, texts, top, own)
     feedback = feedback_of(index)
     if index.fusion is None:
         raise DataError(index.folder / INDEX_FILE, None, f"expansion {feedback.label} without a fusion; {DAMAGED}")
@@ -42,3 +51,37 @@ def expanded_rank(index: Any, query_vectors: np.ndarray, texts: list[str], top: 
         return [text for _, text in index.documents.read(rows)]
 
     return prf_rank(query_vectors, np.asarray(index.vectors), index.lexical(), texts, read, index.documents.order, index.fusion, feedback, depth=top, own=own)
+
+
+@lru_cache(maxsize=8)
+def _model(name: str, device: str | None):
+    from sentune.core.models import load_model
+
+    return load_model(name, device=device)
+
+
+def _multi_dense(index: Any, query_vectors: np.ndarray, texts: list[str], top: int, own) -> tuple[list[list[int]], list[list[float]]]:
+    from sentune.core.encode import Encoder
+    from sentune.search.index import INDEX_FILE
+    from sentune.search.multi_dense import MultiFusion, multi_rank
+    from sentune.search.prf import unit
+    from sentune.search.stored import open_vectors
+
+    saved, path = index.settings["expansion"], index.folder / INDEX_FILE
+    models = saved.get("models")
+    try:
+        fusion = MultiFusion.from_dict(saved)
+        if (
+            not isinstance(models, list)
+            or len(models) + 2 != len(fusion.weights)
+            or not all(isinstance(m, dict) and {"model", "vectors"} <= set(m) for m in models)
+        ):
+            raise ValueError(f"{len(fusion.weights)} weights for models {models!r}")
+    except ValueError as exc:
+        raise DataError(path, None, f"expansion: {exc}; {DAMAGED}") from None
+    dense = [unit(query_vectors) @ unit(np.asarray(index.vectors)).T]
+    for entry in models:
+        vectors = open_vectors(index.folder / Path(entry["vectors"]), len(index.documents), None)
+        encoded = Encoder(_model(entry["model"], index.device), "model", show_progress=False).encode(texts)
+        dense.append(unit(encoded) @ unit(np.asarray(vectors)).T)
+    return multi_rank(dense, index.lexical().scores(texts), index.documents.order, fusion, top, own)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sentune.adapt.candidates.base import Candidate, PlanSetup
+from sentune.adapt.candidates.multi_dense import MultiDense
 from sentune.adapt.candidates.postprocessed import PostProcessed
 from sentune.adapt.candidates.prf import Prf
 from sentune.adapt.candidates.retrieval_native import HybridDistill, PseudoQueryTrained
@@ -30,6 +31,7 @@ KINDS: tuple[type[Candidate], ...] = (
     Hybrid,
     HybridSupervised,
     Prf,
+    MultiDense,
     Reference,
     Lexical,
     Rrf,

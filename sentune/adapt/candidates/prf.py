@@ -23,16 +23,33 @@ PRF = "prf"
 
 
 @dataclass
-class Prf(Candidate):
-    """Planned with the hybrid (it is the hybrid with both sides' queries expanded): a run that asks for `hybrid` has it."""
+class FusedWithUnchanged(Candidate):
+    """A search candidate planned with the hybrid (a run that asks for `hybrid` has it) that fuses BM25 with the
+    unchanged model beyond one convex weight: it stands for the unchanged model, and its saved index is a hybrid whose
+    `expansion` (Candidate.expansion) says the rest."""
 
-    kind: ClassVar[str] = "prf"
     phase: ClassVar[str] = "after_race"
     dense: ClassVar[bool] = False
+    planned_as: ClassVar[str] = ""
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:
-        return [cls(PRF)] if setup.search and HYBRID in setup.methods else []
+        return [cls(cls.planned_as)] if setup.search and HYBRID in setup.methods else []
+
+    def model(self, ctx: Context):
+        return ctx.candidate(UNCHANGED).model(ctx)
+
+    def fused(self, ctx: Context) -> tuple[Fusion, str] | None:
+        fusion = ctx.records[self.name].fusion
+        return None if fusion is None else (fusion, UNCHANGED)
+
+
+@dataclass
+class Prf(FusedWithUnchanged):
+    """The hybrid with both sides' queries expanded from their first results."""
+
+    kind: ClassVar[str] = "prf"
+    planned_as: ClassVar[str] = PRF
 
     def describe(self, ctx: Context) -> str:
         return f"pseudo-relevance feedback, {Feedback().label}, fused with the weight chosen on the selection queries"
@@ -84,13 +101,6 @@ class Prf(Candidate):
             "weight_read_queries": [q.id for q in queries],
         }
         return search.rank_with(ranker), CandidateRecord(self.name, self.kind, source=UNCHANGED, fusion=fusion, detail=detail)
-
-    def model(self, ctx: Context):
-        return ctx.candidate(UNCHANGED).model(ctx)
-
-    def fused(self, ctx: Context) -> tuple[Fusion, str] | None:
-        fusion = ctx.records[self.name].fusion
-        return None if fusion is None else (fusion, UNCHANGED)
 
     def expansion(self, ctx: Context) -> dict | None:
         return ctx.records[self.name].detail.get("feedback")
