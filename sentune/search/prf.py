@@ -61,8 +61,19 @@ class Feedback:
 
 
 def unit(vectors: np.ndarray) -> np.ndarray:
-    vectors = np.asarray(vectors, dtype=np.float64)
+    """Rows scaled to unit length; float32 stays float32 (an index's vectors: half the memory), anything else float64."""
+    vectors = np.asarray(vectors)
+    vectors = vectors if vectors.dtype == np.float32 else vectors.astype(np.float64)
     return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+
+
+def in_blocks(rank: Callable[[list], list[list[int]]], queries: list, block: int | None = None) -> list[list[int]]:
+    """rank(queries) a block at a time (sentune.search.fusion.QUERY_BLOCK): a block's scores of every document are
+    held at once, never every query's (5,000 test queries × 500,000 documents would be 20 GB)."""
+    from sentune.search.fusion import QUERY_BLOCK
+
+    size = block or QUERY_BLOCK
+    return [row for start in range(0, len(queries), size) for row in rank(queries[start : start + size])]
 
 
 def rocchio(query_vectors: np.ndarray, doc_vectors: np.ndarray, ties: np.ndarray, feedback: Feedback, own: Sequence[int | None] | None = None) -> np.ndarray:

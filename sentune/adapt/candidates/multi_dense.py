@@ -76,7 +76,7 @@ class MultiDense(FusedWithUnchanged):
         from sentune.adapt.search_context import as_search
         from sentune.search.fusion import id_order
         from sentune.search.multi_dense import choose_weights, multi_rank
-        from sentune.search.prf import unit
+        from sentune.search.prf import in_blocks, unit
         from sentune.tasks.retrieval import DEPTH, HEADLINE, per_query_metrics
 
         if not other_models(ctx):
@@ -84,14 +84,18 @@ class MultiDense(FusedWithUnchanged):
         search = as_search(ctx)
         tables, lexical = self.tables(ctx), search.lexical.hybrid()
 
-        def scored(queries, corpus):
-            texts, docs, ids = [q.text for q in queries], [d.text for d in corpus], [d.id for d in corpus]
+        def scored(queries, corpus, documents):
+            """Each model's cosines and BM25's scores of `corpus` (`documents`: each model's unit vectors of it)."""
+            texts, ids = [q.text for q in queries], [d.id for d in corpus]
             position = {doc: i for i, doc in enumerate(ids)}
-            dense = [unit(t.of(texts)) @ unit(t.of(docs)).T for t in tables]
+            dense = [unit(t.of(texts)) @ docs.T for t, docs in zip(tables, documents, strict=True)]
             return dense, lexical.scores(texts, ids), id_order(ids), [position.get(q.id) for q in queries]
 
+        def unit_documents(corpus) -> list[np.ndarray]:
+            return [unit(t.of(d.text for d in corpus)) for t in tables]
+
         queries, collection = search.selection_queries(), search.retrieval_dev().corpus
-        dense, words, ties, own = scored(queries, collection)
+        dense, words, ties, own = scored(queries, collection, unit_documents(collection))
 
         def score(ranked) -> float:
             return 100 * float(per_query_metrics([[collection[i].id for i in row] for row in ranked], queries)[HEADLINE].mean())
@@ -100,8 +104,13 @@ class MultiDense(FusedWithUnchanged):
         print(f"    {self.name}: {multi.label} (selection, whole corpus: {curve[multi.weights]:.2f})", flush=True)
 
         def ranker(part_queries, corpus) -> list[list[int]]:
-            part_dense, part_words, part_ties, part_own = scored(part_queries, corpus)
-            return multi_rank(part_dense, part_words, part_ties, multi, DEPTH, part_own)[0]
+            documents = unit_documents(corpus)  # once per part, not per block of its queries
+
+            def block(queries) -> list[list[int]]:
+                part_dense, part_words, part_ties, part_own = scored(queries, corpus, documents)
+                return multi_rank(part_dense, part_words, part_ties, multi, DEPTH, part_own)[0]
+
+            return in_blocks(block, part_queries)
 
         main, bm25 = multi.weights[0], multi.weights[-1]
         # what plain `--system hybrid` readers see (serve's fusion label): the two-system part of the weights

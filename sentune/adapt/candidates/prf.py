@@ -59,7 +59,7 @@ class Prf(FusedWithUnchanged):
 
         from sentune.adapt.search_context import as_search
         from sentune.search.fusion import ALPHAS, id_order
-        from sentune.search.prf import fuse_rank, prf_scores
+        from sentune.search.prf import fuse_rank, in_blocks, prf_scores
         from sentune.tasks.retrieval import DEPTH, HEADLINE, per_query_metrics
 
         search, feedback = as_search(ctx), Feedback()
@@ -88,10 +88,14 @@ class Prf(FusedWithUnchanged):
         def ranker(part_queries, corpus) -> list[list[int]]:
             """A part's documents ranked by the fused scores over the whole collection's feedback, as the index serves."""
             columns = np.array([position[d.id] for d in corpus])
-            dense_part, words_part, own_all = scored(part_queries)
             local = {int(c): i for i, c in enumerate(columns)}
-            part_own = [None if o is None else local.get(o) for o in own_all]
-            return fuse_rank(dense_part[:, columns], words_part[:, columns], ties[columns], fusion, DEPTH, part_own)[0]
+
+            def block(queries) -> list[list[int]]:
+                dense_part, words_part, own_all = scored(queries)
+                part_own = [None if o is None else local.get(o) for o in own_all]
+                return fuse_rank(dense_part[:, columns], words_part[:, columns], ties[columns], fusion, DEPTH, part_own)[0]
+
+            return in_blocks(block, part_queries)
 
         detail = {
             "setting": f"{feedback.label}; {fusion.label}",
