@@ -144,7 +144,8 @@ def adapt(
 
     Args:
         model: a name (`"default"`: all-MiniLM-L6-v2, a Hugging Face id), a folder, or a `SentenceTransformer` in memory
-            (saved into OUT/input-model for the run to load).
+            (saved into OUT/input-model for the run to load). Search: `"A,B"` adapts A and fuses B with it and BM25
+            (the `multi-dense` candidate).
         corpus: unlabelled text: a path (.txt, .jsonl, .csv), a list of strings, or (a search run) BEIR-style documents
             `{"_id", "title", "text"}`; a `datasets.Dataset` or pandas DataFrame of either.
         dev: scored pairs, a path or `(text1, text2, score)` rows (at least 100); for search, queries (a dict of
