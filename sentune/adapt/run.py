@@ -329,8 +329,7 @@ def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
         vectors = (ctx.untuned_table() if kept is None else ctx.table(kept)).of(d.text for d in documents)
     saved = read_settings(ctx.out)
     if saved is not None and saved.get("corpus_sha256") and saved.get("model") == "model":  # an earlier choice's index: built again
-        for name in FILES:
-            path = ctx.out / name
+        for path in [*(ctx.out / name for name in FILES), *ctx.out.glob("dense-*")]:  # dense-N: multi-dense's other models
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     passages = ctx.records[candidate.name].detail.get("passages") if fused is not None else None
     plan = BuildPlan("hybrid" if fusion else "dense", fusion, ctx.lexical.settings(fitted=fusion is not None or ctx.lexical.knows_fit()))
