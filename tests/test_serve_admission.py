@@ -260,6 +260,29 @@ def test_a_client_sending_half_a_head_or_nothing_is_cut_off_within_the_read_limi
         assert served.embed("still serving").status_code == 200
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_head_over_its_limit_is_answered_431_and_closed(protocol):
+    """A 70 KB header (in one piece, or a line that goes on without end) is refused at --max-head-kb: httptools has no
+    bound of its own and answered it 200, or held the growing line until the read limit."""
+    request = b"POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 15\r\n"
+    with Served(TimedEngine(0.0), http=protocol, max_head_bytes=16 * 1024) as served:
+        with socket.create_connection(("127.0.0.1", served.port)) as sock:
+            sock.sendall(request + b"x-big: " + b"a" * 70_000 + b'\r\n\r\n{"input": "a"}')
+            received, _ = closed_within(sock, 3.0)
+            assert received.startswith(b"HTTP/1.1 431") and b"--max-head-kb" in received, received[:200]
+        with socket.create_connection(("127.0.0.1", served.port)) as sock:  # an endless line, sent in pieces
+            sock.sendall(request + b"x-endless: ")
+            began = time.perf_counter()
+            with pytest.raises(OSError):  # the server closes the connection while it is being sent to
+                for _ in range(100):
+                    sock.sendall(b"a" * 1000)
+                    time.sleep(0.002)
+            received, _ = closed_within(sock, 3.0)
+            assert received.startswith(b"HTTP/1.1 431") and time.perf_counter() - began < 2.0, received[:200]
+        just_under = {"x-fits": "a" * 15_000}
+        assert httpx.post(f"{served.url}/v1/embeddings", json={"input": "a"}, headers=just_under).status_code == 200
+
+
 def test_the_read_limit_is_never_longer_than_the_request_limit():
     with Served(TimedEngine(0.0), read_timeout_s=60.0, timeout_s=0.5) as served, socket.create_connection(("127.0.0.1", served.port)) as sock:
         sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 50\r\n\r\n{")

@@ -3,6 +3,10 @@
 - A request's head must arrive within the read limit of the connection's first byte (or of the previous answer):
   `HeadTimer`, a timer on uvicorn's HTTP/1.1 protocols (httptools', else h11's), since uvicorn has none (a client that sends half a
   header line would hold its connection, and a slot of the proxy in front, forever).
+- A request's head (its request line and headers) holds at most --max-head-kb: past it, 431 and the connection closed.
+  A head still arriving is bounded by the parser (h11 when told; httptools has none of its own, so an endless header
+  line would grow in memory until the read limit: `TimedHttpToolsProtocol` counts it), one parsed whole by
+  sentune.serve.guard.
 - Its body must arrive within the read limit of its head: `ReadLimit`, an ASGI middleware that answers 408 and closes the
   connection (a client that sends half a body is cut off; without it uvicorn waits for the rest as long as it stays).
 - The read limit is --read-timeout-s, and never more than --timeout-s, the limit of the whole request.
@@ -36,13 +40,27 @@ def read_limit(settings: ServeSettings) -> float:
     return min(settings.read_timeout_s, settings.timeout_s)
 
 
+def too_large_head(limit: int) -> bytes:
+    """The 431 of a head over `limit` bytes, written as the 408 above: no request was parsed that an app could answer."""
+    body = f"the request head is over {limit:,} bytes (--max-head-kb)\n".encode()
+    head = f"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    return head.encode() + body
+
+
 class TimedConfig(uvicorn.Config):
     """uvicorn's Config for these settings: the timed protocol and its read limit, and a bound on how long a graceful
     shutdown waits for the requests in flight (each ends within --timeout-s; the margin lets its answer go out)."""
 
     def __init__(self, app, settings: ServeSettings, **options) -> None:
-        super().__init__(app, http=TIMED_PROTOCOL, timeout_graceful_shutdown=math.ceil(settings.timeout_s) + 5, **options)
+        super().__init__(
+            app,
+            http=TIMED_PROTOCOL,
+            timeout_graceful_shutdown=math.ceil(settings.timeout_s) + 5,
+            h11_max_incomplete_event_size=settings.max_head_bytes,  # h11's own bound on a head; httptools': HeadTimer
+            **options,
+        )
         self.read_timeout_s = read_limit(settings)
+        self.max_head_bytes = settings.max_head_bytes
 
 
 def serve_one(settings: ServeSettings, app, **options) -> None:
@@ -53,9 +71,22 @@ def serve_one(settings: ServeSettings, app, **options) -> None:
 class HeadTimer:
     """A timer on uvicorn's HTTP/1.1 protocols, closing a connection whose request head has not arrived within the read
     limit (408), or whose body goes on arriving after its answer (a 401 or 415 answered before the body was read). The
-    limit is TimedConfig's `read_timeout_s` (10 s under another Config)."""
+    limit is TimedConfig's `read_timeout_s` (10 s under another Config). A head over TimedConfig's `max_head_bytes` is
+    answered 431 and its connection closed, in place of the parser's 400 (`_head_too_large`)."""
 
     _head_timer: asyncio.TimerHandle | None = None
+
+    def send_400_response(self, msg: str) -> None:  # uvicorn's answer to whatever its parser refused
+        if not self._head_too_large():
+            return super().send_400_response(msg)  # type: ignore[misc]
+        self.transport.write(too_large_head(self._head_limit()))  # type: ignore[attr-defined]
+        self.transport.close()  # type: ignore[attr-defined]
+
+    def _head_limit(self) -> int:
+        return getattr(self.config, "max_head_bytes", ServeSettings.max_head_bytes)  # type: ignore[attr-defined]
+
+    def _head_too_large(self) -> bool:  # why the parser refused: a head over the limit
+        raise NotImplementedError
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
@@ -104,13 +135,41 @@ class TimedH11Protocol(HeadTimer, H11Protocol):
     def _body_pending(self) -> bool:
         return self.conn.their_state is h11.SEND_BODY
 
+    def _head_too_large(self) -> bool:  # h11 refuses a head still incomplete past max_incomplete_event_size, its bytes held
+        return len(self.conn.trailing_data[0]) > self._head_limit()
+
 
 if importlib.util.find_spec("httptools") is not None:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class TimedHttpToolsProtocol(HeadTimer, HttpToolsProtocol):
+        """httptools keeps a header line in memory until it ends, however long: the bytes received while a head is
+        being parsed are counted here, from the chunk in which it began (a pipelined head counts the tail of the
+        message before it in that chunk). A head that arrives whole in one chunk is measured by Guard."""
+
+        _in_head, _head_bytes, _refused = False, 0, False
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._in_head and not self._refused:
+                self._head_bytes += len(data)
+                if self._head_bytes > self._head_limit():
+                    self._refused = True
+                    self.send_400_response("")
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._in_head, self._head_bytes = True, 0
+
+        def on_headers_complete(self) -> None:
+            self._in_head = False
+            super().on_headers_complete()
+
         def _body_pending(self) -> bool:
             return self.cycle is not None and self.cycle.more_body
+
+        def _head_too_large(self) -> bool:
+            return self._refused
 
     # httptools when installed, as uvicorn chooses: it parses a request in about a third of h11's time, which is what a
     # refusal costs past saturation

@@ -44,6 +44,7 @@ def serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout-s", type=float, default=30.0, help="a request not answered in this time gets 503")
     p.add_argument("--max-queue", type=int, default=64, help="requests being answered at once (per endpoint); one more gets 503 with Retry-After at once")
     p.add_argument("--read-timeout-s", type=float, default=10.0, help="a request's head, then its body, must arrive within this (408 and closed)")
+    p.add_argument("--max-head-kb", type=int, default=32, help="a request's line and headers, in KiB (431 and closed beyond)")
     p.add_argument("--system", choices=SYSTEMS, help="/search's default system (default: the index's own)")
     p.add_argument("--model-name", help="the model's name in /v1/embeddings answers (default: the hub id or the folder's name)")
     p.add_argument(
@@ -79,6 +80,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         timeout_s=args.timeout_s,
         max_queue=args.max_queue,
         read_timeout_s=args.read_timeout_s,
+        max_head_bytes=args.max_head_kb * 1024,
         system=args.system,
         model_name=args.model_name,
         rerank_top=args.rerank_top,

@@ -1,4 +1,5 @@
-"""The ASGI middleware in front of every route of `sentune serve`: the Host header, the API key, the body's type and size.
+"""The ASGI middleware in front of every route of `sentune serve`: the head's size, the Host header, the API key, the
+body's type and size.
 
 A server without a key on the loopback address trusts whatever reaches it, and a browser can reach it: a page of
 another site whose name is made to resolve to 127.0.0.1 (DNS rebinding) reads its answers as its own, and any page can
@@ -34,6 +35,10 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        head = head_size(scope)
+        if head > self.settings.max_head_bytes:  # parsed whole from one read; one still arriving: sentune.serve.admission
+            message = f"the request head is {head:,} bytes; at most {self.settings.max_head_bytes:,} (--max-head-kb)"
+            return await _respond(send, 431, error_body(message, "invalid_request_error", code="request_head_too_large"), {"connection": "close"})
         headers = dict(scope["headers"])
         host = headers.get(b"host", b"").decode("latin-1")
         if self.settings.allowed_hosts is not None and host and not host_allowed(host, self.settings.allowed_hosts):
@@ -78,6 +83,12 @@ class Guard:
         except BodyTooLarge:
             if not started:
                 await _respond(send, 413, too_large(received, limit))
+
+
+def head_size(scope) -> int:
+    """The bytes of a request's line and headers as sent (HTTP/1.1; each line's CRLF and each header's ": ")."""
+    target = len(scope.get("raw_path") or scope["path"].encode()) + (len(scope["query_string"]) + 1 if scope.get("query_string") else 0)
+    return len(scope["method"]) + target + len(" HTTP/1.1\r\n") + sum(len(name) + len(value) + 4 for name, value in scope["headers"]) + 2
 
 
 def host_allowed(host: str, allowed: tuple[str, ...] | list[str]) -> bool:

@@ -37,6 +37,7 @@ class ServeSettings:
     timeout_s: float = 30.0  # a request's limit, its wait for a batch included
     max_queue: int = 64  # requests accepted and not yet answered, per batcher; beyond, 503 at once (sentune.serve.batching)
     read_timeout_s: float = 10.0  # a request's head, then its body, must arrive within this (sentune.serve.admission)
+    max_head_bytes: int = 32 * 1024  # a request's line and headers (431 beyond; nginx's default bound, 4 buffers of 8 KiB)
     system: str | None = None  # /search's default system (None: the index's own)
     model_name: str | None = None  # the name /v1/embeddings answers with
     reranker: str | None = None  # a CrossEncoder: /search reranks with it, POST /rerank answers (sentune.serve.rerank)
@@ -78,6 +79,7 @@ def check_numbers(settings: ServeSettings) -> None:
         (settings.timeout_s > 0, f"--timeout-s {settings.timeout_s:g}: more than 0"),
         (settings.max_queue >= 1, f"--max-queue {settings.max_queue}: at least 1"),
         (settings.read_timeout_s > 0, f"--read-timeout-s {settings.read_timeout_s:g}: more than 0"),
+        (settings.max_head_bytes >= 1024, f"--max-head-kb {settings.max_head_bytes / 1024:g}: at least 1"),
         (settings.rerank_top >= 1, f"--rerank-top {settings.rerank_top}: at least 1"),
         (settings.backend in BACKENDS, f"--backend {settings.backend}: choose {', '.join(BACKENDS)}"),
         (settings.system is None or settings.system in SYSTEMS, f"--system {settings.system}: choose {', '.join(SYSTEMS)}"),
