@@ -113,6 +113,17 @@ def test_a_body_not_declared_json_is_refused_with_415(client, content_type):
     assert ok.status_code == 200, ok.text
 
 
+def test_a_post_without_a_body_needs_no_content_type_and_a_text_body_still_does(client):
+    """`curl -X POST .../admin/reload` sends no body and so no Content-Type: nothing to declare, no 415."""
+    for headers in ({}, {"content-length": "0"}):
+        reloaded = client.post("/admin/reload", headers=headers)
+        assert reloaded.status_code == 200 and reloaded.json()["status"] == "reloaded", reloaded.text
+    assert raw_post(client, "/admin/reload", b"{}", "text/plain").status_code == 415
+    chunked = client.post("/search", content=iter([b'{"query": "a man"}']))  # sent chunked, no Content-Length: a body
+    assert chunked.status_code == 415 and "transfer-encoding" in chunked.request.headers
+    assert raw_post(client, "/search", b"", None).status_code == 400  # nothing to read: the route says what is missing
+
+
 def test_top_k_is_a_strict_integer_and_a_json_error_says_at_once(client):
     for value in ("true", '"3"', "3.5"):
         answer = raw_post(client, "/search", b'{"query": "a man", "top_k": ' + value.encode() + b"}")

@@ -5,7 +5,8 @@ A server without a key on the loopback address trusts whatever reaches it, and a
 another site whose name is made to resolve to 127.0.0.1 (DNS rebinding) reads its answers as its own, and any page can
 send it a "simple" cross-site POST (text/plain, a form) that needs no CORS preflight. So such a server answers only the
 Host names of the loopback address (--allowed-hosts widens that for a proxy), and every body must be declared JSON
-(415 otherwise), which a cross-site page cannot do without a preflight that this server never grants."""
+(415 otherwise), which a cross-site page cannot do without a preflight that this server never grants. A request
+without a body (`POST /admin/reload`) declares nothing."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ class Guard:
             if not (given[:7].lower() == b"bearer " and hmac.compare_digest(given[7:].strip(), self.key)):  # the scheme's case is free (RFC 9110)
                 message = "no API key given: send `Authorization: Bearer KEY`" if not given else "wrong API key"
                 return await _respond(send, 401, error_body(message, "authentication_error", code="invalid_api_key"), {"www-authenticate": "Bearer"})
-        if scope["method"].encode() in BODY_METHODS and not is_json(headers.get(b"content-type", b"")):
+        if scope["method"].encode() in BODY_METHODS and has_body(headers) and not is_json(headers.get(b"content-type", b"")):
             given = headers.get(b"content-type", b"").decode("latin-1")[:100] or "none"
             message = f"Content-Type {given}: send the body as JSON, with `Content-Type: application/json`"
             return await _respond(send, 415, error_body(message, "invalid_request_error", code="unsupported_media_type"))
@@ -97,6 +98,15 @@ def host_allowed(host: str, allowed: tuple[str, ...] | list[str]) -> bool:
     name = host[: host.find("]") + 1] if host.startswith("[") else host.rsplit(":", 1)[0]
     name = name.lower().rstrip(".")
     return any(name == pattern or (pattern.startswith("*.") and name.endswith(pattern[1:])) for pattern in allowed)
+
+
+def has_body(headers: dict) -> bool:
+    """Whether a request carries a body: a Content-Length over 0, or one sent chunked (HTTP/1.1 has no third way). A
+    bodiless POST (`POST /admin/reload`) has nothing to declare, and a cross-site page gains nothing by sending one."""
+    length = headers.get(b"content-length")
+    if length is None:
+        return b"transfer-encoding" in headers
+    return not length.strip().isdigit() or int(length) > 0
 
 
 def is_json(content_type: bytes) -> bool:
