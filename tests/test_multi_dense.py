@@ -73,4 +73,4 @@ def test_an_adapt_run_fuses_two_models_and_its_index_searches_and_serves_as_scor
     assert found["models"] == [str(tiny_mpnet_dir.resolve())] and len(found["weights"]["weights"]) == 3
     settings = json.loads((out / "index.json").read_text())
     assert settings["expansion"]["kind"] == "multi-dense" and settings["expansion"]["weights"] == found["weights"]["weights"]
-    searches_and_serves_as_scored(out, test, found["test"]["score"], tmp_path)
+    searches_and_serves_as_scored(out, test, found["test"]["score"], tmp_path, monkeypatch)

@@ -136,7 +136,7 @@ def test_an_adapt_run_scores_prf_and_its_saved_index_searches_and_serves_as_scor
     assert sorted(prf["weight_read_queries"]) == sorted(queries[i].id for i in split.select)  # its weight read the selection alone
     settings = json.loads((out / "index.json").read_text())
     assert settings["expansion"] == Feedback().to_dict() and settings["fusion"] == prf["fusion"]
-    first = searches_and_serves_as_scored(out, test, prf["test"]["score"], tmp_path)
+    first = searches_and_serves_as_scored(out, test, prf["test"]["score"], tmp_path, monkeypatch)
     from sentune.search.index import SearchIndex
 
     plain = SearchIndex.open(out)
@@ -166,9 +166,10 @@ def run_choosing(name: str, model: str, tmp_path, monkeypatch):
     return out, test
 
 
-def searches_and_serves_as_scored(out, test, score, tmp_path) -> list[list[str]]:
+def searches_and_serves_as_scored(out, test, score, tmp_path, monkeypatch) -> list[list[str]]:
     """`sentune search OUT` ranks the test queries to the test score the run recorded, the index reopened ranks the
-    same, and `sentune serve OUT` answers /search with its documents; the test queries' top 10 ids."""
+    same (and so in blocks of 7 queries), and `sentune serve OUT` answers /search with its documents; the test
+    queries' top 10 ids."""
     from test_search import ndcg10, read_trec_run
 
     from sentune.cli import main
@@ -183,6 +184,11 @@ def searches_and_serves_as_scored(out, test, score, tmp_path) -> list[list[str]]
     assert mean == pytest.approx(score, abs=1e-6)
     first = [[h.doc_id for h in hits] for hits in SearchIndex.open(out).search(test_queries, top=10)]
     assert first == [[h.doc_id for h in hits] for hits in SearchIndex.open(out).search(test_queries, top=10)]
+    from sentune.search import fusion
+
+    with monkeypatch.context() as patched:
+        patched.setattr(fusion, "QUERY_BLOCK", 7)
+        assert first == [[h.doc_id for h in hits] for hits in SearchIndex.open(out).search(test_queries, top=10)]
 
     from fastapi.testclient import TestClient
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from sentune.data.text_files import DataError
 from sentune.search.documents import DAMAGED
-from sentune.search.prf import Feedback, prf_rank
+from sentune.search.prf import Feedback, prf_rank, unit
 
 KINDS = ("prf", "multi-dense")
 
@@ -50,7 +50,9 @@ def expanded_rank(index: Any, query_vectors: np.ndarray, texts: list[str], top: 
     def read(rows: list[int]) -> list[str]:
         return [text for _, text in index.documents.read(rows)]
 
-    return prf_rank(query_vectors, np.asarray(index.vectors), index.lexical(), texts, read, index.documents.order, index.fusion, feedback, depth=top, own=own)
+    if getattr(index, "_prf_units", None) is None:  # the documents normalised once per index object, not per request
+        index._prf_units = unit(np.asarray(index.vectors))
+    return prf_rank(query_vectors, index._prf_units, index.lexical(), texts, read, index.documents.order, index.fusion, feedback, depth=top, own=own)
 
 
 @lru_cache(maxsize=8)
@@ -62,9 +64,9 @@ def _model(name: str, device: str | None):
 
 def _multi_dense(index: Any, query_vectors: np.ndarray, texts: list[str], top: int, own) -> tuple[list[list[int]], list[list[float]]]:
     from sentune.core.encode import Encoder
+    from sentune.search.fusion import QUERY_BLOCK
     from sentune.search.index import INDEX_FILE
     from sentune.search.multi_dense import MultiFusion, multi_rank
-    from sentune.search.prf import unit
     from sentune.search.stored import open_vectors
 
     saved, path = index.settings["expansion"], index.folder / INDEX_FILE
@@ -79,9 +81,17 @@ def _multi_dense(index: Any, query_vectors: np.ndarray, texts: list[str], top: i
             raise ValueError(f"{len(fusion.weights)} weights for models {models!r}")
     except ValueError as exc:
         raise DataError(path, None, f"expansion: {exc}; {DAMAGED}") from None
-    dense = [unit(query_vectors) @ unit(np.asarray(index.vectors)).T]
-    for entry in models:
-        vectors = open_vectors(index.folder / Path(entry["vectors"]), len(index.documents), None)
-        encoded = Encoder(_model(entry["model"], index.device), "model", show_progress=False).encode(texts)
-        dense.append(unit(encoded) @ unit(np.asarray(vectors)).T)
-    return multi_rank(dense, index.lexical().scores(texts), index.documents.order, fusion, top, own)
+    if getattr(index, "_multi_units", None) is None:  # every model's documents normalised once per index object
+        others = [open_vectors(index.folder / Path(entry["vectors"]), len(index.documents), None) for entry in models]
+        index._multi_units = [unit(np.asarray(v)) for v in [index.vectors, *others]]
+    encoded = [unit(query_vectors)]
+    encoded += [unit(Encoder(_model(entry["model"], index.device), "model", show_progress=False).encode(texts)) for entry in models]
+    lexical = index.lexical()
+    ranked: list[list[int]] = []
+    values: list[list[float]] = []
+    for start in range(0, len(texts), QUERY_BLOCK):  # a block's scores of every document at once, as the hybrid's
+        rows = slice(start, start + QUERY_BLOCK)
+        dense = [queries[rows] @ docs.T for queries, docs in zip(encoded, index._multi_units, strict=True)]
+        found = multi_rank(dense, lexical.scores(texts[rows]), index.documents.order, fusion, top, own[rows] if own is not None else None)
+        ranked, values = ranked + found[0], values + found[1]
+    return ranked, values

@@ -79,7 +79,11 @@ def in_blocks(rank: Callable[[list], list[list[int]]], queries: list, block: int
 def rocchio(query_vectors: np.ndarray, doc_vectors: np.ndarray, ties: np.ndarray, feedback: Feedback, own: Sequence[int | None] | None = None) -> np.ndarray:
     """Each query's Rocchio vector (unit length): α · q + β · the mean unit vector of its first documents by cosine
     (ties by `ties`; a query's own document, `own[row]`, is no feedback)."""
-    queries, docs = unit(query_vectors), unit(doc_vectors)
+    return moved_queries(unit(query_vectors), unit(doc_vectors), ties, feedback, own)
+
+
+def moved_queries(queries: np.ndarray, docs: np.ndarray, ties: np.ndarray, feedback: Feedback, own=None) -> np.ndarray:
+    """rocchio with both sides' vectors already unit rows (an index's documents normalised once, not per query)."""
     first = top_by_score(queries @ docs.T, ties, feedback.rocchio_docs, exclude=own)
     moved = np.stack([feedback.alpha * q + feedback.beta * docs[top].mean(axis=0) for q, top in zip(queries, first, strict=True)])
     return unit(moved)
@@ -135,7 +139,7 @@ def rm3_scores(
 
 def prf_rank(
     query_vectors: np.ndarray,
-    doc_vectors: np.ndarray,
+    doc_units: np.ndarray,
     lexical,
     texts: list[str],
     read: Callable[[list[int]], list[str]],
@@ -146,8 +150,9 @@ def prf_rank(
     depth: int,
     own: Sequence[int | None] | None = None,
 ) -> tuple[list[list[int]], list[list[float]]]:
-    """The top `depth` documents (rows of the collection) per query under `fusion` of the Rocchio cosine and RM3's
-    BM25, with their fused scores; `own[row]`: the query's own document, neither feedback, ranked, nor normalised over."""
+    """The top `depth` documents (rows of the collection; `doc_units` their unit vectors) per query under `fusion` of the
+    Rocchio cosine and RM3's BM25, with their fused scores; `own[row]`: the query's own document, neither feedback,
+    ranked, nor normalised over."""
     from sentune.search.fusion import QUERY_BLOCK
 
     ranked: list[list[int]] = []
@@ -155,15 +160,16 @@ def prf_rank(
     for start in range(0, len(texts), QUERY_BLOCK):  # a block's scores of every document at once, as the hybrid's
         rows = slice(start, start + QUERY_BLOCK)
         block_own = list(own[rows]) if own is not None else None
-        dense, words = prf_scores(query_vectors[rows], doc_vectors, lexical, texts[rows], read, ties, feedback, block_own)
+        dense, words = prf_scores(query_vectors[rows], doc_units, lexical, texts[rows], read, ties, feedback, block_own)
         found = fuse_rank(dense, words, ties, fusion, depth, block_own)
         ranked, values = ranked + found[0], values + found[1]
     return ranked, values
 
 
-def prf_scores(query_vectors, doc_vectors, lexical, texts, read, ties, feedback: Feedback, own=None) -> tuple[np.ndarray, np.ndarray]:
-    """Both sides' scores of every document (rows: queries): Rocchio's cosines and RM3's BM25."""
-    dense = rocchio(query_vectors, doc_vectors, ties, feedback, own) @ unit(doc_vectors).T
+def prf_scores(query_vectors, doc_units, lexical, texts, read, ties, feedback: Feedback, own=None) -> tuple[np.ndarray, np.ndarray]:
+    """Both sides' scores of every document (rows: queries): Rocchio's cosines (`doc_units`: the documents' unit
+    vectors) and RM3's BM25."""
+    dense = moved_queries(unit(query_vectors), doc_units, ties, feedback, own) @ doc_units.T
     return dense, rm3_scores(lexical, texts, read, ties, feedback, own)
 
 

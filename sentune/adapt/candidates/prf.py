@@ -59,14 +59,14 @@ class Prf(FusedWithUnchanged):
 
         from sentune.adapt.search_context import as_search
         from sentune.search.fusion import ALPHAS, id_order
-        from sentune.search.prf import fuse_rank, in_blocks, prf_scores
+        from sentune.search.prf import fuse_rank, in_blocks, prf_scores, unit
         from sentune.tasks.retrieval import DEPTH, HEADLINE, per_query_metrics
 
         search, feedback = as_search(ctx), Feedback()
         collection = search.retrieval_dev().corpus  # feedback reads the whole collection, as the saved index does
         ids = [d.id for d in collection]
         position, ties = {doc: i for i, doc in enumerate(ids)}, id_order(ids)
-        doc_vectors, table, lexical = search.document_vectors(), search.untuned_table(), search.lexical.hybrid().index
+        doc_units, table, lexical = unit(search.document_vectors()), search.untuned_table(), search.lexical.hybrid().index
 
         def read(rows: list[int]) -> list[str]:
             return [collection[i].text for i in rows]
@@ -74,7 +74,7 @@ class Prf(FusedWithUnchanged):
         def scored(queries) -> tuple[np.ndarray, np.ndarray, list]:
             own = [position.get(q.id) for q in queries]
             texts = [q.text for q in queries]
-            return (*prf_scores(table.of(texts), doc_vectors, lexical, texts, read, ties, feedback, own), own)
+            return (*prf_scores(table.of(texts), doc_units, lexical, texts, read, ties, feedback, own), own)
 
         queries = search.selection_queries()
         dense, words, own = scored(queries)
