@@ -52,7 +52,9 @@ def test_the_weight_grid_and_a_choice_whose_answer_is_known():
     def score(ranked):
         return float(np.mean([row[0] == t for row, t in zip(ranked, target, strict=True)]))
 
-    fusion, curve = choose_weights([noise(), good], noise(), id_order([f"d{i:02d}" for i in range(50)]), score, depth=10)
+    first, second, lexical = noise(), good, noise()
+    blocks = [([first[rows], second[rows]], lexical[rows], None) for rows in (slice(0, 7), slice(7, 20))]  # two blocks of queries
+    fusion, curve = choose_weights(blocks, id_order([f"d{i:02d}" for i in range(50)]), score, depth=10)
     assert curve[fusion.weights] == 1.0 == max(curve.values()) and curve[(1.0, 0.0, 0.0)] < 0.5 and curve[(0.0, 0.0, 1.0)] < 0.5
     assert fusion.weights[1] > 0
 

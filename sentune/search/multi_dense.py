@@ -7,7 +7,7 @@ selection queries). A query's own document (Quora-style sets) is neither ranked 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,15 +67,19 @@ def multi_rank(
     return ranked, [[float(fused[r, d]) for d in row] for r, row in enumerate(ranked)]
 
 
-def choose_weights(dense: Sequence[np.ndarray], lexical: np.ndarray, ties: np.ndarray, score, depth: int, own=None) -> tuple[MultiFusion, dict]:
+def choose_weights(
+    blocks: Iterable[tuple[Sequence[np.ndarray], np.ndarray, Sequence[int | None] | None]], ties: np.ndarray, score, depth: int
+) -> tuple[MultiFusion, dict]:
     """The grid's weights whose ranking `score(ranked)` (the queries' mean metric) is highest; ties: the weights
-    nearest equal ones. Returns them and every weight's score."""
-    dense, lexical = [without_own(d, own) for d in dense], without_own(lexical, own)
-    parts = [minmax(s) for s in [*dense, lexical]]  # normalised once: each weight is a sum of these
-    curve = {}
-    for weights in weight_grid(len(parts)):
-        fused = np.sum([w * p for w, p in zip(weights, parts, strict=True)], axis=0)
-        curve[weights] = float(score(top_by_score(fused, ties, depth, exclude=own)))
-    even = 1.0 / len(parts)
+    nearest equal ones. `blocks`: the queries a block at a time, each its dense systems' scores, BM25's and its queries'
+    own documents (a block's scores held at once, never every query's). Returns the weights and every weight's score."""
+    ranked: dict[tuple[float, ...], list[list[int]]] = {}
+    for dense, lexical, own in blocks:
+        parts = [minmax(without_own(s, own)) for s in [*dense, lexical]]  # normalised once: each weight is a sum of these
+        for weights in weight_grid(len(parts)):
+            fused = np.sum([w * p for w, p in zip(weights, parts, strict=True)], axis=0)
+            ranked.setdefault(weights, []).extend(top_by_score(fused, ties, depth, exclude=own))
+    curve = {weights: float(score(rows)) for weights, rows in ranked.items()}
+    even = 1.0 / len(next(iter(curve)))
     best = max(curve, key=lambda w: (round(curve[w], 9), -sum(abs(x - even) for x in w)))
     return MultiFusion(best), curve

@@ -74,7 +74,7 @@ class MultiDense(FusedWithUnchanged):
 
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
         from sentune.adapt.search_context import as_search
-        from sentune.search.fusion import id_order
+        from sentune.search.fusion import QUERY_BLOCK, id_order
         from sentune.search.multi_dense import choose_weights, multi_rank
         from sentune.search.prf import in_blocks, unit
         from sentune.tasks.retrieval import DEPTH, HEADLINE, per_query_metrics
@@ -95,12 +95,17 @@ class MultiDense(FusedWithUnchanged):
             return [unit(t.of(d.text for d in corpus)) for t in tables]
 
         queries, collection = search.selection_queries(), search.retrieval_dev().corpus
-        dense, words, ties, own = scored(queries, collection, unit_documents(collection))
+        documents = unit_documents(collection)
+
+        def blocks():
+            for start in range(0, len(queries), QUERY_BLOCK):
+                dense, words, _, own = scored(queries[start : start + QUERY_BLOCK], collection, documents)
+                yield dense, words, own
 
         def score(ranked) -> float:
             return 100 * float(per_query_metrics([[collection[i].id for i in row] for row in ranked], queries)[HEADLINE].mean())
 
-        multi, curve = choose_weights(dense, words, ties, score, DEPTH, own)
+        multi, curve = choose_weights(blocks(), id_order([d.id for d in collection]), score, DEPTH)
         print(f"    {self.name}: {multi.label} (selection, whole corpus: {curve[multi.weights]:.2f})", flush=True)
 
         def ranker(part_queries, corpus) -> list[list[int]]:

@@ -58,7 +58,7 @@ class Prf(FusedWithUnchanged):
         import numpy as np
 
         from sentune.adapt.search_context import as_search
-        from sentune.search.fusion import ALPHAS, id_order
+        from sentune.search.fusion import ALPHAS, QUERY_BLOCK, id_order
         from sentune.search.prf import fuse_rank, in_blocks, prf_scores, unit
         from sentune.tasks.retrieval import DEPTH, HEADLINE, per_query_metrics
 
@@ -77,11 +77,12 @@ class Prf(FusedWithUnchanged):
             return (*prf_scores(table.of(texts), doc_units, lexical, texts, read, ties, feedback, own), own)
 
         queries = search.selection_queries()
-        dense, words, own = scored(queries)
-        curve = {}
-        for alpha in ALPHAS:
-            ranked, _ = fuse_rank(dense, words, ties, Fusion("convex", alpha), DEPTH, own)
-            curve[alpha] = 100 * float(per_query_metrics([[ids[i] for i in row] for row in ranked], queries)[HEADLINE].mean())
+        ranked: dict[float, list[list[int]]] = {alpha: [] for alpha in ALPHAS}
+        for start in range(0, len(queries), QUERY_BLOCK):  # a block's scores held at once, never every query's
+            dense, words, own = scored(queries[start : start + QUERY_BLOCK])
+            for alpha in ALPHAS:
+                ranked[alpha] += fuse_rank(dense, words, ties, Fusion("convex", alpha), DEPTH, own)[0]
+        curve = {alpha: 100 * float(per_query_metrics([[ids[i] for i in row] for row in rows], queries)[HEADLINE].mean()) for alpha, rows in ranked.items()}
         fusion = Fusion("convex", max(curve, key=lambda a: (round(curve[a], 9), -abs(a - 0.5))))  # ties: as the hybrid's
         print(f"    {self.name}: α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
 
