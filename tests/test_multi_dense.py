@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from test_adapt import user_files  # noqa: F401  (the fixture: a corpus and dev pairs)
 
 from sentune.search.fusion import id_order
 from sentune.search.multi_dense import MultiFusion, choose_weights, multi_rank, weight_grid
@@ -76,3 +77,16 @@ def test_an_adapt_run_fuses_two_models_and_its_index_searches_and_serves_as_scor
     settings = json.loads((out / "index.json").read_text())
     assert settings["expansion"]["kind"] == "multi-dense" and settings["expansion"]["weights"] == found["weights"]["weights"]
     searches_and_serves_as_scored(out, test, found["test"]["score"], tmp_path, monkeypatch)
+
+
+def test_several_models_on_pairs_are_one_line_and_leave_nothing(tiny_model_dir, user_files, tmp_path, capsys):  # noqa: F811
+    """`--model A,B` fuses B for search only: a run on pairs says so in one line and writes nothing; an empty name too."""
+    from sentune.cli import main
+
+    out = tmp_path / "out"
+    base = ["adapt", "--quiet", "--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv"), "--out", str(out)]
+    for models, message in ((f"{tiny_model_dir},{tiny_model_dir}", "several models are fused for search data only"), (f"{tiny_model_dir},", "an empty name")):
+        assert main([*base, "--model", models]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and err.count("\n") == 0 and "Traceback" not in err, err
+        assert not out.exists() or not any(out.iterdir())

@@ -244,6 +244,8 @@ def adapt(
                 allow_modified=allow_modified,
             )
             inputs = prepare(config, folder, data_dir)  # every file read and checked before torch loads
+            if more_models and not inputs.task.search:  # multi-dense fuses them with BM25: a search run's candidate
+                raise UserError(f"--model {','.join([config.model, *more_models])}: several models are fused for search data only; give one")
         config = replace(config, device=resolve(device))
         from sentune.adapt.run import adapt as run_adapt
         from sentune.adapt.run import prune as prune_candidates
