@@ -30,7 +30,7 @@ from fastapi.responses import JSONResponse
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sentune.serve.batching import MicroBatcher, QueueFull
-from sentune.serve.protocol import error_body
+from sentune.serve.protocol import ApiError, error_body
 from sentune.serve.settings import ServeSettings
 
 TIMEOUT_408 = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\ncontent-length: 33\r\nconnection: close\r\n\r\nthe request head came too slowly\n"
@@ -202,6 +202,17 @@ async def until_answered(work, receive, timeout_s: float):
     if watch in done:
         raise ClientLeft()
     raise TimeoutError()
+
+
+async def within_limit(work, request, timeout_s: float):
+    """A route's `await work` (until_answered): 503 past `timeout_s` (--timeout-s), 499 when the client left (nobody
+    reads that answer; the access log and /metrics do: nginx's code for it); either way its work is cancelled."""
+    try:
+        return await until_answered(work, request.receive, timeout_s)
+    except TimeoutError:
+        raise ApiError(503, f"not answered within {timeout_s:g} s (--timeout-s): the server is busy; try again", "server_busy") from None
+    except ClientLeft:
+        raise ApiError(499, "the client closed its connection before its answer", "client_closed_request") from None
 
 
 class BodyTooSlow(Exception):

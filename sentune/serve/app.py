@@ -35,7 +35,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sentune.serve.admission import BodyTooSlow, ClientLeft, ReadLimit, Shed, busy, read_limit, until_answered
+from sentune.serve.admission import BodyTooSlow, ReadLimit, Shed, busy, read_limit, within_limit
 from sentune.serve.batching import MicroBatcher, QueueFull
 from sentune.serve.guard import Guard
 from sentune.serve.metrics import Measured, Metrics
@@ -160,14 +160,6 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
             error_body("internal error; its traceback is in the server's log", "server_error"), status_code=500
         )  # no text of it: it may hold paths or data
 
-    async def within_limit(awaitable, request: Request):
-        try:
-            return await until_answered(awaitable, request.receive, settings.timeout_s)
-        except TimeoutError:
-            raise ApiError(503, f"not answered within {settings.timeout_s:g} s (--timeout-s): the server is busy; try again", "server_busy") from None
-        except ClientLeft:  # nobody reads this answer; the access log and /metrics do (nginx's code for it)
-            raise ApiError(499, "the client closed its connection before its answer", "client_closed_request") from None
-
     @app.get("/health")
     async def health(request: Request):
         state: State = request.app.state.serving
@@ -223,7 +215,9 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
                 f"(or an adapt run's), or ask for {' or '.join(state.engine.views)}",
                 "invalid_request_error",
             )
-        ranked = await within_limit(search_ranked(request.app, state.search, texts, system, body.top_k), request)  # reranked with --reranker
+        ranked = await within_limit(
+            search_ranked(request.app, state.search, texts, system, body.top_k), request, settings.timeout_s
+        )  # reranked with --reranker
         fusion = state.engine.index.fusion.label if state.engine.index.fusion else None
         return search_answer(texts, ranked, system, fusion, body.full_text, (time.perf_counter() - began) * 1000)
 
@@ -232,7 +226,7 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
         state: State = request.app.state.serving
         body = parse_body(await request.body(), EmbeddingsRequest)
         texts = embedding_texts(body, settings, state.engine.dimension)
-        embedded = await within_limit(state.embed.submit(texts), request)
+        embedded = await within_limit(state.embed.submit(texts), request, settings.timeout_s)
         answer = embeddings_answer(embedded, state.engine.name, body.encoding_format)
         headers = {"x-sentune-truncated": ",".join(map(str, answer["truncated"]))} if "truncated" in answer else None
         return JSONResponse(answer, headers=headers)

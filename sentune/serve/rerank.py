@@ -30,7 +30,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from sentune.errors import UserError
-from sentune.serve.admission import ClientLeft, until_answered
+from sentune.serve.admission import within_limit
 from sentune.serve.batching import MicroBatcher
 from sentune.serve.protocol import ApiError, check_count, check_text, parse_body
 from sentune.serve.settings import ServeSettings
@@ -148,17 +148,6 @@ class Reranking:
     async def scores(self, pairs: list[tuple[str, str]]) -> list[Scored]:
         return await self.batcher.submit(pairs)  # QueueFull (503) when --max-queue requests are being answered
 
-    async def within_limit(self, awaitable, request: Request):
-        """As the model's routes: 503 past --timeout-s, 499 when the client left; either way its pairs not yet scored
-        are dropped (sentune.serve.admission.until_answered)."""
-        try:
-            return await until_answered(awaitable, request.receive, self.settings.timeout_s)
-        except TimeoutError:
-            message = f"not answered within {self.settings.timeout_s:g} s (--timeout-s): the server is busy; try again"
-            raise ApiError(503, message, "server_busy") from None
-        except ClientLeft:
-            raise ApiError(499, "the client closed its connection before its answer", "client_closed_request") from None
-
 
 def include_reranker(app: FastAPI, settings: ServeSettings, metrics: Metrics | None = None) -> None:
     """POST /rerank on `app`, and the reranker of --reranker loaded now (before the port opens: a model that will not
@@ -211,7 +200,8 @@ async def rerank(request: Request):
     given: list[Any] = (body.texts if tei else body.documents) or []
     check_count(len(given), where, settings)
     documents = [check_text(text, f"{where}[{i}]", settings) for i, text in enumerate(given)]
-    scored = await reranking.within_limit(reranking.scores([(query, d) for d in documents]), request)
+    # as the model's routes: 503 past --timeout-s, 499 when the client left; either way its pairs not yet scored are dropped
+    scored = await within_limit(reranking.scores([(query, d) for d in documents]), request, settings.timeout_s)
     raw = [s.raw for s in scored]
     values = raw if body.raw_scores else reranking.reranker.relevance(raw)
     order = sorted(range(len(documents)), key=lambda i: -values[i])  # best first; ties in the order given
