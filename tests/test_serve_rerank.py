@@ -141,9 +141,10 @@ def test_search_answers_the_candidates_in_the_cross_encoders_order(client, engin
     queries = [json.loads(line)["text"] for line in (toy_index[1] / "queries.jsonl").read_text().splitlines()][:6]
     with TestClient(app_for(engine, toy_index, None)) as plain:
         candidates = plain.post("/search", json={"queries": queries, "top_k": RERANK_TOP, "full_text": True, "system": "hybrid"}).json()["results"]
+        assert plain.post("/search", json={"query": queries[0]}).json()["reranker"] is None  # the system's own order and scores
     answer = client.post("/search", json={"queries": queries, "top_k": 5, "full_text": True})
     assert answer.status_code == 200, answer.text
-    assert answer.json()["system"] == "hybrid"
+    assert answer.json()["system"] == "hybrid" and answer.json()["reranker"] == "tiny-cross-encoder0"
     for query, first, reranked in zip(queries, candidates, answer.json()["results"], strict=True):
         assert len(first["hits"]) == RERANK_TOP
         scores = reference.predict([(query, hit["text"]) for hit in first["hits"]])

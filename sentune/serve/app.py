@@ -50,7 +50,7 @@ from sentune.serve.protocol import (
     search_answer,
     search_texts,
 )
-from sentune.serve.rerank import include_reranker, reranker_health, search_ranked
+from sentune.serve.rerank import include_reranker, reranker_health, reranker_name, search_ranked
 from sentune.serve.settings import ServeSettings
 
 LOG = logging.getLogger("uvicorn.error")  # where uvicorn's own messages go
@@ -219,7 +219,8 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
             search_ranked(request.app, state.search, texts, system, body.top_k), request, settings.timeout_s
         )  # reranked with --reranker
         fusion = state.engine.index.fusion.label if state.engine.index.fusion else None
-        return search_answer(texts, ranked, system, fusion, body.full_text, (time.perf_counter() - began) * 1000)
+        took_ms = (time.perf_counter() - began) * 1000
+        return search_answer(texts, ranked, system, fusion, reranker_name(request.app), body.full_text, took_ms)
 
     @app.post("/v1/embeddings")
     async def embeddings(request: Request):

@@ -125,7 +125,9 @@ def snippet(text: str, full: bool) -> str:
     return text if full or len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1].rstrip() + "…"
 
 
-def search_answer(texts: list[str], ranked: list, system: str, fusion: str | None, full_text: bool, took_ms: float) -> dict:
+def search_answer(texts: list[str], ranked: list, system: str, fusion: str | None, reranker: str | None, full_text: bool, took_ms: float) -> dict:
+    """`reranker`: the cross-encoder whose order and scores the hits are in (None: the system's own), so a client
+    knows which scale it reads."""
     results = [
         {
             "query": text,
@@ -136,7 +138,7 @@ def search_answer(texts: list[str], ranked: list, system: str, fusion: str | Non
         }
         for text, result in zip(texts, ranked, strict=True)
     ]
-    return {"results": results, "system": system, "fusion": fusion if system == "hybrid" else None, "took_ms": round(took_ms, 3)}
+    return {"results": results, "system": system, "fusion": fusion if system == "hybrid" else None, "reranker": reranker, "took_ms": round(took_ms, 3)}
 
 
 def embeddings_answer(embedded: list, model: str, encoding_format: str) -> dict:

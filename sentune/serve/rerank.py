@@ -224,6 +224,12 @@ async def rerank(request: Request):
     return JSONResponse(answer, headers=headers)
 
 
+def reranker_name(app: FastAPI) -> str | None:
+    """The name of the reranker /search answers with (None: the server has none)."""
+    reranking: Reranking | None = getattr(app.state, "reranking", None)
+    return None if reranking is None else reranking.reranker.name
+
+
 def reranker_health(app: FastAPI) -> dict | None:
     """/health's account of the reranker (None: the server has none)."""
     reranking: Reranking | None = getattr(app.state, "reranking", None)
