@@ -59,7 +59,7 @@ def _planted(tmp_path: Path, dev_scores: dict[str, np.ndarray], gold: np.ndarray
         np.savez(folder / "scores.npz", dev=scores)
         records[name] = CandidateRecord(name, "pooling", dev_score=0.0)
     pairs = SimpleNamespace(gold=np.asarray(gold), units=len(gold), unit="pairs", metric="spearman")
-    inputs = SimpleNamespace(dev=pairs, test=None, corpus=["x"], dev_label="dev")
+    inputs = SimpleNamespace(dev=pairs, test=None, corpus=["x"], dev_label="dev", test_label="test")
     config = SimpleNamespace(model="m", example=None, test=None, budget=Budget(), sed_members=3, seed=0)
     return records, candidates, inputs, split_dev(gold), tmp_path, config
 
@@ -592,8 +592,9 @@ def test_0_1_train_labels_beside_graded_dev_pairs_train_cosent_and_the_user_is_t
     assert kept == rows and "has 0/1 labels, the dev pairs" in said and "trains CoSENT on them" in said
 
 
-def _refuse_reading_under(folder: Path, monkeypatch) -> list[str]:
-    """Every read of a file under `folder` (open, Path.read_*, np.load) fails the test; returns the paths refused."""
+def _refuse_reading_under(out: Path, monkeypatch) -> list[str]:
+    """Every read of a file under what a run writes its inputs into (OUT/data, OUT/inputs, OUT/example: open,
+    Path.read_*, np.load) fails the test; returns the paths refused."""
     import builtins
     import io
 
@@ -601,7 +602,7 @@ def _refuse_reading_under(folder: Path, monkeypatch) -> list[str]:
     real_open, real_load = builtins.open, np.load
 
     def check(file) -> None:
-        if isinstance(file, str | os.PathLike) and Path(file).resolve().is_relative_to(folder.resolve()):
+        if isinstance(file, str | os.PathLike) and any(Path(file).resolve().is_relative_to((out / f).resolve()) for f in ("data", "inputs", "example")):
             refused.append(str(file))
             raise AssertionError(f"read back within the run: {file}")
 
@@ -621,34 +622,59 @@ def _refuse_reading_under(folder: Path, monkeypatch) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", ["pairs", "pairs-objects", "search"])
+@pytest.mark.parametrize("task", ["pairs", "pairs-objects", "search", "search-objects", "example"])
 def test_nothing_under_out_data_is_read_back_within_a_run(task, tiny_model_dir, user_files, tmp_path, monkeypatch):
-    """OUT/data is the record of what a run used: the run hands its inputs to the candidates and their trainings as
-    objects, and reads nothing back from there (a file read under OUT/data fails the run, and this test); from files
-    (the command) and from Python objects (sentune.adapt)."""
+    """OUT/data is the record of what a run used (and OUT/example of an example's files): the run hands its inputs to
+    the candidates and their trainings as objects, and reads nothing back from there or from OUT/inputs (a file read
+    under any of them fails the run, and this test); from files (the command), from Python objects (sentune.adapt)
+    and from an example."""
     out = tmp_path / "run"
     if task == "pairs-objects":
         from sentune.api.adapt import adapt
 
         corpus = (user_files / "corpus.txt").read_text().splitlines()
         dev, test = ([(p.a, p.b, p.score) for p in read_scored_pairs(user_files / name).pairs] for name in ("dev.tsv", "test.tsv"))
-        refused = _refuse_reading_under(out / "data", monkeypatch)
+        refused = _refuse_reading_under(out, monkeypatch)
         adapt(str(tiny_model_dir), corpus=corpus, dev=dev, test=test, methods="whitening,simcse,wise", out=out, budget="4")
         monkeypatch.undo()
         assert refused == [] and json.loads((out / "results.json").read_text())["candidates"]["simcse"]["select"] is not None
         return
+    if task == "search-objects":
+        from test_adapt_retrieval import _toy_beir
+
+        from sentune.api.adapt import adapt
+        from sentune.data.beir import read_beir_folder
+
+        dev_set, test_set = (read_beir_folder(folder, split) for folder, split in zip(_toy_beir(tmp_path / "toy"), ("dev", "test"), strict=True))
+        documents = [{"_id": d.id, "title": d.title, "text": d.text[len(d.title) :].strip() if d.title else d.text} for d in dev_set.corpus]
+        queries = {split: ({q.id: q.text for q in s.queries}, {q.id: q.relevant for q in s.queries}) for split, s in (("dev", dev_set), ("test", test_set))}
+        refused = _refuse_reading_under(out, monkeypatch)
+        result = adapt(
+            str(tiny_model_dir), corpus=documents, dev=queries["dev"][0], dev_qrels=queries["dev"][1], test=queries["test"][0], test_qrels=queries["test"][1],
+            methods="whitening,simcse,hybrid", out=out, budget="4",
+        )  # fmt: skip
+        monkeypatch.undo()
+        assert refused == [] and result.results["candidates"]["simcse"]["select"] is not None and (out / "data" / "dev" / "queries.jsonl").is_file()
+        return
     if task == "pairs":
         data = ["--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv"), "--test", str(user_files / "test.tsv")]
         methods = "poolings,whitening,simcse,sed,wise"
+    elif task == "example":
+        from conftest import write_tiny_data_dir
+
+        data_dir = write_tiny_data_dir(tmp_path / "data", n=110)  # 110 dev pairs (SICK trial): enough to split
+        data, methods = ["--example", "sick", "--example-train", "--data", str(data_dir)], "whitening,simcse,supervised"
     else:
         from test_adapt_retrieval import _toy_beir
 
         dev, test = _toy_beir(tmp_path / "toy")
         data, methods = ["--dev", str(dev), "--test", str(test)], "whitening,simcse,hybrid"
-    refused = _refuse_reading_under(out / "data", monkeypatch)
+    refused = _refuse_reading_under(out, monkeypatch)
     code = _adapt(["--model", str(tiny_model_dir), *data, "--out", str(out), "--methods", methods, "--budget", "4", "--sed-members", "2"])
     monkeypatch.undo()
     assert refused == [] and code == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["candidates"]["simcse"]["recipe"]["eval"]["dev"].endswith(str(out / "data" / ("dev-select.tsv" if task == "pairs" else "dev-select")))
+    assert results["candidates"]["simcse"]["recipe"]["eval"]["dev"].endswith(str(out / "data" / ("dev-select" if task == "search" else "dev-select.tsv")))
+    if task == "example":  # the example's files, written as its record
+        assert (out / "example" / "dev.tsv").is_file() and results["meta"]["test"]["path"] == str(out / "example" / "test.tsv")
     assert (out / "data" / "corpus.txt").is_file()  # written, as the record of the run

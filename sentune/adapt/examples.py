@@ -1,19 +1,22 @@
 """The ready-made domains of `sentune adapt --example NAME`, declared in sentune/data/adapt_examples.yaml: each writes
 an unlabelled corpus and dev/test pair files from the data directory, in the formats a user gives `--corpus`, `--dev`
-and `--test`, so an example runs exactly as a user's own data would."""
+and `--test`, so an example runs exactly as a user's own data would. The files are the record of the example; adapt
+takes their data as written (`ExampleFiles.data`: the kinds a read of the files would give) and never reads them back."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from sentune.data.beir import Document, Query, RetrievalSet, write_beir_folder
 from sentune.data.catalog import load_examples, load_sentences, load_set, load_task, select_tasks
 from sentune.data.readers import Source
-from sentune.data.user_data import write_corpus, write_scored_pairs
+from sentune.data.text_files import normalise
+from sentune.data.user_data import pairs_as_written, write_corpus, write_scored_pairs
 from sentune.errors import UserError
 
 EXAMPLES_FILE = Path(__file__).parents[1] / "data" / "adapt_examples.yaml"
@@ -30,6 +33,9 @@ class ExampleFiles:
     dev_qrels: Path | None = None  # retrieval examples: dev and test are queries files with their judgements
     test_qrels: Path | None = None
     train: Path | None = None  # labelled pairs apart from dev and test (`--example-train` hands them to --train)
+    # What the files hold as adapt reads them, by option (corpus, dev, test, train): Sentences and ScoredPairs, or a
+    # search Corpus and RetrievalSets (sentune.data.kinds).
+    data: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def examples() -> dict[str, dict]:
@@ -87,16 +93,24 @@ def write_example(name: str, data_dir: Path, folder: Path, *, allow_modified: bo
     folder.mkdir(parents=True, exist_ok=True)
     if "retrieval" in spec:
         return _write_retrieval(name, spec, data_dir, folder, allow_modified)
-    files = ExampleFiles(name, spec["about"], folder / "corpus.txt", folder / "dev.tsv", folder / "test.tsv")
-    write_corpus(files.corpus, load_sentences(spec["corpus"], data_dir, allow_modified=allow_modified))
+    from sentune.data.kinds import Sentences
+
+    sentences = load_sentences(spec["corpus"], data_dir, allow_modified=allow_modified)
     dev, taken = _pairs(spec["dev"], data_dir, allow_modified=allow_modified)
     test, _ = _pairs(spec["test"], data_dir, taken, allow_modified)
+    corpus = Sentences(list(dict.fromkeys(text for text in map(normalise, sentences) if text)))  # as read_user_corpus reads corpus.txt
+    files = ExampleFiles(name, spec["about"], folder / "corpus.txt", folder / "dev.tsv", folder / "test.tsv")
+    write_corpus(files.corpus, sentences)
     write_scored_pairs(files.dev, dev)
     write_scored_pairs(files.test, test)
+    data = {"corpus": corpus, "dev": pairs_as_written(files.dev, dev), "test": pairs_as_written(files.test, test)}
     if "train" in spec:
-        write_scored_pairs(folder / "train.tsv", _apart(_pairs(spec["train"], data_dir, taken, allow_modified)[0], dev + test))
+        train = _apart(_pairs(spec["train"], data_dir, taken, allow_modified)[0], dev + test)
+        write_scored_pairs(folder / "train.tsv", train)
         files = replace(files, train=folder / "train.tsv")
-    return files
+        if train:  # none left apart from dev and test: --example-train refuses (sentune.api.adapt)
+            data["train"] = pairs_as_written(folder / "train.tsv", train)
+    return replace(files, data=data)
 
 
 def _apart(rows: list[tuple[str, str, float]], others: list[tuple[str, str, float]]) -> list[tuple[str, str, float]]:
@@ -123,11 +137,15 @@ def _write_retrieval(name: str, spec: dict, data_dir: Path, folder: Path, allow_
         test = load_task(select_tasks(source["test_task"])[0], data_dir, allow_modified=allow_modified)["queries"]
         seen = {q.text for q in dev + test}  # adapt refuses a train query that is also a dev or test query
         train = [q for q in train if q.text not in seen]
-    write_beir_folder(folder / "dev", RetrievalSet(dev, corpus), "dev")
-    write_beir_folder(folder / "test", RetrievalSet(test, corpus), "test")
-    files = ExampleFiles(name, spec["about"], folder / "dev" / "corpus.jsonl", folder / "dev", folder / "test")
+    from sentune.data.beir import Corpus
+
+    # as read_beir_folder reads the folders written: the queries with a relevant document
+    sets = {split: RetrievalSet([q for q in queries if q.relevant], corpus) for split, queries in (("dev", dev), ("test", test), ("train", train)) if queries}
+    write_beir_folder(folder / "dev", sets["dev"], "dev")
+    write_beir_folder(folder / "test", sets["test"], "test")
+    files = ExampleFiles(name, spec["about"], folder / "dev" / "corpus.jsonl", folder / "dev", folder / "test", data={"corpus": Corpus(corpus)} | sets)
     if train:
-        files = replace(files, about=spec["about_with_test"], train=write_beir_folder(folder / "train", RetrievalSet(train, corpus), "train"))
+        files = replace(files, about=spec["about_with_test"], train=write_beir_folder(folder / "train", sets["train"], "train"))
     return files
 
 

@@ -1,6 +1,11 @@
 """The settings of one `sentune adapt` run (AdaptConfig) and the user's data as read, checked and split (Inputs):
 everything that can be wrong with the options and files is found here, before torch or any model loads, so a mistake
-answers in a second and leaves nothing on disk (sentune.adapt.run does the work)."""
+answers in a second and leaves nothing on disk (sentune.adapt.run does the work).
+
+The data come as sentune's data kinds (sentune.data.kinds: `Sentences` or a search `Corpus`, `ScoredPairs` or a
+`RetrievalSet`, `Pairs`) or as the paths of files, which `prepare` reads into those kinds first (every bad line one
+error naming file:line): from then on one path, on objects. What the run used is written once under OUT/data, as the
+record of the run, and never read back within it."""
 
 from __future__ import annotations
 
@@ -18,8 +23,9 @@ from sentune.adapt.budget import AdaptError, Budget
 from sentune.adapt.decide import MIN_DEV_PAIRS, DevSplit, split_dev
 from sentune.adapt.evidence import kind_shift
 from sentune.adapt.names import RULE
-from sentune.data.beir import Document, RetrievalSet, write_beir_folder
+from sentune.data.beir import Corpus, Document, RetrievalSet, write_beir_folder
 from sentune.data.catalog import load_task, select_tasks, sha256_of
+from sentune.data.kinds import Pairs, Sentences
 from sentune.data.readers import read_paraphrase_pairs
 from sentune.data.user_data import ScoredPairs, pairs_as_written, read_scored_pairs, read_user_corpus, write_corpus, write_scored_pairs
 from sentune.train.runs import claim
@@ -33,16 +39,19 @@ if TYPE_CHECKING:
 
 @dataclass
 class AdaptConfig:
-    corpus: Path | None  # None only for retrieval with a BEIR folder as --dev (its corpus.jsonl)
+    # The data: each a path (read by prepare) or its kind in memory (sentune.adapt.api passes Python data so).
+    corpus: Path | Sentences | Corpus | None  # None only for retrieval with a BEIR folder as --dev (its corpus.jsonl)
     model: str = "default"
     more_models: tuple[str, ...] = ()  # search: the models --model names after the first (A,B), fused with it (multi-dense)
     corpus_column: str | None = None
-    dev: Path | None = None  # None: STS-B dev from the data directory
-    test: Path | None = None
+    dev: Path | ScoredPairs | RetrievalSet | None = None  # None: STS-B dev from the data directory
+    test: Path | ScoredPairs | RetrievalSet | None = None
     dev_qrels: Path | None = None  # retrieval: --dev is then a queries file (sentune.adapt.retrieval_inputs)
     test_qrels: Path | None = None
-    queries_from: Path | None = None  # retrieval: generated `query<TAB>passage` pairs, the GenQ candidate's training data
-    train: Path | None = None  # labelled pairs the supervised candidates train on, apart from dev and test (those they never read also judge)
+    queries_from: Path | Pairs | None = None  # retrieval: generated `query<TAB>passage` pairs, the GenQ candidate's training data
+    train: Path | ScoredPairs | RetrievalSet | None = (
+        None  # labelled pairs the supervised candidates train on, apart from dev and test (those they never read also judge)
+    )
     labels: bool = True  # False (--no-labels): the label-free candidates only
     methods: tuple[str, ...] | None = None  # None: the task's defaults (sentune.adapt.names.default_methods)
     budget: Budget = field(default_factory=Budget)
@@ -59,6 +68,14 @@ class AdaptConfig:
     # What training candidates train: the model's own token pooling without its trailing Normalize when its pipeline is
     # that simple (set by adapt(); CT's dot product and TSDAE's decoder need the raw vector), else 'model'.
     training_pooling: str = "model"
+    # What each input given in memory is called in messages and the report (an example's file, "--dev (Python data)");
+    # a path is called by itself (`named`).
+    names: dict[str, str] = field(default_factory=dict)
+
+    def named(self, option: str) -> str:
+        """What `option` (corpus, dev, test, train) was given as: its path, or its name in `names`."""
+        value = getattr(self, option)
+        return self.names.get(option) or (str(value) if isinstance(value, Path) else f"--{option} (Python data)")
 
 
 @dataclass(frozen=True)
@@ -109,6 +126,7 @@ class Inputs:
     split: DevSplit  # which dev pairs (or queries) select and which confirm (sentune.adapt.decide)
     generated: list[tuple[str, str]] | None = None  # search: --queries-from's (query, passage) pairs
     train_sha256: str | None = None  # the digest of --train as written under OUT/data (None without it)
+    test_label: str | None = None  # what the test set is (its path, or what AdaptConfig.names calls it), for the report
     train_shift: str | None = None  # pairs: why --train's labels are of another kind than the dev pairs' (sentune.adapt.evidence)
 
     @property
@@ -142,11 +160,13 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
         raise AdaptError("--queries-from: generated queries train a retrieval candidate; give --dev as retrieval queries (a BEIR folder, or --dev-qrels)")
     if config.corpus is None:
         raise AdaptError("--corpus FILE (or --example NAME) is required")
-    corpus = read_user_corpus(config.corpus, config.corpus_column)
+    corpus = config.corpus.unique().texts if isinstance(config.corpus, Sentences) else read_user_corpus(config.corpus, config.corpus_column)  # type: ignore[arg-type]
     if len(corpus) < MIN_CORPUS_SENTENCES:
-        raise AdaptError(f"--corpus {config.corpus}: {len(corpus)} distinct sentence(s); adapt needs at least {MIN_CORPUS_SENTENCES} to train or fit on")
+        raise AdaptError(
+            f"--corpus {config.named('corpus')}: {len(corpus)} distinct sentence(s); adapt needs at least {MIN_CORPUS_SENTENCES} to train or fit on"
+        )
     if config.dev is not None:
-        dev_rows, dev_label = [(p.a, p.b, p.score) for p in read_scored_pairs(config.dev).pairs], str(config.dev)
+        dev_rows, dev_label = [(p.a, p.b, p.score) for p in _scored_pairs(config.dev).pairs], config.named("dev")
     else:
         if data_dir is None:
             raise AdaptError("--dev not given and no data directory (--data or SENTUNE_DATA) for the STS-B dev pairs it then uses")
@@ -154,10 +174,10 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
         dev_rows, dev_label = [(p.a, p.b, p.score) for split in examples.values() for p in split], f"{DEFAULT_DEV} (no --dev given)"
     if len(dev_rows) < MIN_DEV_PAIRS:
         raise AdaptError(
-            f"--dev {config.dev or DEFAULT_DEV}: {len(dev_rows)} pairs; adapt needs at least {MIN_DEV_PAIRS} (half select, half confirm the choice; "
+            f"--dev {config.named('dev') if config.dev is not None else DEFAULT_DEV}: {len(dev_rows)} pairs; adapt needs at least {MIN_DEV_PAIRS} (half select, half confirm the choice; "
             "with fewer, only gains of many points could ever be confirmed, see benchmarks/results/adapt_calibration.md)"
         )
-    test = read_scored_pairs(config.test) if config.test is not None else None
+    test = _scored_pairs(config.test) if config.test is not None else None
     if test is not None:
         _warn_shared_pairs(dev_rows, test, config)
     train_rows, train_shift = _train_pairs(config, dev_rows, test) if config.train is not None else (None, None)
@@ -179,7 +199,7 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
         pairs_as_written(data / "test.tsv", [(p.a, p.b, p.score) for p in test.pairs]) if test is not None else None,
         pairs_as_written(data / "train.tsv", train_rows) if train_rows is not None else None,
     )
-    return Inputs(corpus, task, dev_label, split, train_sha256=train_sha256, train_shift=train_shift)
+    return Inputs(corpus, task, dev_label, split, train_sha256=train_sha256, test_label=_test_label(config), train_shift=train_shift)
 
 
 def _prepare_retrieval(config: AdaptConfig, out: Path) -> Inputs:
@@ -190,15 +210,21 @@ def _prepare_retrieval(config: AdaptConfig, out: Path) -> Inputs:
 
     if config.dev is None:
         raise AdaptError("--dev: a retrieval run needs dev queries (a BEIR folder, or a queries file with --dev-qrels)")
-    documents, dev, test = read_retrieval_inputs(config.corpus, config.dev, config.test, config.dev_qrels, config.test_qrels)
+    documents, dev, test = read_retrieval_inputs(config.corpus, config.dev, config.test, config.dev_qrels, config.test_qrels)  # type: ignore[arg-type]
     corpus = passages([d.text for d in documents])
     if len(corpus) < MIN_CORPUS_SENTENCES:
         raise AdaptError(f"--corpus: {len(documents)} documents make {len(corpus)} passages; adapt needs at least {MIN_CORPUS_SENTENCES} to train or fit on")
     if dev.units < MIN_DEV_PAIRS:
         raise AdaptError(
-            f"--dev {config.dev}: {dev.units} queries with a relevant document; adapt needs at least {MIN_DEV_PAIRS} (half select, half confirm the choice)"
+            f"--dev {config.named('dev')}: {dev.units} queries with a relevant document; adapt needs at least {MIN_DEV_PAIRS} (half select, half confirm the choice)"
         )
-    generated = read_paraphrase_pairs(config.queries_from, user_file=True) if config.queries_from is not None else None
+    generated = (
+        config.queries_from.pairs
+        if isinstance(config.queries_from, Pairs)
+        else read_paraphrase_pairs(config.queries_from, user_file=True)
+        if config.queries_from is not None
+        else None
+    )
     train = _train_queries(config, documents, dev, test) if config.train is not None else None
     split = split_dev(dev.gold, seed=config.seed)
     files = {"corpus.txt": lambda path: write_corpus(path, corpus), "dev": lambda path: write_beir_folder(path, dev, "dev")}
@@ -216,7 +242,8 @@ def _prepare_retrieval(config: AdaptConfig, out: Path) -> Inputs:
         files["queries-from.tsv"] = lambda path: path.write_text("".join(f"{q}\t{p}\n" for q, p in generated), encoding="utf-8")
         parts["queries_from"] = ["queries-from.tsv"]
     _, train_sha256 = _write_claimed(out, config, files, parts)
-    return Inputs(corpus, SearchTask(dev, test, train, documents), str(config.dev), split, generated=generated, train_sha256=train_sha256)
+    task = SearchTask(dev, test, train, documents)
+    return Inputs(corpus, task, config.named("dev"), split, generated=generated, train_sha256=train_sha256, test_label=_test_label(config))
 
 
 def _write_claimed(out: Path, config: AdaptConfig, files: dict, parts: dict[str, list[str]]) -> tuple[Path, str | None]:
@@ -248,23 +275,23 @@ def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], te
     trained on would then select, confirm or test it; and why their labels as written are of another kind than the dev
     pairs' (None: the same; sentune.adapt.evidence.kind_shift: such pairs train, and never judge)."""
     assert config.train is not None
-    found = read_scored_pairs(config.train)
-    dev_name = config.dev or DEFAULT_DEV
+    found = _scored_pairs(config.train)
+    dev_name, train_name = config.named("dev") if config.dev is not None else DEFAULT_DEV, config.named("train")
     if len(found.pairs) < MIN_TRAIN_UNITS:
         raise AdaptError(
-            f"--train {config.train}: {len(found.pairs)} labelled pairs; the supervised candidates need at least {MIN_TRAIN_UNITS} (without --train "
+            f"--train {train_name}: {len(found.pairs)} labelled pairs; the supervised candidates need at least {MIN_TRAIN_UNITS} (without --train "
             f"they train on the selection half of the dev pairs, at least {MIN_TRAIN_UNITS}, scored out of fold)"
         )
     graded_dev = bool({r[2] for r in dev_rows} - {0.0, 1.0})
     if found.kind == "scores" and not graded_dev:  # a 0/1 loss cannot read graded scores
-        raise AdaptError(f"--train {config.train}: graded scores, but the dev pairs ({dev_name}) have 0/1 labels; give 0/1 training pairs")
+        raise AdaptError(f"--train {train_name}: graded scores, but the dev pairs ({dev_name}) have 0/1 labels; give 0/1 training pairs")
     for other, pairs in (("--dev", [(a, b) for a, b, _ in dev_rows]), ("--test", [(p.a, p.b) for p in test.pairs] if test else [])):
         seen = {frozenset(pair) for pair in pairs}
         shared = [p for p in found.pairs if frozenset((p.a, p.b)) in seen]
         if shared:
-            where = config.dev if other == "--dev" else config.test
+            where = dev_name if other == "--dev" else config.named("test")
             raise AdaptError(
-                f"--train {shared[0].source.path}:{shared[0].source.line}: {len(shared)} of its pairs are also pairs of {other} {where or DEFAULT_DEV}; "
+                f"--train {shared[0].source.path}:{shared[0].source.line}: {len(shared)} of its pairs are also pairs of {other} {where}; "
                 "a train file must share no pair with the dev or test set"
             )
     rows = [(p.a, p.b, p.score) for p in found.pairs]
@@ -273,14 +300,14 @@ def _train_pairs(config: AdaptConfig, dev_rows: list[tuple[str, str, float]], te
         logger.warning(
             "--train %s has 0/1 labels, the dev pairs (%s) graded scores: the supervised candidate trains CoSENT on them, each pair labelled 1 "
             "ranked above each pair labelled 0 of its batch; the dev pairs select and confirm as usual",
-            config.train,
+            train_name,
             dev_name,
         )
         return rows, shift
-    return (_on_the_dev_scale(rows, [r[2] for r in dev_rows], config.train, dev_name) if found.kind == "scores" else rows), shift
+    return (_on_the_dev_scale(rows, [r[2] for r in dev_rows], train_name, dev_name) if found.kind == "scores" else rows), shift
 
 
-def _on_the_dev_scale(rows: list[tuple[str, str, float]], dev_scores: list[float], train: Path, dev_name: Path | str) -> list[tuple[str, str, float]]:
+def _on_the_dev_scale(rows: list[tuple[str, str, float]], dev_scores: list[float], train: str, dev_name: str) -> list[tuple[str, str, float]]:
     """Graded --train scores outside the range of the dev scores (0-100 against 0-5) are rescaled linearly onto it, and
     the user told: the supervised candidate's CoSENT loss reads only the order of the scores, which this keeps, but the
     files then agree on what a score means. (A file whose pairs all score alike is refused when it is read.)"""
@@ -310,10 +337,10 @@ def _train_queries(config: AdaptConfig, documents: list[Document], dev: Retrieva
     from sentune.adapt.retrieval_inputs import query_set
 
     assert config.train is not None
-    train = query_set(config.train, None, documents, "train", "--train")
+    train = config.train if isinstance(config.train, RetrievalSet) else query_set(config.train, None, documents, "train", "--train")  # type: ignore[arg-type]
     if train.units < MIN_TRAIN_UNITS:
         raise AdaptError(
-            f"--train {config.train}: {train.units} queries with a relevant document; the supervised candidate needs at least {MIN_TRAIN_UNITS} "
+            f"--train {config.named('train')}: {train.units} queries with a relevant document; the supervised candidate needs at least {MIN_TRAIN_UNITS} "
             f"(without --train it trains on the selection half of the dev queries, at least {MIN_TRAIN_UNITS}, scored out of fold)"
         )
     for option, other in (("--dev", dev), ("--test", test)):
@@ -321,7 +348,7 @@ def _train_queries(config: AdaptConfig, documents: list[Document], dev: Retrieva
         if shared:
             raise AdaptError(
                 f"--train {shared[0].source.path}:{shared[0].source.line}: {len(shared)} of its queries are also queries of {option} "
-                f"{config.dev if option == '--dev' else config.test}; a train set must share no query with the dev or test set"
+                f"{config.named('dev' if option == '--dev' else 'test')}; a train set must share no query with the dev or test set"
             )
     return train
 
@@ -335,8 +362,21 @@ def _warn_shared_pairs(dev_rows: list[tuple[str, str, float]], test: ScoredPairs
             "%d of the %d test pairs of %s are also dev pairs: the choice has seen them, so their test score does not measure it independently",
             shared,
             len(test.pairs),
-            config.test,
+            config.named("test"),
         )
+
+
+def _test_label(config: AdaptConfig) -> str | None:
+    return config.named("test") if config.test is not None else None
+
+
+def _scored_pairs(value: Path | ScoredPairs | RetrievalSet | None) -> ScoredPairs:
+    """Pairs given in memory as they are, a file read (a search set here is a pairs run given a folder: its reader says so)."""
+    if isinstance(value, ScoredPairs):
+        return value
+    if value is None or isinstance(value, RetrievalSet):
+        raise AdaptError("a pairs run needs scored pairs, not queries with judgements; give the documents as --corpus")
+    return read_scored_pairs(value)
 
 
 def _claim(out: Path, config: AdaptConfig, digests: dict[str, str | None]) -> None:

@@ -5,6 +5,7 @@ of scored pairs. Read and checked here before any model loads, like the pairs (s
   (its corpus.jsonl is used).
 - `--dev` / `--test`: a BEIR folder (queries.jsonl, qrels/dev.tsv or qrels/test.tsv), or a queries file (.jsonl, or .tsv
   of `id<TAB>query`) with its judgements in `--dev-qrels` / `--test-qrels`.
+- From Python (sentune.api.adapt): the documents as a `Corpus` and each split as a `RetrievalSet`, used as they are.
 - The training methods read passages of the documents (sentune.data.passages: whole sentences, at most 64 words);
   every query is ranked against the whole document corpus.
 """
@@ -15,21 +16,25 @@ import logging
 from pathlib import Path
 
 from sentune.adapt.budget import AdaptError
-from sentune.data.beir import Document, RetrievalSet, attach_qrels, read_corpus_jsonl, read_queries
+from sentune.data.beir import Corpus, Document, RetrievalSet, attach_qrels, read_corpus_jsonl, read_queries
 
 logger = logging.getLogger(__name__)
 
 
-def is_retrieval(dev: Path | None, test: Path | None, dev_qrels: Path | None, test_qrels: Path | None) -> bool:
-    """Whether the run is a retrieval one: a folder or a .jsonl queries file as --dev/--test, or judgements given (pairs
-    are always a tab-separated file)."""
-    return any(p is not None and (p.is_dir() or p.suffix == ".jsonl") for p in (dev, test)) or dev_qrels is not None or test_qrels is not None
+def is_retrieval(dev: object, test: object, dev_qrels: Path | None, test_qrels: Path | None) -> bool:
+    """Whether the run is a retrieval one: a folder, a .jsonl queries file or a RetrievalSet as --dev/--test, or
+    judgements given (pairs are always a tab-separated file or ScoredPairs)."""
+    return (
+        any(isinstance(p, RetrievalSet) or (isinstance(p, Path) and (p.is_dir() or p.suffix == ".jsonl")) for p in (dev, test))
+        or dev_qrels is not None
+        or test_qrels is not None
+    )
 
 
-def documents_path(corpus: Path | None, dev: Path | None) -> Path:
+def documents_path(corpus: Path | None, dev: Path | RetrievalSet | None) -> Path:
     if corpus is not None:
         return corpus
-    if dev is not None and dev.is_dir():
+    if isinstance(dev, Path) and dev.is_dir():
         return dev / "corpus.jsonl"
     raise AdaptError("--corpus FILE (the documents, a BEIR corpus.jsonl) is required unless --dev is a BEIR folder holding corpus.jsonl")
 
@@ -53,11 +58,21 @@ def query_set(path: Path, qrels: Path | None, documents: list[Document], split: 
 
 
 def read_retrieval_inputs(
-    corpus: Path | None, dev: Path, test: Path | None, dev_qrels: Path | None, test_qrels: Path | None
+    corpus: Path | Corpus | None, dev: Path | RetrievalSet, test: Path | RetrievalSet | None, dev_qrels: Path | None, test_qrels: Path | None
 ) -> tuple[list[Document], RetrievalSet, RetrievalSet | None]:
-    documents = read_corpus_jsonl(documents_path(corpus, dev))
-    dev_set = query_set(dev, dev_qrels, documents, "dev", "--dev")
-    test_set = query_set(test, test_qrels, documents, "test", "--test") if test is not None else None
+    """The documents and the dev (and test) sets: each given in memory as it is, each given as files read."""
+    if isinstance(corpus, Corpus):
+        documents = corpus.documents
+    elif corpus is None and isinstance(dev, RetrievalSet):
+        documents = dev.corpus
+    else:
+        documents = read_corpus_jsonl(documents_path(corpus, dev))
+
+    def judged(value, qrels: Path | None, split: str) -> RetrievalSet:
+        return value if isinstance(value, RetrievalSet) else query_set(value, qrels, documents, split, f"--{split}")
+
+    dev_set = judged(dev, dev_qrels, "dev")
+    test_set = judged(test, test_qrels, "test") if test is not None else None
     if test_set is not None:
         shared = {q.text for q in dev_set.queries} & {q.text for q in test_set.queries}
         if shared:

@@ -133,7 +133,7 @@ def adapt(
         f"sentune adapt: {len(candidates.all)} candidates for {config.model} on {len(inputs.corpus)} corpus "
         + (f"passages of {len(task.documents)} documents; " if task.search else "sentences; ")
         + f"dev {inputs.dev_label} ({inputs.dev.units} {inputs.dev.unit}, {inputs.dev.metric}: {len(inputs.split.select)} select, "
-        f"{len(inputs.split.confirm)} confirm); " + (f"test {config.test} ({inputs.test.units} {inputs.test.unit})" if inputs.test else "no test set"),
+        f"{len(inputs.split.confirm)} confirm); " + (f"test {inputs.test_label} ({inputs.test.units} {inputs.test.unit})" if inputs.test else "no test set"),
         flush=True,
     )
     ctx.evidence = draw_evidence(ctx)  # before any candidate: the supervised ones leave its confirmation pairs out

@@ -79,7 +79,7 @@ def select(records: dict[str, CandidateRecord], candidates: list[Candidate], inp
                 "select_fraction": SELECT_FRACTION,
             },
             "train_evidence": None if ctx is None else evidence_meta(ctx.evidence, inputs.task.train),
-            "test": {"path": str(config.test), inputs.test.unit: inputs.test.units, "unit": inputs.test.unit, "metric": inputs.test.metric}
+            "test": {"path": inputs.test_label, inputs.test.unit: inputs.test.units, "unit": inputs.test.unit, "metric": inputs.test.metric}
             if inputs.test
             else None,
             "budget": asdict(config.budget),

@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -18,9 +18,6 @@ from sentune.adapt.names import UNTUNED_POOLINGS
 from sentune.adapt.text_table import TextRows
 from sentune.data.beir import RetrievalSet, read_beir_folder, write_beir_folder
 from sentune.tasks.user_queries import SELECT_SPLIT, QueryScorer
-
-if TYPE_CHECKING:
-    from sentune.adapt.search_context import SearchContext
 
 
 @dataclass
@@ -40,7 +37,7 @@ class SelectionPool:
             raise RuntimeError("the selection pool is made before any candidate runs (SelectionPool.make)")
         return self._pool
 
-    def make(self, ctx: SearchContext) -> None:
+    def make(self, ctx: Any) -> None:  # ctx: the run's SearchContext (sentune.adapt.search_context, which imports this module)
         """Build the pool (or read the one a resumed run kept), and give `ctx` the scorer that ranks the selection
         queries against it; when this call encodes the untuned poolings for the pool, they are kept for the untuned
         candidates in the scorer's order (no second pass)."""

@@ -8,7 +8,7 @@ import logging
 import shutil
 import tempfile
 import time as clock
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("sentune.adapt")
 
-INPUTS = "inputs"  # OUT/inputs: data given as Python objects, written once in the files' formats (sentune.api.given)
 INPUT_MODEL = "input-model"  # OUT/input-model: a model given in memory, saved for the run to load by path
 
 
@@ -164,8 +163,9 @@ def adapt(
     `command`: the command line that made the run, recorded in results.json; `started`: when `time` starts counting
     (a `time.monotonic()` value; default: now).
 
-    Data given as objects are written once into OUT/inputs in the formats of the files, then read and checked as a
-    file given on the command line is. Progress lines are log records of the `sentune` logger (INFO); `show_progress`
+    Data given as objects are read into sentune's data kinds (sentune.api.given) and handed to the run as they are;
+    a path is read into the same kinds (sentune.adapt.inputs.prepare). What the run used is written once under OUT/data,
+    its record, never read back. Progress lines are log records of the `sentune` logger (INFO); `show_progress`
     adds progress bars.
     """
     with printed_to_log(logger):  # progress on logging, not stdout (a command prints it: progress_printed)
@@ -199,19 +199,22 @@ def adapt(
             if not has_train(example, data_dir):
                 raise UserError(f"--example-train: the example {example} has no labelled train split apart from its dev and test in {data_dir}")
         with _refused_leaves_nothing(folder, tmp):  # a refused run leaves nothing behind, as the command's does
-            files = _files(folder, corpus, dev, train, test, dev_qrels, test_qrels, queries_from)
+            files = _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from)
+            names: dict[str, str] = {}
             if example:
                 from sentune.adapt.examples import write_example
 
                 assert data_dir is not None
                 written = write_example(example, data_dir, folder / "example", allow_modified=allow_modified)
                 tell(logger, f"example {example}: {written.about}")
-                files |= {"corpus": written.corpus, "dev": written.dev, "test": written.test, "dev_qrels": written.dev_qrels, "test_qrels": written.test_qrels}
+                # the example's data as written (its files under OUT/example are the record, not read back)
+                files |= {"dev_qrels": None, "test_qrels": None} | {part: written.data[part] for part in ("corpus", "dev", "test")}
+                names = {"corpus": str(written.corpus), "dev": str(written.dev), "test": str(written.test)}
                 if example_train:
-                    files["train"] = written.train
-                    if written.train is None:  # every query dev left is also a dev or test query
+                    files["train"], names["train"] = written.data.get("train"), str(written.train)
+                    if files["train"] is None:  # every pair or query dev left is also a dev or test one
                         raise UserError(f"--example-train: the example {example} leaves no train query apart from its dev and test in {data_dir}")
-            if files["corpus"] is None and not (files["dev"] is not None and files["dev"].is_dir()):
+            if files["corpus"] is None and not (isinstance(files["dev"], Path) and files["dev"].is_dir()):
                 raise UserError("--corpus FILE (or --example NAME) is required")
             from dataclasses import replace
 
@@ -242,6 +245,7 @@ def adapt(
                 show_progress=show_progress,
                 backend=backend,
                 allow_modified=allow_modified,
+                names=names,
             )
             inputs = prepare(config, folder, data_dir)  # every file read and checked before torch loads
             if more_models and not inputs.task.search:  # multi-dense fuses them with BM25: a search run's candidate
@@ -272,36 +276,27 @@ def _refused_leaves_nothing(folder: Path, tmp: tempfile.TemporaryDirectory | Non
         raise
 
 
-def _files(folder: Path, corpus, dev, train, test, dev_qrels, test_qrels, queries_from) -> dict[str, Path | None]:
-    """Each input as the path adapt reads: a path as given, objects written into OUT/inputs (sentune.api.given)."""
+def _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from) -> dict[str, Any]:
+    """Each input as adapt takes it (sentune.adapt.inputs.AdaptConfig): a path as given, objects as their data kind
+    (sentune.api.given), each bad row one error naming the option."""
     from sentune.data.beir import RetrievalSet
+    from sentune.data.kinds import Pairs, ScoredPairs, Sentences
 
-    where = folder / INPUTS
+    def kind(value, of: type, option: str):
+        return None if value is None else Path(value) if given.is_path(value) else given.as_kind(of, value, option)
 
-    def path(value, write: Callable[[Any, Path], Path]) -> Path | None:
-        return None if value is None else Path(value) if given.is_path(value) else write(value, where)
-
-    generated = {"queries_from": path(queries_from, lambda value, w: _write_generated(value, w / "queries-from.tsv"))}
+    generated = {"queries_from": kind(queries_from, Pairs, "--queries-from")}
     documents = corpus is not None and not given.is_path(corpus) and given.is_documents(corpus)
     if documents or dev_qrels is not None or test_qrels is not None or isinstance(dev, Mapping | RetrievalSet):  # a search run
         train_split = train if train is None or given.is_path(train) or isinstance(train, RetrievalSet) else tuple(train)
         splits = {"dev": (dev, dev_qrels), "test": (test, test_qrels)}
         splits["train"] = train_split if isinstance(train_split, tuple) else (train_split, None)
-        return given.search_files(where, corpus, splits) | generated
+        return given.search_kinds(corpus, splits) | generated
     return generated | {
-        "corpus": path(corpus, lambda value, w: given.write_given_corpus(value, w, "--corpus")),
-        "dev": path(dev, lambda value, w: given.write_pairs(value, w / "dev.tsv", "--dev")),
-        "test": path(test, lambda value, w: given.write_pairs(value, w / "test.tsv", "--test")),
-        "train": path(train, lambda value, w: given.write_pairs(value, w / "train.tsv", "--train")),
+        "corpus": kind(corpus, Sentences, "--corpus"),
+        "dev": kind(dev, ScoredPairs, "--dev"),
+        "test": kind(test, ScoredPairs, "--test"),
+        "train": kind(train, ScoredPairs, "--train"),
         "dev_qrels": None,
         "test_qrels": None,
     }
-
-
-def _write_generated(value, path: Path) -> Path:
-    """--queries-from's (query, passage) pairs as query<TAB>passage lines."""
-    from sentune.data.kinds import Pairs
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{q}\t{p}\n" for q, p in given.as_kind(Pairs, value, "--queries-from").pairs), encoding="utf-8")
-    return path
