@@ -17,7 +17,9 @@ from sentune.api.common import Model, load, model_name, resolve
 from sentune.errors import UserError
 
 if TYPE_CHECKING:
-    from sentune.data.beir import Document, Query
+    from sentune.data.beir import Document, Queries, Query
+    from sentune.search.ann import AnnSpec
+    from sentune.search.fusion import Fusion
     from sentune.search.index import SearchIndex
 
 
@@ -39,22 +41,34 @@ def documents_of(corpus: given.Given) -> list[Document]:
     return (Corpus.from_file(Path(corpus)) if given.is_path(corpus) else given.as_kind(Corpus, corpus, "corpus")).documents
 
 
-def _queries(queries: str | Sequence[str] | Mapping[str, str]) -> list[Query]:
+def _queries(queries: str | Sequence[str] | Mapping[str, str] | Queries) -> list[Query]:
     from sentune.data.beir import Queries
 
     return given.as_kind(Queries, [queries] if isinstance(queries, str) else queries, "queries").queries
+
+
+def _reference(model: Model) -> str:
+    """How index.json names `model`: a name as given, a folder made absolute (the index opens from anywhere), "model"
+    for one in memory (saved into OUT/model)."""
+    name = model_name(model)
+    if name is None:
+        return "model"
+    return str(Path(name).resolve()) if os.path.isdir(name) else name
 
 
 class Index:
     """A search index on disk (sentune.search.index's format): dense vectors of a model, BM25, and optionally their
     fusion and an approximate dense index. Made with `Index.build` or `Index.open`; ranked with `search`."""
 
-    def __init__(self, folder: Path, opened: SearchIndex, model: Any = None, tmp: tempfile.TemporaryDirectory | None = None) -> None:
+    def __init__(
+        self, folder: Path, opened: SearchIndex | None, model: Any = None, tmp: tempfile.TemporaryDirectory | None = None, system: str | None = None
+    ) -> None:
         self.path = folder
-        self._opened = {opened.system: opened}
-        self._default = opened.system
+        self._opened = {opened.system: opened} if opened is not None else {}
+        self._default = opened.system if opened is not None else system or ""  # a build's index opens at its first use
         self._model = model
         self._tmp = tmp  # a build into a temporary folder keeps it while the index lives
+        self.device: str | None = opened.device if opened is not None else None
 
     @property
     def system(self) -> str:
@@ -62,7 +76,7 @@ class Index:
         return self._default
 
     def __len__(self) -> int:
-        return len(self._opened[self._default].documents)
+        return len(self._index(None).documents)
 
     def __repr__(self) -> str:
         return f"Index({str(self.path)!r}, system={self.system!r}, documents={len(self)})"
@@ -83,8 +97,8 @@ class Index:
         corpus: given.Given,
         out: str | Path | None = None,
         *,
-        fusion: str | None = None,
-        ann: str | None = None,
+        fusion: str | Fusion | None = None,
+        ann: str | AnnSpec | None = None,
         stem: bool = True,
         bm25_k1: float | None = None,
         bm25_b: float | None = None,
@@ -94,6 +108,7 @@ class Index:
         device: str | None = None,
         trust_remote_code: bool = False,
         show_progress: bool = False,
+        reference: str | None = None,
     ) -> Index:
         """Encode `corpus` with `model` into an index folder `out` (None: a temporary folder kept while the index lives),
         as `sentune index` does; an interrupted build into the same `out` resumes.
@@ -105,36 +120,42 @@ class Index:
             ann: also an approximate dense index: `"hnsw"` or `"ivfpq"`, optionally with settings (`"hnsw:m=32"`).
             stem, bm25_k1, bm25_b, bm25_title_weight: BM25's settings (`sentune index --no-stem`, `--bm25-*`).
             passages: `"first"` (a document is what the model reads of it) or `"maxp"` (its best window's score).
+            reference: how the index names its model, to load it when it is searched (default: the name given, a folder
+                made absolute so the index opens from anywhere; a model in memory is saved into OUT/model). With a
+                model in memory and a reference, nothing is saved: the reference must load it.
         """
-        from sentune.search.command import parse_fusion, parse_lexical
+        from sentune.search.ann import AnnSpec, build_ann, check_fits, parse_ann
         from sentune.search.index import BuildPlan, SearchIndex, build_index, check_out
+        from sentune.search.options import check_document_ids, parse_fusion, parse_lexical
 
-        parsed_fusion = parse_fusion(fusion)
+        parsed_fusion = fusion if fusion is None or not isinstance(fusion, str) else parse_fusion(fusion)
         lexical = parse_lexical(argparse.Namespace(no_stem=not stem, bm25_k1=bm25_k1, bm25_b=bm25_b, bm25_title_weight=bm25_title_weight))
         if passage_stride is not None and (passages != "maxp" or passage_stride < 1):
             raise UserError(f"passage_stride {passage_stride}: a number of tokens from 1, with passages='maxp'")
         if ann is not None and passages == "maxp":
             raise UserError("ann: an approximate index holds one vector a document; passages='maxp' searches every passage exactly")
-        from sentune.search.ann import build_ann, check_fits, parse_ann
-
-        spec = parse_ann(ann, "ann") if ann is not None else None
+        spec = parse_ann(ann, "ann") if isinstance(ann, str) else ann
         tmp = tempfile.TemporaryDirectory(prefix="sentune-index-") if out is None else None
         folder = Path(tmp.name if tmp is not None else out)  # type: ignore[arg-type]
         documents = documents_of(corpus)
+        check_document_ids(documents)  # an id a TREC run line cannot hold: its line now, not at every search of a queries file
         check_out(folder, documents)  # another index or other files in `out`: before the model loads
+        if spec is not None:  # what the collection's size allows, before the model loads (the dimension is checked after)
+            spec = check_fits(spec, len(documents), None, "ann")
         loaded = load(model, device=device, trust_remote_code=trust_remote_code)
-        ref = model_name(model)
-        if ref is None or not os.path.isdir(ref):  # a model in memory, or a hub name: kept beside the index, found from anywhere
-            ref = "model" if ref is None else ref
-        else:
-            ref = str(Path(ref).resolve())  # a folder: reopened from wherever the caller opens the index
+        ref = reference or _reference(model)
         if spec is not None:
             spec = check_fits(spec, len(documents), loaded.get_sentence_embedding_dimension() or 0, "ann")
+        from sentune.core.distributed import rank
+        from sentune.core.embedding_cache import model_digest
+
         plan = BuildPlan("hybrid" if parsed_fusion else "dense", parsed_fusion, lexical, passages, passage_stride)
-        build_index(loaded, ref, documents, folder, plan, show_progress=show_progress)
-        if ref == "model":
+        build_index(loaded, ref, documents, folder, plan, show_progress=show_progress, model_digest=model_digest(loaded))
+        if rank() != 0:  # under torchrun every process encodes its share; one saves and builds what is left, and opens it
+            return cls(folder, None, loaded, tmp, plan.system)
+        if reference is None and ref == "model":
             loaded.save(str(folder / "model"))
-        if spec is not None:
+        if isinstance(spec, AnnSpec):
             from sentune.search.index import read_settings
 
             build_ann(folder, spec, read_settings(folder) or {}, show_progress=show_progress)
@@ -143,10 +164,12 @@ class Index:
     def _index(self, system: str | None) -> SearchIndex:
         from sentune.search.index import SearchIndex
 
-        wanted = system or self._default
+        wanted = system or self._default or None
         if wanted not in self._opened:
-            first = self._opened[self._default]
-            self._opened[wanted] = SearchIndex.open(self.path, wanted, first.device)
+            opened = SearchIndex.open(self.path, wanted, self.device)
+            self._default = self._default or opened.system
+            self._opened[opened.system] = opened
+            wanted = opened.system
         index = self._opened[wanted]
         if self._model is not None:
             index._model = self._model  # one model in memory for every system
@@ -163,11 +186,12 @@ class Index:
         exact: bool = ...,
         exclude_same_id: bool = ...,
         show_progress: bool = ...,
+        device: str | None = ...,
     ) -> list[Hit]: ...
     @overload
     def search(
         self,
-        queries: Sequence[str],
+        queries: Sequence[str] | Queries,
         top_k: int = 10,
         *,
         system: str | None = ...,
@@ -175,6 +199,7 @@ class Index:
         exact: bool = ...,
         exclude_same_id: bool = ...,
         show_progress: bool = ...,
+        device: str | None = ...,
     ) -> list[list[Hit]]: ...
     @overload
     def search(
@@ -187,11 +212,12 @@ class Index:
         exact: bool = ...,
         exclude_same_id: bool = ...,
         show_progress: bool = ...,
+        device: str | None = ...,
     ) -> dict[str, list[Hit]]: ...
 
     def search(
         self,
-        queries: str | Sequence[str] | Mapping[str, str],
+        queries: str | Sequence[str] | Mapping[str, str] | Queries,
         top_k: int = 10,
         *,
         system: str | None = None,
@@ -199,16 +225,39 @@ class Index:
         exact: bool = False,
         exclude_same_id: bool = False,
         show_progress: bool = False,
+        device: str | None = None,
     ) -> list[Hit] | list[list[Hit]] | dict[str, list[Hit]]:
-        """The `top_k` best documents for a query (a list of hits), for a list of queries (a list of lists) or for a dict
-        of id → query (a dict of id → hits), as `sentune search` ranks them.
+        """The `top_k` best documents for a query (a list of hits), for a list of queries or a `Queries` (a list of
+        lists) or for a dict of id → query (a dict of id → hits), as `sentune search` ranks them.
 
         Args:
             system: rank with dense, bm25 or hybrid instead of the index's own.
             ann: search the approximate index with these search settings (`""`: as built; `"ef_search=256"`); by
                 default an index built with one searches it, unless `exact`.
             exclude_same_id: never return the document whose id is the query's (for queries that are documents too).
+            device: where the queries are encoded (default: the index's, else $SENTUNE_DEVICE, else auto).
         """
+        asked = _queries(queries)
+        found = self._ranked(asked, top_k, system, ann, exact, exclude_same_id, show_progress, device)
+        hits = [[Hit(h.doc_id, h.score, rank, h.text) for rank, h in enumerate(row, start=1)] for row in found]
+        if isinstance(queries, str):
+            return hits[0]
+        if isinstance(queries, Mapping):
+            return {q.id: row for q, row in zip(asked, hits, strict=True)}
+        return hits
+
+    def uses_ann(self, *, system: str | None = None, ann: str | None = None, exact: bool = False) -> bool:
+        """Whether `search` with these settings searches the approximate index (else every document exactly)."""
+        from sentune.search.ann import choose_ann
+
+        return choose_ann(self._index(system), ann, exact) is not None
+
+    def check_run_ids(self, queries: Mapping[str, str] | Queries | list[Query], *, system: str | None = None) -> None:
+        """One line naming the query (its file and line when it came from one) or document whose id a TREC run line
+        cannot hold (whitespace: a line is split at it)."""
+        self._index(system).check_run_ids(queries if isinstance(queries, list) else _queries(queries))
+
+    def _ranked(self, asked: list[Query], top_k: int, system, ann, exact, exclude_same_id, show_progress, device) -> list:
         from sentune.search.ann import choose_ann
 
         if top_k < 1:
@@ -217,24 +266,26 @@ class Index:
         index.ann = choose_ann(index, ann, exact)
         if exclude_same_id and index.ann is not None:
             raise UserError("exclude_same_id: the approximate index does not leave a query's own document out; add exact=True")
-        asked = _queries(queries)
-        if index.device is None:
-            index.device = resolve(None)
-        found = index.search(asked, top_k, show_progress=show_progress, exclude_same_id=exclude_same_id)
-        hits = [[Hit(h.doc_id, h.score, rank, h.text) for rank, h in enumerate(row, start=1)] for row in found]
-        if isinstance(queries, str):
-            return hits[0]
-        if isinstance(queries, Mapping):
-            return {q.id: row for q, row in zip(asked, hits, strict=True)}
-        return hits
+        if device is not None or index.device is None:
+            index.device = resolve(device)
+        return index.search(asked, top_k, show_progress=show_progress, exclude_same_id=exclude_same_id)
 
-    def write_run(self, queries: Mapping[str, str], path: str | Path, top_k: int = 10, *, tag: str = "sentune", **options: Any) -> Path:
-        """Write a TREC run file (qid Q0 docid rank score tag) of `queries` (id → text), as `sentune search --run`."""
-        from sentune.search.index import Hit as IndexHit
+    def write_run(self, queries: Mapping[str, str] | Queries, path: str | Path, top_k: int = 10, *, tag: str = "sentune", **options: Any) -> Path:
+        """Write a TREC run file (qid Q0 docid rank score tag) of `queries` (id → text, or a `Queries`), as
+        `sentune search --run`; `options` as `search`'s. An id a run line cannot hold is refused before any search."""
         from sentune.search.index import write_trec_run
 
         asked = _queries(queries)
-        self._index(options.get("system")).check_run_ids(asked)
-        ranked = self.search(dict(queries), top_k, **options)
-        write_trec_run(Path(path), asked, [[IndexHit(h.id, h.score, h.text) for h in ranked[q.id]] for q in asked], tag=tag)
+        self.check_run_ids(asked, system=options.get("system"))
+        ranked = self._ranked(
+            asked,
+            top_k,
+            options.get("system"),
+            options.get("ann"),
+            options.get("exact", False),
+            options.get("exclude_same_id", False),
+            options.get("show_progress", False),
+            options.get("device"),
+        )
+        write_trec_run(Path(path), asked, ranked, tag=tag)
         return Path(path)
