@@ -107,6 +107,18 @@ def test_index_ranks_as_sentune_search_from_dicts_strings_and_files(tiny_model_d
         sentune.Index.build(tiny_st, [{"_id": "a", "text": "x"}, {"_id": "a", "text": "y"}])
 
 
+def test_index_build_refuses_an_id_a_run_cannot_hold_and_an_exact_search_leaves_the_ann_for_the_next(tiny_st, tmp_path):
+    with pytest.raises(UserError, match="document id 'a b'"):  # as `sentune index`: before the model loads, not at every run
+        sentune.Index.build(tiny_st, [{"_id": "a b", "text": "x"}], tmp_path / "spaced")
+    pytest.importorskip("faiss")
+    rng = np.random.default_rng(2)
+    index = sentune.Index.build(tiny_st, [_sentence(rng) for _ in range(60)], tmp_path / "ann", ann="hnsw:m=8")
+    assert index.uses_ann() and not index.uses_ann(exact=True)
+    exact = index.search("a man plays the guitar", top_k=5, exact=True)
+    assert index.uses_ann()  # the exact search before did not take the approximate index away
+    assert [h.id for h in exact] == [h.id for h in sentune.Index.open(tmp_path / "ann").search("a man plays the guitar", 5, exact=True)]
+
+
 @pytest.mark.slow  # an adapt run, about 2 s
 def test_adapt_from_lists_gives_a_result_object_and_logs_instead_of_printing(tiny_model_dir, pairs_data, tmp_path, capsys, caplog):
     corpus, dev = pairs_data

@@ -65,6 +65,7 @@ class Index:
     ) -> None:
         self.path = folder
         self._opened = {opened.system: opened} if opened is not None else {}
+        self._built_ann = {system: index.ann for system, index in self._opened.items()}
         self._default = opened.system if opened is not None else system or ""  # a build's index opens at its first use
         self._model = model
         self._tmp = tmp  # a build into a temporary folder keeps it while the index lives
@@ -169,6 +170,7 @@ class Index:
             opened = SearchIndex.open(self.path, wanted, self.device)
             self._default = self._default or opened.system
             self._opened[opened.system] = opened
+            self._built_ann[opened.system] = opened.ann  # what a search with no ann setting searches, whatever one before asked
             wanted = opened.system
         index = self._opened[wanted]
         if self._model is not None:
@@ -250,7 +252,9 @@ class Index:
         """Whether `search` with these settings searches the approximate index (else every document exactly)."""
         from sentune.search.ann import choose_ann
 
-        return choose_ann(self._index(system), ann, exact) is not None
+        index = self._index(system)
+        index.ann = self._built_ann[index.system]
+        return choose_ann(index, ann, exact) is not None
 
     def check_run_ids(self, queries: Mapping[str, str] | Queries | list[Query], *, system: str | None = None) -> None:
         """One line naming the query (its file and line when it came from one) or document whose id a TREC run line
@@ -263,6 +267,7 @@ class Index:
         if top_k < 1:
             raise UserError(f"top_k {top_k}: at least 1")
         index = self._index(system)
+        index.ann = self._built_ann[index.system]
         index.ann = choose_ann(index, ann, exact)
         if exclude_same_id and index.ann is not None:
             raise UserError("exclude_same_id: the approximate index does not leave a query's own document out; add exact=True")
