@@ -107,7 +107,7 @@ def test_index_ranks_as_sentune_search_from_dicts_strings_and_files(tiny_model_d
         sentune.Index.build(tiny_st, [{"_id": "a", "text": "x"}, {"_id": "a", "text": "y"}])
 
 
-def test_index_build_refuses_an_id_a_run_cannot_hold_and_an_exact_search_leaves_the_ann_for_the_next(tiny_st, tmp_path):
+def test_index_build_refuses_an_id_a_run_cannot_hold_and_an_exact_search_leaves_the_ann_for_the_next(tiny_st, tmp_path, caplog):
     with pytest.raises(UserError, match="document id 'a b'"):  # as `sentune index`: before the model loads, not at every run
         sentune.Index.build(tiny_st, [{"_id": "a b", "text": "x"}], tmp_path / "spaced")
     pytest.importorskip("faiss")
@@ -117,6 +117,9 @@ def test_index_build_refuses_an_id_a_run_cannot_hold_and_an_exact_search_leaves_
     exact = index.search("a man plays the guitar", top_k=5, exact=True)
     assert index.uses_ann()  # the exact search before did not take the approximate index away
     assert [h.id for h in exact] == [h.id for h in sentune.Index.open(tmp_path / "ann").search("a man plays the guitar", 5, exact=True)]
+    with caplog.at_level("WARNING", logger="sentune"):  # as `sentune index --ann ivfpq` says it on stderr
+        sentune.Index.build(tiny_st, [_sentence(rng) for _ in range(300)], tmp_path / "ivfpq", ann="ivfpq:pq=8")
+    assert any(r.getMessage().startswith("ann ivfpq: 300 documents train at most") for r in caplog.records), caplog.text
 
 
 @pytest.mark.slow  # an adapt run, about 2 s
@@ -186,3 +189,19 @@ def test_train_takes_python_data_and_returns_the_trained_model(tiny_model_dir, t
 def test_serve_app_takes_the_commands_settings_by_name(tmp_path):
     with pytest.raises(UserError, match="serve_app: no setting 'max_batches'"):
         sentune.serve_app(tmp_path, max_batches=4)
+
+
+def test_progress_lines_print_on_stdout_only_within_a_command(capsys, caplog):
+    """A command shows progress lines as plain lines on stdout, and only there; outside one they are log records a
+    caller shows or silences (sentune.core.progress)."""
+    from sentune.core.progress import say, shown_on_stdout
+
+    with caplog.at_level(logging.INFO, logger="sentune"):
+        with shown_on_stdout():
+            say("inside a command")
+        say("from Python")
+    assert capsys.readouterr().out == "inside a command\n"
+    assert "from Python" in caplog.text and "inside a command" not in caplog.text
+    with caplog.at_level(logging.WARNING, logger="sentune"):
+        say("silenced")
+    assert "silenced" not in caplog.text and capsys.readouterr().out == ""

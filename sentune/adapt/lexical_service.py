@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sentune.adapt.text_table import EmbeddingTable
+from sentune.core.progress import say
 from sentune.data.beir import Document, Query
 from sentune.search.fusion import Fusion
 
@@ -45,7 +46,7 @@ class LexicalService:
             found = self.recorded_fit()
             if found is None:
                 found = fit_lexical(self.documents, self.selection(), self.settings())
-                print(f"BM25 fitted on the selection queries: {found.settings.label}", flush=True)
+                say(f"BM25 fitted on the selection queries: {found.settings.label}")
                 if found.index is not None:  # the fit's best index is the fitted BM25: no second build
                     self._built.setdefault(found.settings, self._ranker(found.index))
             self._fit = replace(found, index=None)  # the cache holds the index (or an equal one)

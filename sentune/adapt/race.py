@@ -33,6 +33,7 @@ import numpy as np
 from sentune.adapt.records import CandidateRecord, Stopped, load_record, record_path
 from sentune.core.memory import peak_resident_mib
 from sentune.core.metrics import METRICS
+from sentune.core.progress import say
 from sentune.core.results import write_atomic
 from sentune.tasks.bootstrap import bootstrap_differences, resamples
 from sentune.train.runs import finished_run, train_run
@@ -97,7 +98,7 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, np.ndarra
         for entry in list(active):
             target = max(1, math.ceil(fraction * entry.recipe.training.max_steps))
             if not finished_run(entry.run) and _paused_step(entry.run) < target:
-                print(f"    race round {index + 1}/{len(RUNGS)}: {entry.name} to step {target} of {entry.recipe.training.max_steps}", flush=True)
+                say(f"    race round {index + 1}/{len(RUNGS)}: {entry.name} to step {target} of {entry.recipe.training.max_steps}")
                 train_run(
                     entry.recipe,
                     entry.run,
@@ -169,7 +170,7 @@ def share_behind(gold: np.ndarray, candidate: np.ndarray, rival: np.ndarray, met
 
 def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None, reason: str, ctx: Context, seconds: float) -> None:
     step, score, cosines = standing if standing else (None, None, None)
-    print(f"    race: {entry.name} stops: {reason}", flush=True)
+    say(f"    race: {entry.name} stops: {reason}")
     if cosines is not None:
         ctx.store.save_scores(entry.name, {"select": cosines})
     paused = json.loads((entry.run / "paused.json").read_text()) if (entry.run / "paused.json").is_file() else {}
@@ -202,4 +203,4 @@ def _print_expected(entries: list[Entry], active: list[Entry], ctx: Context) -> 
         total += left
         lines.append(f"{entry.name} {per_step:.2f} s a step, ≤ {left:.1f} min")
     if lines:
-        print(f"    expected after round 1 (measured): {'; '.join(lines)}; ≤ {total:.1f} min in all if none stopped", flush=True)
+        say(f"    expected after round 1 (measured): {'; '.join(lines)}; ≤ {total:.1f} min in all if none stopped")

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from sentune.core.memory import peak_resident_mib, release_unreferenced
+from sentune.core.progress import say
 from sentune.core.results import write_atomic
 from sentune.search.fusion import Fusion
 
@@ -153,9 +154,9 @@ def write_record(candidate: Any, scores: dict[str, np.ndarray], record: Candidat
     if scores:
         ctx.store.save_scores(candidate.name, scores)
         record.dev_score = ctx.selection_score(scores["dev"])  # every choice reads this, never the confirmation part
-        print(f"{label} {candidate.name}: selection {ctx.metric} {record.dev_score:.2f} ({seconds / 60:.1f} min)", flush=True)
+        say(f"{label} {candidate.name}: selection {ctx.metric} {record.dev_score:.2f} ({seconds / 60:.1f} min)")
     elif record.skipped is not None:
-        print(f"{label} {candidate.name}: skipped: {record.skipped}", flush=True)
+        say(f"{label} {candidate.name}: skipped: {record.skipped}")
     write_atomic(record_path(folder), json.dumps(record.to_dict(), indent=2))
     release_unreferenced()  # the candidate's model is garbage now (sentune.core.memory)
     return record

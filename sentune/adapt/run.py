@@ -38,6 +38,7 @@ from sentune.adapt.search_context import SearchContext, as_search
 from sentune.adapt.train_evidence import draw_evidence, say_detectable_gain
 from sentune.core.memory import map_large_allocations
 from sentune.core.models import load_model
+from sentune.core.progress import say
 from sentune.modules.build import save_atomic
 
 if TYPE_CHECKING:
@@ -112,14 +113,13 @@ def adapt(
     task = inputs.task
     candidates = plan(config.methods, own, config.reference, generated_queries=config.queries_from is not None, search=task.search, labels=config.labels)
     if config.methods is None:
-        print("tsdae only when --methods names it (behind the unchanged model at the race's first round in every example run)", flush=True)
+        say("tsdae only when --methods names it (behind the unchanged model at the race's first round in every example run)")
     if config.methods is None and task.search:
         from sentune.adapt.names import SEARCH_OPT_IN
 
-        print(
+        say(
             f"search run: {', '.join(SEARCH_OPT_IN)} only when --methods names them (sentence-pair trainings, each behind "
             "the unchanged model on SciFact's selection queries, with minutes of pool encodings per evaluation)",
-            flush=True,
         )
     ctx: Context
     if task.search:  # the one place a run's context is made: what search candidates read is SearchContext's
@@ -129,12 +129,11 @@ def adapt(
     _warn_overlong(inputs, base)
     _leave_out_untrainable(candidates, ctx)
     ctx.prepare_selection()
-    print(
+    say(
         f"sentune adapt: {len(candidates.all)} candidates for {config.model} on {len(inputs.corpus)} corpus "
         + (f"passages of {len(task.documents)} documents; " if task.search else "sentences; ")
         + f"dev {inputs.dev_label} ({inputs.dev.units} {inputs.dev.unit}, {inputs.dev.metric}: {len(inputs.split.select)} select, "
         f"{len(inputs.split.confirm)} confirm); " + (f"test {inputs.test_label} ({inputs.test.units} {inputs.test.unit})" if inputs.test else "no test set"),
-        flush=True,
     )
     ctx.evidence = draw_evidence(ctx)  # before any candidate: the supervised ones leave its confirmation pairs out
     say_detectable_gain(ctx)
@@ -173,7 +172,7 @@ def _left_out_late(candidate: Candidate, candidates: Plan, label: str, ctx: Cont
 
 def _leave_out(candidate: Candidate, candidates: Plan, label: str, reason: str, ctx: Context) -> None:
     assert ctx.time_plan is not None
-    print(f"{label} {candidate.name}: left out: {reason}", flush=True)
+    say(f"{label} {candidate.name}: left out: {reason}")
     ctx.time_plan.left_out[candidate.name] = reason
     ctx.time_plan.kept.pop(candidate.name, None)
     getattr(candidates, candidate.phase).remove(candidate)
@@ -218,11 +217,10 @@ def _plan_time(candidates: Plan, ctx: Context, started: float) -> TimePlan:
         if candidate.name in timing.left_out:
             getattr(candidates, candidate.phase).remove(candidate)
     expected = sum(c.seconds for c in timing.kept.values())
-    print(
+    say(
         f"--time {minutes(timing.limit)}: a text costs {costs.text_seconds * 1000:.1f} ms to encode here; {len(timing.kept)} candidates planned "
         f"(expected {minutes(expected)} after the {minutes(time.monotonic() - started)} spent so far)"
         + "".join(f"\n    left out: {name}: {why}" for name, why in timing.left_out.items()),
-        flush=True,
     )
     return timing
 
@@ -262,12 +260,11 @@ def _race_trained(candidates: Plan, ctx: Context) -> None:
             allowance = max(ctx.time_plan.allowance(candidate.name), 5.0) / 60
             minutes = min(allowance, recipe.training.max_minutes or allowance)
             recipe = replace(recipe, training=replace(recipe.training, max_minutes=minutes))
-        print(f"{labels[candidate.name]} {candidate.name}: {candidate.describe(ctx)}: {recipe.training.max_steps} steps", flush=True)
+        say(f"{labels[candidate.name]} {candidate.name}: {candidate.describe(ctx)}: {recipe.training.max_steps} steps")
         entries.append(candidate.race_entry(recipe, ctx))
-    print(
+    say(
         f"race: {len(entries)} training candidates in rounds to {', '.join(f'{f:g}' for f in RUNGS)} of their steps; after each, one behind the "
         f"unchanged model or the leader on the selection pairs with {CONFIDENCE:.0%} confidence stops, and at most half go on",
-        flush=True,
     )
     by_name = {c.name: c for c in raced}
     race(entries, ctx, lambda entry: by_name[entry.name].finish(labels[entry.name], ctx))
@@ -343,7 +340,7 @@ def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
     expansion, settings = candidate.expansion(ctx), read_settings(ctx.out) or {}
     if settings.get("expansion") != expansion:  # the index ranks as the candidate was scored (sentune.search.expansion)
         write_atomic(ctx.out / "index.json", json.dumps({**settings, "expansion": expansion}, indent=2))
-    print(f"index: {ctx.out} ({plan.system}{', ' + fusion.label if fusion else ''}): sentune search {ctx.out} --query TEXT", flush=True)
+    say(f"index: {ctx.out} ({plan.system}{', ' + fusion.label if fusion else ''}): sentune search {ctx.out} --query TEXT")
 
 
 def prune(out: Path, chosen: str) -> list[Path]:

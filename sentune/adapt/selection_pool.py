@@ -16,6 +16,7 @@ import numpy as np
 
 from sentune.adapt.names import UNTUNED_POOLINGS
 from sentune.adapt.text_table import TextRows
+from sentune.core.progress import say
 from sentune.data.beir import RetrievalSet, read_beir_folder, write_beir_folder
 from sentune.tasks.user_queries import SELECT_SPLIT, QueryScorer
 
@@ -68,7 +69,7 @@ class SelectionPool:
         splits = {"dev": [RankedQueries(pool, split.select), RankedQueries(confirm, split.confirm)]}
         if ctx.task.test is not None:
             splits["test"] = [RankedQueries(ctx.task.test, np.arange(ctx.task.test.units))]
-        print(f"selection pool: {len(pool.corpus)} of the {len(dev.corpus)} documents for the {len(pool.queries)} selection queries", flush=True)
+        say(f"selection pool: {len(pool.corpus)} of the {len(dev.corpus)} documents for the {len(pool.queries)} selection queries")
         ctx.scorer = ctx._scoring(QueryScorer(splits, ctx.config.show_progress))
         if untuned is not None:  # the same texts in the pooled scorer's order: the untuned candidates need no second pass
             texts, vectors = untuned

@@ -14,6 +14,7 @@ from sentune.adapt.decide import TrainJudges, detectable_gain
 from sentune.adapt.evidence import Evidence, domain_shift, sample_evidence, score_shift
 from sentune.adapt.names import UNCHANGED, UNTUNED_POOLINGS
 from sentune.adapt.records import CandidateRecord
+from sentune.core.progress import say
 
 if TYPE_CHECKING:
     from sentune.adapt.candidates import Candidate
@@ -47,13 +48,12 @@ def draw_evidence(ctx: Context) -> Evidence | None:
         shift = domain_shift(pair_vectors(rows), untuned_scores(ctx, evidence)[PAIR_VECTORS], ctx.config.seed)
     evidence = Evidence(indices, evidence.gold, split, shift)
     if shift is None:
-        print(
+        say(
             f"--train: {len(indices)} of its {len(gold)} pairs judge the candidates that never trained on them too ({len(split.select)} select, "
             f"{len(split.confirm)} confirm; the supervised candidates train without those {len(split.confirm)})",
-            flush=True,
         )
     else:
-        print(f"--train: its pairs only train, the dev pairs alone select and confirm: {shift}", flush=True)
+        say(f"--train: its pairs only train, the dev pairs alone select and confirm: {shift}")
     return evidence
 
 
@@ -71,10 +71,9 @@ def say_detectable_gain(ctx: Context) -> None:
     if gain is None:
         return
     pairs = f"{ctx.inputs.dev.units} dev pairs" + (f" and {len(ctx.evidence.indices)} train pairs ({dev} + {train} confirm)" if train and ctx.evidence else "")
-    print(
+    say(
         f"with {pairs}, a candidate about {gain:.1f} points better than the model is confirmed 80 % of the time "
         "(benchmarks/results/adapt_calibration.md); smaller gains will usually keep the model as it is",
-        flush=True,
     )
 
 

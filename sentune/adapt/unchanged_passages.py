@@ -14,6 +14,7 @@ import numpy as np
 
 from sentune.adapt.store import CandidateStore
 from sentune.adapt.text_table import EmbeddingTable
+from sentune.core.progress import say
 from sentune.data.beir import Document, Query
 
 
@@ -84,9 +85,8 @@ class UnchangedPassages:
             first, best = score(maxp.documents), score(maxp)
             chosen = "maxp" if round(best, 9) > round(first, 9) else "first"
             self._choice = record | {"chosen": chosen, "first_score": first, "maxp_score": best, "read_queries": [q.id for q in queries]}
-            print(
+            say(
                 f"documents by their best passage (MaxP) or their first window: {chosen} (selection, whole corpus: first {first:.2f}, MaxP {best:.2f})",
-                flush=True,
             )
         return self._choice
 

@@ -4,7 +4,6 @@ search index of a search run."""
 
 from __future__ import annotations
 
-import logging
 import shutil
 import tempfile
 import time as clock
@@ -15,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentune.api import given
-from sentune.api.common import Model, printed_to_log, resolve, saved_model, tell
+from sentune.api.common import Model, resolve, saved_model
+from sentune.core.progress import say
 from sentune.errors import UserError
 
 if TYPE_CHECKING:
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
     from sentune.api.index import Index
 
-logger = logging.getLogger("sentune.adapt")
 
 INPUT_MODEL = "input-model"  # OUT/input-model: a model given in memory, saved for the run to load by path
 
@@ -165,100 +164,99 @@ def adapt(
 
     Data given as objects are read into sentune's data kinds (sentune.api.given) and handed to the run as they are;
     a path is read into the same kinds (sentune.adapt.inputs.prepare). What the run used is written once under OUT/data,
-    its record, never read back. Progress lines are log records of the `sentune` logger (INFO); `show_progress`
-    adds progress bars.
+    its record, never read back. Progress lines are log records of the `sentune.progress` logger (INFO,
+    sentune.core.progress); `show_progress` adds progress bars.
     """
-    with printed_to_log(logger):  # progress on logging, not stdout (a command prints it: progress_printed)
-        started = clock.monotonic() if started is None else started
-        from sentune.adapt.budget import Budget
-        from sentune.adapt.candidates import parse_methods
-        from sentune.adapt.time_plan import parse_time
+    started = clock.monotonic() if started is None else started
+    from sentune.adapt.budget import Budget
+    from sentune.adapt.candidates import parse_methods
+    from sentune.adapt.time_plan import parse_time
 
-        methods_text = methods if methods is None or isinstance(methods, str) else ",".join(methods)
-        parsed_methods, parsed_budget = parse_methods(methods_text), Budget.parse(budget)  # checked before any file is read
-        time_limit = float(time) if isinstance(time, int | float) else parse_time(time)
-        if sed_members < 2:
-            raise UserError(f"--sed-members {sed_members}: an ensemble needs at least 2 members")
-        if example_train and (not example or train is not None):
-            raise UserError("--example-train: give it with --example, instead of --train")
-        tmp = tempfile.TemporaryDirectory(prefix="sentune-adapt-") if out is None else None
-        folder = Path(tmp.name if tmp is not None else out)  # type: ignore[arg-type]
-        data_dir = None
+    methods_text = methods if methods is None or isinstance(methods, str) else ",".join(methods)
+    parsed_methods, parsed_budget = parse_methods(methods_text), Budget.parse(budget)  # checked before any file is read
+    time_limit = float(time) if isinstance(time, int | float) else parse_time(time)
+    if sed_members < 2:
+        raise UserError(f"--sed-members {sed_members}: an ensemble needs at least 2 members")
+    if example_train and (not example or train is not None):
+        raise UserError("--example-train: give it with --example, instead of --train")
+    tmp = tempfile.TemporaryDirectory(prefix="sentune-adapt-") if out is None else None
+    folder = Path(tmp.name if tmp is not None else out)  # type: ignore[arg-type]
+    data_dir = None
+    if example:
+        from sentune.adapt.examples import check_example
+
+        check_example(example)  # the name, before the data directory it is built from
+    if example or dev is None:  # the data directory is read only for an example or the default dev pairs
+        from sentune.data.catalog import resolve_data_dir
+
+        data_dir = resolve_data_dir(str(data) if data is not None else None)
+    if example_train:
+        from sentune.adapt.examples import has_train
+
+        assert data_dir is not None and example is not None
+        if not has_train(example, data_dir):
+            raise UserError(f"--example-train: the example {example} has no labelled train split apart from its dev and test in {data_dir}")
+    with _refused_leaves_nothing(folder, tmp):  # a refused run leaves nothing behind, as the command's does
+        files = _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from)
+        names: dict[str, str] = {}
         if example:
-            from sentune.adapt.examples import check_example
+            from sentune.adapt.examples import write_example
 
-            check_example(example)  # the name, before the data directory it is built from
-        if example or dev is None:  # the data directory is read only for an example or the default dev pairs
-            from sentune.data.catalog import resolve_data_dir
+            assert data_dir is not None
+            written = write_example(example, data_dir, folder / "example", allow_modified=allow_modified)
+            say(f"example {example}: {written.about}")
+            # the example's data as written (its files under OUT/example are the record, not read back)
+            files |= {"dev_qrels": None, "test_qrels": None} | {part: written.data[part] for part in ("corpus", "dev", "test")}
+            names = {"corpus": str(written.corpus), "dev": str(written.dev), "test": str(written.test)}
+            if example_train:
+                files["train"], names["train"] = written.data.get("train"), str(written.train)
+                if files["train"] is None:  # every pair or query dev left is also a dev or test one
+                    raise UserError(f"--example-train: the example {example} leaves no train query apart from its dev and test in {data_dir}")
+        if files["corpus"] is None and not (isinstance(files["dev"], Path) and files["dev"].is_dir()):
+            raise UserError("--corpus FILE (or --example NAME) is required")
+        from dataclasses import replace
 
-            data_dir = resolve_data_dir(str(data) if data is not None else None)
-        if example_train:
-            from sentune.adapt.examples import has_train
+        from sentune.adapt.candidates.multi_dense import split_models
+        from sentune.adapt.inputs import AdaptConfig, prepare
 
-            assert data_dir is not None and example is not None
-            if not has_train(example, data_dir):
-                raise UserError(f"--example-train: the example {example} has no labelled train split apart from its dev and test in {data_dir}")
-        with _refused_leaves_nothing(folder, tmp):  # a refused run leaves nothing behind, as the command's does
-            files = _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from)
-            names: dict[str, str] = {}
-            if example:
-                from sentune.adapt.examples import write_example
+        model, more_models = split_models(model)  # `--model A,B`: B fused with A by the multi-dense candidate
+        config = AdaptConfig(
+            corpus=files["corpus"],
+            model=saved_model(model, folder / INPUT_MODEL),
+            more_models=more_models,
+            corpus_column=corpus_column,
+            dev=files["dev"],
+            test=files["test"],
+            dev_qrels=files["dev_qrels"],
+            test_qrels=files["test_qrels"],
+            queries_from=files["queries_from"],
+            train=files["train"],
+            labels=labels,
+            methods=parsed_methods,
+            budget=parsed_budget,
+            time_limit=time_limit,
+            sed_members=sed_members,
+            reference=reference,
+            low_memory=low_memory,
+            seed=seed,
+            example=example,
+            show_progress=show_progress,
+            backend=backend,
+            allow_modified=allow_modified,
+            names=names,
+        )
+        inputs = prepare(config, folder, data_dir)  # every file read and checked before torch loads
+        if more_models and not inputs.task.search:  # multi-dense fuses them with BM25: a search run's candidate
+            raise UserError(f"--model {','.join([config.model, *more_models])}: several models are fused for search data only; give one")
+    config = replace(config, device=resolve(device))
+    from sentune.adapt.run import adapt as run_adapt
+    from sentune.adapt.run import prune as prune_candidates
 
-                assert data_dir is not None
-                written = write_example(example, data_dir, folder / "example", allow_modified=allow_modified)
-                tell(logger, f"example {example}: {written.about}")
-                # the example's data as written (its files under OUT/example are the record, not read back)
-                files |= {"dev_qrels": None, "test_qrels": None} | {part: written.data[part] for part in ("corpus", "dev", "test")}
-                names = {"corpus": str(written.corpus), "dev": str(written.dev), "test": str(written.test)}
-                if example_train:
-                    files["train"], names["train"] = written.data.get("train"), str(written.train)
-                    if files["train"] is None:  # every pair or query dev left is also a dev or test one
-                        raise UserError(f"--example-train: the example {example} leaves no train query apart from its dev and test in {data_dir}")
-            if files["corpus"] is None and not (isinstance(files["dev"], Path) and files["dev"].is_dir()):
-                raise UserError("--corpus FILE (or --example NAME) is required")
-            from dataclasses import replace
-
-            from sentune.adapt.candidates.multi_dense import split_models
-            from sentune.adapt.inputs import AdaptConfig, prepare
-
-            model, more_models = split_models(model)  # `--model A,B`: B fused with A by the multi-dense candidate
-            config = AdaptConfig(
-                corpus=files["corpus"],
-                model=saved_model(model, folder / INPUT_MODEL),
-                more_models=more_models,
-                corpus_column=corpus_column,
-                dev=files["dev"],
-                test=files["test"],
-                dev_qrels=files["dev_qrels"],
-                test_qrels=files["test_qrels"],
-                queries_from=files["queries_from"],
-                train=files["train"],
-                labels=labels,
-                methods=parsed_methods,
-                budget=parsed_budget,
-                time_limit=time_limit,
-                sed_members=sed_members,
-                reference=reference,
-                low_memory=low_memory,
-                seed=seed,
-                example=example,
-                show_progress=show_progress,
-                backend=backend,
-                allow_modified=allow_modified,
-                names=names,
-            )
-            inputs = prepare(config, folder, data_dir)  # every file read and checked before torch loads
-            if more_models and not inputs.task.search:  # multi-dense fuses them with BM25: a search run's candidate
-                raise UserError(f"--model {','.join([config.model, *more_models])}: several models are fused for search data only; give one")
-        config = replace(config, device=resolve(device))
-        from sentune.adapt.run import adapt as run_adapt
-        from sentune.adapt.run import prune as prune_candidates
-
-        results = run_adapt(config, folder, data_dir=data_dir, command=command, inputs=inputs, started=started)
-        if prune:
-            removed = prune_candidates(folder, results["choice"]["name"])
-            tell(logger, f"--prune: removed {len(removed)} model folders of candidates not chosen")
-        return AdaptResult(folder, results, tmp)
+    results = run_adapt(config, folder, data_dir=data_dir, command=command, inputs=inputs, started=started)
+    if prune:
+        removed = prune_candidates(folder, results["choice"]["name"])
+        say(f"--prune: removed {len(removed)} model folders of candidates not chosen")
+    return AdaptResult(folder, results, tmp)
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentune.api import given
-from sentune.api.common import Model, printed_to_log, resolve, saved_model
+from sentune.api.common import Model, resolve, saved_model
 from sentune.errors import UserError
 
 if TYPE_CHECKING:
@@ -63,12 +63,11 @@ def train(
     """
     tmp = tempfile.TemporaryDirectory(prefix="sentune-train-") if out is None else None
     try:
-        with printed_to_log(logger):
-            folder, _ = run(
-                recipe, data, overrides, Path(tmp.name) if tmp is not None else Path(out),  # type: ignore[arg-type]
-                dev=dev, model=model, data_dir=data_dir, resume=resume, overwrite=overwrite, device=device, allow_modified=allow_modified,
-                show_progress=show_progress,
-            )  # fmt: skip
+        folder, _ = run(
+            recipe, data, overrides, Path(tmp.name) if tmp is not None else Path(out),  # type: ignore[arg-type]
+            dev=dev, model=model, data_dir=data_dir, resume=resume, overwrite=overwrite, device=device, allow_modified=allow_modified,
+            show_progress=show_progress,
+        )  # fmt: skip
         from sentence_transformers import SentenceTransformer
 
         return SentenceTransformer(str(folder / "model"), device="cpu")

@@ -13,39 +13,37 @@ from sentune.cli.base import Command, command_line
 def cmd_adapt(args: argparse.Namespace) -> int:
     started = time.monotonic()  # --time counts the whole command, the imports and the checks included
     from sentune.api.adapt import adapt
-    from sentune.api.common import progress_printed
 
     out = Path(args.out)
-    with progress_printed():
-        result = adapt(
-            args.model,
-            args.corpus,
-            args.dev,
-            args.train,
-            args.test,
-            args.methods,
-            args.time,
-            out,
-            dev_qrels=args.dev_qrels,
-            test_qrels=args.test_qrels,
-            queries_from=args.queries_from,
-            corpus_column=args.corpus_column,
-            example=args.example,
-            example_train=args.example_train,
-            labels=not args.no_labels,
-            budget=args.budget,
-            sed_members=args.sed_members,
-            reference=args.reference,
-            low_memory=args.low_memory,
-            seed=args.seed,
-            data=args.data,
-            backend=args.backend,
-            device=args.device_option if "device_option" in vars(args) else args.device,  # resolved after the files are checked
-            allow_modified=args.allow_modified_data,
-            show_progress=not args.quiet,
-            command=command_line(),
-            started=started,
-        )
+    result = adapt(
+        args.model,
+        args.corpus,
+        args.dev,
+        args.train,
+        args.test,
+        args.methods,
+        args.time,
+        out,
+        dev_qrels=args.dev_qrels,
+        test_qrels=args.test_qrels,
+        queries_from=args.queries_from,
+        corpus_column=args.corpus_column,
+        example=args.example,
+        example_train=args.example_train,
+        labels=not args.no_labels,
+        budget=args.budget,
+        sed_members=args.sed_members,
+        reference=args.reference,
+        low_memory=args.low_memory,
+        seed=args.seed,
+        data=args.data,
+        backend=args.backend,
+        device=args.device_option if "device_option" in vars(args) else args.device,  # resolved after the files are checked
+        allow_modified=args.allow_modified_data,
+        show_progress=not args.quiet,
+        command=command_line(),
+        started=started,
+    )
     from sentune.adapt.report import candidate_table
 
     print("\n" + candidate_table(result.results))

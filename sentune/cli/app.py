@@ -119,8 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"sentune: error: {exc}", file=sys.stderr)
         return 2
+    from sentune.core.progress import shown_on_stdout
+
     try:
-        return args.func(args)
+        with shown_on_stdout():  # a command's progress lines as plain lines on stdout (sentune.core.progress)
+            return args.func(args)
     except UserError as exc:  # a mistake the user can fix: one line (the traceback with --debug)
         if args.debug:
             raise

@@ -133,9 +133,10 @@ class TidyProgress(ProgressCallback):
         elif state.global_step == self.clock[0] + ESTIMATE_AFTER_STEPS:
             per_step = (time.perf_counter() - self.clock[1]) / ESTIMATE_AFTER_STEPS
             left = state.max_steps - state.global_step
-            self.training_bar.write(
+            _say_beside(
+                self.training_bar,
                 f"expected: {per_step:.2f} s a step, so about {per_step * left / 60:.1f} min for the {left} steps left "
-                + ("(plus the dev evaluations; early stopping may end sooner)" if self.key else "(no dev evaluation)")
+                + ("(plus the dev evaluations; early stopping may end sooner)" if self.key else "(no dev evaluation)"),
             )
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -155,7 +156,16 @@ class TidyProgress(ProgressCallback):
         score = logs[self.key]
         if self.best is None or score > self.best[0]:
             self.best = (score, state.global_step)
-        self.training_bar.write(f"step {state.global_step}: {self.title} {score:.2f} (best {self.best[0]:.2f} at step {self.best[1]})")
+        _say_beside(self.training_bar, f"step {state.global_step}: {self.title} {score:.2f} (best {self.best[0]:.2f} at step {self.best[1]})")
+
+
+def _say_beside(bar: tqdm, line: str) -> None:
+    """A progress line (sentune.core.progress: stdout in a command, logging from Python) with the bar cleared and redrawn
+    around it, as tqdm.write does."""
+    from sentune.core.progress import say
+
+    with bar.external_write_mode():
+        say(line)
 
 
 class TimeBudget(TrainerCallback):

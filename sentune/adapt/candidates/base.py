@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from sentune.adapt.records import CandidateRecord, load_record, read_back, record_path, write_record
+from sentune.core.progress import say
 
 if TYPE_CHECKING:
     import numpy as np
@@ -77,17 +78,17 @@ class Candidate:
         found = read_back(self, ctx)
         wanted = self.depends_on(ctx)
         if found is not None and self._current(found, ctx):
-            print(f"{label} {self.name}: done before, read back", flush=True)
+            say(f"{label} {self.name}: done before, read back")
             return found
         if found is not None:
             changed = [key for key, value in wanted.items() if found.detail.get(key) != value]
-            print(f"{label} {self.name}: its inputs changed ({', '.join(changed)}): produced again", flush=True)
+            say(f"{label} {self.name}: its inputs changed ({', '.join(changed)}): produced again")
             shutil.rmtree(self.folder(ctx))
         self.folder(ctx).mkdir(parents=True, exist_ok=True)
         return self.produce(label, ctx)
 
     def produce(self, label: str, ctx: Context) -> CandidateRecord:
-        print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
+        say(f"{label} {self.name}: {self.describe(ctx)}")
         started = time.perf_counter()
         scores, found = self.run(ctx)
         return write_record(self, scores, found, time.perf_counter() - started, label, ctx)

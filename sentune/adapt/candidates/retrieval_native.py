@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, ClassVar
 from sentune.adapt.candidates.base import Candidate, PlanSetup, WithRun
 from sentune.adapt.names import CROP, HYBRID_DISTILL, ICT
 from sentune.adapt.records import CandidateRecord, write_record
+from sentune.core.progress import say
 
 if TYPE_CHECKING:
     from sentune.adapt.context import Context
@@ -141,7 +142,7 @@ class PseudoQueryTrained(WithRun):
         from sentune.adapt.candidates.supervised import tuples_as_written
         from sentune.train.trainer import train_in_memory
 
-        print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
+        say(f"{label} {self.name}: {self.describe(ctx)}")
         started = time.perf_counter()
         folder = self.folder(ctx)
         for left in list(folder.iterdir()):  # what a killed attempt left
@@ -154,7 +155,7 @@ class PseudoQueryTrained(WithRun):
         path.write_text("".join("\t".join(" ".join(field.split()) for field in row) + "\n" for row in rows), encoding="utf-8")
         data = tuples_as_written(rows)  # the file records them; the trainer receives them
         recipe = ctx.labelled_recipe(self.recipe_name(), path, len(rows), data=data)
-        print(f"    {self.name}: {len(rows)} pseudo-queries from {about['pseudo_query_documents']} documents, {recipe.training.max_steps} steps", flush=True)
+        say(f"    {self.name}: {len(rows)} pseudo-queries from {about['pseudo_query_documents']} documents, {recipe.training.max_steps} steps")
         trained = train_in_memory(recipe, self.run_folder(ctx), data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress, data=data)
         scores = ctx.scorer.of_vectors(ctx.vectors_of(trained.model, self.name))  # kept: a hybrid of this model reads them
         record = CandidateRecord(self.name, self.kind, run=str(self.run_folder(ctx).relative_to(ctx.out)))
@@ -187,7 +188,7 @@ class HybridDistill(PseudoQueryTrained):
 
         search = as_search(ctx)
         fusion, curve, read = search.lexical.choose_fusion_weight(search.untuned_table())
-        print(f"    {self.name}: teacher BM25 + unchanged, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
+        say(f"    {self.name}: teacher BM25 + unchanged, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})")
         documents = search.retrieval_dev().corpus
         lexical, ids = search.lexical.hybrid(), [d.id for d in documents]
         bm25 = lexical.index.with_statistics(document_texts(documents, lexical.index.settings))  # the fit's index may not know them

@@ -10,6 +10,7 @@ from sentune.adapt.candidates.base import Candidate, PlanSetup, best
 from sentune.adapt.candidates.supervised import HELD_VECTORS, Supervised
 from sentune.adapt.names import BM25, BM25_FITTED, BM25_UNSTEMMED, HYBRID, RRF, SUPERVISED, SUPERVISED_STACKED, UNCHANGED, UNCHANGED_MAXP
 from sentune.adapt.records import CandidateRecord, standing
+from sentune.core.progress import say
 from sentune.search.fusion import Fusion
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class Hybrid(Candidate):
         choice = search.passages.choose() if source == UNCHANGED else None  # another source: its first windows
         passages = search.passages.vectors()[0] if choice is not None and choice["chosen"] == "maxp" else None
         fusion, curve, read = search.lexical.choose_fusion_weight(search.table(vectors), passages)
-        print(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
+        say(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})")
         detail = {
             "setting": fusion.label,
             "lexical": search.lexical.settings(fitted=True).label,
@@ -156,7 +157,7 @@ class HybridSupervised(Hybrid):
                 return {}, self.skip(f"{source}'s fold {fold} kept no vectors of its held-out queries ({vectors_path})")
             held_table = EmbeddingTable(TextRows(scorer.sentences()), np.load(vectors_path))
             scores["dev"][held] = scorer.of_ranker(search.lexical.hybrid_ranker(held_table, fusion))["held"]
-        print(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (hybrid's), selection out of fold", flush=True)
+        say(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (hybrid's), selection out of fold")
         found = CandidateRecord(self.name, self.kind, source=source, fusion=fusion, trained_on=record.trained_on)
         found.dev_indices_trained_on = record.dev_indices_trained_on
         found.detail = {"setting": fusion.label, "lexical": search.lexical.settings(fitted=True).label, "weight_from": HYBRID}

@@ -15,6 +15,7 @@ from sentune.adapt.evidence import held_out_digest
 from sentune.adapt.names import SUPERVISED, SUPERVISED_RECIPES, SUPERVISED_STACKED, TRAINED, UNCHANGED
 from sentune.adapt.records import CandidateRecord, write_record
 from sentune.core.metrics import METRICS
+from sentune.core.progress import say
 
 if TYPE_CHECKING:
     import numpy as np
@@ -203,7 +204,7 @@ class Supervised(WithRun):
         from sentune.train.recipe import load_recipe
         from sentune.train.runs import train_run
 
-        print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
+        say(f"{label} {self.name}: {self.describe(ctx)}")
         started = time.perf_counter()
         folder = self.folder(ctx)
         given = ctx.inputs.task.train_units()
@@ -252,11 +253,10 @@ class Supervised(WithRun):
 
             done = {0: np.load(folder / "fold-0" / FIRST_FOLD_SCORES)} if raced else {}
             # each training prints its own time; the user should know how many there are
-            print(
+            say(
                 f"    {self.name}: cross-fitting on the {len(units)} selection {ctx.inputs.dev.unit}: {FOLDS - len(done)} trainings without one fold each"
                 + (" (the fold race trained the first)" if done else "")
                 + ", then one on all",
-                flush=True,
             )
             oof = out_of_fold_from(len(units), FOLDS, ctx.config.seed, fit, held_out, done)
             release_unreferenced()

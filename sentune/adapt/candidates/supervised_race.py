@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from sentune.core.metrics import METRICS
+from sentune.core.progress import say
 from sentune.core.results import write_atomic
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class SupervisedRace:
         members, starts = _members(ctx)
         if len(members) < 2:
             return None
-        print(f"    {cls.announce([c.name for c in members], ctx)}", flush=True)
+        say(f"    {cls.announce([c.name for c in members], ctx)}")
         predictions: dict[str, np.ndarray] = {}
         seconds: dict[str, float] = {}
         detail: dict = {}
@@ -101,7 +102,7 @@ class SupervisedRace:
 
         stopped = verdict(gold, predictions, list(predictions), unchanged, ctx.metric, resamples(len(gold), seed=ctx.config.seed), where)
         for name, reason in stopped.items():
-            print(f"    race: {name} stops: {reason}", flush=True)
+            say(f"    race: {name} stops: {reason}")
         score = METRICS[ctx.metric].score
         found = cls({n: float(score(gold, p)) for n, p in predictions.items()}, float(score(gold, unchanged)), stopped, seconds, cls.key_of(ctx), detail)
         write_atomic(path, json.dumps(asdict(found), indent=2))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 from sentune.adapt.candidates.base import Candidate, PlanSetup, WithRun, best, tuned_sources
 from sentune.adapt.names import GENQ, REFERENCE, SED, TRAINED, WISE
 from sentune.adapt.records import CandidateRecord, finish_trained, load_record, standing, trained_record, write_record
+from sentune.core.progress import say
 
 if TYPE_CHECKING:
     import numpy as np
@@ -114,7 +115,7 @@ class Ensemble(WithRun):
             return write_record(self, {}, self.skip("no trained candidate with weights left to take an ensemble from (--prune removes them)"), 0.0, label, ctx)
         source = best(trained)  # finished or raced out: its best checkpoint is seed 1
         steps = max(source.best_step or 1, source.detail["recipe"]["training"]["eval_steps"])
-        print(f"{label} {self.name}: {self.describe(ctx)}: seeds 1..{ctx.config.sed_members} of {source.name} ({steps} steps each)", flush=True)
+        say(f"{label} {self.name}: {self.describe(ctx)}: seeds 1..{ctx.config.sed_members} of {source.name} ({steps} steps each)")
         started = time.perf_counter()
         jobs = [(self.member_recipe(ctx, source.name, steps, seed), self.folder(ctx) / f"member-{seed}") for seed in range(2, ctx.config.sed_members + 1)]
         data, dev = ctx.training_data(jobs[0][0]) if jobs else None, ctx.training_dev_data()
@@ -194,7 +195,7 @@ class Wise(Candidate):
         except NotInterpolable as error:
             return {}, self.skip(f"cannot interpolate with {source.name}: {error}")
         mix = best_mix(curve)
-        print(f"    {WISE}: {1 - mix:g}·unchanged + {mix:g}·{source.name} (selection {curve[mix]:.2f}; {source.name} {source.dev_score:.2f})", flush=True)
+        say(f"    {WISE}: {1 - mix:g}·unchanged + {mix:g}·{source.name} (selection {curve[mix]:.2f}; {source.name} {source.dev_score:.2f})")
         chosen = interpolate(ctx.base, model, mix, into=mixed)
         del model  # the tuned end: only the mixed copy is scored and saved from here
         release_unreferenced()
@@ -228,7 +229,7 @@ class Reference(WithRun):
     def produce(self, label: str, ctx: Context) -> CandidateRecord:
         from sentune.train.runs import train_run
 
-        print(f"{label} {self.name}: {self.describe(ctx)}", flush=True)
+        say(f"{label} {self.name}: {self.describe(ctx)}")
         data_dir, recipe = ctx.data_dir or Path("."), ctx.recipe(self.recipe_name, reference=True)
         data, dev = ctx.training_data(recipe), ctx.training_dev_data()
         train_run(recipe, self.run_folder(ctx), data_dir=data_dir, show_progress=ctx.config.show_progress, data=data, dev=dev)
