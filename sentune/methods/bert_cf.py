@@ -22,8 +22,8 @@ from torch import nn
 
 from sentune.core.device import full_precision
 from sentune.methods.base import Columns, TrainContext
+from sentune.methods.citations import BERT_CF_CITATION as CITATION
 from sentune.methods.mirror import MirrorLoss, mirror_infonce
-from sentune.methods.records import BERT_CF_CITATION as CITATION
 from sentune.methods.records import FlowJointParams
 from sentune.modules.live_flow import LiveFlow
 

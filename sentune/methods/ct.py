@@ -26,7 +26,7 @@ from torch import nn
 from sentune.core.device import full_precision
 from sentune.errors import UserError
 from sentune.methods.base import Columns, TrainContext, training_sentences
-from sentune.methods.records import CT_CITATION as CITATION
+from sentune.methods.citations import CT_CITATION as CITATION
 
 
 def ct_loss(left: torch.Tensor, right: torch.Tensor, same: torch.Tensor) -> torch.Tensor:

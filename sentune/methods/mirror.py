@@ -24,7 +24,7 @@ from torch import nn
 from sentune.core.device import full_precision
 from sentune.core.distributed import gather, offset, own_columns
 from sentune.methods.base import Columns, TrainContext, sentence_rows
-from sentune.methods.records import MIRROR_CITATION as CITATION
+from sentune.methods.citations import MIRROR_CITATION as CITATION
 
 
 def mirror_infonce(anchors: torch.Tensor, mirrors: torch.Tensor, temperature: float, gather_negatives: bool = True) -> torch.Tensor:

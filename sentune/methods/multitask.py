@@ -31,7 +31,7 @@ from torch import nn
 
 from sentune.data.catalog import load_catalog, load_examples, load_task
 from sentune.methods.base import Columns, TrainContext
-from sentune.methods.records import MULTITASK_CITATION as CITATION
+from sentune.methods.citations import MULTITASK_CITATION as CITATION
 from sentune.methods.records import QQP_PER_ROW, MultitaskParams, multitask_columns
 from sentune.tasks.sts import correlation
 

@@ -12,21 +12,19 @@ from typing import Literal
 from sentune.core.options import OptionError, option
 from sentune.data.kinds import Pairs, ScoredPairs, Tuples
 from sentune.methods.base import Method, deferred
+from sentune.methods.citations import (
+    BERT_CF_CITATION,
+    CT_CITATION,
+    LABELLED_CITATION,
+    MIRROR_CITATION,
+    MULTITASK_CITATION,
+    NLI_CITATION,
+    SED_CITATION,
+    SG_CITATION,
+    TSDAE_CITATION,
+)
 
 # mirror: sentune/methods/mirror.py
-
-MIRROR_CITATION = """@inproceedings{liu-etal-2021-fast,
-  title = {Fast, Effective, and Self-Supervised: Transforming Masked Language Models into Universal Lexical and Sentence Encoders},
-  author = {Liu, Fangyu and Vuli{\\'c}, Ivan and Korhonen, Anna and Collier, Nigel},
-  booktitle = {Proceedings of EMNLP 2021},
-  year = {2021}
-}
-@inproceedings{gao-etal-2021-simcse,
-  title = {{SimCSE}: Simple Contrastive Learning of Sentence Embeddings},
-  author = {Gao, Tianyu and Yao, Xingcheng and Chen, Danqi},
-  booktitle = {Proceedings of EMNLP 2021},
-  year = {2021}
-}"""
 
 
 @dataclass
@@ -67,13 +65,6 @@ MIRROR_CHAR = Method(
 
 
 # sg: sentune/methods/sg.py
-
-SG_CITATION = """@inproceedings{kim-etal-2021-self,
-  title = {Self-Guided Contrastive Learning for {BERT} Sentence Representations},
-  author = {Kim, Taeuk and Yoo, Kang Min and Lee, Sang-goo},
-  booktitle = {Proceedings of ACL-IJCNLP 2021},
-  year = {2021}
-}"""
 
 
 @dataclass
@@ -137,13 +128,6 @@ BT_SG_OPT = Method(
 
 
 # ct: sentune/methods/ct.py
-
-CT_CITATION = """@inproceedings{carlsson2021semantic,
-  title = {Semantic Re-tuning with Contrastive Tension},
-  author = {Carlsson, Fredrik and Gyllensten, Amaru Cuba and Gogoulou, Evangelia and Hellqvist, Erik Ylip{\\"a}{\\"a} and Sahlgren, Magnus},
-  booktitle = {International Conference on Learning Representations},
-  year = {2021}
-}"""
 
 
 CT = Method(
@@ -230,13 +214,6 @@ MARGIN_MSE = Method(
 QQP_PER_ROW = 3
 
 
-MULTITASK_CITATION = """@misc{hu-bert-cf,
-  title = {{BERT-CF}: Contrastive Flows for MultiTask-{BERT}},
-  author = {Hu, George},
-  note = {Stanford CS224N Default Project}
-}"""
-
-
 def multitask_columns() -> tuple[str, ...]:
     return ("sst", *[f"qqp_{side}{k}" for k in range(QQP_PER_ROW) for side in "ab"], "sts_a", "sts_b", "label")
 
@@ -272,13 +249,6 @@ MULTITASK = Method(
 
 # nli: sentune/methods/nli.py
 
-NLI_CITATION = """@inproceedings{reimers-gurevych-2019-sentence,
-  title = {Sentence-{BERT}: Sentence Embeddings using Siamese {BERT}-Networks},
-  author = {Reimers, Nils and Gurevych, Iryna},
-  booktitle = {Proceedings of EMNLP-IJCNLP 2019},
-  year = {2019}
-}"""
-
 
 NLI = Method(
     "nli",
@@ -311,13 +281,6 @@ STS_REGRESSION = Method(
 
 # sed: sentune/methods/sed.py
 
-SED_CITATION = """@article{carlsson2021sed,
-  title = {Sentence Embeddings by Ensemble Distillation},
-  author = {Carlsson, Fredrik and Sahlgren, Magnus},
-  journal = {arXiv preprint arXiv:2104.06719},
-  year = {2021}
-}"""
-
 
 @dataclass
 class SEDParams:
@@ -341,13 +304,6 @@ SED = Method(
 
 
 # tsdae: sentune/methods/tsdae.py
-
-TSDAE_CITATION = """@inproceedings{wang-2021-tsdae,
-  title = {{TSDAE}: Using Transformer-based Sequential Denoising Auto-Encoder for Unsupervised Sentence Embedding Learning},
-  author = {Wang, Kexin and Reimers, Nils and Gurevych, Iryna},
-  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2021},
-  year = {2021}
-}"""
 
 
 @dataclass
@@ -383,9 +339,6 @@ class ContrastiveParams:
     margin: float = option(0.5, "m: how far apart (cosine distance) negative pairs are pushed", minimum=0, exclusive=True)
 
 
-LABELLED_CITATION = 'Su, "CoSENT: A more efficient sentence vector scheme than Sentence-BERT", 2022'
-
-
 COSENT = Method(
     "cosent",
     deferred("sentune.methods.labelled:build_cosent"),
@@ -411,17 +364,6 @@ ONLINE_CONTRASTIVE = Method(
 
 
 # bert_cf: sentune/methods/bert_cf.py
-
-BERT_CF_CITATION = (
-    MIRROR_CITATION
-    + """
-@inproceedings{li-etal-2020-sentence,
-  title = {On the Sentence Embeddings from Pre-trained Language Models},
-  author = {Li, Bohan and Zhou, Hao and He, Junxian and Wang, Mingxuan and Yang, Yiming and Li, Lei},
-  booktitle = {Proceedings of EMNLP 2020},
-  year = {2020}
-}"""
-)
 
 
 @dataclass

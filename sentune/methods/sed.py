@@ -27,7 +27,7 @@ from torch import nn
 from sentune.core.cache import cached_array, read_rows
 from sentune.core.device import full_precision
 from sentune.methods.base import Columns, TrainContext
-from sentune.methods.records import SED_CITATION as CITATION
+from sentune.methods.citations import SED_CITATION as CITATION
 
 logger = logging.getLogger(__name__)
 

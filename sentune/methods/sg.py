@@ -46,7 +46,7 @@ from sentune.core.cache import cached_array, read_rows
 from sentune.core.device import full_precision
 from sentune.core.distributed import gather, offset, own_columns
 from sentune.methods.base import Columns, TrainContext
-from sentune.methods.records import SG_CITATION as CITATION
+from sentune.methods.citations import SG_CITATION as CITATION
 from sentune.methods.records import SGParams
 
 logger = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from sentence_transformers.losses import DenoisingAutoEncoderLoss
 from torch import nn
 
 from sentune.methods.base import Columns, TrainContext, training_sentences
-from sentune.methods.records import TSDAE_CITATION as CITATION
+from sentune.methods.citations import TSDAE_CITATION as CITATION
 from sentune.methods.records import TSDAEParams
 
 WORD = re.compile(r"\w+|[^\w\s]")
