@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from sentune.api import given
-from sentune.api.common import Model, load, model_name, resolve
+from sentune.api.common import Model, load, logger, model_name, resolve
 from sentune.errors import UserError
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class Index:
                 made absolute so the index opens from anywhere; a model in memory is saved into OUT/model). With a
                 model in memory and a reference, nothing is saved: the reference must load it.
         """
-        from sentune.search.ann import AnnSpec, build_ann, check_fits, parse_ann
+        from sentune.search.ann import AnnSpec, build_ann, check_fits, coarse_codes, parse_ann
         from sentune.search.index import BuildPlan, SearchIndex, build_index, check_out
         from sentune.search.options import check_document_ids, parse_fusion, parse_lexical
 
@@ -136,6 +136,7 @@ class Index:
         if ann is not None and passages == "maxp":
             raise UserError("ann: an approximate index holds one vector a document; passages='maxp' searches every passage exactly")
         spec = parse_ann(ann, "ann") if isinstance(ann, str) else ann
+        asked = spec  # as given, before the collection's size resolves what it left out
         tmp = tempfile.TemporaryDirectory(prefix="sentune-index-") if out is None else None
         folder = Path(tmp.name if tmp is not None else out)  # type: ignore[arg-type]
         documents = documents_of(corpus)
@@ -147,6 +148,8 @@ class Index:
         ref = reference or _reference(model)
         if spec is not None:
             spec = check_fits(spec, len(documents), loaded.get_sentence_embedding_dimension() or 0, "ann")
+            if asked is not None and (coarse := coarse_codes(asked, spec, len(documents), "ann")):  # as `sentune index` says it (None for a resolved spec)
+                logger.warning(coarse)
         from sentune.core.distributed import rank
         from sentune.core.embedding_cache import model_digest
 
