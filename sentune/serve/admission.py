@@ -151,7 +151,7 @@ if importlib.util.find_spec("httptools") is not None:
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
-            if self._in_head and not self._refused:
+            if self._in_head and not self._refused and not self.transport.is_closing():  # closing: the parser refused it (400)
                 self._head_bytes += len(data)
                 if self._head_bytes > self._head_limit():
                     self._refused = True
