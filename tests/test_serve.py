@@ -180,7 +180,7 @@ def test_embeddings_equal_sentune_encode(server, served_model, tmp_path):
     answer = post(server, "/v1/embeddings", {"input": SENTENCES, "model": "whatever-the-client-says"})
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    assert body["object"] == "list" and body["model"] == "served-model0"
+    assert body["object"] == "list" and body["model"] == served_model.name
     assert [(d["object"], d["index"]) for d in body["data"]] == [("embedding", i) for i in range(len(SENTENCES))]
     np.testing.assert_allclose(np.array([d["embedding"] for d in body["data"]]), expected, atol=1e-5)
     # the usage is the tokens the model read: each text's, special tokens included, up to its limit
@@ -205,14 +205,14 @@ def test_the_openai_client_works_unchanged(server, served_model, tmp_path):
     text_file.write_text("\n".join(SENTENCES) + "\n")
     assert main(["encode", "--model", str(served_model), str(text_file), str(out), "--quiet"]) == 0
     client = openai.OpenAI(base_url=f"{server}/v1", api_key=KEY, max_retries=0)
-    answer = client.embeddings.create(input=SENTENCES, model="served-model0")  # the client asks for base64 and decodes it
+    answer = client.embeddings.create(input=SENTENCES, model=served_model.name)  # the client asks for base64 and decodes it
     np.testing.assert_allclose(np.array([d.embedding for d in answer.data]), np.load(out), atol=1e-5)
     assert answer.usage.prompt_tokens > len(SENTENCES)
     refused = openai.OpenAI(base_url=f"{server}/v1", api_key="not-the-key", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
-        refused.embeddings.create(input="a man", model="served-model0")
+        refused.embeddings.create(input="a man", model=served_model.name)
     with pytest.raises(openai.BadRequestError, match="empty"):
-        client.embeddings.create(input="", model="served-model0")
+        client.embeddings.create(input="", model=served_model.name)
 
 
 def health(server: str) -> dict:
@@ -299,7 +299,7 @@ def test_every_bad_input_is_one_json_4xx_while_valid_requests_succeed(server):
     assert health(server)["status"] == "ok"
 
 
-def test_the_key_is_asked_for_on_every_request_but_health_and_the_page(server):
+def test_the_key_is_asked_for_on_every_request_but_health_and_the_page(server, served_model):
     for path, body in (("/search", {"query": "a man"}), ("/v1/embeddings", {"input": "a man"})):
         missing = httpx.post(f"{server}{path}", json=body, timeout=10)
         assert missing.status_code == 401 and missing.json()["error"]["type"] == "authentication_error", missing.text
@@ -312,7 +312,7 @@ def test_the_key_is_asked_for_on_every_request_but_health_and_the_page(server):
     assert httpx.post(f"{server}/v1/embeddings", content=b"x" * 3_000_000, timeout=30).status_code == 401
     status = health(server)
     assert status["auth"] is True and status["index"]["documents"] == 150 and status["index"]["system"] == "hybrid"
-    assert status["model"] == "served-model0" and status["backend"] == "torch" and status["max_tokens"] == MAX_TOKENS
+    assert status["model"] == served_model.name and status["backend"] == "torch" and status["max_tokens"] == MAX_TOKENS
     page = httpx.get(f"{server}/", timeout=10)
     assert page.status_code == 200 and "<title>sentune search</title>" in page.text and "http" not in page.text.split("<script>")[1]  # no outside assets
 

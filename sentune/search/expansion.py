@@ -25,7 +25,7 @@ KINDS = ("prf", "multi-dense")
 
 def feedback_of(index: Any) -> Feedback:
     """The feedback index.json records; one line naming the file when it is not one sentune writes."""
-    from sentune.search.index import INDEX_FILE
+    from sentune.search.stored import INDEX_FILE
 
     saved = index.settings.get("expansion")
     try:
@@ -38,7 +38,7 @@ def expanded_rank(index: Any, query_vectors: np.ndarray, texts: list[str], top: 
     """The index's system's top `top` documents per query with their scores (sentune.search.index.SearchIndex's rows):
     every document scored exactly (an approximate index is not read: feedback reads the first results of both sides,
     and the other models have no approximate index)."""
-    from sentune.search.index import INDEX_FILE
+    from sentune.search.stored import INDEX_FILE
 
     saved = index.settings.get("expansion")
     if isinstance(saved, dict) and saved.get("kind") == "multi-dense":
@@ -65,9 +65,8 @@ def _model(name: str, device: str | None):
 def _multi_dense(index: Any, query_vectors: np.ndarray, texts: list[str], top: int, own) -> tuple[list[list[int]], list[list[float]]]:
     from sentune.core.encode import Encoder
     from sentune.search.fusion import QUERY_BLOCK
-    from sentune.search.index import INDEX_FILE
     from sentune.search.multi_dense import MultiFusion, multi_rank
-    from sentune.search.stored import open_vectors
+    from sentune.search.stored import INDEX_FILE, open_vectors
 
     saved, path = index.settings["expansion"], index.folder / INDEX_FILE
     models = saved.get("models")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 from sentune.adapt.candidates.prf import FusedWithUnchanged
 from sentune.adapt.names import UNCHANGED
 from sentune.adapt.records import CandidateRecord
+from sentune.core.progress import say
 from sentune.search.fusion import Fusion
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ class MultiDense(FusedWithUnchanged):
             return 100 * float(per_query_metrics([[collection[i].id for i in row] for row in ranked], queries)[HEADLINE].mean())
 
         multi, curve = choose_weights(blocks(), id_order([d.id for d in collection]), score, DEPTH)
-        print(f"    {self.name}: {multi.label} (selection, whole corpus: {curve[multi.weights]:.2f})", flush=True)
+        say(f"    {self.name}: {multi.label} (selection, whole corpus: {curve[multi.weights]:.2f})")
 
         def ranker(part_queries, corpus) -> list[list[int]]:
             documents = unit_documents(corpus)  # once per part, not per block of its queries

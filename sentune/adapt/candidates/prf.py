@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 from sentune.adapt.candidates.base import Candidate, PlanSetup
 from sentune.adapt.names import HYBRID, UNCHANGED
 from sentune.adapt.records import CandidateRecord
+from sentune.core.progress import say
 from sentune.search.fusion import Fusion
 from sentune.search.prf import Feedback
 
@@ -84,7 +85,7 @@ class Prf(FusedWithUnchanged):
                 ranked[alpha] += fuse_rank(dense, words, ties, Fusion("convex", alpha), DEPTH, own)[0]
         curve = {alpha: 100 * float(per_query_metrics([[ids[i] for i in row] for row in rows], queries)[HEADLINE].mean()) for alpha, rows in ranked.items()}
         fusion = Fusion("convex", max(curve, key=lambda a: (round(curve[a], 9), -abs(a - 0.5))))  # ties: as the hybrid's
-        print(f"    {self.name}: α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})", flush=True)
+        say(f"    {self.name}: α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})")
 
         def ranker(part_queries, corpus) -> list[list[int]]:
             """A part's documents ranked by the fused scores over the whole collection's feedback, as the index serves."""
