@@ -135,7 +135,7 @@ def run(
     banner: Callable[[Recipe, Path, Path, str], None] | None = None,
     warn: Callable[[str], None] = logger.warning,
 ) -> tuple[Path, dict]:
-    """train() without routing printed lines to logging, returning the run folder and results.json's content: what
+    """train() returning the run folder and results.json's content: what
     `sentune train` calls. `banner(recipe, out, data_dir, device)`: said once everything is checked, before training;
     `warn`: how a notice is told."""
     from sentune.data.catalog import resolve_data_dir
