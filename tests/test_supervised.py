@@ -245,7 +245,7 @@ def test_the_search_candidate_trains_on_selection_queries_with_mined_negatives(t
     from test_adapt_retrieval import _toy_beir
 
     from sentune.adapt.decide import split_dev
-    from sentune.adapt.hard_negatives import HardNegatives
+    from sentune.adapt.hard_negatives import POSITIVE_DRAWS, HardNegatives, drawn_positives
     from sentune.data.beir import read_beir_folder
 
     mine = HardNegatives._mine
@@ -265,12 +265,14 @@ def test_the_search_candidate_trains_on_selection_queries_with_mined_negatives(t
     split = split_dev(np.zeros(len(queries)))
     assert sorted(mined) == sorted(queries[i].id for i in split.select)  # each mined once, for the folds and the refit alike
     assert record["setting"] == "adapt/mnrl-hard-negatives" and set(record["dev_indices_trained_on"]) == set(split.select.tolist())
-    # every training row of the refit: a selection query, one of its relevant documents, two documents not judged relevant to it
+    # every training row of the refit: a selection query, one of its relevant documents (POSITIVE_DRAWS a query, drawn as
+    # sentune.adapt.hard_negatives.drawn_positives draws them), two documents not judged relevant to it
     by_text = {q.text: q for q in queries}
     texts = {d.id: d.text for d in read_beir_folder(out / "data" / "dev", "dev").corpus}
     rows = [line.split("\t") for line in (out / "candidates" / "supervised" / "train.tsv").read_text().splitlines()]
     selected = {queries[i].text for i in split.select}
-    assert len(rows) == sum(len(queries[i].relevant) for i in split.select)
+    assert [row[0] for row in rows] == [queries[i].text for i in split.select for _ in range(POSITIVE_DRAWS)]
+    assert [row[1] for row in rows] == [texts[d] for i in split.select for d in drawn_positives(queries[i], POSITIVE_DRAWS, 0)]
     for query, positive, *negatives in rows:
         q = by_text[query]
         assert query in selected and positive in {texts[d] for d in q.relevant}

@@ -1,9 +1,11 @@
-"""Hard negatives for the supervised search candidate of `sentune adapt` (sentune.adapt.candidates.supervised): per
-query, the best-ranked document over the whole corpus that is not judged relevant to it (nor the query's own document)
-under the fixed BM25 and under the unchanged model. They read the fixed BM25: made apart from any choice."""
+"""The supervised search candidate's training rows (sentune.adapt.candidates.supervised): per query, POSITIVE_DRAWS
+of its judged-relevant documents, one a pass (search_rows), and its hard negatives: the best-ranked document over the
+whole corpus that is not judged relevant to it (nor the query's own document) under the fixed BM25 and under the
+unchanged model. They read the fixed BM25: made apart from any choice."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +14,37 @@ import numpy as np
 
 from sentune.adapt.text_table import EmbeddingTable
 from sentune.data.beir import Document, Query
+
+# Passes over the queries a supervised search candidate trains, a judged-relevant document drawn for each query in each
+# (the recipe, adapt/mnrl-hard-negatives, trains one pass over these rows). A query judged with 35 documents weighs as
+# much as one judged with one: the steps follow the queries, not the judgements (a row per judgement and 4 epochs made
+# 1,248 steps on issue 72's biomedical set, 35 judgements a query), and a batch seldom holds a query twice (the copy's
+# document one of its in-batch negatives).
+POSITIVE_DRAWS = 4
+
+
+def drawn_positives(query: Query, draws: int, seed: int) -> list[str]:
+    """`draws` of the query's judged-relevant document ids, one a pass: its documents in a seeded order, then in another
+    (two passes in a row never draw the same one when it has others), so each is drawn before any is drawn again. The
+    draws depend on the seed and the query alone, not on the queries trained beside it (a fold's and the refit's
+    rows of a query are the same)."""
+    relevant = sorted(doc for doc, grade in query.relevant.items() if grade > 0)
+    if not relevant:
+        return []
+    rng = random.Random(f"{seed}\t{query.id}\t{query.text}")  # a str seed: the same on every machine and process
+    found: list[str] = []
+    while len(found) < draws:
+        order = rng.sample(relevant, len(relevant))
+        if found and len(order) > 1 and order[0] == found[-1]:
+            order[0], order[-1] = order[-1], order[0]
+        found.extend(order)
+    return found[:draws]
+
+
+def search_rows(queries: list[Query], texts: dict[str, str], negatives: dict[str, tuple[str, str]], seed: int) -> list[list[tuple[str, ...]]]:
+    """Each query's training rows: (query, a drawn relevant document, its two mined negatives), POSITIVE_DRAWS of them
+    (none for a query without a relevant document)."""
+    return [[(q.text, texts[doc], *negatives[q.id]) for doc in drawn_positives(q, POSITIVE_DRAWS, seed)] for q in queries]
 
 
 @dataclass

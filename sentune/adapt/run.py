@@ -137,8 +137,7 @@ def adapt(
     )
     ctx.evidence = draw_evidence(ctx)  # before any candidate: the supervised ones leave its confirmation pairs out
     say_detectable_gain(ctx)
-    if config.time_limit is not None:
-        ctx.time_plan = _plan_time(candidates, ctx, started)
+    ctx.time_plan = _plan_time(candidates, ctx, started)  # without --time, for its default (time_plan.DEFAULT_TIME)
     total = len(candidates.all)
     for index, candidate in enumerate(list(candidates.before_race), start=1):
         _run_candidate(candidate, candidates, f"[{index}/{total}]", ctx)
@@ -192,35 +191,41 @@ def _run_candidate(candidate: Candidate, candidates: Plan, label: str, ctx: Cont
 
 
 def _plan_time(candidates: Plan, ctx: Context, started: float) -> TimePlan:
-    """--time: the run's text cost measured, every candidate's seconds and gain expected, the plan fitted, and the
-    candidates left out taken out of the run, each with its reason, before the first of them starts
-    (sentune.adapt.time_plan)."""
-    from sentune.adapt.time_plan import Costs, Planned, TimePlan, expected_gains, minutes, probe_text_seconds
+    """--time (or, without it, DEFAULT_TIME): the run's text cost measured, every candidate's seconds and gain expected,
+    the plan fitted, and the candidates left out taken out of the run, each with its reason and the --time that would
+    keep it, before the first of them starts (sentune.adapt.time_plan)."""
+    from sentune.adapt.time_plan import DEFAULT_TIME, Costs, Planned, expected_gains, fitted, minutes, probe_text_seconds, time_to_include
 
-    assert ctx.config.time_limit is not None
+    given = ctx.config.time_limit is not None
+    limit = ctx.config.time_limit if ctx.config.time_limit is not None else DEFAULT_TIME
     costs = Costs.measured(probe_text_seconds(ctx.base, ctx.inputs.corpus))
     gains = expected_gains(ctx.inputs.task.search)
-    first = candidates.all[0]  # the unchanged model: always scored
+    unchanged = candidates.all[0]  # the unchanged model: always scored
     raced = {c.name for c in candidates.raced}
     assumed = len(raced)
     while True:  # a race of fewer trains each longer: planned again for as many as the last plan kept, until it keeps them all
         costs = replace(costs, raced=max(assumed, 1))
-        timing = TimePlan(ctx.config.time_limit, started=started)
-        timing.kept[first.name] = Planned(first.name, first.expected_seconds(ctx, costs), 0.0)
+        first = Planned(unchanged.name, unchanged.expected_seconds(ctx, costs), 0.0)
         items = [Planned(c.name, c.expected_seconds(ctx, costs), gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx)) for c in candidates.all[1:]]
-        timing.fit(items, already=time.monotonic() - started + timing.kept[first.name].seconds)
+        already = time.monotonic() - started
+        timing = fitted(limit, first, items, already, given=given, started=started)
         kept = len(raced & set(timing.kept))
         if kept >= assumed:
             break
         assumed = kept
+    timing.including = time_to_include(timing, first, items, already)
     for candidate in list(candidates.all):
         if candidate.name in timing.left_out:
             getattr(candidates, candidate.phase).remove(candidate)
     expected = sum(c.seconds for c in timing.kept.values())
     say(
-        f"--time {minutes(timing.limit)}: a text costs {costs.text_seconds * 1000:.1f} ms to encode here; {len(timing.kept)} candidates planned "
+        (f"--time {minutes(timing.limit)}" if given else f"no --time: planned for {minutes(timing.limit)} (--time raises it)")
+        + f": a text costs {costs.text_seconds * 1000:.1f} ms to encode here; {len(timing.kept)} candidates planned "
         f"(expected {minutes(expected)} after the {minutes(time.monotonic() - started)} spent so far)"
-        + "".join(f"\n    left out: {name}: {why}" for name, why in timing.left_out.items()),
+        + "".join(
+            f"\n    left out: {name}: {why}" + (f"; --time {timing.including[name]}m would include it" if name in timing.including else "")
+            for name, why in timing.left_out.items()
+        ),
     )
     return timing
 

@@ -12,7 +12,11 @@ for search; a candidate those runs never had, or never saw gain, counts as gaini
 The plan (fit): the best expected gain a second first, the cheapest first among equals, each taken while its expected
 seconds fit in what is left; one built on a candidate left out is left out too. The unchanged model is always kept.
 While the run goes, a candidate whose expected seconds, scaled by how far the candidates so far took longer than
-expected, no longer fit is skipped; a training is capped at the minutes left (the trainer's minute limit)."""
+expected, no longer fit is skipped; a training is capped at the minutes left (the trainer's minute limit).
+
+A run without --time is planned the same way for DEFAULT_TIME: a user who gives no time expects the run to end within
+the half hour a first try takes, not hours later because a candidate's cost grew with the data. What it leaves out is
+named with its expected minutes and the --time that would include it (time_to_include)."""
 
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ STEP_COSTS = Path(__file__).parent / "step_costs.json"
 EXPECTED_GAIN = Path(__file__).parent / "expected_gain.json"
 PROBE_TEXTS = 128  # texts the model encodes to measure one's cost: a few seconds on 2 CPU cores
 UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
+DEFAULT_TIME = 30 * 60.0  # seconds a run without --time is planned for
 
 
 def parse_time(text: str | None) -> float | None:
@@ -107,6 +112,13 @@ class TimePlan:
     expected_spent: float = 0.0  # what they were expected to take
     done: set[str] = field(default_factory=set)
     current: str | None = None  # the candidate running now
+    given: bool = True  # the limit is --time's (False: DEFAULT_TIME's, a run without --time)
+    including: dict[str, int] = field(default_factory=dict)  # left out at planning -> the --time minutes that keep it
+
+    @property
+    def source(self) -> str:
+        """What the limit is, as the reasons name it."""
+        return "--time" if self.given else f"the default --time {self.limit / 60:g}m"
 
     def fit(self, candidates: list[Planned], already: float = 0.0) -> None:
         """Keep the best gain a second first (cheapest among equals) while their seconds fit in the limit less
@@ -134,7 +146,7 @@ class TimePlan:
             else:
                 along = [b.name for b in bundle if b is not c]
                 with_needs = f" with {', '.join(along)}, which it is built on" if along else ""
-                self.left_out[c.name] = f"expected {minutes(cost[c.name])}{with_needs}; {minutes(max(room, 0.0))} of --time left for it"
+                self.left_out[c.name] = f"expected {minutes(cost[c.name])}{with_needs}; {minutes(max(room, 0.0))} of {self.source} left for it"
 
     def _bundle(self, c: Planned, by_name: dict[str, Planned]) -> list[Planned] | None:
         """`c` and the chain of candidates it is built on that are not kept yet, the one expected to gain most (then the
@@ -159,7 +171,7 @@ class TimePlan:
             return None
         expected = c.seconds * self.scale()
         if expected > self.left():
-            return f"--time: expected {minutes(expected)} now, {minutes(max(self.left(), 0.0))} left"
+            return f"{self.source}: expected {minutes(expected)} now, {minutes(max(self.left(), 0.0))} left"
         return None
 
     def still_fit_together(self, names: list[str]) -> dict[str, str]:
@@ -170,7 +182,7 @@ class TimePlan:
         for name in (n for n in self.kept if n in names):
             expected = self.kept[name].seconds * self.scale()
             if taken + expected > left:
-                late[name] = f"--time: expected {minutes(expected)} now, {minutes(left - taken)} left beside the race's others"
+                late[name] = f"{self.source}: expected {minutes(expected)} now, {minutes(left - taken)} left beside the race's others"
             else:
                 taken += expected
         return late
@@ -198,9 +210,34 @@ class TimePlan:
     def summary(self) -> dict:
         return {
             "limit_s": self.limit,
+            "default": not self.given,
             "kept": {n: {"expected_s": round(c.seconds, 1), "expected_gain": round(c.gain, 3)} for n, c in self.kept.items()},
             "left_out": dict(self.left_out),
+            "time_to_include_min": dict(self.including),
         }
+
+
+def fitted(limit: float, first: Planned, items: list[Planned], already: float, *, given: bool = True, started: float | None = None) -> TimePlan:
+    """The plan for `limit` seconds: `first` (the unchanged model) always kept, then `items` fitted in what is left once
+    `already` (seconds spent before planning) and `first` are counted."""
+    plan = TimePlan(limit, given=given) if started is None else TimePlan(limit, started=started, given=given)
+    plan.kept[first.name] = first
+    plan.fit(items, already=already + first.seconds)
+    return plan
+
+
+def time_to_include(plan: TimePlan, first: Planned, items: list[Planned], already: float) -> dict[str, int]:
+    """Of the candidates `plan` left out, the least whole minutes of --time whose plan keeps each, tried minute by
+    minute (the plan is greedy: a longer limit may keep a dearer candidate first and leave a cheaper one out, so no
+    halving); one that no limit keeps (built on candidates left out for another reason) is not named."""
+    top = math.ceil((already + first.seconds + sum(i.seconds for i in items)) / 60) + 1  # room for every one of them
+    found: dict[str, int] = {}
+    for limit in range(max(1, math.floor(plan.limit / 60) + 1), top + 1):
+        kept = fitted(limit * 60.0, first, items, already).kept
+        found |= {name: limit for name in plan.left_out if name in kept and name not in found}
+        if len(found) == len(plan.left_out):
+            break
+    return found
 
 
 def race_share(raced: int) -> float:

@@ -152,7 +152,7 @@ def adapt(
             `(queries, qrels)` or a `sentune.data.kinds.RetrievalSet`.
         test: scored pairs (or queries with `test_qrels`), scored for every candidate and reported, never chosen on.
         methods: the candidates, a list or a comma-separated string (None: the defaults).
-        time: the time the whole run may take, seconds or `"30m"`, `"1.5h"`.
+        time: the time the whole run may take, seconds or `"30m"`, `"1.5h"` (default: 30 minutes, what it leaves out named).
         out: the run's folder (run again with the same arguments to resume); None: a temporary folder, kept while the
             returned object lives.
         dev_qrels, test_qrels: judgements, a path, a dict query id → {document id: grade}, or (query, document, grade) rows.

@@ -107,7 +107,8 @@ def adapt_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--time",
         help="the time the whole run may take (30m, 90s, 1.5h): the candidates with the best expected gain a second that fit are run, "
-        "those left out are named with the reason before the first starts, and trainings stop at their share (default: no limit)",
+        "those left out are named with the reason and the --time that would include them before the first starts, and trainings stop at their share "
+        "(default: 30m)",
     )
     p.add_argument("--sed-members", type=int, default=3, help="seeds of the best trained candidate that SED distils (default 3)")
     p.add_argument(

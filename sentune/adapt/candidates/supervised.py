@@ -276,8 +276,9 @@ class Supervised(WithRun):
 @dataclass
 class SupervisedSearch(Supervised):
     """Supervised on search data: MultipleNegativesRankingLoss on (query, relevant document, BM25's best-ranked
-    unjudged document, the unchanged model's best-ranked unjudged document) rows, one per judged-relevant document
-    (sentune.methods.mnrl; no judged-relevant document is ever a negative). Mined here rather than with
+    unjudged document, the unchanged model's best-ranked unjudged document) rows, a relevant document drawn per query
+    per pass (sentune.adapt.hard_negatives.search_rows: its steps follow the queries, not the judgements;
+    sentune.methods.mnrl; no judged-relevant document is ever a negative). Mined here rather than with
     sentence-transformers' mine_hard_negatives, which mines with one embedding model: BM25's and the unchanged model's
     rankings of the whole corpus are what the run already holds. Held-out selection queries rank the selection pool,
     as every candidate's selection queries do."""
@@ -288,17 +289,27 @@ class SupervisedSearch(Supervised):
         return f"adapt/{SUPERVISED_RECIPES['search']}"
 
     def training_rows(self, units: list, ctx: Context) -> list[list[tuple]]:
-        """Each query's rows, one per judged-relevant document: (query, document, its two mined negatives). A query's
-        negatives do not depend on the other queries mined with it: mined once for every training of the run."""
+        """Each query's rows, a judged-relevant document drawn per pass: (query, document, its two mined negatives). A
+        query's draws and negatives do not depend on the other queries with it: the same in every training of the run."""
+        from sentune.adapt.hard_negatives import search_rows
         from sentune.adapt.search_context import as_search
 
         search = as_search(ctx)
         texts = {d.id: d.text for d in search.retrieval_dev().corpus}
-        negatives = search.negatives.of(units)
-        return [[(q.text, texts[doc], *negatives[q.id]) for doc in q.relevant if q.relevant[doc] > 0] for q in units]
+        return search_rows(units, texts, search.negatives.of(units), ctx.config.seed)
 
     def training_rows_counted(self, units: list) -> list[list]:
-        return [[doc for doc in q.relevant if q.relevant[doc] > 0] for q in units]  # a row per judged-relevant document
+        from sentune.adapt.hard_negatives import POSITIVE_DRAWS, drawn_positives
+
+        return [drawn_positives(q, POSITIVE_DRAWS, 0) for q in units]  # a row per draw
+
+    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
+        """Supervised's, and each cross-fitted fold's held-out queries ranked against the selection pool (encoded by
+        the fold's model: minutes on a corpus of long documents)."""
+        from sentune.adapt.crossfit import FOLDS
+
+        folds = FOLDS if ctx.inputs.task.train_units() is None else 0
+        return super().expected_seconds(ctx, costs) + folds * costs.encode(ctx.selection_texts())
 
     def write_training(self, rows: list[tuple], path: Path) -> None:
         path.write_text("".join("\t".join(" ".join(field.split()) for field in row) + "\n" for row in rows), encoding="utf-8")
