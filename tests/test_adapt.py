@@ -254,7 +254,7 @@ def _lines_up_to(metrics: Path, step: int) -> list[str]:
 def test_examples_write_the_users_formats_from_the_catalog(tiny_data_dir, tmp_path):
     from sentune.adapt.examples import example_names, write_example
 
-    assert example_names(retrieval=False) == ["sick", "qqp", "mrpc", "stsb"] and example_names(retrieval=True) == ["scifact", "quora"]
+    assert example_names(retrieval=False) == ["sick", "qqp", "mrpc", "stsb"] and example_names(retrieval=True) == ["scifact", "quora", "quora-clusters"]
     for name in example_names(retrieval=False):
         files = write_example(name, tiny_data_dir, tmp_path / name)
         corpus = files.corpus.read_text().splitlines()
@@ -265,7 +265,7 @@ def test_examples_write_the_users_formats_from_the_catalog(tiny_data_dir, tmp_pa
     # The sampled dev pairs are a fixed subset of their set: the same on every call.
     first = (tmp_path / "qqp" / "dev.tsv").read_text()
     assert write_example("qqp", tiny_data_dir, tmp_path / "again").dev.read_text() == first
-    with pytest.raises(UserError, match="--example 'bank': unknown; examples: sick, qqp, mrpc, stsb, scifact, quora"):
+    with pytest.raises(UserError, match="--example 'bank': unknown; examples: sick, qqp, mrpc, stsb, scifact, quora, quora-clusters"):
         write_example("bank", tiny_data_dir, tmp_path / "x")
 
 

@@ -167,3 +167,37 @@ def test_a_run_without_time_is_planned_for_the_default_and_prints_what_it_leaves
     caplog.clear()
     timing, found = run_plan(56 * 60.0)  # the --time it named
     assert timing.given and "supervised" in timing.kept and "supervised" in [c.name for c in found.after_race] and not timing.left_out
+
+
+def test_the_quora_clusters_example_judges_each_question_of_a_large_cluster_with_the_rest_of_it(tmp_path):
+    """quora-clusters (the search example with many judgements a query): duplicates of duplicates are relevant too,
+    checked against the closure by repeated joining; a cluster under 6 questions gives no query; the question itself is
+    never relevant to itself, and every query and relevant document is a question of the corpus."""
+    from sentune.adapt.examples import write_example
+    from sentune.data.beir import read_beir_folder
+
+    def half(prefix: str) -> list[str]:
+        chain = [f"{prefix} chained question {i} ?" for i in range(7)]  # one cluster of 7, joined pair by pair
+        small = [f"{prefix} small question {i} ?" for i in range(3)]  # a cluster of 3: left out
+        rows = [f"{a}\t{b}\t1" for a, b in zip(chain, chain[1:], strict=False)] + [f"{a}\t{b}\t1" for a, b in zip(small, small[1:], strict=False)]
+        return [*rows, f"{chain[0]}\t{small[0]}\t0", f"{prefix} lone ?\t{chain[3]}\t0"]
+
+    qqp = tmp_path / "data" / "corpora" / "qqp"
+    qqp.mkdir(parents=True)
+    for split in ("dev", "test"):
+        (qqp / f"{split}.tsv").write_text("\n".join(half(split)) + "\n", encoding="utf-8")
+    files = write_example("quora-clusters", tmp_path / "data", tmp_path / "example")
+    for split, folder in (("dev", files.dev), ("test", files.test)):
+        found = read_beir_folder(folder, split)
+        text = {d.id: d.text for d in found.corpus}
+        pairs = {(q.text, text[d]) for q in found.queries for d in q.relevant}
+        joined = {(a, b) for line in half(split) for a, b, label in [line.split("\t")] if label == "1"}
+        closure = joined | {(b, a) for a, b in joined}
+        while True:  # the naive closure: join pairs until nothing new
+            more = closure | {(a, d) for a, b in closure for c, d in closure if b == c and a != d}
+            if more == closure:
+                break
+            closure = more
+        assert pairs == {(a, b) for a, b in closure if "chained" in a}  # the cluster of 7 only, each with its 6 others
+        assert len(found.queries) == 7 and all(len(q.relevant) == 6 and q.id not in q.relevant for q in found.queries)
+        assert len(found.corpus) == 2 * 11  # every question of both halves

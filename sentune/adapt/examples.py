@@ -151,8 +151,10 @@ def _write_retrieval(name: str, spec: dict, data_dir: Path, folder: Path, allow_
 
 def _quora(source: dict, data_dir: Path) -> tuple[list[Document], list[Query], list[Query]]:
     """BEIR's Quora from labelled question pairs: every distinct question a document (id = its first position); in each
-    half, a question with a duplicate (label 1) is a query whose relevant documents are its duplicates. Test queries that
-    are also dev queries are dropped; each side is a seeded sample of the size asked."""
+    half, a question with a duplicate (label 1) is a query whose relevant documents are its duplicates (`clusters` N:
+    only the questions of a cluster of at least N, its duplicates joined transitively, each judged with the rest of its
+    cluster: many judgements a query). Test queries that are also dev queries are dropped; each side is a seeded sample
+    of the size asked."""
     halves = {part: load_examples(name, data_dir) for part, name in source["pairs"].items()}
     ids: dict[str, str] = {}
     for pairs in halves.values():
@@ -167,9 +169,32 @@ def _quora(source: dict, data_dir: Path) -> tuple[list[Document], list[Query], l
             if int(pair.label) == 1 and pair.a != pair.b:
                 duplicates.setdefault(pair.a, {})[ids[pair.b]] = 1
                 duplicates.setdefault(pair.b, {})[ids[pair.a]] = 1
+        if "clusters" in source:
+            duplicates = _clusters(duplicates, ids, int(source["clusters"]))
         taken = {q.text for q in picked.get("dev", [])}
         queries = [Query(ids[text], text, Source("quora", int(ids[text]) + 1), relevant) for text, relevant in duplicates.items() if text not in taken]
         size = min(int(source[f"{part}_queries"]), len(queries))
         chosen = set(random.Random(SAMPLE_SEED).sample(range(len(queries)), size))
         picked[part] = [q for i, q in enumerate(queries) if i in chosen]
     return corpus, picked["dev"], picked["test"]
+
+
+def _clusters(duplicates: dict[str, dict[str, int]], ids: dict[str, str], smallest: int) -> dict[str, dict[str, int]]:
+    """Each question of a cluster of at least `smallest` questions (joined by duplicate pairs, transitively) with the
+    rest of its cluster as its relevant documents."""
+    text_of = {doc_id: text for text, doc_id in ids.items()}
+    seen: set[str] = set()
+    found: dict[str, dict[str, int]] = {}
+    for start in duplicates:
+        if start in seen:
+            continue
+        cluster, todo = {start}, [start]
+        while todo:
+            for doc_id in duplicates[todo.pop()]:
+                if text_of[doc_id] not in cluster:
+                    cluster.add(text_of[doc_id])
+                    todo.append(text_of[doc_id])
+        seen |= cluster
+        if len(cluster) >= smallest:
+            found |= {text: {ids[other]: 1 for other in cluster if other != text} for text in cluster}
+    return found
