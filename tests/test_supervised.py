@@ -11,6 +11,7 @@ import pytest
 from conftest import tree_state
 
 from sentune.adapt.crossfit import fold_assignment, out_of_fold
+from sentune.adapt.store import CandidateStore
 from sentune.cli import main
 from sentune.data.user_data import write_corpus, write_scored_pairs
 
@@ -418,7 +419,7 @@ def test_the_cross_fitted_supervised_candidates_race_on_their_first_fold(tiny_mo
         assert record["fold_dev_indices_trained_on"][0] == sorted(int(split.select[i]) for i in training)
         assert not set(record["fold_dev_indices_trained_on"][0]) & {int(split.select[i]) for i in held}
         scores = np.load(out / "candidates" / name / "scores.npz")["dev"]
-        kept = np.load(out / "candidates" / name / "fold-0" / "held_scores.npy")
+        kept = CandidateStore(out, split.select).held(name, 0, "scores")  # what the fold race kept of its first fold
         np.testing.assert_allclose(scores[split.select[held]], kept)
         assert record["race"]["held_units"] == len(held)
     # read back, not raced again

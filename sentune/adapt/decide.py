@@ -25,15 +25,20 @@ among their own (sentune.tasks.permutation.measure_of, the permutation test swap
 ranked against a dev pair, so the two files' label scales, or any monotone rescaling of one, change nothing. A
 label-free candidate (poolings, post-processors, trained, SED, WiSE of a label-free one) is judged on every evidence
 pair: nothing it learned read a label. A candidate that trains on --train (the supervised ones) trains on it without the
-evidence confirmation pairs, and is judged on those as it is and on the dev pairs; the evidence selection pairs it
-trained on judge it nowhere (its record lists the train pairs it trained on; so does a candidate built on it, WiSE,
-through its source). This is the hold-out of data splitting again (Cox 1975) rather than K-fold cross-fitting of the
-train pairs (Stone 1974; sentune.adapt.crossfit, which adapt uses without --train): the model confirmed is the model
-shipped, no label of a confirmation pair reaches any choice (fold models trained on one another's confirmation pairs
-would let them reach the selection), and it adds no training, at the cost of the evidence confirmation pairs left out
-of the supervised training (at most a quarter of --train, sentune.adapt.evidence). Each candidate is compared with the
-unchanged model on the pairs that judge it (its gain over the unchanged model on its own selection pairs picks the best)
-and confirmed on its own confirmation pairs; every choice inside a candidate (checkpoints, races, mixes) still reads the
+evidence confirmation pairs (the hold-out of data splitting again, Cox 1975: the model confirmed is the model shipped,
+and no label of a confirmation pair reaches any choice), and is cross-fitted over the evidence selection pairs (Stone
+1974; sentune.adapt.crossfit, as adapt does over the dev selection pairs without --train): each of them is scored by a
+fold model trained without it, the refit on all its rows is confirmed, tested and shipped, and a WiSE of it is scored
+by its fold models at its mix. So every candidate is judged on the same selection pairs.
+
+**One yardstick.** The gain that picks the best is every candidate's selection score minus the unchanged model's on
+one set of pairs, the same for all: the dev selection pairs and the evidence selection pairs that every candidate and
+the unchanged model have a score of (TrainJudges.common). A candidate judged on fewer (its model gone after --prune,
+one built on a model it could not be cross-fitted with) shrinks that set for every candidate rather than being compared
+on pairs of its own: gains measured on different pairs are not comparable (a label-free candidate's on 250 dev + 894
+train pairs against a supervised one's on the 250 dev pairs alone chose the former by +1.57 against +1.13 on
+scripts/main.sh, 1.9 points behind the latter on test). The best is then confirmed on its own confirmation pairs
+against the unchanged model's on the same; every choice inside a candidate (checkpoints, races, mixes) still reads the
 dev selection pairs only. So the guarantee above stands, with more confirmation pairs; the calibration page measures it
 with simulated train sets. Train pairs of another kind of label or another domain than the dev pairs would confirm a
 gain the dev pairs do not measure: then the dev pairs alone decide (sentune.adapt.evidence's checks, measured on
@@ -114,6 +119,13 @@ class TrainJudges:
         index = getattr(self.split, part)
         return index[np.isfinite(self.scores[name][index])] if name in self.scores else index[:0]
 
+    def common(self, names, part: str) -> np.ndarray:
+        """The evidence positions of `part` that judge every one of `names`: the one yardstick (the module's docstring)."""
+        index = getattr(self.split, part)
+        for name in names:
+            index = np.intersect1d(index, self.judging(name, part))
+        return index
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -127,8 +139,13 @@ class Decision:
     reference: str | None = None  # search: the reference the candidates were compared with (decide's `references`)
 
 
-def _judged(name: str, split: DevSplit, train: TrainJudges | None) -> dict[str, dict[str, int]]:
-    return {part: {"dev": len(getattr(split, part)), "train": 0 if train is None else len(train.judging(name, part))} for part in ("select", "confirm")}
+def _judged(name: str, split: DevSplit, train: TrainJudges | None, shared: np.ndarray | None = None) -> dict[str, dict[str, int]]:
+    """The dev and train pairs of each part that judge `name`: on the selection part the ones shared by every system
+    (`shared`), on the confirmation part its own."""
+    if train is None:
+        return {part: {"dev": len(getattr(split, part)), "train": 0} for part in ("select", "confirm")}
+    select = train.judging(name, "select") if shared is None else shared
+    return {"select": {"dev": len(split.select), "train": len(select)}, "confirm": {"dev": len(split.confirm), "train": len(train.judging(name, "confirm"))}}
 
 
 def _part(
@@ -167,8 +184,9 @@ def decide(
     a candidate no better than the baseline on the selection pairs is not tested. `gold` and the scores cover every dev
     pair; the split says which part each choice reads. `stop_above`: see paired_permutation_test (simulations only).
     `unit`: what the dev set is made of, for the reason's words (pairs, or queries for retrieval). `train`: evidence
-    pairs that judge some candidates too; each candidate is then compared with the baseline on its own pairs (its
-    selection score minus the baseline's on the same pairs) and confirmed on its own confirmation pairs.
+    pairs that judge too; every candidate and the baseline are then compared on the same selection pairs (the dev ones
+    and the evidence ones all of them have a score of: one yardstick), and the best is confirmed on its own
+    confirmation pairs against the baseline on the same.
     `references` (search: systems a user runs without adapt, beside the unchanged model that `baseline` is): the
     strongest of them and the baseline on the selection part (the baseline on a tie) is the baseline instead, which
     the candidates must beat and which is kept when none does (the module's docstring says why)."""
@@ -185,27 +203,26 @@ def decide(
         note = f"the reference is {base_name}, the strongest on the {len(split.select)} selection {unit} of the systems kept when no candidate is confirmed ({scored}); "
     if train is not None and (base_name not in train.scores or not any(name in train.scores for name in candidates)):
         train = None  # the evidence judges nothing without the baseline's scores of it, or without a candidate's
-    judged = {name: _judged(name, split, train) for name in (*standing, base_name, *candidates)}
+    shared = None if train is None else train.common((base_name, *candidates), "select")
+    judged = {name: _judged(name, split, train, shared) for name in (*standing, base_name, *candidates)}
     if train is None:
         selection = selection_scores(gold, split, {**standing, base_name: base_scores, **candidates}, metric)
-        ahead = {name: selection[name] - selection[base_name] for name in candidates}
-        against = {name: selection[base_name] for name in candidates}
-    else:
-        selection, against = {}, {}
-        for name, scores in {base_name: base_scores, **candidates}.items():
-            part_gold, part_scores, strata = _part(gold, split, scores, "select", train, name, name)
-            _, base_part, _ = _part(gold, split, base_scores, "select", train, name, base_name)
-            pair = measure_of(metric, strata)(part_gold, np.stack([part_scores, base_part]))
-            selection[name], against[name] = float(pair[0]), float(pair[1])
-        ahead = {name: selection[name] - against[name] for name in candidates}
+    else:  # one set of pairs for all: the dev selection pairs and the evidence selection pairs every system has a score of
+        assert shared is not None
+        systems = {base_name: base_scores, **candidates}
+        strata = np.concatenate([np.zeros(len(split.select)), np.ones(len(shared))]) if len(shared) else None
+        part_gold = np.concatenate([gold[split.select], train.gold[shared]])
+        stacked = np.stack([np.concatenate([scores[split.select], train.scores[name][shared]]) for name, scores in systems.items()])
+        selection = {name: float(found) for name, found in zip(systems, measure_of(metric, strata)(part_gold, stacked), strict=True)}
+    ahead = {name: selection[name] - selection[base_name] for name in candidates}
+    against = {name: selection[base_name] for name in candidates}
 
     def outcome(name: str, best: str | None, confirmation: Confirmation | None, reason: str) -> Decision:
         return Decision(name, best, selection, confirmation, note + reason, judged, ahead, base_name if references else None)
 
     if not candidates:
         return outcome(base_name, None, None, "no candidate to compare")
-    # the first listed on a tie; without evidence every candidate reads the same pairs: the best score is the best gain
-    best = max(candidates, key=lambda name: selection[name] if train is None else ahead[name])
+    best = max(candidates, key=selection.__getitem__)  # the first listed on a tie; every candidate read the same pairs
     words = _count(judged[best]["select"], unit)
     if ahead[best] <= 0:
         return outcome(

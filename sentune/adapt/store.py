@@ -22,6 +22,9 @@ UNTUNED_FILE = ".untuned.npz"
 CORPUS_FILE = ".corpus-model.npy"
 PASSAGES_FOLDER = ".passages"
 SELECT = "select"
+# a cross-fitted candidate's fold (sentune.adapt.crossfit) keeps what it made of its held-out rows, in its fold-K/
+HELD_FILES = {"scores": "held_scores.npy", "vectors": "held_vectors.npy"}
+OUT_OF_FOLD_TRAIN_FILE = "out-of-fold-train.npz"
 
 
 class CandidateStore:
@@ -93,6 +96,42 @@ class CandidateStore:
         if path.is_file() and len(np.load(path, mmap_mode="r")) != count:  # another corpus or model: encoded again
             path.unlink()
         return self._cached(path, encode)
+
+    # -- a cross-fitted candidate's folds (sentune.adapt.crossfit) --
+    def fold_folder(self, name: str, fold: int) -> Path:
+        """Where fold `fold` of candidate `name` trains (its train.tsv records the rows it trained on)."""
+        return self.folder(name) / f"fold-{fold}"
+
+    def save_held(self, name: str, fold: int, what: str, found: np.ndarray) -> None:
+        """Keep what a fold made of its held-out rows: their scores (`scores`: the fold race's first fold, read back by
+        the candidate's cross-fitting) or its vectors of them (`vectors`: a search fold's, read by the hybrid of it)."""
+        path = self.fold_folder(name, fold) / HELD_FILES[what]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(path, found)
+
+    def has_held(self, name: str, fold: int, what: str) -> bool:
+        return (self.fold_folder(name, fold) / HELD_FILES[what]).is_file()
+
+    def held(self, name: str, fold: int, what: str) -> np.ndarray:
+        return np.load(self.fold_folder(name, fold) / HELD_FILES[what])
+
+    def save_out_of_fold_train(self, name: str, digest: str, indices: np.ndarray, mixes: np.ndarray, scores: np.ndarray) -> None:
+        """A candidate cross-fitted over the --train evidence selection pairs (sentune.adapt.candidates.supervised): the
+        pairs (`indices` into --train), the mixes with the unchanged model it scored them at (1: the model itself,
+        others: WiSE-FT's, sentune.adapt.wise) and its scores (mixes x pairs), each from the fold model that never
+        trained on the pair; `digest`: the evidence pairs they are of (sentune.adapt.evidence.Evidence.digest)."""
+        np.savez(str(self.folder(name) / OUT_OF_FOLD_TRAIN_FILE), digest=np.array(digest), indices=indices, mixes=mixes, scores=scores)
+
+    def out_of_fold_train(self, name: str, digest: str) -> tuple[np.ndarray, dict[float, np.ndarray]] | None:
+        """What save_out_of_fold_train kept for these evidence pairs: the --train indices, and each mix's scores of
+        them; None when it kept none for them."""
+        path = self.folder(name) / OUT_OF_FOLD_TRAIN_FILE
+        if not path.is_file():
+            return None
+        with np.load(path) as found:
+            if str(found["digest"]) != digest:
+                return None
+            return found["indices"], {round(float(mix), 6): row for mix, row in zip(found["mixes"], found["scores"], strict=True)}
 
     def cache_folder(self, name: str) -> Path:
         """A folder of the store for what a part of the run keeps to read back on resume (the selection pool)."""

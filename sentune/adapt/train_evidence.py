@@ -1,8 +1,10 @@
 """--train's evidence pairs in a pairs run (what they are and the checks: sentune.adapt.evidence; how they judge:
 sentune.adapt.decide): drawn and checked before any candidate runs, so that the supervised candidates leave their
 confirmation part out of training; each eligible candidate's scores of them computed once its run is done (cached as
-OUT/candidates/NAME/train-scores.npz); and the judges the decision reads, every candidate masked where it, or a model
-it is built on, trained."""
+OUT/candidates/NAME/train-scores.npz); and the judges the decision reads: a supervised candidate's scores of the
+evidence selection pairs are its fold models' (cross-fitted, sentune.adapt.candidates.supervised.cross_fit_evidence),
+a wise of it its fold models' at its mix, and every candidate is masked where the model that scored a pair trained on
+it (none is left so once cross-fitted: every candidate is judged on every evidence pair)."""
 
 from __future__ import annotations
 
@@ -134,9 +136,26 @@ def trained_train_indices(name: str, records: dict[str, CandidateRecord]) -> set
     return found
 
 
+def out_of_fold(name: str, ctx: Context, evidence: Evidence) -> tuple[np.ndarray, np.ndarray] | None:
+    """The --train indices of the evidence pairs `name` was scored on out of fold, and those scores: a cross-fitted
+    supervised candidate's, or a wise of one's at its mix (the store keeps its source's fold models' scores at every
+    mix); None when it has none."""
+    record = ctx.records.get(name)
+    if record is None:
+        return None
+    mix, source = 1.0, name
+    if record.kind == "wise" and record.source is not None and "mix" in record.detail:
+        mix, source = float(record.detail["mix"]), record.source
+    kept = ctx.store.out_of_fold_train(source, evidence.digest)
+    if kept is None or round(mix, 6) not in kept[1]:
+        return None
+    return kept[0], kept[1][round(mix, 6)]
+
+
 def judges(candidates: list[Candidate], ctx: Context, eligible: set[str]) -> TrainJudges | None:
-    """The evidence pairs as the decision reads them: the unchanged model's scores and each eligible candidate's, NaN
-    on the pairs it (or a model it is built on) trained on. None when they do not judge."""
+    """The evidence pairs as the decision reads them: the unchanged model's scores and each eligible candidate's (its
+    fold models' where it was cross-fitted, out_of_fold), NaN on the pairs the model that scored it (or a model it is
+    built on) trained on. None when they do not judge."""
     evidence = ctx.evidence
     if evidence is None or not evidence.judges:
         return None
@@ -149,6 +168,12 @@ def judges(candidates: list[Candidate], ctx: Context, eligible: set[str]) -> Tra
             continue
         found = scored.astype(float).copy()
         trained = trained_train_indices(candidate.name, ctx.records)
+        folded = out_of_fold(candidate.name, ctx, evidence)
+        if folded is not None:  # scored by a fold model that never trained on them: they judge it
+            positions = np.searchsorted(evidence.indices, folded[0])
+            assert np.array_equal(evidence.indices[positions], folded[0])
+            found[positions] = folded[1]
+            trained -= {int(i) for i in folded[0]}
         found[np.isin(evidence.indices, np.fromiter(trained, dtype=np.int64, count=len(trained)))] = np.nan
         scores[candidate.name] = found
     return TrainJudges(evidence.gold, evidence.split, scores)

@@ -14,12 +14,11 @@ from sentune.adapt.candidates.plan import KINDS, Plan, own_pooling, parse_method
 from sentune.adapt.candidates.postprocessed import PostProcessed
 from sentune.adapt.candidates.retrieval_native import HybridDistill, PseudoQueryTrained
 from sentune.adapt.candidates.search import Hybrid, HybridSupervised, Lexical, Rrf, UnchangedMaxp
-from sentune.adapt.candidates.supervised import HELD_VECTORS, Supervised, SupervisedSearch
+from sentune.adapt.candidates.supervised import Supervised, SupervisedSearch
 from sentune.adapt.candidates.trained import Ensemble, Reference, Trained, Wise
 from sentune.adapt.candidates.untuned import Pooling, Unchanged
 
 __all__ = [
-    "HELD_VECTORS",
     "KINDS",
     "PHASES",
     "Candidate",

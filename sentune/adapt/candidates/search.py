@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from sentune.adapt.candidates.base import Candidate, PlanSetup, best
-from sentune.adapt.candidates.supervised import HELD_VECTORS, Supervised
+from sentune.adapt.candidates.supervised import Supervised
 from sentune.adapt.names import BM25, BM25_FITTED, BM25_UNSTEMMED, HYBRID, RRF, SUPERVISED, SUPERVISED_STACKED, UNCHANGED, UNCHANGED_MAXP
 from sentune.adapt.records import CandidateRecord, standing
 from sentune.core.progress import say
@@ -152,10 +152,9 @@ class HybridSupervised(Hybrid):
         for fold, trained in enumerate(record.fold_dev_indices_trained_on or []):
             held = np.array(sorted(set(select.tolist()) - set(trained)))
             scorer = search.selection.held_scorer([dev.queries[i] for i in held])
-            vectors_path = self.folder(ctx).parent / source / f"fold-{fold}" / HELD_VECTORS
-            if not vectors_path.is_file():
-                return {}, self.skip(f"{source}'s fold {fold} kept no vectors of its held-out queries ({vectors_path})")
-            held_table = EmbeddingTable(TextRows(scorer.sentences()), np.load(vectors_path))
+            if not ctx.store.has_held(source, fold, "vectors"):
+                return {}, self.skip(f"{source}'s fold {fold} kept no vectors of its held-out queries ({ctx.store.fold_folder(source, fold)})")
+            held_table = EmbeddingTable(TextRows(scorer.sentences()), ctx.store.held(source, fold, "vectors"))
             scores["dev"][held] = scorer.of_ranker(search.lexical.hybrid_ranker(held_table, fusion))["held"]
         say(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (hybrid's), selection out of fold")
         found = CandidateRecord(self.name, self.kind, source=source, fusion=fusion, trained_on=record.trained_on)

@@ -26,10 +26,13 @@ if TYPE_CHECKING:
 
 @dataclass
 class Supervised(WithRun):
-    """Fine-tuned on the user's labels: --train's when given (on pairs without the train pairs that confirm beside the
-    dev pairs, sentune.adapt.train_evidence; no --train pair it trained on selects or confirms it), else the selection part
-    of the dev set, its selection score then out of fold (sentune.adapt.crossfit: K models each trained without one fold
-    score it, then the model is refit on the whole selection part for confirmation and test). CoSENT on graded pairs,
+    """Fine-tuned on the user's labels: --train's when given, else the selection part of the dev set, its selection
+    score then out of fold (sentune.adapt.crossfit: K models each trained without one fold score it, then the model is
+    refit on the whole selection part for confirmation and test). On --train pairs whose evidence judges
+    (sentune.adapt.train_evidence) it trains without the evidence confirmation pairs, and is cross-fitted over the
+    evidence selection pairs the same way (cross_fit_evidence): so it is judged on the same dev + train selection pairs as
+    every label-free candidate (one yardstick, sentune.adapt.decide), each train pair by a fold model that never trained
+    on it, and the refit on all its rows is what is confirmed, tested and shipped. CoSENT on graded pairs,
     OnlineContrastiveLoss on 0/1 pairs (sentune.methods.labelled), MultipleNegativesRankingLoss with two mined hard
     negatives on search data (SupervisedSearch), each a recipe fixed in advance. `start`: the unchanged model, or
     ('best') the best label-free trained candidate (domain adaptation, then labels: the order sentence-transformers
@@ -49,8 +52,34 @@ class Supervised(WithRun):
         return [*([cls(SUPERVISED)] if SUPERVISED in setup.methods else []), *([cls(SUPERVISED_STACKED, "best")] if stacked else [])]
 
     def depends_on(self, ctx: Context) -> dict:
-        # what it trains on: --train's data (without the evidence confirmation pairs), or (None) the selection part
-        return super().depends_on(ctx) | {"train_sha256": ctx.inputs.train_sha256, "train_held_out": held_out_digest(ctx.evidence)}
+        # what it trains on: --train's data (without the evidence confirmation pairs), or (None) the selection part; and,
+        # cross-fitted over the evidence, the mixes its folds score (a wise planned since needs them)
+        found = super().depends_on(ctx) | {"train_sha256": ctx.inputs.train_sha256, "train_held_out": held_out_digest(ctx.evidence)}
+        return found | ({"evidence_mixes": list(self.out_of_fold_mixes(ctx))} if self.crossfits_evidence(ctx) else {})
+
+    @staticmethod
+    def crossfits_evidence(ctx: Context) -> bool:
+        """Whether it is cross-fitted over --train's evidence selection pairs: they judge (pairs runs whose evidence
+        passed its checks, sentune.adapt.evidence)."""
+        return ctx.inputs.task.train_units() is not None and ctx.evidence is not None and ctx.evidence.judges
+
+    @staticmethod
+    def out_of_fold_mixes(ctx: Context) -> tuple[float, ...]:
+        """The mixes with the unchanged model its evidence folds score their held-out pairs at: itself (1), and, when the
+        run has `wise`, WiSE-FT's (sentune.adapt.wise.MIXES), so that a wise of it is judged out of fold on the same
+        pairs (sentune.adapt.train_evidence) at the mix it chooses on the dev selection pairs."""
+        from sentune.adapt.names import WISE
+        from sentune.adapt.wise import MIXES
+
+        return (1.0, *MIXES) if any(c.name == WISE for c in ctx.plan.after_race) else (1.0,)
+
+    def evidence_folds(self, ctx: Context) -> list[np.ndarray]:
+        """Each evidence fold's held-out --train indices: the evidence selection pairs dealt into FOLDS folds
+        (sentune.adapt.crossfit.fold_rows, the run's seed)."""
+        from sentune.adapt.crossfit import FOLDS, fold_rows
+
+        pairs = ctx.evidence.indices[ctx.evidence.split.select]
+        return [pairs[fold_rows(len(pairs), FOLDS, ctx.config.seed, fold)[1]] for fold in range(FOLDS)]
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         """Its trainings (one on --train; else K on (K - 1)/K of the selection units each and the refit: K times one
@@ -74,6 +103,11 @@ class Supervised(WithRun):
             from sentune.adapt.candidates.supervised_race import first_rung
 
             trainings = 1.0 if ctx.inputs.task.search else first_rung() + (1 - first_rung()) * share
+            if self.crossfits_evidence(ctx):  # and, for those going on, a fold model a fold of evidence selection pairs
+                held = len(ctx.evidence.split.select) / FOLDS
+                trainings += share * FOLDS * max(rows - held, 1) / max(rows, 1)
+                texts = 2 * len(ctx.evidence.split.select)  # each fold's held-out pairs, at each mix
+                return trainings * costs.steps(recipe, steps) + costs.encode(ctx.eval_texts()) + share * len(self.out_of_fold_mixes(ctx)) * costs.encode(texts)
         else:  # the first fold, then the rest for the share of the fold race's members that go on
             fold = (FOLDS - 1) / FOLDS
             trainings = fold + (FOLDS - fold) * share
@@ -110,8 +144,8 @@ class Supervised(WithRun):
 
         return pairs_as_written(path, rows)
 
-    def score_held(self, model, units: list, ctx: Context, folder: Path):
-        """The held-out fold's scores by the model trained without it (`folder`: that fold's)."""
+    def score_held(self, model, units: list, ctx: Context, fold: int | None = None):
+        """The held-out fold's scores by the model trained without it (`fold`: which, when it is the selection part's)."""
         from sentune.data.user_data import ScoredPairs
         from sentune.tasks.user_pairs import PairScorer
 
@@ -174,19 +208,17 @@ class Supervised(WithRun):
         held-out scores are kept in its folder for the rest of its cross-fitting."""
         import numpy as np
 
-        from sentune.adapt.candidates.supervised_race import FIRST_FOLD_SCORES
         from sentune.adapt.crossfit import FOLDS, fold_rows
         from sentune.core.memory import release_unreferenced
 
         units = ctx.selection_units()
         training, held = fold_rows(len(units), FOLDS, ctx.config.seed, 0)
         by_unit = self.training_rows(units, ctx)
-        where = self.folder(ctx) / "fold-0"
-        model = self.train([row for i in training for row in by_unit[i]], where, None, start_model, ctx)
-        found = self.score_held(model, [units[i] for i in held], ctx, where)
+        model = self.train([row for i in training for row in by_unit[i]], ctx.store.fold_folder(self.name, 0), None, start_model, ctx)
+        found = np.asarray(self.score_held(model, [units[i] for i in held], ctx, 0))
         del model
         release_unreferenced()
-        np.save(where / FIRST_FOLD_SCORES, found)
+        ctx.store.save_held(self.name, 0, "scores", found)
         return found
 
     def produce(self, label: str, ctx: Context) -> CandidateRecord:
@@ -196,9 +228,6 @@ class Supervised(WithRun):
         race on their first fold (sentune.adapt.candidates.supervised_race) and only those it keeps train the other folds and
         the refit. A run killed before the record is written trains the candidate again, but for what the race kept of
         it (its first fold's held-out scores, or its paused run on --train, which goes on from its last checkpoint)."""
-        import numpy as np
-
-        from sentune.adapt.candidates.supervised_race import FIRST_FOLD_SCORES
         from sentune.adapt.crossfit import FOLDS, fold_rows, out_of_fold_from
         from sentune.core.memory import release_unreferenced
         from sentune.train.recipe import load_recipe
@@ -238,20 +267,22 @@ class Supervised(WithRun):
             record.detail["train_units"] = len(kept)
             if not ctx.inputs.task.search:
                 record.train_indices_trained_on = kept
+            if self.crossfits_evidence(ctx):
+                del model  # the refit is saved: only one fold model is held at a time from here
+                record.detail["evidence_folds"] = self.cross_fit_evidence(ctx, start_model)
         else:
             select, units = ctx.inputs.split.select, ctx.selection_units()
             by_unit = self.training_rows(units, ctx)
 
             def fit(fold: int, rows: np.ndarray):
                 release_unreferenced()  # the previous fold's model and its trainer are garbage by now
-                where = folder / f"fold-{fold}"
-                return self.train([row for i in rows for row in by_unit[i]], where, None, start_model, ctx), where
+                return self.train([row for i in rows for row in by_unit[i]], ctx.store.fold_folder(self.name, fold), None, start_model, ctx), fold
 
             def held_out(fitted, held: np.ndarray) -> np.ndarray:
-                model, where = fitted
-                return self.score_held(model, [units[i] for i in held], ctx, where)
+                model, fold = fitted
+                return self.score_held(model, [units[i] for i in held], ctx, fold)
 
-            done = {0: np.load(folder / "fold-0" / FIRST_FOLD_SCORES)} if raced else {}
+            done = {0: ctx.store.held(self.name, 0, "scores")} if raced else {}
             # each training prints its own time; the user should know how many there are
             say(
                 f"    {self.name}: cross-fitting on the {len(units)} selection {ctx.inputs.dev.unit}: {FOLDS - len(done)} trainings without one fold each"
@@ -271,6 +302,54 @@ class Supervised(WithRun):
         record.detail["recipe"] = recipes[folder]  # the refit's (the folds' differ in their rows only)
         seconds = time.perf_counter() - started + (race.seconds[self.name] if race is not None and raced else 0.0)
         return write_record(self, scores, record, seconds, label, ctx)
+
+    def cross_fit_evidence(self, ctx: Context, start_model: str) -> list[list[int]]:
+        """Its out-of-fold scores of the evidence selection pairs (sentune.adapt.crossfit, over those pairs): for each
+        fold, a model trained on its --train rows without the fold's pairs scores them, at each of out_of_fold_mixes;
+        kept in the candidate store (save_out_of_fold_train), which sentune.adapt.train_evidence reads in place of the
+        refit's scores of those pairs. Each fold's held-out --train indices, for its record."""
+        import numpy as np
+
+        from sentune.adapt.crossfit import FOLDS
+        from sentune.core.memory import release_unreferenced
+
+        given = ctx.inputs.task.train_units()
+        assert given is not None and ctx.evidence is not None
+        kept, folds, mixes = self.given_indices(ctx), self.evidence_folds(ctx), list(self.out_of_fold_mixes(ctx))
+        say(
+            f"    {self.name}: cross-fitting on the {sum(len(f) for f in folds)} evidence selection pairs of --train: {FOLDS} trainings without "
+            f"one fold each, each scoring its fold{' at wise mixes too' if len(mixes) > 1 else ''}",
+        )
+        found = []
+        for fold, held in enumerate(folds):
+            release_unreferenced()  # the previous fold's model and its trainer are garbage by now
+            out = set(held.tolist())
+            rows = [row for rows in self.training_rows([given[i] for i in kept if i not in out], ctx) for row in rows]
+            model = self.train(rows, ctx.store.fold_folder(self.name, fold), None, start_model, ctx)
+            found.append(self.score_mixes(model, [given[i] for i in held], mixes, ctx))
+            del model
+        release_unreferenced()
+        width = min(len(rows) for rows in found)  # 1 when its transformer cannot be mixed with the unchanged one
+        scores = np.concatenate([rows[:width] for rows in found], axis=1)
+        ctx.store.save_out_of_fold_train(self.name, ctx.evidence.digest, np.concatenate(folds), np.array(mixes[:width]), scores)
+        return [sorted(int(i) for i in held) for held in folds]
+
+    def score_mixes(self, model, units: list, mixes: list[float], ctx: Context) -> np.ndarray:
+        """`units` scored by `model` mixed with the unchanged model at each mix (sentune.adapt.wise.interpolate; 1: the
+        model itself), one row a mix; the first row alone when the two cannot be mixed (a wise of it is skipped too)."""
+        import copy
+
+        import numpy as np
+
+        from sentune.adapt.wise import NotInterpolable, interpolate
+
+        rows = [np.asarray(self.score_held(model, units, ctx))]
+        mixed = copy.deepcopy(model) if len(mixes) > 1 else None
+        try:
+            rows += [np.asarray(self.score_held(interpolate(ctx.base, model, mix, into=mixed), units, ctx)) for mix in mixes[1:]]
+        except NotInterpolable:
+            rows = rows[:1]
+        return np.stack(rows)
 
 
 @dataclass
@@ -317,16 +396,15 @@ class SupervisedSearch(Supervised):
     def training_data(self, rows: list[tuple], path: Path):
         return tuples_as_written(rows)
 
-    def score_held(self, model, units: list, ctx: Context, folder: Path):
-        """The held-out queries against the selection pool; their and the pool's vectors stay in the fold's folder
-        (HELD_VECTORS), which the hybrid of this candidate reads for its own out-of-fold scores."""
-        import numpy as np
-
+    def score_held(self, model, units: list, ctx: Context, fold: int | None = None):
+        """The held-out queries against the selection pool; a selection fold's vectors of them and of the pool stay in
+        the candidate store (held `vectors`), which the hybrid of this candidate reads for its own out-of-fold scores."""
         from sentune.adapt.search_context import as_search
 
         scorer = as_search(ctx).selection.held_scorer(units)
         vectors = scorer.encode(model, ["model"], f"{self.name}: scoring a held-out fold")["model"]
-        np.save(folder / HELD_VECTORS, vectors)
+        if fold is not None:
+            ctx.store.save_held(self.name, fold, "vectors", vectors)
         return scorer.of_vectors(vectors)["held"]
 
 
@@ -337,6 +415,3 @@ def tuples_as_written(rows: list[tuple]):
     from sentune.data.text_files import normalise
 
     return Tuples([tuple(normalise(field) for field in row) for row in rows])
-
-
-HELD_VECTORS = "held_vectors.npy"  # a fold's vectors of its held-out queries and the selection pool (held_scorer's rows)

@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 FILE = "supervised-fold-race.json"
 TRAIN_FILE = "supervised-train-race.json"
-FIRST_FOLD_SCORES = "held_scores.npy"  # in a member's fold-0/: its first fold's held-out scores, kept for its cross-fitting
 
 
 def first_rung() -> float:
@@ -118,7 +117,7 @@ class SupervisedRace:
     def _work_kept(self, ctx: Context) -> bool:
         """Whether every member going on is produced already or still has what the race trained of it."""
         going = [c for c in ctx.plan.after_race if c.kind == "supervised" and c.name in self.seconds and c.name not in self.stopped]
-        return all(c.finished(ctx) or self.kept_work(c, ctx).is_file() for c in going)
+        return all(c.finished(ctx) or self.kept_work(c, ctx) for c in going)
 
     # -- what each race fills in --
     @classmethod
@@ -144,8 +143,8 @@ class SupervisedRace:
         raise NotImplementedError
 
     @classmethod
-    def kept_work(cls, member, ctx: Context) -> Path:
-        """The file a member going on needs from its first round."""
+    def kept_work(cls, member, ctx: Context) -> bool:
+        """Whether what a member going on needs from its first round is still there."""
         raise NotImplementedError
 
 
@@ -191,8 +190,8 @@ class FoldRace(SupervisedRace):
         return ctx.selection_gold()[held], unchanged, f"the first fold's {len(held)} held-out selection {ctx.inputs.dev.unit}"
 
     @classmethod
-    def kept_work(cls, member, ctx: Context) -> Path:
-        return member.folder(ctx) / "fold-0" / FIRST_FOLD_SCORES
+    def kept_work(cls, member, ctx: Context) -> bool:
+        return ctx.store.has_held(member.name, 0, "scores")  # its first fold's held-out scores, kept for its cross-fitting
 
 
 class TrainRace(SupervisedRace):
@@ -235,8 +234,8 @@ class TrainRace(SupervisedRace):
         return gold, ctx.selection_cosines(ctx.untuned("model")["dev"]), f"the {len(gold)} selection pairs after {first_rung():g} of their steps"
 
     @classmethod
-    def kept_work(cls, member, ctx: Context) -> Path:
-        return member.run_folder(ctx) / "config.yaml"  # a saved run: train_run goes on from wherever it stopped
+    def kept_work(cls, member, ctx: Context) -> bool:
+        return (member.run_folder(ctx) / "config.yaml").is_file()  # a saved run: train_run goes on from wherever it stopped
 
 
 def race_supervised(ctx: Context) -> SupervisedRace | None:
