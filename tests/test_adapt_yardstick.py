@@ -177,3 +177,32 @@ def test_a_wise_of_the_cross_fitted_candidate_is_judged_by_its_fold_models_at_it
     np.testing.assert_array_equal(found.scores["whitening"], own["whitening"])
     # decide then compares every one on the selection pairs all of them have: the one no fold scored is left out for all
     assert len(found.common(("unchanged", "whitening", "supervised", "wise"), "select")) == len(evidence.split.select) - 1
+
+
+@pytest.mark.slow
+def test_with_wise_and_a_trained_candidate_every_candidate_is_judged_on_the_same_pairs(tiny_model_dir, labelled, tmp_path):  # noqa: F811
+    """supervised, simcse, wise (of whichever tuned candidate leads) and whitening: every eligible candidate is judged on
+    every evidence pair, selection and confirmation, and the choice's selection numbers are on those pairs; a wise of
+    the supervised candidate is scored there by its fold models at its mix."""
+    out = tmp_path / "run"
+    methods = "simcse,supervised,wise,whitening"
+    assert main([*_args(tiny_model_dir, labelled, out), "--methods", methods, "--budget", "16", "--train", str(labelled / "train.tsv")]) == 0
+    results = json.loads((out / "results.json").read_text())
+    judged = {name: c["judged_on"] for name, c in results["candidates"].items() if c.get("judged_on") and name != "unchanged"}
+    assert {"supervised", "whitening", "wise"} <= set(judged)
+    assert all(j == {"select": {"dev": 60, "train": 20}, "confirm": {"dev": 60, "train": 20}} for j in judged.values()), judged
+    from sentune.data.user_data import read_scored_pairs
+
+    train = read_scored_pairs(out / "data" / "train.tsv").pairs
+    indices, split = sample_evidence(np.array([p.score for p in train]), seed=0)
+    dev_gold = np.array([p.score for p in read_scored_pairs(out / "data" / "dev.tsv").pairs])
+    kept = np.load(out / "candidates" / "supervised" / "out-of-fold-train.npz")
+    mixes = [round(float(m), 6) for m in kept["mixes"]]
+    assert mixes == [1.0, *[round(0.1 * i, 6) for i in range(1, 10)]]  # the refit's own and wise's mixes
+    wise = results["candidates"]["wise"]
+    scores = np.load(out / "candidates" / "wise" / "train-scores.npz")["scores"].copy()
+    if wise["source"] == "supervised":  # its evidence selection scores are the supervised folds' at its mix
+        scores[np.searchsorted(indices, kept["indices"])] = kept["scores"][mixes.index(round(wise["mix"], 6))]
+    dev = np.load(out / "candidates" / "wise" / "scores.npz")["dev"]
+    expected = _stratified(dev_gold, np.array([p.score for p in train])[indices], dev, scores, split_dev(dev_gold, seed=0).select, split.select)
+    assert wise["selection_score"] == pytest.approx(expected)

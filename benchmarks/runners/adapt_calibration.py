@@ -23,9 +23,12 @@ Rates come with 95 % Wilson intervals over the simulated runs.
 Users with a train set (`--train-only` runs this section alone and rewrites only it on the page): the same user also
 holds m evidence pairs of --train (sentune.adapt.evidence: drawn from the same latent model as the dev pairs), which
 every candidate predicts as it predicts dev pairs. The checkpoints are still chosen on the dev selection half alone (as
-adapt's race does); candidate 0 plays a supervised candidate, which trained on the evidence selection part (NaN there:
-it is judged on the dev pairs and the evidence confirmation part only); sentune.adapt.decide then picks and confirms
-with the evidence (TrainJudges), and, on the same simulated data, without it (the dev-only rule).
+adapt's race does); candidate 0 plays a supervised candidate, cross-fitted over the evidence selection part
+(sentune.adapt.candidates.supervised.cross_fit_evidence): there its scores are its fold models', simulated as another
+of its checkpoints (the same expected score, errors as correlated as two trainings of one recipe), and its refit's on
+the dev pairs and the evidence confirmation part; sentune.adapt.decide then compares every candidate on the same
+selection pairs, confirms with the evidence (TrainJudges), and, on the same simulated data, decides without it (the
+dev-only rule).
 """
 
 from __future__ import annotations
@@ -141,8 +144,8 @@ def new_rule(gold, unchanged, checkpoints, metric, seed) -> tuple[int, float | N
 
 def train_rule(gold, unchanged, checkpoints, metric, seed, n: int, use_train: bool) -> tuple[int, float | None]:
     """The new rule for a user whose first n pairs are dev pairs and the rest evidence pairs of --train: checkpoints
-    chosen on the dev selection half; candidate 0 trained on the evidence selection part (never judged there); the
-    decision with the evidence (use_train) or on the dev pairs alone."""
+    chosen on the dev selection half; candidate 0 cross-fitted over the evidence selection part (its fold models, another
+    of its checkpoints, score it there); the decision with the evidence (use_train) or on the dev pairs alone."""
     measure = metrics.METRICS[metric].rows
     k, c, _ = checkpoints.shape
     dev_gold, train_gold = gold[:n], gold[n:]
@@ -154,7 +157,8 @@ def train_rule(gold, unchanged, checkpoints, metric, seed, n: int, use_train: bo
     if use_train:
         train_split = split_dev(train_gold, seed=seed + EVIDENCE_SEED_OFFSET)
         judged = {name: s[n:].copy() for name, s in chosen.items()}
-        judged["0"][train_split.select] = np.nan  # the supervised candidate trained on them
+        folds = checkpoints[0, (best_checkpoint[0] + 1) % c, n:]  # the supervised candidate's fold models score them
+        judged["0"][train_split.select] = folds[train_split.select]
         train = TrainJudges(train_gold, train_split, {"unchanged": unchanged[n:], **judged})
     dev = {name: s[:n] for name, s in chosen.items()}
     decision = decide(dev_gold, split, ("unchanged", unchanged[:n]), dev, metric, seed=seed, stop_above=max(*LEVELS, LEVEL), train=train)
@@ -206,9 +210,10 @@ def train_section(args, factors: dict) -> list[str]:
         "",
         "A smaller configuration than the tables above (fewer runs per setting, two dev sizes, two evidence sizes): the",
         "simulated users of this page who also hold m evidence pairs of `--train` from the same distribution (the model is",
-        "in the runner's docstring). Candidate 0 trained on the evidence selection part, as adapt's supervised candidates",
-        "do, and is judged on the dev pairs and the evidence confirmation part only; the others read no label. **with",
-        "train**: `sentune/adapt/decide.py` with the evidence; **dev only**: the same users decided on their dev pairs alone.",
+        "in the runner's docstring). Candidate 0 plays a supervised candidate cross-fitted over the evidence selection part,",
+        "as adapt's are: its fold models (another of its checkpoints) score it there; the others read no label. Every",
+        "candidate is compared on the same selection pairs (one yardstick). **with train**: `sentune/adapt/decide.py` with",
+        "the evidence; **dev only**: the same users decided on their dev pairs alone.",
         "The same with `sentune adapt` and the real model (a supervised candidate trained on shuffled labels, with a train set): benchmarks/results/adapt_shuffled_null_train.md.",
         "",
         "### No candidate is better: how often one is shipped anyway (a calibrated rule: ≤ 5 %)",
