@@ -10,6 +10,12 @@ The Python API (docs/python.md), each name imported when first used, so `import 
 - `sentune.Index.build(model, corpus, fusion=..., ann=...)`, `sentune.Index.open(path)`, `index.search(query, top_k=...)`
   → `Hit`s, as `sentune index` and `sentune search`;
 - `sentune.serve_app(index_or_model)` → the FastAPI application of `sentune serve`, to mount in one's own app.
+- `sentune.encode(model, texts, pooling=...)` → an array, as `sentune encode`; `sentune.layerwise(model, task)`,
+  `sentune.tsne(models)`, `sentune.pairs(models)` → results with `.save(out)` (and `.to_pandas()`, `.figure()`), as
+  `sentune layerwise`, `tsne`, `pairs`; `sentune.compare(run_folders)` → a table, `sentune.report(run_folders, out)` → the
+  pages written (`sentune.api.analysis`);
+- `sentune.check_data(folder)`, `sentune.download_data(folder)`, `sentune.cache_entries()`, `sentune.clear_cache()`, as
+  `sentune data check|download` and `sentune cache list|clear` (`sentune.api.data`).
 
 Progress is told through `logging` (the `sentune` logger) and tqdm bars (`show_progress=True`), never printed.
 """
@@ -30,11 +36,55 @@ _API = {
     "Index": "sentune.api.index",
     "Hit": "sentune.api.index",
     "serve_app": "sentune.api.serve",
+    "encode": "sentune.api.encode",
+    "layerwise": "sentune.api.analysis",
+    "LayerwiseResult": "sentune.api.analysis",
+    "tsne": "sentune.api.analysis",
+    "TsneResult": "sentune.api.analysis",
+    "pairs": "sentune.api.analysis",
+    "PairTable": "sentune.api.analysis",
+    "compare": "sentune.api.analysis",
+    "Comparison": "sentune.api.analysis",
+    "report": "sentune.api.analysis",
+    "Report": "sentune.api.analysis",
+    "check_data": "sentune.api.data",
+    "DataCheck": "sentune.api.data",
+    "download_data": "sentune.api.data",
+    "cache_folder": "sentune.api.data",
+    "cache_entries": "sentune.api.data",
+    "CacheEntry": "sentune.api.data",
+    "clear_cache": "sentune.api.data",
 }
 
 # `adapt` and `train` are left out: they are also the packages sentune.adapt and sentune.train, each callable as the API's
 # function (sentune.api.common.call_through); their reference is sentune.api.adapt and sentune.api.train.
-__all__ = ["AdaptResult", "EvalResults", "Hit", "Index", "evaluate", "serve_app", "__version__"]
+__all__ = [
+    "AdaptResult",
+    "CacheEntry",
+    "Comparison",
+    "DataCheck",
+    "EvalResults",
+    "Hit",
+    "Index",
+    "LayerwiseResult",
+    "PairTable",
+    "Report",
+    "TsneResult",
+    "cache_entries",
+    "cache_folder",
+    "check_data",
+    "clear_cache",
+    "compare",
+    "download_data",
+    "encode",
+    "evaluate",
+    "layerwise",
+    "pairs",
+    "report",
+    "serve_app",
+    "tsne",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:

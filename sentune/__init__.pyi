@@ -5,6 +5,24 @@
 
 from sentune.api.adapt import AdaptResult as AdaptResult
 from sentune.api.adapt import adapt as adapt
+from sentune.api.analysis import Comparison as Comparison
+from sentune.api.analysis import LayerwiseResult as LayerwiseResult
+from sentune.api.analysis import PairTable as PairTable
+from sentune.api.analysis import Report as Report
+from sentune.api.analysis import TsneResult as TsneResult
+from sentune.api.analysis import compare as compare
+from sentune.api.analysis import layerwise as layerwise
+from sentune.api.analysis import pairs as pairs
+from sentune.api.analysis import report as report
+from sentune.api.analysis import tsne as tsne
+from sentune.api.data import CacheEntry as CacheEntry
+from sentune.api.data import DataCheck as DataCheck
+from sentune.api.data import cache_entries as cache_entries
+from sentune.api.data import cache_folder as cache_folder
+from sentune.api.data import check_data as check_data
+from sentune.api.data import clear_cache as clear_cache
+from sentune.api.data import download_data as download_data
+from sentune.api.encode import encode as encode
 from sentune.api.evaluate import EvalResults as EvalResults
 from sentune.api.evaluate import evaluate as evaluate
 from sentune.api.index import Hit as Hit
@@ -13,4 +31,30 @@ from sentune.api.serve import serve_app as serve_app
 from sentune.api.train import train as train
 
 __version__: str
-__all__ = ["AdaptResult", "EvalResults", "Hit", "Index", "evaluate", "serve_app", "__version__"]
+__all__ = [
+    "AdaptResult",
+    "CacheEntry",
+    "Comparison",
+    "DataCheck",
+    "EvalResults",
+    "Hit",
+    "Index",
+    "LayerwiseResult",
+    "PairTable",
+    "Report",
+    "TsneResult",
+    "cache_entries",
+    "cache_folder",
+    "check_data",
+    "clear_cache",
+    "compare",
+    "download_data",
+    "encode",
+    "evaluate",
+    "layerwise",
+    "pairs",
+    "report",
+    "serve_app",
+    "tsne",
+    "__version__",
+]

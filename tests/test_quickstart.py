@@ -40,3 +40,7 @@ def test_every_code_block_of_the_python_page_runs(tiny_model_dir, tiny_data_dir,
     assert namespace["result"].choice in out and (tmp_path / "runs" / "adapt-mine" / "model").is_dir()
     assert namespace["found"].index is not None and len(namespace["hits"]["q1"]) == 5
     assert namespace["answer"]["results"][0]["hits"] and len(namespace["vectors"]["data"][0]["embedding"]) == 32
+    # the analysis section: the arrays, tables and pages of encode, layerwise, pairs, tsne, compare, report, data check
+    assert namespace["embeddings"].shape == (2, 32) and namespace["layers"].to_pandas().shape == (6, 3)
+    assert list(namespace["before_after"].to_pandas().columns[-2:]) == ["before", "after"] and len(namespace["figure"].axes) == 2
+    assert namespace["pages"].html.is_file() and "| own pooling |" in out and not namespace["check"].ok  # tiny sets: not the official sizes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +57,11 @@ def save_layerwise(result: dict, out_dir: Path) -> Path:
 
 
 def plot_layerwise(results: list[dict], path: Path) -> Path:
+    return save_figure(layerwise_figure(results), path)
+
+
+def layerwise_figure(results: list[dict]) -> Any:
+    """A panel per result: each token pooling's score by layer (a matplotlib Figure, not yet saved)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -71,4 +77,4 @@ def plot_layerwise(results: list[dict], path: Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("Spearman ×100")
     axes[0][0].legend()
-    return save_figure(fig, path)
+    return fig

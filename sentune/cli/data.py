@@ -3,29 +3,24 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from sentune.cli.base import Command, csv_list
-from sentune.errors import UserError
 
 
 def cmd_data_check(args: argparse.Namespace) -> int:
-    from sentune.data.check import check_data_dir
+    from sentune.api.data import check_data
 
-    if not Path(args.dir).is_dir():
-        raise UserError(f"{args.dir}: no such folder (`sentune data download {args.dir}` fetches the canonical sets into it)")
-
-    report, ok = check_data_dir(Path(args.dir), verify_checksums=not args.no_checksums)
+    report = check_data(args.dir, checksums=not args.no_checksums)
     print(report)
-    return 0 if ok else 1
+    return 0 if report.ok else 1
 
 
 def cmd_data_download(args: argparse.Namespace) -> int:
-    from sentune.data.catalog import default_data_dir
-    from sentune.data.download import download_all
+    from sentune.api.data import download_data
 
-    folder = Path(args.dir) if args.dir else default_data_dir()
-    download_all(folder, base_urls=args.mirror, only=csv_list(args.only) if args.only else None, show_progress=not args.quiet)
+    folder = download_data(
+        args.dir, only=csv_list(args.only) if args.only else None, mirror=args.mirror[0] if args.mirror else None, show_progress=not args.quiet
+    )
     if args.dir:
         print(f"data ready in {folder}; use it with --data {folder} or SENTUNE_DATA={folder}")
     else:
@@ -34,17 +29,17 @@ def cmd_data_download(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from sentune.core.cache import cache_dir, cache_entries, clear_cache
+    from sentune.api.data import cache_entries, cache_folder, clear_cache
 
     if args.cache_command == "clear":
         removed = clear_cache(args.older_than)
-        print(f"removed {len(removed)} cache entries from {cache_dir()}")
+        print(f"removed {len(removed)} cache entries from {cache_folder()}")
         return 0
     entries = cache_entries()
-    total = sum(size for _, size, _ in entries)
-    print(f"{cache_dir()}: {len(entries)} entries, {total / 2**20:.1f} MiB (SENTUNE_CACHE sets the folder)")
-    for path, size, age in entries:
-        print(f"  {size / 2**20:8.1f} MiB  {age:6.1f} days  {path.name}")
+    total = sum(entry.bytes for entry in entries)
+    print(f"{cache_folder()}: {len(entries)} entries, {total / 2**20:.1f} MiB (SENTUNE_CACHE sets the folder)")
+    for entry in entries:
+        print(f"  {entry.bytes / 2**20:8.1f} MiB  {entry.age_days:6.1f} days  {entry.path.name}")
     return 0
 
 

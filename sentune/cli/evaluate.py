@@ -105,23 +105,29 @@ def postprocess_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    from sentune.data.readers import read_corpus
+    import sys
+
+    from sentune.core.encoding_io import check_embeddings_path, write_embeddings
+    from sentune.data.readers import read_corpus, read_lines
 
     read_corpus(Path(args.input), skip_blank=True, user_file=True)  # a missing or unreadable input is named before the model code loads
-    from sentune.core.encoding_io import encode_file
+    check_embeddings_path(Path(args.output))
+    # Every line is encoded, blank ones too (as the empty string), so that row i of the output is line i of the input
+    sentences = read_lines(Path(args.input), user_file=True)
+    blank = [number for number, line in enumerate(sentences, start=1) if not line.strip()]
+    if blank:
+        print(f"warning: {args.input}: {len(blank)} blank lines (first: line {blank[0]}) encoded as empty strings, so that row i is line i", file=sys.stderr)
+    from sentune.api.encode import encode
 
-    count = encode_file(
-        args.model,
-        args.pooling,
-        Path(args.input),
-        Path(args.output),
-        trust_remote_code=args.trust_remote_code,
-        show_progress=not args.quiet,
-        backend=args.backend,
-        device=args.device,
-    )
-    print(f"wrote {count} embeddings to {args.output}")
+    vectors = encode(args.model, sentences, args.pooling, source=args.input, backend=args.backend, show_progress=not args.quiet, **_running(args))
+    write_embeddings(Path(args.output), sentences, vectors)
+    print(f"wrote {len(sentences)} embeddings to {args.output}")
     return 0
+
+
+def _running(args: argparse.Namespace) -> dict:
+    """How the API loads a command's models: its --device (resolved when read) and --trust-remote-code."""
+    return {"device": args.device, "trust_remote_code": args.trust_remote_code}
 
 
 def encode_options(p: argparse.ArgumentParser) -> None:
@@ -132,17 +138,13 @@ def encode_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_layerwise(args: argparse.Namespace) -> int:
-    from sentune.data.catalog import resolve_data_dir, select_tasks
+    from sentune.data.catalog import select_tasks
 
-    data_dir, task = resolve_data_dir(args.data), select_tasks(args.task, "--task")[0]  # before torch loads
-    from sentune.analysis.layerwise import layerwise_scores, plot_layerwise, save_layerwise
-    from sentune.core.models import load_model
+    select_tasks(args.task, "--task")  # the option named in the error
+    from sentune.api.analysis import layerwise
 
-    model = load_model(args.model, trust_remote_code=args.trust_remote_code, device=args.device)
-    result = layerwise_scores(model, task, data_dir, show_progress=not args.quiet, model_name=args.model, allow_modified=args.allow_modified_data)
-    result["meta"]["command"] = command_line()
-    json_path = save_layerwise(result, Path(args.out))
-    png = plot_layerwise([result], Path(args.out) / "layerwise.png")
+    result = layerwise(args.model, args.task, data=args.data, allow_modified=args.allow_modified_data, show_progress=not args.quiet, **_running(args))
+    json_path, png = result.save(Path(args.out), command_line())
     print(f"wrote {json_path} and {png}")
     return 0
 
@@ -164,17 +166,13 @@ def _labels(args: argparse.Namespace) -> list[str]:
     return labels or args.model
 
 
-def _compared_models(args: argparse.Namespace) -> tuple[Path, list]:
-    """tsne and pairs: the data directory and (label, model) per --model, the task checked before torch loads."""
-    from sentune.data.catalog import resolve_data_dir, select_tasks
+def _compared(args: argparse.Namespace) -> dict:
+    """tsne and pairs: the API's arguments, the labels and the task checked with the options' names."""
+    from sentune.data.catalog import select_tasks
 
-    data_dir, labels = resolve_data_dir(args.data), _labels(args)
+    labels = _labels(args)
     select_tasks(args.task, "--task")
-    from sentune.core.models import load_model
-
-    return data_dir, [
-        (label, load_model(name, trust_remote_code=args.trust_remote_code, device=args.device)) for name, label in zip(args.model, labels, strict=True)
-    ]
+    return {"labels": labels, "task": args.task, "data": args.data, "allow_modified": args.allow_modified_data, **_running(args)}
 
 
 def compared_models_options(p: argparse.ArgumentParser, *, model_help: str, label_help: str, task: str, pairs: int, pairs_help: str) -> None:
@@ -189,11 +187,9 @@ def compared_models_options(p: argparse.ArgumentParser, *, model_help: str, labe
 
 
 def cmd_tsne(args: argparse.Namespace) -> int:
-    data_dir, models = _compared_models(args)
-    from sentune.analysis.figures import tsne_figure
+    from sentune.api.analysis import tsne
 
-    figure = tsne_figure(models, data_dir, Path(args.out), task=args.task, count=args.pairs, allow_modified=args.allow_modified_data)
-    print(f"wrote {figure}")
+    print(f"wrote {tsne(args.model, pairs=args.pairs, **_compared(args)).save(Path(args.out))}")
     return 0
 
 
@@ -209,12 +205,10 @@ def tsne_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_pairs(args: argparse.Namespace) -> int:
-    data_dir, models = _compared_models(args)
-    from sentune.analysis.pairs import pair_cosines, save_pairs
+    from sentune.api.analysis import pairs
 
-    record = pair_cosines(models, args.task, data_dir, count=args.pairs, seed=args.seed, allow_modified=args.allow_modified_data)
-    record["command"] = command_line()
-    print(f"wrote {save_pairs(record, Path(args.out))}")
+    table = pairs(args.model, count=args.pairs, seed=args.seed, **_compared(args))
+    print(f"wrote {table.save(Path(args.out), command_line())}")
     return 0
 
 
@@ -231,23 +225,15 @@ def pairs_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    import json
-
-    from sentune.core.results import sts_summary_table
+    from sentune.api.analysis import compare
 
     runs = {}
     for item in args.entries:
         label, sep, where = item.rpartition("=")
         folder, _, run = where.partition("#")
-        path = Path(folder) / "results.json"
-        if not path.is_file():
-            raise UserError(f"{item}: no results.json in {folder}")
-        results = json.loads(path.read_text(encoding="utf-8"))["runs"]
         run = run or "model"
-        if run not in results:
-            raise UserError(f"{item}: {path} has no run {run!r}; it has {', '.join(results)}")
-        runs[label if sep else f"{folder}#{run}"] = results[run]
-    print(sts_summary_table(runs) or "no STS results to compare")
+        runs[label if sep else f"{folder}#{run}"] = (folder, run)
+    print(compare(runs))
     return 0
 
 
@@ -256,12 +242,9 @@ def compare_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    missing = [p for p in args.runs if not Path(p).is_dir()]
-    if missing:  # before the plotting code loads and before --out is made
-        raise UserError(f"{', '.join(missing)}: no such run folder")
-    from sentune.analysis.report import build_report
+    from sentune.api.analysis import report
 
-    md, html = build_report([Path(p) for p in args.runs], Path(args.out))
+    md, html = report(args.runs, Path(args.out))
     print(f"wrote {md} and {html}")
     return 0
 

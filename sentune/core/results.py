@@ -66,18 +66,26 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def sts_summary_table(runs: dict[str, dict], aggregation: str = "all", metric: str = "spearman") -> str | None:
     """Paper-style table: one row per run, the STS tasks as columns, then the average."""
+    summary = sts_summary(runs, aggregation, metric)
+    if summary is None:
+        return None
+    header, rows = summary
+    return _table(header, [[row[0]] + [_fmt(v) for v in row[1:]] for row in rows])
+
+
+def sts_summary(runs: dict[str, dict], aggregation: str = "all", metric: str = "spearman") -> tuple[list[str], list[list]] | None:
+    """sts_summary_table's header and rows as values (None where a run lacks a task); None when no run has STS scores."""
     names = [t for t in _task_order(runs) if any("all" in r["tasks"].get(t, {}) for r in runs.values())]
     if not names:
         return None
     averaged = averaged_sts_tasks(names)
-    rows = []
+    rows: list[list] = []
     for run_name, run in runs.items():
         values = [run["tasks"].get(t, {}).get(aggregation, {}).get(metric) for t in names]
         present = [run["tasks"][t][aggregation][metric] for t in averaged if t in run["tasks"]]
-        avg = sum(present) / len(present) if present else None
-        rows.append([run_name] + [_fmt(v) for v in values] + [_fmt(avg)])
+        rows.append([run_name, *values, sum(present) / len(present) if present else None])
     label = "avg (7 STS)" if averaged == list(sts7()) else f"avg ({len(averaged)})"
-    return _table(["run"] + names + [label], rows)
+    return ["run", *names, label], rows
 
 
 def averaged_sts_tasks(names: list[str]) -> list[str]:
