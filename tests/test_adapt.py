@@ -446,7 +446,8 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
     going = _eliminate(entries, {}, ctx, 1, {e.name: 0.0 for e in entries})
     assert [e.name for e in going] == sorted(["good", "fair", "meh"], key=lambda n: -METRICS["spearman"].score(gold, planted[n]))[:2]
     bad = json.loads((tmp_path / "candidates" / "bad" / "candidate.json").read_text())
-    assert bad["stopped"]["reason"].startswith("behind the unchanged model on the selection pairs after round 1") and bad["stopped"]["best_step"] == 10
+    assert bad["stopped"]["reason"].startswith("behind the unchanged model on the 150 selection pairs after round 1") and bad["stopped"]["best_step"] == 10
+    assert bad["race"] == {"round": 1, "steps": 80, "rows": {"dev": 150, "train": 0}, "unit": "pairs", "score": pytest.approx(bad["dev_score"])}
     assert bad["dev_score"] == pytest.approx(METRICS["spearman"].score(gold, planted["bad"])) and bad["selection_only"]
     assert 0 < bad["peak_memory_mib"] <= peak_resident_mib()  # this process's peak when the record was written
     assert bad["seconds"] == 5.0 + 30.0 and bad["member_seconds"] == 30.0  # its training's seconds and what it trained before the race

@@ -2,7 +2,10 @@
 
 Every candidate plans its whole budget (its learning-rate schedule is the planned one) and is paused at 1/8, 1/4 and
 1/2 of its steps (sentune.train.trainer's pause_at_step; a later round resumes from that checkpoint). After each round,
-on the selection pairs only (so the confirmation of the final choice stays independent, sentune.adapt.decide):
+on the selection pairs only (so the confirmation of the final choice stays independent, sentune.adapt.decide): the dev
+selection pairs and, when --train's evidence pairs judge, a sample of the evidence selection pairs, each ranked among
+their own as at the end (sentune.adapt.race_rows: the rows, what they cost, and each racer's best checkpoint scored on
+them):
 
 1. racing (Maron & Moore, "Hoeffding races", NIPS 1994; Birattari et al., "A racing algorithm for configuring
    metaheuristics", GECCO 2002): a candidate whose best checkpoint so far is behind the unchanged model, or behind the
@@ -15,8 +18,10 @@ A candidate also ends by itself: its last step, early stopping (patience: evalua
 across rounds; a round's own evaluation at its pause counts too, so a round ending between two planned evaluations can
 stop a run earlier than one trained in one go) or --budget's minutes. A stopped candidate
 keeps its selection score in the report and is not eligible (the race chose against it), though its best checkpoint
-may still seed SED or wise (sentune.adapt.records.CandidateRecord.weights). Everything a round decides is
-read back from the run folders (paused.json, dev_cosines/, candidate.json), so a killed race resumes where it was.
+may still seed SED or wise (sentune.adapt.records.CandidateRecord.weights); its record says after which round, at
+which step of how many, and on how many dev and train pairs it stopped (detail `race`, which the report's note shows).
+Everything a round decides is read back from the run folders (paused.json, dev_cosines/, race_rows/, candidate.json),
+so a killed race resumes where it was.
 """
 
 from __future__ import annotations
@@ -30,12 +35,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sentune.adapt.race_rows import RaceRows, differences, race_rows, score_on, train_cosines
 from sentune.adapt.records import CandidateRecord, Stopped, load_record, record_path
 from sentune.core.memory import peak_resident_mib
-from sentune.core.metrics import METRICS
 from sentune.core.progress import say
 from sentune.core.results import write_atomic
-from sentune.tasks.bootstrap import bootstrap_differences, resamples
 from sentune.train.runs import finished_run, train_run
 
 if TYPE_CHECKING:
@@ -83,14 +87,18 @@ def best_selection_cosines(entry: Entry, ctx: Context) -> tuple[int, float, np.n
     return -negative_step, score, cosines
 
 
-def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, np.ndarray] | None = None) -> None:
+def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, tuple[np.ndarray, Path | None]] | None = None) -> None:
     """Train the entries in rounds, stopping those behind; `finish(entry)` scores a finished one and writes its record.
-    `rivals`: selection cosines of candidates already finished elsewhere (the leader may be one of them)."""
+    `rivals`: candidates already finished elsewhere (the leader may be one of them), each its cosines of the dev
+    selection pairs and the weights they came from (scored on the race's train rows too)."""
     active = [e for e in entries if not e.record.is_file()]
-    finished: dict[str, np.ndarray] = dict(rivals or {})
+    rows = race_rows(ctx)
+    if rows.train:
+        say(f"    race: read on {rows.words(ctx.inputs.dev.unit)}, each ranked among their own")
+    finished: dict[str, np.ndarray | None] = {name: _on_rows(rows, select, weights, ctx) for name, (select, weights) in (rivals or {}).items()}
     for e in entries:
         if e.record.is_file() and load_record(e.folder).stopped is None:
-            finished[e.name] = ctx.store.scores(e.name)["select"]
+            finished[e.name] = _on_rows(rows, ctx.store.scores(e.name)["select"], e.run / "model", ctx)
     started = {e.name: time.perf_counter() for e in active}
     for index, fraction in enumerate(RUNGS):
         if not active:
@@ -109,40 +117,73 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, np.ndarra
                     dev=ctx.training_dev_data(),
                 )
             if finished_run(entry.run):
-                finished[entry.name] = finish(entry)["select"]
+                finished[entry.name] = _on_rows(rows, finish(entry)["select"], entry.run / "model", ctx)
                 active.remove(entry)
         if index == 0:
             _print_expected(entries, active, ctx)
         if index < len(RUNGS) - 1:
-            active = _eliminate(active, finished, ctx, index + 1, started)
+            active = _eliminate(active, finished, ctx, index + 1, started, rows)
 
 
-def _eliminate(active: list[Entry], finished: dict[str, np.ndarray], ctx: Context, round_number: int, started: dict[str, float]) -> list[Entry]:
+def _on_rows(rows: RaceRows, select: np.ndarray, weights: Path | None, ctx: Context) -> np.ndarray | None:
+    """A model's cosines of the race rows: its dev selection cosines, then the train rows' under `weights` (None when
+    those weights cannot be scored)."""
+    train = train_cosines(rows, weights, ctx)
+    return None if train is None else np.concatenate([select, train])
+
+
+def _eliminate(
+    active: list[Entry], finished: dict[str, np.ndarray | None], ctx: Context, round_number: int, started: dict[str, float], rows: RaceRows | None = None
+) -> list[Entry]:
+    rows = rows or race_rows(ctx)
     standing = {e.name: best_selection_cosines(e, ctx) for e in active}
-    cosines = {name: found[2] for name, found in standing.items() if found is not None} | finished
-    scored = [e.name for e in active if e.name in cosines]  # one not evaluated yet goes on
+    dev = {name: found[2] for name, found in standing.items() if found is not None}  # one not evaluated yet goes on
+    scored = [e.name for e in active if e.name in dev or e.name in finished]
     if not scored:
         return active
-    gold = ctx.selection_gold()
-    unchanged = ctx.selection_cosines(ctx.untuned("model")["dev"])
-    where = f"the selection {ctx.inputs.dev.unit} after round {round_number}"
-    stopped = verdict(gold, cosines, scored, unchanged, ctx.metric, resamples(len(gold), seed=ctx.config.seed), where)
+    cosines = {e.name: _on_rows(rows, dev[e.name], _checkpoint(e, standing[e.name]), ctx) for e in active if e.name in dev} | finished
+    if rows.train and any(found is None for found in cosines.values()):  # weights gone (a checkpoint the trainer rotated away)
+        say(f"    race: a model compared cannot be scored on the train pairs; round {round_number} reads the dev selection {ctx.inputs.dev.unit} alone")
+        cosines = {name: found[: rows.dev] if found is not None else _dev_cosines(name, dev, ctx) for name, found in cosines.items()}
+        rows = rows.dev_only()
+    judged = {name: found for name, found in cosines.items() if found is not None}
+    where = f"{rows.words(ctx.inputs.dev.unit)} after round {round_number}"
+    stopped = verdict(rows.gold, judged, scored, rows.unchanged, ctx.metric, rows.draws(ctx.config.seed), where, rows.strata)
     for entry in active:
         if entry.name in stopped:
-            _write_stopped(entry, standing[entry.name], stopped[entry.name], ctx, time.perf_counter() - started[entry.name])
+            race = {"round": round_number, "steps": entry.recipe.training.max_steps, "rows": rows.counted(), "unit": ctx.inputs.dev.unit}
+            race["score"] = score_on(rows.gold, judged[entry.name], ctx.metric, rows.strata)
+            _write_stopped(entry, standing[entry.name], stopped[entry.name], ctx, time.perf_counter() - started[entry.name], race)
     going = [e for e in active if e.name not in stopped]
-    return sorted(going, key=lambda e: -ctx.selection_score_of(cosines[e.name]) if e.name in cosines else 0.0)
+    return sorted(going, key=lambda e: -score_on(rows.gold, judged[e.name], ctx.metric, rows.strata) if e.name in judged else 0.0)
+
+
+def _dev_cosines(name: str, racing: dict[str, np.ndarray], ctx: Context) -> np.ndarray:
+    """A racer's best checkpoint's cosines of the dev selection pairs, or a finished candidate's (the store's)."""
+    return racing[name] if name in racing else ctx.store.scores(name)["select"]
+
+
+def _checkpoint(entry: Entry, found: tuple[int, float, np.ndarray] | None) -> Path | None:
+    """The weights of the entry's best checkpoint so far (the trainer keeps the best and the latest)."""
+    return None if found is None else entry.run / "checkpoints" / f"checkpoint-{found[0]}"
 
 
 def verdict(
-    gold: np.ndarray, standing: dict[str, np.ndarray], racing: list[str], unchanged: np.ndarray, metric: str, draws: np.ndarray, where: str
+    gold: np.ndarray,
+    standing: dict[str, np.ndarray],
+    racing: list[str],
+    unchanged: np.ndarray,
+    metric: str,
+    draws: np.ndarray,
+    where: str,
+    strata: np.ndarray | None = None,
 ) -> dict[str, str]:
     """Which of `racing` stop, and why, by the race's two rules on the units `where` names: one behind the unchanged
     model or behind the leader (the best of `standing`, racing or finished; the first listed on a tie) in ≥ CONFIDENCE
     of the paired bootstrap resamples `draws` stops; of the rest at most half (rounded up) go on, the best first (a tie
-    keeps the listed order)."""
-    score_of = METRICS[metric].score
-    score = {name: float(score_of(gold, predicted)) for name, predicted in standing.items()}
+    keeps the listed order). `strata`: which units are dev and which train pairs, each ranked among their own
+    (sentune.adapt.race_rows; `draws` then resample within each)."""
+    score = {name: score_on(gold, predicted, metric, strata) for name, predicted in standing.items()}
     leader = max(score, key=lambda name: score[name])
     stopped: dict[str, str] = {}
     going = []
@@ -150,9 +191,11 @@ def verdict(
         for rival, theirs in (("the unchanged model", unchanged), (leader, standing[leader])):
             if rival == name:
                 continue
-            behind = share_behind(gold, standing[name], theirs, metric, draws)
+            behind = share_behind(gold, standing[name], theirs, metric, draws, strata)
             if behind >= CONFIDENCE:
-                stopped[name] = f"behind {rival} on {where} ({score[name]:.2f} vs {float(score_of(gold, theirs)):.2f}, in {behind:.1%} of the resamples)"
+                stopped[name] = (
+                    f"behind {rival} on {where} ({score[name]:.2f} vs {score_on(gold, theirs, metric, strata):.2f}, in {behind:.1%} of the resamples)"
+                )
                 break
         else:
             going.append(name)
@@ -163,12 +206,12 @@ def verdict(
     return stopped
 
 
-def share_behind(gold: np.ndarray, candidate: np.ndarray, rival: np.ndarray, metric: str, draws: np.ndarray) -> float:
+def share_behind(gold: np.ndarray, candidate: np.ndarray, rival: np.ndarray, metric: str, draws: np.ndarray, strata: np.ndarray | None = None) -> float:
     """The share of paired bootstrap resamples in which the candidate scores strictly below the rival (a tie is not behind)."""
-    return float(np.mean(bootstrap_differences(gold, candidate, rival, metric, draws) < 0))
+    return float(np.mean(differences(gold, candidate, rival, metric, draws, strata) < 0))
 
 
-def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None, reason: str, ctx: Context, seconds: float) -> None:
+def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None, reason: str, ctx: Context, seconds: float, race: dict) -> None:
     step, score, cosines = standing if standing else (None, None, None)
     say(f"    race: {entry.name} stops: {reason}")
     if cosines is not None:
@@ -180,6 +223,8 @@ def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None,
         "best_checkpoint": {"step": step, "dev_score": score} if step is not None else None,
         **({"selection_only": True} if score is not None else {}),
         **({"member_seconds": entry.member_seconds} if entry.member_seconds else {}),
+        # the race's check that stopped it: its round, the steps planned, the dev and train pairs read and its score there
+        "race": race,
         **entry.depends_on,
     }
     # peak memory: the process's when the record is written (every round's training before it)

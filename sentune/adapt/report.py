@@ -49,7 +49,7 @@ def candidate_table(results: dict) -> str:
     for name, c in results["candidates"].items():
         note = "**chosen**" if c["chosen"] else ("reference, never chosen" if baseline(c) else c.get("skipped", ""))
         if c.get("stopped"):
-            note = f"stopped by the race at step {c['stopped']['at_step']} (best so far: step {c['stopped']['best_step']}): {c['stopped']['reason']}"
+            note = f"stopped by the race at step {c['stopped']['at_step']}{race_check(c)} (best so far: step {c['stopped']['best_step']}): {c['stopped']['reason']}"
         elif c.get("best_checkpoint"):
             note += f"{'; ' if note else ''}step {c['best_checkpoint']['step']}"
         judged = c.get("judged_on") or {}
@@ -70,6 +70,17 @@ def candidate_table(results: dict) -> str:
         row += [f"{c['seconds'] / 60:.1f}", note]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
+
+
+def race_check(candidate: dict) -> str:
+    """When and on what the race stopped a candidate: the steps it had planned and the dev and train pairs that round
+    read (sentune.adapt.race's detail `race`; files written before it have none)."""
+    race = candidate.get("race")
+    if not race:
+        return ""
+    rows = race["rows"]
+    read = f"{rows['dev']} dev" + (f" + {rows['train']} train" if rows["train"] else "")
+    return f" of {race['steps']}, after round {race['round']}, on {read} selection {race.get('unit', 'pairs')}"
 
 
 def train_evidence_lines(evidence: dict | None) -> list[str]:

@@ -43,17 +43,28 @@ class Trained(WithRun):
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         """Its share of the race (sentune.adapt.time_plan.race_share: the steps racing and halving leave it, on
-        average), its evaluations on the selection units within them, and its scoring."""
+        average), its evaluations on the selection units within them, the race's checks of it on the train pairs it
+        reads (race_checks), and its scoring."""
         from sentune.adapt.context import EVALUATIONS
         from sentune.adapt.time_plan import race_share
 
         recipe = ctx.recipe(self.recipe_name)
         share = race_share(costs.raced)
         training = costs.steps(recipe, recipe.training.max_steps) + EVALUATIONS * costs.encode(ctx.selection_texts())
-        return share * training + costs.encode(ctx.eval_texts())
+        return share * training + race_checks(ctx, costs) + costs.encode(ctx.eval_texts())
 
     def finish(self, label: str, ctx: Context) -> dict[str, np.ndarray]:
         return finish_trained(self, label, ctx)
+
+
+def race_checks(ctx: Context, costs: Costs) -> float:
+    """The seconds of the race's checks of one racer on the evidence train pairs it reads (sentune.adapt.race_rows):
+    its best checkpoint encoded once after each round but the last (an upper bound: most racers stop or finish
+    sooner, and a checkpoint already scored is read back)."""
+    from sentune.adapt.race import RUNGS
+    from sentune.adapt.race_rows import race_train_pairs
+
+    return (len(RUNGS) - 1) * costs.encode(2 * race_train_pairs(ctx))
 
 
 @dataclass
@@ -82,7 +93,7 @@ class Ensemble(WithRun):
 
         learner = load_recipe("adapt/sed", check=False)  # its members are known once the race is over
         steps = ctx.config.budget.steps or -(-len(ctx.inputs.corpus) // learner.training.batch_size)  # ctx.recipe's default
-        training = costs.steps(learner, steps) + EVALUATIONS * costs.encode(ctx.selection_texts())
+        training = costs.steps(learner, steps) + EVALUATIONS * costs.encode(ctx.selection_texts()) + race_checks(ctx, costs)
         targets = ctx.config.sed_members * costs.encode(len(ctx.inputs.corpus))  # every member encodes the corpus once
         return (ctx.config.sed_members - 1) * member + targets + training + costs.encode(ctx.eval_texts())
 
@@ -123,7 +134,7 @@ class Ensemble(WithRun):
         members = [str(source.weights(ctx.out)), *(str(folder / "model") for _, folder in jobs)]
         member_seconds = time.perf_counter() - started
         recipe = ctx.recipe("adapt/sed", members=members)
-        rivals = {source.name: ctx.store.scores(source.name)["select"]}
+        rivals = {source.name: (ctx.store.scores(source.name)["select"], source.weights(ctx.out))}  # its weights: scored on the race's train pairs
         race([self.race_entry(recipe, ctx, member_seconds)], ctx, lambda e: finish_trained(self, label, ctx, source.name, member_seconds), rivals=rivals)
         return load_record(self.folder(ctx))
 
