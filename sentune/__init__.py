@@ -16,6 +16,11 @@ The Python API (docs/python.md), each name imported when first used, so `import 
   pages written (`sentune.api.analysis`);
 - `sentune.check_data(folder)`, `sentune.download_data(folder)`, `sentune.cache_entries()`, `sentune.clear_cache()`, as
   `sentune data check|download` and `sentune cache list|clear` (`sentune.api.data`).
+- `sentune.whiten(model, fit_on)`, `sentune.flow(model, fit_on)` (`sentune.fit_postprocessor` for any post-processor),
+  `sentune.ensemble(members)`, `sentune.pipeline("ct-sed-flow", model)` → the `SentenceTransformer`, as `sentune whiten`,
+  `flow`, `ensemble`, `pipeline`; `sentune.paraphrase(sentences)` → `(sentence, paraphrase)` pairs, as `sentune
+  paraphrase`; `sentune.export(model, to)` → `ExportResult` (`sentune.api.export.export`) and
+  `sentune.export_index(index, path=...)` → its report, as `sentune export` and `sentune export-index`.
 
 Progress is told through `logging` (the `sentune` logger) and tqdm bars (`show_progress=True`), never printed.
 """
@@ -54,16 +59,27 @@ _API = {
     "cache_entries": "sentune.api.data",
     "CacheEntry": "sentune.api.data",
     "clear_cache": "sentune.api.data",
+    "whiten": "sentune.api.postprocess",
+    "flow": "sentune.api.postprocess",
+    "fit_postprocessor": "sentune.api.postprocess",
+    "paraphrase": "sentune.api.models",
+    "ensemble": "sentune.api.models",
+    "pipeline": "sentune.api.models",
+    "export": "sentune.api.export",
+    "ExportResult": "sentune.api.export",
+    "export_index": "sentune.api.export",
 }
 
-# `adapt` and `train` are left out: they are also the packages sentune.adapt and sentune.train, each callable as the API's
-# function (sentune.api.common.call_through); their reference is sentune.api.adapt and sentune.api.train.
+# `adapt`, `train` and `export` are left out: they are also the packages sentune.adapt, sentune.train and sentune.export,
+# each callable as the API's function (sentune.core.callable_package.call_through); their reference is sentune.api.adapt,
+# sentune.api.train and sentune.api.export.
 __all__ = [
     "AdaptResult",
     "CacheEntry",
     "Comparison",
     "DataCheck",
     "EvalResults",
+    "ExportResult",
     "Hit",
     "Index",
     "LayerwiseResult",
@@ -77,12 +93,19 @@ __all__ = [
     "compare",
     "download_data",
     "encode",
+    "ensemble",
     "evaluate",
+    "export_index",
+    "fit_postprocessor",
+    "flow",
     "layerwise",
     "pairs",
+    "paraphrase",
+    "pipeline",
     "report",
     "serve_app",
     "tsne",
+    "whiten",
     "__version__",
 ]
 

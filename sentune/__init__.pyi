@@ -25,8 +25,17 @@ from sentune.api.data import download_data as download_data
 from sentune.api.encode import encode as encode
 from sentune.api.evaluate import EvalResults as EvalResults
 from sentune.api.evaluate import evaluate as evaluate
+from sentune.api.export import ExportResult as ExportResult
+from sentune.api.export import export as export
+from sentune.api.export import export_index as export_index
 from sentune.api.index import Hit as Hit
 from sentune.api.index import Index as Index
+from sentune.api.models import ensemble as ensemble
+from sentune.api.models import paraphrase as paraphrase
+from sentune.api.models import pipeline as pipeline
+from sentune.api.postprocess import fit_postprocessor as fit_postprocessor
+from sentune.api.postprocess import flow as flow
+from sentune.api.postprocess import whiten as whiten
 from sentune.api.serve import serve_app as serve_app
 from sentune.api.train import train as train
 
@@ -37,6 +46,7 @@ __all__ = [
     "Comparison",
     "DataCheck",
     "EvalResults",
+    "ExportResult",
     "Hit",
     "Index",
     "LayerwiseResult",
@@ -50,11 +60,18 @@ __all__ = [
     "compare",
     "download_data",
     "encode",
+    "ensemble",
     "evaluate",
+    "export_index",
+    "fit_postprocessor",
+    "flow",
     "layerwise",
     "pairs",
+    "paraphrase",
+    "pipeline",
     "report",
     "serve_app",
     "tsne",
+    "whiten",
     "__version__",
 ]

@@ -44,3 +44,9 @@ def test_every_code_block_of_the_python_page_runs(tiny_model_dir, tiny_data_dir,
     assert namespace["embeddings"].shape == (2, 32) and namespace["layers"].to_pandas().shape == (6, 3)
     assert list(namespace["before_after"].to_pandas().columns[-2:]) == ["before", "after"] and len(namespace["figure"].axes) == 2
     assert namespace["pages"].html.is_file() and "| own pooling |" in out and not namespace["check"].ok  # tiny sets: not the official sizes
+    # the models section: whiten, ensemble, pipeline, export, export_index
+    whitened = namespace["whitened"].encode(["a man"])[0]  # the components with variance on the corpus, normalised
+    assert 16 <= len(whitened) <= 32 and abs(float((whitened**2).sum()) - 1) < 1e-4 and namespace["pair"].encode(["a man"]).shape == (1, 32)
+    assert namespace["final"].encode(["a man"]).shape == (1, 16) and (tmp_path / "runs" / "pipeline-mine" / "simcse-whiten" / "model").is_dir()
+    assert (namespace["exported"].path / "onnx" / "model.onnx").is_file() and set(namespace["scores"].to_pandas()["task"]) == {"STS-B"}
+    assert namespace["in_qdrant"].points == 150 and "collection mine" in out

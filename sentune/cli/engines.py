@@ -1,15 +1,12 @@
 """`sentune export-index`: a search index into a search engine that serves it past one machine (Qdrant), as the
-command record; the work is sentune.search.export_qdrant's."""
+command record; the work is sentune.api.export.export_index's."""
 
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from sentune.cli.base import Command
-
-API_KEY_ENV = "QDRANT_API_KEY"  # the variable Qdrant's own tools read
 
 
 def export_index_options(p: argparse.ArgumentParser) -> None:
@@ -18,7 +15,7 @@ def export_index_options(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--path", help="a folder for Qdrant's local mode (qdrant-client's embedded storage: QdrantClient(path=DIR) opens it)")
     where.add_argument("--url", help="a Qdrant server, e.g. http://localhost:6333")
-    p.add_argument("--api-key", help=f"the server's API key (default: ${API_KEY_ENV})")
+    p.add_argument("--api-key", help="the server's API key (default: $QDRANT_API_KEY)")
     p.add_argument("--collection", help="the collection's name (default: the index folder's name)")
     p.add_argument("--replace", action="store_true", help="replace a collection of that name (otherwise refused)")
     p.add_argument("--batch", type=int, default=256, help="documents a request (default 256)")
@@ -26,21 +23,20 @@ def export_index_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_export_index(args: argparse.Namespace) -> int:
-    from sentune.search.export_qdrant import export_command
+    from sentune.api.export import export_index
 
-    api_key = args.api_key or (os.environ.get(API_KEY_ENV) if args.url else None)
-    print(
-        export_command(
-            Path(args.index),
-            path=args.path,
-            url=args.url,
-            api_key=api_key,
-            collection=args.collection,
-            replace=args.replace,
-            batch=args.batch,
-            quiet=args.quiet,
-        )
+    report = export_index(
+        Path(args.index),
+        args.to,
+        path=args.path,
+        url=args.url,
+        api_key=args.api_key,
+        collection=args.collection,
+        replace=args.replace,
+        batch=args.batch,
+        show_progress=not args.quiet,
     )
+    print(report)
     return 0
 
 

@@ -6,31 +6,24 @@ import argparse
 from pathlib import Path
 
 from sentune.cli.base import Command
-from sentune.errors import UserError
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    if args.max_loss is not None and not args.max_loss >= 0:
-        raise UserError(f"--max-loss {args.max_loss}: a number of points, 0 or more")
-    if args.keep_fp32 and not args.quantize:
-        raise UserError("--keep-fp32 applies to --quantize int8")
-    from sentune.export.check import DEFAULT_MAX_LOSS
-    from sentune.export.command import ExportOptions, export_model
+    from sentune.api.export import export
 
-    options = ExportOptions(
-        model=args.model,
-        to=Path(args.to),
+    result = export(
+        args.model,
+        Path(args.to),
         quantize=args.quantize,
         check=args.check,
         data=args.data,
-        max_loss=DEFAULT_MAX_LOSS if args.max_loss is None else args.max_loss,
+        max_loss=args.max_loss,
         force=args.force,
         keep_fp32=args.keep_fp32,
         trust_remote_code=args.trust_remote_code,
     )
-    report = export_model(options)
-    if report is not None:
-        print(report.markdown())
+    if result.report is not None:
+        print(result.report.markdown())
     print(f"wrote {args.to} (onnx/ inside; SentenceTransformer({args.to!r}) or sentune ... --backend onnx --model {args.to})")
     return 0
 

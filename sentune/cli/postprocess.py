@@ -12,19 +12,22 @@ from sentune.postprocess import POSTPROCESSORS, Postprocessor, postprocessor
 
 
 def cmd_postprocess(args: argparse.Namespace) -> int:
-    from sentune.data.catalog import check_sentence_set, resolve_data_dir
-
-    check_sentence_set(args.fit_on, "--fit-on")  # before torch loads
-    data_dir = resolve_data_dir(args.data) if not args.fit_on.startswith("file:") else None
-    from sentune.modules.build import build_postprocessed_model
+    from sentune.api.postprocess import fit_postprocessor
 
     record = postprocessor(args.command)
-    offered = {"show_progress": not args.quiet, "device": args.device}  # each post-processor takes those its constructor names
-    settings = {o.setting: getattr(args, o.setting) for o in record.options} | {k: v for k, v in offered.items() if k in record.settings}
-    path = build_postprocessed_model(
-        args.model, args.pooling, record.load()(**settings), args.fit_on, Path(args.out), data_dir=data_dir, device=args.device, show_progress=not args.quiet
+    fit_postprocessor(
+        args.model,
+        record.name,
+        args.fit_on,
+        pooling=args.pooling,
+        settings={o.setting: getattr(args, o.setting) for o in record.options},
+        out=Path(args.out),
+        data=args.data,
+        device=args.device_option,  # resolved once the options and the fit set are checked
+        trust_remote_code=args.trust_remote_code,
+        show_progress=not args.quiet,
     )
-    print(f"saved model to {path} (load it with SentenceTransformer({str(path)!r}))")
+    print(f"saved model to {args.out} (load it with SentenceTransformer({str(Path(args.out))!r}))")
     return 0
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from sentune.cli.base import Command, command_line
@@ -70,15 +69,12 @@ def train_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_paraphrase(args: argparse.Namespace) -> int:
-    from sentune.data.readers import read_corpus
+    from sentune.api.models import paraphrase
 
-    read_corpus(Path(args.input), skip_blank=True, user_file=True)  # named before the translation models' code loads
-    from sentune.data.paraphrase import write_paraphrase_file
-
-    count = write_paraphrase_file(
-        Path(args.input), Path(args.output), args.forward, args.backward, beams=args.beams, batch_size=args.batch_size, show_progress=not args.quiet
+    pairs = paraphrase(
+        Path(args.input), args.forward, args.backward, beams=args.beams, batch_size=args.batch_size, out=Path(args.output), show_progress=not args.quiet
     )
-    print(f"wrote {count} sentence<TAB>paraphrase lines to {args.output} (train with train_data=pairs:{args.output})")
+    print(f"wrote {len(pairs)} sentence<TAB>paraphrase lines to {args.output} (train with train_data=pairs:{args.output})")
     return 0
 
 
@@ -93,8 +89,7 @@ def paraphrase_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
-    from sentune.data.catalog import resolve_data_dir
-    from sentune.train.pipeline import PipelineConfig, check_pipeline, parse_stages, run_pipeline
+    from sentune.api.models import run
 
     overrides: dict[str, list[str]] = {}
     for item in args.set:
@@ -102,19 +97,20 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
         if not sep or "=" not in override:
             raise UserError(f"--set {item!r}: expected STAGE:key=value, e.g. ct:training.max_steps=500")
         overrides.setdefault(stage, []).append(override)
-    config = PipelineConfig(
-        parse_stages(args.name),
-        model=args.model,
+    out = Path(args.out or Path("runs") / args.name)
+    final = run(
+        args.name,
+        args.model,
         members=args.members,
         learners=args.learners,
         fit_on=args.fit_on,
         overrides=overrides,
+        out=out,
+        data=args.data,
+        device=args.device_option,  # resolved once every stage is checked
         allow_modified=args.allow_modified_data,
+        command=command_line(),
     )
-    check_pipeline(config)  # every stage's recipe and settings, before the device is asked for (torch)
-    config = replace(config, device=args.device)
-    out = Path(args.out or Path("runs") / args.name)
-    final = run_pipeline(config, out, data_dir=resolve_data_dir(args.data), command=command_line())
     print(f"pipeline {args.name}: final model {final}; every stage's results under {out}")
     return 0
 
@@ -138,10 +134,10 @@ def pipeline_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_ensemble(args: argparse.Namespace) -> int:
-    from sentune.train.ensemble import save_ensemble
+    from sentune.api.models import ensemble
 
-    folder = save_ensemble(args.member, Path(args.out), args.pooling, device=args.device)
-    print(f"wrote {folder} (evaluate it with: sentune eval --model {folder})")
+    ensemble(args.member, args.pooling, Path(args.out), device=args.device_option)
+    print(f"wrote {args.out} (evaluate it with: sentune eval --model {args.out})")
     return 0
 
 

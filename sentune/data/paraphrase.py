@@ -10,8 +10,6 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from sentune.data.readers import read_corpus
-
 logger = logging.getLogger(__name__)
 
 
@@ -48,9 +46,7 @@ def back_translate(
     return [" ".join(text.split()) for text in back]
 
 
-def write_paraphrase_file(input_path: Path, output_path: Path, forward: str, backward: str, **kwargs) -> int:
-    sentences = read_corpus(input_path, user_file=True)
-    paraphrases = back_translate(sentences, forward, backward, **kwargs)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    output_path.write_text("".join(f"{s}\t{p}\n" for s, p in zip(sentences, paraphrases, strict=True)), encoding="utf-8")
-    return len(sentences)
+def write_pairs(path: Path, pairs: list[tuple[str, str]]) -> None:
+    """`sentence<TAB>paraphrase` lines, the file a recipe trains on as `train_data: pairs:PATH`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{s}\t{p}\n" for s, p in pairs), encoding="utf-8")

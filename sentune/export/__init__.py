@@ -8,3 +8,7 @@ layer. The pooling, Normalize and any whitening or flow head stay sentence-trans
 in PyTorch on its token states, exactly as they do after the PyTorch transformer: one implementation of each head, and a
 folder that `SentenceTransformer(path, backend="onnx")` also loads (it reads `onnx/model.onnx`).
 """
+
+from sentune.core.callable_package import call_through
+
+call_through(__name__, "sentune.api.export", "export")  # `sentune.export(...)` is the Python API even once this package is imported

@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sentune.errors import UserError
+
+if TYPE_CHECKING:
+    from sentune.data.user_data import ScoredPairs
 
 DEFAULT_MAX_LOSS = 0.5  # metric points (×100) an int8 export may lose against PyTorch
 
@@ -40,12 +43,17 @@ class CheckSet:
 
     @classmethod
     def of_pairs(cls, path: Path) -> CheckSet:
+        from sentune.data.user_data import read_scored_pairs
+
+        return cls.of_scored(read_scored_pairs(path), path.name)
+
+    @classmethod
+    def of_scored(cls, pairs: ScoredPairs, name: str) -> CheckSet:
+        """Scored pairs (sentune.data.kinds.ScoredPairs), scored by the metric their scale chooses."""
         from sentune.core.encode import Encoder
         from sentune.core.metrics import METRICS
-        from sentune.data.user_data import read_scored_pairs
         from sentune.tasks.sts import cosine_scores
 
-        pairs = read_scored_pairs(path)
         sentences = [s for p in pairs.pairs for s in (p.a, p.b)]
 
         def score_vectors(vectors) -> float:
@@ -54,7 +62,7 @@ class CheckSet:
         def score(model) -> float:
             return score_vectors(Encoder(model, "model", show_progress=False).encode(sentences))
 
-        return cls(path.name, pairs.metric.replace("_", " "), sentences, score, score_vectors)
+        return cls(name, pairs.metric.replace("_", " "), sentences, score, score_vectors)
 
     @classmethod
     def of_task(cls, name: str, data_dir: str | None) -> CheckSet:

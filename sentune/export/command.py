@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sentune.core.onnx_graph import export_onnx
 from sentune.core.onnx_quantize import Int8Settings, int8_name, quantize_int8
@@ -24,10 +25,10 @@ DEFAULT_CHECK = "STS-B-dev"  # when the data directory is there and no --check i
 
 @dataclass
 class ExportOptions:
-    model: str
+    model: Any  # a name or folder, or a SentenceTransformer in memory (sentune.api.export)
     to: Path
     quantize: str | None = None  # None or "int8"
-    check: str | None = None
+    check: Any = None  # a pairs file or a catalog task; ScoredPairs from sentune.api.export
     data: str | None = None
     max_loss: float = DEFAULT_MAX_LOSS
     force: bool = False
@@ -37,6 +38,8 @@ class ExportOptions:
 
 def resolve_check(options: ExportOptions) -> CheckSet | None:
     """The check set: --check, else STS-B dev when a data directory is found; int8 without any needs --force."""
+    if options.check is not None and not isinstance(options.check, str):  # scored pairs given as objects (sentune.api.export)
+        return CheckSet.of_scored(options.check, "the given pairs")
     if options.check:
         return CheckSet.parse(options.check, options.data)
     from sentune.data.catalog import resolve_data_dir
@@ -64,11 +67,12 @@ def export_model(options: ExportOptions) -> CheckReport | None:
     from sentune.core.models import check_model_name, load_model
     from sentune.modules.build import save_atomic
 
-    resolved = Path(check_model_name(options.model))
-    check_target(options, resolved if resolved.is_dir() else None)
+    named = isinstance(options.model, str)
+    resolved = Path(check_model_name(options.model)) if named else None
+    check_target(options, resolved if resolved is not None and resolved.is_dir() else None)
     settings = Int8Settings(keep_fp32=Int8Settings.parse_keep(options.keep_fp32))
     check = resolve_check(options)
-    model = load_model(options.model, trust_remote_code=options.trust_remote_code, device="cpu")
+    model = load_model(options.model, trust_remote_code=options.trust_remote_code, device="cpu") if named else options.model
     digest = model_digest(model)
     report: list[CheckReport] = []
 

@@ -115,9 +115,18 @@ def build_postprocessed_model(
     allow_modified: bool = False,
 ) -> Path:
     """`allow_modified`: a `tasks:` fit set may be read from files that differ from the catalog (--allow-modified-data)."""
-    base = with_pooling(load_model(model_name, device=device), pooling)
+    base = load_model(model_name, device=device)
     sentences = load_sentences(fit_on, data_dir or Path("."), allow_modified=allow_modified)
+    return save_atomic(postprocessed_model(base, pooling, postprocessor, sentences, fit_on, show_progress=show_progress), out)
+
+
+def postprocessed_model(
+    model: SentenceTransformer, pooling: str, postprocessor: PostProcessor, sentences: list[str], fit_on: str, *, show_progress: bool = True
+) -> SentenceTransformer:
+    """`model` under `pooling`, followed by `postprocessor` fitted on its embeddings of `sentences` (`fit_on` names them
+    in the progress bar), in memory."""
+    base = with_pooling(model, pooling)
     fitted = postprocessor.fit(
         Encoder(base, "model", show_progress=show_progress, desc=f"encoding {fit_on} to fit {type(postprocessor).__name__}").encode(sentences)
     )
-    return save_atomic(SentenceTransformer(modules=list(base) + fitted.to_modules(), device=str(base.device)), out)
+    return SentenceTransformer(modules=list(base) + fitted.to_modules(), device=str(base.device))

@@ -111,12 +111,25 @@ def check_collection_name(name: str) -> str:
 
 @dataclass
 class ExportReport:
+    """What an export wrote: the collection, its points (one a document), the dense dimension, the BM25 terms (and how
+    many share a sparse index with another), the seconds it took; `where` (the folder or server) and `fusion` (the
+    index's fusion, kept in the collection's metadata) for `str(report)`, the line `sentune export-index` prints."""
+
     collection: str
     points: int
     dimension: int
     terms: int
     collisions: int
     seconds: float
+    where: str = ""
+    fusion: str = "none"
+
+    def __str__(self) -> str:
+        note = f", {self.collisions} BM25 terms share a sparse index with another" if self.collisions else ""
+        return (
+            f"qdrant: collection {self.collection} at {self.where}: {self.points} documents ({self.dimension}-dimensional dense, BM25 over "
+            f"{self.terms} terms{note}) in {self.seconds:.1f} s; fusion in the metadata: {self.fusion}"
+        )
 
 
 def _points(index, weights, term_indices: np.ndarray, start: int, stop: int) -> Iterator[Any]:
@@ -242,8 +255,9 @@ class QdrantSearch:
 
 def export_command(
     index_folder: Path, *, path: str | None, url: str | None, api_key: str | None, collection: str | None, replace: bool, batch: int, quiet: bool
-) -> str:
-    """What `sentune export-index` does, every input checked before Qdrant is opened; returns its report line."""
+) -> ExportReport:
+    """What `sentune export-index` does (and sentune.api.export.export_index), every input checked before Qdrant is
+    opened; `str()` of the report is the command's line."""
     from sentune.search.index import SearchIndex
 
     if batch < 1:
@@ -267,9 +281,6 @@ def export_command(
         report = export_index(index, client, name, replace=replace, batch=batch, show_progress=not quiet)
     finally:
         client.close()
-    where = f"--path {path}" if path is not None else url
-    note = f", {report.collisions} BM25 terms share a sparse index with another" if report.collisions else ""
-    return (
-        f"qdrant: collection {report.collection} at {where}: {report.points} documents ({report.dimension}-dimensional dense, BM25 over "
-        f"{report.terms} terms{note}) in {report.seconds:.1f} s; fusion in the metadata: {index.fusion.label if index.fusion else 'none'}"
-    )
+    report.where = f"--path {path}" if path is not None else str(url)
+    report.fusion = index.fusion.label if index.fusion else "none"
+    return report
