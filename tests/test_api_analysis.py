@@ -118,6 +118,7 @@ def test_compare_is_the_table_sentune_compare_prints(tmp_path, capsys):
     assert frame.loc["mine", "avg (2)"] == (50.0 + 52.0) / 2 and np.isnan(frame.loc[f"{b}#model", "STS13"])
     assert frame.loc[f"{b}#model", "avg (2)"] == 64.0  # the average of the tasks the run has
     assert list(sentune.compare([a, (a, "cls")]).runs) == [f"{a}#model", f"{a}#cls"]
+    assert list(sentune.compare(str(b)).runs) == [f"{b}#model"]  # one folder
     with pytest.raises(UserError, match="has no run 'mean'; it has model, cls"):
         sentune.compare([(a, "mean")])
     with pytest.raises(UserError, match=f"no results.json in {tmp_path}"):

@@ -262,6 +262,8 @@ def compare(runs: Mapping[str, RunRef] | Sequence[RunRef]) -> Comparison:
     """
     import json
 
+    if isinstance(runs, str | PathLike):
+        runs = [runs]  # one folder, not its characters
     items = list(runs.items()) if isinstance(runs, Mapping) else [(None, ref) for ref in runs]
     if not items:
         raise UserError("runs: give at least one results folder")
