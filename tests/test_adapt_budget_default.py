@@ -134,6 +134,8 @@ def test_the_default_time_leaves_out_a_candidate_too_long_for_it_and_names_the_t
     assert set(roomy.kept) == {"unchanged", "hybrid", "pooling-mean", "supervised"} and not roomy.left_out
     tight = fitted(5 * 60.0, first, items, already=60.0)
     assert "of --time left for it" in tight.left_out["supervised"]
+    # the default caps no training (a run without --time trains the same steps each time, and resumes); --time does
+    assert default.minutes_cap() is None and roomy.minutes_cap() == pytest.approx(roomy.left() / 60)
 
 
 def test_a_run_without_time_is_planned_for_the_default_and_prints_what_it_leaves_out(monkeypatch, caplog):
@@ -143,8 +145,9 @@ def test_a_run_without_time_is_planned_for_the_default_and_prints_what_it_leaves
 
     monkeypatch.setattr(time_plan, "probe_text_seconds", lambda model, texts: 0.01)
     monkeypatch.setattr(time_plan, "expected_gains", lambda search: {"hybrid": 2.0, "supervised": 1.5})
+    finished: set[str] = set()
     candidate = lambda name, seconds, phase: SimpleNamespace(  # noqa: E731
-        name=name, phase=phase, expected_seconds=lambda ctx, costs: seconds, builds_on=lambda others, ctx: ()
+        name=name, phase=phase, expected_seconds=lambda ctx, costs: seconds, builds_on=lambda others, ctx: (), finished=lambda ctx: name in finished
     )
     plan = SimpleNamespace(
         before_race=[candidate("unchanged", 60.0, "before_race"), candidate("pooling-mean", 30.0, "before_race")],
@@ -167,6 +170,9 @@ def test_a_run_without_time_is_planned_for_the_default_and_prints_what_it_leaves
     caplog.clear()
     timing, found = run_plan(56 * 60.0)  # the --time it named
     assert timing.given and "supervised" in timing.kept and "supervised" in [c.name for c in found.after_race] and not timing.left_out
+    finished.add("supervised")  # a resumed run whose supervised candidate finished reads it back: it fits any time
+    timing, found = run_plan(None)
+    assert "supervised" in [c.name for c in found.after_race] and timing.kept["supervised"].seconds == 0.0 and not timing.left_out
 
 
 def test_the_quora_clusters_example_judges_each_question_of_a_large_cluster_with_the_rest_of_it(tmp_path):

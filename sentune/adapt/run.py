@@ -202,11 +202,13 @@ def _plan_time(candidates: Plan, ctx: Context, started: float) -> TimePlan:
     gains = expected_gains(ctx.inputs.task.search)
     unchanged = candidates.all[0]  # the unchanged model: always scored
     raced = {c.name for c in candidates.raced}
+    done = {c.name for c in candidates.all if c.finished(ctx)}  # a resumed run reads them back: they cost nothing
     assumed = len(raced)
     while True:  # a race of fewer trains each longer: planned again for as many as the last plan kept, until it keeps them all
         costs = replace(costs, raced=max(assumed, 1))
-        first = Planned(unchanged.name, unchanged.expected_seconds(ctx, costs), 0.0)
-        items = [Planned(c.name, c.expected_seconds(ctx, costs), gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx)) for c in candidates.all[1:]]
+        expected = {c.name: 0.0 if c.name in done else c.expected_seconds(ctx, costs) for c in candidates.all}
+        first = Planned(unchanged.name, expected[unchanged.name], 0.0)
+        items = [Planned(c.name, expected[c.name], gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx)) for c in candidates.all[1:]]
         already = time.monotonic() - started
         timing = fitted(limit, first, items, already, given=given, started=started)
         kept = len(raced & set(timing.kept))
@@ -217,11 +219,11 @@ def _plan_time(candidates: Plan, ctx: Context, started: float) -> TimePlan:
     for candidate in list(candidates.all):
         if candidate.name in timing.left_out:
             getattr(candidates, candidate.phase).remove(candidate)
-    expected = sum(c.seconds for c in timing.kept.values())
+    total = sum(c.seconds for c in timing.kept.values())
     say(
         (f"--time {minutes(timing.limit)}" if given else f"no --time: planned for {minutes(timing.limit)} (--time raises it)")
         + f": a text costs {costs.text_seconds * 1000:.1f} ms to encode here; {len(timing.kept)} candidates planned "
-        f"(expected {minutes(expected)} after the {minutes(time.monotonic() - started)} spent so far)"
+        f"(expected {minutes(total)} after the {minutes(time.monotonic() - started)} spent so far)"
         + "".join(
             f"\n    left out: {name}: {why}" + (f"; --time {timing.including[name]}m would include it" if name in timing.including else "")
             for name, why in timing.left_out.items()
@@ -261,7 +263,7 @@ def _race_trained(candidates: Plan, ctx: Context) -> None:
     for candidate in raced:
         candidate.folder(ctx).mkdir(parents=True, exist_ok=True)
         recipe = ctx.recipe(candidate.recipe_name)
-        if ctx.time_plan is not None:  # each its share of what is left, not all of it
+        if ctx.time_plan is not None and ctx.time_plan.given:  # each its share of what is left, not all of it (the default caps none)
             allowance = max(ctx.time_plan.allowance(candidate.name), 5.0) / 60
             minutes = min(allowance, recipe.training.max_minutes or allowance)
             recipe = replace(recipe, training=replace(recipe.training, max_minutes=minutes))

@@ -16,7 +16,8 @@ expected, no longer fit is skipped; a training is capped at the minutes left (th
 
 A run without --time is planned the same way for DEFAULT_TIME: a user who gives no time expects the run to end within
 the half hour a first try takes, not hours later because a candidate's cost grew with the data. What it leaves out is
-named with its expected minutes and the --time that would include it (time_to_include)."""
+named with its expected minutes and the --time that would include it (time_to_include); it caps no training
+(minutes_cap), so such a run trains the same steps each time."""
 
 from __future__ import annotations
 
@@ -202,8 +203,12 @@ class TimePlan:
         share = self.kept[name].seconds / sum(waiting) if name in self.kept and sum(waiting) > 0 else 1.0
         return max(self.left(), 0.0) * min(1.0, share)
 
-    def minutes_cap(self) -> float:
-        """The minutes a training may take now: the running candidate's allowance (at least a few seconds)."""
+    def minutes_cap(self) -> float | None:
+        """The minutes a training may take now: the running candidate's allowance (at least a few seconds). None under
+        the default time: its plan leaves candidates out and skips those that no longer fit, but caps no training, so
+        that a run without --time trains the same steps each time and resumes with the recipes it saved."""
+        if not self.given:
+            return None
         seconds = self.allowance(self.current) if self.current else self.left()
         return max(seconds, 5.0) / 60
 
