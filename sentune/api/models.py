@@ -70,6 +70,7 @@ def ensemble(members: Sequence[Model], pooling: str = "mean", out: str | Path | 
         pooling: the members' pooling (SED: `mean`).
         out: also save it there (every member's weights inside; it loads with `SentenceTransformer(out,
             trust_remote_code=True)`, as `sentune eval --model OUT` does).
+        device: where it runs (default: $SENTUNE_DEVICE, else CUDA when present; with a member in memory, its device).
     """
     from sentune.core.models import check_model_name
     from sentune.core.pooling import PoolingSpec
@@ -81,7 +82,7 @@ def ensemble(members: Sequence[Model], pooling: str = "mean", out: str | Path | 
     for name in names:
         if name is not None:
             check_model_name(name, "--member")
-    resolved = resolve(device)
+    resolved = device_for(members, device)
     from sentune.modules.build import save_atomic
     from sentune.train.ensemble import build_ensemble, ensemble_card
 
@@ -89,6 +90,12 @@ def ensemble(members: Sequence[Model], pooling: str = "mean", out: str | Path | 
     if out is not None:
         save_atomic(built, Path(out), readme_extra=ensemble_card([n or "a model given in memory" for n in names], pooling))
     return built
+
+
+def device_for(models: Sequence[Model], device: str | None) -> str:
+    """`device` resolved; left out, a model given in memory's own (a new model made of its modules would move it)."""
+    in_memory = [m for m in models if model_name(m) is None]
+    return resolve(device) if device is not None or not in_memory else str(in_memory[0].device)  # type: ignore[union-attr]
 
 
 def pipeline(

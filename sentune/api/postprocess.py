@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentune.api import given
-from sentune.api.common import Model, load, resolve
+from sentune.api.common import Model, load
+from sentune.api.models import device_for
 from sentune.errors import UserError
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ def fit_postprocessor(
         settings: the post-processor's constructor settings (`{"n_components": 256}`, `{"learning_rate": 1e-3}`).
         out: also save the model there (atomically), as `sentune WORD --out`.
         data: the data directory for named sets and tasks (default: $SENTUNE_DATA).
+        device: where the model runs and the post-processor is fitted (default: $SENTUNE_DEVICE, else CUDA when
+            present; for a model in memory, its own device).
     """
     from sentune.postprocess import postprocessor
 
@@ -54,7 +57,7 @@ def fit_postprocessor(
     if unknown:
         raise UserError(f"settings {unknown[0]}: {record.word} takes {', '.join(sorted(record.settings))}")
     sentences, name = _fit_set(fit_on, data, allow_modified)  # read and checked before torch loads
-    resolved = resolve(device)
+    resolved = device_for([model], device)
     offered = {"show_progress": show_progress, "device": resolved}  # each post-processor takes those its constructor names
     instance = record.load()(**asked, **{k: v for k, v in offered.items() if k in record.settings and k not in asked})
     from sentune.modules.build import postprocessed_model, save_atomic
