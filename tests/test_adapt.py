@@ -410,6 +410,7 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
     keeps its best selection cosines and a record that says why."""
     from sentune.adapt.candidates import Trained
     from sentune.adapt.race import _eliminate
+    from sentune.adapt.race_rows import digest_of
     from sentune.core.metrics import METRICS
 
     rng = np.random.default_rng(0)
@@ -447,7 +448,8 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
     assert [e.name for e in going] == sorted(["good", "fair", "meh"], key=lambda n: -METRICS["spearman"].score(gold, planted[n]))[:2]
     bad = json.loads((tmp_path / "candidates" / "bad" / "candidate.json").read_text())
     assert bad["stopped"]["reason"].startswith("behind the unchanged model on the 150 selection pairs after round 1") and bad["stopped"]["best_step"] == 10
-    assert bad["race"] == {"round": 1, "steps": 80, "rows": {"dev": 150, "train": 0}, "unit": "pairs", "score": pytest.approx(bad["dev_score"])}
+    race = {"round": 1, "steps": 80, "rows": {"dev": 150, "train": 0}, "unit": "pairs", "rows_digest": digest_of([])}
+    assert bad["race"] == {**race, "score": pytest.approx(bad["dev_score"])}  # the race's check: on the dev selection pairs alone
     assert bad["dev_score"] == pytest.approx(METRICS["spearman"].score(gold, planted["bad"])) and bad["selection_only"]
     assert 0 < bad["peak_memory_mib"] <= peak_resident_mib()  # this process's peak when the record was written
     assert bad["seconds"] == 5.0 + 30.0 and bad["member_seconds"] == 30.0  # its training's seconds and what it trained before the race

@@ -222,22 +222,52 @@ def test_a_checkpoint_is_scored_on_the_train_rows_once(tmp_path, tiny_st, monkey
 
 
 @pytest.mark.slow
-def test_an_adapt_run_with_train_pairs_races_on_them(tiny_model_dir, labelled, tmp_path):  # noqa: F811
-    """Through `sentune adapt --train`: the race scores each racer's checkpoint on the evidence selection pairs, and
-    the one halving stops says on results.md at which step of how many and on what it stopped."""
+def test_an_adapt_run_resumed_with_train_pairs_races_again_on_them(tiny_model_dir, labelled, tmp_path, capsys):  # noqa: F811
+    """`sentune adapt` run again in its folder with --train (as adapt_experiments.sh's EXAMPLE_TRAIN=1 does): a candidate
+    the race stopped on the dev selection pairs alone races again from its paused checkpoint on those and the evidence
+    selection pairs; every one stopped then says on results.md at which step of how many and on what it stopped."""
     from sentune.cli import main
 
     out = tmp_path / "run"
     command = [*_args(tiny_model_dir, labelled, out), "--methods", "simcse,mirror,sed", "--budget", "8", "--sed-members", "2"]
+    assert main(command) == 0
+    before = json.loads((out / "results.json").read_text())["candidates"]
+    stopped = [name for name, c in before.items() if c.get("stopped")]
+    assert stopped and all(before[name]["race"]["rows"] == {"dev": 60, "train": 0} for name in stopped)
+    capsys.readouterr()
     assert main([*command, "--train", str(labelled / "train.tsv")]) == 0
+    said = capsys.readouterr().out
+    assert all(
+        f"{name} was stopped on other selection rows: raced again" in said or f"{name}: stopped by the race on other selection rows" in said for name in stopped
+    )
     results = json.loads((out / "results.json").read_text())
     assert results["meta"]["train_evidence"]["select_pairs"] == 20
-    stopped = [c for c in results["candidates"].values() if c.get("stopped")]
-    assert stopped and all(c["race"]["rows"] == {"dev": 60, "train": 20} and "(60 dev + 20 train)" in c["stopped"]["reason"] for c in stopped)
-    for c in stopped:
+    page = (out / "results.md").read_text()
+    for c in results["candidates"].values():
+        if not c.get("stopped"):
+            continue
+        assert c["race"]["rows"] == {"dev": 60, "train": 20} and "(60 dev + 20 train)" in c["stopped"]["reason"]
         assert (out / c["run"] / "race_rows" / f"checkpoint-{c['stopped']['best_step']}.npz").is_file()
-        assert (
-            f"stopped by the race at step {c['stopped']['at_step']} of {c['race']['steps']}, after round {c['race']['round']}, on 60 dev + 20 train"
-            in (out / "results.md").read_text()
-        )
+        assert f"stopped by the race at step {c['stopped']['at_step']} of {c['race']['steps']}, after round {c['race']['round']}, on 60 dev + 20 train" in page
     assert any((out / "candidates" / name / "run" / "race_rows").is_dir() for name in ("simcse", "mirror"))
+
+
+def test_a_record_stopped_on_other_rows_is_not_current(tmp_path):
+    """A stopped record names the rows its race read; one stopped on other rows (or, written before the race read
+    train pairs, on the dev pairs alone) is raced again where the evidence now judges; a finished one stays."""
+    from sentune.adapt.candidates import Trained
+    from sentune.adapt.race_rows import digest_of, race_rows, raced_elsewhere
+    from sentune.adapt.records import CandidateRecord, Stopped
+
+    rng = np.random.default_rng(5)
+    ctx = _toy(tmp_path, rng.normal(size=30), rng.normal(size=30), rng.normal(size=40), rng.normal(size=40))
+    alone = SimpleNamespace(**{**vars(ctx), "evidence": None})
+    here = race_rows(ctx).digest
+    stopped = Stopped("behind", 10, 10)
+    record = CandidateRecord("simcse", "trained", stopped=stopped, detail={"race": {"rows_digest": here}, "reads_tokens": 64})
+    old = CandidateRecord("simcse", "trained", stopped=stopped, detail={"reads_tokens": 64})  # written before: on the dev selection pairs alone
+    assert not raced_elsewhere(record, ctx) and raced_elsewhere(record, alone)
+    assert raced_elsewhere(old, ctx) and not raced_elsewhere(old, alone) and digest_of(np.zeros(0)) == race_rows(alone).digest
+    assert not raced_elsewhere(CandidateRecord("simcse", "trained"), ctx)  # finished: the race's rows do not matter
+    candidate = Trained("simcse", "adapt/simcse")
+    assert candidate._current(record, ctx) and not candidate._current(old, ctx)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sentune.adapt.race_rows import RaceRows, differences, race_rows, score_on, train_cosines
+from sentune.adapt.race_rows import RaceRows, differences, race_rows, raced_elsewhere, score_on, train_cosines
 from sentune.adapt.records import CandidateRecord, Stopped, load_record, record_path
 from sentune.core.memory import peak_resident_mib
 from sentune.core.progress import say
@@ -91,8 +91,12 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, tuple[np.
     """Train the entries in rounds, stopping those behind; `finish(entry)` scores a finished one and writes its record.
     `rivals`: candidates already finished elsewhere (the leader may be one of them), each its cosines of the dev
     selection pairs and the weights they came from (scored on the race's train rows too)."""
-    active = [e for e in entries if not e.record.is_file()]
     rows = race_rows(ctx)
+    for e in entries:
+        if e.record.is_file() and raced_elsewhere(load_record(e.folder), ctx):
+            say(f"    race: {e.name} was stopped on other selection rows: raced again on {rows.words(ctx.inputs.dev.unit)}")
+            e.record.unlink()  # its run folder stays: it resumes from its paused checkpoint
+    active = [e for e in entries if not e.record.is_file()]
     if rows.train:
         say(f"    race: read on {rows.words(ctx.inputs.dev.unit)}, each ranked among their own")
     finished: dict[str, np.ndarray | None] = {name: _on_rows(rows, select, weights, ctx) for name, (select, weights) in (rivals or {}).items()}
@@ -152,6 +156,7 @@ def _eliminate(
     for entry in active:
         if entry.name in stopped:
             race = {"round": round_number, "steps": entry.recipe.training.max_steps, "rows": rows.counted(), "unit": ctx.inputs.dev.unit}
+            race["rows_digest"] = rows.digest  # a run resumed on other rows races it again (race_rows.raced_elsewhere)
             race["score"] = score_on(rows.gold, judged[entry.name], ctx.metric, rows.strata)
             _write_stopped(entry, standing[entry.name], stopped[entry.name], ctx, time.perf_counter() - started[entry.name], race)
     going = [e for e in active if e.name not in stopped]

@@ -28,6 +28,7 @@ from sentune.tasks.permutation import measure_of
 
 if TYPE_CHECKING:
     from sentune.adapt.context import Context
+    from sentune.adapt.records import CandidateRecord
 
 # The race checks each racer after 3 of its 4 rounds (sentune.adapt.race.RUNGS), encoding these pairs each time: at 500
 # (1,000 texts) that is 3,000 texts a racer, about what its 10 evaluations on a dev set of 150 selection pairs encode
@@ -60,7 +61,7 @@ class RaceRows:
 
     @property
     def digest(self) -> str:
-        return hashlib.sha256(self.train_indices.astype(np.int64).tobytes()).hexdigest()[:16]
+        return digest_of(self.train_indices)
 
     def counted(self) -> dict[str, int]:
         return {"dev": self.dev, "train": self.train}
@@ -103,6 +104,20 @@ def differences(gold: np.ndarray, candidate: np.ndarray, rival: np.ndarray, metr
     return total / len(gold)
 
 
+def digest_of(train_indices: np.ndarray) -> str:
+    """What a race's verdicts depend on beyond the dev selection pairs: the --train pairs among its rows."""
+    return hashlib.sha256(np.asarray(train_indices, dtype=np.int64).tobytes()).hexdigest()[:16]
+
+
+def raced_elsewhere(record: CandidateRecord, ctx: Context) -> bool:
+    """A record of a candidate the race stopped on other rows than this run's (a run resumed with --train, say): it
+    is raced again, from its run's paused checkpoint. Records written before the race read train pairs were stopped on
+    the dev selection pairs alone."""
+    if record.stopped is None:
+        return False
+    return (record.detail.get("race") or {}).get("rows_digest", digest_of(np.zeros(0))) != digest_of(_sample(ctx)[1])
+
+
 def race_train_pairs(ctx: Context) -> int:
     """How many evidence selection pairs the race reads (0: the evidence does not judge, or there is none)."""
     evidence = getattr(ctx, "evidence", None)
@@ -112,21 +127,30 @@ def race_train_pairs(ctx: Context) -> int:
 def race_rows(ctx: Context) -> RaceRows:
     """The run's race rows (the module's docstring): the sample is seeded, and per class for 0/1 labels as the dev split
     is (average precision reads the share of positives)."""
-    from sentune.adapt.decide import split_dev
-
     dev_gold = ctx.selection_gold()
     unchanged = ctx.selection_cosines(ctx.untuned("model")["dev"])
-    evidence, wanted = ctx.evidence if race_train_pairs(ctx) else None, race_train_pairs(ctx)
-    if evidence is None:
-        return RaceRows(dev_gold, unchanged, len(dev_gold), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    select, indices = _sample(ctx)
+    if not len(select):
+        return RaceRows(dev_gold, unchanged, len(dev_gold), select, indices)
     from sentune.adapt.train_evidence import untuned_scores
 
+    gold = np.concatenate([dev_gold, ctx.evidence.gold[select]])
+    untuned = untuned_scores(ctx, ctx.evidence)["model"][select]  # encoded once, before any candidate ran (draw_evidence)
+    return RaceRows(gold, np.concatenate([unchanged, untuned]), len(dev_gold), select, indices)
+
+
+def _sample(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """The evidence selection pairs the race reads: their positions in the evidence pairs and their --train indices."""
+    from sentune.adapt.decide import split_dev
+
+    wanted = race_train_pairs(ctx)
+    if not wanted:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    evidence = ctx.evidence
     select = evidence.split.select
     if wanted < len(select):
         select = select[split_dev(evidence.gold[select], seed=ctx.config.seed + RACE_SEED_OFFSET, fraction=wanted / len(select)).select]
-    gold = np.concatenate([dev_gold, evidence.gold[select]])
-    untuned = untuned_scores(ctx, evidence)["model"][select]  # encoded once, before any candidate ran (draw_evidence)
-    return RaceRows(gold, np.concatenate([unchanged, untuned]), len(dev_gold), select, evidence.indices[select])
+    return select, evidence.indices[select]
 
 
 def train_cosines(rows: RaceRows, weights: Path | None, ctx: Context) -> np.ndarray | None:

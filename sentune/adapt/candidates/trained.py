@@ -41,6 +41,11 @@ class Trained(WithRun):
     def describe(self, ctx: Context) -> str:
         return f"training ({ctx.budget_text()}; early stop on the selection pairs)"
 
+    def _current(self, found: CandidateRecord, ctx: Context) -> bool:
+        from sentune.adapt.race_rows import raced_elsewhere
+
+        return super()._current(found, ctx) and not raced_elsewhere(found, ctx)  # stopped on other rows: raced again
+
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         """Its share of the race (sentune.adapt.time_plan.race_share: the steps racing and halving leave it, on
         average), its evaluations on the selection units within them, the race's checks of it on the train pairs it
@@ -102,6 +107,23 @@ class Ensemble(WithRun):
 
     def describe(self, ctx: Context) -> str:
         return f"distilling {ctx.config.sed_members} seeds of the best trained candidate ({ctx.budget_text()})"
+
+    def _current(self, found: CandidateRecord, ctx: Context) -> bool:
+        from sentune.adapt.race_rows import raced_elsewhere
+
+        return super()._current(found, ctx) and not raced_elsewhere(found, ctx)
+
+    def record(self, label: str, ctx: Context) -> CandidateRecord:
+        """Its record, read back or produced; a learner the race stopped on other rows than this run's (a run resumed
+        with --train) races again from its paused checkpoint, its members' runs kept (they do not depend on the race)."""
+        from sentune.adapt.race_rows import raced_elsewhere
+        from sentune.adapt.records import read_back, record_path
+
+        found = read_back(self, ctx)
+        if found is not None and super()._current(found, ctx) and raced_elsewhere(found, ctx):
+            say(f"{label} {self.name}: stopped by the race on other selection rows: raced again")
+            record_path(self.folder(ctx)).unlink()
+        return super().record(label, ctx)
 
     @staticmethod
     def member_recipe(ctx: Context, source: str, steps: int, seed: int):
