@@ -163,8 +163,9 @@ def test_end_to_end_saves_the_model_it_scored_and_test_labels_never_change_the_c
     dev, selection = read_scored_pairs(out / "data" / "dev.tsv"), read_scored_pairs(out / "data" / "dev-select.tsv")
     split = split_dev(np.array([p.score for p in dev.pairs]))
     assert [(p.a, p.b) for p in selection.pairs] == [(dev.pairs[i].a, dev.pairs[i].b) for i in split.select]
-    for name in ("simcse", "tsdae", "sed"):
-        assert results["candidates"][name]["recipe"]["eval"]["dev"] == f"pairs:{out / 'data' / 'dev-select.tsv'}"
+    for name in ("simcse", "tsdae", "sed"):  # the selection pairs, described by the record of them the run keeps
+        described = {"kind": "scored-pairs", "rows": len(split.select), "source": str(out / "data" / "dev-select.tsv"), "labels": "scores"}
+        assert results["candidates"][name]["recipe"]["eval"]["dev"] == described
     assert results["meta"]["dev"]["select_pairs"] == len(split.select) and results["meta"]["dev"]["confirm_pairs"] == len(split.confirm)
     # SED's second seed trains as many steps as its source needed and keeps its last step, evaluated only at its end
     member = yaml.safe_load((out / "candidates" / "sed" / "member-2" / "config.yaml").read_text())["training"]
@@ -677,7 +678,7 @@ def test_nothing_under_out_data_is_read_back_within_a_run(task, tiny_model_dir, 
     monkeypatch.undo()
     assert refused == [] and code == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["candidates"]["simcse"]["recipe"]["eval"]["dev"].endswith(str(out / "data" / ("dev-select" if task == "search" else "dev-select.tsv")))
+    assert results["candidates"]["simcse"]["recipe"]["eval"]["dev"]["source"] == str(out / "data" / ("dev-select" if task == "search" else "dev-select.tsv"))
     if task == "example":  # the example's files, written as its record
         assert (out / "example" / "dev.tsv").is_file() and results["meta"]["test"]["path"] == str(out / "example" / "test.tsv")
     assert (out / "data" / "corpus.txt").is_file()  # written, as the record of the run

@@ -127,8 +127,10 @@ def test_generated_queries_train_the_genq_candidate(tiny_model_dir, tmp_path, ca
     assert "st-simcse" in results["candidates"]
     genq = results["candidates"]["genq"]
     assert genq["kind"] == "trained" and genq["recipe"]["method"] == "mnrl-pairs"
-    assert genq["recipe"]["train_data"] == f"pairs:{out / 'data' / 'queries-from.tsv'}"
-    assert genq["recipe"]["eval"]["dev"] == f"queries:{out / 'data' / 'dev-select'}"
+    # what it trained on and was evaluated on, described, with the records of them under OUT/data (never read back)
+    assert genq["recipe"]["train_data"] == {"kind": "pairs", "rows": 80, "source": str(out / "data" / "queries-from.tsv")}
+    dev = genq["recipe"]["eval"]["dev"]
+    assert dev["kind"] == "retrieval-set" and dev["source"] == str(out / "data" / "dev-select") and dev["queries"] > 0 and dev["documents"] > 0
     assert len((out / "data" / "queries-from.tsv").read_text().splitlines()) == 80
     # generated queries for a pairs run are refused before any work
     capsys.readouterr()

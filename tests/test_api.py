@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+import yaml
 
 import sentune
 from sentune.cli import main
@@ -174,7 +175,9 @@ def test_train_takes_python_data_and_returns_the_trained_model(tiny_model_dir, t
     model = sentune.train(recipe, data=sentences, overrides={"training.max_steps": 2}, out=tmp_path / "api", dev=dev, data_dir=tiny_data_dir)
     assert capsys.readouterr().out == ""
     config = (tmp_path / "api" / "config.yaml").read_text()
-    assert "train_data: given:sentences" in config and "dev: given:scored-pairs" in config and "max_steps: 2" in config
+    described = yaml.safe_load(config)  # what was given, described: no string names it
+    assert described["train_data"] == {"kind": "sentences", "rows": len(sentences)} and described["training"]["max_steps"] == 2
+    assert described["eval"]["dev"] == {"kind": "scored-pairs", "rows": len(dev), "source": "dev", "labels": "scores"}
     assert sorted(p.name for p in (tmp_path / "api").iterdir() if p.name in ("inputs", "data")) == []  # nothing written to read back
     write_corpus(tmp_path / "train.txt", sentences)
     write_scored_pairs(tmp_path / "dev.tsv", dev)

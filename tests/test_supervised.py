@@ -116,17 +116,20 @@ def _fold_trained_as_a_saved_run(candidate: Path, fold: int, data_dir: Path, out
     """A cross-fitted fold's model trained the way every saved run is (sentune.train.runs.train_run: checkpoints, the
     model written and read back): the refit's recipe on the fold's training rows, with the fold's steps."""
     import math
+    from dataclasses import replace
 
     from sentune.core.models import load_model
+    from sentune.data.kinds import kind
     from sentune.train.recipe import load_recipe
     from sentune.train.runs import train_run
 
-    refit = load_recipe(str(candidate / "run" / "config.yaml"))
-    rows = len((candidate / f"fold-{fold}" / "train.tsv").read_text().splitlines())
-    steps = math.ceil(refit.training.epochs * math.ceil(rows / refit.training.batch_size))
-    data = refit.train_data.replace(str(candidate / "train.tsv"), str(candidate / f"fold-{fold}" / "train.tsv"))
-    recipe = load_recipe(str(candidate / "run" / "config.yaml"), [f"train_data={data}", f"training.max_steps={steps}", f"training.eval_steps={steps}"])
-    train_run(recipe, out, data_dir=data_dir, show_progress=False)
+    refit = load_recipe(str(candidate / "run" / "config.yaml"), check=False)  # its data were given as objects: its record describes them
+    rows_kind = kind(refit.train_data["kind"])  # labelled pairs, or search tuples
+    assert refit.train_data == rows_kind.from_file(candidate / "train.tsv").describe(candidate / "train.tsv")
+    data = rows_kind.from_file(candidate / f"fold-{fold}" / "train.tsv")
+    steps = math.ceil(refit.training.epochs * math.ceil(len(data) / refit.training.batch_size))
+    recipe = replace(refit, training=replace(refit.training, max_steps=steps, eval_steps=steps))
+    train_run(recipe, out, data_dir=data_dir, show_progress=False, data=data)
     return load_model(str(out / "model"), device="cpu")
 
 

@@ -54,9 +54,7 @@ def main() -> None:
 
     from sentune.adapt.time_plan import probe_text_seconds
     from sentune.core.models import DEFAULT_HUB_ID, load_model
-    from sentune.methods.labelled import LABELLED_PREFIX
-    from sentune.methods.mnrl import TUPLES_PREFIX
-    from sentune.tasks.dev_sets import PAIRS_PREFIX
+    from sentune.data.kinds import ScoredPairs, Sentences, Tuples
     from sentune.train.recipe import NO_DEV, RecipeError, load_recipe, validate_recipe
     from sentune.train.trainer import train_in_memory
 
@@ -66,21 +64,19 @@ def main() -> None:
     text_seconds = probe_text_seconds(base, sentences)
     load_before = os.getloadavg()
     found: dict[str, dict] = {}
+    # the trainer receives the data as objects, as adapt hands them (nothing written to be read back)
+    corpus, dev, labelled = Sentences.of(sentences), ScoredPairs.of(pairs[:16]), ScoredPairs.of(pairs)
+    rng = random.Random(0)
+    tuples = Tuples([(a, b, rng.choice(sentences), rng.choice(sentences)) for a, b, label in pairs if label == 1])
+    data = {"cosent": labelled, "online-contrastive": labelled, "mnrl-hard-negatives": tuples}
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        (work / "corpus.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
-        (work / "dev.tsv").write_text("".join(f"{a}\t{b}\t{label:g}\n" for a, b, label in pairs[:16]), encoding="utf-8")
-        (work / "pairs.tsv").write_text("".join(f"{a}\t{b}\t{label:g}\n" for a, b, label in pairs), encoding="utf-8")
-        rng = random.Random(0)
-        tuples = [(a, b, rng.choice(sentences), rng.choice(sentences)) for a, b, label in pairs if label == 1]
-        (work / "tuples.tsv").write_text("".join("\t".join(row) + "\n" for row in tuples), encoding="utf-8")
-        data = {"cosent": f"{LABELLED_PREFIX}{work / 'pairs.tsv'}", "online-contrastive": f"{LABELLED_PREFIX}{work / 'pairs.tsv'}"}
-        data["mnrl-hard-negatives"] = f"{TUPLES_PREFIX}{work / 'tuples.tsv'}"
         members = str(work / "member")
         base.save(members)  # SED distils members: the model itself twice costs what two members cost
         for name in args.recipes.split(","):
             recipe = load_recipe(f"adapt/{name}", check=False)
             params = {**recipe.params, **({"members": [members, members]} if name == "sed" else {})}
+            train = data.get(name, corpus)
             seconds = []
             # SED's first run encodes the corpus with every member into a cache its later runs read (sentune.methods.sed;
             # the planner counts that encoding apart): a first run of one step fills it, outside the measure
@@ -89,17 +85,19 @@ def main() -> None:
                 run = replace(
                     recipe,
                     model="default",
-                    train_data=data.get(name, f"file:{work / 'corpus.txt'}"),
+                    train_data=train.describe(),
                     params=params,
                     training=training,
                     eval=replace(recipe.eval, dev=NO_DEV),
                 )
+                given_dev = None
                 try:
-                    validate_recipe(run)
+                    validate_recipe(run, data=train)
                 except RecipeError:  # a method that chooses on a dev task after training (CT's tower): 16 pairs, once at the end
-                    run = replace(run, eval=replace(run.eval, dev=f"{PAIRS_PREFIX}{work / 'dev.tsv'}"))
+                    given_dev = dev
+                    run = replace(run, eval=replace(run.eval, dev=dev.describe()))
                 started = time.perf_counter()
-                train_in_memory(run, data_dir=Path(args.data), show_progress=False)
+                train_in_memory(run, data_dir=Path(args.data), show_progress=False, data=train, dev=given_dev)
                 seconds.append(time.perf_counter() - started)
             step = (seconds[-1] - seconds[-2]) / STEPS
             found[name] = {

@@ -86,9 +86,10 @@ class Context:
         """How many texts one evaluation on the selection units encodes (search: with their pool)."""
         return len(self.selection_scorer().sentences())
 
-    def training_dev(self) -> str:
-        """The selection units as a training recipe's dev data names them (its checkpoints are chosen on them): what its
-        record shows; the trainer receives training_dev_data and reads no file."""
+    def training_dev(self) -> dict:
+        """The selection units as a training recipe's eval.dev describes them (its checkpoints are chosen on them): their
+        kind, size and the file under OUT/data that records them (Kind.describe), what its record shows; the trainer
+        receives training_dev_data and reads no file."""
         raise NotImplementedError
 
     def training_dev_data(self):
@@ -97,11 +98,17 @@ class Context:
 
     def training_data(self, recipe):
         """What a training candidate's recipe (Context.recipe) trains on, as the object the trainer receives (its
-        train_data names the file under OUT/data that records it, never read back): the user's generated queries with
-        their passages for a method that trains on pairs (GenQ), else the corpus, as OUT/data/corpus.txt holds it."""
+        train_data describes it, naming the file under OUT/data that records it, never read back): the user's generated
+        queries with their passages for a method that takes pairs and not sentences (GenQ), else the corpus, as
+        OUT/data/corpus.txt holds it."""
+        from sentune.data.kinds import Sentences
         from sentune.methods.registry import get_method
 
-        return self._generated_data if get_method(recipe.method).needs_pairs else self._corpus_data
+        return self._corpus_data if get_method(recipe.method).refuses(Sentences) is None else self._generated_data
+
+    def _training_record(self, data) -> Path:
+        """The file under OUT/data that records what training_data gives (sentune.adapt.inputs writes them)."""
+        return self.out / "data" / ("corpus.txt" if data is self._corpus_data else "queries-from.tsv")
 
     @cached_property
     def _corpus_data(self):
@@ -186,13 +193,11 @@ class Context:
         """A bundled candidate recipe set for this run: the model, the corpus, the selection pairs as dev, the steps
         (default: the budget) with 10 evaluations and early stopping. The reference keeps its own defaults (one epoch,
         the last checkpoint, no budget); only its dev curve is set."""
-        from sentune.methods.registry import get_method
         from sentune.train.recipe import load_recipe, validate_recipe
 
         recipe = load_recipe(name, check=False)
-        data = self.out / "data"
-        given_pairs = get_method(recipe.method).needs_pairs  # GenQ trains on the user's generated queries, not on the corpus
-        rows = len(self.inputs.generated) if given_pairs and self.inputs.generated else len(self.inputs.corpus)
+        data = self.training_data(recipe)  # GenQ trains on the user's generated queries, not on the corpus
+        rows = len(self.inputs.corpus) if data is self._corpus_data else len(data)
         epoch = max(1, math.ceil(rows / recipe.training.batch_size))
         training = replace(
             recipe.training,
@@ -210,29 +215,25 @@ class Context:
         recipe = replace(
             recipe,
             model=self.config.model,
-            train_data=f"pairs:{data / 'queries-from.tsv'}" if given_pairs else f"file:{data / 'corpus.txt'}",
+            train_data=data.describe(self._training_record(data)),
             pooling=recipe.pooling if reference else self.config.training_pooling,
             params={**recipe.params, **({"members": members} if members is not None else {})},
             training=training,
             eval=replace(recipe.eval, dev=self.training_dev()),  # checkpoints are chosen on the selection pairs (or queries)
         )
-        validate_recipe(recipe, name, data=self.training_data(recipe), dev=self.training_dev_data())
+        validate_recipe(recipe, name, data=data, dev=self.training_dev_data())
         return recipe
 
-    def labelled_recipe(self, name: str, train_file: Path, rows: int, model: str | None = None, data=None):
+    def labelled_recipe(self, name: str, train_file: Path, rows: int, model: str | None = None, *, data):
         """A supervised candidate's recipe (sentune/recipes/adapt/NAME.yaml), fixed in advance: its epochs over the `rows`
         training rows of `train_file` (labelled pairs, or search tuples), its last step kept and no evaluation while it
         trains (nothing may be chosen on the rows it trained on, and on search data each evaluation would encode the
         selection pool again), from `model` (default: the unchanged one). --budget caps it as it caps every training
-        candidate: at most its steps, and its minutes. `data`: the rows as the trainer receives them (the file, their
-        record, is then not read)."""
-        from sentune.methods.labelled import LABELLED_PREFIX
-        from sentune.methods.mnrl import TUPLES_PREFIX
-        from sentune.methods.registry import get_method
+        candidate: at most its steps, and its minutes. `data`: the rows as the trainer receives them (the method
+        must take their kind); the recipe's train_data describes them, naming `train_file`, their record."""
         from sentune.train.recipe import NO_DEV, load_recipe, validate_recipe
 
         recipe = load_recipe(name, check=False)
-        prefix = TUPLES_PREFIX if get_method(recipe.method).needs_tuples else LABELLED_PREFIX
         steps = max(1, math.ceil(recipe.training.epochs * math.ceil(rows / recipe.training.batch_size)))
         steps = min(steps, self.config.budget.steps or steps)
         training = replace(
@@ -248,7 +249,7 @@ class Context:
         recipe = replace(
             recipe,
             model=model or self.config.model,
-            train_data=f"{prefix}{train_file}",
+            train_data=data.describe(train_file),
             pooling=self.config.training_pooling,
             training=training,
             eval=replace(recipe.eval, dev=NO_DEV),
@@ -276,10 +277,8 @@ class PairsContext(Context):
 
         return self._scoring(PairScorer({"select": scored_pairs(self.selection_units(), self.selection_path())}, self.config.show_progress))
 
-    def training_dev(self) -> str:
-        from sentune.tasks.user_pairs import PAIRS_PREFIX
-
-        return f"{PAIRS_PREFIX}{self.selection_path()}"
+    def training_dev(self) -> dict:
+        return self.training_dev_data().describe()  # a ScoredPairs names its file: OUT/data/dev-select.tsv
 
     def training_dev_data(self):
         from sentune.data.user_data import scored_pairs

@@ -52,7 +52,7 @@ class SearchContext(Context):
 
     # -- the selection queries, each ranked against their pool --
     def selection_folder(self):
-        """The selection queries and their pool as a BEIR folder (eval.dev: queries:DIR of every training)."""
+        """The selection queries and their pool as a BEIR folder, the record every training's eval.dev names."""
         return self.selection.folder
 
     def prepare_selection(self) -> None:
@@ -73,10 +73,8 @@ class SearchContext(Context):
     def selection_scorer(self) -> QueryScorer:
         return self._scoring(self.selection.scorer(self.config.show_progress))
 
-    def training_dev(self) -> str:
-        from sentune.tasks.user_queries import QUERIES_PREFIX
-
-        return f"{QUERIES_PREFIX}{self.selection_folder()}"
+    def training_dev(self) -> dict:
+        return self.pool.describe(self.selection_folder())
 
     def training_dev_data(self) -> RetrievalSet:
         return self.pool

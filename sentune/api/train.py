@@ -8,6 +8,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,7 @@ def train(
             objects: sentences (strings), paraphrase pairs `(sentence, paraphrase)`, labelled pairs `(text1, text2,
             score)` or tuples `(anchor, positive, negative, ...)`; a list, a DataFrame, a `datasets.Dataset` or a data kind
             (sentune.data.kinds). Objects go to the trainer as they are (nothing is written); config.yaml's train_data
-            then says `given:KIND`.
+            then describes them (their kind and size: sentune.data.tables.Kind.describe).
         dev: the dev set that chooses the checkpoint, replacing the recipe's `eval.dev`: a task name (`"STS-B-dev"`), a
             pairs file (a Path), or `(text1, text2, score)` rows (a list, a DataFrame, a Dataset).
         overrides: dotted overrides, `["training.max_steps=100"]` or `{"training.max_steps": 100}`.
@@ -148,9 +149,8 @@ def run(
     kind = None
     if isinstance(data, str | os.PathLike):  # a named set or a train_data spec; a path: a sentence file
         more.append(f"train_data={data if isinstance(data, str) else 'file:' + os.fspath(data)}")
-    elif data is not None:  # objects: handed to the trainer as their kind, nothing written; config.yaml names what was given
+    elif data is not None:  # objects: handed to the trainer as their kind, nothing written; config.yaml describes them
         kind = training_kind(data)
-        more.append(f"train_data=given:{kind.name}")
     dev_kind = None
     if isinstance(dev, str | os.PathLike):  # a task name as it is; a path: a file of scored pairs
         more.append(f"eval.dev={dev if isinstance(dev, str) else 'pairs:' + os.fspath(dev)}")
@@ -158,9 +158,10 @@ def run(
         from sentune.data.user_data import ScoredPairs
 
         dev_kind = given.as_kind(ScoredPairs, dev, "dev")
-        more.append("eval.dev=given:scored-pairs")
     loaded = load_recipe(str(recipe), more, check=kind is None and dev_kind is None)  # every key and value checked before torch loads
-    if kind is not None or dev_kind is not None:
+    if kind is not None or dev_kind is not None:  # what was given, described (its kind, size, source): no string names it
+        described = replace(loaded.eval, dev=dev_kind.describe()) if dev_kind is not None else loaded.eval
+        loaded = replace(loaded, train_data=kind.describe() if kind is not None else loaded.train_data, eval=described)
         validate_recipe(loaded, str(recipe), data=kind, dev=dev_kind)
     folder = Path(out or Path("runs") / loaded.name)
     resolved_data = resolve_data_dir(str(data_dir) if data_dir is not None else None)

@@ -15,6 +15,7 @@ given twice, a judgement naming a query or document that does not exist, a set w
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,6 +193,11 @@ class RetrievalSet:
     @classmethod
     def from_folder(cls, folder: str | Path, split: str = "test") -> RetrievalSet:
         return read_beir_folder(folder, split)
+
+    def describe(self, source: str | os.PathLike | None = None) -> dict[str, Any]:
+        """The set as a record names it (sentune.data.tables.Kind.describe): its kind, queries, documents and source."""
+        described = {"kind": self.name, "queries": len(self.queries), "documents": len(self.corpus)}
+        return described | ({"source": os.fspath(source)} if source is not None else {})
 
     def examples(self) -> dict[str, list]:
         """The catalog's view: examples by part, so `sentences_of` finds every text to encode."""

@@ -73,6 +73,12 @@ class Kind:
         """How many items (sentences, pairs, rows, documents, queries, judgements): a kind's first field holds them."""
         return len(getattr(self, fields(self)[0].name))  # type: ignore[arg-type]  # every kind is a dataclass
 
+    def describe(self, source: str | os.PathLike | None = None) -> dict[str, Any]:
+        """The data as a record names them: their kind, how many rows, and (`source`) the file that records them. What a
+        run folder's config.yaml and adapt's records hold instead of a `PREFIX:PATH` string: the trainer received the
+        data themselves."""
+        return {"kind": self.name, "rows": len(self), **({"source": os.fspath(source)} if source is not None else {})}
+
     @classmethod
     def of(cls, data: Any) -> Self:
         """Whatever the user has, as this kind: the kind itself, a file (a str or os.PathLike: `from_file`), a pandas
@@ -114,6 +120,15 @@ class Kind:
     def table_names(cls, available: Sequence[str], renamed: Mapping[str, str] | None, where: str) -> list[str]:
         """The table's columns this kind reads, in its row order (default: its `columns`, renamed by `renamed`)."""
         return table_columns(cls, available, renamed, where)
+
+
+def data_label(value: str | Mapping[str, Any]) -> str:
+    """A recipe's train_data or eval.dev for a message: as written, or what a description of data given as objects
+    (Kind.describe) says: `scored-pairs, 150 rows (OUT/data/dev-select.tsv)`."""
+    if isinstance(value, str):
+        return value
+    counts = ", ".join(f"{n} {k}" for k, n in value.items() if isinstance(n, int) and not isinstance(n, bool))
+    return f"{value.get('kind', 'data')}, {counts}" + (f" ({value['source']})" if "source" in value else "")
 
 
 def table_columns(kind: type[Kind], available: Sequence[str], renamed: Mapping[str, str] | None, where: str) -> list[str]:

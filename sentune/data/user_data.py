@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,10 @@ class ScoredPairs(Kind):
     @classmethod
     def from_file(cls, path: str | Path) -> ScoredPairs:
         return read_scored_pairs(path)
+
+    def describe(self, source: str | os.PathLike | None = None) -> dict[str, Any]:
+        """Kind.describe with the labels' scale; the source is where they came from unless another is named."""
+        return super().describe(self.path if source is None else source) | {"labels": self.kind}
 
     @property
     def scale(self) -> tuple[float, float]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentune.core.options import build_options
-from sentune.data.kinds import Kind, Pairs, ScoredPairs, Sentences, Tuples
+from sentune.data.kinds import Kind, Pairs, Sentences
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -63,7 +63,10 @@ class TrainContext:
 
     @property
     def dev_task(self) -> str:
-        return self.recipe.eval.dev
+        """The recipe's dev set, as a message names it (a task, a file, or a description of a set given as objects)."""
+        from sentune.data.tables import data_label
+
+        return data_label(self.recipe.eval.dev)
 
     @property
     def training(self) -> Any:
@@ -163,19 +166,6 @@ class Method:
         if any(issubclass(kind, taken) for taken in self.takes):
             return None
         return f"method {self.name!r} trains on {' or '.join(k.name for k in self.takes)}, not {getattr(kind, 'name', kind.__name__)}"
-
-    # What adapt asks of a method (until it asks `takes`): does it train on given pairs, labelled pairs, tuples?
-    @property
-    def needs_pairs(self) -> bool:
-        return self.takes == (Pairs,)
-
-    @property
-    def needs_labels(self) -> bool:
-        return self.takes == (ScoredPairs,)
-
-    @property
-    def needs_tuples(self) -> bool:
-        return self.takes == (Tuples,)
 
     def cannot_train(self, model, params: Any = None) -> str | None:
         """Why this method cannot train `model` (a SentenceTransformer) with `params` (None: its defaults), or None."""

@@ -21,8 +21,6 @@ from sentence_transformers.losses import CoSENTLoss, OnlineContrastiveLoss, Siam
 from sentune.data.kinds import ScoredPairs
 from sentune.methods.base import Columns, TrainContext
 
-LABELLED_PREFIX = "labelled:"  # a recipe's train_data naming a file of labelled pairs (sentune.data.catalog.TRAIN_FILES)
-
 
 def labelled_rows(ctx: TrainContext) -> Columns:
     """The labelled pairs of the training data (ScoredPairs), each row a pair and its label."""

@@ -33,11 +33,8 @@ def pair_view(ctx: TrainContext) -> Columns:
 
 
 def given_pairs_view(ctx: TrainContext) -> Columns:
-    rows = sentence_rows(ctx)  # `pairs:PATH`: sentence = the first column, paraphrase = the second
+    rows = sentence_rows(ctx)  # given Pairs: sentence = the anchor, paraphrase = the positive
     return {"sentence": rows["sentence"], "positive": rows["paraphrase"]}
-
-
-TUPLES_PREFIX = "tuples:"  # a recipe's train_data naming a file of tuples (sentune.data.catalog.TRAIN_FILES)
 
 
 def given_tuples(ctx: TrainContext, width: int, method: str, fields: str) -> list[tuple[str, ...]]:

@@ -15,7 +15,6 @@ from sentence_transformers.evaluation import SentenceEvaluator
 from sentune.core.encode import Encoder
 from sentune.core.metrics import METRICS
 from sentune.data.user_data import ScoredPairs, read_scored_pairs
-from sentune.tasks.dev_sets import PAIRS_PREFIX as PAIRS_PREFIX
 from sentune.tasks.sts import cosine_scores
 
 

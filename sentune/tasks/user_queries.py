@@ -20,7 +20,6 @@ import numpy as np
 from sentence_transformers.evaluation import SentenceEvaluator
 
 from sentune.data.beir import Document, Query, RetrievalSet, read_beir_folder
-from sentune.tasks.dev_sets import QUERIES_PREFIX as QUERIES_PREFIX
 from sentune.tasks.dev_sets import SELECT_SPLIT as SELECT_SPLIT
 from sentune.tasks.retrieval import HEADLINE, per_query_metrics, rank
 from sentune.tasks.user_pairs import PairsEvaluator, Scorer

@@ -70,10 +70,11 @@ class TrainingConfig:
 
 @dataclass
 class EvalConfig:
-    dev: str = option(
+    dev: str | dict[str, Any] = option(
         "STS-B-dev",
         "the task that selects the checkpoint (and CT's tower, SED's pooling), pairs:PATH (s1<TAB>s2<TAB>label lines), or none "
-        "(no evaluation while training: a recipe fixed in advance, its last step kept)",
+        "(no evaluation while training: a recipe fixed in advance, its last step kept); a run's config.yaml describes a dev set "
+        "given as objects instead (its kind, rows and source: sentune.data.tables.Kind.describe)",
     )
     tasks: str = option("sts", "final evaluation of the selected model: task or group names, or none")
     preset: Literal["fast", "standard", "fast-mlp", "standard-mlp"] = option("fast", "SentEval transfer preset (-mlp: SentEval's MLP classifier)")
@@ -84,7 +85,11 @@ class Recipe:
     method: str = option(help="a registered method (sentune.methods.registry)")
     name: str = option("", "the recipe's name (default: the file's stem)")
     model: str = option("default", "'default', a hub id or a local folder")
-    train_data: str = option("stsb", "a named set (sentune/data/sets.yaml), file:PATH, tasks:SELECTION, pairs:PATH, labelled:PATH or tuples:PATH")
+    train_data: str | dict[str, Any] = option(
+        "stsb",
+        "a named set (sentune/data/sets.yaml), file:PATH, tasks:SELECTION, pairs:PATH, labelled:PATH or tuples:PATH; a run's config.yaml "
+        "describes data given as objects instead (their kind, rows and source: sentune.data.tables.Kind.describe)",
+    )
     params: dict[str, Any] = option(default_factory=dict, help="the method's parameters (checked against its record)")
     # None = the method's own (e.g. mean for SimCSE). 'model' keeps the model's pipeline, e.g. a flow or
     # whitening head after the pooling, so fine-tuning trains through it.
@@ -160,19 +165,21 @@ def validate_recipe(recipe: Recipe, where: str = "recipe", *, data: Any = None, 
         check_trainable(pooling)
         if method.poolings is not None and recipe.pooling not in (None, *method.poolings):
             raise PoolingError(f"pooling: method {method.name!r} trains {', '.join(method.poolings)}, not {recipe.pooling!r}")
-        train = parse_train_data(recipe.train_data)  # what the trainer hands the method: a data kind, never this string
+        named_dev = written(recipe.eval.dev, "eval.dev") if dev is None else None
         if data is not None and method.refuses(type(data)):
             raise RecipeError(f"data: {method.refuses(type(data))}")
-        if data is None and method.refuses(train.kind):
+        # the trainer hands the method a data kind, never this string
+        train = parse_train_data(written(recipe.train_data, "train_data")) if data is None else None
+        if train is not None and method.refuses(train.kind):
             raise RecipeError(f"train_data: method {method.name!r} needs train_data: {' or '.join(describe_forms(k) for k in method.takes)}")
-        if data is None:
+        if train is not None:
             train.check("train_data")
-        if dev is None and recipe.eval.dev == NO_DEV:
+        if named_dev == NO_DEV:
             if recipe.training.checkpoint != "last" or recipe.training.patience:
                 raise RecipeError("eval.dev: none needs training.checkpoint: last and training.patience: 0 (no evaluation chooses a checkpoint or stops early)")
             if method.finalize is not None:
                 raise RecipeError(f"eval.dev: none: method {method.name!r} makes a choice on the dev task after training; name one")
-        elif dev is None and isinstance(named := read_dev(recipe.eval.dev), str):  # a user's pairs or queries: read now, a malformed line named
+        elif named_dev is not None and isinstance(named := read_dev(named_dev), str):  # a user's pairs or queries: read now, a malformed line named
             select_tasks(named)
         if recipe.eval.tasks != NO_TASKS:
             select_tasks(recipe.eval.tasks)
@@ -182,6 +189,16 @@ def validate_recipe(recipe: Recipe, where: str = "recipe", *, data: Any = None, 
     except UserError as exc:
         raise RecipeError(f"{where}: {exc}") from None
     return params
+
+
+def written(value: str | dict[str, Any], key: str) -> str:
+    """train_data or eval.dev as the recipe writes it, to be read (a set, task or file); a description of data given as
+    objects (a run's record, sentune.data.tables.Kind.describe) names nothing to read: the data must be given again."""
+    from sentune.data.tables import data_label
+
+    if isinstance(value, str):
+        return value
+    raise RecipeError(f"{key}: {data_label(value)}: given as objects, and named by no file to read; give them again")
 
 
 def _check_device(training: TrainingConfig) -> None:

@@ -37,6 +37,7 @@ from sentune.core.models import load_model
 from sentune.core.results import save_results, write_atomic
 from sentune.data.catalog import select_tasks
 from sentune.data.kinds import Kind, RetrievalSet, ScoredPairs
+from sentune.data.tables import data_label
 from sentune.errors import UserError
 from sentune.methods.base import Method, TrainContext
 from sentune.methods.registry import get_method
@@ -59,7 +60,7 @@ from sentune.train.loop import (
     ordered_batch_sampler,
     training_args,
 )
-from sentune.train.recipe import NO_DEV, NO_TASKS, Recipe, validate_recipe
+from sentune.train.recipe import NO_DEV, NO_TASKS, Recipe, validate_recipe, written
 from sentune.train.run_folder import TrainingError, check_run_dir
 
 logger = logging.getLogger(__name__)
@@ -170,7 +171,7 @@ def _set_up(
 ) -> Setup:
     params = validate_recipe(recipe, data=data, dev=dev_data)
     set_seed(recipe.training.seed)
-    dev_set = recipe.eval.dev if dev_data is None else dev_data  # a dev set given as its kind is read from no file
+    dev_set = written(recipe.eval.dev, "eval.dev") if dev_data is None else dev_data  # a dev set given as its kind is read from no file
     dev = None if dev_set == NO_DEV else dev_evaluator(dev_set, data_dir, allow_modified=allow_modified)
     if isinstance(dev, PairsEvaluator):
         dev.record = run_dir / "dev_cosines"
@@ -214,7 +215,7 @@ def train(
     `show_progress`: the training bar (False for --quiet). `device`: the command's device, used when the recipe's
     training.device is auto (sentune.train.trainer.training_device). `allow_modified`: catalogued tasks (dev, training
     sets, the final evaluation) may differ from the catalog (--allow-modified-data). `data`: the training data as a data
-    kind (sentune.data.kinds), instead of reading the recipe's train_data (which stays in config.yaml as its label);
+    kind (sentune.data.kinds), instead of reading the recipe's train_data (which then describes them: Kind.describe);
     `dev`: likewise the dev set, as scored pairs or queries, instead of the recipe's eval.dev."""
     run_dir = Path(run_dir)
     validate_recipe(recipe, data=data, dev=dev)
@@ -415,7 +416,7 @@ def _save_model(model, out: Path, recipe: Recipe, method: Method, results: dict,
             "",
             f"- method: `{recipe.method}` ({recipe.pooling or method.pooling} pooling); recipe `{recipe.name}`",
             f"- {'selected' if recipe.training.checkpoint == 'best' else 'last'} checkpoint: step {best['step']}, "
-            + (f"{recipe.eval.dev} {best['dev_metric']} {best['dev_score']:.2f}" if best["dev_score"] is not None else "no dev evaluation"),
+            + (f"{data_label(recipe.eval.dev)} {best['dev_metric']} {best['dev_score']:.2f}" if best["dev_score"] is not None else "no dev evaluation"),
             f"- STS average ('all' Spearman ×100): {summary.get('avg_all_spearman', float('nan')):.2f}",
             f"- trained on {results['meta']['training_device']} ({results['meta']['processes']} process(es)), precision {recipe.training.precision}",
             "",

@@ -254,8 +254,8 @@ class Supervised(WithRun):
         record.detail = {"setting": self.recipe_name(ctx), "start": start_model if self.start != UNCHANGED else UNCHANGED}
         if given is not None:
             if raced:  # the race paused its run at its first rung: it goes on from there to its last step
-                recipe = load_recipe(str(self.run_folder(ctx) / "config.yaml"))
                 data, dev = self.given_data(ctx), ctx.training_dev_data()
+                recipe = load_recipe(str(self.run_folder(ctx) / "config.yaml"), data=data, dev=dev)  # its record describes them
                 train_run(recipe, self.run_folder(ctx), data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress, data=data, dev=dev)
                 recipes[folder] = recipe.to_dict()
                 model = self.model(ctx)
