@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from sentune.data.beir import Document, Queries, Query
     from sentune.search.ann import AnnSpec
     from sentune.search.fusion import Fusion
-    from sentune.search.index import SearchIndex
+    from sentune.search.index import BuildPlan, CheckedOut, SearchIndex
+    from sentune.search.lexical import LexicalSettings
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,8 @@ class Index:
                 made absolute so the index opens from anywhere; a model in memory is saved into OUT/model). With a
                 model in memory and a reference, nothing is saved: the reference must load it.
         """
-        from sentune.search.ann import AnnSpec, build_ann, check_fits, coarse_codes, parse_ann
-        from sentune.search.index import BuildPlan, SearchIndex, build_index, check_out
-        from sentune.search.options import check_document_ids, parse_fusion, parse_lexical
+        from sentune.search.ann import parse_ann
+        from sentune.search.options import parse_fusion, parse_lexical
 
         parsed_fusion = fusion if fusion is None or not isinstance(fusion, str) else parse_fusion(fusion)
         lexical = parse_lexical(argparse.Namespace(no_stem=not stem, bm25_k1=bm25_k1, bm25_b=bm25_b, bm25_title_weight=bm25_title_weight))
@@ -136,34 +136,8 @@ class Index:
         if ann is not None and passages == "maxp":
             raise UserError("ann: an approximate index holds one vector a document; passages='maxp' searches every passage exactly")
         spec = parse_ann(ann, "ann") if isinstance(ann, str) else ann
-        asked = spec  # as given, before the collection's size resolves what it left out
-        tmp = tempfile.TemporaryDirectory(prefix="sentune-index-") if out is None else None
-        folder = Path(tmp.name if tmp is not None else out)  # type: ignore[arg-type]
-        documents = documents_of(corpus)
-        check_document_ids(documents)  # an id a TREC run line cannot hold: its line now, not at every search of a queries file
-        check_out(folder, documents)  # another index or other files in `out`: before the model loads
-        if spec is not None:  # what the collection's size allows, before the model loads (the dimension is checked after)
-            spec = check_fits(spec, len(documents), None, "ann")
-        loaded = load(model, device=device, trust_remote_code=trust_remote_code)
-        ref = reference or _reference(model)
-        if spec is not None:
-            spec = check_fits(spec, len(documents), loaded.get_sentence_embedding_dimension() or 0, "ann")
-            if asked is not None and (coarse := coarse_codes(asked, spec, len(documents), "ann")):  # as `sentune index` says it (None for a resolved spec)
-                logger.warning(coarse)
-        from sentune.core.distributed import rank
-        from sentune.core.embedding_cache import model_digest
-
-        plan = BuildPlan("hybrid" if parsed_fusion else "dense", parsed_fusion, lexical, passages, passage_stride)
-        build_index(loaded, ref, documents, folder, plan, show_progress=show_progress, model_digest=model_digest(loaded))
-        if rank() != 0:  # under torchrun every process encodes its share; one saves and builds what is left, and opens it
-            return cls(folder, None, loaded, tmp, plan.system)
-        if reference is None and ref == "model":
-            loaded.save(str(folder / "model"))
-        if isinstance(spec, AnnSpec):
-            from sentune.search.index import read_settings
-
-            build_ann(folder, spec, read_settings(folder) or {}, show_progress=show_progress)
-        return cls(folder, SearchIndex.open(folder, device=device), loaded, tmp)
+        build = IndexBuild.check(corpus, out, parsed_fusion, lexical, passages, passage_stride, spec)
+        return build.run(model, device=device, trust_remote_code=trust_remote_code, show_progress=show_progress, reference=reference)
 
     def _index(self, system: str | None) -> SearchIndex:
         from sentune.search.index import SearchIndex
@@ -297,3 +271,79 @@ class Index:
         )
         write_trec_run(Path(path), asked, ranked, tag=tag)
         return Path(path)
+
+
+@dataclass
+class IndexBuild:
+    """A build into `folder` checked before any model loads (the documents' ids, the folder, what --ann can build over
+    this many documents), once: `sentune index` checks here, then loads its model and runs it; Index.build does both."""
+
+    documents: list[Document]
+    folder: Path
+    plan: BuildPlan
+    ann: AnnSpec | None  # resolved for the collection's size; its fit to the model's dimension is checked by run()
+    asked: AnnSpec | None  # as given (coarse_codes says what the size chose that was not asked for)
+    checked: CheckedOut  # what the folder holds, for build_index
+    option: str  # how messages name the ann setting (`ann`, or the command's `--ann`)
+    tmp: tempfile.TemporaryDirectory | None = None  # out=None: a temporary folder, kept while the index lives
+
+    @classmethod
+    def check(
+        cls,
+        corpus: given.Given,
+        out: str | Path | None,
+        fusion: Fusion | None,
+        lexical: LexicalSettings,
+        passages: str = "first",
+        passage_stride: int | None = None,
+        ann: AnnSpec | None = None,
+        option: str = "ann",
+    ) -> IndexBuild:
+        """The documents read, their ids and `out` checked (another index or other files in it) and `ann` fitted to
+        their number: every one-line error a build can give before the model loads. `lexical`: BM25's settings."""
+        from sentune.search.ann import check_fits
+        from sentune.search.index import BuildPlan, CheckedOut, check_out
+        from sentune.search.options import check_document_ids
+
+        tmp = tempfile.TemporaryDirectory(prefix="sentune-index-") if out is None else None
+        folder = Path(tmp.name if tmp is not None else out)  # type: ignore[arg-type]
+        documents = documents_of(corpus)
+        check_document_ids(documents)  # an id a TREC run line cannot hold: its line now, not at every search of a queries file
+        checked = CheckedOut(check_out(folder, documents))  # another index, other files or a damaged index in `out`
+        resolved = check_fits(ann, len(documents), None, option) if ann is not None else None  # the dimension is checked after
+        plan = BuildPlan("hybrid" if fusion else "dense", fusion, lexical, passages, passage_stride)
+        return cls(documents, folder, plan, resolved, ann, checked, option, tmp)
+
+    def run(
+        self,
+        model: Model,
+        *,
+        device: str | None = None,
+        trust_remote_code: bool = False,
+        show_progress: bool = False,
+        reference: str | None = None,
+        warn: Callable[[str], None] = logger.warning,
+    ) -> Index:
+        """Encode the documents with `model` (a name, a folder or a model in memory) and build the index, as
+        Index.build says; `warn`: how a notice is told (ivfpq codes coarser than asked)."""
+        from sentune.core.distributed import rank
+        from sentune.core.embedding_cache import model_digest
+        from sentune.search.ann import AnnSpec, build_ann, check_fits, coarse_codes
+        from sentune.search.index import SearchIndex, build_index, read_settings
+
+        loaded = load(model, device=device, trust_remote_code=trust_remote_code)
+        ref = reference or _reference(model)
+        spec = self.ann
+        if spec is not None:  # settings that cannot fit this collection: one line before any document is encoded
+            spec = check_fits(spec, len(self.documents), loaded.get_sentence_embedding_dimension() or 0, self.option)
+            if self.asked is not None and (coarse := coarse_codes(self.asked, spec, len(self.documents), self.option)) and rank() == 0:
+                warn(coarse)
+        folder = self.folder
+        build_index(loaded, ref, self.documents, folder, self.plan, show_progress=show_progress, model_digest=model_digest(loaded), checked=self.checked)
+        if rank() != 0:  # under torchrun every process encodes its share; one saves and builds what is left, and opens it
+            return Index(folder, None, loaded, self.tmp, self.plan.system)
+        if reference is None and ref == "model":
+            loaded.save(str(folder / "model"))
+        if isinstance(spec, AnnSpec):
+            build_ann(folder, spec, read_settings(folder) or {}, show_progress=show_progress)
+        return Index(folder, SearchIndex.open(folder, device=device), loaded, self.tmp)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sentune.cli.base import Command
 from sentune.errors import UserError
-from sentune.search.options import check_document_ids, check_run_file, input_file, parse_fusion, parse_lexical, printable
+from sentune.search.options import check_run_file, input_file, parse_fusion, parse_lexical, printable
 
 INDEX_HELP = "build a search index (dense vectors, memory-mapped and resumable, and BM25) over a BEIR corpus.jsonl"
 SEARCH_HELP = "rank an index's documents for a query (--query) or a queries file (--queries), or write a TREC run file"
@@ -89,10 +89,9 @@ def search_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from sentune.api.index import Index
+    from sentune.api.index import IndexBuild
     from sentune.data.beir import Corpus
-    from sentune.search.ann import check_fits, coarse_codes, parse_ann, read_ann_settings
-    from sentune.search.index import check_out
+    from sentune.search.ann import parse_ann, read_ann_settings
 
     fusion = parse_fusion(args.fusion)
     lexical = parse_lexical(args)
@@ -102,44 +101,27 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise UserError("--ann: an approximate index holds one vector a document; --passages maxp searches every passage exactly (leave --ann out)")
     ann = parse_ann(args.ann) if args.ann is not None else None
     out = Path(args.out)
-    if out.exists() and not out.is_dir():  # the cheapest check first
-        raise UserError(f"--out {out}: a file, not a folder; choose a new or empty folder")
     corpus = Corpus.from_file(input_file(args.corpus, "--corpus"))  # a bad line or an empty file: file:line, before the model loads
-    documents = corpus.documents
-    check_document_ids(documents)
-    check_out(out, documents)  # another index, other files or a damaged index in --out: before the model loads
-    asked = ann
-    if ann is not None:  # what the collection's size allows, before the model loads (the dimension is checked after)
-        ann = check_fits(ann, len(documents), None)
+    # the document ids, --out (another index, other files, a damaged index) and what --ann can build over this many
+    # documents: checked once, here, before the model loads; the build reads what was found
+    build = IndexBuild.check(corpus, out, fusion, lexical, args.passages, args.passage_stride, ann, "--ann")
+    documents = build.documents
     from sentune.core.distributed import rank
     from sentune.core.models import load_model
 
-    # loaded here, not by Index.build: a model that will not load is named as the option it came from
+    # loaded here, not by the build: a model that will not load is named as the option it came from
     model = load_model(args.model, trust_remote_code=args.trust_remote_code, device=args.device)
-    if ann is not None:  # settings that cannot fit this collection: one line before any document is encoded
-        ann = check_fits(ann, len(documents), model.get_sentence_embedding_dimension() or 0)
-        if (coarse := coarse_codes(asked or ann, ann, len(documents))) and rank() == 0:
-            print(coarse, file=sys.stderr)
-    Index.build(
+    build.run(
         model,
-        corpus,
-        out,
-        fusion=fusion,
-        ann=ann,
-        stem=not args.no_stem,
-        bm25_k1=lexical.k1,
-        bm25_b=lexical.b,
-        bm25_title_weight=lexical.title_weight,
-        passages=args.passages,
-        passage_stride=args.passage_stride,
         show_progress=not args.quiet,
         reference=args.model,  # as given: a name, or a folder as the user typed it
+        warn=lambda line: print(line, file=sys.stderr),
     )
     if rank() != 0:  # under torchrun, one process speaks
         return 0
-    if ann is not None:
+    if build.ann is not None:
         built = read_ann_settings(out) or {}
-        print(f"approximate index: {out / 'ann'} ({ann.label}, built in {built['build_seconds']:.1f} s)")
+        print(f"approximate index: {out / 'ann'} ({build.ann.label}, built in {built['build_seconds']:.1f} s)")
     from dataclasses import replace
 
     from sentune.search.lexical import LexicalSettings

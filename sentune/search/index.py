@@ -46,7 +46,17 @@ from sentune.search.exact import dense_top
 from sentune.search.fusion import Fusion, hybrid_rank_rows, top_by_score
 from sentune.search.lexical import LexicalIndex, LexicalSettings
 from sentune.search.passages import PassageVectors
-from sentune.search.stored import FORMAT, INDEX_FILE, check_lexical, check_out, check_resume, corpus_digest, open_vectors, read_settings  # noqa: F401
+from sentune.search.stored import (  # noqa: F401
+    FORMAT,
+    INDEX_FILE,
+    CheckedOut,
+    check_lexical,
+    check_out,
+    check_resume,
+    corpus_digest,
+    open_vectors,
+    read_settings,
+)
 from sentune.search.trec import NOT_TREC_SAFE, read_trec_run, trec_safe, write_trec_run  # noqa: F401
 
 # (check_out, read_trec_run and write_trec_run are imported from here too, where their callers have always found them)
@@ -96,17 +106,19 @@ def build_index(
     vectors: np.ndarray | None = None,
     passage_vectors: np.ndarray | None = None,
     shared_folder: bool = False,
+    checked: CheckedOut | None = None,
 ) -> Path:
     """Encode `documents` with `model` into out/vectors.npy (resuming a build stopped before), build BM25, and write
     index.json. `model_ref`: how a search loads the model again (a path relative to `out`, or a name). `vectors`: the
     documents' vectors already encoded by this model (an adapt run's), written as they are; `passage_vectors` the same
     for the documents' later windows (plan.passages "maxp"). An index of the same model
-    and documents with another system, fusion or BM25 settings keeps its vectors and gets the rest built again."""
+    and documents with another system, fusion or BM25 settings keeps its vectors and gets the rest built again.
+    `checked`: what check_out found in `out` before the model loaded (sentune.api.index.IndexBuild): not checked again."""
     from sentune.core.distributed import rank, world_size
     from sentune.core.embedding_cache import model_digest as digest_of
 
     model_digest = model_digest or digest_of(model)
-    saved = check_resume(out, model_digest, documents, shared_folder)
+    saved = check_resume(out, model_digest, documents, shared_folder, checked)
     wanted_passages = passages_record(plan, model)
     saved_passages = {k: v for k, v in saved["passages"].items() if k != "count"} if saved is not None and saved.get("passages") else None
     if (

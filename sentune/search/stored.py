@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -69,9 +70,18 @@ def check_out(folder: Path, documents: list[Document], shared_folder: bool = Fal
     return saved
 
 
-def check_resume(folder: Path, model_digest: str, documents: list[Document], shared_folder: bool = False) -> dict | None:
-    """check_out, and one line naming index.json when the index was built by another model (nothing is written)."""
-    saved = check_out(folder, documents, shared_folder)
+@dataclass(frozen=True)
+class CheckedOut:
+    """What check_out found in a build's folder (`settings`: its index.json; None: a new or empty folder), checked
+    before the model loaded: the build that follows reads this instead of checking the folder again."""
+
+    settings: dict | None
+
+
+def check_resume(folder: Path, model_digest: str, documents: list[Document], shared_folder: bool = False, checked: CheckedOut | None = None) -> dict | None:
+    """check_out (unless `checked` holds what it found), and one line naming index.json when the index was built by
+    another model (nothing is written)."""
+    saved = check_out(folder, documents, shared_folder) if checked is None else checked.settings
     if saved is not None and saved.get("model_digest") != model_digest:
         raise UserError(
             f"{folder / INDEX_FILE}: built by another model ({saved.get('model')}, weights {str(saved.get('model_digest'))[:12]}); choose another --out"
