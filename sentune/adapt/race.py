@@ -99,10 +99,11 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, tuple[np.
     active = [e for e in entries if not e.record.is_file()]
     if rows.train:
         say(f"    race: read on {rows.words(ctx.inputs.dev.unit)}, each ranked among their own")
-    finished: dict[str, np.ndarray | None] = {name: _on_rows(rows, select, weights, ctx) for name, (select, weights) in (rivals or {}).items()}
+    # each finished one's dev selection cosines and its weights, scored on the train rows when a round compares it
+    finished: dict[str, tuple[np.ndarray, Path | None]] = dict(rivals or {})
     for e in entries:
         if e.record.is_file() and load_record(e.folder).stopped is None:
-            finished[e.name] = _on_rows(rows, ctx.store.scores(e.name)["select"], e.run / "model", ctx)
+            finished[e.name] = (ctx.store.scores(e.name)["select"], e.run / "model")
     started = {e.name: time.perf_counter() for e in active}
     for index, fraction in enumerate(RUNGS):
         if not active:
@@ -121,7 +122,7 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, tuple[np.
                     dev=ctx.training_dev_data(),
                 )
             if finished_run(entry.run):
-                finished[entry.name] = _on_rows(rows, finish(entry)["select"], entry.run / "model", ctx)
+                finished[entry.name] = (finish(entry)["select"], entry.run / "model")
                 active.remove(entry)
         if index == 0:
             _print_expected(entries, active, ctx)
@@ -137,7 +138,12 @@ def _on_rows(rows: RaceRows, select: np.ndarray, weights: Path | None, ctx: Cont
 
 
 def _eliminate(
-    active: list[Entry], finished: dict[str, np.ndarray | None], ctx: Context, round_number: int, started: dict[str, float], rows: RaceRows | None = None
+    active: list[Entry],
+    finished: dict[str, tuple[np.ndarray, Path | None]],
+    ctx: Context,
+    round_number: int,
+    started: dict[str, float],
+    rows: RaceRows | None = None,
 ) -> list[Entry]:
     rows = rows or race_rows(ctx)
     standing = {e.name: best_selection_cosines(e, ctx) for e in active}
@@ -145,10 +151,11 @@ def _eliminate(
     scored = [e.name for e in active if e.name in dev or e.name in finished]
     if not scored:
         return active
-    cosines = {e.name: _on_rows(rows, dev[e.name], _checkpoint(e, standing[e.name]), ctx) for e in active if e.name in dev} | finished
+    cosines = {e.name: _on_rows(rows, dev[e.name], _checkpoint(e, standing[e.name]), ctx) for e in active if e.name in dev}
+    cosines |= {name: _on_rows(rows, select, weights, ctx) for name, (select, weights) in finished.items()}
     if rows.train and any(found is None for found in cosines.values()):  # weights gone (a checkpoint the trainer rotated away)
         say(f"    race: a model compared cannot be scored on the train pairs; round {round_number} reads the dev selection {ctx.inputs.dev.unit} alone")
-        cosines = {name: found[: rows.dev] if found is not None else _dev_cosines(name, dev, ctx) for name, found in cosines.items()}
+        cosines = {name: found[: rows.dev] if found is not None else _dev_cosines(name, dev, finished) for name, found in cosines.items()}
         rows = rows.dev_only()
     judged = {name: found for name, found in cosines.items() if found is not None}
     where = f"{rows.words(ctx.inputs.dev.unit)} after round {round_number}"
@@ -163,9 +170,9 @@ def _eliminate(
     return sorted(going, key=lambda e: -score_on(rows.gold, judged[e.name], ctx.metric, rows.strata) if e.name in judged else 0.0)
 
 
-def _dev_cosines(name: str, racing: dict[str, np.ndarray], ctx: Context) -> np.ndarray:
-    """A racer's best checkpoint's cosines of the dev selection pairs, or a finished candidate's (the store's)."""
-    return racing[name] if name in racing else ctx.store.scores(name)["select"]
+def _dev_cosines(name: str, racing: dict[str, np.ndarray], finished: dict[str, tuple[np.ndarray, Path | None]]) -> np.ndarray:
+    """A racer's best checkpoint's cosines of the dev selection pairs, or a finished candidate's."""
+    return racing[name] if name in racing else finished[name][0]
 
 
 def _checkpoint(entry: Entry, found: tuple[int, float, np.ndarray] | None) -> Path | None:
