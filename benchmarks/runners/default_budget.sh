@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Issue 72 item 6: `sentune adapt --example NAME` as a user first runs it (no --time, --budget or --reference: the
+# default time, sentune.adapt.time_plan.DEFAULT_TIME), each from scratch into benchmarks/runs/default-budget-NAME, then
+# one markdown row per example: its wall and candidate minutes (the candidates' seconds in results.json), what the
+# default time left out with the --time the run named to include it, and the choice with its test score. Target: each
+# within 30 candidate minutes on 2 idle cores. EXAMPLES="quora-clusters scifact" runs a subset (default: every example).
+set -euo pipefail
+# shellcheck disable=SC1091
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+examples=${EXAMPLES:-$(python -c 'from sentune.adapt.examples import example_names; print(" ".join(example_names()))')}
+rows=()
+for example in $examples; do
+  out="$runs/default-budget-$example"
+  rm -rf "$out"  # from scratch: a resumed run's minutes would count what it read back as nothing
+  start=$(date +%s)
+  sentune adapt --example "$example" --quiet --out "$out"
+  rows+=("$(python - "$out/results.json" "$example" $(($(date +%s) - start)) <<'EOF'
+import json
+import sys
+
+results = json.load(open(sys.argv[1]))
+planned = results["meta"]["time"]
+minutes = sum(c.get("seconds") or 0.0 for c in results["candidates"].values()) / 60
+left = "; ".join(f"{name} ({why.split(';')[0]}, --time {planned['time_to_include_min'].get(name, '?')}m)" for name, why in planned["left_out"].items())
+chosen = results["choice"]["name"]
+test = (results["candidates"][chosen].get("test") or {}).get("score")
+print(f"| {sys.argv[2]} | {int(sys.argv[3]) / 60:.1f} | {minutes:.1f} | {left or 'none'} | `{chosen}` {'' if test is None else f'{test:.2f}'} |")
+EOF
+)")
+done
+echo "| example | wall minutes | candidate minutes | left out by the default time (expected; the --time that includes it) | choice, test |"
+echo "|---|---:|---:|---|---|"
+printf '%s\n' "${rows[@]}"
+echo "(commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
