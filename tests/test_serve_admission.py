@@ -84,6 +84,13 @@ class Served:
         return httpx.post(f"{self.url}/v1/embeddings", json={"input": text}, timeout=timeout)
 
 
+def until(condition, seconds: float = 10.0) -> None:
+    deadline = time.perf_counter() + seconds
+    while not condition():
+        assert time.perf_counter() < deadline, "the condition did not hold in time"
+        time.sleep(0.005)
+
+
 def timed(call) -> tuple[object, float]:
     began = time.perf_counter()
     result = call()
@@ -195,7 +202,7 @@ def test_the_texts_of_a_client_that_left_are_not_computed():
     engine = TimedEngine(per_text=0.4)
     with Served(engine, timeout_s=10.0, max_batch=1) as served, ThreadPoolExecutor(1) as pool:
         running = pool.submit(served.embed, "first")
-        time.sleep(0.1)
+        until(lambda: engine.batches)  # "first" is being computed (a client's first request can take 0.1 s on a busy machine)
         body = b'{"input": ["left"]}'
         with socket.create_connection(("127.0.0.1", served.port)) as sock:  # queued behind "first", then gone
             head = f"POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"

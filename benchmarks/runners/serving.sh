@@ -19,6 +19,8 @@ if [ "${1:-}" = "--quick" ]; then QUICK=1; fi
 export HF_HUB_OFFLINE=1
 # wrk (C; Debian's package): a load generator that costs little beside the servers on the same cores
 command -v wrk > /dev/null || apt-get install -y wrk || sudo apt-get install -y wrk
+# Chromium and its driver for the search page's screenshot (Debian's packages); without them the page is rendered, unshot
+command -v chromedriver > /dev/null || apt-get install -y chromium chromium-driver || sudo apt-get install -y chromium chromium-driver || true
 
 work=$runs/serving${QUICK:+-quick}
 mkdir -p "$work"
@@ -78,19 +80,6 @@ fi
 python benchmarks/speed/serve_load.py command --label "sentune search --query" --repeat 3 --out "$measured" -- \
   sentune search "$index" --system hybrid --query "vitamin D lowers the risk of fractures" --quiet
 
-# the page with a real query
-p=$(port)
-sentune serve "$index" --system hybrid --port "$p" --quiet > "$work/shot-server.log" 2>&1 &
-server=$!
-trap 'kill "$server" 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$p/health" > /dev/null && break; sleep 1; done
-if ! python benchmarks/speed/serve_page_shot.py --url "http://127.0.0.1:$p" --query "vitamin D lowers the risk of fractures" --top 5 --out "$shot"; then
-  [ -n "${QUICK:-}" ] || exit 1  # the measurement needs its page's picture; the check goes on without it
-  echo "serving --quick: no screenshot (chromium and its driver installed?); the rest goes on" >&2
-fi
-kill "$server"
-wait "$server" 2>/dev/null || true
-
 # the measurements are kept beside the other kept results (committed; benchmarks/renderers/check_renders.sh re-renders
 # the page from them), with what else the machine did meanwhile
 keep_dir=$work
@@ -99,4 +88,19 @@ mkdir -p "$keep_dir"
 [ "$keep_dir" = "$work" ] || cp "$measured" "$keep_dir/load.json"
 if [ -n "${CONDITIONS:-}" ]; then echo "$CONDITIONS" > "$keep_dir/conditions.txt"; fi
 python benchmarks/renderers/render_serving.py "$keep_dir/load.json" --screenshot "$(basename "$shot")" --out "$out_page" > /dev/null
+# the page with a real query, shot after the page is rendered: a machine without Chromium keeps the measurements'
+# page, and the shot alone can be taken again (the command below, with a server running)
+p=$(port)
+sentune serve "$index" --system hybrid --port "$p" --quiet > "$work/shot-server.log" 2>&1 &
+server=$!
+trap 'kill "$server" 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$p/health" > /dev/null && break; sleep 1; done
+shot_ok=1
+python benchmarks/speed/serve_page_shot.py --url "http://127.0.0.1:$p" --query "vitamin D lowers the risk of fractures" --top 5 --out "$shot" || shot_ok=
+kill "$server"
+wait "$server" 2>/dev/null || true
+if [ -z "$shot_ok" ]; then
+  echo "serving: $out_page is written, $shot is not (chromium and chromium-driver installed?); with them, and \`sentune serve $index --system hybrid --port PORT\` running: python benchmarks/speed/serve_page_shot.py --url http://127.0.0.1:PORT --query 'vitamin D lowers the risk of fractures' --top 5 --out $shot" >&2
+  [ -n "${QUICK:-}" ] || exit 1  # the measurement's page needs its picture; the check goes on without it
+fi
 echo "serving: wrote $out_page and $shot (measurements: $keep_dir/load.json)"

@@ -10,8 +10,8 @@
 - Its body must arrive within the read limit of its head: `ReadLimit`, an ASGI middleware that answers 408 and closes the
   connection (a client that sends half a body is cut off; without it uvicorn waits for the rest as long as it stays).
 - The read limit is --read-timeout-s, and never more than --timeout-s, the limit of the whole request.
-- A request that finds the queue full is answered 503 with Retry-After at once, before anything else is done (`Shed`;
-  sentune.serve.batching.QueueFull).
+- A request that finds the queue full is answered 503 with Retry-After at once, before anything else is done, by the
+  HTTP protocol itself where it can (sentune.serve.shedding).
 - Shutdown (SIGTERM, SIGINT) is uvicorn's graceful one: the socket stops accepting, idle connections close, requests
   in flight are answered, within --timeout-s and a margin (`TimedConfig`).
 """
@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import math
-from collections.abc import Callable
 
 import h11
 import uvicorn
 from fastapi.responses import JSONResponse
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from sentune.serve.batching import MicroBatcher, QueueFull
 from sentune.serve.protocol import ApiError, error_body
 from sentune.serve.settings import ServeSettings
+from sentune.serve.shedding import RefusesFullQueues
 
 TIMEOUT_408 = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\ncontent-length: 33\r\nconnection: close\r\n\r\nthe request head came too slowly\n"
 
@@ -142,10 +140,11 @@ class TimedH11Protocol(HeadTimer, H11Protocol):
 if importlib.util.find_spec("httptools") is not None:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    class TimedHttpToolsProtocol(HeadTimer, HttpToolsProtocol):
+    class TimedHttpToolsProtocol(RefusesFullQueues, HeadTimer, HttpToolsProtocol):
         """httptools keeps a header line in memory until it ends, however long: the bytes received while a head is
         being parsed are counted here, from the chunk in which it began (a pipelined head counts the tail of the
-        message before it in that chunk). A head that arrives whole in one chunk is measured by Guard."""
+        message before it in that chunk). A head that arrives whole in one chunk is measured by Guard. A request that
+        finds its queue full is answered here (RefusesFullQueues)."""
 
         _in_head, _head_bytes, _refused = False, 0, False
 
@@ -156,6 +155,11 @@ if importlib.util.find_spec("httptools") is not None:
                 if self._head_bytes > self._head_limit():
                     self._refused = True
                     self.send_400_response("")
+            self.after_data()
+
+        def connection_lost(self, exc) -> None:
+            self.stop_pause()
+            super().connection_lost(exc)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -166,7 +170,7 @@ if importlib.util.find_spec("httptools") is not None:
             super().on_headers_complete()
 
         def _body_pending(self) -> bool:
-            return self.cycle is not None and self.cycle.more_body
+            return self.refusal_pending() or (self.cycle is not None and self.cycle.more_body)
 
         def _head_too_large(self) -> bool:
             return self._refused
@@ -251,44 +255,3 @@ class ReadLimit:
         """408, and `connection: close`: uvicorn closes the connection once it is sent, the rest of the body unread."""
         body = error_body(f"the request body did not arrive within {limit_s:g} s (--read-timeout-s)", "invalid_request_error", code="request_timeout")
         return JSONResponse(body, status_code=408, headers={"connection": "close"})
-
-
-def busy(exc: QueueFull) -> JSONResponse:
-    """The 503 of a full queue, as a route answers it (a request longer than the room left)."""
-    return JSONResponse(busy_body(exc), status_code=503, headers={"retry-after": RETRY_AFTER})
-
-
-def busy_body(exc: QueueFull) -> dict:
-    message = f"the server is busy: {exc.pending} requests are being answered, at most {exc.limit} may be (--max-queue); try again"
-    return error_body(message, "server_busy", code="queue_full")
-
-
-# A refusal is sent after this pause. A client that honours Retry-After waits a second anyway; one that retries at once
-# (a load generator, a naive retry loop) comes back at most 1/SHED_PAUSE_S times a second per connection instead of
-# thousands: without the pause, 200 such connections keep the event loop busy full time (a refusal costs 40-100 us of
-# CPU and holds the GIL) and take a core of two from the model, whose throughput must hold past saturation.
-SHED_PAUSE_S = 0.05
-RETRY_AFTER = "1"  # whole seconds (RFC 9110): the least it can say; a full queue empties within a few forward passes
-
-
-class Shed:
-    """ASGI middleware: a request to a batched route while its queue is full is answered 503 with Retry-After here,
-    before any other layer runs, its body unread and unparsed, after SHED_PAUSE_S. Past saturation every connection's
-    next request comes back at once, so what refusals cost is taken from the model.
-    `queue_of(path)` is the route's batcher (None: not a batched route, or the app not started)."""
-
-    def __init__(self, app, queue_of: Callable[[str], MicroBatcher | None]) -> None:
-        self.app, self.queue_of = app, queue_of
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] == "POST":
-            batcher = self.queue_of(scope["path"])
-            if batcher is not None and batcher.full():
-                batcher.refused += 1
-                await asyncio.sleep(SHED_PAUSE_S)
-                body = json.dumps(busy_body(QueueFull(batcher.pending, batcher.max_queue or 0))).encode()
-                headers = [(b"content-type", b"application/json"), (b"retry-after", RETRY_AFTER.encode()), (b"content-length", str(len(body)).encode())]
-                await send({"type": "http.response.start", "status": 503, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
-                return None
-        return await self.app(scope, receive, send)

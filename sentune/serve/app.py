@@ -35,7 +35,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sentune.serve.admission import BodyTooSlow, ReadLimit, Shed, busy, read_limit, within_limit
+from sentune.serve.admission import BodyTooSlow, ReadLimit, read_limit, within_limit
 from sentune.serve.batching import MicroBatcher, QueueFull
 from sentune.serve.guard import Guard
 from sentune.serve.metrics import Measured, Metrics
@@ -52,6 +52,7 @@ from sentune.serve.protocol import (
 )
 from sentune.serve.rerank import include_reranker, reranker_health, reranker_name, search_ranked
 from sentune.serve.settings import ServeSettings
+from sentune.serve.shedding import REFUSALS_STATE, Refusals, Shed, busy
 
 LOG = logging.getLogger("uvicorn.error")  # where uvicorn's own messages go
 BATCHED = {"/v1/embeddings": "embeddings", "/search": "search", "/rerank": "rerank"}  # route -> its batcher (rerank: sentune.serve.rerank)
@@ -112,6 +113,12 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
     """The application; `engine`: one already loaded (one process), else each worker loads its own on start-up."""
     metrics = Metrics()
 
+    def queue_of(path: str) -> MicroBatcher | None:
+        state: State | None = getattr(app.state, "serving", None)
+        return None if state is None else state.batchers.get(BATCHED.get(path, ""))
+
+    refusals = Refusals(queue_of, metrics.refused)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         loaded = engine
@@ -128,7 +135,7 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
             # one process: SIGHUP reloads the index in place (under --workers uvicorn's supervisor takes it and replaces them)
             loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(state.reload_logged()))
         try:
-            yield
+            yield {REFUSALS_STATE: refusals}  # the server's HTTP protocol answers a full queue's 503 itself (sentune.serve.shedding)
         finally:  # uvicorn comes here once the requests in flight are answered (or its graceful limit passed)
             for batcher in state.batchers.values():
                 await batcher.stop()
@@ -235,11 +242,6 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
     include_reranker(app, settings, metrics)  # POST /rerank (sentune.serve.rerank)
     app.add_middleware(Guard, settings=settings)
     app.add_middleware(ReadLimit, limit_s=read_limit(settings))
-
-    def queue_of(path: str) -> MicroBatcher | None:
-        state: State | None = getattr(app.state, "serving", None)
-        return None if state is None else state.batchers.get(BATCHED.get(path, ""))
-
-    app.add_middleware(Shed, queue_of=queue_of)  # a full queue's 503 before the key, the body or the route: the cheapest
+    app.add_middleware(Shed, refusals=refusals)  # a full queue's 503 before the key, the body or the route: the cheapest
     app.add_middleware(Measured, metrics=metrics)  # the outermost: it counts every answer, 401, 408, 413 and 503 included
     return app

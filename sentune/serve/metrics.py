@@ -39,6 +39,12 @@ class Metrics:
     def batch_observer(self, batcher: str) -> Callable[[int], None]:
         return self.batch.labels(batcher).observe
 
+    def refused(self, path: str, seconds: float) -> None:
+        """A full queue's 503 written by the HTTP protocol, which no middleware sees (sentune.serve.shedding)."""
+        route = path if path in ROUTES else "other"
+        self.requests.labels(route, "503").inc()
+        self.latency.labels(route, "503").observe(seconds)
+
     def page(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 

@@ -1,0 +1,201 @@
+"""Past saturation: a request to a batched route (/v1/embeddings, /search, /rerank) while its queue is full is answered
+503 with Retry-After, for as little CPU as a request can cost, since what refusals cost is taken from the model.
+
+Past saturation every refused connection's next request comes back at once (a load generator, a retry loop that
+ignores Retry-After), thousands a second on 2 cores. So a refusal is decided by the HTTP protocol itself as soon as
+the request's head is parsed (`RefusesFullQueues`, in uvicorn's httptools protocol: `TimedHttpToolsProtocol`) and
+written from bytes built once: no ASGI scope, task, middleware or JSON encoding; the body is parsed and dropped as it
+arrives, and the connection is kept (closed after the answer when the client asked for that; at once for
+`Expect: 100-continue`). The answer comes after a pause (`Refusals.pause`), the connection not read meanwhile, so that
+all the refused connections together cost a bounded number of refusals a second however fast their clients send.
+Where the protocol cannot answer first (h11, or a request pipelined behind one not yet answered) the ASGI middleware
+`Shed` answers the same, before any other layer, after the same pause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+
+from fastapi.responses import JSONResponse
+
+from sentune.serve.batching import MicroBatcher, QueueFull
+from sentune.serve.protocol import error_body
+
+# A refused request is answered after a pause, and its connection not read meanwhile, so that a client that sends
+# again at once (a load generator, a retry loop that ignores Retry-After) is refused a few times a second, not
+# thousands. The pause grows with the connections being refused at once (`Refusals.pause`): all of them together are
+# answered at most REFUSALS_PER_S times a second, which bounds the CPU that refusals take from the model (each costs
+# the server and its client tens of microseconds) however many clients there are, and it never passes MAX_PAUSE_S,
+# Retry-After's second. A request's fate is decided on its arrival (refused, or queued for the model), so the pause
+# adds nothing to the latency of what is served.
+SHED_PAUSE_S = 0.05  # the least pause
+REFUSALS_PER_S = 500.0
+MAX_PAUSE_S = 1.0
+RETRY_AFTER = "1"  # whole seconds (RFC 9110): the least it can say; a full queue empties within a few forward passes
+REFUSALS_STATE = "sentune.refusals"  # the key of `Refusals` in the app's lifespan state, where the protocol finds it
+
+
+def busy(exc: QueueFull) -> JSONResponse:
+    """The 503 of a full queue, as a route answers it (a request longer than the room left)."""
+    return JSONResponse(busy_body(exc), status_code=503, headers={"retry-after": RETRY_AFTER})
+
+
+def busy_body(exc: QueueFull) -> dict:
+    message = f"the server is busy: {exc.pending} requests are being answered, at most {exc.limit} may be (--max-queue); try again"
+    return error_body(message, "server_busy", code="queue_full")
+
+
+class Refusals:
+    """Which requests a full queue refuses, and their answer: `queue_of(path)` is a route's batcher (None: not a
+    batched route, or the app not started). `observe(route, seconds)` counts a refusal in /metrics."""
+
+    def __init__(self, queue_of: Callable[[str], MicroBatcher | None], observe: Callable[[str, float], None] | None = None) -> None:
+        self.queue_of, self.observe = queue_of, observe
+        self._bodies: dict[int, bytes] = {}
+        self.resting = 0  # refused requests waiting for their answer (their pause) now
+
+    def pause(self) -> float:
+        """How long the next refused request waits for its answer: its share of REFUSALS_PER_S."""
+        return min(MAX_PAUSE_S, max(SHED_PAUSE_S, (self.resting + 1) / REFUSALS_PER_S))
+
+    def refused(self, method: str, path: str) -> MicroBatcher | None:
+        """The batcher whose full queue refuses this request (counted as refused), or None: it goes on."""
+        if method != "POST":
+            return None
+        batcher = self.queue_of(path)
+        if batcher is None or not batcher.full():
+            return None
+        batcher.refused += 1
+        return batcher
+
+    def body(self, batcher: MicroBatcher) -> bytes:
+        """The answer's JSON: a full queue holds as many requests as its limit, so one body a limit, built once."""
+        limit = batcher.max_queue or 0
+        if limit not in self._bodies:
+            self._bodies[limit] = json.dumps(busy_body(QueueFull(limit, limit))).encode()
+        return self._bodies[limit]
+
+    def response(self, batcher: MicroBatcher, default_headers: list[tuple[bytes, bytes]], close: bool) -> bytes:
+        """The whole HTTP/1.1 answer, as the protocol writes it: uvicorn's default headers (date, server) and ours."""
+        body = self.body(batcher)
+        head = [b"HTTP/1.1 503 Service Unavailable\r\n"]
+        head += [name + b": " + value + b"\r\n" for name, value in default_headers]
+        head.append(b"content-type: application/json\r\nretry-after: " + RETRY_AFTER.encode() + b"\r\ncontent-length: " + str(len(body)).encode())
+        head.append(b"\r\nconnection: close\r\n\r\n" if close else b"\r\n\r\n")
+        return b"".join(head) + body
+
+
+class RefusesFullQueues:
+    """uvicorn's httptools protocol answering a full queue's 503 itself (see the module's docstring). It finds
+    `Refusals` in the app's lifespan state (`app_state`); without it (another app) it does nothing."""
+
+    _refusing: MicroBatcher | None = None  # the batcher that refused a request not yet answered (its body is dropped)
+    _refused = False  # a refused request's body was all parsed in this chunk of data: answer it after the pause
+    _refused_close = False  # the connection closes after that answer
+    _began = 0.0
+    _path = ""
+    _pause: asyncio.TimerHandle | None = None
+
+    def on_headers_complete(self) -> None:
+        if self._refusing is not None:  # pipelined behind a refused request (a POST, which no client should pipeline)
+            self._refused_close = True  # the refusal closes the connection: this request is not answered
+            return
+        began = time.perf_counter()
+        refusals: Refusals | None = self.app_state.get(REFUSALS_STATE)  # type: ignore[attr-defined]
+        idle = self.cycle is None or self.cycle.response_complete  # type: ignore[attr-defined]  # else an answer is owed first
+        batcher = None
+        if refusals is not None and idle and not self.pipeline and not self.root_path:  # type: ignore[attr-defined]
+            import httptools  # installed wherever this protocol is used (sentune.serve.admission)
+
+            self._path = httptools.parse_url(self.url).path.decode("ascii")  # type: ignore[attr-defined]
+            batcher = refusals.refused(self.parser.get_method().decode("ascii"), self._path)  # type: ignore[attr-defined]
+        if refusals is None or batcher is None:
+            return super().on_headers_complete()  # type: ignore[misc]
+        self._began = began
+        self._refused_close = not self.parser.should_keep_alive() or self.expect_100_continue  # type: ignore[attr-defined]
+        self._refusing = batcher
+        if self.expect_100_continue:  # type: ignore[attr-defined]  # its body comes only after a 100: answer and close now
+            self._write_refusal(refusals, batcher)
+
+    def on_body(self, body: bytes) -> None:
+        if self._refusing is None:
+            super().on_body(body)  # type: ignore[misc]
+
+    def on_message_complete(self) -> None:
+        if self._refusing is None:
+            return super().on_message_complete()  # type: ignore[misc]
+        self._refused = True
+
+    def after_data(self) -> None:
+        """Called once a chunk of data is parsed: a refused request whose body is in is answered after the pause,
+        its connection not read meanwhile (a request sent after it waits its turn in the socket's buffer)."""
+        if not self._refused or self._pause is not None:
+            return
+        self._refused = False
+        self._disarm()  # type: ignore[attr-defined]  # its body is in: no read limit runs until the answer
+        if self.transport.is_closing():  # type: ignore[attr-defined]
+            return
+        self.flow.pause_reading()  # type: ignore[attr-defined]
+        refusals: Refusals = self.app_state[REFUSALS_STATE]  # type: ignore[attr-defined]
+        self._pause = self.loop.call_later(refusals.pause(), self._answer_refusal)  # type: ignore[attr-defined]
+        refusals.resting += 1
+
+    def _answer_refusal(self) -> None:
+        refusals: Refusals = self.app_state[REFUSALS_STATE]  # type: ignore[attr-defined]
+        if self._pause is not None:
+            self._pause = None
+            refusals.resting -= 1
+        batcher, self._refusing = self._refusing, None
+        if batcher is not None and not self.transport.is_closing():  # type: ignore[attr-defined]
+            self._write_refusal(refusals, batcher)
+
+    def _write_refusal(self, refusals: Refusals, batcher: MicroBatcher) -> None:
+        self.transport.write(refusals.response(batcher, self.server_state.default_headers, self._refused_close))  # type: ignore[attr-defined]
+        if self.access_log:  # type: ignore[attr-defined]  # as uvicorn logs an answer
+            client = f"{self.client[0]}:{self.client[1]}" if self.client else "-"  # type: ignore[attr-defined]
+            self.access_logger.info('%s - "POST %s HTTP/1.1" 503', client, self._path)  # type: ignore[attr-defined]
+        if refusals.observe is not None:
+            refusals.observe(self._path, time.perf_counter() - self._began)
+        if self._refused_close:
+            self.transport.close()  # type: ignore[attr-defined]
+            return
+        self.flow.resume_reading()  # type: ignore[attr-defined]
+        self._unset_keepalive_if_required()  # type: ignore[attr-defined]  # idle from now on, as after any answer
+        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)  # type: ignore[attr-defined]
+
+    def refusal_pending(self) -> bool:
+        return self._refusing is not None
+
+    def stop_pause(self) -> None:
+        if self._pause is not None:
+            self._pause.cancel()
+            self._pause = None
+            self.app_state[REFUSALS_STATE].resting -= 1  # type: ignore[attr-defined]
+
+
+class Shed:
+    """ASGI middleware: a request to a batched route while its queue is full is answered 503 with Retry-After here,
+    before any other layer runs, its body unread and unparsed, after the pause: what the protocol does not answer
+    itself (h11; a request pipelined behind another)."""
+
+    def __init__(self, app, refusals: Refusals) -> None:
+        self.app, self.refusals = app, refusals
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            batcher = self.refusals.refused(scope["method"], scope["path"])
+            if batcher is not None:
+                self.refusals.resting += 1
+                try:
+                    await asyncio.sleep(self.refusals.pause())
+                finally:
+                    self.refusals.resting -= 1
+                body = self.refusals.body(batcher)
+                headers = [(b"content-type", b"application/json"), (b"retry-after", RETRY_AFTER.encode()), (b"content-length", str(len(body)).encode())]
+                await send({"type": "http.response.start", "status": 503, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return None
+        return await self.app(scope, receive, send)
