@@ -102,6 +102,7 @@ def test_the_supervised_candidate_is_cross_fitted_over_the_evidence_selection_pa
     selection, confirm = {int(i) for i in indices[split.select]}, {int(i) for i in indices[split.confirm]}
     record = results["candidates"]["supervised"]
     folds = record["evidence_folds"]
+    assert record["evidence_mode"] == "cross-fitted"  # 4 epochs of 16 steps read its 60 rows: the folds cost what they add
     assert len(folds) == 3 and sorted(i for fold in folds for i in fold) == sorted(selection)
     assert set(record["train_indices_trained_on"]) == set(range(80)) - confirm
     candidate = out / "candidates" / "supervised"
@@ -206,3 +207,28 @@ def test_with_wise_and_a_trained_candidate_every_candidate_is_judged_on_the_same
     dev = np.load(out / "candidates" / "wise" / "scores.npz")["dev"]
     expected = _stratified(dev_gold, np.array([p.score for p in train])[indices], dev, scores, split_dev(dev_gold, seed=0).select, split.select)
     assert wise["selection_score"] == pytest.approx(expected)
+
+
+@pytest.mark.slow
+def test_a_training_that_reads_fewer_rows_than_it_has_holds_the_evidence_selection_pairs_out(tiny_model_dir, labelled, tmp_path):  # noqa: F811
+    """--budget 2: two steps of 16 read 32 of its 60 rows, so the evidence selection pairs are held out of its training
+    (no fold trained) and its model scores them; it is judged on the same pairs as whitening all the same."""
+    from sentune.data.user_data import read_scored_pairs
+
+    out = tmp_path / "run"
+    assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised,whitening", "--budget", "2", "--train", str(labelled / "train.tsv")]) == 0
+    results = json.loads((out / "results.json").read_text())
+    record = results["candidates"]["supervised"]
+    train = read_scored_pairs(out / "data" / "train.tsv").pairs
+    indices, split = sample_evidence(np.array([p.score for p in train]), seed=0)
+    assert record["evidence_mode"] == "held out" and "evidence_folds" not in record and record["train_units"] == 40
+    assert set(record["train_indices_trained_on"]) == set(range(80)) - {int(i) for i in indices}
+    candidate = out / "candidates" / "supervised"
+    assert not (candidate / "out-of-fold-train.npz").exists() and not list(candidate.glob("fold-*"))
+    for name in ("supervised", "whitening"):
+        assert results["candidates"][name]["judged_on"] == {"select": {"dev": 60, "train": 20}, "confirm": {"dev": 60, "train": 20}}
+    dev_gold = np.array([p.score for p in read_scored_pairs(out / "data" / "dev.tsv").pairs])
+    own = np.load(candidate / "train-scores.npz")["scores"]  # its model's, on pairs it never trained on
+    dev = np.load(candidate / "scores.npz")["dev"]
+    expected = _stratified(dev_gold, np.array([p.score for p in train])[indices], dev, own, split_dev(dev_gold, seed=0).select, split.select)
+    assert record["selection_score"] == pytest.approx(expected)

@@ -17,6 +17,8 @@ from sentune.adapt.records import CandidateRecord, write_record
 from sentune.core.metrics import METRICS
 from sentune.core.progress import say
 
+CROSS_FIT, HELD_OUT = "cross-fitted", "held out"  # how it is judged on --train's evidence selection pairs (evidence_mode)
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -32,11 +34,12 @@ class Supervised(WithRun):
     (sentune.adapt.train_evidence) it trains without the evidence confirmation pairs, and is cross-fitted over the
     evidence selection pairs the same way (cross_fit_evidence): so it is judged on the same dev + train selection pairs as
     every label-free candidate (one yardstick, sentune.adapt.decide), each train pair by a fold model that never trained
-    on it, and the refit on all its rows is what is confirmed, tested and shipped. CoSENT on graded pairs,
-    OnlineContrastiveLoss on 0/1 pairs (sentune.methods.labelled), MultipleNegativesRankingLoss with two mined hard
-    negatives on search data (SupervisedSearch), each a recipe fixed in advance. `start`: the unchanged model, or
-    ('best') the best label-free trained candidate (domain adaptation, then labels: the order sentence-transformers
-    recommends); that one is skipped when none trained."""
+    on it, and the refit on all its rows is confirmed, tested and shipped; when its steps (capped by --budget) read
+    fewer rows than it has, it holds them out instead (evidence_mode). CoSENT on graded pairs, OnlineContrastiveLoss
+    on 0/1 pairs (sentune.methods.labelled), MultipleNegativesRankingLoss with two mined hard negatives on search data
+    (SupervisedSearch), each a recipe fixed in advance. `start`: the unchanged model, or ('best') the best label-free
+    trained candidate (domain adaptation, then labels: the order sentence-transformers recommends); that one is skipped
+    when none trained."""
 
     start: str = UNCHANGED
     kind: ClassVar[str] = "supervised"
@@ -55,13 +58,41 @@ class Supervised(WithRun):
         # what it trains on: --train's data (without the evidence confirmation pairs), or (None) the selection part; and,
         # cross-fitted over the evidence, the mixes its folds score (a wise planned since needs them)
         found = super().depends_on(ctx) | {"train_sha256": ctx.inputs.train_sha256, "train_held_out": held_out_digest(ctx.evidence)}
-        return found | ({"evidence_mixes": list(self.out_of_fold_mixes(ctx))} if self.crossfits_evidence(ctx) else {})
+        mode = self.evidence_mode(ctx)
+        return found | ({"evidence_mode": mode} if mode else {}) | ({"evidence_mixes": list(self.out_of_fold_mixes(ctx))} if mode == CROSS_FIT else {})
 
     @staticmethod
-    def crossfits_evidence(ctx: Context) -> bool:
-        """Whether it is cross-fitted over --train's evidence selection pairs: they judge (pairs runs whose evidence
-        passed its checks, sentune.adapt.evidence)."""
+    def judged_by_evidence(ctx: Context) -> bool:
+        """Whether --train's evidence pairs judge it: a pairs run with --train whose evidence passed its checks
+        (sentune.adapt.evidence)."""
         return ctx.inputs.task.train_units() is not None and ctx.evidence is not None and ctx.evidence.judges
+
+    def evidence_mode(self, ctx: Context) -> str | None:
+        """How it is judged on the evidence selection pairs (None: they do not judge). CROSS_FIT: trained on them, scored
+        there by fold models (cross_fit_evidence: three more trainings). HELD_OUT, when its steps (epochs capped by
+        --budget) read fewer rows than it has: it trains without them, as without any pair that judges it. Such a
+        training reads part of its rows once, whichever they are: those pairs would add no step, and cross-fitting would
+        cost three trainings (scripts/main.sh: --budget 120 steps of 16 rows, below MRPC's train rows)."""
+        if not self.judged_by_evidence(ctx):
+            return None
+        from sentune.train.recipe import load_recipe
+
+        given = ctx.inputs.task.train_units()
+        assert given is not None
+        recipe = load_recipe(self.recipe_name(ctx), check=False)
+        held = ctx.evidence.confirm_train_indices
+        rows = sum(len(r) for r in self.training_rows_counted([u for i, u in enumerate(given) if i not in held]))
+        return HELD_OUT if self.steps_for(rows, ctx) * recipe.training.batch_size < rows else CROSS_FIT
+
+    def steps_for(self, rows: int, ctx: Context) -> int:
+        """Its steps on `rows` training rows: its recipe's epochs, capped by --budget's steps (Context.labelled_recipe)."""
+        import math
+
+        from sentune.train.recipe import load_recipe
+
+        recipe = load_recipe(self.recipe_name(ctx), check=False)
+        steps = max(1, math.ceil(recipe.training.epochs * math.ceil(rows / recipe.training.batch_size)))
+        return min(steps, ctx.config.budget.steps or steps)
 
     @staticmethod
     def out_of_fold_mixes(ctx: Context) -> tuple[float, ...]:
@@ -92,22 +123,20 @@ class Supervised(WithRun):
 
         recipe = load_recipe(self.recipe_name(ctx), check=False)
         given = ctx.inputs.task.train_units()
-        held = ctx.evidence.confirm_train_indices if ctx.evidence is not None else set()
-        units = [u for i, u in enumerate(given) if i not in held] if given is not None else ctx.selection_units()
+        units = [given[i] for i in self.given_indices(ctx)] if given is not None else ctx.selection_units()
         rows = sum(len(r) for r in self.training_rows_counted(units))
-        steps = max(1, math.ceil(recipe.training.epochs * math.ceil(rows / recipe.training.batch_size)))
-        steps = min(steps, ctx.config.budget.steps or steps)
+        steps = self.steps_for(rows, ctx)
         racing = sum(isinstance(c, Supervised) for c in ctx.plan.after_race)
         share = math.ceil(racing / 2) / racing if racing > 1 else 1.0  # of the members, those the race is expected to keep
         if given is not None:  # the first rung, then the rest for those going on (search runs train each unraced)
             from sentune.adapt.candidates.supervised_race import first_rung
 
             trainings = 1.0 if ctx.inputs.task.search else first_rung() + (1 - first_rung()) * share
-            if self.crossfits_evidence(ctx):  # and, for those going on, a fold model a fold of evidence selection pairs
-                held = len(ctx.evidence.split.select) / FOLDS
-                trainings += share * FOLDS * max(rows - held, 1) / max(rows, 1)
+            if self.evidence_mode(ctx) == CROSS_FIT:  # and, for those going on, a fold model a fold of evidence selection pairs
+                folds = share * FOLDS * costs.steps(recipe, self.steps_for(max(1, rows - len(ctx.evidence.split.select) // FOLDS), ctx))
                 texts = 2 * len(ctx.evidence.split.select)  # each fold's held-out pairs, at each mix
-                return trainings * costs.steps(recipe, steps) + costs.encode(ctx.eval_texts()) + share * len(self.out_of_fold_mixes(ctx)) * costs.encode(texts)
+                scoring = costs.encode(ctx.eval_texts()) + share * len(self.out_of_fold_mixes(ctx)) * costs.encode(texts)
+                return trainings * costs.steps(recipe, steps) + folds + scoring
         else:  # the first fold, then the rest for the share of the fold race's members that go on
             fold = (FOLDS - 1) / FOLDS
             trainings = fold + (FOLDS - fold) * share
@@ -172,10 +201,12 @@ class Supervised(WithRun):
 
     def given_indices(self, ctx: Context) -> list[int]:
         """The --train units it trains on: all but the train pairs that confirm (sentune.adapt.evidence), which judge it
-        as they judge every candidate."""
+        as they judge every candidate, and, held out (evidence_mode), those that select."""
         given = ctx.inputs.task.train_units()
         assert given is not None
         held = ctx.evidence.confirm_train_indices if ctx.evidence is not None else set()
+        if self.evidence_mode(ctx) == HELD_OUT:
+            held = held | {int(i) for i in ctx.evidence.indices[ctx.evidence.split.select]}
         return [i for i in range(len(given)) if i not in held]
 
     def given_rows(self, ctx: Context) -> list[tuple]:
@@ -267,7 +298,9 @@ class Supervised(WithRun):
             record.detail["train_units"] = len(kept)
             if not ctx.inputs.task.search:
                 record.train_indices_trained_on = kept
-            if self.crossfits_evidence(ctx):
+            if self.evidence_mode(ctx) is not None:
+                record.detail["evidence_mode"] = self.evidence_mode(ctx)
+            if self.evidence_mode(ctx) == CROSS_FIT:
                 del model  # the refit is saved: only one fold model is held at a time from here
                 record.detail["evidence_folds"] = self.cross_fit_evidence(ctx, start_model)
         else:

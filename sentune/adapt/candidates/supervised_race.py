@@ -209,7 +209,8 @@ class TrainRace(SupervisedRace):
     def key_of(cls, ctx: Context) -> list:
         from sentune.adapt.evidence import held_out_digest
 
-        return [ctx.inputs.train_sha256, held_out_digest(ctx.evidence), ctx.config.seed]
+        modes = sorted({str(c.evidence_mode(ctx)) for c in ctx.plan.after_race if c.kind == "supervised"})  # the rows it trains on
+        return [ctx.inputs.train_sha256, held_out_digest(ctx.evidence), ctx.config.seed, modes]
 
     @classmethod
     def announce(cls, names: list[str], ctx: Context) -> str:
