@@ -143,7 +143,8 @@ def test_a_run_without_time_is_planned_for_the_default_and_prints_what_it_leaves
     of the run, and the line naming it with its expected minutes and the --time that includes it."""
     from sentune.adapt import run as adapt_run
 
-    monkeypatch.setattr(time_plan, "probe_text_seconds", lambda model, texts: 0.01)
+    probed: list[list[str]] = []
+    monkeypatch.setattr(time_plan, "probe_text_seconds", lambda model, texts: probed.append(list(texts)) or 0.01)
     monkeypatch.setattr(time_plan, "expected_gains", lambda search: {"hybrid": 2.0, "supervised": 1.5})
     finished: set[str] = set()
     candidate = lambda name, seconds, phase: SimpleNamespace(  # noqa: E731
@@ -157,13 +158,18 @@ def test_a_run_without_time_is_planned_for_the_default_and_prints_what_it_leaves
     plan.all = [*plan.before_race, *plan.after_race]
 
     def run_plan(time_limit: float | None):
-        ctx = SimpleNamespace(config=SimpleNamespace(time_limit=time_limit), base=None, inputs=SimpleNamespace(corpus=["a"], task=SimpleNamespace(search=True)))
+        ctx = SimpleNamespace(
+            config=SimpleNamespace(time_limit=time_limit),
+            base=None,
+            inputs=SimpleNamespace(corpus=["a passage"], task=SimpleNamespace(search=True, documents=[SimpleNamespace(text="a whole document")])),
+        )
         found = SimpleNamespace(before_race=list(plan.before_race), raced=[], after_race=list(plan.after_race), all=plan.all)
         return adapt_run._plan_time(found, ctx, time_plan.time.monotonic()), found
 
     with caplog.at_level(logging.INFO, logger="sentune.progress"):
         timing, found = run_plan(None)
     assert timing.limit == DEFAULT_TIME and not timing.given and "supervised" not in [c.name for c in found.after_race]
+    assert probed == [["a whole document"]]  # a search run's text cost is a document's, not a passage's
     printed = caplog.text
     assert "no --time: planned for 30.0 min (--time raises it)" in printed
     assert "left out: supervised: expected 50.0 min;" in printed and "of the default --time 30m left for it; --time 56m would include it" in printed
