@@ -213,3 +213,14 @@ def test_the_quora_clusters_example_judges_each_question_of_a_large_cluster_with
         assert pairs == {(a, b) for a, b in closure if "chained" in a}  # the cluster of 7 only, each with its 6 others
         assert len(found.queries) == 7 and all(len(q.relevant) == 6 and q.id not in q.relevant for q in found.queries)
         assert len(found.corpus) == 2 * 11  # every question of both halves
+
+
+def test_the_report_names_what_the_default_time_left_out_and_the_time_that_includes_it():
+    from sentune.adapt.report import time_lines
+
+    first, items = planned_toy()
+    default = fitted(DEFAULT_TIME, first, items, already=60.0, given=False)
+    default.including = time_to_include(default, first, items, already=60.0)
+    line = time_lines(default.summary())[0]
+    assert line == f"Left out by --time 30m, the default: `supervised` ({default.left_out['supervised']}; --time 57m includes it)."
+    assert time_lines(fitted(90 * 60.0, first, items, already=60.0).summary()) == [] and time_lines(None) == []

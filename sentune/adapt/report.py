@@ -97,6 +97,17 @@ def train_evidence_lines(evidence: dict | None) -> list[str]:
     ]
 
 
+def time_lines(planned: dict | None) -> list[str]:
+    """The candidates the time plan left out before the first started (sentune.adapt.time_plan), each with why and the
+    --time that would include it: a run without --time says what its default left out."""
+    if not planned or not planned.get("left_out"):
+        return []
+    limit = f"--time {planned['limit_s'] / 60:g}m" + (", the default" if planned.get("default") else "")
+    including = planned.get("time_to_include_min", {})
+    left = [f"`{name}` ({why}" + (f"; --time {including[name]}m includes it)" if name in including else ")") for name, why in planned["left_out"].items()]
+    return [f"Left out by {limit}: " + "; ".join(left) + ".", ""]
+
+
 def baseline(candidate: dict) -> bool:
     """A baseline, reported and never chosen: its class is not eligible (results.json's `eligible` is also false for a
     candidate the race stopped, whose note says so instead). Files without `dense` say it by their kind."""
@@ -145,6 +156,7 @@ def render_markdown(results: dict, plots: list[tuple[str, str]]) -> str:
         *train_evidence_lines(meta.get("train_evidence")),
         f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.",
         "",
+        *time_lines(meta.get("time")),
         f"The rule: the candidate best on the selection pairs replaces the unchanged model when a one-sided paired permutation test "
         f"on the confirmation pairs gives p ≤ {meta['confirmation'].get('level', meta['confirmation'].get('alpha')):g} "
         f"({meta['confirmation']['permutations']:,} permutations), so a candidate "
