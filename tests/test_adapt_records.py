@@ -101,3 +101,27 @@ def test_a_search_runs_records_describe_the_data_each_training_was_given(tiny_mo
     assert found["simcse"]["eval"]["dev"]["kind"] == "retrieval-set" and found["simcse"]["eval"]["dev"]["source"] == str(out / "data" / "dev-select")
     assert found["supervised"]["train_data"]["kind"] == "tuples"
     assert found["supervised"]["train_data"]["source"] == str(out / "candidates" / "supervised" / "train.tsv")
+
+
+def test_a_run_recorded_with_prefixed_strings_resumes_under_the_recipe_that_describes_the_same_files(tmp_path):
+    """A run paused before records described their data (config.yaml: `labelled:PATH`, `pairs:PATH`) is the same recipe
+    as today's, which describes the same files: it resumes rather than being refused; other files are another recipe."""
+    from dataclasses import replace
+
+    from sentune.data.kinds import ScoredPairs
+    from sentune.train.recipe import load_recipe, same_recipe
+
+    train, dev = tmp_path / "train.tsv", tmp_path / "dev-select.tsv"
+    write_scored_pairs(train, [("a b", "c d", 1.0), ("e f", "g h", 0.0)])
+    write_scored_pairs(dev, [("a b", "e f", 2.0), ("c d", "g h", 4.0)])
+    recipe = load_recipe("adapt/cosent", check=False)
+    described = replace(recipe, train_data=ScoredPairs.from_file(train).describe(train), eval=replace(recipe.eval, dev=ScoredPairs.from_file(dev).describe()))
+    older = tmp_path / "older.yaml"
+    older.write_text(yaml.safe_dump({**recipe.to_dict(), "train_data": f"labelled:{train}", "eval": {**recipe.to_dict()["eval"], "dev": f"pairs:{dev}"}}))
+    assert same_recipe(older, described)
+    older.write_text(
+        yaml.safe_dump({**recipe.to_dict(), "train_data": f"labelled:{tmp_path / 'other.tsv'}", "eval": {**recipe.to_dict()["eval"], "dev": f"pairs:{dev}"}})
+    )
+    assert not same_recipe(older, described)
+    older.write_text(yaml.safe_dump({**recipe.to_dict(), "train_data": f"tuples:{train}", "eval": {**recipe.to_dict()["eval"], "dev": f"pairs:{dev}"}}))
+    assert not same_recipe(older, described)  # the same file read as another kind: other data

@@ -41,7 +41,12 @@ def test_adapt_on_queries_keeps_the_unchanged_model_when_nothing_helps(tiny_mode
     assert 0 < results["meta"]["process"]["cpu_seconds"] and results["meta"]["process"]["wall_seconds"] > 0  # the minutes' context
     assert results["choice"]["name"] == "unchanged", results["choice"]["reason"]
     # training chose its checkpoints on the selection queries against their pool, and recorded per-query values
-    assert results["candidates"]["simcse"]["recipe"]["eval"]["dev"] == f"queries:{out / 'data' / 'dev-select'}"
+    assert results["candidates"]["simcse"]["recipe"]["eval"]["dev"] == {
+        "kind": "retrieval-set",
+        "queries": 50,
+        "documents": 150,
+        "source": str(out / "data" / "dev-select"),
+    }
     pool = read_beir_folder(out / "data" / "dev-select", "select")
     assert len(pool.queries) == results["meta"]["dev"]["select_queries"] == 50
     assert {d for q in pool.queries for d in q.relevant} <= {d.id for d in pool.corpus}

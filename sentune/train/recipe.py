@@ -224,7 +224,22 @@ def same_recipe(saved: Path, recipe: Recipe) -> bool:
 
 def _settings_that_matter(recipe: Recipe) -> dict:
     """The recipe as a dict without what changes how a run is computed but not what it computes (a resumed run may
-    switch gradient checkpointing on to fit in less memory)."""
+    switch gradient checkpointing on to fit in less memory), and with its data as the file of their kind they are (a
+    description of data given as objects and an older run's `PREFIX:PATH` of the same file are the same data)."""
+    from sentune.data.catalog import parse_train_data
+    from sentune.tasks.dev_sets import dev_file
+
     settings = recipe.to_dict()
     settings["training"] = {k: v for k, v in settings["training"].items() if k != "gradient_checkpointing"}
+    train = parse_train_data(recipe.train_data) if isinstance(recipe.train_data, str) else None
+    settings["train_data"] = _data_file(recipe.train_data, (train.kind, train.value) if train is not None and train.origin == "file" else None)
+    dev = recipe.eval.dev
+    settings["eval"]["dev"] = _data_file(dev, dev_file(dev) if isinstance(dev, str) else None)
     return settings
+
+
+def _data_file(value: str | dict[str, Any], named: tuple[type, str] | None) -> Any:
+    """(kind, path) of the file that holds train_data or eval.dev (`named`: what the string names), else the value."""
+    if isinstance(value, dict) and "source" in value:
+        return (value.get("kind"), value["source"])
+    return (named[0].name, named[1]) if named is not None else value  # type: ignore[attr-defined]  # every kind has a name
