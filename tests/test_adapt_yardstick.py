@@ -232,3 +232,31 @@ def test_a_training_that_reads_fewer_rows_than_it_has_holds_the_evidence_selecti
     dev = np.load(candidate / "scores.npz")["dev"]
     expected = _stratified(dev_gold, np.array([p.score for p in train])[indices], dev, own, split_dev(dev_gold, seed=0).select, split.select)
     assert record["selection_score"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("pairs", "budget", "expected"), [(80, None, "cross-fitted"), (80, 2, "held out"), (400, None, "cross-fitted"), (1000, None, "held out")]
+)
+def test_the_evidence_selection_pairs_are_cross_fitted_only_where_the_folds_add_what_they_cost(pairs, budget, expected):
+    """Cross-fitted when its steps (4 epochs of 16 rows over --train less the evidence confirmation pairs, capped by
+    --budget) read all its rows and number at most CROSS_FIT_STEPS; held out otherwise; None when the evidence does not
+    judge."""
+    import math
+    from types import SimpleNamespace
+
+    from sentune.adapt.candidates.supervised import CROSS_FIT_STEPS, Supervised
+
+    confirm = set(range(0, pairs, 4))  # a quarter of --train confirms
+    evidence = SimpleNamespace(judges=True, confirm_train_indices=confirm)
+    ctx = SimpleNamespace(
+        inputs=SimpleNamespace(task=SimpleNamespace(train_units=lambda: list(range(pairs)))),
+        evidence=evidence,
+        metric="spearman",
+        config=SimpleNamespace(budget=SimpleNamespace(steps=budget)),
+    )
+    rows = pairs - len(confirm)
+    steps = min(math.ceil(4 * math.ceil(rows / 16)), budget or math.inf)
+    assert (steps * 16 >= rows and steps <= CROSS_FIT_STEPS) == (expected == "cross-fitted")  # the naive rule agrees
+    assert Supervised("supervised").evidence_mode(ctx) == expected  # type: ignore[arg-type]
+    evidence.judges = False
+    assert Supervised("supervised").evidence_mode(ctx) is None  # type: ignore[arg-type]

@@ -29,7 +29,9 @@ evidence confirmation pairs (the hold-out of data splitting again, Cox 1975: the
 and no label of a confirmation pair reaches any choice), and is cross-fitted over the evidence selection pairs (Stone
 1974; sentune.adapt.crossfit, as adapt does over the dev selection pairs without --train): each of them is scored by a
 fold model trained without it, the refit on all its rows is confirmed, tested and shipped, and a WiSE of it is scored
-by its fold models at its mix. So every candidate is judged on the same selection pairs.
+by its fold models at its mix; where the three fold trainings would cost more than those rows add, it trains without
+them instead (sentune.adapt.candidates.supervised's evidence_mode). So every candidate is judged on the same selection
+pairs.
 
 **One yardstick.** The gain that picks the best is every candidate's selection score minus the unchanged model's on
 one set of pairs, the same for all: the dev selection pairs and the evidence selection pairs that every candidate and

@@ -18,6 +18,7 @@ from sentune.core.metrics import METRICS
 from sentune.core.progress import say
 
 CROSS_FIT, HELD_OUT = "cross-fitted", "held out"  # how it is judged on --train's evidence selection pairs (evidence_mode)
+CROSS_FIT_STEPS = 100  # above it the evidence selection pairs are held out: three fold trainings would cost too much
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,8 +56,7 @@ class Supervised(WithRun):
         return [*([cls(SUPERVISED)] if SUPERVISED in setup.methods else []), *([cls(SUPERVISED_STACKED, "best")] if stacked else [])]
 
     def depends_on(self, ctx: Context) -> dict:
-        # what it trains on: --train's data (without the evidence confirmation pairs), or (None) the selection part; and,
-        # cross-fitted over the evidence, the mixes its folds score (a wise planned since needs them)
+        # what it trains on (--train's less what judges it, or the selection part: None), and the mixes its folds score
         found = super().depends_on(ctx) | {"train_sha256": ctx.inputs.train_sha256, "train_held_out": held_out_digest(ctx.evidence)}
         mode = self.evidence_mode(ctx)
         return found | ({"evidence_mode": mode} if mode else {}) | ({"evidence_mixes": list(self.out_of_fold_mixes(ctx))} if mode == CROSS_FIT else {})
@@ -69,20 +69,19 @@ class Supervised(WithRun):
 
     def evidence_mode(self, ctx: Context) -> str | None:
         """How it is judged on the evidence selection pairs (None: they do not judge). CROSS_FIT: trained on them, scored
-        there by fold models (cross_fit_evidence: three more trainings). HELD_OUT, when its steps (epochs capped by
-        --budget) read fewer rows than it has: it trains without them, as without any pair that judges it. Such a
-        training reads part of its rows once, whichever they are: those pairs would add no step, and cross-fitting would
-        cost three trainings (scripts/main.sh: --budget 120 steps of 16 rows, below MRPC's train rows)."""
+        there by fold models (cross_fit_evidence: three more trainings). HELD_OUT: it trains without them, as without
+        any pair that judges it, when its steps (epochs capped by --budget) read fewer rows than it has (they would add
+        no step: scripts/main.sh's 120 steps of 16) or number more than CROSS_FIT_STEPS (three more such trainings would
+        cost more than the rows gain: sick's supervised took 21.8 min on --train, benchmarks/results/adapt.md)."""
         if not self.judged_by_evidence(ctx):
             return None
         from sentune.train.recipe import load_recipe
 
-        given = ctx.inputs.task.train_units()
-        assert given is not None
-        recipe = load_recipe(self.recipe_name(ctx), check=False)
+        given, recipe = ctx.inputs.task.train_units() or [], load_recipe(self.recipe_name(ctx), check=False)
         held = ctx.evidence.confirm_train_indices
         rows = sum(len(r) for r in self.training_rows_counted([u for i, u in enumerate(given) if i not in held]))
-        return HELD_OUT if self.steps_for(rows, ctx) * recipe.training.batch_size < rows else CROSS_FIT
+        steps = self.steps_for(rows, ctx)
+        return HELD_OUT if steps * recipe.training.batch_size < rows or steps > CROSS_FIT_STEPS else CROSS_FIT
 
     def steps_for(self, rows: int, ctx: Context) -> int:
         """Its steps on `rows` training rows: its recipe's epochs, capped by --budget's steps (Context.labelled_recipe)."""
