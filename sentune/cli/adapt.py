@@ -83,7 +83,7 @@ def adapt_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--example",
-        help="a ready-made domain built from the data directory: sick, qqp, mrpc, stsb (pairs) or scifact, quora (retrieval); replaces --corpus/--dev/--test",
+        help="a ready-made domain built from the data directory: sick, qqp, mrpc, stsb (pairs) or scifact, quora, quora-clusters (retrieval); replaces --corpus/--dev/--test",
     )
     p.add_argument(
         "--train",
