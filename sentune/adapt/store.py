@@ -25,6 +25,8 @@ SELECT = "select"
 # a cross-fitted candidate's fold (sentune.adapt.crossfit) keeps what it made of its held-out rows, in its fold-K/
 HELD_FILES = {"scores": "held_scores.npy", "vectors": "held_vectors.npy"}
 OUT_OF_FOLD_TRAIN_FILE = "out-of-fold-train.npz"
+EVIDENCE_FILE = "train-scores.npz"  # a candidate's scores of --train's evidence pairs (sentune.adapt.train_evidence)
+UNTUNED_EVIDENCE_FILE = ".untuned-train.npz"  # the unchanged model's scores and pair vectors of them
 
 
 class CandidateStore:
@@ -96,6 +98,22 @@ class CandidateStore:
         if path.is_file() and len(np.load(path, mmap_mode="r")) != count:  # another corpus or model: encoded again
             path.unlink()
         return self._cached(path, encode)
+
+    # -- --train's evidence pairs (sentune.adapt.train_evidence), kept for one draw of them (its digest) --
+    def evidence_scores(self, name: str | None, digest: str) -> dict[str, np.ndarray] | None:
+        """What save_evidence_scores kept of candidate `name` (None: the unchanged model's encodings) for the evidence
+        pairs of `digest`; None when nothing is kept for them."""
+        path = self.root / UNTUNED_EVIDENCE_FILE if name is None else self.folder(name) / EVIDENCE_FILE
+        if not path.is_file():
+            return None
+        with np.load(path) as found:
+            kept = {key: found[key] for key in found.files}
+        return kept if str(kept.pop("digest")) == digest else None
+
+    def save_evidence_scores(self, name: str | None, digest: str, scores: dict[str, np.ndarray]) -> None:
+        path = self.root / UNTUNED_EVIDENCE_FILE if name is None else self.folder(name) / EVIDENCE_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(str(path), digest=np.array(digest), **scores)  # type: ignore[arg-type]
 
     # -- a cross-fitted candidate's folds (sentune.adapt.crossfit) --
     def fold_folder(self, name: str, fold: int) -> Path:

@@ -1,7 +1,7 @@
 """--train's evidence pairs in a pairs run (what they are and the checks: sentune.adapt.evidence; how they judge:
 sentune.adapt.decide): drawn and checked before any candidate runs, so that the supervised candidates leave their
-confirmation part out of training; each eligible candidate's scores of them computed once its run is done (cached as
-OUT/candidates/NAME/train-scores.npz); and the judges the decision reads: a supervised candidate's scores of the
+confirmation part out of training; each eligible candidate's scores of them computed once its run is done (kept in
+the candidate store, sentune.adapt.store); and the judges the decision reads: a supervised candidate's scores of the
 evidence selection pairs are its fold models' (cross-fitted, sentune.adapt.candidates.supervised.cross_fit_evidence),
 a wise of it its fold models' at its mix, and every candidate is masked where the model that scored a pair trained on
 it (none is left so once cross-fitted: every candidate is judged on every evidence pair)."""
@@ -16,6 +16,7 @@ from sentune.adapt.decide import TrainJudges, detectable_gain
 from sentune.adapt.evidence import Evidence, domain_shift, sample_evidence, score_shift
 from sentune.adapt.names import UNCHANGED, UNTUNED_POOLINGS
 from sentune.adapt.records import CandidateRecord
+from sentune.adapt.store import EVIDENCE_FILE, UNTUNED_EVIDENCE_FILE
 from sentune.core.progress import say
 
 if TYPE_CHECKING:
@@ -23,8 +24,7 @@ if TYPE_CHECKING:
     from sentune.adapt.context import Context
     from sentune.tasks.user_pairs import PairScorer
 
-SCORES_FILE = "train-scores.npz"
-UNTUNED_FILE = ".untuned-train.npz"
+SCORES_FILE, UNTUNED_FILE = EVIDENCE_FILE, UNTUNED_EVIDENCE_FILE  # the candidate store's files (sentune.adapt.store)
 PAIR_VECTORS = ".pair_vectors"  # beside the untuned poolings' scores: the model's vector of each evidence pair (the domain check)
 
 
@@ -90,16 +90,13 @@ def _scorer(ctx: Context, evidence: Evidence) -> PairScorer:
 
 def untuned_scores(ctx: Context, evidence: Evidence) -> dict[str, np.ndarray]:
     """The untuned model's scores of the evidence pairs under its own pipeline and each untuned pooling, encoded once."""
-    cache = ctx.out / "candidates" / UNTUNED_FILE
-    if cache.is_file():
-        found = dict(np.load(cache))
-        if str(found.pop("digest")) == evidence.digest:
-            return found
+    found = ctx.store.evidence_scores(None, evidence.digest)
+    if found is not None:
+        return found
     scorer = _scorer(ctx, evidence)
     vectors = scorer.encode(ctx.base, ["model", *UNTUNED_POOLINGS], "scoring the train evidence pairs (untuned)")
     scores = {name: scorer.of_vectors(v)["train"] for name, v in vectors.items()} | {PAIR_VECTORS: pair_vectors(vectors["model"])}
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(str(cache), digest=np.array(evidence.digest), **scores)  # type: ignore[arg-type]
+    ctx.store.save_evidence_scores(None, evidence.digest, scores)
     return scores
 
 
@@ -109,18 +106,16 @@ def _candidate_scores(candidate: Candidate, ctx: Context, evidence: Evidence) ->
     from sentune.adapt.candidates.base import WithRun
     from sentune.adapt.candidates.untuned import Unchanged
 
-    cache = candidate.folder(ctx) / SCORES_FILE
-    if cache.is_file():
-        found = np.load(cache)
-        if str(found["digest"]) == evidence.digest:
-            return found["scores"]
+    found = ctx.store.evidence_scores(candidate.name, evidence.digest)
+    if found is not None:
+        return found["scores"]
     if isinstance(candidate, Unchanged):  # the untuned poolings: from the vectors encoded before the candidates ran
         scores = untuned_scores(ctx, evidence)[candidate.pooling]
     elif not ((candidate.run_folder(ctx) if isinstance(candidate, WithRun) else candidate.folder(ctx)) / "model").is_dir():
         return None
     else:
         scores = _scorer(ctx, evidence).of_model(candidate.model(ctx), f"{candidate.name}: scoring the train evidence pairs")["train"]
-    np.savez(str(cache), digest=np.array(evidence.digest), scores=scores)
+    ctx.store.save_evidence_scores(candidate.name, evidence.digest, {"scores": scores})
     return scores
 
 
