@@ -70,7 +70,7 @@ def skewed(gold: np.ndarray, seed: int = 0) -> np.ndarray:
 
 def encoded(model, pairs) -> tuple[np.ndarray, np.ndarray]:
     """The model's cosine of each pair and each pair's vector (as adapt computes them, sentune.adapt.train_evidence)."""
-    from sentune.adapt.train_evidence import pair_vectors
+    from sentune.adapt.untuned_evidence import pair_vectors
     from sentune.tasks.user_pairs import PairScorer
 
     scorer = PairScorer({"x": pairs})

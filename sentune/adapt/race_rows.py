@@ -132,7 +132,7 @@ def race_rows(ctx: Context) -> RaceRows:
     select, indices = _sample(ctx)
     if not len(select):
         return RaceRows(dev_gold, unchanged, len(dev_gold), select, indices)
-    from sentune.adapt.train_evidence import untuned_scores
+    from sentune.adapt.untuned_evidence import untuned_scores
 
     gold = np.concatenate([dev_gold, ctx.evidence.gold[select]])
     untuned = untuned_scores(ctx, ctx.evidence)["model"][select]  # encoded once, before any candidate ran (draw_evidence)

@@ -14,23 +14,17 @@ import numpy as np
 
 from sentune.adapt.decide import TrainJudges, detectable_gain
 from sentune.adapt.evidence import Evidence, domain_shift, sample_evidence, score_shift
-from sentune.adapt.names import UNCHANGED, UNTUNED_POOLINGS
+from sentune.adapt.names import UNCHANGED
 from sentune.adapt.records import CandidateRecord
 from sentune.adapt.store import EVIDENCE_FILE, UNTUNED_EVIDENCE_FILE
+from sentune.adapt.untuned_evidence import PAIR_VECTORS, evidence_scorer, pair_vectors, untuned_scores
 from sentune.core.progress import say
 
 if TYPE_CHECKING:
     from sentune.adapt.candidates import Candidate
     from sentune.adapt.context import Context
-    from sentune.tasks.user_pairs import PairScorer
 
 SCORES_FILE, UNTUNED_FILE = EVIDENCE_FILE, UNTUNED_EVIDENCE_FILE  # the candidate store's files (sentune.adapt.store)
-PAIR_VECTORS = ".pair_vectors"  # beside the untuned poolings' scores: the model's vector of each evidence pair (the domain check)
-
-
-def pair_vectors(rows: np.ndarray) -> np.ndarray:
-    """Each pair's vector, from its two sentences' rows (PairScorer.sentences' order): their mean."""
-    return (rows[0::2] + rows[1::2]) / 2
 
 
 def draw_evidence(ctx: Context) -> Evidence | None:
@@ -79,27 +73,6 @@ def say_detectable_gain(ctx: Context) -> None:
     )
 
 
-def _scorer(ctx: Context, evidence: Evidence) -> PairScorer:
-    from sentune.data.user_data import ScoredPairs
-    from sentune.tasks.user_pairs import PairScorer
-
-    train = ctx.inputs.task.train
-    assert isinstance(train, ScoredPairs)  # pairs runs only
-    return ctx._scoring(PairScorer({"train": ScoredPairs([train.pairs[i] for i in evidence.indices], train.kind, train.path)}, ctx.config.show_progress))
-
-
-def untuned_scores(ctx: Context, evidence: Evidence) -> dict[str, np.ndarray]:
-    """The untuned model's scores of the evidence pairs under its own pipeline and each untuned pooling, encoded once."""
-    found = ctx.store.evidence_scores(None, evidence.digest)
-    if found is not None:
-        return found
-    scorer = _scorer(ctx, evidence)
-    vectors = scorer.encode(ctx.base, ["model", *UNTUNED_POOLINGS], "scoring the train evidence pairs (untuned)")
-    scores = {name: scorer.of_vectors(v)["train"] for name, v in vectors.items()} | {PAIR_VECTORS: pair_vectors(vectors["model"])}
-    ctx.store.save_evidence_scores(None, evidence.digest, scores)
-    return scores
-
-
 def _candidate_scores(candidate: Candidate, ctx: Context, evidence: Evidence) -> np.ndarray | None:
     """The candidate's scores of every evidence pair (cached in its folder for these evidence pairs); None when its
     model is gone (--prune in an earlier run of the folder): the dev pairs alone judge it."""
@@ -114,7 +87,7 @@ def _candidate_scores(candidate: Candidate, ctx: Context, evidence: Evidence) ->
     elif not ((candidate.run_folder(ctx) if isinstance(candidate, WithRun) else candidate.folder(ctx)) / "model").is_dir():
         return None
     else:
-        scores = _scorer(ctx, evidence).of_model(candidate.model(ctx), f"{candidate.name}: scoring the train evidence pairs")["train"]
+        scores = evidence_scorer(ctx, evidence).of_model(candidate.model(ctx), f"{candidate.name}: scoring the train evidence pairs")["train"]
     ctx.store.save_evidence_scores(candidate.name, evidence.digest, {"scores": scores})
     return scores
 
