@@ -172,6 +172,23 @@ def test_saved_config_from_before_an_option_existed_is_the_same_recipe(recipe_fi
     assert not same_recipe(path, recipe)
 
 
+def test_a_time_cap_is_not_part_of_the_recipe(recipe_file, tmp_path):
+    """adapt --time resumes a killed training with the minutes left then: the cap differs, the run is the same."""
+    import yaml
+
+    from sentune.train.recipe import same_recipe
+
+    recipe = load_recipe(str(recipe_file))
+    saved = recipe.to_dict()
+    saved["training"]["max_minutes"] = 13.9
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(saved))
+    assert same_recipe(path, recipe)
+    saved["training"]["epochs"] = (recipe.training.epochs or 1) + 1
+    path.write_text(yaml.safe_dump(saved))
+    assert not same_recipe(path, recipe)
+
+
 def test_max_sentences_is_a_fixed_random_subset_in_file_order(tiny_data_dir):
     from conftest import method_context
 

@@ -224,13 +224,14 @@ def same_recipe(saved: Path, recipe: Recipe) -> bool:
 
 def _settings_that_matter(recipe: Recipe) -> dict:
     """The recipe as a dict without what changes how a run is computed but not what it computes (a resumed run may
-    switch gradient checkpointing on to fit in less memory), and with its data as the file of their kind they are (a
+    switch gradient checkpointing on to fit in less memory) or how long it may take (training.max_minutes: a run killed
+    under `adapt --time` resumes with the minutes left then, a cap counted over resumes), and with its data as the file of their kind they are (a
     description of data given as objects and an older run's `PREFIX:PATH` of the same file are the same data)."""
     from sentune.data.catalog import parse_train_data
     from sentune.tasks.dev_sets import dev_file
 
     settings = recipe.to_dict()
-    settings["training"] = {k: v for k, v in settings["training"].items() if k != "gradient_checkpointing"}
+    settings["training"] = {k: v for k, v in settings["training"].items() if k not in ("gradient_checkpointing", "max_minutes")}
     train = parse_train_data(recipe.train_data) if isinstance(recipe.train_data, str) else None
     settings["train_data"] = _data_file(recipe.train_data, (train.kind, train.value) if train is not None and train.origin == "file" else None)
     dev = recipe.eval.dev
