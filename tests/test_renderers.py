@@ -751,9 +751,10 @@ def test_the_train_section_of_the_calibration_page_goes_before_the_real_null_and
 
 
 def test_the_calibration_rule_with_a_train_set_never_judges_the_supervised_candidate_on_its_training_pairs():
-    """adapt_calibration.py's users with a train set: candidate 0 plays the supervised one, trained on the evidence
-    selection part. Made perfect there and the unchanged model's twin everywhere else, it would lead on the selection
-    pairs if they judged it; they do not, so no candidate is ahead and none is tested."""
+    """adapt_calibration.py's users with a train set: candidate 0 plays the supervised one, its refit trained on the
+    evidence selection part and cross-fitted there. Its refit made perfect there and the unchanged model's twin
+    everywhere else, it would lead on the selection pairs if the refit judged it; its fold models judge, so no candidate
+    is ahead and none is tested."""
     import numpy as np
 
     from sentune.adapt.decide import split_dev
@@ -765,8 +766,13 @@ def test_the_calibration_rule_with_a_train_set_never_judges_the_supervised_candi
     checkpoints = np.broadcast_to(unchanged, (3, calibration.CHECKPOINTS, n + m)).copy()
     trained = n + split_dev(gold[n:], seed=seed + EVIDENCE_SEED_OFFSET).select
     perfect = np.sort(unchanged[trained])[np.argsort(np.argsort(gold[trained], kind="stable"))]  # the gold's order, the model's values
-    checkpoints[0, :, trained] = perfect[:, None]
+    # the refit (checkpoint 0: all are the unchanged model's twin on the dev pairs, so the first is chosen) trained on
+    # them; its fold models (another checkpoint) did not, and they are what judges it there
+    checkpoints[0, 0, trained] = perfect
     assert calibration.train_rule(gold, unchanged, checkpoints, "spearman", seed, n, True) == (-1, None)
+    read = checkpoints.copy()
+    read[0, 1, trained] = perfect  # fold models that had read the pairs they score would lead: the rule reads them
+    assert calibration.train_rule(gold, unchanged, read, "spearman", seed, n, True)[0] == 0
     leaky = checkpoints.copy()
     leaky[1] = leaky[0]  # the same predictions from a label-free candidate are judged there: it leads and is tested
     best, p_value = calibration.train_rule(gold, unchanged, leaky, "spearman", seed, n, True)
