@@ -76,25 +76,25 @@ def long_pause(monkeypatch):
     """A pause long enough to tell the protocol's answer (at once, then no reading) from the middleware's (after it)."""
     from sentune.serve import shedding
 
-    monkeypatch.setattr(shedding, "SHED_PAUSE_S", 0.6)
-    return 0.6
+    monkeypatch.setattr(shedding, "SHED_PAUSE_S", 0.4)
+    return 0.4
 
 
 @pytest.mark.skipif("TimedHttpToolsProtocol" not in PROTOCOLS, reason="httptools is not installed")
 def test_a_full_queue_is_refused_by_the_protocol_on_arrival_and_answered_after_the_pause(long_pause):
     """No ASGI task runs for the refusal (the app's middleware would hold one through the pause), and a request refused
     on arrival stays refused when the queue empties during its pause: the pause adds nothing to what is served."""
-    engine = TimedEngine(per_text=0.3)
+    engine = TimedEngine(per_text=0.25)
     with busy_server(engine) as served:
         holding = hold_the_queue(served, engine)
         sock, reader = connect(served.port)
         with sock, reader:
             began = time.perf_counter()
             sock.sendall(request())
-            time.sleep(0.15)
+            time.sleep(0.1)
             assert len(served.server.server_state.tasks) == 1  # the holding request's only: the refusal is not the app's
             status, headers, body = read_answer(reader)
-            assert status == 503 and time.perf_counter() - began >= long_pause * 0.9  # the queue emptied at 0.3 s
+            assert status == 503 and time.perf_counter() - began >= long_pause * 0.9  # the queue emptied before
             assert headers["retry-after"] == "1" and headers["content-type"] == "application/json" and "connection" not in headers
             assert b'"queue_full"' in body and b"--max-queue" in body and "date" in headers
             sock.sendall(request(b'{"input": ["next"]}'))  # the same connection, kept
@@ -107,7 +107,7 @@ def test_a_full_queue_is_refused_by_the_protocol_on_arrival_and_answered_after_t
 def test_a_connection_is_not_read_while_its_refusal_waits(long_pause):
     """A request sent during the pause is read after the 503 (answers in order); one pipelined in the same packet
     behind a refused POST closes the connection after the 503 (clients must not pipeline POSTs: RFC 9112 9.3.2)."""
-    engine = TimedEngine(per_text=3.0)
+    engine = TimedEngine(per_text=2.0)
     with busy_server(engine) as served:
         holding = hold_the_queue(served, engine)
         sock, reader = connect(served.port)
@@ -146,7 +146,7 @@ def test_refusals_share_a_rate_however_many_connections_are_refused():
 @pytest.mark.skipif("TimedHttpToolsProtocol" not in PROTOCOLS, reason="httptools is not installed")
 def test_a_refused_request_whose_body_comes_later_leaves_the_connection_usable():
     """The body of a request refused on its head is parsed and dropped as it arrives, not read as the next request."""
-    engine = TimedEngine(per_text=1.5)
+    engine = TimedEngine(per_text=0.8)
     with busy_server(engine) as served:
         holding = hold_the_queue(served, engine)
         sock, reader = connect(served.port)
@@ -165,7 +165,7 @@ def test_a_refused_request_whose_body_comes_later_leaves_the_connection_usable()
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_full_queue_is_refused_on_every_protocol_and_what_is_not_refused_is_served(protocol):
     """h11 has no protocol of ours that refuses: the middleware answers the same 503 (after the pause)."""
-    engine = TimedEngine(per_text=1.0)
+    engine = TimedEngine(per_text=0.5)
     with busy_server(engine, http=protocol) as served:
         holding = hold_the_queue(served, engine)
         refused = served.embed("refused")
