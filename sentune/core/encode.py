@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from sentune.core.backend import runner_of
 from sentune.core.distributed import world_size
+from sentune.core.lanes import lane_shares, lanes_of
 from sentune.core.memory import release_freed_memory
 from sentune.core.pooling import PoolingSpec, pool
 from sentune.errors import UserError
@@ -170,7 +171,19 @@ class Encoder:
         overlong = np.flatnonzero(lengths > max_len)
         overlong_set = set(overlong.tolist())
         self.truncated_indices = [i for i, u in enumerate(inverse) if int(u) in overlong_set] if len(overlong) else []
-        batches = token_budget_batches(np.minimum(lengths, max_len), self.max_tokens, self.max_batch)
+        clipped = np.minimum(lengths, max_len)
+        lanes = lanes_of(self.model) if self.devices[0].type == "cpu" and runner_of(self.model) is None else None
+        if lanes is not None and lanes.for_batch(len(unique)) > 1:  # a server's batch (sentune.core.lanes)
+            shares = lane_shares(clipped, lanes.for_batch(len(unique)))
+            with tqdm(total=len(unique), desc=self.desc, unit="sent", disable=not self.show_progress) as bar:
+                run = lambda share: self._run(
+                    self.model, unique, [share[b] for b in token_budget_batches(clipped[share], self.max_tokens, self.max_batch)], bar
+                )  # noqa: E731
+                parts = [part for done in lanes.run(run, shares) for part in done]
+            return unique, inverse, parts
+        if lanes is not None:
+            lanes.whole()
+        batches = token_budget_batches(clipped, self.max_tokens, self.max_batch)
         replicas = self._replicas()
         shards = [batches[i :: len(replicas)] for i in range(len(replicas))]  # several GPUs: a share each
         with tqdm(total=len(unique), desc=self.desc, unit="sent", disable=not self.show_progress) as bar:

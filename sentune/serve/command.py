@@ -37,6 +37,13 @@ def serve_options(p: argparse.ArgumentParser) -> None:
         "--workers", type=int, default=1, help="server processes; each loads the model, all share the index's memory-mapped vectors, BM25 and document offsets"
     )
     p.add_argument("--max-batch", type=int, default=64, help="texts computed in one forward pass, from the requests waiting together")
+    p.add_argument(
+        "--lanes",
+        type=int,
+        default=None,
+        help="on the CPU with torch, a batch cut by length into this many runs computed side by side, each with its share of the threads "
+        "(default: one a torch thread; 1: one pass over the whole batch)",
+    )
     p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long a request waits for others to share its forward pass")
     p.add_argument("--max-batch-inputs", type=int, default=256, help="texts in one request (input list, queries list)")
     p.add_argument("--max-input-chars", type=int, default=100_000, help="characters in one text; longer ones are refused (400)")
@@ -73,6 +80,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         backend=args.backend,
         workers=args.workers,
         max_batch=args.max_batch,
+        lanes=args.lanes,
         max_batch_inputs=args.max_batch_inputs,
         batch_wait_ms=args.batch_wait_ms,
         max_input_chars=args.max_input_chars,

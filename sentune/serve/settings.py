@@ -30,6 +30,7 @@ class ServeSettings:
     device: str = "cpu"
     workers: int = 1
     max_batch: int = 64  # texts in one forward pass
+    lanes: int | None = None  # a CPU batch's lanes (sentune.core.lanes); None: one a torch thread, 1: off
     batch_wait_ms: float = 5.0  # how long the first request of a batch waits for others
     max_batch_inputs: int = 256  # texts in one request
     max_input_chars: int = 100_000  # characters in one text
@@ -72,6 +73,7 @@ def check_numbers(settings: ServeSettings) -> None:
         (1 <= settings.port <= 65535, f"--port {settings.port}: from 1 to 65535"),
         (settings.workers >= 1, f"--workers {settings.workers}: at least 1"),
         (settings.max_batch >= 1, f"--max-batch {settings.max_batch}: at least 1"),
+        (settings.lanes is None or settings.lanes >= 1, f"--lanes {settings.lanes}: at least 1 (1: no lanes)"),
         (0 <= settings.batch_wait_ms <= 1000, f"--batch-wait-ms {settings.batch_wait_ms:g}: from 0 to 1000"),
         (settings.max_batch_inputs >= 1, f"--max-batch-inputs {settings.max_batch_inputs}: at least 1"),
         (settings.max_input_chars >= 1, f"--max-input-chars {settings.max_input_chars}: at least 1"),
