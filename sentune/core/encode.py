@@ -204,7 +204,8 @@ class Encoder:
     def _run(self, model: SentenceTransformer, unique: list[str], batches: list[np.ndarray], bar) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
         """Encode `batches` on one model's device. On a GPU the next batches are tokenized in a thread while the
         current one runs, and vectors stay on the device until the end (no wait for each batch to finish)."""
-        model.eval()
+        if model.training:  # eval() walks every module: a server's one-query batch paid a millisecond for it
+            model.eval()
         hf = getattr(model[0], "model", None)
         previous = hf.config.output_hidden_states if hf is not None else None
         if hf is not None and self.needs_all_layers:
