@@ -201,8 +201,8 @@ def train_section(args, factors: dict) -> list[str]:
     lines = [
         TRAIN_HEADING,
         "",
-        f"Measured {datetime.now(UTC).date()} ({(time.perf_counter() - started) / 60:.0f} min on 2 CPU cores shared with other work, load "
-        f"average {os.getloadavg()[0]:.1f} at the end) by:",
+        f"Measured {datetime.now(UTC).date()} ({(time.perf_counter() - started) / 60:.0f} min on 2 CPU cores, 1-minute load "
+        f"average {os.getloadavg()[0]:.1f} at the end, its own work included) by:",
         "",
         "```",
         command_line(),
