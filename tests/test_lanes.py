@@ -105,3 +105,12 @@ def test_measured_vectors_give_the_cosines_of_a_naive_normalisation_and_cosines_
     assert np.array_equal(dense_scores(queries, measured), cosines(queries, docs))
     monkeypatch.setattr(passages, "UNIT_COPY_BYTES", docs.nbytes - 1)  # too large to copy: the vectors as they are
     assert MeasuredVectors.of(docs) is docs
+
+
+def test_sentune_serve_refuses_lanes_below_one_before_the_model_loads(capsys):
+    """As a user types it: one line naming the option, exit 2, no model loaded (the name does not exist)."""
+    from sentune.cli.app import main
+
+    assert main(["serve", "no-such-model-folder", "--lanes", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--lanes 0" in err[0]

@@ -31,9 +31,8 @@ if TYPE_CHECKING:
     from sentune.adapt.records import CandidateRecord
 
 # The race checks each racer after 3 of its 4 rounds (sentune.adapt.race.RUNGS), encoding these pairs each time: at 500
-# (1,000 texts) that is 3,000 texts a racer, about what its 10 evaluations on a dev set of 150 selection pairs encode
-# (measured: 1,000 MRPC texts in 22 s with the default model on this 2-core machine under load, 2026-11-28), while the
-# rows grow from 125 dev pairs to 625 and the bootstrap's spread of a difference shrinks by about √5. All 1,375
+# (1,000 texts) that is 3,000 texts a racer, about what its 10 evaluations on a dev set of 150 selection pairs encode,
+# while the rows grow from 125 dev pairs to 625 and the bootstrap's spread of a difference shrinks by about √5. All 1,375
 # evidence selection pairs of a 5,500-pair train set would cost 2.75 times as much for a further √(1500/625) ≈ 1.5.
 RACE_TRAIN_PAIRS = 500
 RACE_SEED_OFFSET = 11  # the sample of the evidence selection pairs draws apart from the evidence's own draws
