@@ -87,24 +87,24 @@ def test_serve_gives_its_model_lanes_on_the_cpu_unless_told_one(tiny_model_dir):
         check_numbers(ServeSettings(target="m", index=None, model="m", lanes=0))
 
 
-def test_measured_vectors_give_the_cosines_of_a_naive_normalisation_and_cosines_own(monkeypatch):
-    """An index opened for searching normalises its documents once (sentune.search.passages.MeasuredVectors): the
+def test_unit_vectors_give_the_cosines_of_a_naive_normalisation_and_cosines_own(monkeypatch):
+    """An index opened for searching normalises its documents once (sentune.search.passages.UnitVectors): the
     cosines of a naive normalisation, and bit for bit what `cosines` gives (the evaluation's ranking), across blocks."""
     import sentune.search.passages as passages
     import sentune.tasks.retrieval as retrieval
-    from sentune.search.passages import MeasuredVectors, cosines, dense_scores
+    from sentune.search.passages import UnitVectors, cosines, dense_scores
 
     rng = np.random.default_rng(3)
     docs, queries = rng.normal(size=(37, 8)).astype(np.float32), rng.normal(size=(4, 8)).astype(np.float32)
     docs[5] = 0.0  # a zero vector: cosine 0, no division by zero
     naive = np.array([[q @ d / (np.linalg.norm(q) * max(np.linalg.norm(d), 1e-12)) for d in docs] for q in queries])
     monkeypatch.setattr(retrieval, "BLOCK", 10)  # several blocks
-    measured = MeasuredVectors.of(docs)
-    assert isinstance(measured, MeasuredVectors) and len(measured) == 37
-    np.testing.assert_allclose(dense_scores(queries, measured), naive, atol=1e-6)
-    assert np.array_equal(dense_scores(queries, measured), cosines(queries, docs))
+    unit = UnitVectors.of(docs)
+    assert isinstance(unit, UnitVectors) and len(unit) == 37
+    np.testing.assert_allclose(dense_scores(queries, unit), naive, atol=1e-6)
+    assert np.array_equal(dense_scores(queries, unit), cosines(queries, docs))
     monkeypatch.setattr(passages, "UNIT_COPY_BYTES", docs.nbytes - 1)  # too large to copy: the vectors as they are
-    assert MeasuredVectors.of(docs) is docs
+    assert UnitVectors.of(docs) is docs
 
 
 def test_sentune_serve_refuses_lanes_below_one_before_the_model_loads(capsys):

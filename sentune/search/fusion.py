@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sentune.search.passages import MeasuredVectors, PassageVectors, dense_scores
+from sentune.search.passages import PassageVectors, UnitVectors, dense_scores
 
 ALPHAS = tuple(round(a, 2) for a in np.linspace(0.0, 1.0, 21))  # the convex weights tried on the selection queries
 RRF_K = 60
@@ -128,7 +128,7 @@ def hybrid_rank(
 
 def hybrid_rank_rows(
     query_vectors: np.ndarray,
-    doc_vectors: np.ndarray | PassageVectors | MeasuredVectors,
+    doc_vectors: np.ndarray | PassageVectors | UnitVectors,
     lexical_scores,
     ties: np.ndarray,
     fusion: Fusion,

@@ -45,7 +45,7 @@ from sentune.search.documents import DAMAGED, OFFSETS, ORDER, Documents, write_d
 from sentune.search.exact import dense_top
 from sentune.search.fusion import Fusion, hybrid_rank_rows, top_by_score
 from sentune.search.lexical import LexicalIndex, LexicalSettings
-from sentune.search.passages import MeasuredVectors, PassageVectors
+from sentune.search.passages import PassageVectors, UnitVectors
 from sentune.search.stored import (  # noqa: F401
     FORMAT,
     INDEX_FILE,
@@ -317,7 +317,7 @@ class SearchIndex:
         self.device = device
         self._model: Any = None
         self._lexical: LexicalIndex | None = None
-        self._measured: MeasuredVectors | np.ndarray | None = None
+        self._unit_vectors: UnitVectors | np.ndarray | None = None
         self.ann: AnnIndex | None = AnnIndex.open(folder, settings)  # `sentune index --ann`: searched by default (sentune.search.ann)
         if self.passages is not None:  # an approximate index holds one vector a document: passages are searched exactly
             self.ann = None
@@ -346,12 +346,12 @@ class SearchIndex:
             self._model = load_model(str(inside) if inside.is_dir() else ref, device=self.device)
         return self._model
 
-    def measured(self) -> MeasuredVectors | np.ndarray:
-        """The document vectors normalised once, on the first hybrid search (sentune.search.passages.MeasuredVectors)."""
-        if self._measured is None:
+    def unit_vectors(self) -> UnitVectors | np.ndarray:
+        """The document vectors normalised once, on the first hybrid search (sentune.search.passages.UnitVectors)."""
+        if self._unit_vectors is None:
             assert self.vectors is not None
-            self._measured = MeasuredVectors.of(self.vectors)
-        return self._measured
+            self._unit_vectors = UnitVectors.of(self.vectors)
+        return self._unit_vectors
 
     def lexical(self, mmap: bool = False) -> LexicalIndex:
         if self._lexical is None:
@@ -397,7 +397,7 @@ class SearchIndex:
             return self._hits(ranked, values)
         assert self.fusion is not None  # a hybrid without a fusion is refused when opened
         lexical = self.lexical().scores(texts)
-        dense = self.passages if self.passages is not None else self.measured()
+        dense = self.passages if self.passages is not None else self.unit_vectors()
         ranked, values = hybrid_rank_rows(query_vectors, dense, lambda rows: lexical[rows], ties, self.fusion, depth=top, own=own, with_scores=True)
         return self._hits(ranked, values)
 

@@ -108,15 +108,15 @@ class PassageVectors:
 
 def dense_scores(query_vectors: np.ndarray, doc_vectors: Any) -> np.ndarray:
     """Every query's dense score of every document: MaxP's for PassageVectors, the cosine (of the vectors normalised once
-    for MeasuredVectors)."""
-    return doc_vectors.cosines(query_vectors) if isinstance(doc_vectors, PassageVectors | MeasuredVectors) else cosines(query_vectors, doc_vectors)
+    for UnitVectors)."""
+    return doc_vectors.cosines(query_vectors) if isinstance(doc_vectors, PassageVectors | UnitVectors) else cosines(query_vectors, doc_vectors)
 
 
 UNIT_COPY_BYTES = 128 * 2**20  # an index's vectors up to this size are held normalised; larger ones stay memory-mapped
 
 
 @dataclass(frozen=True)
-class MeasuredVectors:
+class UnitVectors:
     """Document vectors normalised once (an index opened for searching), so that a query's cosines are not preceded by
     normalising every document again (on SciFact's 5,183 documents, most of a hybrid query's time past the encoder).
     The cosines are the very numbers `cosines` gives (the same rows, the same products), so a search ranks exactly as
@@ -126,7 +126,7 @@ class MeasuredVectors:
     unit: np.ndarray
 
     @classmethod
-    def of(cls, vectors: np.ndarray) -> MeasuredVectors | np.ndarray:
+    def of(cls, vectors: np.ndarray) -> UnitVectors | np.ndarray:
         if len(vectors) * vectors.shape[1] * 4 > UNIT_COPY_BYTES:
             return vectors
         from sentune.tasks.retrieval import unit_rows
