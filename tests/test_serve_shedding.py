@@ -1,6 +1,7 @@
 """A full queue's 503 past saturation (sentune.serve.shedding): written by the HTTP protocol as soon as the request's
-head is parsed, the connection then not read for SHED_PAUSE_S (so a client that sends again at once costs at most
-1/SHED_PAUSE_S refusals a second), its body dropped without breaking the connection, counted in /metrics; h11, which
+head is parsed, the connection then not read for SHED_PAUSE_S, twice that for each refusal asked for again before
+Retry-After (so a client that sends again at once costs at most 1/SHED_PAUSE_S refusals a second, soon one),
+its body dropped without breaking the connection, counted in /metrics; h11, which
 has no such protocol here, answers the same from the ASGI middleware after the pause. Servers as in
 test_serve_admission.py: uvicorn in a thread, an engine whose forward pass takes a set time."""
 
@@ -141,6 +142,46 @@ def test_refusals_share_a_rate_however_many_connections_are_refused():
         assert (resting + 1) / refusals.pause() <= REFUSALS_PER_S + 1e-9  # answered at most that often, all together
     refusals.resting = 10 * int(REFUSALS_PER_S)
     assert refusals.pause() == MAX_PAUSE_S  # never past Retry-After's second
+
+
+def test_a_client_that_does_not_wait_retry_after_waits_twice_as_long_each_time():
+    from sentune.serve.shedding import MAX_PAUSE_S, SHED_PAUSE_S, Refusals
+
+    refusals = Refusals(lambda path: None)
+    pauses = [refusals.pause(in_a_row) for in_a_row in range(8)]
+    assert pauses[:4] == pytest.approx([SHED_PAUSE_S * 2**k for k in range(4)])
+    assert max(pauses) == MAX_PAUSE_S == pauses[-1]  # never past Retry-After's second
+    refusals.resting = 400  # the shared rate still bounds a connection's first refusal
+    assert refusals.pause(0) == pytest.approx(401 / 500.0)
+
+
+@pytest.mark.skipif("TimedHttpToolsProtocol" not in PROTOCOLS, reason="httptools is not installed")
+def test_a_connection_asking_again_at_once_is_paced_and_one_that_waited_retry_after_is_not():
+    """Refusals in a row on one connection come twice as late each time; after waiting Retry-After's second the
+    next refusal is a first one again (answered in tens of milliseconds)."""
+    from sentune.serve.shedding import REFUSAL_TICK_S, SHED_PAUSE_S
+
+    engine = TimedEngine(per_text=4.0)
+    with busy_server(engine) as served:
+        holding = hold_the_queue(served, engine)
+        sock, reader = connect(served.port)
+        with sock, reader:
+            waits = []
+            for _ in range(3):
+                began = time.perf_counter()
+                sock.sendall(request())
+                assert read_answer(reader)[0] == 503
+                waits.append(time.perf_counter() - began)
+            time.sleep(1.05)
+            began = time.perf_counter()
+            sock.sendall(request())
+            assert read_answer(reader)[0] == 503
+            rested = time.perf_counter() - began
+        holding.join(10)
+    slack = REFUSAL_TICK_S + 0.1  # the grid the answers come due on, and a busy test machine
+    for k, wait in enumerate(waits):
+        assert SHED_PAUSE_S * 2**k * 0.9 <= wait <= SHED_PAUSE_S * 2**k + slack
+    assert SHED_PAUSE_S * 0.9 <= rested <= SHED_PAUSE_S + slack
 
 
 @pytest.mark.skipif("TimedHttpToolsProtocol" not in PROTOCOLS, reason="httptools is not installed")

@@ -6,8 +6,10 @@ ignores Retry-After), thousands a second on 2 cores. So a refusal is decided by 
 the request's head is parsed (`RefusesFullQueues`, in uvicorn's httptools protocol: `TimedHttpToolsProtocol`) and
 written from bytes built once: no ASGI scope, task, middleware or JSON encoding; the body is parsed and dropped as it
 arrives, and the connection is kept (closed after the answer when the client asked for that; at once for
-`Expect: 100-continue`). The answer comes after a pause (`Refusals.pause`), the connection not read meanwhile, so that
-all the refused connections together cost a bounded number of refusals a second however fast their clients send.
+`Expect: 100-continue`). The answer comes after a pause (`Refusals.pause`), the connection not read meanwhile: the first refusal
+of a connection in tens of milliseconds, each one it asks for again without waiting Retry-After twice as late (to
+Retry-After's second), and all the refused connections together answered a bounded number of times a second, however
+fast their clients send.
 Where the protocol cannot answer first (h11, or a request pipelined behind one not yet answered) the ASGI middleware
 `Shed` answers the same, before any other layer, after the same pause.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Callable
 
@@ -26,14 +29,18 @@ from sentune.serve.protocol import error_body
 
 # A refused request is answered after a pause, and its connection not read meanwhile, so that a client that sends
 # again at once (a load generator, a retry loop that ignores Retry-After) is refused a few times a second, not
-# thousands. The pause grows with the connections being refused at once (`Refusals.pause`): all of them together are
-# answered at most REFUSALS_PER_S times a second, which bounds the CPU that refusals take from the model (each costs
-# the server and its client tens of microseconds) however many clients there are, and it never passes MAX_PAUSE_S,
-# Retry-After's second. A request's fate is decided on its arrival (refused, or queued for the model), so the pause
-# adds nothing to the latency of what is served.
+# thousands: every refusal costs the server and its client CPU that the model would otherwise have, and past
+# saturation that is what the served lose. A connection's first refusal waits SHED_PAUSE_S; each one it asks for again
+# sooner than Retry-After said waits twice the last, up to MAX_PAUSE_S (Retry-After's second): a client that honours
+# Retry-After is always answered in milliseconds, one that does not is paced to what it was told. All the refused
+# connections together are also answered at most REFUSALS_PER_S times a second (a flood of new connections), and
+# refusals come due on a grid of REFUSAL_TICK_S so that one wake of the event loop answers all that are due together,
+# not one wake (and one preempted forward pass) each. A request's fate is decided on its arrival (refused, or queued
+# for the model), so the pause adds nothing to the latency of what is served.
 SHED_PAUSE_S = 0.05  # the least pause
 REFUSALS_PER_S = 500.0
 MAX_PAUSE_S = 1.0
+REFUSAL_TICK_S = 0.05
 RETRY_AFTER = "1"  # whole seconds (RFC 9110): the least it can say; a full queue empties within a few forward passes
 REFUSALS_STATE = "sentune.refusals"  # the key of `Refusals` in the app's lifespan state, where the protocol finds it
 
@@ -57,9 +64,11 @@ class Refusals:
         self._bodies: dict[int, bytes] = {}
         self.resting = 0  # refused requests waiting for their answer (their pause) now
 
-    def pause(self) -> float:
-        """How long the next refused request waits for its answer: its share of REFUSALS_PER_S."""
-        return min(MAX_PAUSE_S, max(SHED_PAUSE_S, (self.resting + 1) / REFUSALS_PER_S))
+    def pause(self, in_a_row: int = 0) -> float:
+        """How long the next refused request waits for its answer: its share of REFUSALS_PER_S, and twice its
+        connection's last pause for each refusal before it that the client did not wait Retry-After after."""
+        backoff = SHED_PAUSE_S * 2.0 ** min(in_a_row, 30)
+        return min(MAX_PAUSE_S, max(SHED_PAUSE_S, backoff, (self.resting + 1) / REFUSALS_PER_S))
 
     def refused(self, method: str, path: str) -> MicroBatcher | None:
         """The batcher whose full queue refuses this request (counted as refused), or None: it goes on."""
@@ -98,6 +107,8 @@ class RefusesFullQueues:
     _began = 0.0
     _path = ""
     _pause: asyncio.TimerHandle | None = None
+    _in_a_row = 0  # refusals of this connection, each asked for again before Retry-After had passed
+    _answered_at = float("-inf")  # when this connection's last refusal was answered (the loop's clock)
 
     def on_headers_complete(self) -> None:
         if self._refusing is not None:  # pipelined behind a refused request (a POST, which no client should pipeline)
@@ -113,6 +124,7 @@ class RefusesFullQueues:
             self._path = httptools.parse_url(self.url).path.decode("ascii")  # type: ignore[attr-defined]
             batcher = refusals.refused(self.parser.get_method().decode("ascii"), self._path)  # type: ignore[attr-defined]
         if refusals is None or batcher is None:
+            self._in_a_row = 0  # served (or not a batched route): its next refusal is a first one again
             return super().on_headers_complete()  # type: ignore[misc]
         self._began = began
         self._refused_close = not self.parser.should_keep_alive() or self.expect_100_continue  # type: ignore[attr-defined]
@@ -140,7 +152,12 @@ class RefusesFullQueues:
             return
         self.flow.pause_reading()  # type: ignore[attr-defined]
         refusals: Refusals = self.app_state[REFUSALS_STATE]  # type: ignore[attr-defined]
-        self._pause = self.loop.call_later(refusals.pause(), self._answer_refusal)  # type: ignore[attr-defined]
+        now = self.loop.time()  # type: ignore[attr-defined]
+        if now - self._answered_at >= float(RETRY_AFTER):  # the client waited what it was told: no backoff
+            self._in_a_row = 0
+        due = math.ceil((now + refusals.pause(self._in_a_row)) / REFUSAL_TICK_S) * REFUSAL_TICK_S
+        self._pause = self.loop.call_at(due, self._answer_refusal)  # type: ignore[attr-defined]
+        self._in_a_row += 1
         refusals.resting += 1
 
     def _answer_refusal(self) -> None:
@@ -154,6 +171,7 @@ class RefusesFullQueues:
 
     def _write_refusal(self, refusals: Refusals, batcher: MicroBatcher) -> None:
         self.transport.write(refusals.response(batcher, self.server_state.default_headers, self._refused_close))  # type: ignore[attr-defined]
+        self._answered_at = self.loop.time()  # type: ignore[attr-defined]
         if self.access_log:  # type: ignore[attr-defined]  # as uvicorn logs an answer
             client = f"{self.client[0]}:{self.client[1]}" if self.client else "-"  # type: ignore[attr-defined]
             self.access_logger.info('%s - "POST %s HTTP/1.1" 503', client, self._path)  # type: ignore[attr-defined]
