@@ -820,3 +820,19 @@ def test_search_train_summary_sets_the_chosen_system_of_each_run_beside_its_dens
     machines = {"with-train": "NVIDIA H200\nwith-train exit 0 wall 122 s (alone on the GPU; started 22:24:14)\n"}
     rows = render.summary(runs, machines)
     assert rows[2] == "| with-train | `hybrid-best` | --train | 75.50 [70.25, 80.00] | +9.50 [+5.50, +13.25] | 0.001 | 122 s |"
+
+
+def test_the_summary_names_the_best_tested_candidate_and_leaves_the_reference_recipe_aside():
+    """The cell beside the choice: the highest test score among the candidates that reached the test (a raced-out one has
+    none), the never-chosen reference recipe not counted even when it scores highest."""
+    render = load("renderers/render_adapt.py")
+    candidates = {
+        "unchanged": {"test": {"score": 77.0}},
+        "wise": {"test": {"score": 81.9}},
+        "supervised": {"test": None},  # stopped by the race
+        "supervised-stacked": {"test": {"score": 82.0}},
+        render.REFERENCE: {"test": {"score": 90.0}},
+    }
+    assert render.best_on_test({"candidates": candidates}) == "`supervised-stacked` 82.00"
+    del candidates["supervised-stacked"]
+    assert render.best_on_test({"candidates": candidates}) == "`wise` 81.90"
