@@ -29,7 +29,13 @@ print(f"| {sys.argv[2]} | {int(sys.argv[3]) / 60:.1f} | {minutes:.1f} | {left or
 EOF
 )")
 done
-echo "| example | wall minutes | candidate minutes | left out by the default time (expected; the --time that includes it) | choice, test |"
-echo "|---|---:|---:|---|---|"
-printf '%s\n' "${rows[@]}"
-echo "(commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+page=benchmarks/results/default_budget${EXAMPLES:+-$(echo "$EXAMPLES" | tr ' ' '-')}.md
+{
+  echo "# \`sentune adapt --example NAME\` without --time: the default plan's minutes"
+  echo
+  echo "Measured by \`${EXAMPLES:+EXAMPLES=\"$EXAMPLES\" }bash benchmarks/runners/default_budget.sh\` at commit $(git rev-parse --short HEAD), finished $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average after $(cut -d' ' -f1-3 /proc/loadavg); conditions: ${CONDITIONS:-not stated}. Target (issue 72): each example within 30 candidate minutes on 2 idle cores."
+  echo
+  echo "| example | wall minutes | candidate minutes | left out by the default time (expected; the --time that includes it) | choice, test |"
+  echo "|---|---:|---:|---|---|"
+  printf '%s\n' "${rows[@]}"
+} | tee "$page"
