@@ -271,3 +271,31 @@ def test_a_record_stopped_on_other_rows_is_not_current(tmp_path):
     assert not raced_elsewhere(CandidateRecord("simcse", "trained"), ctx)  # finished: the race's rows do not matter
     candidate = Trained("simcse", "adapt/simcse")
     assert candidate._current(record, ctx) and not candidate._current(old, ctx)
+
+
+@pytest.mark.slow
+def test_supervised_candidates_held_out_of_the_evidence_race_on_its_selection_pairs_too(tiny_model_dir, labelled, tmp_path, monkeypatch, capsys):  # noqa: F811
+    """With --train's evidence judging and both supervised candidates held out of its selection pairs (trained without
+    them), their race at the first rung reads the dev selection pairs and the race's sample of those pairs (each
+    member's paused checkpoint scored there once, cached beside its run); cross-fitted, they race on the dev selection
+    pairs alone (test_supervised.test_the_supervised_candidates_on_train_race_at_their_first_rung)."""
+    from sentune.adapt.candidates import supervised
+    from sentune.adapt.candidates.supervised_race import TRAIN_FILE
+    from sentune.adapt.race_rows import FOLDER
+    from sentune.cli import main
+
+    monkeypatch.setattr(supervised, "CROSS_FIT_STEPS", 0)  # any training counts as too long to cross-fit: held out
+    out = tmp_path / "run"
+    args = [*_args(tiny_model_dir, labelled, out), "--methods", "simcse,supervised,supervised-stacked", "--budget", "16"]
+    assert main([*args, "--train", str(labelled / "train.tsv")]) == 0
+    said = capsys.readouterr().out
+    race = json.loads((out / "candidates" / TRAIN_FILE).read_text())
+    assert race["detail"]["rows"] == {"dev": 60, "train": 20}
+    assert "compared on the selection pairs" in said and all(f"{name} stops: " not in said or "(60 dev + 20 train)" in said for name in race["stopped"])
+    results = json.loads((out / "results.json").read_text())["candidates"]
+    for name, step in race["detail"]["at_step"].items():
+        if name in race["stopped"]:
+            assert "(60 dev + 20 train)" in results[name]["skipped"]
+            continue
+        cached = np.load(out / "candidates" / name / "run" / FOLDER / f"checkpoint-{step}.npz")
+        assert len(cached["cosines"]) == 20  # its paused checkpoint, scored on the race's train pairs

@@ -18,7 +18,10 @@ refit. Every unit the race reads is a selection unit scored by a model that did 
 part stays independent of the choice (sentune.adapt.decide).
 
 **With --train: the first rung (TrainRace), pairs runs.** Each member is a saved run (sentune.train.runs) that pauses
-at FIRST_RUNG of its steps and is evaluated there on the selection pairs, which --train never holds; the one going on
+at FIRST_RUNG of its steps and is evaluated there on the selection pairs, which --train never holds, and, when --train's
+evidence judges and every member is held out of its selection pairs, on the sample of them that the label-free race
+reads too (sentune.adapt.race_rows: each kind ranked among its own), so that one member is not stopped by the noise of
+a few hundred dev pairs that the train pairs would have outweighed; the one going on
 resumes its run to the end and keeps its last step, as its recipe fixed in advance says: the race decides only which
 trains on, never which checkpoint is kept. On search data each evaluation would encode the selection pool again: the
 members train there one after the other, unraced."""
@@ -35,7 +38,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from sentune.core.metrics import METRICS
 from sentune.core.progress import say
 from sentune.core.results import write_atomic
 
@@ -97,13 +99,14 @@ class SupervisedRace:
             seconds[member.name] = time.perf_counter() - started
         gold, unchanged, where = cls.units(ctx, detail)
         from sentune.adapt.race import verdict
-        from sentune.tasks.bootstrap import resamples
+        from sentune.adapt.race_rows import score_on
 
-        stopped = verdict(gold, predictions, list(predictions), unchanged, ctx.metric, resamples(len(gold), seed=ctx.config.seed), where)
+        strata, draws = cls.strata_and_draws(ctx, len(gold))
+        stopped = verdict(gold, predictions, list(predictions), unchanged, ctx.metric, draws, where, strata)
         for name, reason in stopped.items():
             say(f"    race: {name} stops: {reason}")
-        score = METRICS[ctx.metric].score
-        found = cls({n: float(score(gold, p)) for n, p in predictions.items()}, float(score(gold, unchanged)), stopped, seconds, cls.key_of(ctx), detail)
+        scores = {n: score_on(gold, p, ctx.metric, strata) for n, p in predictions.items()}
+        found = cls(scores, score_on(gold, unchanged, ctx.metric, strata), stopped, seconds, cls.key_of(ctx), detail)
         write_atomic(path, json.dumps(asdict(found), indent=2))
         return found
 
@@ -146,6 +149,13 @@ class SupervisedRace:
     def kept_work(cls, member, ctx: Context) -> bool:
         """Whether what a member going on needs from its first round is still there."""
         raise NotImplementedError
+
+    @classmethod
+    def strata_and_draws(cls, ctx: Context, units: int) -> tuple[np.ndarray | None, np.ndarray]:
+        """Which units are dev and which train pairs (None: one kind) and the paired bootstrap's resamples of them."""
+        from sentune.tasks.bootstrap import resamples
+
+        return None, resamples(units, seed=ctx.config.seed)
 
 
 class FoldRace(SupervisedRace):
@@ -210,7 +220,7 @@ class TrainRace(SupervisedRace):
         from sentune.adapt.evidence import held_out_digest
 
         modes = sorted({str(c.evidence_mode(ctx)) for c in ctx.plan.after_race if c.kind == "supervised"})  # the rows it trains on
-        return [ctx.inputs.train_sha256, held_out_digest(ctx.evidence), ctx.config.seed, modes]
+        return [ctx.inputs.train_sha256, held_out_digest(ctx.evidence), ctx.config.seed, modes, cls.rows(ctx).digest]
 
     @classmethod
     def announce(cls, names: list[str], ctx: Context) -> str:
@@ -227,12 +237,41 @@ class TrainRace(SupervisedRace):
         train_run(
             recipe, member.run_folder(ctx), data_dir=ctx.data_dir or Path("."), pause_at_step=step, show_progress=ctx.config.show_progress, data=data, dev=dev
         )
-        return np.load(member.run_folder(ctx) / "dev_cosines" / f"step-{step}.npy")
+        on_dev = np.load(member.run_folder(ctx) / "dev_cosines" / f"step-{step}.npy")
+        rows = cls.rows(ctx)
+        if rows.train:
+            from sentune.adapt.race_rows import train_cosines
+
+            on_train = train_cosines(rows, member.run_folder(ctx) / "checkpoints" / f"checkpoint-{step}", ctx)
+            if on_train is None:  # its paused checkpoint is gone (cannot happen after train_run): a loud failure, not a dev-only race
+                raise RuntimeError(f"{member.name}: no checkpoint at step {step} to score the race's train pairs on")
+            return np.concatenate([on_dev, on_train])
+        return on_dev
+
+    @classmethod
+    def rows(cls, ctx: Context):
+        """The race's rows (sentune.adapt.race_rows): the dev selection pairs, and the evidence selection pairs the label-
+        free race reads when every member is held out of them (evidence_mode HELD_OUT: none trains on them, so each is
+        judged on them as the candidates it races against will be); cross-fitted members train on those pairs, and race
+        on the dev selection pairs alone."""
+        from sentune.adapt.candidates.supervised import HELD_OUT
+        from sentune.adapt.race_rows import race_rows
+
+        rows = race_rows(ctx)
+        members = [c for c in ctx.plan.after_race if c.kind == "supervised"]
+        return rows if members and all(c.evidence_mode(ctx) == HELD_OUT for c in members) else rows.dev_only()
 
     @classmethod
     def units(cls, ctx: Context, detail: dict) -> tuple[np.ndarray, np.ndarray, str]:
-        gold = ctx.selection_gold()
-        return gold, ctx.selection_cosines(ctx.untuned("model")["dev"]), f"the {len(gold)} selection pairs after {first_rung():g} of their steps"
+        rows = cls.rows(ctx)
+        detail["rows"] = rows.counted()
+        return rows.gold, rows.unchanged, f"{rows.words(ctx.inputs.dev.unit)} after {first_rung():g} of their steps"
+
+    @classmethod
+    def strata_and_draws(cls, ctx: Context, units: int) -> tuple[np.ndarray | None, np.ndarray]:
+        rows = cls.rows(ctx)
+        assert rows.dev + rows.train == units
+        return rows.strata, rows.draws(ctx.config.seed)
 
     @classmethod
     def kept_work(cls, member, ctx: Context) -> bool:
