@@ -20,6 +20,7 @@ GENQ = "genq"  # trained on the user's generated queries (--queries-from); not i
 SUPERVISED_RECIPES = {"graded": "cosent", "binary": "online-contrastive", "search": "mnrl-hard-negatives"}  # adapt/NAME.yaml by labels
 SUPERVISED = "supervised"  # fine-tuned on the user's labels (--train, else the selection part, cross-fitted); --no-labels leaves it out
 SUPERVISED_STACKED = "supervised-stacked"  # the same, from the best label-free trained candidate
+CROSS_FIT, HELD_OUT = "cross-fitted", "held out"  # how a supervised candidate is judged on --train's evidence selection pairs (Supervised.evidence_mode)
 EVIDENCE_CAP = 4000  # --train pairs that also judge the candidates that never trained on them (sentune.adapt.evidence)
 ICT = "ict"  # search: trained on Inverse Cloze Task pseudo-queries from the documents (sentune.adapt.pseudo_queries)
 CROP = "crop"  # search: trained on independent-cropping pseudo-queries from the documents

@@ -32,8 +32,9 @@ from sentune.serve.protocol import error_body
 # thousands: every refusal costs the server and its client CPU that the model would otherwise have, and past
 # saturation that is what the served lose. A connection's first refusal waits SHED_PAUSE_S; each one it asks for again
 # sooner than Retry-After said waits twice the last, up to MAX_PAUSE_S (Retry-After's second): a client that honours
-# Retry-After is always answered in milliseconds, one that does not is paced to what it was told. All the refused
-# connections together are also answered at most REFUSALS_PER_S times a second (a flood of new connections), and
+# Retry-After is answered after the least pause, one that does not is paced to what it was told. All the refused
+# connections together are also answered at most REFUSALS_PER_S times a second (a flood of new connections; this share
+# counts every connection waiting, paced or not, so with hundreds waiting a first refusal waits its share too), and
 # refusals come due on a grid of REFUSAL_TICK_S so that one wake of the event loop answers all that are due together,
 # not one wake (and one preempted forward pass) each. A request's fate is decided on its arrival (refused, or queued
 # for the model), so the pause adds nothing to the latency of what is served.

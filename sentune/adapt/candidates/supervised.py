@@ -12,12 +12,11 @@ from typing import TYPE_CHECKING, ClassVar
 from sentune.adapt.candidates.base import Candidate, PlanSetup, WithRun, best, tuned_sources
 from sentune.adapt.candidates.trained import Ensemble, Trained
 from sentune.adapt.evidence import held_out_digest
-from sentune.adapt.names import SUPERVISED, SUPERVISED_RECIPES, SUPERVISED_STACKED, TRAINED, UNCHANGED
+from sentune.adapt.names import CROSS_FIT, HELD_OUT, SUPERVISED, SUPERVISED_RECIPES, SUPERVISED_STACKED, TRAINED, UNCHANGED
 from sentune.adapt.records import CandidateRecord, write_record
 from sentune.core.metrics import METRICS
 from sentune.core.progress import say
 
-CROSS_FIT, HELD_OUT = "cross-fitted", "held out"  # how it is judged on --train's evidence selection pairs (evidence_mode)
 CROSS_FIT_STEPS = 100  # above it the evidence selection pairs are held out: three fold trainings would cost too much
 
 if TYPE_CHECKING:

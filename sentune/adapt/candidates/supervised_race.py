@@ -254,11 +254,11 @@ class TrainRace(SupervisedRace):
         free race reads when every member is held out of them (evidence_mode HELD_OUT: none trains on them, so each is
         judged on them as the candidates it races against will be); cross-fitted members train on those pairs, and race
         on the dev selection pairs alone."""
-        from sentune.adapt.candidates.supervised import HELD_OUT
+        from sentune.adapt.names import HELD_OUT
         from sentune.adapt.race_rows import race_rows
 
         rows = race_rows(ctx)
-        members = [c for c in ctx.plan.after_race if c.kind == "supervised"]
+        members = [c for c in ctx.plan.after_race if c.kind == "supervised"]  # by kind: supervised.py imports this module
         return rows if members and all(c.evidence_mode(ctx) == HELD_OUT for c in members) else rows.dev_only()
 
     @classmethod
