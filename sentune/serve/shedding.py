@@ -11,7 +11,7 @@ of a connection in tens of milliseconds, each one it asks for again without wait
 Retry-After's second), and all the refused connections together answered a bounded number of times a second, however
 fast their clients send.
 Where the protocol cannot answer first (h11, or a request pipelined behind one not yet answered) the ASGI middleware
-`Shed` answers the same, before any other layer, after the same pause.
+`Shed` answers the same, before any other layer, after the shared pause (without the per-connection doubling: it sees requests, not connections).
 """
 
 from __future__ import annotations
