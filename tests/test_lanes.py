@@ -80,8 +80,15 @@ def test_serve_gives_its_model_lanes_on_the_cpu_unless_told_one(tiny_model_dir):
     from sentune.serve.settings import ServeSettings, check_numbers
 
     settings = ServeSettings(target=str(tiny_model_dir), index=None, model=str(tiny_model_dir))
-    lanes = Engine(settings).model.sentune_lanes
-    assert lanes.count == lanes.threads == torch.get_num_threads()
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)  # the tests run one thread each: a server on 2 cores has two
+        lanes = Engine(settings).model.sentune_lanes
+        assert lanes.count == lanes.threads == 2
+        torch.set_num_threads(1)  # one thread: one lane is the whole batch, nothing to set
+        assert not hasattr(Engine(settings).model, "sentune_lanes")
+    finally:
+        torch.set_num_threads(before)
     assert not hasattr(Engine(ServeSettings(target=str(tiny_model_dir), index=None, model=str(tiny_model_dir), lanes=1)).model, "sentune_lanes")
     with pytest.raises(UserError, match="--lanes 0"):
         check_numbers(ServeSettings(target="m", index=None, model="m", lanes=0))

@@ -137,22 +137,18 @@ class UnitVectors:
         return len(self.unit)
 
     def cosines(self, query_vectors: np.ndarray) -> np.ndarray:
-        from sentune.tasks.retrieval import BLOCK, unit_rows
-
-        queries = unit_rows(query_vectors)
-        out = np.empty((len(queries), len(self.unit)), dtype=np.float32)
-        for start in range(0, len(self.unit), BLOCK):
-            out[:, start : start + BLOCK] = queries @ self.unit[start : start + BLOCK].T
-        return out
+        return cosines(query_vectors, self.unit, normalised=True)
 
 
-def cosines(query_vectors: np.ndarray, doc_vectors: np.ndarray) -> np.ndarray:
+def cosines(query_vectors: np.ndarray, doc_vectors: np.ndarray, normalised: bool = False) -> np.ndarray:
     """Every query's cosine with every document, the documents normalised a block at a time (sentune.tasks.retrieval's
-    BLOCK, as the evaluation's rank scores them): a memory-mapped index of millions of vectors is never copied whole."""
+    BLOCK, as the evaluation's rank scores them): a memory-mapped index of millions of vectors is never copied whole.
+    `normalised`: the documents are unit rows already (UnitVectors), the same products without normalising again."""
     from sentune.tasks.retrieval import BLOCK, unit_rows
 
     queries = unit_rows(query_vectors)
     out = np.empty((len(queries), len(doc_vectors)), dtype=np.float32)
     for start in range(0, len(doc_vectors), BLOCK):
-        out[:, start : start + BLOCK] = queries @ unit_rows(doc_vectors[start : start + BLOCK]).T
+        block = doc_vectors[start : start + BLOCK]
+        out[:, start : start + BLOCK] = queries @ (block if normalised else unit_rows(block)).T
     return out

@@ -58,13 +58,15 @@ class Engine:
 
             assert settings.model is not None
             self.model = load_model(settings.model, trust_remote_code=settings.trust_remote_code, device=settings.device, backend=settings.backend)
-        if settings.backend == "torch" and self.model.device.type == "cpu" and (settings.lanes or 2) > 1:
+        if settings.backend == "torch" and self.model.device.type == "cpu":
             import torch
 
             from sentune.core.lanes import Lanes
 
             threads = torch.get_num_threads()
-            self.model.sentune_lanes = Lanes(min(settings.lanes or threads, threads), threads)  # every Encoder of it (sentune.core.lanes)
+            lanes = min(settings.lanes or threads, threads)  # None: one a torch thread
+            if lanes > 1:
+                self.model.sentune_lanes = Lanes(lanes, threads)  # every Encoder of it (sentune.core.lanes)
         self.encoder = Encoder(self.model, "model", show_progress=False)
         self.max_tokens = int(self.model.max_seq_length or 0)
         self.dimension = int(self.encoder.encode(["warm up"]).shape[1])  # the first forward pass is the slow one
