@@ -22,6 +22,7 @@ pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
 
+from sentune.serve import batching  # noqa: E402
 from sentune.serve.batching import MicroBatcher, QueueFull  # noqa: E402
 
 
@@ -145,7 +146,9 @@ def test_the_texts_of_a_request_given_up_are_not_computed():
     assert seen[-1] == [99] and len(seen) <= 3  # the batch running when it was given up finished; no other of its ran
 
 
-def test_a_full_queue_refuses_at_once_and_counts_requests_not_texts():
+def test_a_full_queue_refuses_at_once_and_counts_requests_not_texts(monkeypatch):
+    monkeypatch.setattr(batching, "OVERLOAD_SHARE", 1.0)  # the bound past saturation is the next test's
+
     def run(items):
         time.sleep(0.2)
         return items
@@ -171,6 +174,78 @@ def test_a_full_queue_refuses_at_once_and_counts_requests_not_texts():
 
     refused, seconds, count, pending = asyncio.run(scenario())
     assert refused.pending == 2 and refused.limit == 2 and count == 1 and seconds < 0.05 and pending == 0
+
+
+def test_past_saturation_the_bound_is_half_until_no_request_was_refused_for_a_while(monkeypatch):
+    """A refusal lowers the bound to OVERLOAD_SHARE of max_queue (what is served then waits half as long), and the bound
+    is max_queue again once OVERLOAD_S has passed without a refusal."""
+    monkeypatch.setattr(batching, "OVERLOAD_S", 0.3)
+    gate = threading.Event()
+
+    def run(items):
+        gate.wait(5)
+        return items
+
+    async def scenario():
+        with ThreadPoolExecutor(1) as executor:
+            batcher = MicroBatcher(run, executor, max_batch=1, wait_s=0.0, max_queue=4)
+            batcher.start()
+            held = [asyncio.ensure_future(batcher.submit([i])) for i in range(4)]
+            await asyncio.sleep(0.05)
+            assert batcher.bound() == 4 and batcher.full()  # four held, none refused yet: the bound is max_queue
+            with pytest.raises(QueueFull) as refused:
+                await batcher.submit([4])
+            assert refused.value.limit == 2 and batcher.bound() == 2
+            gate.set()
+            assert [await h for h in held] == [[0], [1], [2], [3]]
+            gate.clear()
+            two = [asyncio.ensure_future(batcher.submit([i])) for i in (5, 6)]
+            await asyncio.sleep(0.05)
+            with pytest.raises(QueueFull):  # two held: full past saturation, which this refusal prolongs
+                await batcher.submit([7])
+            await asyncio.sleep(0.2)
+            assert batcher.full()  # 0.2 s after the last refusal: still past saturation
+            await asyncio.sleep(0.15)
+            assert batcher.bound() == 4 and not batcher.full()  # OVERLOAD_S without a refusal: max_queue again
+            more = [asyncio.ensure_future(batcher.submit([i])) for i in (8, 9)]
+            await asyncio.sleep(0.05)
+            gate.set()
+            answers = [await f for f in two + more]
+            await batcher.stop()
+            return answers, batcher.refused
+
+    answers, refused = asyncio.run(scenario())
+    assert answers == [[5], [6], [8], [9]] and refused == 2
+
+
+def test_past_saturation_a_batch_waits_for_the_bounds_worth_of_requests():
+    """Past saturation the requests that refill an emptied queue run in one batch: the first waits for the others (up
+    to OVERLOAD_WAIT_S), where an unsaturated batcher without a wait would run it alone."""
+    seen: list[list[int]] = []
+
+    def run(items):
+        seen.append(list(items))
+        time.sleep(0.05)
+        return items
+
+    async def scenario():
+        with ThreadPoolExecutor(1) as executor:
+            batcher = MicroBatcher(run, executor, max_batch=8, wait_s=0.0, max_queue=4)
+            batcher.start()
+            first = [asyncio.ensure_future(batcher.submit([i])) for i in range(4)]  # one batch shared by four: others send
+            await asyncio.sleep(0.01)
+            with pytest.raises(QueueFull):
+                await batcher.submit([4])  # past saturation: the bound is 2
+            await asyncio.gather(*first)
+            one = asyncio.ensure_future(batcher.submit([5]))
+            await asyncio.sleep(0.02)  # within OVERLOAD_WAIT_S
+            two = asyncio.ensure_future(batcher.submit([6]))
+            answers = [await one, await two]
+            await batcher.stop()
+            return answers
+
+    assert asyncio.run(scenario()) == [[5], [6]]
+    assert seen == [[0, 1, 2, 3], [5, 6]]
 
 
 def test_after_a_256_text_request_timed_out_a_one_word_request_is_answered():

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import time
@@ -85,7 +86,9 @@ def one_run(run: int, args, example, runs: Path) -> dict:
             write_scored_pairs(train, shuffled_train(read_scored_pairs(example.train).pairs, args.train_pairs, run))
             command += ["--train", str(train)]
         command += ["--methods", "supervised", "--seed", str(run), "--prune", "--quiet", "--out", str(out)]  # keep no fold models
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        # one torch thread a run: two runs of two threads each on two cores wait on each other's spinning threads
+        threads = {"OMP_NUM_THREADS": "1"} if args.workers > 1 else {}
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=os.environ | threads)
     results = json.loads(done.read_text())
     return {
         "run": run,
@@ -100,7 +103,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--example", default="sick", help="a pair example of `sentune adapt --example` (default sick: graded, CoSENT)")
     parser.add_argument("--dev-pairs", type=int, default=100)
-    parser.add_argument("--workers", type=int, default=1, help="runs at a time (each one torch thread: OMP_NUM_THREADS=1)")
+    parser.add_argument("--workers", type=int, default=1, help="runs at a time (with more than one, each run gets one torch thread: OMP_NUM_THREADS=1)")
     parser.add_argument("--render-only", action="store_true", help="write the pages again from the kept runs (no adapt run)")
     parser.add_argument("--model", default="default")
     parser.add_argument("--all-shuffled", action="store_true", help="permute every dev label, not only the selection part's")

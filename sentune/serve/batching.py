@@ -10,9 +10,15 @@ computed. Only the batch already running finishes, and it holds at most `max_bat
 
 The requests accepted and not yet answered (waiting or in the running batch) are at most `max_queue`: one more is
 refused at once (QueueFull, a 503 with Retry-After) rather than accepted to wait past what a client tolerates. Requests,
-not texts, are counted: past saturation the server then holds what it holds at `max_queue` clients, so what it serves
-is as fast as at that load, and a long request (it counts one) does not shut out the one-word request that runs in
-the next batch beside it.
+not texts, are counted: a long request (it counts one) does not shut out the one-word request that runs in the next
+batch beside it. Past saturation (a request refused within the last OVERLOAD_S) the bound is OVERLOAD_SHARE of
+`max_queue`: by Little's law what is served waits in proportion to what is held, refusals take CPU from the model, and
+half the queue still keeps the model busy (on 2 cores 16 clients are served about as fast as 64), so what is served
+past saturation waits less than at `max_queue` clients. There the queue is full while a batch runs and empties when
+it ends, so the next batch waits (up to OVERLOAD_WAIT_S) for the bound's worth of requests, which are on their way:
+a request then waits for its own batch only, not also for the one that started just before it arrived. The bound is
+`max_queue` again once no request has been refused for OVERLOAD_S; a load of at most `max_queue` clients is never
+refused, so never meets the lower bound.
 
 When the batcher is idle a request runs at once. It waits up to `wait_s` for company only when the previous batch was
 shared by several requests, i.e. when others are sending: at one client there is no wait to pay, and under load the
@@ -29,10 +35,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
+
+OVERLOAD_SHARE = 0.5  # of max_queue: the bound past saturation
+OVERLOAD_S = 1.0  # past saturation until this long after the last refusal (Retry-After's second)
+OVERLOAD_WAIT_S = 0.05  # past saturation, how long the first request of a batch waits for the bound's worth
 
 
 class QueueFull(Exception):
@@ -77,6 +89,7 @@ class MicroBatcher:
         self.requests = 0  # jobs submitted
         self.forward_passes = 0  # calls of `run`
         self.refused = 0  # jobs refused by the bound
+        self._refused_at = float("-inf")  # time.monotonic() of the last refusal
         self._jobs: list[Job] = []
         self._arrived: asyncio.Event | None = None
         self._numbers = itertools.count()
@@ -87,9 +100,22 @@ class MicroBatcher:
         """Texts accepted and not yet handed to a batch (a request already answered is not counted)."""
         return sum(job.left for job in self._jobs if not job.future.done())
 
+    def bound(self) -> int | None:
+        """The requests that may be accepted and not yet answered now: max_queue, or OVERLOAD_SHARE of it past
+        saturation (None: no bound)."""
+        if self.max_queue is None or time.monotonic() - self._refused_at > OVERLOAD_S:
+            return self.max_queue
+        return max(1, math.ceil(self.max_queue * OVERLOAD_SHARE))
+
     def full(self) -> bool:
         """No request would be accepted now (the cheap check before a body is parsed)."""
-        return self.max_queue is not None and self.pending >= self.max_queue
+        bound = self.bound()
+        return bound is not None and self.pending >= bound
+
+    def refuse(self) -> None:
+        """Count a request refused by the bound (here or by the HTTP protocol): the queue is past saturation."""
+        self.refused += 1
+        self._refused_at = time.monotonic()
 
     def start(self) -> None:
         self._arrived = asyncio.Event()
@@ -107,8 +133,8 @@ class MicroBatcher:
         if self._arrived is None:
             raise RuntimeError("MicroBatcher.start() was not called")
         if self.full():
-            self.refused += 1
-            raise QueueFull(self.pending, self.max_queue or 0)
+            self.refuse()
+            raise QueueFull(self.pending, self.bound() or 0)
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self.requests += 1
         self._jobs.append(Job(items, future, next(self._numbers)))
@@ -142,7 +168,7 @@ class MicroBatcher:
             if not self._jobs:
                 self._arrived.clear()
                 await self._arrived.wait()
-                if self._shared and self.wait_s > 0:  # others are sending: let the requests on their way join this batch
+                if self._shared:  # others are sending: let the requests on their way join this batch
                     await self._company()
             parts = self._next_batch()
             if not parts:
@@ -168,10 +194,17 @@ class MicroBatcher:
                 offset += end - start
 
     async def _company(self) -> None:
-        """Wait up to wait_s, or until a full batch waits."""
+        """Wait up to wait_s, or until a full batch waits. Past saturation the queue is empty only between two batches
+        (it is full while one runs), and the requests that fill it are on their way (the answered clients' next ones,
+        the refused ones coming back): wait up to OVERLOAD_WAIT_S for the bound's worth, so that they run in this batch
+        rather than wait for all of the next one."""
         assert self._arrived is not None
-        deadline = asyncio.get_running_loop().time() + self.wait_s
-        while self.waiting() < self.max_batch:
+        bound = self.bound()
+        overloaded = bound is not None and bound != self.max_queue
+        target = min(self.max_batch, bound) if overloaded else self.max_batch
+        wait = max(self.wait_s, OVERLOAD_WAIT_S) if overloaded else self.wait_s
+        deadline = asyncio.get_running_loop().time() + wait
+        while wait > 0 and self.waiting() < target:
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
                 return

@@ -49,7 +49,12 @@ def serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-input-chars", type=int, default=100_000, help="characters in one text; longer ones are refused (400)")
     p.add_argument("--max-body-mb", type=float, default=2.0, help="the request body's limit in MB (413 beyond)")
     p.add_argument("--timeout-s", type=float, default=30.0, help="a request not answered in this time gets 503")
-    p.add_argument("--max-queue", type=int, default=64, help="requests being answered at once (per endpoint); one more gets 503 with Retry-After at once")
+    p.add_argument(
+        "--max-queue",
+        type=int,
+        default=64,
+        help="requests being answered at once (per endpoint; half as many past saturation, until a second without a refusal); one more gets 503 with Retry-After",
+    )
     p.add_argument("--read-timeout-s", type=float, default=10.0, help="a request's head, then its body, must arrive within this (408 and closed)")
     p.add_argument("--max-head-kb", type=int, default=32, help="a request's line and headers, in KiB (431 and closed beyond)")
     p.add_argument("--system", choices=SYSTEMS, help="/search's default system (default: the index's own)")

@@ -52,7 +52,7 @@ def busy(exc: QueueFull) -> JSONResponse:
 
 
 def busy_body(exc: QueueFull) -> dict:
-    message = f"the server is busy: {exc.pending} requests are being answered, at most {exc.limit} may be (--max-queue); try again"
+    message = f"the server is busy: {exc.pending} requests are being answered, at most {exc.limit} may be now (--max-queue; past saturation fewer); try again"
     return error_body(message, "server_busy", code="queue_full")
 
 
@@ -78,12 +78,12 @@ class Refusals:
         batcher = self.queue_of(path)
         if batcher is None or not batcher.full():
             return None
-        batcher.refused += 1
+        batcher.refuse()
         return batcher
 
     def body(self, batcher: MicroBatcher) -> bytes:
-        """The answer's JSON: a full queue holds as many requests as its limit, so one body a limit, built once."""
-        limit = batcher.max_queue or 0
+        """The answer's JSON: a full queue holds as many requests as its bound, so one body a bound, built once."""
+        limit = batcher.bound() or 0
         if limit not in self._bodies:
             self._bodies[limit] = json.dumps(busy_body(QueueFull(limit, limit))).encode()
         return self._bodies[limit]
