@@ -117,6 +117,7 @@ def test_permutation_test_matches_a_naive_loop():
     assert same.p_value == 1.0 and not same.confirmed  # identical rankings: never better
 
 
+@pytest.mark.slow  # seconds of permutations in a naive loop: in the slow selection, so plain `pytest -q` stays short
 def test_step_down_max_t_equals_a_naive_loop_of_its_formula():
     """Westfall & Young's algorithm 2.8 by hand: per permutation every candidate's swapped difference (one swap
     pattern for all), successive maxima from the smallest observed difference up, adjusted p made monotone."""

@@ -43,8 +43,9 @@ def test_every_registered_method_has_a_tiny_training_setup(monkeypatch):
     assert methods_without_setup() == ["demo-unregistered-in-tests"]
 
 
-# BERT; MPNet and RoBERTa-style (no token type ids); a real second family when SENTUNE_SECOND_MODEL names one (else skipped)
-FAMILIES = ("tiny_model_dir", "tiny_mpnet_dir", "tiny_roberta_dir", "second_model_dir")
+# BERT; MPNet and RoBERTa-style (no token type ids); a real second family when SENTUNE_SECOND_MODEL names one (else
+# skipped). RoBERTa trains the way MPNet does (no token type ids): in the slow selection, so plain `pytest -q` stays short.
+FAMILIES = ("tiny_model_dir", "tiny_mpnet_dir", pytest.param("tiny_roberta_dir", marks=pytest.mark.slow), "second_model_dir")
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -72,3 +73,33 @@ def test_every_registered_method_trains_on_the_tiny_model(method, family, tiny_d
     assert results["meta"]["recipe"]["method"] == method
     assert np.isfinite(results["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"])
     assert SentenceTransformer(str(run / "model"), device="cpu").encode(["a man plays the guitar"]).shape[0] == 1
+
+
+def test_search_supervised_batches_never_hold_a_text_twice():
+    """mnrl-hard-negatives (adapt's supervised search candidate) trains a query once a pass, so the default sampler puts
+    a query's rows of two passes into one batch, where the copy's document is one of the query's negatives; its
+    sampler is sentence-transformers' NO_DUPLICATES, which does not."""
+    import torch
+    from datasets import Dataset
+    from sentence_transformers.sampler import DefaultBatchSampler, NoDuplicatesBatchSampler
+    from sentence_transformers.training_args import BatchSamplers
+    from torch.utils.data import RandomSampler
+
+    from sentune.train.loop import ordered_batch_sampler
+    from sentune.train.trainer import batch_sampler_of
+
+    assert batch_sampler_of(get_method("mnrl-hard-negatives"), "default") == BatchSamplers.NO_DUPLICATES
+    assert batch_sampler_of(get_method("ct"), "default") is ordered_batch_sampler
+    assert batch_sampler_of(get_method("cosent"), "default") == "default"
+    passes = 4  # a row per query per pass, each with another of its documents (sentune.adapt.hard_negatives)
+    rows = [(f"query {q}", f"document {q}-{p}", f"negative {q}-{p}-a", f"negative {q}-{p}-b") for p in range(passes) for q in range(24)]
+    columns = ("anchor", "positive", "negative_1", "negative_2")
+    dataset = Dataset.from_dict({c: [r[i] for r in rows] for i, c in enumerate(columns)})
+
+    def repeated_queries(batches) -> int:
+        return sum(len(batch) - len({rows[i][0] for i in batch}) for batch in batches)
+
+    distinct = NoDuplicatesBatchSampler(dataset, batch_size=8, drop_last=False, valid_label_columns=[], generator=torch.Generator().manual_seed(0))
+    assert sum(len(b) for b in distinct) == len(rows) and repeated_queries(distinct) == 0
+    default = DefaultBatchSampler(RandomSampler(dataset, generator=torch.Generator().manual_seed(0)), batch_size=8, drop_last=False)
+    assert repeated_queries(default) > 0  # what the default sampler does with these rows

@@ -263,6 +263,7 @@ def test_after_a_256_text_request_timed_out_a_one_word_request_is_answered():
         assert max(len(b) for b in engine.batches) == 64 and computed < 256 + 1
 
 
+@pytest.mark.slow  # seconds of waiting: in the slow selection, so plain `pytest -q` stays short
 def test_a_one_word_request_beside_long_ones_is_not_starved():
     engine = TimedEngine(per_text=0.002)  # four 256-text requests: 2 s of work, 0.13 s a batch of 64
     with Served(engine, timeout_s=10.0, max_batch=64, max_queue=2000) as served, ThreadPoolExecutor(4) as pool:

@@ -53,6 +53,7 @@ def test_metrics_count_requests_by_route_and_status_their_latency_and_the_batche
     assert value("sentune_queue_depth", batcher="embeddings") == 0 == value("sentune_queue_depth", batcher="search")
 
 
+@pytest.mark.slow  # seconds of waiting: in the slow selection, so plain `pytest -q` stays short
 def test_the_queue_depth_is_the_texts_waiting():
     engine = TimedEngine(per_text=0.6)
     with Served(engine, max_batch=1) as served, ThreadPoolExecutor(3) as pool:

@@ -173,6 +173,7 @@ def test_concurrent_requests_share_forward_passes_and_get_their_own_answers(clie
         assert [r["index"] for r in answer.json()["results"]] == expected_order(scores)
 
 
+@pytest.mark.slow  # seconds of waiting: in the slow selection, so plain `pytest -q` stays short
 def test_a_full_queue_is_refused_at_once_and_a_late_answer_is_a_503(engine, toy_index, cross_encoder):
     import threading
     import time

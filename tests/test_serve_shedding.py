@@ -155,6 +155,7 @@ def test_a_client_that_does_not_wait_retry_after_waits_twice_as_long_each_time()
     assert refusals.pause(0) == pytest.approx(401 / 500.0)
 
 
+@pytest.mark.slow  # seconds of waiting: in the slow selection, so plain `pytest -q` stays short
 @pytest.mark.skipif("TimedHttpToolsProtocol" not in PROTOCOLS, reason="httptools is not installed")
 def test_a_connection_asking_again_at_once_is_paced_and_one_that_waited_retry_after_is_not():
     """Refusals in a row on one connection come twice as late each time; after waiting Retry-After's second the

@@ -149,6 +149,9 @@ class Method:
     finalize: Finalize | None = None
     evaluator: Callable[[Any, TrainContext, str], SentenceEvaluator] | None = None  # (loss, context, split)
     ordered_batches: bool = False  # batches in dataset order (rows laid out in blocks, e.g. CT's 1 + 7)
+    # No text twice in a batch (sentence-transformers' NO_DUPLICATES sampler): for a loss whose negatives are the
+    # batch's other rows, a copy of a row's query or document among them would be a false negative
+    distinct_batches: bool = False
     poolings: tuple[str, ...] | None = None  # poolings it can train; None: any trainable pooling
     # The data kinds it trains on (sentune.data.kinds), checked when a recipe is built and when data are handed to the
     # trainer. By default sentences, or the first column of pairs.

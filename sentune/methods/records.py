@@ -194,6 +194,7 @@ MNRL_HARD_NEGATIVES = Method(
     params=MNRLParams,
     data_view=deferred("sentune.methods.mnrl:tuples_view"),
     takes=(Tuples,),
+    distinct_batches=True,  # a query's rows of several passes (sentune.adapt.hard_negatives) never share a batch
 )
 
 

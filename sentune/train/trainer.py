@@ -359,6 +359,17 @@ def _save_run(
     return results
 
 
+def batch_sampler_of(method: Method, default: Any) -> Any:
+    """The Trainer's batch sampler for this method: in dataset order, without a text twice, or `default`."""
+    if method.ordered_batches:
+        return ordered_batch_sampler
+    if method.distinct_batches:
+        from sentence_transformers.training_args import BatchSamplers
+
+        return BatchSamplers.NO_DUPLICATES
+    return default
+
+
 def _fit(recipe: Recipe, setup: Setup, run_dir: Path, checkpoint: Path | None, extra: list[TrainerCallback], show_progress: bool, checkpoints: bool = True):
     """The Trainer run, from `checkpoint` when resuming; leaves the best checkpoint's weights in the model
     and the loss (`checkpoints` False: none is saved, and the last step's are left). Returns the trainer and the best
@@ -377,8 +388,7 @@ def _fit(recipe: Recipe, setup: Setup, run_dir: Path, checkpoint: Path | None, e
     args = training_args(recipe, run_dir / "checkpoints", primary, setup.device, checkpoints)
     if setup.learning_rates:  # parameters (by name pattern) with a rate of their own, e.g. a flow beside its encoder
         args.learning_rate_mapping = dict(setup.learning_rates)
-    if setup.method.ordered_batches:
-        args.batch_sampler = ordered_batch_sampler
+    args.batch_sampler = batch_sampler_of(setup.method, args.batch_sampler)
     # Widget examples are for the hub's inference widget; sentune's cards do not use them, and computing
     # them shows an anonymous progress bar.
     model.model_card_data.set_widget_examples = lambda dataset: None
