@@ -218,9 +218,12 @@ def test_past_saturation_the_bound_is_half_until_no_request_was_refused_for_a_wh
     assert answers == [[5], [6], [8], [9]] and refused == 2
 
 
-def test_past_saturation_a_batch_waits_for_the_bounds_worth_of_requests():
-    """Past saturation the requests that refill an emptied queue run in one batch: the first waits for the others (up
-    to OVERLOAD_WAIT_S), where an unsaturated batcher without a wait would run it alone."""
+def test_past_saturation_a_batch_waits_for_the_bounds_worth_of_requests(monkeypatch):
+    """Past saturation the requests that refill an emptied queue run in one batch: the first waits for the others while
+    they keep coming (OVERLOAD_GAP_S after the latest, OVERLOAD_WAIT_S in all), where an unsaturated batcher without a
+    wait would run it alone."""
+    monkeypatch.setattr(batching, "OVERLOAD_GAP_S", 0.04)  # arrivals 20 ms apart: one burst here
+    monkeypatch.setattr(batching, "OVERLOAD_WAIT_S", 0.5)
     seen: list[list[int]] = []
 
     def run(items):
@@ -241,11 +244,15 @@ def test_past_saturation_a_batch_waits_for_the_bounds_worth_of_requests():
             await asyncio.sleep(0.02)  # within OVERLOAD_WAIT_S
             two = asyncio.ensure_future(batcher.submit([6]))
             answers = [await one, await two]
+            alone = asyncio.ensure_future(batcher.submit([7]))
+            await asyncio.sleep(0.1)  # past OVERLOAD_GAP_S: the burst has ended, [7] did not wait for this one
+            late = asyncio.ensure_future(batcher.submit([8]))
+            answers += [await alone, await late]
             await batcher.stop()
             return answers
 
-    assert asyncio.run(scenario()) == [[5], [6]]
-    assert seen == [[0, 1, 2, 3], [5, 6]]
+    assert asyncio.run(scenario()) == [[5], [6], [7], [8]]
+    assert seen == [[0, 1, 2, 3], [5, 6], [7], [8]]
 
 
 def test_after_a_256_text_request_timed_out_a_one_word_request_is_answered():

@@ -44,7 +44,8 @@ from typing import Any
 
 OVERLOAD_SHARE = 0.5  # of max_queue: the bound past saturation
 OVERLOAD_S = 1.0  # past saturation until this long after the last refusal (Retry-After's second)
-OVERLOAD_WAIT_S = 0.05  # past saturation, how long the first request of a batch waits for the bound's worth
+OVERLOAD_WAIT_S = 0.05  # past saturation, how long the first request of a batch waits for the bound's worth at most
+OVERLOAD_GAP_S = 0.005  # past saturation, the wait ends this long after the latest arrival
 
 
 class QueueFull(Exception):
@@ -90,6 +91,7 @@ class MicroBatcher:
         self.forward_passes = 0  # calls of `run`
         self.refused = 0  # jobs refused by the bound
         self._refused_at = float("-inf")  # time.monotonic() of the last refusal
+        self._last_arrival = float("-inf")  # the event loop's time of the latest request accepted
         self._jobs: list[Job] = []
         self._arrived: asyncio.Event | None = None
         self._numbers = itertools.count()
@@ -138,6 +140,7 @@ class MicroBatcher:
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self.requests += 1
         self._jobs.append(Job(items, future, next(self._numbers)))
+        self._last_arrival = asyncio.get_running_loop().time()
         self._arrived.set()
         self.pending += 1
         try:
@@ -196,16 +199,19 @@ class MicroBatcher:
     async def _company(self) -> None:
         """Wait up to wait_s, or until a full batch waits. Past saturation the queue is empty only between two batches
         (it is full while one runs), and the requests that fill it are on their way (the answered clients' next ones,
-        the refused ones coming back): wait up to OVERLOAD_WAIT_S for the bound's worth, so that they run in this batch
-        rather than wait for all of the next one."""
+        the refused ones coming back): wait for the bound's worth while they keep coming (up to OVERLOAD_GAP_S after the latest,
+        OVERLOAD_WAIT_S in all), so that they run in this batch rather than wait for all of the next one."""
         assert self._arrived is not None
+        loop = asyncio.get_running_loop()
         bound = self.bound()
         overloaded = bound is not None and bound != self.max_queue
         target = min(self.max_batch, bound) if overloaded else self.max_batch
-        wait = max(self.wait_s, OVERLOAD_WAIT_S) if overloaded else self.wait_s
-        deadline = asyncio.get_running_loop().time() + wait
-        while wait > 0 and self.waiting() < target:
-            left = deadline - asyncio.get_running_loop().time()
+        began = loop.time()
+        deadline = began + self.wait_s
+        while self.waiting() < target:
+            if overloaded:  # each arrival extends the wait: the burst of the answered clients' next requests
+                deadline = min(began + OVERLOAD_WAIT_S, self._last_arrival + max(self.wait_s, OVERLOAD_GAP_S))
+            left = deadline - loop.time()
             if left <= 0:
                 return
             self._arrived.clear()
