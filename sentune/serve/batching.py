@@ -13,10 +13,11 @@ refused at once (QueueFull, a 503 with Retry-After) rather than accepted to wait
 not texts, are counted: a long request (it counts one) does not shut out the one-word request that runs in the next
 batch beside it. Past saturation (a request refused within the last OVERLOAD_S) the bound is OVERLOAD_SHARE of
 `max_queue`: by Little's law what is served waits in proportion to what is held, refusals take CPU from the model, and
-half the queue still keeps the model busy (on 2 cores 16 clients are served about as fast as 64), so what is served
-past saturation waits less than at `max_queue` clients. There the queue is full while a batch runs and empties when
-it ends, so the next batch waits (up to OVERLOAD_WAIT_S) for the bound's worth of requests, which are on their way:
-a request then waits for its own batch only, not also for the one that started just before it arrived. The bound is
+half the queue still keeps the model busy (benchmarks/results/serving.md: 16 connections are served about as fast as
+64), so what is served past saturation waits less than at `max_queue` clients. There the queue is full while a batch
+runs and empties when it ends, so the next batch waits for the bound's worth of requests, which are on their way,
+while they keep coming (OVERLOAD_GAP_S after the latest, OVERLOAD_WAIT_S at most): a request then waits for its own
+batch only, not also for the one that started just before it arrived. The bound is
 `max_queue` again once no request has been refused for OVERLOAD_S; a load of at most `max_queue` clients is never
 refused, so never meets the lower bound.
 
@@ -199,8 +200,8 @@ class MicroBatcher:
     async def _company(self) -> None:
         """Wait up to wait_s, or until a full batch waits. Past saturation the queue is empty only between two batches
         (it is full while one runs), and the requests that fill it are on their way (the answered clients' next ones,
-        the refused ones coming back): wait for the bound's worth while they keep coming (up to OVERLOAD_GAP_S after the latest,
-        OVERLOAD_WAIT_S in all), so that they run in this batch rather than wait for all of the next one."""
+        the refused ones coming back): wait for the bound's worth while they keep coming (up to OVERLOAD_GAP_S after
+        the latest, OVERLOAD_WAIT_S in all), so that they run in this batch rather than wait for all of the next one."""
         assert self._arrived is not None
         loop = asyncio.get_running_loop()
         bound = self.bound()
