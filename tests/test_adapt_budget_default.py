@@ -224,3 +224,32 @@ def test_the_report_names_what_the_default_time_left_out_and_the_time_that_inclu
     line = time_lines(default.summary())[0]
     assert line == f"Left out by --time 30m, the default: `supervised` ({default.left_out['supervised']}; --time 57m includes it)."
     assert time_lines(fitted(90 * 60.0, first, items, already=60.0).summary()) == [] and time_lines(None) == []
+
+
+def test_supervised_members_held_out_of_the_train_pairs_expect_the_race_check_on_them(monkeypatch):
+    """With --train pairs whose evidence judges and every member held out of its selection pairs, the race checks each
+    member's first round on up to 500 of those pairs (sentune.adapt.candidates.supervised_race.TrainRace): two
+    encodings of each pair count in a member's expected seconds; with the evidence silent they do not."""
+    from sentune.adapt import race_rows
+    from sentune.adapt.candidates.supervised import Supervised
+    from sentune.adapt.names import HELD_OUT
+
+    members = [Supervised("supervised"), Supervised("supervised-stacked", "best")]
+    monkeypatch.setattr(Supervised, "evidence_mode", lambda self, ctx: HELD_OUT)
+    monkeypatch.setattr(Supervised, "given_indices", lambda self, ctx: list(range(800)))
+    costs = time_plan.Costs(0.01, {"cosent": 20.0})
+    ctx = SimpleNamespace(
+        metric="spearman",
+        inputs=SimpleNamespace(task=SimpleNamespace(train_units=lambda: [None] * 1000, search=False)),
+        config=SimpleNamespace(budget=SimpleNamespace(steps=None), seed=0),
+        plan=SimpleNamespace(after_race=members),
+        eval_texts=lambda: 5000,
+    )
+    monkeypatch.setattr(race_rows, "race_train_pairs", lambda ctx: 0)
+    silent = members[0].expected_seconds(ctx, costs)
+    monkeypatch.setattr(race_rows, "race_train_pairs", lambda ctx: 300)
+    assert members[0].expected_seconds(ctx, costs) - silent == pytest.approx(2 * 300 * 0.01)
+    ctx.plan.after_race = members[:1]  # one member: no race, no check
+    alone = members[0].expected_seconds(ctx, costs)
+    monkeypatch.setattr(race_rows, "race_train_pairs", lambda ctx: 0)
+    assert members[0].expected_seconds(ctx, costs) == pytest.approx(alone)

@@ -206,7 +206,7 @@ class MicroBatcher:
         loop = asyncio.get_running_loop()
         bound = self.bound()
         overloaded = bound is not None and bound != self.max_queue
-        target = min(self.max_batch, bound) if overloaded else self.max_batch
+        target = min(self.max_batch, bound) if bound is not None and overloaded else self.max_batch
         began = loop.time()
         deadline = began + self.wait_s
         while self.waiting() < target:

@@ -113,7 +113,7 @@ class Supervised(WithRun):
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         """Its trainings (one on --train; else K on (K - 1)/K of the selection units each and the refit: K times one
         on them all, less what the fold race is expected to spare it), at its recipe's epochs capped by --budget's
-        steps, and its scoring."""
+        steps, the race's check of it on the train pairs the race reads (TrainRace), and its scoring."""
         import math
 
         from sentune.adapt.crossfit import FOLDS
@@ -125,20 +125,22 @@ class Supervised(WithRun):
         rows = sum(len(r) for r in self.training_rows_counted(units))
         steps = self.steps_for(rows, ctx)
         racing = sum(isinstance(c, Supervised) for c in ctx.plan.after_race)
+        checks = 0.0
         share = math.ceil(racing / 2) / racing if racing > 1 else 1.0  # of the members, those the race is expected to keep
         if given is not None:  # the first rung, then the rest for those going on (search runs train each unraced)
-            from sentune.adapt.candidates.supervised_race import first_rung
+            from sentune.adapt.candidates.supervised_race import TrainRace, first_rung
 
             trainings = 1.0 if ctx.inputs.task.search else first_rung() + (1 - first_rung()) * share
+            checks = costs.encode(2 * TrainRace.train_pairs_read(ctx)) if racing > 1 and TrainRace.applies(ctx) else 0.0
             if self.evidence_mode(ctx) == CROSS_FIT:  # and, for those going on, a fold model a fold of evidence selection pairs
                 folds = share * FOLDS * costs.steps(recipe, self.steps_for(max(1, rows - len(ctx.evidence.split.select) // FOLDS), ctx))
                 texts = 2 * len(ctx.evidence.split.select)  # each fold's held-out pairs, at each mix
                 scoring = costs.encode(ctx.eval_texts()) + share * len(self.out_of_fold_mixes(ctx)) * costs.encode(texts)
-                return trainings * costs.steps(recipe, steps) + folds + scoring
+                return trainings * costs.steps(recipe, steps) + folds + scoring + checks
         else:  # the first fold, then the rest for the share of the fold race's members that go on
             fold = (FOLDS - 1) / FOLDS
             trainings = fold + (FOLDS - fold) * share
-        return trainings * costs.steps(recipe, steps) + costs.encode(ctx.eval_texts())
+        return trainings * costs.steps(recipe, steps) + costs.encode(ctx.eval_texts()) + checks
 
     def training_rows_counted(self, units: list) -> list[list]:
         """As many rows a unit as training_rows gives it, without building them (a pair: one)."""

@@ -254,12 +254,25 @@ class TrainRace(SupervisedRace):
         free race reads when every member is held out of them (evidence_mode HELD_OUT: none trains on them, so each is
         judged on them as the candidates it races against will be); cross-fitted members train on those pairs, and race
         on the dev selection pairs alone."""
-        from sentune.adapt.names import HELD_OUT
         from sentune.adapt.race_rows import race_rows
 
         rows = race_rows(ctx)
+        return rows if cls.reads_train_pairs(ctx) else rows.dev_only()
+
+    @staticmethod
+    def reads_train_pairs(ctx: Context) -> bool:
+        """Whether its rows hold the evidence selection pairs: every member is held out of them (rows)."""
+        from sentune.adapt.names import HELD_OUT
+
         members = [c for c in ctx.plan.after_race if c.kind == "supervised"]  # by kind: supervised.py imports this module
-        return rows if members and all(c.evidence_mode(ctx) == HELD_OUT for c in members) else rows.dev_only()
+        return bool(members) and all(c.evidence_mode(ctx) == HELD_OUT for c in members)
+
+    @classmethod
+    def train_pairs_read(cls, ctx: Context) -> int:
+        """How many evidence selection pairs it checks each member's first round on (0: the dev selection pairs alone)."""
+        from sentune.adapt.race_rows import race_train_pairs
+
+        return race_train_pairs(ctx) if cls.reads_train_pairs(ctx) else 0
 
     @classmethod
     def units(cls, ctx: Context, detail: dict) -> tuple[np.ndarray, np.ndarray, str]:
