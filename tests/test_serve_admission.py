@@ -302,7 +302,7 @@ def test_a_full_queue_answers_503_with_retry_after_in_milliseconds():
         running = [pool.submit(served.embed, f"text {i}") for i in range(3)]  # one computed, two waiting: three
         time.sleep(0.15)
         refused, seconds = timed(lambda: served.embed("one more"))
-        assert refused.status_code == 503 and seconds < 0.2, seconds
+        assert refused.status_code == 503 and seconds < 0.3, seconds  # the refusal's pause (50-100 ms) and a busy machine's scheduling
         assert refused.headers["retry-after"] == "1" and refused.json()["error"]["code"] == "queue_full"
         assert all(f.result().status_code == 200 for f in running)
         assert served.embed("later").status_code == 200
