@@ -35,6 +35,7 @@ def serve_app(target: str | PathLike[str], *, device: str | None = None, **setti
     index, model = what_to_serve(str(target))
     chosen = ServeSettings(target=str(target), index=index, model=model, device=resolve(device), **settings)
     check_numbers(chosen)
+    check_libraries(chosen)
     if chosen.reranker is not None:  # `reranker=` a cross-encoder's folder or hub id: /rerank, and /search reranked
         from sentune.serve.rerank import check_reranker
 

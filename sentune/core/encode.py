@@ -18,7 +18,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 from tqdm.auto import tqdm
 
-from sentune.core.backend import runner_of
+from sentune.core.backend import runner_of, small_batch_runner_of
 from sentune.core.distributed import world_size
 from sentune.core.lanes import lane_shares, lanes_of
 from sentune.core.memory import release_freed_memory
@@ -186,9 +186,11 @@ class Encoder:
         batches = token_budget_batches(clipped, self.max_tokens, self.max_batch)
         replicas = self._replicas()
         shards = [batches[i :: len(replicas)] for i in range(len(replicas))]  # several GPUs: a share each
+        # a text or two on the CPU: the model's exact ONNX graph when it carries one (sentune.core.backend)
+        small = small_batch_runner_of(self.model, len(unique)) if self.devices[0].type == "cpu" and self.precision == "fp32" else None
         with tqdm(total=len(unique), desc=self.desc, unit="sent", disable=not self.show_progress) as bar:
             if len(replicas) == 1:
-                parts = self._run(replicas[0], unique, shards[0], bar)
+                parts = self._run(replicas[0], unique, shards[0], bar, small)
             else:  # one thread a GPU: CUDA work releases the GIL, so the devices run side by side
                 with ThreadPoolExecutor(len(replicas)) as pool:
                     futures = [pool.submit(self._run, model, unique, shard, bar) for model, shard in zip(replicas, shards, strict=True)]
@@ -201,9 +203,12 @@ class Encoder:
             self._replica_models = [self.model] + [copy.deepcopy(self.model).to(device) for device in self.devices[1:]]
         return self._replica_models
 
-    def _run(self, model: SentenceTransformer, unique: list[str], batches: list[np.ndarray], bar) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
-        """Encode `batches` on one model's device. On a GPU the next batches are tokenized in a thread while the
-        current one runs, and vectors stay on the device until the end (no wait for each batch to finish)."""
+    def _run(
+        self, model: SentenceTransformer, unique: list[str], batches: list[np.ndarray], bar, runner=None
+    ) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+        """Encode `batches` on one model's device (`runner`: the ONNX graph that computes the token states in place of
+        the model's own engine). On a GPU the next batches are tokenized in a thread while the current one runs, and
+        vectors stay on the device until the end (no wait for each batch to finish)."""
         if model.training:  # eval() walks every module: a server's one-query batch paid a millisecond for it
             model.eval()
         hf = getattr(model[0], "model", None)
@@ -217,7 +222,7 @@ class Encoder:
             for number, (batch, features) in enumerate(self._tokenized(model, unique, batches, prefetch=on_gpu), start=1):
                 ids = features.get("input_ids")
                 long_batch = ids is not None and ids.shape[-1] >= TRIM_FROM_TOKENS
-                pending.append((batch, self._forward(model, features)))
+                pending.append((batch, self._forward(model, features, runner)))
                 bar.update(len(batch))
                 if not on_gpu or len(pending) >= FLUSH_EVERY:
                     done += _to_numpy(pending)
@@ -245,17 +250,17 @@ class Encoder:
                 yield batch, features
 
     @torch.inference_mode()
-    def _forward(self, model: SentenceTransformer, features: dict) -> dict[str, torch.Tensor]:
+    def _forward(self, model: SentenceTransformer, features: dict, runner=None) -> dict[str, torch.Tensor]:
         if self.precision == "bf16":
             # Opt-in: bfloat16 matmuls (AMX/AVX512-BF16 on CPUs that have them) are ~2x faster here but
             # move embeddings by ~1e-2 absolute; the default fp32 path is exact.
             with torch.autocast(model.device.type, dtype=torch.bfloat16):
-                return self._forward_exact(model, features)
-        return self._forward_exact(model, features)
+                return self._forward_exact(model, features, runner)
+        return self._forward_exact(model, features, runner)
 
-    def _forward_exact(self, model: SentenceTransformer, features: dict) -> dict[str, torch.Tensor]:
+    def _forward_exact(self, model: SentenceTransformer, features: dict, runner=None) -> dict[str, torch.Tensor]:
         features = {k: (v.to(model.device, non_blocking=True) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
-        runner = runner_of(model)  # --backend onnx: ONNX Runtime computes the token states (sentune.core.onnx_runtime)
+        runner = runner or runner_of(model)  # --backend onnx: ONNX Runtime computes the token states (sentune.core.onnx_runtime)
         features = runner(features, all_layers=self.needs_all_layers) if runner is not None else model[0](features)
         mask = features["attention_mask"]
         out: dict[str, torch.Tensor] = {}

@@ -32,11 +32,11 @@ class OnnxRunner:
     """model[0]'s forward on ONNX Runtime: features (tokenizer output) -> the same features plus token_embeddings and,
     when asked, all_layer_embeddings, as torch tensors (views of ONNX Runtime's arrays, no copy)."""
 
-    def __init__(self, path: Path, backend: str) -> None:
+    def __init__(self, path: Path, backend: str, spin: bool = True) -> None:
         self.path, self.backend = Path(path), backend
         info = json.loads((self.path.parent / "export.json").read_text())
         self.inputs, self.outputs = info["inputs"], info["outputs"]
-        self.session = session(self.path)
+        self.session = session(self.path, spin=spin)
         self.digest = hashlib.sha256(self.path.read_bytes()).hexdigest()  # what the embedding cache keys these vectors by
 
     def __call__(self, features: dict, all_layers: bool = False) -> dict:

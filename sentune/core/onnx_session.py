@@ -20,7 +20,7 @@ def onnxruntime():
     return ort
 
 
-def session(path: Path, threads: int | None = None):
+def session(path: Path, threads: int | None = None, spin: bool = True):
     """An ONNX Runtime CPU session: every graph optimisation on, `threads` (default: torch's thread count, which
     follows OMP_NUM_THREADS) inside each operator, operators run one after another (a transformer is a chain)."""
     ort = onnxruntime()
@@ -29,5 +29,7 @@ def session(path: Path, threads: int | None = None):
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if not spin:  # its threads sleep when a run ends, not spin on the cores that PyTorch's next pass needs
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3  # errors only: its warnings about unused initialisers are noise here
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from sentune.serve.settings import API_KEY_ENV, BACKENDS, SYSTEMS, ServeSettings
+from sentune.serve.settings import API_KEY_ENV, BACKENDS, SMALL_BATCHES, SYSTEMS, ServeSettings
 
 SERVE_HELP = "answer searches and OpenAI-style embedding requests over HTTP from an index (or a model), loaded once"
 
@@ -33,6 +33,13 @@ def serve_options(p: argparse.ArgumentParser) -> None:
         "default: localhost, 127.0.0.1 and [::1] for a server without a key (a page reaching it through DNS rebinding is refused), any with one",
     )
     p.add_argument("--backend", default="torch", choices=BACKENDS, help="torch, or the model's exported graph, run as `sentune encode --backend` runs it")
+    p.add_argument(
+        "--small-batches",
+        default="auto",
+        choices=SMALL_BATCHES,
+        help="with --backend torch on the CPU, what computes a batch of a text or two (one client's requests): onnx, the model's exact ONNX graph "
+        "(fp32, its vectors checked against PyTorch's at start; exported once into the cache), or torch; auto: onnx when ONNX Runtime is installed",
+    )
     p.add_argument(
         "--workers", type=int, default=1, help="server processes; each loads the model, all share the index's memory-mapped vectors, BM25 and document offsets"
     )
@@ -86,6 +93,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         workers=args.workers,
         max_batch=args.max_batch,
         lanes=args.lanes,
+        small_batches=args.small_batches,
         max_batch_inputs=args.max_batch_inputs,
         batch_wait_ms=args.batch_wait_ms,
         max_input_chars=args.max_input_chars,
@@ -105,7 +113,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
     settings = replace(settings, allowed_hosts=allowed_hosts(args.allowed_hosts, settings))
     check_numbers(settings)
     check_address(settings)
-    check_libraries()
+    check_libraries(settings)
     index, model = what_to_serve(args.target, settings.system)
     if args.reranker:  # a cross-encoder, checked before anything loads
         from sentune.serve.rerank import check_reranker
@@ -132,7 +140,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"serving {settings.target} at {where} (/search, /v1/embeddings, /health, the search page at /)", file=sys.stderr)
         serve_one(settings, create_app(settings, engine), **common)
         return 0
-    if settings.backend != "torch":  # the graph exported (or quantized) once here, not by every worker at once
+    if settings.backend != "torch" or settings.small_batches != "torch":  # the graph exported (or quantized) once here, not by every worker at once
         from sentune.serve.engine import prepare_graph
 
         prepare_graph(settings)

@@ -67,6 +67,11 @@ class Engine:
             lanes = min(settings.lanes or threads, threads)  # None: one a torch thread
             if lanes > 1:
                 self.model.sentune_lanes = Lanes(lanes, threads)  # every Encoder of it (sentune.core.lanes)
+            if settings.small_batches != "torch":  # a text or two on the exact ONNX graph (sentune.core.small_batch_graph)
+                from sentune.core.small_batch_graph import use_small_batch_graph
+
+                source = model_source(settings)
+                use_small_batch_graph(self.model, source if Path(source).is_dir() else None, required=settings.small_batches == "onnx")
         self.encoder = Encoder(self.model, "model", show_progress=False)
         self.max_tokens = int(self.model.max_seq_length or 0)
         self.dimension = int(self.encoder.encode(["warm up"]).shape[1])  # the first forward pass is the slow one
@@ -138,6 +143,8 @@ class Engine:
         return [r for r in out if r is not None]
 
     def health(self) -> dict:
+        from sentune.core.small_batch_graph import small_batches_of
+
         index = None
         if self.views:
             index = {
@@ -152,6 +159,7 @@ class Engine:
         return {
             "model": self.name,
             "backend": self.settings.backend,
+            "small_batches": small_batches_of(self.model),  # what computes a text or two (sentune.core.small_batch_graph)
             "dimension": self.dimension,
             "max_tokens": self.max_tokens,
             "index": index,
@@ -171,10 +179,15 @@ def model_source(settings: ServeSettings) -> str:
 
 
 def prepare_graph(settings: ServeSettings) -> None:
-    """The model's ONNX graph for --backend, exported (and quantized) into the cache now if it is not there yet."""
+    """The model's ONNX graph for --backend or --small-batches, exported (and quantized) into the cache now if it is not
+    there yet."""
     from sentune.core.models import load_model
+    from sentune.core.small_batch_graph import use_small_batch_graph
 
-    load_model(model_source(settings), trust_remote_code=settings.trust_remote_code, device="cpu", backend=settings.backend)
+    source = model_source(settings)
+    model = load_model(source, trust_remote_code=settings.trust_remote_code, device="cpu", backend=settings.backend)
+    if settings.backend == "torch" and settings.small_batches != "torch" and settings.device == "cpu":
+        use_small_batch_graph(model, source if Path(source).is_dir() else None, required=settings.small_batches == "onnx")
 
 
 def resolved_model(ref: str) -> str:

@@ -15,6 +15,7 @@ from sentune.errors import UserError
 
 API_KEY_ENV = "SENTUNE_API_KEY"
 BACKENDS = ("torch", "onnx", "onnx-int8")
+SMALL_BATCHES = ("auto", "onnx", "torch")  # --small-batches (sentune.core.small_batch_graph): auto = onnx when ONNX Runtime is installed
 SYSTEMS = ("hybrid", "dense", "bm25")  # sentune.search.index.SYSTEMS, without importing NumPy to check an option
 
 
@@ -31,6 +32,7 @@ class ServeSettings:
     workers: int = 1
     max_batch: int = 64  # texts in one forward pass
     lanes: int | None = None  # a CPU batch's lanes (sentune.core.lanes); None: one a torch thread, 1: off
+    small_batches: str = "auto"  # what computes a text or two with --backend torch on the CPU (sentune.core.small_batch_graph)
     batch_wait_ms: float = 5.0  # how long the first request of a batch waits for others
     max_batch_inputs: int = 256  # texts in one request
     max_input_chars: int = 100_000  # characters in one text
@@ -84,6 +86,7 @@ def check_numbers(settings: ServeSettings) -> None:
         (settings.max_head_bytes >= 1024, f"--max-head-kb {settings.max_head_bytes / 1024:g}: at least 1"),
         (settings.rerank_top >= 1, f"--rerank-top {settings.rerank_top}: at least 1"),
         (settings.backend in BACKENDS, f"--backend {settings.backend}: choose {', '.join(BACKENDS)}"),
+        (settings.small_batches in SMALL_BATCHES, f"--small-batches {settings.small_batches}: choose {', '.join(SMALL_BATCHES)}"),
         (settings.system is None or settings.system in SYSTEMS, f"--system {settings.system}: choose {', '.join(SYSTEMS)}"),
     ]
     for ok, message in checks:
@@ -166,9 +169,14 @@ def what_to_serve(target: str, system: str | None = None) -> tuple[str | None, s
     return None, check_model_name(target, "INDEX_OR_MODEL")
 
 
-def check_libraries() -> None:
+def check_libraries(settings: ServeSettings | None = None) -> None:
+    """The libraries the server needs, and those its settings ask for, installed: one line naming what to install."""
+    import importlib.util
+
     try:
         import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
         raise UserError("sentune serve needs FastAPI and uvicorn: pip install 'sentune[serve]'") from None
+    if settings is not None and settings.small_batches == "onnx" and importlib.util.find_spec("onnxruntime") is None:
+        raise UserError("--small-batches onnx needs ONNX Runtime: pip install 'sentune[onnx]' (or --small-batches torch)")

@@ -1,0 +1,110 @@
+"""A model PyTorch runs, with its exact ONNX graph for a text or two (sentune.core.small_batch_graph): which batches
+take the graph, that they get PyTorch's vectors, that a graph giving other vectors is never used, and what `sentune
+serve` says about it."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+
+from sentune.core.backend import SMALL_BATCH_TEXTS, SMALL_RUNNER_ATTRIBUTE  # noqa: E402
+from sentune.core.encode import Encoder  # noqa: E402
+from sentune.errors import UserError  # noqa: E402
+from tests.conftest import SENTENCES  # noqa: E402
+
+
+def counted(model) -> list[int]:
+    """The batch sizes the model's small-batch graph is called with, from now on."""
+    runner, sizes = getattr(model, SMALL_RUNNER_ATTRIBUTE), []
+    original = runner.__call__
+
+    class Counting(type(runner)):  # a subclass: __call__ is looked up on the type
+        def __call__(self, features, all_layers=False):
+            sizes.append(int(features["input_ids"].shape[0]))
+            return original(features, all_layers)
+
+    runner.__class__ = Counting
+    return sizes
+
+
+def test_up_to_small_batch_texts_run_on_the_graph_and_larger_batches_on_pytorch_with_the_same_vectors(tiny_st, tiny_model_dir):
+    from sentune.core.small_batch_graph import use_small_batch_graph
+
+    plain = Encoder(copy.deepcopy(tiny_st), "model", show_progress=False)
+    assert use_small_batch_graph(tiny_st, str(tiny_model_dir), required=True)
+    # its threads sleep after a run: spinning, they took the cores of PyTorch's next (larger) batch
+    assert getattr(tiny_st, SMALL_RUNNER_ATTRIBUTE).session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    sizes = counted(tiny_st)
+    encoder = Encoder(tiny_st, "model", show_progress=False)
+    for count in range(1, SMALL_BATCH_TEXTS + 1):
+        np.testing.assert_allclose(encoder.encode(SENTENCES[:count]), plain.encode(SENTENCES[:count]), atol=1e-5)
+    assert sizes == list(range(1, SMALL_BATCH_TEXTS + 1))
+    np.testing.assert_allclose(encoder.encode(SENTENCES[: SMALL_BATCH_TEXTS + 1]), plain.encode(SENTENCES[: SMALL_BATCH_TEXTS + 1]), atol=1e-6)
+    assert sizes == list(range(1, SMALL_BATCH_TEXTS + 1))  # more texts: PyTorch's pass, the graph not called
+
+
+def test_a_graph_whose_vectors_differ_from_pytorchs_is_never_attached(tiny_st, tiny_model_dir, monkeypatch, caplog):
+    from sentune.core.onnx_runtime import OnnxRunner
+    from sentune.core.small_batch_graph import EXACT_GRAPH_BOUND, use_small_batch_graph
+
+    original = OnnxRunner.__call__
+
+    def off(self, features, all_layers=False):  # a graph a little off: about ten times the bound on the pooled vector
+        out = original(self, features, all_layers)
+        out["token_embeddings"] = out["token_embeddings"] + 20 * EXACT_GRAPH_BOUND * out["token_embeddings"].abs().mean()
+        return out
+
+    monkeypatch.setattr(OnnxRunner, "__call__", off)
+    assert not use_small_batch_graph(tiny_st, str(tiny_model_dir), required=False)
+    assert not hasattr(tiny_st, SMALL_RUNNER_ATTRIBUTE) and "small batches run on PyTorch" in caplog.text
+    with pytest.raises(UserError, match="--small-batches onnx: the model's ONNX graph gives vectors"):
+        use_small_batch_graph(tiny_st, str(tiny_model_dir), required=True)
+    assert not hasattr(tiny_st, SMALL_RUNNER_ATTRIBUTE)
+
+
+def test_without_onnx_runtime_auto_keeps_pytorch_and_onnx_is_refused(tiny_st, tiny_model_dir, monkeypatch):
+    import sentune.core.onnx_session as onnx_session
+    from sentune.core.small_batch_graph import use_small_batch_graph
+
+    def missing():
+        raise UserError("sentune export and the onnx backends need ONNX Runtime")
+
+    monkeypatch.setattr(onnx_session, "onnxruntime", missing)
+    assert not use_small_batch_graph(tiny_st, str(tiny_model_dir), required=False) and not hasattr(tiny_st, SMALL_RUNNER_ATTRIBUTE)
+    with pytest.raises(UserError, match="ONNX Runtime"):
+        use_small_batch_graph(tiny_st, str(tiny_model_dir), required=True)
+
+
+@pytest.mark.parametrize("small_batches", ["auto", "torch"])
+def test_serve_answers_a_text_or_two_from_the_graph_unless_told_torch_and_says_which(tiny_model_dir, tiny_st, small_batches):
+    from fastapi.testclient import TestClient
+
+    from sentune.serve.app import create_app
+    from sentune.serve.engine import Engine
+    from sentune.serve.settings import ServeSettings
+
+    settings = ServeSettings(target=str(tiny_model_dir), index=None, model=str(tiny_model_dir), small_batches=small_batches)
+    engine = Engine(settings)
+    assert hasattr(engine.model, SMALL_RUNNER_ATTRIBUTE) == (small_batches == "auto")
+    sizes = counted(engine.model) if small_batches == "auto" else []
+    expected = Encoder(tiny_st, "model", show_progress=False).encode(SENTENCES[:2])
+    with TestClient(create_app(settings, engine)) as client:
+        assert client.get("/health").json()["small_batches"] == ("onnx" if small_batches == "auto" else "torch")
+        answer = client.post("/v1/embeddings", json={"input": SENTENCES[:2]}).json()
+    np.testing.assert_allclose(np.array([d["embedding"] for d in answer["data"]]), expected, atol=1e-5)
+    assert sizes == ([2] if small_batches == "auto" else [])
+
+
+def test_sentune_serve_refuses_an_unknown_small_batches_choice_in_one_line_before_the_model_loads(capsys):
+    from sentune.cli import main
+    from sentune.serve.settings import ServeSettings, check_numbers
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", "some-model", "--small-batches", "fast"])
+    assert stopped.value.code == 2 and "--small-batches" in capsys.readouterr().err
+    with pytest.raises(UserError, match="--small-batches fast: choose auto, onnx, torch"):
+        check_numbers(ServeSettings(target="m", index=None, model="m", small_batches="fast"))
