@@ -20,7 +20,7 @@ from pathlib import Path
 from render_adapt import KEPT, LABEL_FREE, domain_section, supervised_cell, test_versus  # noqa: E402  (benchmarks/renderers/render_adapt.py)
 
 from sentune.adapt.examples import example_names
-from sentune.adapt.names import BM25, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, SEARCH_OPT_IN, SUPERVISED, TRAINED, UNCHANGED
+from sentune.adapt.names import BM25, BM25_FITTED, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, SEARCH_OPT_IN, SUPERVISED, TRAINED, UNCHANGED
 from sentune.analysis.pages import machine_conditions
 from sentune.tasks.permutation import LEVEL
 
@@ -327,6 +327,52 @@ def gpu_scale_section() -> list[str]:
     return lines
 
 
+SEARCH_CANDIDATES_KEPT = KEPT / "search-candidates"  # benchmarks/runners/search_candidates.sh: NAME-one-model, NAME-two-models
+FROM_WHAT_THE_USER_HAS = (UNCHANGED, BM25_FITTED, RRF, HYBRID, "prf", "multi-dense")
+
+
+def search_candidates_section(names: list[str]) -> list[str]:
+    """Issue 72's search candidates from what a user has, as `bash benchmarks/runners/search_candidates.sh` runs them
+    (each example twice in one folder: the default model alone, then with a second model, which adds `multi-dense`):
+    their scores and minutes beside the hybrid's, then each run's table."""
+    found = {
+        f"{name}-{tag}": json.loads((SEARCH_CANDIDATES_KEPT / f"{name}-{tag}" / "results.json").read_text())
+        for name in names
+        for tag in ("one-model", "two-models")
+        if (SEARCH_CANDIDATES_KEPT / f"{name}-{tag}" / "results.json").is_file()
+    }
+    if not found:
+        return []
+    lines = [
+        "",
+        "## Search candidates from what the user has: pseudo-relevance feedback and several dense models",
+        "",
+        "`prf` moves each dense query toward its first results (Rocchio) and expands BM25's query with terms of its first "
+        "results (RM3), then fuses the two as the hybrid does; `multi-dense` fuses BM25 with every model given to `--model` "
+        "(here the default model and all-mpnet-base-v2 from ../shared/tools/second-model.sh). Neither trains; each is "
+        "certified on the selection queries and confirmed as every candidate, and saved in the index `sentune serve` serves. "
+        'Run by `EXAMPLES="NAME" bash benchmarks/runners/search_candidates.sh` (`--methods hybrid`, then the same folder '
+        "with `--model default,MPNET`, which reads the first run's candidates back). nDCG@10 ×100; minutes: the candidate's own.",
+        "",
+        "| run | candidate | selection | confirmation | test | minutes |",
+        "|---|---|---|---|---|---|",
+    ]
+    for run, results in found.items():
+        for cname in FROM_WHAT_THE_USER_HAS:
+            c = results["candidates"].get(cname)
+            if c is None:
+                continue
+            if c.get("skipped"):
+                lines.append(f"| {run} | `{cname}` | skipped: {c['skipped']} | | | |")
+                continue
+            score = lambda key: f"{c[key]['score']:.2f}" if c.get(key) else "—"  # noqa: E731, B023
+            chosen = " (**chosen**)" if results["choice"]["name"] == cname else ""
+            lines.append(f"| {run} | `{cname}`{chosen} | {score('select')} | {score('confirm')} | {score('test')} | {(c.get('seconds') or 0) / 60:.1f} |")
+    for run, results in found.items():
+        lines += domain_section(f"{run}: search candidates from what the user has", results, f"search-candidates/{run}")
+    return lines
+
+
 SENTENCE_PAIR_KEPT = KEPT / "sentence-pair-trainings"  # search runs with the sentence-pair trainings named (NAME/results.json)
 
 
@@ -400,6 +446,7 @@ def render() -> str:
     lines += low_memory_section(found)
     for name, results in found.items():
         lines += domain_section(name, results, name)
+    lines += search_candidates_section(names)
     lines += retrieval_native_section(names)
     lines += sentence_pair_section(names)
     return "\n".join(lines)

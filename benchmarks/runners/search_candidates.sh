@@ -5,7 +5,9 @@
 # `--methods hybrid` with the default model (unchanged, hybrid, prf, the baselines), then the same with
 # `--model default,MPNET`, which reads the first run's candidates back and scores `multi-dense` (the second model
 # encodes every document and query: slow on a CPU). Prints each run's wall time, peak memory and the rows of the
-# candidates compared. Run it on an idle machine; it writes benchmarks/runs/search-candidates-EXAMPLE only.
+# candidates compared. Run it on an idle machine; it writes benchmarks/runs/search-candidates-EXAMPLE and keeps each
+# run's results in benchmarks/results/adapt/search-candidates/EXAMPLE-{one-model,two-models} for retrieval.md
+# (`python benchmarks/renderers/render_retrieval.py --out benchmarks/results/retrieval.md`).
 set -euo pipefail
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -22,6 +24,11 @@ for example in ${EXAMPLES:-scifact}; do
     }
     grep -E "Elapsed \(wall|Maximum resident" "$out.$tag.time"
     cp "$out/results.json" "$out.$tag.results.json"
+    # what benchmarks/renderers/render_retrieval.py reads (its section on these candidates); conditions.md is written by hand
+    keep=benchmarks/results/adapt/search-candidates/$example-$tag
+    mkdir -p "$keep"
+    cp "$out/results.json" "$keep/results.json"
+    [ ! -f "$out/results.md" ] || cp "$out/results.md" "$keep/results.md"
     python - "$out.$tag.results.json" <<'EOF'
 import json, sys
 
