@@ -5,6 +5,7 @@ serve` says about it."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -108,3 +109,46 @@ def test_sentune_serve_refuses_an_unknown_small_batches_choice_in_one_line_befor
     assert stopped.value.code == 2 and "--small-batches" in capsys.readouterr().err
     with pytest.raises(UserError, match="--small-batches fast: choose auto, onnx, torch"):
         check_numbers(ServeSettings(target="m", index=None, model="m", small_batches="fast"))
+
+
+def test_a_model_whose_own_pooling_reads_several_layers_gets_them_from_the_graph(tiny_st):
+    from sentune.core.small_batch_graph import use_small_batch_graph
+    from sentune.modules.build import with_pooling
+
+    model = with_pooling(tiny_st, "first-last")  # WeightedLayerPooling over the first and last layers, then mean
+    plain = Encoder(copy.deepcopy(model), "model", show_progress=False).encode(SENTENCES[:3])
+    assert use_small_batch_graph(model, None, required=True)
+    sizes = counted(model)
+    np.testing.assert_allclose(Encoder(model, "model", show_progress=False).encode(SENTENCES[:3]), plain, atol=1e-5)
+    assert sizes == [3]
+
+
+def test_a_graph_that_cannot_be_made_leaves_pytorch_under_auto_and_is_refused_under_onnx(tiny_st, tiny_model_dir, monkeypatch, caplog):
+    import sentune.core.onnx_runtime as onnx_runtime
+    from sentune.core.small_batch_graph import use_small_batch_graph
+
+    def broken(*args, **kwargs):
+        raise PermissionError("cache folder not writable")
+
+    monkeypatch.setattr(onnx_runtime, "graph_for", broken)
+    assert not use_small_batch_graph(tiny_st, str(tiny_model_dir), required=False)
+    assert not hasattr(tiny_st, SMALL_RUNNER_ATTRIBUTE) and "could not be made or run (cache folder not writable)" in caplog.text
+    with pytest.raises(UserError, match="--small-batches onnx: the model's ONNX graph could not be made or run"):
+        use_small_batch_graph(tiny_st, str(tiny_model_dir), required=True)
+
+
+def test_small_batches_onnx_is_refused_where_it_cannot_hold_and_without_onnx_runtime(monkeypatch):
+    import importlib.util
+
+    from sentune.serve.settings import ServeSettings, check_libraries, check_numbers, wants_small_batch_graph
+
+    asked = ServeSettings(target="m", index=None, model="m", small_batches="onnx")
+    for where in ({"backend": "onnx-int8"}, {"device": "cuda"}):
+        with pytest.raises(UserError, match="--small-batches onnx: for --backend torch on the CPU"):
+            check_numbers(dataclasses.replace(asked, **where))
+    assert not wants_small_batch_graph(dataclasses.replace(asked, small_batches="auto", device="cuda"))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    with pytest.raises(UserError, match="--small-batches onnx needs ONNX Runtime"):
+        check_libraries(asked)
+    assert not wants_small_batch_graph(dataclasses.replace(asked, small_batches="auto"))

@@ -261,7 +261,11 @@ class Encoder:
     def _forward_exact(self, model: SentenceTransformer, features: dict, runner=None) -> dict[str, torch.Tensor]:
         features = {k: (v.to(model.device, non_blocking=True) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
         runner = runner or runner_of(model)  # --backend onnx: ONNX Runtime computes the token states (sentune.core.onnx_runtime)
-        features = runner(features, all_layers=self.needs_all_layers) if runner is not None else model[0](features)
+        if runner is not None:  # every layer when a pooling asks, or the model's own modules read them (first-last, WK)
+            config = getattr(getattr(model[0], "model", None), "config", None)
+            features = runner(features, all_layers=self.needs_all_layers or bool(getattr(config, "output_hidden_states", False)))
+        else:
+            features = model[0](features)
         mask = features["attention_mask"]
         out: dict[str, torch.Tensor] = {}
         hidden_states: Any

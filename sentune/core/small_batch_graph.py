@@ -14,14 +14,14 @@ import logging
 
 import numpy as np
 
-from sentune.core.backend import SMALL_RUNNER_ATTRIBUTE, runner_of
+from sentune.core.backend import SMALL_BATCH_TEXTS, SMALL_RUNNER_ATTRIBUTE, runner_of
 from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
 
 EXACT_GRAPH_BOUND = 1e-5  # |graph - PyTorch| on any vector component (the bound of benchmarks/results/onnx_exact.md)
-CHECK_TEXTS = ("warm up", "a man plays the guitar while the others sing along in the park on a sunny afternoon")
-SMALL_BATCHES = ("auto", "onnx", "torch")  # --small-batches: auto = onnx when ONNX Runtime is installed, else torch
+# encoded one at a time and together (a padded batch of SMALL_BATCH_TEXTS texts), both ways
+CHECK_TEXTS = ("warm up", "a man plays the guitar", "a man plays the guitar while the others sing along in the park on a sunny afternoon")
 
 
 def use_small_batch_graph(model, source: str | None, *, required: bool) -> bool:
@@ -29,7 +29,6 @@ def use_small_batch_graph(model, source: str | None, *, required: bool) -> bool:
     vectors are checked; whether it was attached. Without ONNX Runtime, on a GPU, or when the graph cannot be made or
     does not give the model's vectors: not attached, with a warning for the last two; `required` raises UserError instead.
     """
-    from sentune.core.encode import Encoder
     from sentune.core.onnx_runtime import OnnxRunner, graph_for
     from sentune.core.onnx_session import onnxruntime
 
@@ -47,16 +46,14 @@ def use_small_batch_graph(model, source: str | None, *, required: bool) -> bool:
         return False
     try:
         runner = OnnxRunner(graph_for(model, "onnx", source), "onnx", spin=False)  # PyTorch runs the next batch, likely
-    except UserError as exc:
+        difference = _difference_with(model, runner)
+    except Exception as exc:  # a graph that cannot be made or run: PyTorch computes every batch, as before
+        if getattr(model, SMALL_RUNNER_ATTRIBUTE, None) is not None:
+            delattr(model, SMALL_RUNNER_ATTRIBUTE)
         if required:
-            raise
-        logger.warning("small batches run on PyTorch: the model's ONNX graph could not be made (%s)", exc)
+            raise UserError(f"--small-batches onnx: the model's ONNX graph could not be made or run ({exc})") from exc
+        logger.warning("small batches run on PyTorch: the model's ONNX graph could not be made or run (%s)", exc)
         return False
-    encoder = Encoder(model, "model", show_progress=False)
-    expected = np.stack([encoder.encode([text])[0] for text in CHECK_TEXTS])
-    setattr(model, SMALL_RUNNER_ATTRIBUTE, runner)
-    got = np.stack([encoder.encode([text])[0] for text in CHECK_TEXTS])
-    difference = float(np.abs(got - expected).max())
     if difference <= EXACT_GRAPH_BOUND:
         return True
     delattr(model, SMALL_RUNNER_ATTRIBUTE)
@@ -65,6 +62,21 @@ def use_small_batch_graph(model, source: str | None, *, required: bool) -> bool:
         raise UserError(f"--small-batches onnx: {message}")
     logger.warning("small batches run on PyTorch: %s", message)
     return False
+
+
+def _difference_with(model, runner) -> float:
+    """The largest |graph - PyTorch| over CHECK_TEXTS' vectors, each text alone and all of them as one batch; the
+    runner is left attached."""
+    from sentune.core.encode import Encoder
+
+    encoder = Encoder(model, "model", show_progress=False)
+
+    def vectors() -> np.ndarray:
+        return np.concatenate([*(encoder.encode([text]) for text in CHECK_TEXTS), encoder.encode(list(CHECK_TEXTS[:SMALL_BATCH_TEXTS]))])
+
+    expected = vectors()
+    setattr(model, SMALL_RUNNER_ATTRIBUTE, runner)
+    return float(np.abs(vectors() - expected).max())
 
 
 def small_batches_of(model) -> str:

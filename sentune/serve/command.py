@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from sentune.serve.settings import API_KEY_ENV, BACKENDS, SMALL_BATCHES, SYSTEMS, ServeSettings
+from sentune.serve.settings import API_KEY_ENV, BACKENDS, SMALL_BATCHES, SYSTEMS, ServeSettings, wants_small_batch_graph
 
 SERVE_HELP = "answer searches and OpenAI-style embedding requests over HTTP from an index (or a model), loaded once"
 
@@ -37,7 +37,7 @@ def serve_options(p: argparse.ArgumentParser) -> None:
         "--small-batches",
         default="auto",
         choices=SMALL_BATCHES,
-        help="with --backend torch on the CPU, what computes a batch of a text or two (one client's requests): onnx, the model's exact ONNX graph "
+        help="with --backend torch on the CPU, what computes a batch of at most 3 texts (one client's requests): onnx, the model's exact ONNX graph "
         "(fp32, its vectors checked against PyTorch's at start; exported once into the cache), or torch; auto: onnx when ONNX Runtime is installed",
     )
     p.add_argument(
@@ -123,7 +123,9 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
     from sentune.core.device import DEVICE_ENV, resolve_device
 
     device = resolve_device(args.device or os.environ.get(DEVICE_ENV), "--device")  # imports torch, after every other check
-    return replace(settings, index=index, model=model, device=device)
+    settings = replace(settings, index=index, model=model, device=device)
+    check_numbers(settings)  # again: some choices hold on the CPU only (--small-batches onnx)
+    return settings
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -140,7 +142,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"serving {settings.target} at {where} (/search, /v1/embeddings, /health, the search page at /)", file=sys.stderr)
         serve_one(settings, create_app(settings, engine), **common)
         return 0
-    if settings.backend != "torch" or settings.small_batches != "torch":  # the graph exported (or quantized) once here, not by every worker at once
+    if settings.backend != "torch" or wants_small_batch_graph(settings):  # the graph exported (or quantized) once here, not by every worker at once
         from sentune.serve.engine import prepare_graph
 
         prepare_graph(settings)

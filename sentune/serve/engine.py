@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from sentune.serve.settings import ServeSettings
+from sentune.serve.settings import ServeSettings, wants_small_batch_graph
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class Engine:
             lanes = min(settings.lanes or threads, threads)  # None: one a torch thread
             if lanes > 1:
                 self.model.sentune_lanes = Lanes(lanes, threads)  # every Encoder of it (sentune.core.lanes)
-            if settings.small_batches != "torch":  # a text or two on the exact ONNX graph (sentune.core.small_batch_graph)
+            if wants_small_batch_graph(settings):  # a few texts on the exact ONNX graph (sentune.core.small_batch_graph)
                 from sentune.core.small_batch_graph import use_small_batch_graph
 
                 source = model_source(settings)
@@ -186,7 +186,7 @@ def prepare_graph(settings: ServeSettings) -> None:
 
     source = model_source(settings)
     model = load_model(source, trust_remote_code=settings.trust_remote_code, device="cpu", backend=settings.backend)
-    if settings.backend == "torch" and settings.small_batches != "torch" and settings.device == "cpu":
+    if wants_small_batch_graph(settings):
         use_small_batch_graph(model, source if Path(source).is_dir() else None, required=settings.small_batches == "onnx")
 
 

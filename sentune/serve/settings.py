@@ -87,6 +87,10 @@ def check_numbers(settings: ServeSettings) -> None:
         (settings.rerank_top >= 1, f"--rerank-top {settings.rerank_top}: at least 1"),
         (settings.backend in BACKENDS, f"--backend {settings.backend}: choose {', '.join(BACKENDS)}"),
         (settings.small_batches in SMALL_BATCHES, f"--small-batches {settings.small_batches}: choose {', '.join(SMALL_BATCHES)}"),
+        (
+            settings.small_batches != "onnx" or (settings.backend == "torch" and settings.device == "cpu"),
+            f"--small-batches onnx: for --backend torch on the CPU (here --backend {settings.backend}, --device {settings.device})",
+        ),
         (settings.system is None or settings.system in SYSTEMS, f"--system {settings.system}: choose {', '.join(SYSTEMS)}"),
     ]
     for ok, message in checks:
@@ -167,6 +171,16 @@ def what_to_serve(target: str, system: str | None = None) -> tuple[str | None, s
     if path.is_dir() and not any((path / name).exists() for name in ("config.json", "modules.json")):
         raise UserError(f"{path}: neither an index (index.json, from `sentune index`) nor a model folder (config.json)")
     return None, check_model_name(target, "INDEX_OR_MODEL")
+
+
+def wants_small_batch_graph(settings: ServeSettings) -> bool:
+    """Whether the server runs small batches on the model's exact ONNX graph (sentune.core.small_batch_graph): with
+    --backend torch on the CPU, unless --small-batches torch, and under auto only when ONNX Runtime is installed."""
+    import importlib.util
+
+    if settings.backend != "torch" or settings.device != "cpu" or settings.small_batches == "torch":
+        return False
+    return settings.small_batches == "onnx" or importlib.util.find_spec("onnxruntime") is not None
 
 
 def check_libraries(settings: ServeSettings | None = None) -> None:
