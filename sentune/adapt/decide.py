@@ -58,7 +58,8 @@ advance: where BM25 is weak the fusion can fall below the dense model (on quora'
 below it, benchmarks/results/retrieval.md), and a fixed reference would then be kept in its place. Not BM25 alone: adapt hands back an encoder and its index, and `rrf` keeps
 BM25's ranking as one of its two votes. The reference is chosen on the selection queries, as the candidate is, so the
 confirmation queries are independent of both and the guarantee above holds against it: P(a candidate no better than
-the reference replaces it) ≤ 5 %. Pairs runs have no reference but the unchanged model, so the calibration
+the reference replaces it) ≤ 5 % (simulated on real search runs' per-query scores:
+benchmarks/results/adapt_search_reference_null.md). Pairs runs have no reference but the unchanged model, so the calibration
 (benchmarks/runners/adapt_calibration.py, adapt_shuffled_null.py: pairs runs) measures the same rule as before.
 """
 
