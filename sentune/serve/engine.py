@@ -68,10 +68,7 @@ class Engine:
             if lanes > 1:
                 self.model.sentune_lanes = Lanes(lanes, threads)  # every Encoder of it (sentune.core.lanes)
             if wants_small_batch_graph(settings):  # a few texts on the exact ONNX graph (sentune.core.small_batch_graph)
-                from sentune.core.small_batch_graph import use_small_batch_graph
-
-                source = model_source(settings)
-                use_small_batch_graph(self.model, source if Path(source).is_dir() else None, required=settings.small_batches == "onnx")
+                attach_small_batch_graph(self.model, settings)
         self.encoder = Encoder(self.model, "model", show_progress=False)
         self.max_tokens = int(self.model.max_seq_length or 0)
         self.dimension = int(self.encoder.encode(["warm up"]).shape[1])  # the first forward pass is the slow one
@@ -182,12 +179,19 @@ def prepare_graph(settings: ServeSettings) -> None:
     """The model's ONNX graph for --backend or --small-batches, exported (and quantized) into the cache now if it is not
     there yet."""
     from sentune.core.models import load_model
+
+    model = load_model(model_source(settings), trust_remote_code=settings.trust_remote_code, device="cpu", backend=settings.backend)
+    if wants_small_batch_graph(settings):
+        attach_small_batch_graph(model, settings)
+
+
+def attach_small_batch_graph(model, settings: ServeSettings) -> bool:
+    """The exact graph for small batches on `model` (sentune.core.small_batch_graph), looked for first in the served
+    model's folder; required under --small-batches onnx."""
     from sentune.core.small_batch_graph import use_small_batch_graph
 
     source = model_source(settings)
-    model = load_model(source, trust_remote_code=settings.trust_remote_code, device="cpu", backend=settings.backend)
-    if wants_small_batch_graph(settings):
-        use_small_batch_graph(model, source if Path(source).is_dir() else None, required=settings.small_batches == "onnx")
+    return use_small_batch_graph(model, source if Path(source).is_dir() else None, required=settings.small_batches == "onnx")
 
 
 def resolved_model(ref: str) -> str:
