@@ -368,6 +368,7 @@ def test_a_normalising_pipeline_trains_raw_and_is_saved_normalised(tiny_st, tmp_
     assert "## Chosen by sentune adapt" in (tmp_path / "model" / "README.md").read_text()
 
 
+@pytest.mark.slow  # among the longest: in the slow selection (scripts/test.sh and CI run it), so plain `pytest -q` stays short
 def test_without_dev_pairs_stsb_dev_selects_and_the_report_says_so(tiny_model_dir, tiny_data_dir, user_files, tmp_path, capsys):
     from conftest import write_tiny_data_dir
 

@@ -65,6 +65,7 @@ def test_allowing_modified_data_once_does_not_allow_it_to_the_next_command(tiny_
     assert dict(os.environ) == before
 
 
+@pytest.mark.slow  # among the longest: in the slow selection (scripts/test.sh and CI run it), so plain `pytest -q` stays short
 def test_quiet_libraries_need_no_environment_variable():
     """Without -v, transformers (which sets its own logger's level when imported) stays at ERROR, and the environment
     the command was started with is the one it ends with; with -v it keeps the library's own level."""

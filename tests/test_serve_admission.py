@@ -337,6 +337,7 @@ def test_a_client_sending_half_a_body_is_cut_off_within_the_read_limit(protocol)
         assert received.startswith(b"HTTP/1.1 408") and b"--read-timeout-s" in received and seconds < 1.5, (received, seconds)
 
 
+@pytest.mark.slow  # among the longest: in the slow selection (scripts/test.sh and CI run it), so plain `pytest -q` stays short
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_client_sending_half_a_head_or_nothing_is_cut_off_within_the_read_limit(protocol):
     with Served(TimedEngine(0.0), http=protocol, read_timeout_s=0.5) as served:
@@ -392,6 +393,7 @@ def test_a_client_answered_before_its_body_is_in_is_cut_off_within_the_read_limi
         assert received.startswith(b"HTTP/1.1 4") and seconds < 1.0, (received, seconds)
 
 
+@pytest.mark.slow  # among the longest: in the slow selection (scripts/test.sh and CI run it), so plain `pytest -q` stays short
 def test_a_shutdown_answers_the_requests_in_flight_and_then_stops():
     engine = TimedEngine(per_text=0.8)
     served = Served(engine, timeout_s=10.0, max_batch=1)

@@ -104,6 +104,7 @@ def test_a_full_queue_is_refused_by_the_protocol_on_arrival_and_answered_after_t
         assert metric(served.url, "/v1/embeddings", "503") == 1.0
 
 
+@pytest.mark.slow  # among the longest: in the slow selection (scripts/test.sh and CI run it), so plain `pytest -q` stays short
 @pytest.mark.skipif("TimedHttpToolsProtocol" not in PROTOCOLS, reason="httptools is not installed")
 def test_a_connection_is_not_read_while_its_refusal_waits(long_pause):
     """A request sent during the pause is read after the 503 (answers in order); one pipelined in the same packet
@@ -185,6 +186,7 @@ def test_a_connection_asking_again_at_once_is_paced_and_one_that_waited_retry_af
     assert SHED_PAUSE_S * 0.9 <= rested <= SHED_PAUSE_S + slack
 
 
+@pytest.mark.slow  # among the longest: in the slow selection (scripts/test.sh and CI run it), so plain `pytest -q` stays short
 @pytest.mark.skipif("TimedHttpToolsProtocol" not in PROTOCOLS, reason="httptools is not installed")
 def test_a_refused_request_whose_body_comes_later_leaves_the_connection_usable():
     """The body of a request refused on its head is parsed and dropped as it arrives, not read as the next request."""
@@ -204,6 +206,7 @@ def test_a_refused_request_whose_body_comes_later_leaves_the_connection_usable()
             assert status == 200 and b'"embedding"' in body and engine.batches[-1] == ["after"], body[:200]
 
 
+@pytest.mark.slow  # among the longest: in the slow selection (scripts/test.sh and CI run it), so plain `pytest -q` stays short
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_full_queue_is_refused_on_every_protocol_and_what_is_not_refused_is_served(protocol):
     """h11 has no protocol of ours that refuses: the middleware answers the same 503 (after the pause)."""

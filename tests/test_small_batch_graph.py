@@ -152,3 +152,26 @@ def test_small_batches_onnx_is_refused_where_it_cannot_hold_and_without_onnx_run
     with pytest.raises(UserError, match="--small-batches onnx needs ONNX Runtime"):
         check_libraries(asked)
     assert not wants_small_batch_graph(dataclasses.replace(asked, small_batches="auto"))
+
+
+def test_prepare_graph_exports_the_small_batch_graph_once_and_each_worker_reads_it_back(tiny_model_dir, tmp_path, monkeypatch):
+    """`sentune serve --workers N` exports the graph in the parent (prepare_graph) so that the workers do not each
+    export it: a worker's engine then attaches the cached graph without exporting."""
+    import sentune.core.onnx_graph as onnx_graph
+    from sentune.core.cache import CACHE_ENV
+    from sentune.core.small_batch_graph import small_batches_of
+    from sentune.serve.engine import Engine, prepare_graph
+    from sentune.serve.settings import ServeSettings
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    settings = ServeSettings(target=str(tiny_model_dir), index=None, model=str(tiny_model_dir))
+    prepare_graph(dataclasses.replace(settings, small_batches="torch"))
+    assert not list((tmp_path / "cache").glob("onnx-*/model.onnx"))  # small batches on PyTorch: nothing to export
+    prepare_graph(settings)
+    assert len(list((tmp_path / "cache").glob("onnx-*/model.onnx"))) == 1
+
+    def exported_again(*args, **kwargs):
+        raise AssertionError("a worker exported the graph prepare_graph had made")
+
+    monkeypatch.setattr(onnx_graph, "export_onnx", exported_again)
+    assert small_batches_of(Engine(settings).model) == "onnx"
