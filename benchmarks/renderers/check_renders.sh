@@ -18,6 +18,7 @@ audit benchmarks/renderers/render_second_model.py
 audit benchmarks/renderers/render_gpu_adapt.py
 audit benchmarks/renderers/render_gpu_adapt.py --gpu benchmarks/results/gpu_adapt/rebuilt --out benchmarks/results/gpu_adapt/rebuilt.md
 audit benchmarks/renderers/render_search_train.py
+audit benchmarks/renderers/render_default_budget.py  # from the default_budget-NAME.md pages its runner wrote
 audit benchmarks/runners/adapt_shuffled_null.py --render-only  # its page and the calibration page's real-null section
 audit benchmarks/runners/adapt_shuffled_null.py --render-only --train-pairs 100  # the null with a train set: its own page
 if [ -f "$kept/serving/load.json" ]; then  # benchmarks/runners/serving.sh, once it has been run
