@@ -18,7 +18,7 @@ from sentune.adapt.crossfit import FOLDS
 from sentune.adapt.decide import DETECTABLE, detectable_gain
 from sentune.adapt.examples import example_names
 from sentune.adapt.names import REFERENCE, UNCHANGED
-from sentune.adapt.report import candidate_table
+from sentune.adapt.report import candidate_table, time_lines
 from sentune.analysis.pages import machine_conditions
 from sentune.core.metrics import METRICS
 from sentune.tasks.permutation import LEVEL
@@ -150,7 +150,8 @@ def hindsight(results: dict) -> list[str]:
 def domain_section(name: str, results: dict, images: str) -> list[str]:
     meta = results["meta"]
     lines = ["", f"## {name}", "", f"Command ({meta['date']}):", "", "```", meta.get("command", "?"), "```", ""]
-    lines += [f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.", "", *hindsight(results), candidate_table(results), ""]
+    lines += [f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.", "", *hindsight(results)]
+    lines += [*time_lines(meta.get("time")), candidate_table(results), ""]  # what the time plan left out, as the run's own page says
     usage = meta.get("process")  # recorded from 2026-11-24 on: the last invocation's CPU use
     if usage:
         lines += [
