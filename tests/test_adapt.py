@@ -533,6 +533,7 @@ def test_every_trained_candidate_runs_in_adapt(method, tiny_model_dir, user_file
     assert record["kind"] == "trained" and record["select"] and record["recipe"]["name"].endswith(method)
 
 
+@pytest.mark.slow  # among the longest: in the slow selection (scripts/test.sh and CI run it), so plain `pytest -q` stays short
 def test_low_memory_trains_every_candidate_with_gradient_checkpointing(tiny_model_dir, user_files, tmp_path, monkeypatch):
     import sentune.adapt.run
 

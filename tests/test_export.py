@@ -156,6 +156,7 @@ def test_verify_rejects_a_graph_of_another_model(exported, tiny_model_dir):
         verify(model, exported / "onnx" / "model.onnx")
 
 
+@pytest.mark.slow  # among the longest: in the slow selection (scripts/test.sh and CI run it), so plain `pytest -q` stays short
 def test_an_int8_graph_that_is_not_the_model_is_refused_and_nothing_is_written(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, capsys):
     """The refusal end to end: an int8 graph of other weights stands in for a broken quantization. (Its metric may
     rise on the tiny check set by chance; the cosine to PyTorch refuses it anyway.)"""
@@ -241,8 +242,10 @@ def test_use_backend_refuses_a_gpu_model_and_unknown_backends(tiny_st):
         use_backend(tiny_st, "onnx")
 
 
-# RoBERTa exports the same way as MPNet (no token type ids): in the slow selection, so plain `pytest -q` stays short
-@pytest.mark.parametrize("family", ["tiny_mpnet_dir", pytest.param("tiny_roberta_dir", marks=pytest.mark.slow)])
+# the longest default test (an export of a second family): MPNet and RoBERTa (no token type ids) in the slow selection
+# (scripts/test.sh, CI), so plain `pytest -q` stays short; BERT's export is checked exactly in the default selection
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["tiny_mpnet_dir", "tiny_roberta_dir"])
 def test_families_without_token_type_ids_export_exactly(family, request, tmp_path):
     """MPNet (relative position attention) and a RoBERTa-style model: the graph takes no token type ids and reproduces
     PyTorch for the model's own pooling and a multi-layer one; the int8 graph runs."""

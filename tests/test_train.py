@@ -348,6 +348,7 @@ def test_adamw_updates_all_parameters_at_once_and_trains_the_weights_its_one_at_
     assert together.keys() == one_by_one.keys() and all(torch.equal(together[k], one_by_one[k]) for k in together)
 
 
+@pytest.mark.slow  # among the longest: in the slow selection (scripts/test.sh and CI run it), so plain `pytest -q` stays short
 def test_a_paused_run_resumes_with_its_early_stopping_count(tiny_model_dir, tiny_data_dir, tmp_path):
     """Early stopping counts the evaluations without a new best across rounds: a run paused (on its evaluation grid)
     and resumed, as racing does, stops at the step where the same run trained in one go stops, not `patience`
