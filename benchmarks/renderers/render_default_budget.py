@@ -71,14 +71,14 @@ def render(pages: list[Path]) -> str:
 
 
 def leaving(rows: list[dict]) -> str:
-    """What the examples that left candidates out spent: the plan counts each training at its full share of the race,
-    and the race's early stop ends most trainings sooner, so such a run may end well inside its time."""
+    """How much of its time an example that left candidates out spent (the plan counts each training at its full share
+    of the race, docs/adapt.md, so such a run may end well inside its time)."""
     left = [r for r in rows if r["left_out"] != "none"]
     if not left:
         return ""
     return (
         f" {len(left)} of them left candidates out while taking at most {max(r['candidate'] for r in left):.1f} candidate minutes: "
-        "the plan expects each training to run its full share of the race, and the race's early stop ended most sooner."
+        "the plan counts each training at its full share of the race (docs/adapt.md), and what a training takes is known only once it ran."
     )
 
 
