@@ -70,44 +70,8 @@ _API = {
     "export_index": "sentune.api.export",
 }
 
-# `adapt`, `train` and `export` are left out: they are also the packages sentune.adapt, sentune.train and sentune.export,
-# each callable as the API's function (sentune.core.callable_package.call_through); their reference is sentune.api.adapt,
-# sentune.api.train and sentune.api.export.
-__all__ = [
-    "AdaptResult",
-    "CacheEntry",
-    "Comparison",
-    "DataCheck",
-    "EvalResults",
-    "ExportResult",
-    "Hit",
-    "Index",
-    "LayerwiseResult",
-    "PairTable",
-    "Report",
-    "TsneResult",
-    "cache_entries",
-    "cache_folder",
-    "check_data",
-    "clear_cache",
-    "compare",
-    "download_data",
-    "encode",
-    "ensemble",
-    "evaluate",
-    "export_index",
-    "fit_postprocessor",
-    "flow",
-    "layerwise",
-    "pairs",
-    "paraphrase",
-    "pipeline",
-    "report",
-    "serve_app",
-    "tsne",
-    "whiten",
-    "__version__",
-]
+# one list: what the package exports is what it resolves
+__all__ = sorted(_API) + ["__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -365,7 +365,7 @@ def method_context(method: str, params: dict | None = None, *, data_dir: Path | 
     """The TrainContext the trainer would hand `method` for a recipe with these params (for loss-level tests)."""
     from sentune.methods.base import TrainContext
     from sentune.methods.registry import get_method
-    from sentune.train.recipe import Recipe
+    from sentune.training.recipe import Recipe
 
     recipe = Recipe(method=method, params=params or {}, **recipe_fields)
     return TrainContext(

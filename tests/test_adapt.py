@@ -16,13 +16,13 @@ import pytest
 import yaml
 from conftest import kill_when, tree_state
 
-from sentune.adapt.budget import AdaptError, Budget
-from sentune.adapt.candidates import Pooling, Unchanged, parse_methods, plan
-from sentune.adapt.decide import split_dev
-from sentune.adapt.names import TRAINED
-from sentune.adapt.records import CandidateRecord, Stopped
-from sentune.adapt.select import select
-from sentune.adapt.store import CandidateStore
+from sentune.adaptation.budget import AdaptError, Budget
+from sentune.adaptation.candidates import Pooling, Unchanged, parse_methods, plan
+from sentune.adaptation.decide import split_dev
+from sentune.adaptation.names import TRAINED
+from sentune.adaptation.records import CandidateRecord, Stopped
+from sentune.adaptation.select import select
+from sentune.adaptation.store import CandidateStore
 from sentune.cli import main
 from sentune.core.memory import peak_resident_mib
 from sentune.data.user_data import read_scored_pairs, write_corpus, write_scored_pairs
@@ -253,7 +253,7 @@ def _lines_up_to(metrics: Path, step: int) -> list[str]:
 
 
 def test_examples_write_the_users_formats_from_the_catalog(tiny_data_dir, tmp_path):
-    from sentune.adapt.examples import example_names, write_example
+    from sentune.adaptation.examples import example_names, write_example
 
     assert example_names(retrieval=False) == ["sick", "qqp", "mrpc", "stsb"] and example_names(retrieval=True) == ["scifact", "quora", "quora-clusters"]
     for name in example_names(retrieval=False):
@@ -275,7 +275,7 @@ def test_example_train_splits_share_no_pair_with_dev_or_test(tmp_path):
     (MRPC: the rest of the train file once the 500 dev pairs are drawn); a train row repeating a test pair is left out."""
     from conftest import write_tiny_data_dir
 
-    from sentune.adapt.examples import write_example
+    from sentune.adaptation.examples import write_example
 
     data = write_tiny_data_dir(tmp_path / "data")
     header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
@@ -303,7 +303,7 @@ def test_scifact_tests_on_beirs_test_claims_when_the_data_has_them_and_trains_on
 
     from test_retrieval import _toy_data_dir
 
-    from sentune.adapt.examples import has_train, write_example
+    from sentune.adaptation.examples import has_train, write_example
     from sentune.data.beir import read_beir_folder
 
     data = _toy_data_dir(tmp_path)  # 25 train claims, 120 abstracts
@@ -350,8 +350,8 @@ def test_a_normalising_pipeline_trains_raw_and_is_saved_normalised(tiny_st, tmp_
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Normalize
 
-    from sentune.adapt.candidates import Plan, own_pooling
-    from sentune.adapt.run import _save_choice
+    from sentune.adaptation.candidates import Plan, own_pooling
+    from sentune.adaptation.run import _save_choice
 
     base = SentenceTransformer(modules=[*tiny_st, Normalize()], device="cpu")
     assert own_pooling(base) == "mean" and own_pooling(tiny_st) == "mean"
@@ -410,9 +410,9 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
     """After round 1: a candidate far below the unchanged model on the selection pairs stops (racing); of the three
     others, which tie with the unchanged model, at most half go on (successive halving), the best ones; a stopped one
     keeps its best selection cosines and a record that says why."""
-    from sentune.adapt.candidates import Trained
-    from sentune.adapt.race import _eliminate
-    from sentune.adapt.race_rows import digest_of
+    from sentune.adaptation.candidates import Trained
+    from sentune.adaptation.race import _eliminate
+    from sentune.adaptation.race_rows import digest_of
     from sentune.core.metrics import METRICS
 
     rng = np.random.default_rng(0)
@@ -469,7 +469,7 @@ def test_racing_stops_a_planted_bad_candidate_after_its_first_round_and_halves_t
 def test_sed_and_wise_build_on_raced_out_candidates_best_checkpoints(tmp_path):
     """A candidate the race stopped is not chosen itself, but its best checkpoint so far is weights SED and wise may
     build on; one whose weights are gone is skipped."""
-    from sentune.adapt.candidates import best, tuned_sources
+    from sentune.adaptation.candidates import best, tuned_sources
 
     def made(path: Path) -> Path:
         path.mkdir(parents=True)
@@ -511,9 +511,9 @@ def test_sentences_longer_than_the_model_reads_are_warned_about(tiny_model_dir, 
 def test_every_adapt_candidate_recipe_is_bundled_and_trains_a_registered_method():
     """names.TRAINED (what --methods races), SED, the reference, GenQ, the supervised and the retrieval-native candidates'
     recipes each have a recipe adapt/NAME.yaml of a registered method, and no adapt recipe is left without a candidate."""
-    from sentune.adapt.names import GENQ, REFERENCE, RETRIEVAL_NATIVE, SED, SUPERVISED_RECIPES
+    from sentune.adaptation.names import GENQ, REFERENCE, RETRIEVAL_NATIVE, SED, SUPERVISED_RECIPES
     from sentune.methods.registry import method_names
-    from sentune.train.recipe import RECIPE_DIR, load_recipe
+    from sentune.training.recipe import RECIPE_DIR, load_recipe
 
     candidates = {*TRAINED, SED, REFERENCE, GENQ, *SUPERVISED_RECIPES.values(), *RETRIEVAL_NATIVE}
     assert {p.stem for p in (RECIPE_DIR / "adapt").glob("*.yaml")} == candidates
@@ -524,7 +524,7 @@ def test_every_adapt_candidate_recipe_is_bundled_and_trains_a_registered_method(
 @pytest.mark.slow
 @pytest.mark.parametrize("method", TRAINED)
 def test_every_trained_candidate_runs_in_adapt(method, tiny_model_dir, user_files, tmp_path):
-    """Each raced candidate (sentune.adapt.names.TRAINED: a new one is tested here without editing this file) trains,
+    """Each raced candidate (sentune.adaptation.names.TRAINED: a new one is tested here without editing this file) trains,
     is scored on the selection and confirmation pairs, and gets a record."""
     out = tmp_path / "run"
     args = ["--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv")]
@@ -535,10 +535,10 @@ def test_every_trained_candidate_runs_in_adapt(method, tiny_model_dir, user_file
 
 @pytest.mark.slow  # among the longest: in the slow selection (scripts/test.sh and CI run it), so plain `pytest -q` stays short
 def test_low_memory_trains_every_candidate_with_gradient_checkpointing(tiny_model_dir, user_files, tmp_path, monkeypatch):
-    import sentune.adapt.run
+    import sentune.adaptation.run
 
     mapped: list[bool] = []  # the real call would change this test process's allocator: tests/test_memory.py runs it
-    monkeypatch.setattr(sentune.adapt.run, "map_large_allocations", lambda: mapped.append(True))
+    monkeypatch.setattr(sentune.adaptation.run, "map_large_allocations", lambda: mapped.append(True))
     out = tmp_path / "run"
     args = ["--model", str(tiny_model_dir), "--corpus", str(user_files / "corpus.txt"), "--dev", str(user_files / "dev.tsv")]
     assert _adapt([*args, "--methods", "simcse", "--budget", "2", "--low-memory", "--out", str(out)]) == 0
@@ -562,11 +562,11 @@ def _prepared_train(user_files: Path, train_rows: list, tmp_path: Path, caplog) 
     """What prepare() (no model involved) keeps of a --train file beside user_files' dev pairs (graded 0-5), and what it said."""
     import logging
 
-    from sentune.adapt.inputs import AdaptConfig, prepare
+    from sentune.adaptation.inputs import AdaptConfig, prepare
 
     write_scored_pairs(tmp_path / "train.tsv", train_rows)
     config = AdaptConfig(corpus=user_files / "corpus.txt", dev=user_files / "dev.tsv", train=tmp_path / "train.tsv")
-    with caplog.at_level(logging.WARNING, logger="sentune.adapt.inputs"):
+    with caplog.at_level(logging.WARNING, logger="sentune.adaptation.inputs"):
         prepare(config, tmp_path / "out", None)
     kept = [(p.a, p.b, p.score) for p in read_scored_pairs(tmp_path / "out" / "data" / "train.tsv").pairs]
     return kept, caplog.text

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from sentune.adapt import time_plan
-from sentune.adapt.hard_negatives import POSITIVE_DRAWS, drawn_positives, search_rows
-from sentune.adapt.time_plan import DEFAULT_TIME, Planned, fitted, time_to_include
+from sentune.adaptation import time_plan
+from sentune.adaptation.hard_negatives import POSITIVE_DRAWS, drawn_positives, search_rows
+from sentune.adaptation.time_plan import DEFAULT_TIME, Planned, fitted, time_to_include
 from sentune.data.beir import Query
 from sentune.data.readers import Source
 
@@ -31,7 +31,7 @@ def toy_queries(judged: int, count: int = 40, seed: int = 0) -> list[Query]:
 def steps_of(rows: int) -> int:
     """The supervised search recipe's steps over `rows` rows, as Context.labelled_recipe counts them (its epochs over
     them, in batches)."""
-    from sentune.train.recipe import load_recipe
+    from sentune.training.recipe import load_recipe
 
     training = load_recipe("adapt/mnrl-hard-negatives", check=False).training
     return max(1, math.ceil(training.epochs * math.ceil(rows / training.batch_size)))
@@ -53,7 +53,7 @@ def test_ten_times_the_judgements_train_as_many_steps():
     assert [len(r) for r in few_rows] == [len(r) for r in many_rows] == [POSITIVE_DRAWS] * 40
     assert steps_of(sum(map(len, many_rows))) == steps_of(sum(map(len, few_rows))) == math.ceil(40 * POSITIVE_DRAWS / 16)
     # the count the time plan reads is the rows built
-    from sentune.adapt.candidates.supervised import SupervisedSearch
+    from sentune.adaptation.candidates.supervised import SupervisedSearch
 
     assert [len(r) for r in SupervisedSearch("supervised").training_rows_counted(many)] == [len(r) for r in many_rows]
     # each row: the query, a document judged relevant to it, its two negatives
@@ -83,8 +83,8 @@ def test_the_draws_change_each_pass_cover_the_documents_and_are_seeded_by_the_qu
 def test_the_supervised_search_candidates_expected_minutes_follow_the_queries_not_the_judgements():
     """Its expected seconds (what the default plan weighs) are the same for queries judged ten times as densely, and
     count its held-out folds' pool encodings."""
-    from sentune.adapt.candidates.supervised import SupervisedSearch
-    from sentune.adapt.crossfit import FOLDS
+    from sentune.adaptation.candidates.supervised import SupervisedSearch
+    from sentune.adaptation.crossfit import FOLDS
 
     candidate = SupervisedSearch("supervised")
     costs = time_plan.Costs(0.01, {"mnrl-hard-negatives": 20.0})
@@ -139,9 +139,9 @@ def test_the_default_time_leaves_out_a_candidate_too_long_for_it_and_names_the_t
 
 
 def test_a_run_without_time_is_planned_for_the_default_and_prints_what_it_leaves_out(monkeypatch, caplog):
-    """sentune.adapt.run._plan_time without --time: the plan for DEFAULT_TIME, the candidate too long for it taken out
+    """sentune.adaptation.run._plan_time without --time: the plan for DEFAULT_TIME, the candidate too long for it taken out
     of the run, and the line naming it with its expected minutes and the --time that includes it."""
-    from sentune.adapt import run as adapt_run
+    from sentune.adaptation import run as adapt_run
 
     probed: list[list[str]] = []
     monkeypatch.setattr(time_plan, "probe_text_seconds", lambda model, texts: probed.append(list(texts)) or 0.01)
@@ -185,7 +185,7 @@ def test_the_quora_clusters_example_judges_each_question_of_a_large_cluster_with
     """quora-clusters (the search example with many judgements a query): duplicates of duplicates are relevant too,
     checked against the closure by repeated joining; a cluster under 6 questions gives no query; the question itself is
     never relevant to itself, and every query and relevant document is a question of the corpus."""
-    from sentune.adapt.examples import write_example
+    from sentune.adaptation.examples import write_example
     from sentune.data.beir import read_beir_folder
 
     def half(prefix: str) -> list[str]:
@@ -216,7 +216,7 @@ def test_the_quora_clusters_example_judges_each_question_of_a_large_cluster_with
 
 
 def test_the_report_names_what_the_default_time_left_out_and_the_time_that_includes_it():
-    from sentune.adapt.report import time_lines
+    from sentune.adaptation.report import time_lines
 
     first, items = planned_toy()
     default = fitted(DEFAULT_TIME, first, items, already=60.0, given=False)
@@ -228,11 +228,11 @@ def test_the_report_names_what_the_default_time_left_out_and_the_time_that_inclu
 
 def test_supervised_members_held_out_of_the_train_pairs_expect_the_race_check_on_them(monkeypatch):
     """With --train pairs whose evidence judges and every member held out of its selection pairs, the race checks each
-    member's first round on up to 500 of those pairs (sentune.adapt.candidates.supervised_race.TrainRace): two
+    member's first round on up to 500 of those pairs (sentune.adaptation.candidates.supervised_race.TrainRace): two
     encodings of each pair count in a member's expected seconds; with the evidence silent they do not."""
-    from sentune.adapt import race_rows
-    from sentune.adapt.candidates.supervised import Supervised
-    from sentune.adapt.names import HELD_OUT
+    from sentune.adaptation import race_rows
+    from sentune.adaptation.candidates.supervised import Supervised
+    from sentune.adaptation.names import HELD_OUT
 
     members = [Supervised("supervised"), Supervised("supervised-stacked", "best")]
     monkeypatch.setattr(Supervised, "evidence_mode", lambda self, ctx: HELD_OUT)

@@ -1,4 +1,4 @@
-"""Search keeps the strongest reference when no candidate is confirmed (sentune.adapt.decide's `references`): the
+"""Search keeps the strongest reference when no candidate is confirmed (sentune.adaptation.decide's `references`): the
 stronger of the unchanged model and BM25 fused with it (`rrf`) on the selection queries, which every candidate must beat
 on the confirmation queries. Toy runs: each system's per-query nDCG@10 values."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sentune.adapt.decide import TrainJudges, decide, split_dev
+from sentune.adaptation.decide import TrainJudges, decide, split_dev
 from sentune.tasks.permutation import LEVEL
 
 

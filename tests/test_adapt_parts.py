@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from sentune.adapt.decide import decide, split_dev
-from sentune.adapt.store import CandidateStore
+from sentune.adaptation.decide import decide, split_dev
+from sentune.adaptation.store import CandidateStore
 from sentune.core.batched_metrics import average_precision_rows, average_ranks, pearson_rows, spearman_rows
 from sentune.core.metrics import METRICS, average_precision, best_threshold_accuracy, pearson, spearman
 from sentune.data.readers import DataError
@@ -278,7 +278,7 @@ def test_wise_interpolation_matches_the_formula_and_refuses_other_shapes(tiny_st
 
     import torch
 
-    from sentune.adapt.wise import NotInterpolable, best_mix, interpolate, transformer_of
+    from sentune.adaptation.wise import NotInterpolable, best_mix, interpolate, transformer_of
 
     tuned = copy.deepcopy(tiny_st)
     torch.manual_seed(0)
@@ -316,7 +316,7 @@ def test_wise_interpolation_matches_the_formula_and_refuses_other_shapes(tiny_st
 def test_detectable_gain_interpolates_the_calibration_table(tmp_path, monkeypatch):
     import json
 
-    import sentune.adapt.decide as decide_module
+    import sentune.adaptation.decide as decide_module
 
     table = tmp_path / "gains.json"
     table.write_text(json.dumps({"gains": {"spearman": {"100": None, "250": 4.0, "1000": 2.0}}}))
@@ -354,8 +354,8 @@ def test_a_method_that_cannot_train_the_model_family_is_left_out_of_the_race(tin
 
     from sentence_transformers import SentenceTransformer
 
-    from sentune.adapt.candidates import parse_methods, plan
-    from sentune.adapt.run import _leave_out_untrainable
+    from sentune.adaptation.candidates import parse_methods, plan
+    from sentune.adaptation.run import _leave_out_untrainable
 
     for folder, kept in ((tiny_mpnet_dir, False), (tiny_model_dir, True)):
         candidates = plan(parse_methods("simcse,tsdae"), "mean", reference=False)
@@ -365,7 +365,7 @@ def test_a_method_that_cannot_train_the_model_family_is_left_out_of_the_race(tin
 
 
 def test_prune_removes_every_model_folder_of_the_candidates_not_chosen_folds_included(tmp_path):
-    from sentune.adapt.run import prune
+    from sentune.adaptation.run import prune
 
     models = ["chosen/model", "simcse/model", "supervised/fold-0/run/model", "supervised/fold-1/run/model", "flow/a/model"]
     for rel in models:
@@ -381,7 +381,7 @@ def test_prune_removes_every_model_folder_of_the_candidates_not_chosen_folds_inc
 def test_candidate_records_in_the_shape_on_disk_read_back_typed_and_are_written_unchanged(tmp_path):
     """candidate.json as adapt writes it (and as run folders already on disk hold it): each kind's flat object reads
     back into the typed record the run's choices read, and is written again key for key."""
-    from sentune.adapt.records import CandidateRecord, load_record
+    from sentune.adaptation.records import CandidateRecord, load_record
     from sentune.search.fusion import Fusion
 
     common = {"seconds": 0.5, "peak_memory_mib": 595.0}
@@ -450,7 +450,7 @@ def test_candidate_records_in_the_shape_on_disk_read_back_typed_and_are_written_
 
 
 def test_the_report_reads_baselines_and_hybrids_from_what_results_json_records_and_older_files_by_their_kind():
-    from sentune.adapt.report import candidate_table
+    from sentune.adaptation.report import candidate_table
 
     def row(name: str, kind: str, **fields) -> dict:
         part = {"score": 50.0, "low": 40.0, "high": 60.0}

@@ -1,4 +1,4 @@
-"""The training candidates' race reads the selection rows that judge at the end (sentune.adapt.race_rows): the dev
+"""The training candidates' race reads the selection rows that judge at the end (sentune.adaptation.race_rows): the dev
 selection pairs and, when --train's evidence pairs judge, a seeded sample of the evidence selection pairs, each ranked
 among their own; its records say after which round, at which step of how many and on how many pairs it stopped one."""
 
@@ -13,10 +13,10 @@ from scipy.stats import spearmanr
 from sklearn.metrics import average_precision_score
 from test_supervised import _args, labelled  # noqa: F401  # the labelled pairs fixture
 
-from sentune.adapt.decide import DevSplit, split_dev
-from sentune.adapt.evidence import Evidence
-from sentune.adapt.store import CandidateStore
-from sentune.adapt.train_evidence import UNTUNED_FILE
+from sentune.adaptation.decide import DevSplit, split_dev
+from sentune.adaptation.evidence import Evidence
+from sentune.adaptation.store import CandidateStore
+from sentune.adaptation.train_evidence import UNTUNED_FILE
 from sentune.core.metrics import METRICS
 from sentune.data.user_data import ScoredPairs
 
@@ -31,7 +31,7 @@ def _naive(gold: np.ndarray, predicted: np.ndarray, metric: str) -> float:
 def test_the_stratified_score_and_bootstrap_against_their_formula(metric):
     """score_on: the pair-weighted mean of the metric within the dev and the train rows; differences: that score's
     difference on each resample, every resample drawing each stratum's rows within it (RaceRows.draws)."""
-    from sentune.adapt.race_rows import RaceRows, differences, score_on
+    from sentune.adaptation.race_rows import RaceRows, differences, score_on
 
     rng = np.random.default_rng(3)
     dev, train = 40, 90
@@ -89,8 +89,8 @@ def _toy(tmp_path, dev_gold, unchanged_dev, train_gold, unchanged_train, *, bina
 def _racer(ctx, name: str, dev_cosines: np.ndarray, train_cosines: np.ndarray | None, steps: int = 80):
     """A racer paused at step 10 whose best evaluation is there, with its checkpoint's cosines of the race's train
     rows as the race caches them (None: its checkpoint is gone)."""
-    from sentune.adapt.candidates import Trained
-    from sentune.adapt.race_rows import FOLDER, race_rows
+    from sentune.adaptation.candidates import Trained
+    from sentune.adaptation.race_rows import FOLDER, race_rows
 
     candidate = Trained(name, f"adapt/{name}")
     run = candidate.run_folder(ctx)
@@ -108,7 +108,7 @@ def _racer(ctx, name: str, dev_cosines: np.ndarray, train_cosines: np.ndarray | 
 
 def _dev_alone_stops(ctx, cosines: np.ndarray) -> bool:
     """What the race read before: the dev selection pairs alone (the toy's premise, checked)."""
-    from sentune.adapt.race import verdict
+    from sentune.adaptation.race import verdict
     from sentune.tasks.bootstrap import resamples
 
     gold, unchanged = ctx.selection_gold(), ctx.untuned("model")["dev"]
@@ -119,7 +119,7 @@ def test_the_train_rows_keep_a_racer_the_dev_selection_pairs_alone_would_stop(tm
     """Seeded toy: on its 60 dev selection pairs a racer is far behind the unchanged model (the race on those alone
     stops it), on the 500 evidence selection pairs far ahead: on the rows that judge at the end it goes on. Another,
     slightly ahead on the dev pairs and far behind on the train pairs, stops there, its record saying on what."""
-    from sentune.adapt.race import _eliminate
+    from sentune.adaptation.race import _eliminate
 
     rng = np.random.default_rng(0)
     dev_gold, train_gold = rng.normal(size=60), rng.random(500) * 5  # another label scale: ranked apart
@@ -147,7 +147,7 @@ def test_the_train_rows_keep_a_racer_the_dev_selection_pairs_alone_would_stop(tm
     np.testing.assert_array_equal(ctx.store.scores("lucky")["select"], lucky)  # the store keeps the dev selection cosines only
     assert len(strata) == len(np.concatenate([lucky, train]))
 
-    from sentune.adapt.report import race_check
+    from sentune.adaptation.report import race_check
 
     note = race_check(record)
     assert note == " of 298, after round 2, on 60 dev + 500 train selection pairs"
@@ -156,7 +156,7 @@ def test_the_train_rows_keep_a_racer_the_dev_selection_pairs_alone_would_stop(tm
 def test_a_racer_whose_checkpoint_is_gone_is_raced_on_the_dev_selection_pairs_alone(tmp_path, caplog):
     """The trainer keeps the best checkpoint, yet if it is gone that round compares every racer on the dev selection
     pairs alone (the same rows for all), and says so."""
-    from sentune.adapt.race import _eliminate
+    from sentune.adaptation.race import _eliminate
 
     rng = np.random.default_rng(1)
     dev_gold, train_gold = rng.normal(size=60), rng.normal(size=500)
@@ -173,7 +173,7 @@ def test_a_racer_whose_checkpoint_is_gone_is_raced_on_the_dev_selection_pairs_al
 def test_the_race_samples_at_most_its_cap_of_the_evidence_selection_pairs_per_class(tmp_path):
     """A seeded sample of RACE_TRAIN_PAIRS of the evidence selection pairs, the share of positives kept (0/1 labels),
     the unchanged model's scores of them read from what draw_evidence encoded; none without evidence that judges."""
-    from sentune.adapt.race_rows import RACE_TRAIN_PAIRS, race_rows, race_train_pairs
+    from sentune.adaptation.race_rows import RACE_TRAIN_PAIRS, race_rows, race_train_pairs
 
     rng = np.random.default_rng(2)
     dev_gold = (rng.random(125) < 0.3).astype(float)
@@ -198,7 +198,7 @@ def test_the_race_samples_at_most_its_cap_of_the_evidence_selection_pairs_per_cl
 def test_a_checkpoint_is_scored_on_the_train_rows_once(tmp_path, tiny_st, monkeypatch):
     """train_cosines: the cosine of each train row's two sentences under the checkpoint's model, at the reading length
     of the model it started from; cached beside the run, so a later check reads it back."""
-    from sentune.adapt.race_rows import race_rows, train_cosines
+    from sentune.adaptation.race_rows import race_rows, train_cosines
     from sentune.core import models
 
     rng = np.random.default_rng(4)
@@ -255,9 +255,9 @@ def test_an_adapt_run_resumed_with_train_pairs_races_again_on_them(tiny_model_di
 def test_a_record_stopped_on_other_rows_is_not_current(tmp_path):
     """A stopped record names the rows its race read; one stopped on other rows (or, written before the race read
     train pairs, on the dev pairs alone) is raced again where the evidence now judges; a finished one stays."""
-    from sentune.adapt.candidates import Trained
-    from sentune.adapt.race_rows import digest_of, race_rows, raced_elsewhere
-    from sentune.adapt.records import CandidateRecord, Stopped
+    from sentune.adaptation.candidates import Trained
+    from sentune.adaptation.race_rows import digest_of, race_rows, raced_elsewhere
+    from sentune.adaptation.records import CandidateRecord, Stopped
 
     rng = np.random.default_rng(5)
     ctx = _toy(tmp_path, rng.normal(size=30), rng.normal(size=30), rng.normal(size=40), rng.normal(size=40))
@@ -279,9 +279,9 @@ def test_supervised_candidates_held_out_of_the_evidence_race_on_its_selection_pa
     them), their race at the first rung reads the dev selection pairs and the race's sample of those pairs (each
     member's paused checkpoint scored there once, cached beside its run); cross-fitted, they race on the dev selection
     pairs alone (test_supervised.test_the_supervised_candidates_on_train_race_at_their_first_rung)."""
-    from sentune.adapt.candidates import supervised
-    from sentune.adapt.candidates.supervised_race import TRAIN_FILE
-    from sentune.adapt.race_rows import FOLDER
+    from sentune.adaptation.candidates import supervised
+    from sentune.adaptation.candidates.supervised_race import TRAIN_FILE
+    from sentune.adaptation.race_rows import FOLDER
     from sentune.cli import main
 
     monkeypatch.setattr(supervised, "CROSS_FIT_STEPS", 0)  # any training counts as too long to cross-fit: held out

@@ -109,7 +109,7 @@ def test_a_run_recorded_with_prefixed_strings_resumes_under_the_recipe_that_desc
     from dataclasses import replace
 
     from sentune.data.kinds import ScoredPairs
-    from sentune.train.recipe import load_recipe, same_recipe
+    from sentune.training.recipe import load_recipe, same_recipe
 
     train, dev = tmp_path / "train.tsv", tmp_path / "dev-select.tsv"
     write_scored_pairs(train, [("a b", "c d", 1.0), ("e f", "g h", 0.0)])

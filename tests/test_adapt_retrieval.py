@@ -58,7 +58,7 @@ def test_adapt_on_queries_keeps_the_unchanged_model_when_nothing_helps(tiny_mode
     # ... and they are the model's own ranking: the pool's queries against the pool, the others against the whole corpus
     from sentence_transformers import SentenceTransformer
 
-    from sentune.adapt.decide import split_dev
+    from sentune.adaptation.decide import split_dev
     from sentune.tasks.user_queries import QueryScorer
 
     model = SentenceTransformer(str(tiny_model_dir), device="cpu")
@@ -98,7 +98,7 @@ def test_bad_retrieval_inputs_are_one_line_and_write_nothing(tiny_model_dir, tmp
 
 
 def test_retrieval_examples_write_beir_folders_from_the_catalog(tiny_data_dir, tmp_path):
-    from sentune.adapt.examples import write_example
+    from sentune.adaptation.examples import write_example
 
     scifact = write_example("scifact", tiny_data_dir, tmp_path / "scifact")
     dev, test = read_beir_folder(scifact.dev, "dev"), read_beir_folder(scifact.test, "test")

@@ -1,4 +1,4 @@
-"""--train's pairs as evidence (sentune.adapt.evidence, sentune.adapt.train_evidence, sentune.adapt.decide): which
+"""--train's pairs as evidence (sentune.adaptation.evidence, sentune.adaptation.train_evidence, sentune.adaptation.decide): which
 pairs judge which candidate, never one it trained on, each kind of pair ranked among its own; the dev-only decision
 unchanged without them; the checks that fall back to the dev pairs alone when the train pairs measure something else,
 and never for their labels' scale."""
@@ -12,10 +12,10 @@ import pytest
 from scipy.stats import spearmanr
 from test_supervised import _args, labelled  # noqa: F401  # the labelled pairs fixture
 
-from sentune.adapt.decide import DevSplit, TrainJudges, decide, split_dev
-from sentune.adapt.evidence import EVIDENCE_CAP, domain_auc, domain_shift, evidence_size, kind_shift, sample_evidence, score_gap, score_shift
-from sentune.adapt.records import CandidateRecord
-from sentune.adapt.train_evidence import trained_train_indices
+from sentune.adaptation.decide import DevSplit, TrainJudges, decide, split_dev
+from sentune.adaptation.evidence import EVIDENCE_CAP, domain_auc, domain_shift, evidence_size, kind_shift, sample_evidence, score_gap, score_shift
+from sentune.adaptation.records import CandidateRecord
+from sentune.adaptation.train_evidence import trained_train_indices
 from sentune.cli import main
 
 

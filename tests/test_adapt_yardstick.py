@@ -1,6 +1,6 @@
 """One yardstick (issue 72): with --train's evidence judging, every candidate's deciding gain is measured on the same
 pairs. The supervised candidates are cross-fitted over the evidence selection pairs (no fold model scores a pair it
-trained on; the refit is what is confirmed and tested), and sentune.adapt.decide compares every candidate on the
+trained on; the refit is what is confirmed and tested), and sentune.adaptation.decide compares every candidate on the
 selection pairs all of them were judged on."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from scipy.stats import spearmanr
 from test_supervised import _args, labelled  # noqa: F401  # the labelled pairs fixture
 
-from sentune.adapt.decide import TrainJudges, decide, split_dev
-from sentune.adapt.evidence import sample_evidence
+from sentune.adaptation.decide import TrainJudges, decide, split_dev
+from sentune.adaptation.evidence import sample_evidence
 from sentune.cli import main
 
 
@@ -63,15 +63,15 @@ def test_every_candidate_is_compared_on_the_pairs_all_of_them_were_judged_on():
 
 
 def _fold_trained_as_a_saved_run(candidate, fold: int, data_dir, out):
-    """A fold's model trained the way every saved run is (sentune.train.runs.train_run: checkpoints, the model written
+    """A fold's model trained the way every saved run is (sentune.training.runs.train_run: checkpoints, the model written
     and read back): the refit's recipe on the rows of the fold's train.tsv, with the fold's steps."""
     import math
     from dataclasses import replace
 
     from sentune.core.models import load_model
     from sentune.data.user_data import read_scored_pairs
-    from sentune.train.recipe import load_recipe
-    from sentune.train.runs import train_run
+    from sentune.training.recipe import load_recipe
+    from sentune.training.runs import train_run
 
     refit = load_recipe(str(candidate / "run" / "config.yaml"), check=False)
     data = read_scored_pairs(candidate / f"fold-{fold}" / "train.tsv")
@@ -142,10 +142,10 @@ def test_a_wise_of_the_cross_fitted_candidate_is_judged_by_its_fold_models_at_it
     masked (NaN), and a candidate that read no label keeps its own scores."""
     from types import SimpleNamespace
 
-    from sentune.adapt.evidence import Evidence
-    from sentune.adapt.records import CandidateRecord
-    from sentune.adapt.store import CandidateStore
-    from sentune.adapt.train_evidence import SCORES_FILE, judges
+    from sentune.adaptation.evidence import Evidence
+    from sentune.adaptation.records import CandidateRecord
+    from sentune.adaptation.store import CandidateStore
+    from sentune.adaptation.train_evidence import SCORES_FILE, judges
 
     rng = np.random.default_rng(3)
     indices = np.arange(0, 60, 2)  # 30 evidence pairs among 60 --train pairs
@@ -244,7 +244,7 @@ def test_the_evidence_selection_pairs_are_cross_fitted_only_where_the_folds_add_
     import math
     from types import SimpleNamespace
 
-    from sentune.adapt.candidates.supervised import CROSS_FIT_STEPS, Supervised
+    from sentune.adaptation.candidates.supervised import CROSS_FIT_STEPS, Supervised
 
     confirm = set(range(0, pairs, 4))  # a quarter of --train confirms
     evidence = SimpleNamespace(judges=True, confirm_train_indices=confirm)

@@ -5,6 +5,7 @@ reaches logging, not stdout."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import logging
 import subprocess
@@ -40,10 +41,15 @@ def test_import_sentune_is_cheap_and_names_the_api():
     code = "import sys, sentune; print(sorted(m for m in ('torch', 'pandas', 'sentence_transformers', 'numpy') if m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
     assert {"evaluate", "train", "adapt", "Index", "AdaptResult", "EvalResults", "Hit", "serve_app"} <= set(dir(sentune))
-    importlib.import_module("sentune.adapt.run")  # sets sentune.adapt to the package: it still calls the API
-    importlib.import_module("sentune.train.trainer")
-
-    assert callable(sentune.adapt) and callable(sentune.train)
+    importlib.import_module("sentune.adaptation.run")  # the engines' packages have names of their own: no API name changes
+    importlib.import_module("sentune.training.trainer")
+    importlib.import_module("sentune.model_export.check")
+    for name, first in (("adapt", "model"), ("train", "recipe"), ("export", "model")):
+        function = getattr(sentune, name)
+        assert inspect.isfunction(function) and function.__module__ == f"sentune.api.{name}", name
+        assert next(iter(inspect.signature(function).parameters)) == first, name
+    assert {"adapt", "train", "export"} <= set(sentune.__all__)
+    assert all(getattr(sentune, name) is not None for name in sentune.__all__)  # every exported name resolves
 
 
 def test_evaluate_gives_the_commands_scores_as_a_dataframe(tiny_model_dir, tiny_st, tiny_data_dir, tmp_path, capsys):

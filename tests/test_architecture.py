@@ -75,7 +75,7 @@ def test_find_cycle_finds_a_planted_cycle():
 
 def test_import_graph_has_no_cycle():
     graph = import_graph()
-    assert len(graph) > 40 and graph["sentune.train.trainer"]  # the graph really covers the package
+    assert len(graph) > 40 and graph["sentune.training.trainer"]  # the graph really covers the package
     assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph) or [])}"
 
 
@@ -111,11 +111,11 @@ def test_trainer_names_no_method_and_no_method_column():
 
     columns = {c for name in REGISTRY for c in get_method(name).columns}
     modules = {target.split(":")[0] for target in REGISTRY.values()}
-    words = _strings_and_names(PACKAGE / "train" / "trainer.py")
+    words = _strings_and_names(PACKAGE / "training" / "trainer.py")
     assert not (words & set(REGISTRY)), f"the trainer names methods: {words & set(REGISTRY)}"
     assert not (words & columns), f"the trainer names method columns: {words & columns}"
     assert not (words & modules), f"the trainer names method modules: {words & modules}"
-    assert not any(t.startswith("sentune.methods.") and t.split(".")[2] in modules for t in import_graph()["sentune.train.trainer"])
+    assert not any(t.startswith("sentune.methods.") and t.split(".")[2] in modules for t in import_graph()["sentune.training.trainer"])
 
 
 def _code_strings(path: Path) -> list[str]:

@@ -149,7 +149,7 @@ def test_a_recipe_train_data_parses_into_its_kind_and_loads_as_the_kind_reads_it
 
 def test_a_method_declares_the_kind_it_takes_and_a_recipe_of_another_kind_is_refused(tmp_path, tiny_data_dir, monkeypatch):
     from sentune.methods.registry import get_method, method_names
-    from sentune.train.recipe import RecipeError, load_recipe
+    from sentune.training.recipe import RecipeError, load_recipe
 
     for name in method_names():
         assert get_method(name).takes and all(k in KINDS.values() for k in get_method(name).takes), name
@@ -167,8 +167,8 @@ def test_the_trainer_takes_data_as_objects_the_same_as_from_the_recipe_file(tmp_
     """build_training with ScoredPairs given from Python rows gives the columns the recipe's labelled: file gives; data
     of a kind the method does not take is refused before any training."""
     from sentune.errors import UserError
-    from sentune.train.recipe import load_recipe
-    from sentune.train.trainer import build_training
+    from sentune.training.recipe import load_recipe
+    from sentune.training.trainer import build_training
 
     rows = [("a man plays guitar", "a man is playing guitar", 4.5), ("a dog runs", "the car is red", 0.5), ("rain falls", "it rains", 3.0)]
     labelled = write(tmp_path / "labelled.tsv", [f"{a}\t{b}\t{y}" for a, b, y in rows])
@@ -187,8 +187,8 @@ def test_training_on_objects_gives_the_model_and_dev_score_training_on_the_files
 
     from sentune.tasks.dev import dev_evaluator
     from sentune.tasks.user_pairs import PairsEvaluator
-    from sentune.train.recipe import load_recipe
-    from sentune.train.trainer import train_in_memory
+    from sentune.training.recipe import load_recipe
+    from sentune.training.trainer import train_in_memory
 
     words = ["guitar", "piano", "violin", "drums", "flute", "cello", "harp", "bass"]
     rows = [(f"a man plays {w}", f"a man is playing {w}" if i % 2 else f"the {w} is red", 4.0 if i % 2 else 1.0 + i / 8) for i, w in enumerate(words)]

@@ -82,9 +82,9 @@ def test_an_api_call_that_asks_for_the_cpu_fits_everything_there_with_cuda_prese
     import numpy as np
     from conftest import _sentence
 
-    from sentune.adapt.budget import Budget
-    from sentune.adapt.inputs import AdaptConfig, prepare
-    from sentune.adapt.run import adapt
+    from sentune.adaptation.budget import Budget
+    from sentune.adaptation.inputs import AdaptConfig, prepare
+    from sentune.adaptation.run import adapt
     from sentune.data.user_data import write_corpus, write_scored_pairs
 
     rng = np.random.default_rng(0)

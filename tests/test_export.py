@@ -163,7 +163,7 @@ def test_an_int8_graph_that_is_not_the_model_is_refused_and_nothing_is_written(t
     import torch
 
     from sentune.core.onnx_graph import export_onnx
-    from sentune.export import command
+    from sentune.model_export import command
 
     other = load_model(str(tiny_model_dir))
     with torch.no_grad():
@@ -181,8 +181,8 @@ def test_an_int8_graph_that_is_not_the_model_is_refused_and_nothing_is_written(t
 
 def test_refusal_rule_reads_the_int8_row_only():
     from sentune.errors import UserError
-    from sentune.export.check import CheckReport, CheckRow
-    from sentune.export.command import ExportOptions, refuse
+    from sentune.model_export.check import CheckReport, CheckRow
+    from sentune.model_export.command import ExportOptions, refuse
 
     report = CheckReport("pairs.tsv", "spearman", 0.5, [CheckRow("torch", None, 80.0), CheckRow("onnx", "a", 79.0, change=-1.0)])
     refuse(report, ExportOptions("m", Path("x")))  # an fp32 change is not int8's to refuse

@@ -191,7 +191,7 @@ def test_a_new_post_processor_reaches_eval_its_command_pipelines_and_adapt(tiny_
 import centring
 from sentune.postprocess import POSTPROCESSORS
 POSTPROCESSORS["centring"] = centring.RECORD
-from sentune.adapt.candidates import parse_methods
+from sentune.adaptation.candidates import parse_methods
 from sentune.cli.app import main
 data = {data!r}
 assert main(["eval", *data, "--tasks", "STS-B", "--centre", "target:2", "--centre-set", "nope=1"]) == 2

@@ -100,7 +100,7 @@ def test_untitled_documents_fit_k1_and_b_only_and_a_tie_keeps_the_fixed_settings
 def test_an_adapt_run_fits_bm25_on_its_selection_queries_alone():
     """An adapt run's fitted BM25 (LexicalService.fitted) over dev queries whose confirmation part cannot be read: touching a confirmation
     query's text or judgements fails the test."""
-    from sentune.adapt.decide import split_dev
+    from sentune.adaptation.decide import split_dev
 
     class Unreadable:
         def __init__(self, query_id: str) -> None:
@@ -128,7 +128,7 @@ def test_an_adapt_run_fits_bm25_on_its_selection_queries_alone():
 def _search_context(dev: RetrievalSet, split, records: dict | None = None):
     """An adapt search run's BM25 (SearchContext.lexical) holding only what it reads: the documents, the selection
     queries and the records so far."""
-    from sentune.adapt.lexical_service import LexicalService
+    from sentune.adaptation.lexical_service import LexicalService
 
     return LexicalService(dev.corpus, lambda: [dev.queries[i] for i in split.select], dict(records or {}))
 
@@ -149,7 +149,7 @@ def _count_builds(monkeypatch) -> list:
 
 
 def test_a_fit_that_keeps_the_fixed_settings_shares_their_index(monkeypatch):
-    from sentune.adapt.decide import split_dev
+    from sentune.adaptation.decide import split_dev
     from sentune.search.lexical import LexicalSettings
     from sentune.search.lexical_fit import FIXED, LexicalFit
 
@@ -165,8 +165,8 @@ def test_a_fit_that_keeps_the_fixed_settings_shares_their_index(monkeypatch):
 
 
 def test_the_fitted_bm25_is_the_fits_own_index_and_a_record_of_the_fit_is_not_fitted_again(monkeypatch):
-    from sentune.adapt.decide import split_dev
-    from sentune.adapt.records import CandidateRecord
+    from sentune.adaptation.decide import split_dev
+    from sentune.adaptation.records import CandidateRecord
     from sentune.search.lexical import LexicalIndex, LexicalSettings
 
     data = toy()

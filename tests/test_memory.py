@@ -67,8 +67,8 @@ def test_real_trim_hands_freed_heap_memory_back():
 def test_trainer_releases_after_every_cpu_step_and_evaluation(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch):
     from conftest import tiny_recipe
 
-    from sentune.train.recipe import load_recipe
-    from sentune.train.trainer import train
+    from sentune.training.recipe import load_recipe
+    from sentune.training.trainer import train
 
     calls: list[int] = []
     monkeypatch.setattr(memory, "_TRIM", lambda pad: calls.append(pad))

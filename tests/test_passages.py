@@ -153,7 +153,7 @@ def test_an_adapt_run_chooses_passages_on_its_selection_queries_and_searches_as_
     its chosen system, passages included when it chose MaxP."""
     from test_search import ndcg10, read_trec_run
 
-    from sentune.adapt.decide import split_dev
+    from sentune.adaptation.decide import split_dev
     from sentune.data.beir import read_beir_folder
 
     rng = np.random.default_rng(seed)

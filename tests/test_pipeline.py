@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sentune.cli import main
-from sentune.train.pipeline import parse_stages
+from sentune.training.pipeline import parse_stages
 
 
 def test_stage_names_are_parsed_as_the_paper_names_them():
@@ -28,11 +28,11 @@ def test_ct_sed_flow_runs_and_resumes_without_recomputing(tiny_model_dir, tiny_d
         for override in tiny:
             common += ["--set", f"{stage}:{override}"]
     args = ["pipeline", "ct-sed-flow", "--learners", "2", *common]
-    import sentune.train.trainer
+    import sentune.training.trainer
 
     trained = []
-    real_train = sentune.train.trainer.train
-    monkeypatch.setattr(sentune.train.trainer, "train", lambda recipe, folder, **k: (trained.append(Path(folder).name), real_train(recipe, folder, **k))[1])
+    real_train = sentune.training.trainer.train
+    monkeypatch.setattr(sentune.training.trainer, "train", lambda recipe, folder, **k: (trained.append(Path(folder).name), real_train(recipe, folder, **k))[1])
     assert main(args) == 0
     out = tmp_path / "p"
     record = json.loads((out / "pipeline-ct-sed-flow.json").read_text())

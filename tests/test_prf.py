@@ -130,7 +130,7 @@ def test_an_adapt_run_scores_prf_and_its_saved_index_searches_and_serves_as_scor
     results = json.loads((out / "results.json").read_text())
     prf = results["candidates"]["prf"]
     queries = read_beir_folder(out / "data" / "dev", "dev").queries
-    from sentune.adapt.decide import split_dev
+    from sentune.adaptation.decide import split_dev
 
     split = split_dev(np.zeros(len(queries)))
     assert sorted(prf["weight_read_queries"]) == sorted(queries[i].id for i in split.select)  # its weight read the selection alone
@@ -149,7 +149,7 @@ def run_choosing(name: str, model: str, tmp_path, monkeypatch):
     tested is how the chosen system is saved); its folder and the test set's."""
     from test_adapt_retrieval import _toy_beir
 
-    from sentune.adapt import select as adapt_select
+    from sentune.adaptation import select as adapt_select
     from sentune.cli import main
 
     real_select = adapt_select.select
@@ -159,7 +159,7 @@ def run_choosing(name: str, model: str, tmp_path, monkeypatch):
         results["choice"]["name"] = name
         return results
 
-    monkeypatch.setattr(adapt_select, "select", choose)  # sentune.adapt.run imports it when it runs
+    monkeypatch.setattr(adapt_select, "select", choose)  # sentune.adaptation.run imports it when it runs
     dev, test = _toy_beir(tmp_path / "toy")
     out = tmp_path / "run"
     assert main(["adapt", "--quiet", "--model", model, "--dev", str(dev), "--test", str(test), "--out", str(out), "--methods", "hybrid"]) == 0

@@ -59,7 +59,7 @@ def test_method_that_needs_pairs_says_so(tmp_path, tiny_data_dir, capsys):
 
 
 def test_debug_shows_the_traceback_and_bugs_keep_theirs(tmp_path, tiny_data_dir, monkeypatch):
-    from sentune.train.recipe import RecipeError
+    from sentune.training.recipe import RecipeError
 
     with pytest.raises(RecipeError):
         main(["--debug", "train", "001-sg-opt", "training.seed=abc", "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)])

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sentune.methods.registry import REGISTRY, get_method, method_names
-from sentune.train.recipe import RECIPE_DIR, load_recipe
+from sentune.training.recipe import RECIPE_DIR, load_recipe
 
 RECIPES = sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
 
@@ -98,13 +98,13 @@ def test_search_supervised_batches_never_hold_a_text_twice():
     from sentence_transformers.training_args import BatchSamplers
     from torch.utils.data import RandomSampler
 
-    from sentune.train.loop import ordered_batch_sampler
-    from sentune.train.trainer import batch_sampler_of
+    from sentune.training.loop import ordered_batch_sampler
+    from sentune.training.trainer import batch_sampler_of
 
     assert batch_sampler_of(get_method("mnrl-hard-negatives"), "default") == BatchSamplers.NO_DUPLICATES
     assert batch_sampler_of(get_method("ct"), "default") is ordered_batch_sampler
     assert batch_sampler_of(get_method("cosent"), "default") == "default"
-    passes = 4  # a row per query per pass, each with another of its documents (sentune.adapt.hard_negatives)
+    passes = 4  # a row per query per pass, each with another of its documents (sentune.adaptation.hard_negatives)
     rows = [(f"query {q}", f"document {q}-{p}", f"negative {q}-{p}-a", f"negative {q}-{p}-b") for p in range(passes) for q in range(24)]
     columns = ("anchor", "positive", "negative_1", "negative_2")
     dataset = Dataset.from_dict({c: [r[i] for r in rows] for i, c in enumerate(columns)})

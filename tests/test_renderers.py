@@ -388,7 +388,7 @@ def test_the_shuffled_null_permutes_only_the_selection_labels_of_adapts_own_spli
     adapt use) gets its own labels in another order; the confirmation part keeps its labels; --all-shuffled permutes all."""
     import numpy as np
 
-    from sentune.adapt.decide import split_dev
+    from sentune.adaptation.decide import split_dev
     from sentune.data.readers import Pair, Source
 
     load("runners/adapt_calibration.py")  # what the script imports from its own folder (a script run adds that folder)
@@ -540,7 +540,7 @@ def test_trec_runs_are_scored_again_over_the_adapt_examples_test_queries(tmp_pat
     queries searched), each query's nDCG@10 as the formula gives it by hand."""
     from test_retrieval import _toy_data_dir
 
-    from sentune.adapt.examples import write_example
+    from sentune.adaptation.examples import write_example
     from sentune.data.beir import read_beir_folder
 
     score = load("runners/score_trec_run.py")
@@ -715,11 +715,11 @@ def test_the_shuffled_null_records_the_commit_of_the_sentune_it_imported(tmp_pat
 
 def test_the_shuffled_null_with_a_train_set_keeps_only_the_labels_of_adapts_evidence_confirmation_pairs():
     """adapt_shuffled_null.py --train-pairs: a seeded sample of train pairs, its labels permuted among themselves but on
-    the pairs adapt's evidence sample (sentune.adapt.evidence.sample_evidence with the run's seed) puts in its
+    the pairs adapt's evidence sample (sentune.adaptation.evidence.sample_evidence with the run's seed) puts in its
     confirmation part, which adapt draws again, the same, from the shuffled file."""
     import numpy as np
 
-    from sentune.adapt.evidence import sample_evidence
+    from sentune.adaptation.evidence import sample_evidence
     from sentune.data.readers import Pair, Source
 
     load("runners/adapt_calibration.py")
@@ -757,8 +757,8 @@ def test_the_calibration_rule_with_a_train_set_never_judges_the_supervised_candi
     is ahead and none is tested."""
     import numpy as np
 
-    from sentune.adapt.decide import split_dev
-    from sentune.adapt.evidence import EVIDENCE_SEED_OFFSET
+    from sentune.adaptation.decide import split_dev
+    from sentune.adaptation.evidence import EVIDENCE_SEED_OFFSET
 
     calibration = load("runners/adapt_calibration.py")
     n, m, seed = 100, 400, 7
@@ -784,7 +784,7 @@ def test_the_train_rows_before_and_after_count_the_confirmation_pairs_and_their_
     """Before: the dev confirmation half alone; after: with the train pairs that joined it, and the gain confirmed 80 % of
     the time read from the calibration's table at twice the confirmation pairs (the table counts all dev pairs)."""
     render = load("renderers/render_adapt.py")
-    from sentune.adapt.decide import detectable_gain
+    from sentune.adaptation.decide import detectable_gain
 
     def run(chosen: str, test: float, train: dict | None) -> dict:
         meta = {"dev": {"confirm_pairs": 250}, "test": {"metric": "spearman"}} | ({"train_evidence": train} if train is not None else {})

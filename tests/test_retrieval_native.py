@@ -1,5 +1,5 @@
-"""The retrieval-native adapt candidates (sentune.adapt.candidates.retrieval_native): pseudo-queries from the documents
-(sentune.adapt.pseudo_queries), their mined negatives, MarginMSE against its formula, and the candidates in a tiny
+"""The retrieval-native adapt candidates (sentune.adaptation.candidates.retrieval_native): pseudo-queries from the documents
+(sentune.adaptation.pseudo_queries), their mined negatives, MarginMSE against its formula, and the candidates in a tiny
 search run."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import naive_bm25
 
-from sentune.adapt.pseudo_queries import CROP_PASSAGE_WORDS, ICT_WORDS, PseudoQuery, Teacher, crop, ict, mine
+from sentune.adaptation.pseudo_queries import CROP_PASSAGE_WORDS, ICT_WORDS, PseudoQuery, Teacher, crop, ict, mine
 from sentune.data.beir import Document
 from sentune.data.readers import Source
 from sentune.search.fusion import Fusion, id_order
@@ -145,8 +145,8 @@ def test_margin_mse_equals_its_formula(tiny_st):
 def test_the_hybrid_of_the_best_dense_candidate_may_fuse_a_retrieval_native_one():
     from types import SimpleNamespace
 
-    from sentune.adapt.candidates import Hybrid, HybridDistill, PseudoQueryTrained, Unchanged
-    from sentune.adapt.records import CandidateRecord
+    from sentune.adaptation.candidates import Hybrid, HybridDistill, PseudoQueryTrained, Unchanged
+    from sentune.adaptation.records import CandidateRecord
 
     best = Hybrid("hybrid-best", "best")
     candidates = [Unchanged("unchanged"), PseudoQueryTrained("ict"), PseudoQueryTrained("crop"), HybridDistill("hybrid-distill")]
@@ -175,9 +175,9 @@ def test_the_hybrid_of_the_best_dense_candidate_may_fuse_a_retrieval_native_one(
 def test_the_expected_seconds_are_mining_training_and_scoring_at_the_runs_costs():
     from types import SimpleNamespace
 
-    from sentune.adapt.candidates import HybridDistill, PseudoQueryTrained
-    from sentune.adapt.time_plan import Costs
-    from sentune.train.recipe import load_recipe
+    from sentune.adaptation.candidates import HybridDistill, PseudoQueryTrained
+    from sentune.adaptation.time_plan import Costs
+    from sentune.training.recipe import load_recipe
 
     costs = Costs(0.01, {"mnrl-hard-negatives": 20.0})  # the retrieval-native recipes are not in the table: the heaviest's weight
     for steps in (None, 5, 400):  # --budget's steps replace the recipe's, below or above them
@@ -190,7 +190,7 @@ def test_the_expected_seconds_are_mining_training_and_scoring_at_the_runs_costs(
 
 
 def test_the_candidates_are_planned_for_search_runs_only():
-    from sentune.adapt.candidates import parse_methods, plan
+    from sentune.adaptation.candidates import parse_methods, plan
 
     methods = parse_methods("ict,crop,hybrid-distill,wise")
     search = [c.name for c in plan(methods, "mean", reference=False, search=True).all]
@@ -238,7 +238,7 @@ def test_the_candidates_run_in_a_tiny_search_adapt_run(tiny_model_dir, tmp_path,
 
     from test_adapt_retrieval import _toy_beir
 
-    from sentune.adapt.decide import split_dev
+    from sentune.adaptation.decide import split_dev
     from sentune.cli import main
     from sentune.data.beir import read_beir_folder
     from sentune.search import lexical_fit
@@ -307,7 +307,7 @@ def test_the_candidates_run_in_a_tiny_search_adapt_run(tiny_model_dir, tmp_path,
 
 
 def test_teacher_scale_is_the_mean_absolute_cosine_margin_over_the_teachers():
-    from sentune.adapt.pseudo_queries import Mined, teacher_scale
+    from sentune.adaptation.pseudo_queries import Mined, teacher_scale
 
     mined = [Mined((1, 2), (0.9, 0.1, 0.5), (0.6, 0.5, 0.4)), Mined((3, 4), (0.2, 0.6, 0.2), (0.3, 0.5, 0.2))]
     teacher = np.mean(np.abs([0.9 - 0.1, 0.9 - 0.5, 0.2 - 0.6, 0.2 - 0.2]))

@@ -174,11 +174,11 @@ def test_an_adapt_run_searches_as_it_scored_its_chosen_hybrid(tiny_model_dir, to
     assert main(args) == 0  # read back: its index's BM25 settings come from the records
     assert fits == [0] and json.loads((out / "index.json").read_text()) == first_index
     results = json.loads((out / "results.json").read_text())
-    # the reference the hybrid must beat (sentune.adapt.decide), rrf, stronger than the unchanged model on this toy's
+    # the reference the hybrid must beat (sentune.adaptation.decide), rrf, stronger than the unchanged model on this toy's
     # selection queries, is kept: the hybrid leads it there but 50 confirmation queries do not confirm it
     assert results["choice"]["name"] == "rrf" and "the reference is rrf" in results["choice"]["reason"], results["choice"]["reason"]
     hybrid, chosen = results["candidates"]["hybrid"], results["candidates"]["rrf"]
-    from sentune.adapt.decide import split_dev
+    from sentune.adaptation.decide import split_dev
 
     queries = read_beir_folder(out / "data" / "dev", "dev").queries
     split = split_dev(np.zeros(len(queries)))
@@ -279,7 +279,7 @@ def test_index_reads_the_corpus_vectors_that_eval_encoded(tiny_model_dir, tmp_pa
 def test_the_fusion_adapt_chose_is_saved_in_its_index_and_reads_back_as_a_fusion(tiny_model_dir, tmp_path):
     """adapt's hybrid weight, the α best on its selection queries (its recorded curve; ties: nearer 0.5), is the one
     its index holds, read back as a Fusion. The toy of seed 2 chooses a weight other than 0.5, so no default can pass, and
-    confirms the hybrid against the reference it must beat (sentune.adapt.decide)."""
+    confirms the hybrid against the reference it must beat (sentune.adaptation.decide)."""
     from sentune.search.fusion import Fusion
     from sentune.search.index import SearchIndex
 
@@ -293,6 +293,6 @@ def test_the_fusion_adapt_chose_is_saved_in_its_index_and_reads_back_as_a_fusion
     assert best != 0.5 and len(set(curve.values())) > 1  # the weight mattered on these queries
     fusion = SearchIndex.open(out).fusion
     assert isinstance(fusion, Fusion) and fusion == Fusion("convex", best)
-    from sentune.adapt.records import load_record
+    from sentune.adaptation.records import load_record
 
     assert fusion == load_record(out / "candidates" / "hybrid").fusion  # the record's Fusion object is the one the index holds

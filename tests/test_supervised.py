@@ -1,5 +1,5 @@
-"""Supervised adapt candidates (sentune.adapt.candidates.Supervised): trained on labels it is allowed to read, scored
-out of fold on the selection part (sentune.adapt.crossfit), refused --train files that share pairs with dev or test."""
+"""Supervised adapt candidates (sentune.adaptation.candidates.Supervised): trained on labels it is allowed to read, scored
+out of fold on the selection part (sentune.adaptation.crossfit), refused --train files that share pairs with dev or test."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from conftest import tree_state
 
-from sentune.adapt.crossfit import fold_assignment, out_of_fold
-from sentune.adapt.store import CandidateStore
+from sentune.adaptation.crossfit import fold_assignment, out_of_fold
+from sentune.adaptation.store import CandidateStore
 from sentune.cli import main
 from sentune.data.user_data import write_corpus, write_scored_pairs
 
@@ -75,7 +75,7 @@ def _args(tiny_model_dir, folder, out):
 
 @pytest.mark.slow
 def test_the_supervised_candidate_trains_on_the_selection_part_only_and_is_scored_out_of_fold(tiny_model_dir, labelled, tmp_path, capsys):
-    from sentune.adapt.decide import split_dev
+    from sentune.adaptation.decide import split_dev
 
     out = tmp_path / "run"
     assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised"]) == 0
@@ -113,15 +113,15 @@ def test_the_supervised_candidate_trains_on_the_selection_part_only_and_is_score
 
 
 def _fold_trained_as_a_saved_run(candidate: Path, fold: int, data_dir: Path, out: Path):
-    """A cross-fitted fold's model trained the way every saved run is (sentune.train.runs.train_run: checkpoints, the
+    """A cross-fitted fold's model trained the way every saved run is (sentune.training.runs.train_run: checkpoints, the
     model written and read back): the refit's recipe on the fold's training rows, with the fold's steps."""
     import math
     from dataclasses import replace
 
     from sentune.core.models import load_model
     from sentune.data.kinds import kind
-    from sentune.train.recipe import load_recipe
-    from sentune.train.runs import train_run
+    from sentune.training.recipe import load_recipe
+    from sentune.training.runs import train_run
 
     refit = load_recipe(str(candidate / "run" / "config.yaml"), check=False)  # its data were given as objects: its record describes them
     rows_kind = kind(refit.train_data["kind"])  # labelled pairs, or search tuples
@@ -137,7 +137,7 @@ def _fold_trained_as_a_saved_run(candidate: Path, fold: int, data_dir: Path, out
 def test_the_folds_trained_in_memory_score_out_of_fold_as_saved_and_reloaded_fold_models_do(tiny_model_dir, labelled, tmp_path, monkeypatch):
     """Only the refit's model is written; each fold's stays in memory while it scores its held-out pairs, and gives the
     out-of-fold scores the same fold trained as a saved run and read back gives (same seeds, same weights)."""
-    monkeypatch.setattr("sentune.adapt.crossfit.FOLDS", 2)
+    monkeypatch.setattr("sentune.adaptation.crossfit.FOLDS", 2)
     from sentune.data.user_data import ScoredPairs, read_scored_pairs, write_scored_pairs
     from sentune.tasks.user_pairs import PairScorer
 
@@ -165,8 +165,8 @@ def test_training_in_memory_leaves_the_weights_a_saved_run_leaves_and_writes_onl
     import torch
 
     from sentune.core.models import load_model
-    from sentune.train.recipe import load_recipe
-    from sentune.train.trainer import train, train_in_memory
+    from sentune.training.recipe import load_recipe
+    from sentune.training.trainer import train, train_in_memory
 
     settings = ["training.max_steps=6", "training.eval_steps=6", "training.checkpoint=last", "training.patience=0", "eval.dev=none"]
     recipe = load_recipe("adapt/cosent", [f"model={tiny_model_dir}", f"train_data=labelled:{labelled / 'train.tsv'}", *settings])
@@ -192,7 +192,7 @@ def test_training_in_memory_leaves_the_weights_a_saved_run_leaves_and_writes_onl
 
 @pytest.mark.slow
 def test_shuffled_labels_keep_the_unchanged_model(tiny_model_dir, labelled, tmp_path, monkeypatch):
-    monkeypatch.setattr("sentune.adapt.crossfit.FOLDS", 2)  # the folds' structure is the first test's; two keep this one short
+    monkeypatch.setattr("sentune.adaptation.crossfit.FOLDS", 2)  # the folds' structure is the first test's; two keep this one short
     rows = [line.split("\t") for line in (labelled / "dev.tsv").read_text().splitlines()]
     shuffled = np.random.default_rng(1).permutation([r[2] for r in rows])
     (labelled / "dev.tsv").write_text("".join(f"{a}\t{b}\t{s}\n" for (a, b, _), s in zip(rows, shuffled, strict=True)))
@@ -205,12 +205,12 @@ def test_shuffled_labels_keep_the_unchanged_model(tiny_model_dir, labelled, tmp_
 def test_a_train_file_trains_and_never_selects_and_a_second_run_redoes_only_what_read_it(tiny_model_dir, labelled, tmp_path, monkeypatch, capsys):
     """--train trains the supervised candidate and selects nothing; the same folder run again with another --train (or
     none) produces the supervised candidate again and reads the others back: only it depends on the train data."""
-    monkeypatch.setattr("sentune.adapt.crossfit.FOLDS", 2)
+    monkeypatch.setattr("sentune.adaptation.crossfit.FOLDS", 2)
     out = tmp_path / "run"
     with_train = [*_args(tiny_model_dir, labelled, out), "--methods", "supervised,whitening", "--train", str(labelled / "train.tsv")]
     assert main(with_train) == 0
     record = json.loads((out / "results.json").read_text())["candidates"]["supervised"]
-    # the 20 train pairs that confirm beside the dev pairs are left out of its training (sentune.adapt.train_evidence)
+    # the 20 train pairs that confirm beside the dev pairs are left out of its training (sentune.adaptation.train_evidence)
     assert record["trained_on"] == "--train" and record["train_units"] == 60 and record["dev_indices_trained_on"] == []
     assert (out / "data" / "train.tsv").read_text() == (labelled / "train.tsv").read_text() and record["train_sha256"]
     capsys.readouterr()
@@ -237,7 +237,7 @@ def test_a_train_file_sharing_pairs_with_dev_or_test_is_refused_and_no_labels_pl
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"--train {leaky}:81: 1 of its pairs are also pairs of --test {labelled / 'test.tsv'}" in err[0], err
     assert tree_state(tmp_path) == before
-    from sentune.adapt.candidates import parse_methods, plan
+    from sentune.adaptation.candidates import parse_methods, plan
 
     assert "supervised" in [c.name for c in plan(parse_methods(None), "mean", reference=False).all]
     assert not [c for c in plan(parse_methods(None), "mean", reference=False, labels=False).all if c.kind == "supervised"]
@@ -245,11 +245,11 @@ def test_a_train_file_sharing_pairs_with_dev_or_test_is_refused_and_no_labels_pl
 
 @pytest.mark.slow
 def test_the_search_candidate_trains_on_selection_queries_with_mined_negatives(tiny_model_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr("sentune.adapt.crossfit.FOLDS", 2)
+    monkeypatch.setattr("sentune.adaptation.crossfit.FOLDS", 2)
     from test_adapt_retrieval import _toy_beir
 
-    from sentune.adapt.decide import split_dev
-    from sentune.adapt.hard_negatives import POSITIVE_DRAWS, HardNegatives, drawn_positives
+    from sentune.adaptation.decide import split_dev
+    from sentune.adaptation.hard_negatives import POSITIVE_DRAWS, HardNegatives, drawn_positives
     from sentune.data.beir import read_beir_folder
 
     mine = HardNegatives._mine
@@ -270,7 +270,7 @@ def test_the_search_candidate_trains_on_selection_queries_with_mined_negatives(t
     assert sorted(mined) == sorted(queries[i].id for i in split.select)  # each mined once, for the folds and the refit alike
     assert record["setting"] == "adapt/mnrl-hard-negatives" and set(record["dev_indices_trained_on"]) == set(split.select.tolist())
     # every training row of the refit: a selection query, one of its relevant documents (POSITIVE_DRAWS a query, drawn as
-    # sentune.adapt.hard_negatives.drawn_positives draws them), two documents not judged relevant to it
+    # sentune.adaptation.hard_negatives.drawn_positives draws them), two documents not judged relevant to it
     by_text = {q.text: q for q in queries}
     texts = {d.id: d.text for d in read_beir_folder(out / "data" / "dev", "dev").corpus}
     rows = [line.split("\t") for line in (out / "candidates" / "supervised" / "train.tsv").read_text().splitlines()]
@@ -288,8 +288,8 @@ def test_the_hybrid_of_the_best_dense_candidate_never_fuses_a_model_trained_on_t
     the best of the others (a --train model qualifies, as for wise)."""
     from types import SimpleNamespace
 
-    from sentune.adapt.candidates import Hybrid, Lexical, PostProcessed, Supervised, Unchanged
-    from sentune.adapt.records import CandidateRecord
+    from sentune.adaptation.candidates import Hybrid, Lexical, PostProcessed, Supervised, Unchanged
+    from sentune.adaptation.records import CandidateRecord
 
     best = Hybrid("hybrid-best", "best")
     candidates = [Unchanged("unchanged"), PostProcessed("flow", "flow"), Supervised("supervised"), Lexical("bm25"), Hybrid("hybrid")]
@@ -325,7 +325,7 @@ def test_the_hybrid_of_the_supervised_candidate_is_scored_out_of_fold_with_the_u
     BM25, nDCG@10 of that ranking."""
     pytest.importorskip("bm25s")
     pytest.importorskip("Stemmer")
-    monkeypatch.setattr("sentune.adapt.crossfit.FOLDS", 2)
+    monkeypatch.setattr("sentune.adaptation.crossfit.FOLDS", 2)
     from test_adapt_retrieval import _toy_beir
 
     from sentune.data.beir import read_beir_folder
@@ -363,7 +363,7 @@ def test_the_hybrid_of_the_supervised_candidate_is_scored_out_of_fold_with_the_u
 
 
 def test_the_race_verdict_follows_the_training_races_two_rules():
-    from sentune.adapt.race import verdict
+    from sentune.adaptation.race import verdict
     from sentune.core.metrics import METRICS
     from sentune.tasks.bootstrap import resamples
 
@@ -398,9 +398,9 @@ def test_the_race_verdict_follows_the_training_races_two_rules():
 def test_the_cross_fitted_supervised_candidates_race_on_their_first_fold(tiny_model_dir, labelled, tmp_path, capsys):
     """supervised and supervised-stacked train their first fold; the race keeps one, which trains the other folds and
     the refit; the other is skipped with the race's reason. Every score the race read is out of fold."""
-    from sentune.adapt.candidates.supervised_race import FILE
-    from sentune.adapt.crossfit import FOLDS, fold_rows
-    from sentune.adapt.decide import split_dev
+    from sentune.adaptation.candidates.supervised_race import FILE
+    from sentune.adaptation.crossfit import FOLDS, fold_rows
+    from sentune.adaptation.decide import split_dev
 
     out = tmp_path / "run"
     args = [*_args(tiny_model_dir, labelled, out), "--methods", "simcse,supervised,supervised-stacked", "--budget", "4"]
@@ -434,7 +434,7 @@ def test_the_cross_fitted_supervised_candidates_race_on_their_first_fold(tiny_mo
 def test_the_supervised_candidates_on_train_race_at_their_first_rung(tiny_model_dir, labelled, tmp_path, capsys):
     """With --train both train an eighth of their steps as saved runs, evaluated on the selection pairs; the one kept
     resumes its run to its last step (the model it keeps), the other is skipped with the race's reason."""
-    from sentune.adapt.candidates.supervised_race import TRAIN_FILE
+    from sentune.adaptation.candidates.supervised_race import TRAIN_FILE
 
     out = tmp_path / "run"
     args = [
@@ -461,7 +461,7 @@ def test_the_supervised_candidates_on_train_race_at_their_first_rung(tiny_model_
         assert run["resumed_from"] == "checkpoint-2" and run["best_checkpoint"]["step"] == 16  # the last step, kept
         # the race read the selection pairs at its first rung: the evaluation the run saved there
         cosines = np.load(out / "candidates" / name / "run" / "dev_cosines" / "step-2.npy")
-        from sentune.adapt.decide import split_dev
+        from sentune.adaptation.decide import split_dev
         from sentune.core.metrics import METRICS
 
         gold = np.array([float(line.split("\t")[2]) for line in (out / "data" / "dev.tsv").read_text().splitlines()])
@@ -476,7 +476,7 @@ def test_a_race_whose_work_is_gone_is_run_again(tiny_model_dir, labelled, tmp_pa
     """Without --train, with it, then without it again in one folder: a member whose inputs changed is produced from
     nothing (its folder with what the race trained of it goes), so the verdict of the first run is not read back in the
     third: the members race again and every one going on is produced."""
-    from sentune.adapt.candidates.supervised_race import FILE, TRAIN_FILE
+    from sentune.adaptation.candidates.supervised_race import FILE, TRAIN_FILE
 
     out = tmp_path / "run"
     plain = [*_args(tiny_model_dir, labelled, out), "--methods", "simcse,supervised,supervised-stacked", "--budget", "16"]

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from sentune.adapt import time_plan
-from sentune.adapt.time_plan import Planned, TimePlan, parse_time, race_share
+from sentune.adaptation import time_plan
+from sentune.adaptation.time_plan import Planned, TimePlan, parse_time, race_share
 from sentune.errors import UserError
 
 
@@ -40,7 +40,7 @@ def naive_race_steps(raced: int, rungs: tuple[float, ...]) -> float:
 
 @pytest.mark.parametrize("raced", [0, 1, 2, 3, 5, 8])
 def test_race_share_is_the_steps_racing_and_halving_leave(raced):
-    from sentune.adapt.race import RUNGS
+    from sentune.adaptation.race import RUNGS
 
     assert race_share(raced) == pytest.approx(naive_race_steps(raced, RUNGS))
     assert race_share(1) == 1.0 and race_share(5) == pytest.approx(0.4)  # 5/8 + 3/8 + 2/4 + 1/2 = 2 of 5 trainings
@@ -115,7 +115,7 @@ def test_costs_weigh_a_step_by_its_recipe_and_batch(tmp_path):
 
 
 def test_the_bundled_tables_cover_every_adapt_recipe_and_candidate():
-    from sentune.adapt.names import METHODS, RETRIEVAL_NATIVE, SUPERVISED_RECIPES, TRAINED
+    from sentune.adaptation.names import METHODS, RETRIEVAL_NATIVE, SUPERVISED_RECIPES, TRAINED
 
     costs = json.loads(time_plan.STEP_COSTS.read_text())["recipes"]
     assert set(TRAINED) | {"sed"} | set(SUPERVISED_RECIPES.values()) <= set(costs)
@@ -159,8 +159,8 @@ def test_a_training_candidate_that_no_longer_fits_does_not_start_the_race(monkey
     what is left is taken out of the run with its reason before any training starts."""
     from types import SimpleNamespace
 
-    from sentune.adapt import run as adapt_run
-    from sentune.adapt.candidates import Plan, Trained, Unchanged
+    from sentune.adaptation import run as adapt_run
+    from sentune.adaptation.candidates import Plan, Trained, Unchanged
 
     now = [1000.0]
     monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
@@ -169,7 +169,7 @@ def test_a_training_candidate_that_no_longer_fits_does_not_start_the_race(monkey
     now[0] += 300.0  # 300 s left: simcse fits, ct does not
     candidates = Plan(before_race=[Unchanged("unchanged")], raced=[Trained("simcse", "simcse"), Trained("ct", "ct")])
     started: list[str] = []
-    monkeypatch.setattr("sentune.adapt.race.race", lambda entries, ctx, finish: started.extend(e.name for e in entries))
+    monkeypatch.setattr("sentune.adaptation.race.race", lambda entries, ctx, finish: started.extend(e.name for e in entries))
     monkeypatch.setattr(adapt_run, "load_record", lambda folder: SimpleNamespace(seconds=1.0))
     recipe = SimpleNamespace(training=SimpleNamespace(max_minutes=None, max_steps=10))
     ctx = SimpleNamespace(

@@ -15,7 +15,7 @@ import pytest
 from conftest import kill_when
 from safetensors.numpy import load_file
 
-from sentune.train.recipe import RecipeError, load_recipe
+from sentune.training.recipe import RecipeError, load_recipe
 
 RECIPE = """method: sg-opt
 model: {model}
@@ -90,8 +90,8 @@ def test_train_end_to_end_and_saved_model_reproduces_evaluation(recipe_file, tmp
     best = max(evals, key=lambda m: m["eval_sts-b-dev_spearman"])
     assert results["meta"]["best_checkpoint"]["step"] == best["step"]
     from sentune.methods.registry import get_method
-    from sentune.train.recipe import validate_recipe
-    from sentune.train.trainer import method_context, training_data_digest
+    from sentune.training.recipe import validate_recipe
+    from sentune.training.trainer import method_context, training_data_digest
 
     recipe = load_recipe(str(recipe_file))  # the rows the run read, in its order
     method = get_method(recipe.method)
@@ -105,7 +105,7 @@ def test_train_end_to_end_and_saved_model_reproduces_evaluation(recipe_file, tmp
 
 
 def test_training_data_digest_changes_with_order_content_and_columns():
-    from sentune.train.trainer import training_data_digest
+    from sentune.training.trainer import training_data_digest
 
     columns = {"premise": ["a", "b", "c"], "hypothesis": ["x", "y", "z"], "label": [0, 1, 2]}
     names = ("premise", "hypothesis", "label")
@@ -159,7 +159,7 @@ def test_saved_config_from_before_an_option_existed_is_the_same_recipe(recipe_fi
     """A run's config.yaml written by an older sentune lacks newer keys: it must still resume."""
     import yaml
 
-    from sentune.train.recipe import same_recipe
+    from sentune.training.recipe import same_recipe
 
     recipe = load_recipe(str(recipe_file))
     saved = recipe.to_dict()
@@ -176,7 +176,7 @@ def test_a_time_cap_is_not_part_of_the_recipe(recipe_file, tmp_path):
     """adapt --time resumes a killed training with the minutes left then: the cap differs, the run is the same."""
     import yaml
 
-    from sentune.train.recipe import same_recipe
+    from sentune.training.recipe import same_recipe
 
     recipe = load_recipe(str(recipe_file))
     saved = recipe.to_dict()
@@ -213,7 +213,7 @@ def test_user_pairs_select_last_checkpoint_and_time_budget(tiny_model_dir, tiny_
 
     from sentune.data.user_data import read_scored_pairs
     from sentune.tasks.user_pairs import PairsEvaluator
-    from sentune.train.trainer import train
+    from sentune.training.trainer import train
 
     pairs = tmp_path / "dev.tsv"
     pairs.write_text("".join(f"{a}\t{b}\t{y}\n" for a, b, y in [("a man plays", "a man plays the guitar", 1), ("the dog runs", "stock market price", 0)] * 6))
@@ -248,7 +248,7 @@ def test_a_recipe_without_a_dev_task_trains_its_steps_and_keeps_the_last_unevalu
     and said so; a method that chooses on the dev task after training (CT's tower) is refused before any work."""
     from conftest import tiny_recipe
 
-    from sentune.train.trainer import train
+    from sentune.training.trainer import train
 
     recipe_path = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"max_steps": 4, "eval_steps": 2, "checkpoint": "last", "patience": 0})
     results = train(load_recipe(str(recipe_path), ["eval.dev=none", "eval.tasks=none"]), tmp_path / "run", data_dir=tiny_data_dir)
@@ -269,7 +269,7 @@ def test_paused_rounds_train_the_same_weights_as_one_run_and_record_each_evaluat
     from conftest import tiny_recipe
 
     from sentune.tasks.user_pairs import PairsEvaluator
-    from sentune.train.trainer import PAUSED, train
+    from sentune.training.trainer import PAUSED, train
 
     pairs = tmp_path / "dev.tsv"
     pairs.write_text(
@@ -300,8 +300,8 @@ def test_gradient_checkpointing_is_on_while_training_and_changes_no_weight(tiny_
     from conftest import tiny_recipe
     from transformers import TrainerCallback
 
-    from sentune.train.recipe import same_recipe
-    from sentune.train.trainer import train
+    from sentune.training.recipe import same_recipe
+    from sentune.training.trainer import train
 
     seen: list[bool] = []
 
@@ -328,7 +328,7 @@ def test_adamw_updates_all_parameters_at_once_and_trains_the_weights_its_one_at_
     from conftest import tiny_recipe
     from sentence_transformers import SentenceTransformerTrainer
 
-    from sentune.train.trainer import SentuneTrainer, train_in_memory
+    from sentune.training.trainer import SentuneTrainer, train_in_memory
 
     settings = {"max_steps": 6, "eval_steps": 6, "checkpoint": "last", "patience": 0, "weight_decay": 0.01, "learning_rate": 1e-3}
     recipe = load_recipe(str(tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training=settings)), ["eval.dev=none", "eval.tasks=none"])
@@ -356,7 +356,7 @@ def test_a_paused_run_resumes_with_its_early_stopping_count(tiny_model_dir, tiny
     from conftest import tiny_recipe
     from transformers import TrainerCallback
 
-    from sentune.train.trainer import train
+    from sentune.training.trainer import train
 
     class Falling(TrainerCallback):  # runs before the early-stopping callback, which reads the same metrics
         def on_evaluate(self, args, state, control, metrics=None, **kwargs):
@@ -383,7 +383,7 @@ def test_the_trained_model_reads_as_far_as_the_model_it_started_from(tiny_model_
     from conftest import tiny_recipe
     from sentence_transformers import SentenceTransformer
 
-    from sentune.train.trainer import AtReadingLength, train, train_in_memory
+    from sentune.training.trainer import AtReadingLength, train, train_in_memory
 
     reads = SentenceTransformer(str(tiny_model_dir), device="cpu").max_seq_length
     assert reads > 6
@@ -406,7 +406,7 @@ def test_the_trained_model_reads_as_far_as_the_model_it_started_from(tiny_model_
             self.last_length = model.max_seq_length
             return {"spearman": 0.5}
 
-    monkeypatch.setattr("sentune.train.trainer.AtReadingLength", lambda evaluator, tokens: Spy(Measured(), tokens))
+    monkeypatch.setattr("sentune.training.trainer.AtReadingLength", lambda evaluator, tokens: Spy(Measured(), tokens))
     train(recipe, tmp_path / "run", data_dir=tiny_data_dir)
     monkeypatch.undo()
     assert seen == [reads, reads]  # steps 1 and 2, at the reading length; the last step's score is the one logged there, not a third evaluation

@@ -74,8 +74,8 @@ def test_a_beir_folder_written_reads_back(tmp_path):
 
 def test_training_evaluates_and_records_on_queries(tiny_model_dir, tmp_path):
     """A recipe with eval.dev: queries:DIR trains, evaluates nDCG@10 every eval_steps and records per-query values."""
-    from sentune.train.recipe import load_recipe
-    from sentune.train.runs import train_run
+    from sentune.training.recipe import load_recipe
+    from sentune.training.runs import train_run
 
     data = toy_set()
     folder = write_beir_folder(tmp_path / "dev-select", data, "select")

@@ -13,12 +13,12 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sentune.adapt.context import EVALUATIONS, PATIENCE
-from sentune.adapt.crossfit import FOLDS
-from sentune.adapt.decide import DETECTABLE, detectable_gain
-from sentune.adapt.examples import example_names
-from sentune.adapt.names import REFERENCE, UNCHANGED
-from sentune.adapt.report import candidate_table, time_lines
+from sentune.adaptation.context import EVALUATIONS, PATIENCE
+from sentune.adaptation.crossfit import FOLDS
+from sentune.adaptation.decide import DETECTABLE, detectable_gain
+from sentune.adaptation.examples import example_names
+from sentune.adaptation.names import REFERENCE, UNCHANGED
+from sentune.adaptation.report import candidate_table, time_lines
 from sentune.analysis.pages import machine_conditions
 from sentune.core.metrics import METRICS
 from sentune.tasks.permutation import LEVEL
@@ -112,7 +112,7 @@ def confirmation_pairs(results: dict) -> tuple[int, int]:
 
 def power_cell(results: dict) -> str:
     """The gain the confirmation confirms 80 % of the time with this many pairs (the calibration's simulation,
-    sentune.adapt.decide.detectable_gain); past its largest simulated size, that size's gain bounds it from above."""
+    sentune.adaptation.decide.detectable_gain); past its largest simulated size, that size's gain bounds it from above."""
     dev, train = confirmation_pairs(results)
     metric = results["meta"]["test"]["metric"]
     gain = detectable_gain(metric, 2 * (dev + train))
@@ -196,7 +196,7 @@ def render() -> str:
     lines += [
         "",
         "`supervised` fine-tunes the unchanged model on the labels, `supervised-stacked` the best label-free trained "
-        "candidate (sentune.adapt.candidates.Supervised): on the selection half of the dev pairs, its selection score then "
+        "candidate (sentune.adaptation.candidates.Supervised): on the selection half of the dev pairs, its selection score then "
         f"out of fold ({FOLDS}-fold cross-fitting, 5-fold in the runs before commit 5253da5, refit on the whole half), or with `--train` (rows `, --train`: the example's "
         "labelled train split, `--example-train`) on those pairs, the dev pairs then only selecting and confirming (in "
         "runs with the train pairs as judges, `meta.train_evidence` in results.json, the supervised candidates train without "
@@ -225,7 +225,7 @@ def render() -> str:
         "## With --train: judged on the dev pairs alone, then on the train pairs too",
         "",
         "Before: the runs whose candidates the dev pairs alone selected and confirmed (benchmarks/results/adapt/dev-judged/NAME-train, "
-        "their sections at the end). After: a sample of the train pairs (sentune.adapt.evidence) joins the dev pairs as judges "
+        "their sections at the end). After: a sample of the train pairs (sentune.adaptation.evidence) joins the dev pairs as judges "
         "of every candidate that never trained on them. The last column of each side is the confirmation's power: the gain "
         "it confirms 80 % of the time with that many pairs (the calibration's simulation, benchmarks/results/adapt_calibration.md; "
         "'≤': more pairs than it simulated, so a smaller gain).",

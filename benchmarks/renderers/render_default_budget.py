@@ -54,7 +54,7 @@ def render(pages: list[Path]) -> str:
         f"Rendered {datetime.now(UTC).strftime('%Y-%m-%d')} by `python benchmarks/renderers/render_default_budget.py` from the pages "
         "`benchmarks/runners/default_budget.sh` wrote, one an example (`EXAMPLES=NAME bash benchmarks/runners/default_budget.sh`); each row's "
         "commit, date and machine conditions are its page's. A run without --time is planned for 30 minutes "
-        "(sentune.adapt.time_plan.DEFAULT_TIME): what does not fit is left out and named with the --time that would include it.",
+        "(sentune.adaptation.time_plan.DEFAULT_TIME): what does not fit is left out and named with the --time that would include it.",
         "",
         f"**Within {TARGET_MIN:g} candidate minutes on 2 cores: {within} of {len(rows)} examples**; the longest: {largest['example']}, "
         f"{largest['candidate']:.1f} candidate minutes ({largest['wall']:.1f} wall).{leaving(rows)}",

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from render_adapt import KEPT, LABEL_FREE, domain_section, supervised_cell, test_versus  # noqa: E402  (benchmarks/renderers/render_adapt.py)
 
-from sentune.adapt.examples import example_names
-from sentune.adapt.names import BM25, BM25_FITTED, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, SEARCH_OPT_IN, SUPERVISED, TRAINED, UNCHANGED
+from sentune.adaptation.examples import example_names
+from sentune.adaptation.names import BM25, BM25_FITTED, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, SEARCH_OPT_IN, SUPERVISED, TRAINED, UNCHANGED
 from sentune.analysis.pages import machine_conditions
 from sentune.tasks.permutation import LEVEL
 
@@ -250,7 +250,7 @@ RETRIEVAL_NATIVE_KEPT = KEPT / "retrieval-native"  # runs of the retrieval-nativ
 
 
 def retrieval_native_section(names: list[str]) -> list[str]:
-    """The candidates trained on pseudo-queries from the documents (sentune.adapt.candidates.retrieval_native), each
+    """The candidates trained on pseudo-queries from the documents (sentune.adaptation.candidates.retrieval_native), each
     domain's runs kept under benchmarks/results/adapt/retrieval-native/NAME (and NAME-VARIANT: a later run of some of
     them): what each trained on and what it cost, then the domain's table as the runs above print theirs."""
     kept = sorted(p for p in RETRIEVAL_NATIVE_KEPT.glob("*/results.json") if any(p.parent.name == n or p.parent.name.startswith(f"{n}-") for n in names))
@@ -262,7 +262,7 @@ def retrieval_native_section(names: list[str]) -> list[str]:
         "## Retrieval-native candidates: pseudo-queries from the documents",
         "",
         "`ict` (Inverse Cloze Task) and `crop` (independent cropping) train MultipleNegativesRankingLoss on pseudo-queries built from the "
-        "documents (sentune/adapt/pseudo_queries.py states the rule), each with BM25's and the unchanged model's best-ranked other document as "
+        "documents (sentune/adaptation/pseudo_queries.py states the rule), each with BM25's and the unchanged model's best-ranked other document as "
         "hard negatives; `hybrid-distill` trains MarginMSE on ICT pseudo-queries with `hybrid`'s fused score as the teacher, against their passage "
         "(the document without the query sentence, standing in for its document when the teacher scores the corpus) or, in the runs before that, "
         "against their whole document (the teacher column says which). Each is one training of the recipe's steps (sentune/recipes/adapt/NAME.yaml), no evaluation while it trains, then scored, "
@@ -377,7 +377,7 @@ SENTENCE_PAIR_KEPT = KEPT / "sentence-pair-trainings"  # search runs with the se
 
 
 def sentence_pair_section(names: list[str]) -> list[str]:
-    """A search run's defaults leave out the sentence-pair trainings (sentune.adapt.names.SEARCH_OPT_IN); the runs kept
+    """A search run's defaults leave out the sentence-pair trainings (sentune.adaptation.names.SEARCH_OPT_IN); the runs kept
     under benchmarks/results/adapt/sentence-pair-trainings/NAME named them: the evidence for leaving them out."""
     lines = []
     for name in names:
@@ -390,7 +390,7 @@ def sentence_pair_section(names: list[str]) -> list[str]:
         return []
     intro = (
         f"A search run without `--methods` leaves out {', '.join(dict.fromkeys((*TRAINED, *SEARCH_OPT_IN)))} "
-        "(sentune.adapt.names: SEARCH_OPT_IN, and tsdae, which every run leaves out): in the run "
+        "(sentune.adaptation.names: SEARCH_OPT_IN, and tsdae, which every run leaves out): in the run "
         "below, which named the sentence-pair trainings, each was behind the unchanged model on the selection queries at the "
         "race's first round."
     )
@@ -429,7 +429,7 @@ def render() -> str:
         "",
         "`supervised` fine-tunes the unchanged model on the selection queries' judgements (MultipleNegativesRankingLoss on a query, "
         "a judged-relevant document, and BM25's and the unchanged model's best-ranked unjudged documents as hard negatives; "
-        "sentune.adapt.candidates.SupervisedSearch), `supervised-stacked` the best "
+        "sentune.adaptation.candidates.SupervisedSearch), `supervised-stacked` the best "
         "label-free trained candidate; their selection score is out of fold (K-fold cross-fitting on the selection queries"
         + "".join(f", {n}: K = {k}" for n, k in folds.items())
         + ", then refit on all of them). The label-free run is the same domain's run before the supervised candidates existed "

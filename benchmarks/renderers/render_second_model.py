@@ -196,7 +196,7 @@ def search(kept: KeptRuns) -> list[str]:
 
 
 def adapt(kept: KeptRuns) -> list[str]:
-    from sentune.adapt.report import candidate_table
+    from sentune.adaptation.report import candidate_table
 
     out = ["## `sentune adapt` on the mrpc example", ""]
     path = kept.root.parent / ADAPT

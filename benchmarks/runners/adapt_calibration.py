@@ -1,5 +1,5 @@
 """Calibration of `sentune adapt`'s choice (issue 27): simulated users with a known truth, the old rule and the new one
-side by side. Writes benchmarks/results/adapt_calibration.md, its power plot, and sentune/adapt/detectable_gain.json
+side by side. Writes benchmarks/results/adapt_calibration.md, its power plot, and sentune/adaptation/detectable_gain.json
 (the smallest gain the new rule finds 80 % of the time, by metric and dev size, which adapt states before training).
 
 A simulated user (one run):
@@ -13,7 +13,7 @@ A simulated user (one run):
   the planted gain (measured on 200,000 pairs);
 - old rule (sentune ≤ d042c59): each candidate's checkpoint best on all dev pairs, the best candidate on all dev pairs,
   shipped when a paired bootstrap over the same pairs (1,000 resamples) has it better in ≥ 95 % of them;
-- new rule (sentune.adapt.decide): the checkpoints and the candidate chosen on the selection half, shipped when the
+- new rule (sentune.adaptation.decide): the checkpoints and the candidate chosen on the selection half, shipped when the
   paired permutation test on the confirmation half gives p ≤ sentune.tasks.permutation.LEVEL (1,000 permutations).
 
 Rates come with 95 % Wilson intervals over the simulated runs.
@@ -21,12 +21,12 @@ Rates come with 95 % Wilson intervals over the simulated runs.
     python benchmarks/runners/adapt_calibration.py --out benchmarks/results/adapt_calibration.md
 
 Users with a train set (`--train-only` runs this section alone and rewrites only it on the page): the same user also
-holds m evidence pairs of --train (sentune.adapt.evidence: drawn from the same latent model as the dev pairs), which
+holds m evidence pairs of --train (sentune.adaptation.evidence: drawn from the same latent model as the dev pairs), which
 every candidate predicts as it predicts dev pairs. The checkpoints are still chosen on the dev selection half alone (as
 adapt's race does); candidate 0 plays a supervised candidate, cross-fitted over the evidence selection part
-(sentune.adapt.candidates.supervised.cross_fit_evidence): there its scores are its fold models', simulated as another
+(sentune.adaptation.candidates.supervised.cross_fit_evidence): there its scores are its fold models', simulated as another
 of its checkpoints (the same expected score, errors as correlated as two trainings of one recipe), and its refit's on
-the dev pairs and the evidence confirmation part; sentune.adapt.decide then compares every candidate on the same
+the dev pairs and the evidence confirmation part; sentune.adaptation.decide then compares every candidate on the same
 selection pairs, confirms with the evidence (TrainJudges), and, on the same simulated data, decides without it (the
 dev-only rule).
 """
@@ -43,8 +43,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binomtest, norm
 
-from sentune.adapt.decide import TrainJudges, decide, split_dev
-from sentune.adapt.evidence import EVIDENCE_SEED_OFFSET
+from sentune.adaptation.decide import TrainJudges, decide, split_dev
+from sentune.adaptation.evidence import EVIDENCE_SEED_OFFSET
 from sentune.analysis.pages import command_line
 from sentune.core import metrics
 from sentune.tasks.bootstrap import bootstrap_differences
@@ -59,7 +59,7 @@ CANDIDATES = (1, 5, 14)
 GAINS = (0.5, 1.0, 2.0, 4.0)
 POWER_CANDIDATES = 5  # the planted candidate among 4 with no gain
 METRICS = ("spearman", "average_precision")
-DETECTABLE = Path(__file__).parents[2] / "sentune" / "adapt" / "detectable_gain.json"
+DETECTABLE = Path(__file__).parents[2] / "sentune" / "adaptation" / "detectable_gain.json"
 # The real null's runs (adapt_shuffled_null.py) are kept apart from this simulation, so either can be run again alone.
 REAL_NULL = Path(__file__).parents[1] / "results" / "runs" / "adapt-shuffled-null" / "results.json"
 REAL_NULL_HEADING = "## The real null: `sentune adapt` with a supervised candidate trained on shuffled selection labels"
@@ -68,7 +68,7 @@ RULE_SEEDS = {"old": 1, "new": 2}
 LEVELS = (0.04, 0.05)  # the new rule's null rates at these levels too (same runs), to show why adapt ships at LEVEL
 TRAIN_HEADING = "## Users with a train set: the train pairs no candidate read select and confirm too"
 TRAIN_SIZES = (100, 500)  # dev pairs
-TRAIN_EVIDENCE = (200, 1000)  # evidence pairs of --train (adapt draws at most sentune.adapt.evidence.EVIDENCE_CAP)
+TRAIN_EVIDENCE = (200, 1000)  # evidence pairs of --train (adapt draws at most sentune.adaptation.evidence.EVIDENCE_CAP)
 TRAIN_GAINS = (1.0, 2.0)
 
 
@@ -125,7 +125,7 @@ def old_rule(gold, unchanged, checkpoints, metric, rng) -> int:
 
 def new_rule(gold, unchanged, checkpoints, metric, seed) -> tuple[int, float | None]:
     """(index of the candidate best on the selection half, its confirmation p-value or None when it was not tested):
-    sentune.adapt.decide with checkpoints chosen on the selection half; it ships when p ≤ the level, so one simulation
+    sentune.adaptation.decide with checkpoints chosen on the selection half; it ships when p ≤ the level, so one simulation
     gives the rate at every level (LEVELS)."""
     measure = metrics.METRICS[metric].rows
     k, c, n = checkpoints.shape
@@ -212,7 +212,7 @@ def train_section(args, factors: dict) -> list[str]:
         "simulated users of this page who also hold m evidence pairs of `--train` from the same distribution (the model is",
         "in the runner's docstring). Candidate 0 plays a supervised candidate cross-fitted over the evidence selection part,",
         "as adapt's are: its fold models (another of its checkpoints) score it there; the others read no label. Every",
-        "candidate is compared on the same selection pairs (one yardstick). **with train**: `sentune/adapt/decide.py` with",
+        "candidate is compared on the same selection pairs (one yardstick). **with train**: `sentune/adaptation/decide.py` with",
         "the evidence; **dev only**: the same users decided on their dev pairs alone.",
         "The same with `sentune adapt` and the real model (a supervised candidate trained on shuffled labels, with a train set): benchmarks/results/adapt_shuffled_null_train.md.",
         "",
@@ -408,7 +408,7 @@ def write_page(out: str, null: list[dict], power: list[dict], detectable: dict, 
         "",
         "- **old rule** (sentune ≤ d042c59): checkpoint and candidate best on all dev pairs, shipped when a paired bootstrap on",
         "  the same pairs has it better in ≥ 95 % of 1,000 resamples;",
-        "- **new rule** (`sentune/adapt/decide.py`): checkpoint and candidate chosen on a selection half, shipped when a",
+        "- **new rule** (`sentune/adaptation/decide.py`): checkpoint and candidate chosen on a selection half, shipped when a",
         f"  one-sided paired permutation test on the confirmation half gives p ≤ {LEVEL:g}.",
         "",
         "## No candidate is better: how often one is shipped anyway",
@@ -448,7 +448,7 @@ def write_page(out: str, null: list[dict], power: list[dict], detectable: dict, 
         f"## The smallest gain the new rule finds {POWER_TARGET:.0%} of the time",
         "",
         "Interpolated linearly between the simulated gains (— : above +4 points). `sentune adapt` states it for the user's dev",
-        "size before training (`sentune/adapt/detectable_gain.json`, written by this script).",
+        "size before training (`sentune/adaptation/detectable_gain.json`, written by this script).",
         "",
         "| metric | " + " | ".join(f"{n} pairs" for n in SIZES) + " |",
         "|---|" + "---|" * len(SIZES),

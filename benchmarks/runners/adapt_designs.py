@@ -3,7 +3,7 @@ ships a planted better one, at 100, 250, 500 and 1,500 dev pairs. Simulated user
 (benchmarks/runners/adapt_calibration.py: its model, its error scales and its rates with Wilson intervals).
 
 Designs, each shipping at most one candidate, at the level adapt uses (sentune.tasks.permutation.LEVEL):
-- `half` (adapt today, sentune.adapt.decide): checkpoints and candidate chosen on a selection half, confirmed on the
+- `half` (adapt today, sentune.adaptation.decide): checkpoints and candidate chosen on a selection half, confirmed on the
   other half by the paired permutation test;
 - `select-30`: the same with a smaller selection part (30 %), so the confirmation sees 70 % of the pairs;
 - `swapped`: cross-fitting with the halves swapped: choose on A and confirm on B, choose on B and confirm on A; ship
@@ -34,7 +34,7 @@ import adapt_calibration as calibration  # its own folder (the simulated users a
 import numpy as np
 from tqdm import tqdm
 
-from sentune.adapt.decide import decide, split_dev
+from sentune.adaptation.decide import decide, split_dev
 from sentune.analysis.pages import command_line
 from sentune.core.metrics import METRICS
 from sentune.tasks.permutation import LEVEL, step_down_max_t

@@ -1,6 +1,6 @@
 """What each adapt candidate gained, on average, in the runs kept on benchmarks/results/adapt.md and retrieval.md: its
 selection score minus the unchanged model's, per candidate name, over the domains' runs (pairs and search apart). Writes
-sentune/adapt/expected_gain.json, the expected gains `sentune adapt --time` plans with (sentune.adapt.time_plan).
+sentune/adaptation/expected_gain.json, the expected gains `sentune adapt --time` plans with (sentune.adaptation.time_plan).
 
     python benchmarks/runners/adapt_priors.py
 
@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 KEPT = REPO / "benchmarks" / "results" / "adapt"
 RUNS = ("sick", "sick-train", "mrpc", "mrpc-train", "qqp", "stsb", "stsb-train", "scifact")  # the pages' current runs
-OUT = REPO / "sentune" / "adapt" / "expected_gain.json"
+OUT = REPO / "sentune" / "adaptation" / "expected_gain.json"
 
 
 def main() -> None:
@@ -38,7 +38,7 @@ def main() -> None:
         used.append(str(path.relative_to(REPO)))
     record = {
         "about": "mean selection gain over the unchanged model (metric points) per candidate, over the kept runs; "
-        "sentune.adapt.time_plan reads a gain below zero as none",
+        "sentune.adaptation.time_plan reads a gain below zero as none",
         "runs": used,
         "command": "python benchmarks/runners/adapt_priors.py",
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),

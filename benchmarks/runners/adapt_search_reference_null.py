@@ -1,5 +1,5 @@
 """How often a search run of `sentune adapt` hands back a candidate no better than the reference it had to beat
-(issue 72 item 5): the rule of sentune.adapt.decide with `references` (the stronger of the unchanged model and `rrf`
+(issue 72 item 5): the rule of sentune.adaptation.decide with `references` (the stronger of the unchanged model and `rrf`
 on the selection queries is the reference; the best candidate there must beat it on the confirmation queries).
 
 Simulated users, each a call of the real `decide` on real per-query nDCG@10: the dev queries of a search run's folder
@@ -28,8 +28,8 @@ from pathlib import Path
 import adapt_calibration as calibration  # its own folder (rates with Wilson intervals)
 import numpy as np
 
-from sentune.adapt.decide import decide, split_dev
-from sentune.adapt.names import RRF, UNCHANGED
+from sentune.adaptation.decide import decide, split_dev
+from sentune.adaptation.names import RRF, UNCHANGED
 from sentune.tasks.permutation import LEVEL
 
 METRIC = "ndcg@10"
@@ -94,7 +94,7 @@ def main() -> None:
         "```",
         "",
         "The method is in `benchmarks/runners/adapt_search_reference_null.py`'s docstring: each simulated user is a call of "
-        "sentune.adapt.decide on the run's dev queries resampled, split afresh, with null candidates built on the unchanged "
+        "sentune.adaptation.decide on the run's dev queries resampled, split afresh, with null candidates built on the unchanged "
         f"model or on `rrf` (their expected nDCG@10 is that system's). A ship is a false choice; the rule's promise: at most 5 % "
         f"(one-sided paired permutation test at p ≤ {LEVEL:g} on the confirmation queries, against the reference chosen on the selection queries). "
         "Of which over rrf: ships where `rrf` was the reference; when `rrf` is the weaker system there (its mean below the unchanged model's), "

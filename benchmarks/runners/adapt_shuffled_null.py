@@ -3,7 +3,7 @@ shuffled, so there is nothing to learn from them, run with N seeds; a calibrated
 ≤ 5 % of the runs.
 
 Each run r: the example's dev pairs (a seeded sample of `--dev-pairs` from the example's dev set), split by adapt's own
-split (sentune.adapt.decide.split_dev with seed r, which `--seed r` makes adapt use); the labels of the selection part
+split (sentune.adaptation.decide.split_dev with seed r, which `--seed r` makes adapt use); the labels of the selection part
 are permuted among themselves (seed r), the confirmation part keeps its labels, and `sentune adapt --methods
 supervised --seed r` runs on it: the supervised candidate fine-tunes on the shuffled selection labels (cross-fitted),
 is scored out of fold there, and is confirmed or not on the untouched half. `--all-shuffled` permutes every dev
@@ -11,7 +11,7 @@ label instead (then no model can be better on either half). Finished runs are re
 
 `--train-pairs N` (users with a train set): run r also gives adapt `--train`, a seeded sample of N pairs of the
 example's train split whose labels are permuted among themselves except on the train pairs adapt's evidence sample
-puts in its confirmation part (sentune.adapt.evidence.sample_evidence with seed r: the supervised candidate never trains
+puts in its confirmation part (sentune.adaptation.evidence.sample_evidence with seed r: the supervised candidate never trains
 on those, and they confirm beside the dev confirmation half). Everything the supervised candidate trains on, and every
 selection label, is then noise; the confirmation pairs, dev and train, keep their labels. Its runs are kept apart
 (adapt-shuffled-null-train) and its page is adapt_shuffled_null_train.md.
@@ -37,9 +37,9 @@ from pathlib import Path
 import adapt_calibration as calibration  # its own folder (rates with Wilson intervals)
 import numpy as np
 
-from sentune.adapt.decide import split_dev
-from sentune.adapt.evidence import sample_evidence
-from sentune.adapt.examples import write_example
+from sentune.adaptation.decide import split_dev
+from sentune.adaptation.evidence import sample_evidence
+from sentune.adaptation.examples import write_example
 from sentune.analysis.pages import command_line, machine_conditions
 from sentune.data.catalog import resolve_data_dir
 from sentune.data.user_data import read_scored_pairs, write_scored_pairs
@@ -56,7 +56,7 @@ def shuffled_dev(pairs: list, seed: int, everything: bool) -> list[tuple[str, st
 
 def shuffled_train(pairs: list, size: int, seed: int) -> list[tuple[str, str, float]]:
     """A seeded sample of `size` train pairs, labels permuted among themselves except on the evidence confirmation
-    pairs adapt draws with this seed (sentune.adapt.evidence: which pairs they are depends only on how many there are,
+    pairs adapt draws with this seed (sentune.adaptation.evidence: which pairs they are depends only on how many there are,
     for graded labels)."""
     chosen = [pairs[i] for i in sorted(random.Random(seed).sample(range(len(pairs)), size))]
     gold = np.array([p.score for p in chosen])

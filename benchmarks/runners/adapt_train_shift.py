@@ -1,5 +1,5 @@
 """How adapt tells train pairs that measure something else from train pairs of the dev pairs' own source
-(sentune.adapt.evidence): its checks (the kind of labels, the unchanged model's score, the texts) on real train and dev
+(sentune.adaptation.evidence): its checks (the kind of labels, the unchanged model's score, the texts) on real train and dev
 sets, the same source and crossed, at several dev sizes. Writes benchmarks/results/adapt_train_shift.md.
 
 Each case: a train set (an example's --example-train pairs, optionally rescaled) against a dev set (an example's dev
@@ -7,7 +7,7 @@ pairs); or, for a pool case, a dev sample and the train pairs left over, both dr
 their labels mapped onto 0-1 by a skewed, monotone map whose ends few pairs reach (the public relatedness set of issue
 72: 250 dev pairs whose scores happen to run from 0.19 to 0.91, 5,500 train pairs from 0 to 1). The unchanged model's
 cosines and pair vectors of every pair are computed once; then for each dev size, `--draws` seeded runs draw that many
-dev pairs and the evidence sample (sentune.adapt.evidence.sample_evidence with the run's seed) and apply the checks as
+dev pairs and the evidence sample (sentune.adaptation.evidence.sample_evidence with the run's seed) and apply the checks as
 adapt does. A case of one source should be flagged rarely (flagged: the train pairs are wasted); a crossed one nearly
 always (not flagged: they would judge). The range rule the checks replaced (train scores beyond the dev range by more
 than 0.25 of it: another scale) is shown beside them.
@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import beta, ks_2samp
 
-from sentune.adapt.evidence import DOMAIN_AUC, EVIDENCE_CAP, SCORE_POINTS, domain_auc, kind_shift, sample_evidence, score_shift
-from sentune.adapt.examples import write_example
+from sentune.adaptation.evidence import DOMAIN_AUC, EVIDENCE_CAP, SCORE_POINTS, domain_auc, kind_shift, sample_evidence, score_shift
+from sentune.adaptation.examples import write_example
 from sentune.analysis.pages import command_line
 from sentune.core.metrics import METRICS
 from sentune.data.catalog import resolve_data_dir
@@ -69,8 +69,8 @@ def skewed(gold: np.ndarray, seed: int = 0) -> np.ndarray:
 
 
 def encoded(model, pairs) -> tuple[np.ndarray, np.ndarray]:
-    """The model's cosine of each pair and each pair's vector (as adapt computes them, sentune.adapt.train_evidence)."""
-    from sentune.adapt.untuned_evidence import pair_vectors
+    """The model's cosine of each pair and each pair's vector (as adapt computes them, sentune.adaptation.train_evidence)."""
+    from sentune.adaptation.untuned_evidence import pair_vectors
     from sentune.tasks.user_pairs import PairScorer
 
     scorer = PairScorer({"x": pairs})
@@ -155,7 +155,7 @@ def write_page(args, rows: list, seconds: float) -> None:
         command_line(),
         "```",
         "",
-        "With `--train`, adapt judges candidates on the train pairs too (`sentune/adapt/evidence.py`), each kind of pair ranked",
+        "With `--train`, adapt judges candidates on the train pairs too (`sentune/adaptation/evidence.py`), each kind of pair ranked",
         "among its own, so the labels' scale never matters; one of its checks may say they measure something else than the dev",
         "pairs, and then it confirms on the dev pairs alone. The checks, in order: the kind of labels (0/1 train labels against",
         f"graded dev scores), the unchanged model's score on the train evidence and on the dev pairs (more than {SCORE_POINTS:g} points",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 72 item 6: `sentune adapt --example NAME` as a user first runs it (no --time, --budget or --reference: the
-# default time, sentune.adapt.time_plan.DEFAULT_TIME), each from scratch into benchmarks/runs/default-budget-NAME, then
+# default time, sentune.adaptation.time_plan.DEFAULT_TIME), each from scratch into benchmarks/runs/default-budget-NAME, then
 # one markdown row per example: its wall and candidate minutes (the candidates' seconds in results.json), what the
 # default time left out with the --time the run named to include it, and the choice with its test score. Target: each
 # within 30 candidate minutes on 2 idle cores. EXAMPLES="quora-clusters scifact" runs a subset (default: every example).
@@ -8,7 +8,7 @@ set -euo pipefail
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
-examples=${EXAMPLES:-$(python -c 'from sentune.adapt.examples import example_names; print(" ".join(example_names()))')}
+examples=${EXAMPLES:-$(python -c 'from sentune.adaptation.examples import example_names; print(" ".join(example_names()))')}
 rows=()
 for example in $examples; do
   out="$runs/default-budget-$example"

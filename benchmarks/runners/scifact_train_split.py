@@ -14,7 +14,7 @@ import random
 import sys
 from pathlib import Path
 
-from sentune.adapt.examples import write_example
+from sentune.adaptation.examples import write_example
 from sentune.data.beir import RetrievalSet, read_beir_folder, write_beir_folder
 
 data, out = Path(sys.argv[1]), Path(sys.argv[2])

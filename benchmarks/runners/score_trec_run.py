@@ -41,7 +41,7 @@ def example_test_set(name: str, data: str | None):
     """The test queries `sentune adapt --example NAME` scores, written as adapt writes them (into a temporary folder)."""
     import tempfile
 
-    from sentune.adapt.examples import write_example
+    from sentune.adaptation.examples import write_example
     from sentune.data.catalog import resolve_data_dir
 
     with tempfile.TemporaryDirectory() as folder:

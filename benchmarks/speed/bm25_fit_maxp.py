@@ -1,6 +1,6 @@
 """BM25 fitted to the domain (sentune.search.lexical_fit) and long documents as passages (sentune.search.passages) on
 a retrieval example, split as `sentune adapt --example NAME` splits it: its dev queries into selection and
-confirmation halves (sentune.adapt.decide.split_dev, seed 0), its test queries apart. Every query is ranked against
+confirmation halves (sentune.adaptation.decide.split_dev, seed 0), its test queries apart. Every query is ranked against
 the whole corpus (adapt ranks the selection queries against a pool; here they read the whole corpus, as the fit and
 the hybrid's weight do in adapt).
 
@@ -65,8 +65,8 @@ def main() -> None:
 
     import torch
 
-    from sentune.adapt.decide import split_dev
-    from sentune.adapt.examples import write_example
+    from sentune.adaptation.decide import split_dev
+    from sentune.adaptation.examples import write_example
     from sentune.core.encode import Encoder
     from sentune.core.models import load_model
     from sentune.data.beir import read_beir_folder

@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--vectors", required=True, help="the folder bm25_fit_maxp.py --vectors kept the encoded vectors in")
     args = parser.parse_args()
 
-    from sentune.adapt.examples import write_example
+    from sentune.adaptation.examples import write_example
     from sentune.core.models import load_model
     from sentune.data.beir import read_beir_folder
     from sentune.search.fusion import Fusion

@@ -153,7 +153,7 @@ class TimedSteps(TrainerCallback):
 
 
 def recipe_for(method: str, folder: Path, precision: str):
-    from sentune.train.recipe import load_recipe
+    from sentune.training.recipe import load_recipe
 
     batch = 64 if method == "simcse" else 16
     steps = WARM_STEPS + TIMED_STEPS
@@ -177,7 +177,7 @@ def recipe_for(method: str, folder: Path, precision: str):
 
 
 def sentune_trainer(recipe, data_dir: Path, root: Path) -> dict:
-    from sentune.train.trainer import train
+    from sentune.training.trainer import train
 
     timer = TimedSteps()
     train(recipe, root / f"run-{time.time_ns()}", data_dir=data_dir, callbacks=[timer])
@@ -186,7 +186,7 @@ def sentune_trainer(recipe, data_dir: Path, root: Path) -> dict:
 
 def model_and_loss(recipe, data_dir: Path):
     """The model, the method's record, its training columns and its loss, built as the trainer builds them."""
-    from sentune.train.trainer import build_training
+    from sentune.training.trainer import build_training
 
     method, model, columns, loss, _, _ = build_training(recipe, data_dir, device=DEVICE, show_progress=False)
     return model, method, columns, loss.to(DEVICE).train()

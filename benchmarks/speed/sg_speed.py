@@ -42,9 +42,9 @@ CONFIGS = [  # (label, overrides, cache: None = none shared, "cold" = a fresh sh
 CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-from sentune.train.recipe import load_recipe
+from sentune.training.recipe import load_recipe
 from sentune.data.catalog import resolve_data_dir
-from sentune.train import trainer as t
+from sentune.training import trainer as t
 recipe = load_recipe("001-sg-opt", sys.argv[2:])
 recipe.eval.tasks = "STS-B-dev"  # the final evaluation is not what is timed
 start = time.perf_counter()
@@ -60,7 +60,7 @@ from sentune.modules.build import with_pooling
 from sentune.data.catalog import load_sentences
 from sentune.methods.sg import SelfGuidedLoss
 from sentune.core.models import load_model
-from sentune.train.recipe import load_recipe
+from sentune.training.recipe import load_recipe
 from sentune.data.catalog import resolve_data_dir
 steps = int(sys.argv[1])
 sentences = load_sentences("stsb", resolve_data_dir(None))

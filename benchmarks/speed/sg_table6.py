@@ -53,8 +53,8 @@ def main() -> None:
     rows.append(("BERT-flow (last two layers, fit on all STS-B sentences)", t_fit, t_inf))
     run = Path(args.sg_run) if args.sg_run else None
     if run is None:
-        from sentune.train.recipe import load_recipe
-        from sentune.train.trainer import train
+        from sentune.training.recipe import load_recipe
+        from sentune.training.trainer import train
 
         run = Path(tempfile.mkdtemp()) / "sg-opt"
         recipe = load_recipe("001-sg-opt")

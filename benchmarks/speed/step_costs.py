@@ -1,13 +1,13 @@
 """What one training step of each adapt recipe costs, in units of what encoding one text costs, with the default model
-on this machine: the table `sentune adapt --time` plans with (sentune/adapt/step_costs.json, read by
-sentune.adapt.time_plan), before the run has measured anything itself.
+on this machine: the table `sentune adapt --time` plans with (sentune/adaptation/step_costs.json, read by
+sentune.adaptation.time_plan), before the run has measured anything itself.
 
-    python benchmarks/speed/step_costs.py --data ../shared/data --out sentune/adapt/step_costs.json
+    python benchmarks/speed/step_costs.py --data ../shared/data --out sentune/adaptation/step_costs.json
 
 The texts are MRPC's train sentences (the corpus of `sentune adapt --example mrpc`; its pairs, with their 0/1 labels,
 train the supervised recipes, and four of its sentences make a search tuple). A text's cost: the seconds the model
-takes to encode one, as sentune.adapt.time_plan.probe_text_seconds measures it in a run. A step's cost: each recipe
-trained by the trainer's one loop (sentune.train.trainer.train_in_memory) for 2 and for 2 + STEPS steps; the difference
+takes to encode one, as sentune.adaptation.time_plan.probe_text_seconds measures it in a run. A step's cost: each recipe
+trained by the trainer's one loop (sentune.training.trainer.train_in_memory) for 2 and for 2 + STEPS steps; the difference
 over STEPS is a step without the set-up (a method that needs a dev task gets 16 pairs, evaluated once at the end of
 both). The ratio of the two is what the planner multiplies by the run's own text
 cost and the recipe's batch size. Run it on an idle machine: the page of numbers it writes says under what load.
@@ -46,17 +46,17 @@ def mrpc_pairs(data: Path) -> list[tuple[str, str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=os.environ.get("SENTUNE_DATA"), help="the data directory (default: $SENTUNE_DATA)")
-    parser.add_argument("--out", default=str(REPO / "sentune" / "adapt" / "step_costs.json"))
+    parser.add_argument("--out", default=str(REPO / "sentune" / "adaptation" / "step_costs.json"))
     parser.add_argument("--recipes", default=ALL_RECIPES)
     args = parser.parse_args()
     if not args.data:
         sys.exit("step_costs: give --data or set SENTUNE_DATA")
 
-    from sentune.adapt.time_plan import probe_text_seconds
+    from sentune.adaptation.time_plan import probe_text_seconds
     from sentune.core.models import DEFAULT_HUB_ID, load_model
     from sentune.data.kinds import ScoredPairs, Sentences, Tuples
-    from sentune.train.recipe import NO_DEV, RecipeError, load_recipe, validate_recipe
-    from sentune.train.trainer import train_in_memory
+    from sentune.training.recipe import NO_DEV, RecipeError, load_recipe, validate_recipe
+    from sentune.training.trainer import train_in_memory
 
     pairs = mrpc_pairs(Path(args.data))
     sentences = list(dict.fromkeys(s for a, b, _ in pairs for s in (a, b)))
@@ -109,7 +109,7 @@ def main() -> None:
             print(name, found[name], flush=True)
     record = {
         "about": "a training step of each adapt recipe in units of one text encoded by the same model (per_batch_text: "
-        "per text of the batch); sentune.adapt.time_plan multiplies it by a run's own measured text cost",
+        "per text of the batch); sentune.adaptation.time_plan multiplies it by a run's own measured text cost",
         "model": DEFAULT_HUB_ID,
         "text_seconds": round(text_seconds, 6),
         "recipes": found,

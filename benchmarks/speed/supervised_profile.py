@@ -38,8 +38,8 @@ class Profile:
 
     def parts(self) -> tuple[float, list[tuple[str, float]]]:
         """The candidate's seconds and its exclusive parts."""
-        total = max(self.stats[key][3] for key in self._keys("sentune/adapt/candidates/supervised.py", "produce"))  # the supervised one: the largest
-        trainer = "sentune/train/trainer.py"
+        total = max(self.stats[key][3] for key in self._keys("sentune/adaptation/candidates/supervised.py", "produce"))  # the supervised one: the largest
+        trainer = "sentune/training/trainer.py"
         trainings = self.cumulative(trainer, "train") + self.cumulative(trainer, "train_in_memory")
         loop = self.cumulative("transformers/trainer.py", "_inner_training_loop")
         steps = self.cumulative("transformers/trainer.py", "training_step") + self.cumulative("torch/optim/adam.py", "step")
@@ -47,11 +47,13 @@ class Profile:
         collate = self.cumulative("sentence_transformers/base/data_collator.py", "__call__")
         trim = self.called_from("sentune/core/memory.py", "release_freed_memory", trainer, "on_step_end")
         load_at_set_up = self.called_from("sentune/core/models.py", "load_model", trainer, "build_training")
-        read_back = sum(self.called_from("sentune/core/models.py", "load_model", "sentune/adapt/candidates/supervised.py", f) for f in ("train", "produce"))
+        read_back = sum(
+            self.called_from("sentune/core/models.py", "load_model", "sentune/adaptation/candidates/supervised.py", f) for f in ("train", "produce")
+        )
         save_model = self.cumulative(trainer, "_save_model")
         remove = sum(self.called_from("shutil.py", "rmtree", trainer, f) for f in ("train", "train_in_memory"))
         evaluate = self.cumulative("sentune/tasks/evaluate.py", "evaluate")
-        encode = self.cumulative("sentune/adapt/candidates/supervised.py", "score_held") + self.cumulative("sentune/adapt/context.py", "vectors_of")
+        encode = self.cumulative("sentune/adaptation/candidates/supervised.py", "score_held") + self.cumulative("sentune/adaptation/context.py", "vectors_of")
         tokenise = self.called_from("sentence_transformers/base/model.py", "preprocess", "sentune/core/encode.py", "<lambda>")
         tokenise += self.cumulative("sentune/core/encode.py", "token_lengths")
         found = [

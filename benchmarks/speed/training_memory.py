@@ -48,8 +48,8 @@ from pathlib import Path
 from transformers import TrainerCallback
 from sentune.core import memory
 from sentune.data.catalog import resolve_data_dir
-from sentune.train.recipe import load_recipe
-from sentune.train.trainer import train
+from sentune.training.recipe import load_recipe
+from sentune.training.trainer import train
 
 if sys.argv[2] == "off":
     memory._TRIM = None

@@ -163,14 +163,14 @@ def adapt(
     (a `time.monotonic()` value; default: now).
 
     Data given as objects are read into sentune's data kinds (sentune.api.given) and handed to the run as they are;
-    a path is read into the same kinds (sentune.adapt.inputs.prepare). What the run used is written once under OUT/data,
+    a path is read into the same kinds (sentune.adaptation.inputs.prepare). What the run used is written once under OUT/data,
     its record, never read back. Progress lines are log records of the `sentune.progress` logger (INFO,
     sentune.core.progress); `show_progress` adds progress bars.
     """
     started = clock.monotonic() if started is None else started
-    from sentune.adapt.budget import Budget
-    from sentune.adapt.candidates import parse_methods
-    from sentune.adapt.time_plan import parse_time
+    from sentune.adaptation.budget import Budget
+    from sentune.adaptation.candidates import parse_methods
+    from sentune.adaptation.time_plan import parse_time
 
     methods_text = methods if methods is None or isinstance(methods, str) else ",".join(methods)
     parsed_methods, parsed_budget = parse_methods(methods_text), Budget.parse(budget)  # checked before any file is read
@@ -183,7 +183,7 @@ def adapt(
     folder = Path(tmp.name if tmp is not None else out)  # type: ignore[arg-type]
     data_dir = None
     if example:
-        from sentune.adapt.examples import check_example
+        from sentune.adaptation.examples import check_example
 
         check_example(example)  # the name, before the data directory it is built from
     if example or dev is None:  # the data directory is read only for an example or the default dev pairs
@@ -191,7 +191,7 @@ def adapt(
 
         data_dir = resolve_data_dir(str(data) if data is not None else None)
     if example_train:
-        from sentune.adapt.examples import has_train
+        from sentune.adaptation.examples import has_train
 
         assert data_dir is not None and example is not None
         if not has_train(example, data_dir):
@@ -200,7 +200,7 @@ def adapt(
         files = _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from)
         names: dict[str, str] = {}
         if example:
-            from sentune.adapt.examples import write_example
+            from sentune.adaptation.examples import write_example
 
             assert data_dir is not None
             written = write_example(example, data_dir, folder / "example", allow_modified=allow_modified)
@@ -216,8 +216,8 @@ def adapt(
             raise UserError("--corpus FILE (or --example NAME) is required")
         from dataclasses import replace
 
-        from sentune.adapt.candidates.multi_dense import split_models
-        from sentune.adapt.inputs import AdaptConfig, prepare
+        from sentune.adaptation.candidates.multi_dense import split_models
+        from sentune.adaptation.inputs import AdaptConfig, prepare
 
         model, more_models = split_models(model)  # `--model A,B`: B fused with A by the multi-dense candidate
         config = AdaptConfig(
@@ -249,8 +249,8 @@ def adapt(
         if more_models and not inputs.task.search:  # multi-dense fuses them with BM25: a search run's candidate
             raise UserError(f"--model {','.join([config.model, *more_models])}: several models are fused for search data only; give one")
     config = replace(config, device=resolve(device))
-    from sentune.adapt.run import adapt as run_adapt
-    from sentune.adapt.run import prune as prune_candidates
+    from sentune.adaptation.run import adapt as run_adapt
+    from sentune.adaptation.run import prune as prune_candidates
 
     results = run_adapt(config, folder, data_dir=data_dir, command=command, inputs=inputs, started=started)
     if prune:
@@ -275,7 +275,7 @@ def _refused_leaves_nothing(folder: Path, tmp: tempfile.TemporaryDirectory | Non
 
 
 def _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from) -> dict[str, Any]:
-    """Each input as adapt takes it (sentune.adapt.inputs.AdaptConfig): a path as given, objects as their data kind
+    """Each input as adapt takes it (sentune.adaptation.inputs.AdaptConfig): a path as given, objects as their data kind
     (sentune.api.given), each bad row one error naming the option."""
     from sentune.data.beir import RetrievalSet
     from sentune.data.kinds import Pairs, ScoredPairs, Sentences

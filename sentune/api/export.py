@@ -15,7 +15,7 @@ from sentune.errors import UserError
 
 if TYPE_CHECKING:
     from sentune.api.index import Index
-    from sentune.export.check import CheckReport
+    from sentune.model_export.check import CheckReport
     from sentune.search.export_qdrant import ExportReport
 
 API_KEY_ENV = "QDRANT_API_KEY"  # the variable Qdrant's own tools read
@@ -68,8 +68,8 @@ def export(
         from sentune.data.user_data import ScoredPairs
 
         check = os.fspath(check) if isinstance(check, os.PathLike) else given.as_kind(ScoredPairs, check, "check")
-    from sentune.export.check import DEFAULT_MAX_LOSS
-    from sentune.export.command import ExportOptions, export_model
+    from sentune.model_export.check import DEFAULT_MAX_LOSS
+    from sentune.model_export.command import ExportOptions, export_model
 
     options = ExportOptions(
         model=model_name(model) or model,

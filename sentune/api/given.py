@@ -3,7 +3,7 @@
 `Queries` from a dict of id → text, `Qrels` from {query id: {document id: grade}}; a list, a pandas DataFrame or a
 `datasets.Dataset` of them, or the kind itself), each bad row one error naming its position (`--dev[3]: ...`).
 
-adapt takes these kinds as they are (sentune.adapt.inputs.prepare reads a path into the same kinds first), and writes
+adapt takes these kinds as they are (sentune.adaptation.inputs.prepare reads a path into the same kinds first), and writes
 what it used once under OUT/data, the record of the run."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def is_documents(value: Given) -> bool:
 
 
 def search_kinds(corpus: Given, splits: dict[str, tuple[Given, Given]]) -> dict[str, Any]:
-    """A search run's inputs as adapt takes them (sentune.adapt.inputs.AdaptConfig): each split (dev, test, train: its
+    """A search run's inputs as adapt takes them (sentune.adaptation.inputs.AdaptConfig): each split (dev, test, train: its
     queries and judgements) given as objects becomes a `RetrievalSet`, its queries judged against the documents
     (`corpus`, else the dev folder's corpus.jsonl), and the documents then a `Corpus`; paths stay as given. A train
     split is `(queries, qrels)` or a RetrievalSet."""

@@ -84,7 +84,7 @@ def ensemble(members: Sequence[Model], pooling: str = "mean", out: str | Path | 
             check_model_name(name, "--member")
     resolved = device_for(members, device)
     from sentune.modules.build import save_atomic
-    from sentune.train.ensemble import build_ensemble, ensemble_card
+    from sentune.training.ensemble import build_ensemble, ensemble_card
 
     built = build_ensemble([load(m, device=resolved) for m in members], pooling, device=resolved)
     if out is not None:
@@ -158,7 +158,7 @@ def run(
 
     from sentune.api.train import as_overrides
     from sentune.data.catalog import resolve_data_dir
-    from sentune.train.pipeline import PipelineConfig, check_pipeline, parse_stages, run_pipeline
+    from sentune.training.pipeline import PipelineConfig, check_pipeline, parse_stages, run_pipeline
 
     for option, value in (("members", members), ("learners", learners)):
         if value < 1:

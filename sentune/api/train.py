@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
     from sentune.data.tables import Kind
-    from sentune.train.recipe import Recipe
+    from sentune.training.recipe import Recipe
 
 logger = logging.getLogger("sentune.train")
 
@@ -140,8 +140,8 @@ def run(
     `sentune train` calls. `banner(recipe, out, data_dir, device)`: said once everything is checked, before training;
     `warn`: how a notice is told."""
     from sentune.data.catalog import resolve_data_dir
-    from sentune.train.recipe import load_recipe, validate_recipe
-    from sentune.train.run_folder import check_run_dir
+    from sentune.training.recipe import load_recipe, validate_recipe
+    from sentune.training.run_folder import check_run_dir
 
     more = as_overrides(overrides)
     if model is not None:  # a model in memory is saved into the run folder, for the recipe to name and the trainer to load
@@ -174,8 +174,8 @@ def run(
     check_run_dir(folder, loaded, resume)
     device = resolve(device)  # after every check: `auto` imports torch
     from sentune.core.distributed import rank
-    from sentune.train.trainer import train as run_training
-    from sentune.train.trainer import training_device
+    from sentune.training.trainer import train as run_training
+    from sentune.training.trainer import training_device
 
     if banner is not None and rank() == 0:
         banner(loaded, folder, resolved_data, training_device(loaded, device))

@@ -44,12 +44,12 @@ def cmd_adapt(args: argparse.Namespace) -> int:
         command=command_line(),
         started=started,
     )
-    from sentune.adapt.report import candidate_table
+    from sentune.adaptation.report import candidate_table
 
     print("\n" + candidate_table(result.results))
     print(f"\nchosen: {result.choice}: {result.reason}")
     if args.prune:
-        from sentune.adapt.run import prune
+        from sentune.adaptation.run import prune
 
         removed = prune(out, result.choice)
         print(f"--prune: removed {len(removed)} model folders of candidates not chosen", file=sys.stderr)
@@ -58,7 +58,7 @@ def cmd_adapt(args: argparse.Namespace) -> int:
 
 
 def adapt_options(p: argparse.ArgumentParser) -> None:
-    from sentune.adapt.names import EVIDENCE_CAP, METHODS, OPT_IN, SEARCH_OPT_IN  # no heavy imports: the list, so the help never drifts from it
+    from sentune.adaptation.names import EVIDENCE_CAP, METHODS, OPT_IN, SEARCH_OPT_IN  # no heavy imports: the list, so the help never drifts from it
 
     p.add_argument("--model", default="default", help="'default' (all-MiniLM-L6-v2), a hub id or a local path (search: A,B fuses B too)")
     p.add_argument(

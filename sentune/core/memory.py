@@ -5,7 +5,7 @@ returning them, and batches of ever-different shapes (token-budget batches, pass
 later requests do not fit: a long process's resident memory grows to several times what it uses. Measured on the SciFact
 adapt example (2026-11-24, during its SED training): 4.96 GB resident with 0.38 GB in use by malloc; one
 malloc_trim(0) brought it to 0.96 GB. release_freed_memory() is that call; the encoder runs it after long batches and every
-16th short one (sentune.core.encode) and the trainer after every CPU step (sentune.train.trainer.FreeMemory), measured by
+16th short one (sentune.core.encode) and the trainer after every CPU step (sentune.training.trainer.FreeMemory), measured by
 benchmarks/speed/training_memory.py.
 """
 

@@ -14,7 +14,7 @@ A method is one file in this folder that registers one or more `Method` records:
   results.json's meta.finalize.
 - `evaluator(loss, ctx, split)`: optional, for methods selected on their own metric (multitask heads).
 
-The trainer (sentune.train.trainer) knows nothing else about a method.
+The trainer (sentune.training.trainer) knows nothing else about a method.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class TrainContext:
     """What a method may read: the resolved recipe, its typed parameters, the data directory, the cache
     folder and the recipe's dev task (with a scorer, so a method never imports the trainer)."""
 
-    recipe: Any  # sentune.train.recipe.Recipe (not imported: methods sit below the training layer)
+    recipe: Any  # sentune.training.recipe.Recipe (not imported: methods sit below the training layer)
     params: Any  # an instance of the method's params dataclass
     data_dir: Path
     cache_dir: Path | None = None

@@ -6,7 +6,7 @@ fields): a teacher's margins, the student learns to reproduce them,
   L = 1/(b·k) Σ_i Σ_j ( [sim(q_i, p_i) − sim(q_i, n_ij)] − m_ij )²,
 
 sim the cosine (not the library's default dot product: the student trains without the base model's Normalize module,
-and the margins sentune hands it are on a cosine's scale: sentune.adapt.pseudo_queries.teacher_scale)."""
+and the margins sentune hands it are on a cosine's scale: sentune.adaptation.pseudo_queries.teacher_scale)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Every built-in method's record (sentune.methods.base.Method): its parameters, the data and poolings it trains on,
 its defaults and citation, and where its code is. The code (losses, data views, finalisers) lives in
 sentune/methods/MODULE.py and imports torch; a record names it as `deferred("sentune.methods.MODULE:function")`, which
-imports it on the first call. So a recipe is checked against its method's record (sentune.train.recipe.validate_recipe)
+imports it on the first call. So a recipe is checked against its method's record (sentune.training.recipe.validate_recipe)
 in a fraction of a second, before torch loads, and the registry (sentune.methods.registry) points here."""
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ MNRL_HARD_NEGATIVES = Method(
     params=MNRLParams,
     data_view=deferred("sentune.methods.mnrl:tuples_view"),
     takes=(Tuples,),
-    distinct_batches=True,  # a query's rows of several passes (sentune.adapt.hard_negatives) never share a batch
+    distinct_batches=True,  # a query's rows of several passes (sentune.adaptation.hard_negatives) never share a batch
 )
 
 

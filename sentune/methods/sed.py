@@ -9,7 +9,7 @@ cached on disk; a learner initialised from the base model is trained with MSE to
 and evaluated with the mean of its last two layers (`eval_layers`: 1, 2 or 3; `dev` picks the one of the three
 with the best Spearman on the recipe's dev task (STS-B dev) — the paper's two layers come from its layer study on BERT-Large, and a model
 trained for last-layer mean pooling, like all-MiniLM-L6-v2, can score lower with them). Members are given as model
-folders (`params.members`); `sentune.train.ensemble.save_ensemble` saves their average as one model (loads with
+folders (`params.members`); `sentune.training.ensemble.save_ensemble` saves their average as one model (loads with
 `SentenceTransformer(path)`) for the full-ensemble row of Table 3.
 """
 

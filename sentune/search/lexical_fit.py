@@ -12,7 +12,7 @@ fit that finds nothing better keeps them. Documents and queries are tokenized on
 the best point's is kept with the fit (its caller ranks with it: no second build). A run's record of the fit reads back
 as the fit (LexicalFit.from_record): a resumed run does not fit again.
 
-An adapt run gives it the selection queries alone (sentune.adapt.lexical_service.LexicalService.fitted): the
+An adapt run gives it the selection queries alone (sentune.adaptation.lexical_service.LexicalService.fitted): the
 fit's `read` lists the query ids it scored, and the run's record keeps them.
 """
 

@@ -7,7 +7,7 @@ Paired bootstrap (Efron & Tibshirani 1993; Koehn 2004 for paired system comparis
 indices with replacement, the same resample for both systems; on each, d_b = m(candidate) − m(baseline). The 95 %
 interval of the difference is the 2.5th and 97.5th percentiles of d_b, and P(better) is the share of resamples with
 d_b > 0. These describe scores; they do not decide: on pairs that also chose the candidate they are optimistic, which
-is why adapt's choice is confirmed on pairs no choice read (sentune.adapt.decide).
+is why adapt's choice is confirmed on pairs no choice read (sentune.adaptation.decide).
 """
 
 from __future__ import annotations

@@ -1,0 +1,263 @@
+"""Racing the training candidates of `sentune adapt`: they share the budget in rounds instead of each taking all of it.
+
+Every candidate plans its whole budget (its learning-rate schedule is the planned one) and is paused at 1/8, 1/4 and
+1/2 of its steps (sentune.training.trainer's pause_at_step; a later round resumes from that checkpoint). After each round,
+on the selection pairs only (so the confirmation of the final choice stays independent, sentune.adaptation.decide): the dev
+selection pairs and, when --train's evidence pairs judge, a sample of the evidence selection pairs, each ranked among
+their own as at the end (sentune.adaptation.race_rows: the rows, what they cost, and each racer's best checkpoint scored on
+them):
+
+1. racing (Maron & Moore, "Hoeffding races", NIPS 1994; Birattari et al., "A racing algorithm for configuring
+   metaheuristics", GECCO 2002): a candidate whose best checkpoint so far is behind the unchanged model, or behind the
+   leader (the best candidate so far, running or finished), in ≥ 95 % of 1,000 paired bootstrap resamples stops;
+2. successive halving (Jamieson & Talwalkar, "Non-stochastic best arm identification and hyperparameter
+   optimization", AISTATS 2016): of those still running, at most half (rounded up) go on, the best on the selection
+   pairs.
+
+A candidate also ends by itself: its last step, early stopping (patience: evaluations without a new best, counted on
+across rounds; a round's own evaluation at its pause counts too, so a round ending between two planned evaluations can
+stop a run earlier than one trained in one go) or --budget's minutes. A stopped candidate
+keeps its selection score in the report and is not eligible (the race chose against it), though its best checkpoint
+may still seed SED or wise (sentune.adaptation.records.CandidateRecord.weights); its record says after which round, at
+which step of how many, and on how many dev and train pairs it stopped (detail `race`, which the report's note shows).
+Everything a round decides is read back from the run folders (paused.json, dev_cosines/, race_rows/, candidate.json),
+so a killed race resumes where it was.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sentune.adaptation.race_rows import RaceRows, differences, race_rows, raced_elsewhere, score_on, train_cosines
+from sentune.adaptation.records import CandidateRecord, Stopped, load_record, record_path
+from sentune.core.memory import peak_resident_mib
+from sentune.core.progress import say
+from sentune.core.results import write_atomic
+from sentune.training.runs import finished_run, train_run
+
+if TYPE_CHECKING:
+    from sentune.adaptation.context import Context
+    from sentune.training.recipe import Recipe
+
+RUNGS = (1 / 8, 1 / 4, 1 / 2, 1.0)  # fractions of a candidate's steps after which the race compares
+CONFIDENCE = 0.95  # a candidate behind a rival in this share of the resamples stops
+
+
+@dataclass
+class Entry:
+    """One racing candidate: its name, its recipe (the whole budget) and its run folder."""
+
+    name: str
+    kind: str  # the candidate's kind, written into the record of a stopped one
+    recipe: Recipe
+    run: Path
+    folder: Path  # the candidate's folder: its record (written when it finishes or stops) and scores
+    member_seconds: float = 0.0  # what it trained before racing (SED: its other seeds), counted in a stopped one's seconds too
+    # what its record depends on (Candidate.depends_on): a stopped one's record keeps it as write_record does a finished
+    # one's, so a resumed run reads it as done (Candidate.finished) instead of producing it again
+    depends_on: dict = field(default_factory=dict)
+
+    @property
+    def record(self) -> Path:
+        return record_path(self.folder)
+
+
+def _paused_step(run: Path) -> int:
+    paused = run / "paused.json"
+    return json.loads(paused.read_text())["step"] if paused.is_file() else 0
+
+
+def best_selection_cosines(entry: Entry, ctx: Context) -> tuple[int, float, np.ndarray] | None:
+    """(step, selection score, cosines of the selection pairs) of the entry's best evaluation so far."""
+    folder = entry.run / "dev_cosines"
+    found = []
+    for path in folder.glob("step-*.npy") if folder.is_dir() else []:
+        cosines = np.load(path)
+        found.append((ctx.selection_score_of(cosines), -int(path.stem.split("-")[1]), cosines))
+    if not found:
+        return None
+    score, negative_step, cosines = max(found, key=lambda item: (item[0], item[1]))  # ties: the earlier step
+    return -negative_step, score, cosines
+
+
+def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, tuple[np.ndarray, Path | None]] | None = None) -> None:
+    """Train the entries in rounds, stopping those behind; `finish(entry)` scores a finished one and writes its record.
+    `rivals`: candidates already finished elsewhere (the leader may be one of them), each its cosines of the dev
+    selection pairs and the weights they came from (scored on the race's train rows too)."""
+    rows = race_rows(ctx)
+    for e in entries:
+        if e.record.is_file() and raced_elsewhere(load_record(e.folder), ctx):
+            say(f"    race: {e.name} was stopped on other selection rows: raced again on {rows.words(ctx.inputs.dev.unit)}")
+            e.record.unlink()  # its run folder stays: it resumes from its paused checkpoint
+    active = [e for e in entries if not e.record.is_file()]
+    if rows.train:
+        say(f"    race: read on {rows.words(ctx.inputs.dev.unit)}, each ranked among their own")
+    # each finished one's dev selection cosines and its weights, scored on the train rows when a round compares it
+    finished: dict[str, tuple[np.ndarray, Path | None]] = dict(rivals or {})
+    for e in entries:
+        if e.record.is_file() and load_record(e.folder).stopped is None:
+            finished[e.name] = (ctx.store.scores(e.name)["select"], e.run / "model")
+    started = {e.name: time.perf_counter() for e in active}
+    for index, fraction in enumerate(RUNGS):
+        if not active:
+            return
+        for entry in list(active):
+            target = max(1, math.ceil(fraction * entry.recipe.training.max_steps))
+            if not finished_run(entry.run) and _paused_step(entry.run) < target:
+                say(f"    race round {index + 1}/{len(RUNGS)}: {entry.name} to step {target} of {entry.recipe.training.max_steps}")
+                train_run(
+                    entry.recipe,
+                    entry.run,
+                    data_dir=ctx.data_dir or Path("."),
+                    pause_at_step=target,
+                    show_progress=ctx.config.show_progress,
+                    data=ctx.training_data(entry.recipe),  # its data and dev set as objects: no file under OUT/data is read
+                    dev=ctx.training_dev_data(),
+                )
+            if finished_run(entry.run):
+                finished[entry.name] = (finish(entry)["select"], entry.run / "model")
+                active.remove(entry)
+        if index == 0:
+            _print_expected(entries, active, ctx)
+        if index < len(RUNGS) - 1:
+            active = _eliminate(active, finished, ctx, index + 1, started, rows)
+
+
+def _on_rows(rows: RaceRows, select: np.ndarray, weights: Path | None, ctx: Context) -> np.ndarray | None:
+    """A model's cosines of the race rows: its dev selection cosines, then the train rows' under `weights` (None when
+    those weights cannot be scored)."""
+    train = train_cosines(rows, weights, ctx)
+    return None if train is None else np.concatenate([select, train])
+
+
+def _eliminate(
+    active: list[Entry],
+    finished: dict[str, tuple[np.ndarray, Path | None]],
+    ctx: Context,
+    round_number: int,
+    started: dict[str, float],
+    rows: RaceRows | None = None,
+) -> list[Entry]:
+    rows = rows or race_rows(ctx)
+    standing = {e.name: best_selection_cosines(e, ctx) for e in active}
+    dev = {name: found[2] for name, found in standing.items() if found is not None}  # one not evaluated yet goes on
+    scored = [e.name for e in active if e.name in dev or e.name in finished]
+    if not scored:
+        return active
+    cosines = {e.name: _on_rows(rows, dev[e.name], _checkpoint(e, standing[e.name]), ctx) for e in active if e.name in dev}
+    cosines |= {name: _on_rows(rows, select, weights, ctx) for name, (select, weights) in finished.items()}
+    if rows.train and any(found is None for found in cosines.values()):  # weights gone (a checkpoint the trainer rotated away)
+        say(f"    race: a model compared cannot be scored on the train pairs; round {round_number} reads the dev selection {ctx.inputs.dev.unit} alone")
+        cosines = {name: found[: rows.dev] if found is not None else _dev_cosines(name, dev, finished) for name, found in cosines.items()}
+        rows = rows.dev_only()
+    judged = {name: found for name, found in cosines.items() if found is not None}
+    where = f"{rows.words(ctx.inputs.dev.unit)} after round {round_number}"
+    stopped = verdict(rows.gold, judged, scored, rows.unchanged, ctx.metric, rows.draws(ctx.config.seed), where, rows.strata)
+    for entry in active:
+        if entry.name in stopped:
+            race = {"round": round_number, "steps": entry.recipe.training.max_steps, "rows": rows.counted(), "unit": ctx.inputs.dev.unit}
+            race["rows_digest"] = rows.digest  # a run resumed on other rows races it again (race_rows.raced_elsewhere)
+            race["score"] = score_on(rows.gold, judged[entry.name], ctx.metric, rows.strata)
+            _write_stopped(entry, standing[entry.name], stopped[entry.name], ctx, time.perf_counter() - started[entry.name], race)
+    going = [e for e in active if e.name not in stopped]
+    return sorted(going, key=lambda e: -score_on(rows.gold, judged[e.name], ctx.metric, rows.strata) if e.name in judged else 0.0)
+
+
+def _dev_cosines(name: str, racing: dict[str, np.ndarray], finished: dict[str, tuple[np.ndarray, Path | None]]) -> np.ndarray:
+    """A racer's best checkpoint's cosines of the dev selection pairs, or a finished candidate's."""
+    return racing[name] if name in racing else finished[name][0]
+
+
+def _checkpoint(entry: Entry, found: tuple[int, float, np.ndarray] | None) -> Path | None:
+    """The weights of the entry's best checkpoint so far (the trainer keeps the best and the latest)."""
+    return None if found is None else entry.run / "checkpoints" / f"checkpoint-{found[0]}"
+
+
+def verdict(
+    gold: np.ndarray,
+    standing: dict[str, np.ndarray],
+    racing: list[str],
+    unchanged: np.ndarray,
+    metric: str,
+    draws: np.ndarray,
+    where: str,
+    strata: np.ndarray | None = None,
+) -> dict[str, str]:
+    """Which of `racing` stop, and why, by the race's two rules on the units `where` names: one behind the unchanged
+    model or behind the leader (the best of `standing`, racing or finished; the first listed on a tie) in ≥ CONFIDENCE
+    of the paired bootstrap resamples `draws` stops; of the rest at most half (rounded up) go on, the best first (a tie
+    keeps the listed order). `strata`: which units are dev and which train pairs, each ranked among their own
+    (sentune.adaptation.race_rows; `draws` then resample within each)."""
+    score = {name: score_on(gold, predicted, metric, strata) for name, predicted in standing.items()}
+    leader = max(score, key=lambda name: score[name])
+    stopped: dict[str, str] = {}
+    going = []
+    for name in racing:
+        for rival, theirs in (("the unchanged model", unchanged), (leader, standing[leader])):
+            if rival == name:
+                continue
+            behind = share_behind(gold, standing[name], theirs, metric, draws, strata)
+            if behind >= CONFIDENCE:
+                stopped[name] = (
+                    f"behind {rival} on {where} ({score[name]:.2f} vs {score_on(gold, theirs, metric, strata):.2f}, in {behind:.1%} of the resamples)"
+                )
+                break
+        else:
+            going.append(name)
+    going.sort(key=lambda name: -score[name])
+    keep = math.ceil(len(going) / 2)
+    for name in going[keep:]:
+        stopped[name] = f"in the lower half of the race ({score[name]:.2f} vs {going[0]}'s {score[going[0]]:.2f} on {where}; successive halving)"
+    return stopped
+
+
+def share_behind(gold: np.ndarray, candidate: np.ndarray, rival: np.ndarray, metric: str, draws: np.ndarray, strata: np.ndarray | None = None) -> float:
+    """The share of paired bootstrap resamples in which the candidate scores strictly below the rival (a tie is not behind)."""
+    return float(np.mean(differences(gold, candidate, rival, metric, draws, strata) < 0))
+
+
+def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None, reason: str, ctx: Context, seconds: float, race: dict) -> None:
+    step, score, cosines = standing if standing else (None, None, None)
+    say(f"    race: {entry.name} stops: {reason}")
+    if cosines is not None:
+        ctx.store.save_scores(entry.name, {"select": cosines})
+    paused = json.loads((entry.run / "paused.json").read_text()) if (entry.run / "paused.json").is_file() else {}
+    detail = {
+        "setting": entry.recipe.name,
+        "recipe": entry.recipe.to_dict(),
+        "best_checkpoint": {"step": step, "dev_score": score} if step is not None else None,
+        **({"selection_only": True} if score is not None else {}),
+        **({"member_seconds": entry.member_seconds} if entry.member_seconds else {}),
+        # the race's check that stopped it: its round, the steps planned, the dev and train pairs read and its score there
+        "race": race,
+        **entry.depends_on,
+    }
+    # peak memory: the process's when the record is written (every round's training before it)
+    spent = paused.get("training_seconds", seconds) + entry.member_seconds
+    record = CandidateRecord(entry.name, entry.kind, spent, peak_resident_mib(), score, detail=detail)
+    record.run, record.stopped = str(entry.run.relative_to(ctx.out)), Stopped(reason, paused.get("step"), step)
+    write_atomic(entry.record, json.dumps(record.to_dict(), indent=2))
+
+
+def _print_expected(entries: list[Entry], active: list[Entry], ctx: Context) -> None:
+    """After the first round: each candidate's measured seconds a step and the minutes the rest of its budget would
+    take if no rule stopped it (an upper bound: racing and early stopping end most sooner)."""
+    lines, total = [], 0.0
+    for entry in active:
+        paused = entry.run / "paused.json"
+        if not paused.is_file():
+            continue
+        state = json.loads(paused.read_text())
+        per_step = state["training_seconds"] / max(1, state["step"])
+        left = per_step * (entry.recipe.training.max_steps - state["step"]) / 60
+        total += left
+        lines.append(f"{entry.name} {per_step:.2f} s a step, ≤ {left:.1f} min")
+    if lines:
+        say(f"    expected after round 1 (measured): {'; '.join(lines)}; ≤ {total:.1f} min in all if none stopped")

@@ -1,0 +1,265 @@
+"""`sentune adapt --time 30m`: the candidates a run has time for, planned before the first of them and kept to after.
+
+What a candidate costs is expected from what the run measures before it plans: the seconds the model takes to encode
+one of the user's texts (probe_text_seconds), times the texts the candidate encodes and the training steps it takes,
+a step weighing as many texts as sentune/adaptation/step_costs.json says its recipe's does (measured by
+benchmarks/speed/step_costs.py). Each kind says what it encodes and trains (its `expected_seconds`).
+
+What a candidate is expected to gain: its mean selection gain over the unchanged model in the runs kept under
+benchmarks/results/adapt (sentune/adaptation/expected_gain.json, written by benchmarks/runners/adapt_priors.py), for pairs or
+for search; a candidate those runs never had, or never saw gain, counts as gaining nothing.
+
+The plan (fit): the best expected gain a second first, the cheapest first among equals, each taken while its expected
+seconds fit in what is left; one built on a candidate left out is left out too. The unchanged model is always kept.
+While the run goes, a candidate whose expected seconds, scaled by how far the candidates so far took longer than
+expected, no longer fit is skipped; a training is capped at the minutes left (the trainer's minute limit).
+
+A run without --time is planned the same way for DEFAULT_TIME: a user who gives no time expects the run to end within
+the half hour a first try takes, not hours later because a candidate's cost grew with the data. What it leaves out is
+named with its expected minutes and the --time that would include it (time_to_include); it caps no training
+(minutes_cap), so such a run trains the same steps each time."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sentune.adaptation.budget import AdaptError
+
+STEP_COSTS = Path(__file__).parent / "step_costs.json"
+EXPECTED_GAIN = Path(__file__).parent / "expected_gain.json"
+PROBE_TEXTS = 128  # texts the model encodes to measure one's cost: a few seconds on 2 CPU cores
+UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
+DEFAULT_TIME = 30 * 60.0  # seconds a run without --time is planned for
+
+
+def parse_time(text: str | None) -> float | None:
+    """`--time 30m` (also 90s, 1.5h) in seconds; None when not given. Checked before anything heavy loads."""
+    if text is None:
+        return None
+    value = text.strip().lower()
+    unit = next((u for u in sorted(UNITS, key=len, reverse=True) if value.endswith(u)), None)
+    try:
+        seconds = float(value[: -len(unit)] if unit else value) * UNITS[unit or "m"]
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or math.isinf(seconds):
+        raise AdaptError(f"--time {text!r}: expected a duration such as 30m, 90s or 1.5h (a number alone is minutes)")
+    return seconds
+
+
+def probe_text_seconds(model, texts: Sequence[str]) -> float:
+    """Seconds the model takes to encode one text, measured on up to PROBE_TEXTS of `texts` (the first call of a model
+    pays its warm-up on a few texts first, outside the measure)."""
+    from sentune.core.encode import Encoder
+
+    sample = list(dict.fromkeys(texts))[:PROBE_TEXTS]
+    encoder = Encoder(model, "model", show_progress=False)
+    encoder.encode(sample[:4])
+    started = time.perf_counter()
+    encoder.encode(sample)
+    return (time.perf_counter() - started) / max(1, len(sample))
+
+
+@dataclass(frozen=True)
+class Costs:
+    """The run's measured text cost and what a training step of each recipe weighs in texts."""
+
+    text_seconds: float
+    per_batch_text: dict[str, float]  # recipe name (adapt/NAME without the folder) -> a step's cost per text of its batch
+    raced: int = 1  # how many training candidates race: what each is expected to train depends on it (race_share)
+
+    @classmethod
+    def measured(cls, text_seconds: float, path: Path = STEP_COSTS) -> Costs:
+        recipes = json.loads(path.read_text())["recipes"]
+        return cls(text_seconds, {name: float(r["per_batch_text"]) for name, r in recipes.items()})
+
+    def encode(self, texts: int) -> float:
+        return texts * self.text_seconds
+
+    def steps(self, recipe, steps: int) -> float:
+        """Seconds of `steps` steps of a recipe (an unknown one weighs as the heaviest known, per text of its batch)."""
+        name = recipe.name.split("/")[-1]
+        weight = self.per_batch_text.get(name, max(self.per_batch_text.values(), default=3.0))
+        return steps * weight * recipe.training.batch_size * self.text_seconds
+
+
+def expected_gains(search: bool, path: Path = EXPECTED_GAIN) -> dict[str, float]:
+    """Each candidate's mean selection gain in the kept runs (a loss stays negative: among the candidates a gaining one
+    is built on, the one that lost least is brought along)."""
+    found = json.loads(path.read_text())
+    return {name: float(gain) for name, gain in found["search" if search else "pairs"].items()}
+
+
+@dataclass
+class Planned:
+    name: str
+    seconds: float  # expected
+    gain: float  # expected, in the metric's points (below zero: expected to lose; planned as gaining nothing)
+    needs: tuple[str, ...] = ()  # candidates it is built on (any one of them kept suffices)
+
+
+@dataclass
+class TimePlan:
+    limit: float  # seconds
+    started: float = field(default_factory=time.monotonic)  # when the run started (what --time counts from)
+    kept: dict[str, Planned] = field(default_factory=dict)
+    left_out: dict[str, str] = field(default_factory=dict)  # name -> why
+    spent: float = 0.0  # seconds the finished candidates took
+    expected_spent: float = 0.0  # what they were expected to take
+    done: set[str] = field(default_factory=set)
+    current: str | None = None  # the candidate running now
+    given: bool = True  # the limit is --time's (False: DEFAULT_TIME's, a run without --time)
+    including: dict[str, int] = field(default_factory=dict)  # left out at planning -> the --time minutes that keep it
+
+    @property
+    def source(self) -> str:
+        """What the limit is, as the reasons name it."""
+        return "--time" if self.given else f"the default --time {self.limit / 60:g}m"
+
+    def fit(self, candidates: list[Planned], already: float = 0.0) -> None:
+        """Keep the best gain a second first (cheapest among equals) while their seconds fit in the limit less
+        `already` (what the run spent, or is sure to spend, before them). One built on others none of which is kept yet
+        is weighed with the way to them it would bring along (the one expected to gain most, then the cheapest); without
+        room for all of it, it is left out."""
+        room = self.limit - already
+        by_name = {c.name: c for c in candidates}
+        waiting = list(candidates)
+        while waiting:
+            bundles = {c.name: self._bundle(c, by_name) for c in waiting}
+            for c in [c for c in waiting if bundles[c.name] is None]:
+                self.left_out[c.name] = f"built on {' or '.join(c.needs)}, all left out"
+                waiting.remove(c)
+            if not waiting:
+                break
+            cost = {c.name: sum(b.seconds for b in bundles[c.name] or []) for c in waiting}
+            c = min(waiting, key=lambda c: (-(max(c.gain, 0.0) / max(cost[c.name], 1e-9)), cost[c.name]))
+            waiting.remove(c)
+            bundle = bundles[c.name] or []
+            if cost[c.name] <= room:
+                self.kept.update((b.name, b) for b in bundle)
+                room -= cost[c.name]
+                waiting = [w for w in waiting if w.name not in self.kept]
+            else:
+                along = [b.name for b in bundle if b is not c]
+                with_needs = f" with {', '.join(along)}, which it is built on" if along else ""
+                self.left_out[c.name] = f"expected {minutes(cost[c.name])}{with_needs}; {minutes(max(room, 0.0))} of {self.source} left for it"
+
+    def _bundle(self, c: Planned, by_name: dict[str, Planned]) -> list[Planned] | None:
+        """`c` and the chain of candidates it is built on that are not kept yet, the one expected to gain most (then the
+        cheapest) at each step (None: none is possible)."""
+        if not c.needs or any(n in self.kept for n in c.needs):
+            return [c]
+        ways = [self._bundle(by_name[n], by_name) for n in c.needs if n in by_name and n not in self.left_out]
+        found = [w for w in ways if w is not None]
+        return [*min(found, key=lambda w: (-w[-1].gain, sum(b.seconds for b in w))), c] if found else None
+
+    def left(self) -> float:
+        return self.limit - (time.monotonic() - self.started)
+
+    def scale(self) -> float:
+        """How far the finished candidates took longer than expected (at least 1: a fast start promises nothing)."""
+        return max(1.0, self.spent / self.expected_spent) if self.expected_spent > 1.0 else 1.0
+
+    def still_fits(self, name: str) -> str | None:
+        """None when the candidate may start now, else why it is skipped."""
+        c = self.kept.get(name)
+        if c is None:
+            return None
+        expected = c.seconds * self.scale()
+        if expected > self.left():
+            return f"{self.source}: expected {minutes(expected)} now, {minutes(max(self.left(), 0.0))} left"
+        return None
+
+    def still_fit_together(self, names: list[str]) -> dict[str, str]:
+        """Of candidates that run side by side (the race's members), those that no longer fit, each with why: their
+        expected times, scaled as still_fits scales them, are added in the plan's order (the best expected gain a second
+        first), and those past what is left do not start. Names the plan did not keep are not judged."""
+        left, taken, late = max(self.left(), 0.0), 0.0, {}
+        for name in (n for n in self.kept if n in names):
+            expected = self.kept[name].seconds * self.scale()
+            if taken + expected > left:
+                late[name] = f"{self.source}: expected {minutes(expected)} now, {minutes(left - taken)} left beside the race's others"
+            else:
+                taken += expected
+        return late
+
+    def finished(self, name: str, seconds: float) -> None:
+        self.done.add(name)
+        self.current = None
+        c = self.kept.get(name)
+        if c is not None and c.seconds > 0:
+            self.spent += seconds
+            self.expected_spent += c.seconds
+
+    def allowance(self, name: str) -> float:
+        """Seconds the candidate may take: its expected share of what is left among the kept candidates not yet done
+        (the whole of what is left for the last)."""
+        waiting = [c.seconds for n, c in self.kept.items() if n not in self.done]
+        share = self.kept[name].seconds / sum(waiting) if name in self.kept and sum(waiting) > 0 else 1.0
+        return max(self.left(), 0.0) * min(1.0, share)
+
+    def minutes_cap(self) -> float | None:
+        """The minutes a training may take now: the running candidate's allowance (at least a few seconds). None under
+        the default time: its plan leaves candidates out and skips those that no longer fit, but caps no training, so
+        that a run without --time trains the same steps each time and resumes with the recipes it saved."""
+        if not self.given:
+            return None
+        seconds = self.allowance(self.current) if self.current else self.left()
+        return max(seconds, 5.0) / 60
+
+    def summary(self) -> dict:
+        return {
+            "limit_s": self.limit,
+            "default": not self.given,
+            "kept": {n: {"expected_s": round(c.seconds, 1), "expected_gain": round(c.gain, 3)} for n, c in self.kept.items()},
+            "left_out": dict(self.left_out),
+            "time_to_include_min": dict(self.including),
+        }
+
+
+def fitted(limit: float, first: Planned, items: list[Planned], already: float, *, given: bool = True, started: float | None = None) -> TimePlan:
+    """The plan for `limit` seconds: `first` (the unchanged model) always kept, then `items` fitted in what is left once
+    `already` (seconds spent before planning) and `first` are counted."""
+    plan = TimePlan(limit, given=given) if started is None else TimePlan(limit, started=started, given=given)
+    plan.kept[first.name] = first
+    plan.fit(items, already=already + first.seconds)
+    return plan
+
+
+def time_to_include(plan: TimePlan, first: Planned, items: list[Planned], already: float) -> dict[str, int]:
+    """Of the candidates `plan` left out, the least whole minutes of --time whose plan keeps each, tried minute by
+    minute (the plan is greedy: a longer limit may keep a dearer candidate first and leave a cheaper one out, so no
+    halving); one that no limit keeps (built on candidates left out for another reason) is not named."""
+    top = math.ceil((already + first.seconds + sum(i.seconds for i in items)) / 60) + 1  # room for every one of them
+    found: dict[str, int] = {}
+    for limit in range(max(1, math.floor(plan.limit / 60) + 1), top + 1):
+        kept = fitted(limit * 60.0, first, items, already).kept
+        found |= {name: limit for name in plan.left_out if name in kept and name not in found}
+        if len(found) == len(plan.left_out):
+            break
+    return found
+
+
+def race_share(raced: int) -> float:
+    """The share of its planned steps a raced candidate trains on average when no rule stops it early: all to the first
+    rung, then at most half of those still running to each next (sentune.adaptation.race's successive halving)."""
+    from sentune.adaptation.race import RUNGS
+
+    if raced <= 0:
+        return 0.0
+    running, total, previous = raced, 0.0, 0.0
+    for index, rung in enumerate(RUNGS):
+        total += running * (rung - previous)
+        previous = rung
+        if index < len(RUNGS) - 1 and running > 1:
+            running = math.ceil(running / 2)
+    return total / raced
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
