@@ -540,10 +540,12 @@ def test_the_batcher_joins_requests_splits_a_long_one_and_keeps_their_order():
     assert answers == [[10], [20], [30]] and sum(map(len, seen)) == 3
 
 
-def test_a_failing_batch_fails_its_requests_only():
+def test_a_request_that_fails_its_batch_fails_alone():
+    """[2] raises in a batch it shares with [1]: each is computed alone again, and only [2] gets the error (before,
+    every request of the batch got it)."""
     answers, seen = run_batcher([[1], [2], [3, 4], [5]], max_batch=2, wait_s=0.05, fail_on=2)
-    assert seen == [[1, 2], [5], [3, 4]]  # the shortest first, [3, 4] whole
-    assert [type(a).__name__ for a in answers[:2]] == ["ValueError", "ValueError"] and answers[2:] == [[30, 40], [50]]
+    assert seen == [[1, 2], [1], [2], [5], [3, 4]]  # the shortest first, [3, 4] whole; the failed batch's requests one by one
+    assert answers[0] == [10] and type(answers[1]).__name__ == "ValueError" and answers[2:] == [[30, 40], [50]]
 
 
 def test_a_request_given_up_before_its_batch_runs_is_not_computed():

@@ -270,6 +270,20 @@ def test_after_a_256_text_request_timed_out_a_one_word_request_is_answered():
         assert max(len(b) for b in engine.batches) == 64 and computed < 256 + 1
 
 
+def test_a_timed_out_requests_running_batch_stops_at_its_chunk_and_the_503_says_when_to_retry():
+    """The issue's case: one request of long texts, in one batch, past --timeout-s; the one-word requests sent after
+    it got 503 too, waiting for all of its batch. Now the batch runs in chunks (sentune.serve.service.CHUNK_CHARS) and
+    the chunks left when its 503 is answered are skipped: the next request is answered in time; the 503 carries
+    Retry-After."""
+    engine = TimedEngine(per_text=0.05)  # 40 long texts in one batch: 2 s; a chunk (8 of them): 0.4 s
+    with Served(engine, timeout_s=0.6, max_batch=64) as served:
+        late = served.embed(["word " * 600 for _ in range(40)])
+        assert late.status_code == 503 and late.headers["retry-after"] == "1", (late.status_code, late.headers)
+        answers = [timed(lambda: served.embed("word")) for _ in range(3)]
+        assert all(a.status_code == 200 and seconds < 0.6 for a, seconds in answers), [(a.status_code, s) for a, s in answers]
+        assert max(len(b) for b in engine.batches) == 8 and sum(len(b) for b in engine.batches) < 40 + 3
+
+
 @pytest.mark.slow  # seconds of waiting: in the slow selection, so plain `pytest -q` stays short
 def test_a_one_word_request_beside_long_ones_is_not_starved():
     engine = TimedEngine(per_text=0.002)  # four 256-text requests: 2 s of work, 0.13 s a batch of 64

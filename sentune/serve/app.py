@@ -1,16 +1,19 @@
 """The HTTP API of `sentune serve` (FastAPI on uvicorn): /search, /v1/embeddings (OpenAI's shapes), /health and the
 search page at /. Requests are checked here (sentune.serve.protocol), batched (sentune.serve.batching) and computed by
-the process's Engine (sentune.serve.engine) in one worker thread; the event loop only parses, waits and answers.
+the process's Engine (sentune.serve.engine) in one worker thread; the event loop only parses, waits and answers. The
+routes (sentune.serve.routes) are given the Service (sentune.serve.service) that holds the engine and its batchers.
 
 Safety: a body over --max-body-mb is refused (413) before it is read; with an API key every request except /health and
 the page itself (static, no data: its searches send the key) must carry `Authorization: Bearer KEY` (401). Limits
 (sentune.serve.admission): a request whose head or body is slower than --read-timeout-s gets 408 and its connection is
 closed; one that finds --max-queue requests being answered gets 503 with Retry-After at once; one not answered within --timeout-s
-gets 503, and one whose client leaves is dropped: their texts not yet computed are never computed
-(sentune.serve.batching).
+gets 503 with Retry-After, and one whose client leaves is dropped: their texts not yet computed are never computed, and
+the chunk running when they were answered is the last of theirs (sentune.serve.batching).
 
 Operators: GET /metrics (Prometheus, sentune.serve.metrics); SIGTERM finishes the requests in flight, then stops;
-POST /admin/reload swaps in the index rebuilt in the served folder without a restart.
+POST /admin/reload swaps in the index now in the served folder (a symlink switched to a fresh build) without a
+restart: for the requests that arrive after it, while those already checked finish on the previous index; one
+encoded with another model, dimension or served name is refused (409) and the previous one goes on serving.
 
 Why a route first for the swap: it answers, so the operator (or the deploy script) learns whether the rebuilt index
 loaded, and if not why, while the previous one goes on serving; a signal has no answer. SIGHUP does the same in one
@@ -23,113 +26,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import signal
-import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from functools import partial
-from importlib import resources
+from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sentune.serve.admission import BodyTooSlow, ReadLimit, read_limit, within_limit
-from sentune.serve.batching import MicroBatcher, QueueFull
+from sentune.serve.admission import BodyTooSlow, ReadLimit, read_limit
+from sentune.serve.batching import QueueFull
 from sentune.serve.guard import Guard
 from sentune.serve.metrics import Measured, Metrics
-from sentune.serve.protocol import (
-    ApiError,
-    EmbeddingsRequest,
-    SearchRequest,
-    embedding_texts,
-    embeddings_answer,
-    error_body,
-    parse_body,
-    search_answer,
-    search_texts,
-)
-from sentune.serve.rerank import include_reranker, reranker_health, reranker_name, search_ranked
+from sentune.serve.protocol import ApiError, error_body
+from sentune.serve.rerank import include_reranker
+from sentune.serve.routes import admin_router, embeddings_router, page_router, search_router
+from sentune.serve.service import Service
 from sentune.serve.settings import ServeSettings
-from sentune.serve.shedding import REFUSALS_STATE, Refusals, Shed, busy
-
-LOG = logging.getLogger("uvicorn.error")  # where uvicorn's own messages go
-BATCHED = {"/v1/embeddings": "embeddings", "/search": "search", "/rerank": "rerank"}  # route -> its batcher (rerank: sentune.serve.rerank)
+from sentune.serve.shedding import REFUSALS_STATE, RETRY_AFTER, Refusals, Shed, busy
 
 
-class State:
-    """The process's engine and its two batchers (embeddings, search), sharing one worker thread. The batchers call
-    the engine held now: a reload swaps it between two batches."""
-
-    def __init__(self, settings: ServeSettings, engine, metrics: Metrics) -> None:
-        self.settings, self.engine = settings, engine
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="sentune-model")
-        self.batchers: dict[str, MicroBatcher] = {}
-        for name, method in (("embeddings", "embed"), ("search", "search")):
-            batcher = MicroBatcher(
-                partial(self.run, method),
-                self.executor,
-                max_batch=settings.max_batch,
-                wait_s=settings.batch_wait_ms / 1000,
-                max_queue=settings.max_queue,
-                on_batch=metrics.batch_observer(name),
-            )
-            metrics.watch_queue(name, batcher.waiting)
-            self.batchers[name] = batcher
-        self.embed, self.search = self.batchers["embeddings"], self.batchers["search"]
-        self.reloading = asyncio.Lock()
-        self.started = time.time()
-
-    async def reload(self) -> dict:
-        """The served folder's index loaded anew and swapped in between two batches; ApiError when it does not load."""
-        if not self.settings.index:
-            raise ApiError(400, f"this server serves a model ({self.engine.name}), not an index: there is no index to reload", "invalid_request_error")
-        from sentune.serve.engine import Engine
-
-        async with self.reloading:  # one reload at a time; requests go on meanwhile, on the engine held now
-            began = time.perf_counter()
-            try:  # not in the model's thread: loading a few seconds must not stop the answers
-                fresh = await asyncio.get_running_loop().run_in_executor(None, Engine, self.settings)
-            except Exception as exc:
-                message = f"{self.settings.index}: the rebuilt index did not load ({type(exc).__name__}: {exc}); the previous one is still served"
-                raise ApiError(409, message, "invalid_request_error", code="reload_failed") from None
-            self.engine = fresh
-        return {"status": "reloaded", "index": fresh.health()["index"], "took_s": round(time.perf_counter() - began, 3)}
-
-    async def reload_logged(self) -> None:
-        """SIGHUP's reload: its outcome goes to the log, there being no one to answer."""
-        try:
-            done = await self.reload()
-            LOG.warning("SIGHUP: %s reloaded in %.1f s (%s documents)", self.settings.index, done["took_s"], (done["index"] or {}).get("documents"))
-        except ApiError as exc:
-            LOG.error("SIGHUP: %s", exc.message)
-
-    def run(self, method: str, items: list):
-        return getattr(self.engine, method)(items)
-
-
-def create_app(settings: ServeSettings, engine=None) -> FastAPI:
-    """The application; `engine`: one already loaded (one process), else each worker loads its own on start-up."""
+def create_app(settings: ServeSettings, engine=None, *, model: Any = None) -> FastAPI:
+    """The application; `engine`: one already loaded (one process), else each worker loads its own on start-up;
+    `model`: a SentenceTransformer the caller holds, served instead of loading settings.model."""
     metrics = Metrics()
-
-    def queue_of(path: str) -> MicroBatcher | None:
-        state: State | None = getattr(app.state, "serving", None)
-        return None if state is None else state.batchers.get(BATCHED.get(path, ""))
-
-    refusals = Refusals(queue_of, metrics.refused)
+    service = Service(settings, metrics, engine, model)
+    refusals = Refusals(service.queue_of, metrics.refused)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        loaded = engine
-        if loaded is None:
-            from sentune.serve.engine import Engine
-
-            loaded = await asyncio.get_running_loop().run_in_executor(None, Engine, settings)
-        state = State(settings, loaded, metrics)
-        for batcher in state.batchers.values():
-            batcher.start()
-        app.state.serving = state
+        state = await service.start(app)
         loop = asyncio.get_running_loop()
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError, AttributeError):  # not the main thread; Windows
             # one process: SIGHUP reloads the index in place (under --workers uvicorn's supervisor takes it and replaces them)
@@ -137,15 +63,29 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
         try:
             yield {REFUSALS_STATE: refusals}  # the server's HTTP protocol answers a full queue's 503 itself (sentune.serve.shedding)
         finally:  # uvicorn comes here once the requests in flight are answered (or its graceful limit passed)
-            for batcher in state.batchers.values():
-                await batcher.stop()
-            state.executor.shutdown(wait=False)
+            await service.stop()
 
     app = FastAPI(title="sentune serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    service.app = app
+    add_error_answers(app, settings)
+    for router in (search_router, embeddings_router, admin_router, page_router):
+        app.include_router(router(service))
+    include_reranker(app, settings, metrics)  # POST /rerank (sentune.serve.rerank)
+    app.add_middleware(Guard, settings=settings)
+    app.add_middleware(ReadLimit, limit_s=read_limit(settings))
+    app.add_middleware(Shed, refusals=refusals)  # a full queue's 503 before the key, the body or the route: the cheapest
+    app.add_middleware(Measured, metrics=metrics)  # the outermost: it counts every answer, 401, 408, 413 and 503 included
+    return app
+
+
+def add_error_answers(app: FastAPI, settings: ServeSettings) -> None:
+    """Every error as one JSON body in OpenAI's shape; a 500 without the exception's text."""
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError):
-        return JSONResponse(exc.body(), status_code=exc.status)
+        # a 503 (the time limit passed): come back after a second, when the request ahead has been answered or dropped
+        headers = {"retry-after": RETRY_AFTER} if exc.status == 503 else None
+        return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
@@ -166,82 +106,3 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
         return JSONResponse(
             error_body("internal error; its traceback is in the server's log", "server_error"), status_code=500
         )  # no text of it: it may hold paths or data
-
-    @app.get("/health")
-    async def health(request: Request):
-        state: State = request.app.state.serving
-        return {
-            "status": "ok",
-            **state.engine.health(),
-            "auth": settings.api_key is not None,
-            "reranker": reranker_health(request.app),  # None without --reranker
-            "uptime_s": round(time.time() - state.started, 1),
-            "batching": {
-                "embeddings": {"requests": state.embed.requests, "forward_passes": state.embed.forward_passes},
-                "search": {"requests": state.search.requests, "forward_passes": state.search.forward_passes},
-                "max_batch": settings.max_batch,
-                "wait_ms": settings.batch_wait_ms,
-                "max_queue": settings.max_queue,
-                "refused": state.embed.refused + state.search.refused,
-            },
-        }
-
-    @app.get("/metrics")
-    async def metrics_page():
-        page, kind = metrics.page()
-        return Response(page, media_type=kind)
-
-    @app.post("/admin/reload")
-    async def reload(request: Request):
-        return await request.app.state.serving.reload()
-
-    page_html = resources.files("sentune.serve").joinpath("page.html").read_text(encoding="utf-8")
-
-    @app.get("/", response_class=HTMLResponse)
-    async def page():
-        return HTMLResponse(page_html)
-
-    @app.post("/search")
-    async def search(request: Request):
-        state: State = request.app.state.serving
-        began = time.perf_counter()
-        if not state.engine.views:
-            raise ApiError(
-                404,
-                f"this server serves a model ({state.engine.name}), not an index: /search needs `sentune serve INDEX` "
-                "(an index from `sentune index` or an adapt run's folder); /v1/embeddings works",
-                "not_found_error",
-            )
-        body = parse_body(await request.body(), SearchRequest)
-        texts = search_texts(body, settings)
-        system = body.system or state.engine.default_system
-        if system not in state.engine.views:
-            raise ApiError(
-                400,
-                f"system {system}: this index holds no fusion weight; serve an index built with `sentune index --fusion convex:ALPHA` "
-                f"(or an adapt run's), or ask for {' or '.join(state.engine.views)}",
-                "invalid_request_error",
-            )
-        ranked = await within_limit(
-            search_ranked(request.app, state.search, texts, system, body.top_k), request, settings.timeout_s
-        )  # reranked with --reranker
-        fusion = state.engine.index.fusion.label if state.engine.index.fusion else None
-        took_ms = (time.perf_counter() - began) * 1000
-        return search_answer(texts, ranked, system, fusion, reranker_name(request.app), body.full_text, took_ms)
-
-    @app.post("/v1/embeddings")
-    async def embeddings(request: Request):
-        state: State = request.app.state.serving
-        body = parse_body(await request.body(), EmbeddingsRequest)
-        texts = embedding_texts(body, settings, state.engine.dimension)
-        embedded = await within_limit(state.embed.submit(texts), request, settings.timeout_s)
-        answer = embeddings_answer(embedded, state.engine.name, body.encoding_format)
-        headers = {"x-sentune-truncated": ",".join(map(str, answer["truncated"]))} if "truncated" in answer else None
-        return JSONResponse(answer, headers=headers)
-
-    include_reranker(app, settings, metrics)  # POST /rerank (sentune.serve.rerank)
-    app.add_middleware(Guard, settings=settings)
-    app.add_middleware(ReadLimit, limit_s=read_limit(settings))
-    app.add_middleware(Shed, refusals=refusals)  # a full queue's 503 before the key, the body or the route: the cheapest
-    app.add_middleware(Measured, metrics=metrics)  # the outermost: it counts every answer, 401, 408, 413 and 503 included
-    return app

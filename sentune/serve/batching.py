@@ -6,7 +6,12 @@ computed first (then the shortest, then the oldest): a request longer than `max_
 (a shorter one never is: it waits for the next batch when it does not fit whole), and a one-word
 request that arrives while a 256-text one is being computed runs in the next batch, not after all of it. A request whose
 client has been answered (its time limit passed, or it left) is dropped before each batch: its remaining texts are never
-computed. Only the batch already running finishes, and it holds at most `max_batch` texts.
+computed. A running batch is computed in chunks of at most `chunk_cost` (its texts' `cost`, the characters a model
+reads): between two chunks, the texts of a request answered meanwhile are skipped, so what a timed-out request still
+costs is the chunk running when it was answered, not its whole batch.
+
+One request's failure never fails its batch: when a chunk holding several requests' texts raises, each request's texts
+are computed alone, and only the one that raises gets the error (a damaged document, a text the model refuses).
 
 The requests accepted and not yet answered (waiting or in the running batch) are at most `max_queue`: one more is
 refused at once (QueueFull, a 503 with Retry-After) rather than accepted to wait past what a client tolerates. Requests,
@@ -64,6 +69,10 @@ class Job:
     number: int = 0  # arrival order
     sent: int = 0  # items handed to a batch so far
     results: list = field(default_factory=list, repr=False)
+    answered: bool = False  # its future is done (answered, failed, timed out, left): read by the worker thread
+
+    def __post_init__(self) -> None:
+        self.future.add_done_callback(lambda _: setattr(self, "answered", True))
 
     @property
     def left(self) -> int:
@@ -82,14 +91,17 @@ class MicroBatcher:
         wait_s: float,
         max_queue: int | None = None,
         on_batch: Callable[[int], None] | None = None,
+        cost: Callable[[Any], int] | None = None,
+        chunk_cost: int | None = None,
     ) -> None:
         self.run, self.executor = run, executor
+        self.cost, self.chunk_cost = cost, chunk_cost  # a running batch's chunks (None: the batch in one call)
         self.max_batch, self.wait_s = max_batch, wait_s
         self.max_queue = max_queue  # requests accepted and not yet answered; None: unbounded
         self.pending = 0  # requests accepted and not yet answered
         self.on_batch = on_batch  # called with each batch's size (the metrics)
         self.requests = 0  # jobs submitted
-        self.forward_passes = 0  # calls of `run`
+        self.forward_passes = 0  # calls of `run` (chunks, and a failed chunk's requests computed alone, included)
         self.refused = 0  # jobs refused by the bound
         self._refused_at = float("-inf")  # time.monotonic() of the last refusal
         self._last_arrival = float("-inf")  # the event loop's time of the latest request accepted
@@ -177,25 +189,76 @@ class MicroBatcher:
             parts = self._next_batch()
             if not parts:
                 continue
-            self.forward_passes += 1
             self._shared = len(parts) > 1
-            items = [item for job, start, end in parts for item in job.items[start:end]]
             if self.on_batch is not None:
-                self.on_batch(len(items))
+                self.on_batch(sum(end - start for _, start, end in parts))
+            outcomes = await loop.run_in_executor(self.executor, self._compute, parts)
+            for (job, _, _), outcome in zip(parts, outcomes, strict=True):
+                if job.future.done() or outcome is None:  # answered meanwhile: its results are nobody's
+                    continue
+                if isinstance(outcome, BaseException):
+                    job.future.set_exception(outcome)
+                    continue
+                job.results.extend(outcome)
+                if len(job.results) == len(job.items):
+                    job.future.set_result(job.results)
+
+    def _compute(self, parts: list[tuple[Job, int, int]]) -> list[list | BaseException | None]:
+        """In the worker thread: each part's results, its exception, or None when its request was answered before its
+        last chunk (its remaining chunks skipped)."""
+        results: list[list] = [[] for _ in parts]
+        outcomes: list[list | BaseException | None] = [None] * len(parts)
+        failed: set[int] = set()
+        for chunk in self._chunks(parts):
+            live = [(p, start, end) for p, start, end in chunk if p not in failed and not parts[p][0].answered]
+            if not live:
+                continue
             try:
-                results = await loop.run_in_executor(self.executor, self.run, items)
-            except Exception as exc:  # every request of the batch gets the error; the batcher goes on
-                for job, _, _ in parts:
-                    if not job.future.done():
-                        job.future.set_exception(exc)
+                computed = self._call([item for p, start, end in live for item in parts[p][0].items[start:end]])
+            except Exception as exc:
+                if len({p for p, _, _ in live}) == 1:
+                    failed.add(live[0][0])
+                    outcomes[live[0][0]] = exc
+                    continue
+                for p, start, end in live:  # each request alone: the one that raises gets the error, the others their results
+                    try:
+                        results[p].extend(self._call(list(parts[p][0].items[start:end])))
+                    except Exception as alone:
+                        failed.add(p)
+                        outcomes[p] = alone
                 continue
             offset = 0
-            for job, start, end in parts:
-                if not job.future.done():
-                    job.results.extend(results[offset : offset + end - start])
-                    if len(job.results) == len(job.items):
-                        job.future.set_result(job.results)
+            for p, start, end in live:
+                results[p].extend(computed[offset : offset + end - start])
                 offset += end - start
+        for p, (_, start, end) in enumerate(parts):
+            if p not in failed and len(results[p]) == end - start:
+                outcomes[p] = results[p]
+        return outcomes
+
+    def _call(self, items: list) -> Sequence[Any]:
+        self.forward_passes += 1  # one worker thread computes this batcher's batches, one at a time
+        return self.run(items)
+
+    def _chunks(self, parts: list[tuple[Job, int, int]]) -> list[list[tuple[int, int, int]]]:
+        """The batch cut into (part, start, end) pieces of at most chunk_cost each (one item costing more: a chunk alone)."""
+        if self.cost is None or self.chunk_cost is None:
+            return [[(p, start, end) for p, (_, start, end) in enumerate(parts)]]
+        chunks: list[list[tuple[int, int, int]]] = [[]]
+        spent = 0
+        for p, (job, start, end) in enumerate(parts):
+            piece = start
+            for i in range(start, end):
+                cost = self.cost(job.items[i])
+                if spent and spent + cost > self.chunk_cost:  # this item opens the next chunk
+                    if i > piece:
+                        chunks[-1].append((p, piece, i))
+                    chunks.append([])
+                    piece, spent = i, 0
+                spent += cost
+            if end > piece:
+                chunks[-1].append((p, piece, end))
+        return [chunk for chunk in chunks if chunk]
 
     async def _company(self) -> None:
         """Wait up to wait_s, or until a full batch waits. Past saturation the queue is empty only between two batches

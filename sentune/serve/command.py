@@ -8,7 +8,6 @@ than copied (sentune.serve.engine)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from sentune.serve.settings import API_KEY_ENV, BACKENDS, SMALL_BATCHES, SYSTEMS, ServeSettings, wants_small_batch_graph
@@ -79,13 +78,13 @@ def serve_options(p: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> ServeSettings:
-    """The options checked and the target classified, without importing torch or loading anything."""
-    from sentune.serve.settings import allowed_hosts, check_address, check_libraries, check_numbers, read_api_key, what_to_serve
+    """The options parsed and handed to the API's checks (sentune.api.serve.checked_settings, which names a setting
+    by its option here), without importing torch or loading anything; the key, the Host names and the address are the
+    command's own (it listens; an app mounted elsewhere does not)."""
+    from sentune.api.serve import checked_settings
+    from sentune.serve.settings import ServeSettings, allowed_hosts, check_address, option, read_api_key
 
-    settings = ServeSettings(
-        target=args.target,
-        index=None,
-        model=None,
+    values = dict(
         host=args.host,
         port=args.port,
         api_key=read_api_key(args.api_key, args.api_key_file),
@@ -104,28 +103,13 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         max_head_bytes=args.max_head_kb * 1024,
         system=args.system,
         model_name=args.model_name,
+        reranker=args.reranker,
         rerank_top=args.rerank_top,
         trust_remote_code=args.trust_remote_code,
         log_level="warning" if args.quiet else "info",
     )
-    from dataclasses import replace
-
-    settings = replace(settings, allowed_hosts=allowed_hosts(args.allowed_hosts, settings))
-    check_numbers(settings)
-    check_address(settings)
-    check_libraries(settings)
-    index, model = what_to_serve(args.target, settings.system)
-    if args.reranker:  # a cross-encoder, checked before anything loads
-        from sentune.serve.rerank import check_reranker
-
-        settings = replace(settings, reranker=check_reranker(args.reranker))
-
-    from sentune.core.device import DEVICE_ENV, resolve_device
-
-    device = resolve_device(args.device or os.environ.get(DEVICE_ENV), "--device")  # imports torch, after every other check
-    settings = replace(settings, index=index, model=model, device=device)
-    check_numbers(settings)  # again: some choices hold on the CPU only (--small-batches onnx)
-    return settings
+    hosts = allowed_hosts(args.allowed_hosts, ServeSettings(target=args.target, index=None, model=None, host=args.host, api_key=values["api_key"]))
+    return checked_settings(args.target, device=args.device, spell=option, then=check_address, allowed_hosts=hosts, **values)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

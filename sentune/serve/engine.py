@@ -40,7 +40,10 @@ class Ranked:
 
 
 class Engine:
-    def __init__(self, settings: ServeSettings) -> None:
+    """`held`: a SentenceTransformer the caller already holds (sentune.serve_app(model)), served as it is: it runs on
+    its own torch modules, and nothing (lanes, a small-batch graph) is attached to the caller's object."""
+
+    def __init__(self, settings: ServeSettings, held: Any = None) -> None:
         import threadpoolctl
 
         from sentune.core.encode import Encoder
@@ -51,14 +54,17 @@ class Engine:
         self.settings = settings
         self.views: dict[str, Any] = {}  # system -> SearchIndex
         self.vectors: np.ndarray | None = None
+        self.index: Any = None
         if settings.index:
             self.model = self._open_index(Path(settings.index))
+        elif held is not None:
+            self.model = held
         else:
             from sentune.core.models import load_model
 
             assert settings.model is not None
             self.model = load_model(settings.model, trust_remote_code=settings.trust_remote_code, device=settings.device, backend=settings.backend)
-        if settings.backend == "torch" and self.model.device.type == "cpu":
+        if held is None and settings.backend == "torch" and self.model.device.type == "cpu":
             import torch
 
             from sentune.core.lanes import Lanes
@@ -73,6 +79,8 @@ class Engine:
         self.max_tokens = int(self.model.max_seq_length or 0)
         self.dimension = int(self.encoder.encode(["warm up"]).shape[1])  # the first forward pass is the slow one
         self.name = served_name(settings)
+        # what a reload must keep (sentune.serve.service.State.reload): the index's record of its model's weights, else its source
+        self.model_identity = None if self.index is None else self.index.settings.get("model_digest") or model_source(settings)
         for view in self.views.values():  # loads BM25 and reads the vectors once: the first query is as fast as the next
             view.search([self._query(0, "warm up")], 1)
 

@@ -69,33 +69,51 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_numbers(settings: ServeSettings) -> None:
-    """Each option in its range: one line naming it."""
+def option(param: str, value: object) -> str:
+    """A setting as `sentune serve` spells it: its option and value (max_body_bytes is --max-body-mb, in MB)."""
+    if param == "max_body_bytes":
+        return f"--max-body-mb {value / 1e6:g}"  # type: ignore[operator]
+    if param == "max_head_bytes":
+        return f"--max-head-kb {value / 1024:g}"  # type: ignore[operator]
+    shown = f"{value:g}" if isinstance(value, float) else value
+    return f"--{param.replace('_', '-')} {shown}"
+
+
+def argument(param: str, value: object) -> str:
+    """A setting as a Python caller spells it (sentune.serve_app's keyword arguments)."""
+    return f"{param}={value!r}"
+
+
+def check_numbers(settings: ServeSettings, spell=option) -> None:
+    """Each setting in its range: one line naming it as `spell` does (`option`: the command's; `argument`: Python's)."""
+    s = settings
     checks = [
-        (1 <= settings.port <= 65535, f"--port {settings.port}: from 1 to 65535"),
-        (settings.workers >= 1, f"--workers {settings.workers}: at least 1"),
-        (settings.max_batch >= 1, f"--max-batch {settings.max_batch}: at least 1"),
-        (settings.lanes is None or settings.lanes >= 1, f"--lanes {settings.lanes}: at least 1 (1: no lanes)"),
-        (0 <= settings.batch_wait_ms <= 1000, f"--batch-wait-ms {settings.batch_wait_ms:g}: from 0 to 1000"),
-        (settings.max_batch_inputs >= 1, f"--max-batch-inputs {settings.max_batch_inputs}: at least 1"),
-        (settings.max_input_chars >= 1, f"--max-input-chars {settings.max_input_chars}: at least 1"),
-        (settings.max_body_bytes >= 1024, f"--max-body-mb {settings.max_body_bytes / 1e6:g}: at least 0.001 (1 kB)"),
-        (settings.timeout_s > 0, f"--timeout-s {settings.timeout_s:g}: more than 0"),
-        (settings.max_queue >= 1, f"--max-queue {settings.max_queue}: at least 1"),
-        (settings.read_timeout_s > 0, f"--read-timeout-s {settings.read_timeout_s:g}: more than 0"),
-        (settings.max_head_bytes >= 1024, f"--max-head-kb {settings.max_head_bytes / 1024:g}: at least 1"),
-        (settings.rerank_top >= 1, f"--rerank-top {settings.rerank_top}: at least 1"),
-        (settings.backend in BACKENDS, f"--backend {settings.backend}: choose {', '.join(BACKENDS)}"),
-        (settings.small_batches in SMALL_BATCHES, f"--small-batches {settings.small_batches}: choose {', '.join(SMALL_BATCHES)}"),
+        (1 <= s.port <= 65535, "port", s.port, "from 1 to 65535"),
+        (s.workers >= 1, "workers", s.workers, "at least 1"),
+        (s.max_batch >= 1, "max_batch", s.max_batch, "at least 1"),
+        (s.lanes is None or s.lanes >= 1, "lanes", s.lanes, "at least 1 (1: no lanes)"),
+        (0 <= s.batch_wait_ms <= 1000, "batch_wait_ms", s.batch_wait_ms, "from 0 to 1000"),
+        (s.max_batch_inputs >= 1, "max_batch_inputs", s.max_batch_inputs, "at least 1"),
+        (s.max_input_chars >= 1, "max_input_chars", s.max_input_chars, "at least 1"),
+        (s.max_body_bytes >= 1024, "max_body_bytes", s.max_body_bytes, "at least 0.001 (1 kB)" if spell is option else "at least 1024 (1 kB)"),
+        (s.timeout_s > 0, "timeout_s", s.timeout_s, "more than 0"),
+        (s.max_queue >= 1, "max_queue", s.max_queue, "at least 1"),
+        (s.read_timeout_s > 0, "read_timeout_s", s.read_timeout_s, "more than 0"),
+        (s.max_head_bytes >= 1024, "max_head_bytes", s.max_head_bytes, "at least 1" if spell is option else "at least 1024 (1 KiB)"),
+        (s.rerank_top >= 1, "rerank_top", s.rerank_top, "at least 1"),
+        (s.backend in BACKENDS, "backend", s.backend, f"choose {', '.join(BACKENDS)}"),
+        (s.small_batches in SMALL_BATCHES, "small_batches", s.small_batches, f"choose {', '.join(SMALL_BATCHES)}"),
         (
-            settings.small_batches != "onnx" or (settings.backend == "torch" and settings.device == "cpu"),
-            f"--small-batches onnx: for --backend torch on the CPU (here --backend {settings.backend}, --device {settings.device})",
+            s.small_batches != "onnx" or (s.backend == "torch" and s.device == "cpu"),
+            "small_batches",
+            s.small_batches,
+            f"for {spell('backend', 'torch')} on the CPU (here {spell('backend', s.backend)}, {spell('device', s.device)})",
         ),
-        (settings.system is None or settings.system in SYSTEMS, f"--system {settings.system}: choose {', '.join(SYSTEMS)}"),
+        (s.system is None or s.system in SYSTEMS, "system", s.system, f"choose {', '.join(SYSTEMS)}"),
     ]
-    for ok, message in checks:
+    for ok, param, value, rule in checks:
         if not ok:
-            raise UserError(message)
+            raise UserError(f"{spell(param, value)}: {rule}")
 
 
 def read_api_key(given: str | None, file: str | None) -> str | None:
@@ -152,7 +170,7 @@ def check_address(settings: ServeSettings) -> None:
             raise UserError(f"--host {settings.host} --port {settings.port}: cannot listen there ({exc.strerror or exc})") from None
 
 
-def what_to_serve(target: str, system: str | None = None) -> tuple[str | None, str | None]:
+def what_to_serve(target: str, system: str | None = None, where: str = "INDEX_OR_MODEL") -> tuple[str | None, str | None]:
     """(index folder, None) or (None, model): an index folder (index.json), an adapt run's folder (its index, or its
     model when the run saved no index) or a model (a folder or a name sentune.core.models accepts). A folder that is
     none of these is one line, before any model code loads."""
@@ -166,11 +184,11 @@ def what_to_serve(target: str, system: str | None = None) -> tuple[str | None, s
         return str(path), None
     if (path / "adapt.json").is_file():
         if (path / "model").is_dir():
-            return None, check_model_name(str(path / "model"), "INDEX_OR_MODEL")
+            return None, check_model_name(str(path / "model"), where)
         raise UserError(f"{path}: an adapt run's folder with neither an index (index.json) nor a model (model/): has the run finished?")
     if path.is_dir() and not any((path / name).exists() for name in ("config.json", "modules.json")):
         raise UserError(f"{path}: neither an index (index.json, from `sentune index`) nor a model folder (config.json)")
-    return None, check_model_name(target, "INDEX_OR_MODEL")
+    return None, check_model_name(target, where)
 
 
 def wants_small_batch_graph(settings: ServeSettings) -> bool:
@@ -183,7 +201,7 @@ def wants_small_batch_graph(settings: ServeSettings) -> bool:
     return settings.small_batches == "onnx" or importlib.util.find_spec("onnxruntime") is not None
 
 
-def check_libraries(settings: ServeSettings | None = None) -> None:
+def check_libraries(settings: ServeSettings | None = None, spell=option) -> None:
     """The libraries the server needs, and those its settings ask for, installed: one line naming what to install."""
     import importlib.util
 
@@ -193,4 +211,5 @@ def check_libraries(settings: ServeSettings | None = None) -> None:
     except ImportError:
         raise UserError("sentune serve needs FastAPI and uvicorn: pip install 'sentune[serve]'") from None
     if settings is not None and settings.small_batches == "onnx" and importlib.util.find_spec("onnxruntime") is None:
-        raise UserError("--small-batches onnx needs ONNX Runtime: pip install 'sentune[onnx]' (or --small-batches torch)")
+        asked, other = spell("small_batches", "onnx"), spell("small_batches", "torch")
+        raise UserError(f"{asked} needs ONNX Runtime: pip install 'sentune[onnx]' (or {other})")
