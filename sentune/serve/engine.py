@@ -88,7 +88,8 @@ class Engine:
         from sentune.search.index import SYSTEMS, SearchIndex
 
         device = "cpu" if self.settings.backend != "torch" else self.settings.device
-        index = SearchIndex.open(folder, self.settings.system, device=device)
+        asked = self.settings.system  # the default one only: every system is served, so the vectors are opened for bm25 too
+        index = SearchIndex.open(folder, asked if asked != "bm25" else None, device=device)
         model = index.model()
         if self.settings.backend != "torch":
             from sentune.core.onnx_runtime import use_backend
@@ -122,7 +123,7 @@ class Engine:
 
     @property
     def default_system(self) -> str | None:
-        return self.index.system if self.views else None
+        return (self.settings.system or self.index.system) if self.views else None
 
     def token_counts(self, texts: list[str]) -> np.ndarray:
         return self.encoder.token_lengths(texts) if texts else np.zeros(0, dtype=np.int64)
@@ -157,7 +158,7 @@ class Engine:
                 "documents": len(self.index.documents),
                 "dimension": int(self.vectors.shape[1]) if self.vectors is not None else None,
                 "vectors_bytes": int(self.vectors.nbytes) if self.vectors is not None else None,
-                "system": self.index.system,
+                "system": self.default_system,
                 "fusion": self.index.fusion.label if self.index.fusion else None,  # None: no hybrid to serve
                 "systems": list(self.views),
             }

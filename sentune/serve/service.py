@@ -131,10 +131,10 @@ class State:
 def reload_conflict(served: Any, fresh: Any) -> str | None:
     """Why `fresh` may not replace `served` under a live server (None: it may): /v1/embeddings must go on answering
     vectors that compare with those it answered, under the name it answered them with."""
-    if fresh.model_identity != served.model_identity:
-        return f"the rebuilt index was encoded with another model ({fresh.name}, weights {str(fresh.model_identity)[:12]}; served: {served.name}, weights {str(served.model_identity)[:12]})"
     if fresh.dimension != served.dimension:
         return f"the rebuilt index's model gives {fresh.dimension}-dimensional vectors, the served one {served.dimension}"
+    if fresh.model_identity != served.model_identity:
+        return f"the rebuilt index was encoded with another model ({fresh.name}, weights {str(fresh.model_identity)[:12]}; served: {served.name}, weights {str(served.model_identity)[:12]})"
     if fresh.name != served.name:
         return f"the rebuilt index's model would be served as {fresh.name!r}, not {served.name!r} (--model-name names it)"
     return None
