@@ -358,8 +358,8 @@ def test_what_is_served_is_told_from_the_folder(toy_index, served_model, tmp_pat
     import shutil
 
     from sentune.cli import build_parser
+    from sentune.cli.serve import settings_from
     from sentune.errors import UserError
-    from sentune.serve.command import settings_from
     from sentune.serve.settings import what_to_serve
 
     index, _ = toy_index

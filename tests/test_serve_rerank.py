@@ -243,7 +243,7 @@ def test_without_a_reranker_rerank_says_how_to_get_one(engine, toy_index):
 
 def test_the_reranker_option_is_checked_before_anything_loads(cross_encoder, reference, tiny_model_dir, toy_index, tmp_path):
     from sentune.cli import build_parser
-    from sentune.serve.command import settings_from
+    from sentune.cli.serve import settings_from
     from sentune.serve.rerank import Reranker, check_reranker
 
     def settings(*extra):

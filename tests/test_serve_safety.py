@@ -26,7 +26,7 @@ def cli_settings(*args: str):
     from unittest import mock
 
     from sentune.cli.app import build_parser
-    from sentune.serve.command import settings_from
+    from sentune.cli.serve import settings_from
 
     with mock.patch("sentune.serve.settings.check_address"):
         return settings_from(build_parser().parse_args(["serve", *args, "--port", str(PORT)]))

@@ -137,7 +137,7 @@ def test_serve_reads_its_key_from_a_file_and_its_help_points_away_from_ps(built,
     from unittest import mock
 
     from sentune.cli.app import build_parser
-    from sentune.serve.command import settings_from
+    from sentune.cli.serve import settings_from
 
     key_file = tmp_path / "key"
     key_file.write_text("s3cret-key\n")

@@ -2,7 +2,7 @@
 runs (sentune.serve.app.create_app, also importable as `sentune.serve.create_app`), /search and /v1/embeddings included,
 to mount under a prefix or to serve as it is.
 
-`checked_settings` is the one place the server's settings are checked, for `sentune serve` (sentune.serve.command,
+`checked_settings` is the one place the server's settings are checked, for `sentune serve` (sentune.cli.serve,
 which spells them as options) and for Python callers (as keyword arguments)."""
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def checked_settings(
     if then is not None:
         then(chosen)
     check_libraries(chosen, spell)
+    index: str | None
+    model: str | None
     if held:
         if chosen.backend != "torch":
             raise UserError(f"{spell('backend', chosen.backend)}: a model in memory is served with torch; give its folder to serve an exported graph")

@@ -37,6 +37,7 @@ from sentune.serve.settings import ServeSettings
 
 if TYPE_CHECKING:
     from sentune.serve.metrics import Metrics
+    from sentune.serve.service import Searcher  # the search batcher pinned to the request's engine
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,7 @@ def reranker_health(app: FastAPI) -> dict | None:
     }
 
 
-async def search_ranked(app: FastAPI, search: MicroBatcher, texts: list[str], system: str, top_k: int) -> list:
+async def search_ranked(app: FastAPI, search: Searcher, texts: list[str], system: str, top_k: int) -> list:
     """/search's rankings: the system's own, or with a reranker its first --rerank-top candidates in the cross-encoder's
     order (ties in the system's), their scores the cross-encoder's, the first top_k of them."""
     from sentune.serve.engine import Ranked, SearchItem
