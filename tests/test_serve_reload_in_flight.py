@@ -154,3 +154,49 @@ def test_a_damaged_document_fails_only_the_request_that_reaches_it(_tiny_st, tmp
         assert {word: a.status_code for word, a in answers.items()} == dict.fromkeys(answers, 200)
         assert all(a.json()["results"][0]["hits"][0]["id"] == f"d{WORDS.index(w)}" for w, a in answers.items())
         assert client.app.state.serving.search.requests == 19
+
+
+@pytest.mark.slow  # a server process of its own
+def test_a_live_server_reloaded_under_a_stream_of_searches_fails_none(_tiny_st, tmp_path):
+    """`sentune serve` on a symlink, 4 clients searching for the hybrid without pause while the folder is switched to
+    an index without one and reloaded: every search is answered by one index or refused by the other (400), none 500."""
+    import httpx
+    from conftest import free_port
+    from test_serve import start_server, stop_server
+
+    model = tmp_path / "model"
+    _tiny_st.save(str(model))
+    corpus = tmp_path / "first.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"a{i}", "title": "", "text": f"{w} and more about {w}"}) + "\n" for i, w in enumerate(WORDS)))
+    first = tmp_path / "first"
+    assert main(["index", "--model", str(model), "--corpus", str(corpus), "--out", str(first), "--quiet", "--fusion", "convex:0.5"]) == 0
+    second = build_index(model, tmp_path / "second", "b", WORDS[:3])
+    live = tmp_path / "live"
+    live.symlink_to(first)
+    port = free_port()
+    proc = start_server([str(live), "--quiet", "--max-queue", "200"], port)
+    url = f"http://127.0.0.1:{port}"
+    stop = threading.Event()
+
+    def client(number: int) -> list[int]:
+        codes = []
+        with httpx.Client(timeout=30) as session:
+            while not stop.is_set():
+                answer = session.post(f"{url}/search", json={"query": WORDS[number], "top_k": 3, "system": "hybrid"})
+                codes.append(answer.status_code)
+        return codes
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            clients = [pool.submit(client, i) for i in range(4)]
+            time.sleep(1.0)
+            publish(live, second)
+            reloaded = httpx.post(f"{url}/admin/reload", json={}, timeout=60)
+            time.sleep(1.0)
+            stop.set()
+            codes = [code for c in clients for code in c.result()]
+        assert reloaded.status_code == 200, reloaded.text
+        assert set(codes) <= {200, 400} and codes.count(200) > 4 and codes[-1] == 400, sorted(set(codes))
+    finally:
+        stop.set()
+        stop_server(proc)

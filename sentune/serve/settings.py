@@ -10,6 +10,7 @@ import os
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from sentune.errors import UserError
 
@@ -69,12 +70,12 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def option(param: str, value: object) -> str:
+def option(param: str, value: Any) -> str:
     """A setting as `sentune serve` spells it: its option and value (max_body_bytes is --max-body-mb, in MB)."""
     if param == "max_body_bytes":
-        return f"--max-body-mb {value / 1e6:g}"  # type: ignore[operator]
+        return f"--max-body-mb {value / 1e6:g}"
     if param == "max_head_bytes":
-        return f"--max-head-kb {value / 1024:g}"  # type: ignore[operator]
+        return f"--max-head-kb {value / 1024:g}"
     shown = f"{value:g}" if isinstance(value, float) else value
     return f"--{param.replace('_', '-')} {shown}"
 
