@@ -37,8 +37,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sentune.serve.admission import BodyTooSlow, ReadLimit, read_limit, within_limit
 from sentune.serve.batching import MicroBatcher, QueueFull
-from sentune.serve.guard import Guard
-from sentune.serve.metrics import Measured, Metrics
+from sentune.serve.http_layer import add_http_layer, refusals_for
+from sentune.serve.metrics import Metrics
 from sentune.serve.protocol import (
     ApiError,
     EmbeddingsRequest,
@@ -52,7 +52,7 @@ from sentune.serve.protocol import (
 )
 from sentune.serve.rerank import include_reranker, reranker_health, reranker_name, search_ranked
 from sentune.serve.settings import ServeSettings
-from sentune.serve.shedding import REFUSALS_STATE, Refusals, Shed, busy
+from sentune.serve.shedding import REFUSALS_STATE, busy
 
 LOG = logging.getLogger("uvicorn.error")  # where uvicorn's own messages go
 BATCHED = {"/v1/embeddings": "embeddings", "/search": "search", "/rerank": "rerank"}  # route -> its batcher (rerank: sentune.serve.rerank)
@@ -117,7 +117,7 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
         state: State | None = getattr(app.state, "serving", None)
         return None if state is None else state.batchers.get(BATCHED.get(path, ""))
 
-    refusals = Refusals(queue_of, metrics.refused)
+    refusals = refusals_for(settings, queue_of, metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -141,7 +141,7 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
                 await batcher.stop()
             state.executor.shutdown(wait=False)
 
-    app = FastAPI(title="sentune serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="sentune serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url="/openapi.json")
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError):
@@ -240,8 +240,5 @@ def create_app(settings: ServeSettings, engine=None) -> FastAPI:
         return JSONResponse(answer, headers=headers)
 
     include_reranker(app, settings, metrics)  # POST /rerank (sentune.serve.rerank)
-    app.add_middleware(Guard, settings=settings)
-    app.add_middleware(ReadLimit, limit_s=read_limit(settings))
-    app.add_middleware(Shed, refusals=refusals)  # a full queue's 503 before the key, the body or the route: the cheapest
-    app.add_middleware(Measured, metrics=metrics)  # the outermost: it counts every answer, 401, 408, 413 and 503 included
+    add_http_layer(app, settings, metrics, refusals)  # the middleware and the OpenAPI schema (sentune.serve.http_layer)
     return app
