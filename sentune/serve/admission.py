@@ -1,8 +1,10 @@
 """Admission control of `sentune serve`: what keeps a slow or greedy client from holding what others need.
 
 - A request's head must arrive within the read limit of the connection's first byte (or of the previous answer):
-  `HeadTimer`, a timer on uvicorn's HTTP/1.1 protocols (httptools', else h11's), since uvicorn has none (a client that sends half a
-  header line would hold its connection, and a slot of the proxy in front, forever).
+  `HeadTimer`, a timer on uvicorn's HTTP/1.1 protocols (httptools', else h11's), since uvicorn has none (a client that
+  sends half a header line would hold its connection, and a slot of the proxy in front, forever). It uses members of
+  theirs that are not uvicorn's public API (sentune.serve.uvicorn_private); `timed_protocol` serves a uvicorn that
+  changed them with the ASGI middleware alone.
 - A request's head (its request line and headers) holds at most --max-head-kb: past it, 431 and the connection closed.
   A head still arriving is bounded by the parser (h11 when told; httptools has none of its own, so an endless header
   line would grow in memory until the read limit: `TimedHttpToolsProtocol` counts it), one parsed whole by
@@ -10,8 +12,9 @@
 - Its body must arrive within the read limit of its head: `ReadLimit`, an ASGI middleware that answers 408 and closes the
   connection (a client that sends half a body is cut off; without it uvicorn waits for the rest as long as it stays).
 - The read limit is --read-timeout-s, and never more than --timeout-s, the limit of the whole request.
-- A request that finds the queue full is answered 503 with Retry-After at once, before anything else is done, by the
-  HTTP protocol itself where it can (sentune.serve.shedding).
+- A request that finds the queue full is answered 503 with Retry-After at once, once its Host and API key are checked
+  (sentune.serve.guard) and before anything else is done, by the HTTP protocol itself where it can (sentune.serve.shedding).
+- The 408s and 431s the protocol writes (no ASGI middleware sees them) are counted in /metrics.
 - Shutdown (SIGTERM, SIGINT) is uvicorn's graceful one: the socket stops accepting, idle connections close, requests
   in flight are answered, within --timeout-s and a margin (`TimedConfig`).
 """

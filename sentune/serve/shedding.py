@@ -84,14 +84,18 @@ class Refusals:
         backoff = SHED_PAUSE_S * 2.0 ** min(in_a_row, 30)
         return min(MAX_PAUSE_S, max(SHED_PAUSE_S, backoff, (self.resting + 1) / REFUSALS_PER_S))
 
-    def refused(self, method: str, path: str) -> MicroBatcher | None:
-        """The batcher whose full queue refuses this request (counted as refused), or None: it goes on."""
+    def full(self, method: str, path: str) -> MicroBatcher | None:
+        """The batcher whose queue is full, when this request would join it (None: it goes on)."""
         if method != "POST":
             return None
         batcher = self.queue_of(path)
-        if batcher is None or not batcher.full():
-            return None
-        batcher.refuse()
+        return batcher if batcher is not None and batcher.full() else None
+
+    def refused(self, method: str, path: str) -> MicroBatcher | None:
+        """The batcher whose full queue refuses this request (counted as refused), or None: it goes on."""
+        batcher = self.full(method, path)
+        if batcher is not None:
+            batcher.refuse()
         return batcher
 
     def body(self, batcher: MicroBatcher) -> bytes:
@@ -156,11 +160,15 @@ class RefusesFullQueues(UvicornHttp):
         method = self.parser.get_method().decode("ascii")
         self._path = url.path.decode("ascii")
         self._target = self._path + ("?" + url.query.decode("ascii") if url.query else "")
+        batcher = refusals.full(method, self._path)
+        if batcher is None:
+            return None
         head = {"method": method, "path": self._path, "raw_path": url.path, "query_string": url.query or b""}
         head |= {"headers": self.headers, "http_version": self.parser.get_http_version()}
         if refusals.admits is not None and not refusals.admits(head):
-            return None
-        return refusals.refused(method, self._path)
+            return None  # its 400 or 401 comes from Guard, as when the queue has room
+        batcher.refuse()
+        return batcher
 
     def on_body(self, body: bytes) -> None:
         if self._refusing is None:
