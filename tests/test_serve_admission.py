@@ -53,14 +53,14 @@ class TimedEngine:
 class Served:
     """uvicorn serving create_app(settings, engine) in a thread, as `sentune serve` configures it (TimedConfig)."""
 
-    def __init__(self, engine, http: str | None = None, **settings) -> None:
+    def __init__(self, engine, http: str | None = None, log_level: str = "warning", **settings) -> None:
         from sentune.serve.admission import TimedConfig
         from sentune.serve.app import create_app
         from sentune.serve.settings import ServeSettings
 
         self.settings = ServeSettings(target="timed", index=None, model="timed", **settings)
         self.port = free_port()
-        config = TimedConfig(create_app(self.settings, engine), self.settings, host="127.0.0.1", port=self.port, log_level="warning")
+        config = TimedConfig(create_app(self.settings, engine), self.settings, host="127.0.0.1", port=self.port, log_level=log_level)
         if http is not None:  # another of the timed protocols than the one installed libraries choose
             from sentune.serve import admission
 

@@ -68,7 +68,9 @@ def test_a_query_typed_into_the_page_shows_its_document(tiny_model_dir, tmp_path
     try:
         browser.get(f"http://127.0.0.1:{port}/")
         wait = WebDriverWait(browser, 30)
-        wait.until(ready.text_to_be_present_in_element((By.ID, "about"), "150 documents"))
+        wait.until(ready.text_to_be_present_in_element((By.ID, "about"), "150 documents"))  # its script ran, under its CSP
+        header = browser.find_element(By.TAG_NAME, "header").value_of_css_property("background-color")
+        assert header in ("rgba(31, 58, 95, 1)", "rgb(31, 58, 95)"), header  # its inline style applied too (#1f3a5f)
         key = browser.find_element(By.ID, "key")
         assert key.is_displayed()  # the server asks for a key: the page shows its field
         key.send_keys(KEY)

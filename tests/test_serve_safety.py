@@ -156,3 +156,17 @@ def test_a_500_tells_no_exception_text():
         answer = client.post("/v1/embeddings", json={"input": "a man"})
     assert answer.status_code == 500 and answer.json()["error"]["type"] == "server_error"
     assert "secret" not in answer.text and "RuntimeError" not in answer.text
+
+
+@pytest.mark.parametrize("depth", [33, 1_000, 100_000])
+def test_json_nested_deeper_than_the_limit_is_one_400_not_a_recursion_error(client, depth):
+    """1,000 levels (2 kB) gave a 500 and a RecursionError traceback in the log; 33 is one past what is taken."""
+    from sentune.serve.protocol import MAX_JSON_DEPTH
+
+    nested = b"[" * depth + b"]" * depth
+    for path, body in (("/v1/embeddings", b'{"input": ' + nested + b"}"), ("/search", b'{"query": "a", "x": ' + nested + b"}"), ("/search", nested)):
+        answer = raw_post(client, path, body)
+        assert answer.status_code == 400, (path, depth, answer.text[:200])
+        assert answer.json()["error"]["message"] == f"the request body nests JSON more than {MAX_JSON_DEPTH} levels deep (arrays and objects in one another)"
+    taken = b'{"input": ' + b"[" * (MAX_JSON_DEPTH - 1) + b'"a"' + b"]" * (MAX_JSON_DEPTH - 1) + b"}"
+    assert "levels deep" not in raw_post(client, "/v1/embeddings", taken).text  # at the limit: read, and refused for what it holds

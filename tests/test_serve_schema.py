@@ -3,7 +3,8 @@ SearchRequest, EmbeddingsRequest and sentune.serve.rerank's RerankRequest: each 
 lone surrogates and control characters in the texts, bodies that are not JSON objects, other content types): no
 request gets a 5xx, every refusal is one JSON error, and a valid request sent at the same moment (batched with it) gets
 its 200 and the same answer as alone. The app is the one `sentune serve` runs, with the tiny model and the toy index of
-tests/test_serve.py and the tiny cross-encoder of tests/test_serve_rerank.py, in this process. Bounded examples (derandomized: the same in every run of CI); SENTUNE_SCHEMA_EXAMPLES
+tests/test_serve.py and the tiny cross-encoder of tests/test_serve_rerank.py, in this process; every answer, a refusal or
+not, is held to the OpenAPI schema the server publishes at /openapi.json (whose request bodies are those models'). Bounded examples (derandomized: the same in every run of CI); SENTUNE_SCHEMA_EXAMPLES
 sets how many, SENTUNE_SCHEMA_SEED a random search instead."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from openapi_check import answer_problems, problems
 from test_serve import served_model, toy_index  # noqa: F401 (fixtures)
 from test_serve_rerank import cross_encoder  # noqa: F401 (fixture)
 from test_serve_safety import PORT, cli_settings
@@ -95,7 +97,11 @@ def served(toy_index, cross_encoder):  # noqa: F811
     config = cli_settings(str(toy_index[0]), "--batch-wait-ms", "20", "--reranker", str(cross_encoder), "--max-queue", "100000")
     with TestClient(create_app(config, Engine(config)), base_url=f"http://127.0.0.1:{PORT}", raise_server_exceptions=False) as client:
         alone = {path: client.post(path, json=body).json() for path, body in VALID.items()}
+        SCHEMA.update(client.get("/openapi.json").json())
         yield client, alone
+
+
+SCHEMA: dict = {}  # the served /openapi.json, read by the fixture
 
 
 def same_answer(path: str, got: dict, alone: dict) -> bool:
@@ -114,6 +120,7 @@ def check(client, alone, request) -> None:
         valid = pool.submit(client.post, valid_path, json=VALID[valid_path])
         answer, good = generated.result(), valid.result()
     assert answer.status_code < 500, (path, body[:200], content_type, answer.status_code, answer.text[:300])
+    assert not answer_problems(SCHEMA, path, "post", answer.status_code, answer.json()), (path, body[:200], answer.text[:300])
     if answer.status_code >= 400:
         error = answer.json()["error"]
         assert set(answer.json()) == {"error"} and isinstance(error["message"], str) and len(error["message"]) < 400, answer.text[:300]
@@ -146,3 +153,28 @@ def test_the_known_hard_requests_pass_the_same_check(served):
     ):
         for valid_path in VALID:
             check(client, alone, (path, body, "application/json", valid_path))
+
+
+def test_the_served_schema_takes_the_request_models_and_describes_the_real_answers(served):
+    """GET /openapi.json (none was served): each route's request body is its model, and real answers fit it."""
+    client, alone = served
+    assert SCHEMA["openapi"].startswith("3.") and client.get("/openapi.json").headers["content-type"] == "application/json"
+    for path, model in MODELS.items():
+        ref = SCHEMA["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        described = SCHEMA["components"]["schemas"][ref.rsplit("/", 1)[1]]
+        assert described["properties"].keys() == model.model_json_schema()["properties"].keys(), path
+        assert not answer_problems(SCHEMA, path, "post", 200, alone[path]), alone[path]
+    answers = [
+        ("/v1/embeddings", {"input": "a man", "encoding_format": "base64"}),
+        ("/rerank", {"query": "a man", "texts": ["a man plays", "the dog"], "return_text": True}),  # TEI's list
+        ("/rerank", {"query": "a man", "documents": ["a man plays"], "return_documents": True, "top_n": 1}),
+        ("/search", {"query": "a man", "system": "bm25", "full_text": True}),
+    ]
+    for path, body in answers:
+        answer = client.post(path, json=body)
+        assert answer.status_code == 200 and not answer_problems(SCHEMA, path, "post", 200, answer.json()), answer.text[:300]
+    health = client.get("/health")
+    assert not answer_problems(SCHEMA, "/health", "get", 200, health.json())
+    refused = client.post("/search", json={"query": "a man", "top": 3})
+    assert refused.status_code == 400 and not answer_problems(SCHEMA, "/search", "post", 400, refused.json())
+    assert problems({"results": [], "system": "bm25"}, SCHEMA["paths"]["/search"]["post"]["responses"]["200"]["content"]["application/json"]["schema"], SCHEMA)

@@ -36,14 +36,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sentune.serve.admission import BodyTooSlow, ReadLimit, read_limit
 from sentune.serve.batching import QueueFull
-from sentune.serve.guard import Guard
-from sentune.serve.metrics import Measured, Metrics
+from sentune.serve.http_layer import add_http_layer, refusals_for
+from sentune.serve.metrics import Metrics
 from sentune.serve.protocol import ApiError, error_body
 from sentune.serve.rerank import include_reranker
 from sentune.serve.routes import admin_router, embeddings_router, page_router, search_router
 from sentune.serve.service import Service
 from sentune.serve.settings import ServeSettings
-from sentune.serve.shedding import REFUSALS_STATE, RETRY_AFTER, Refusals, Shed, busy
+from sentune.serve.shedding import REFUSALS_STATE, RETRY_AFTER, busy
 
 
 def create_app(settings: ServeSettings, engine=None, *, model: Any = None) -> FastAPI:
@@ -51,7 +51,7 @@ def create_app(settings: ServeSettings, engine=None, *, model: Any = None) -> Fa
     `model`: a SentenceTransformer the caller holds, served instead of loading settings.model."""
     metrics = Metrics()
     service = Service(settings, metrics, engine, model)
-    refusals = Refusals(service.queue_of, metrics.refused)
+    refusals = refusals_for(settings, service.queue_of, metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -65,16 +65,13 @@ def create_app(settings: ServeSettings, engine=None, *, model: Any = None) -> Fa
         finally:  # uvicorn comes here once the requests in flight are answered (or its graceful limit passed)
             await service.stop()
 
-    app = FastAPI(title="sentune serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="sentune serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     service.app = app
     add_error_answers(app, settings)
     for router in (search_router, embeddings_router, admin_router, page_router):
         app.include_router(router(service))
     include_reranker(app, settings, metrics)  # POST /rerank (sentune.serve.rerank)
-    app.add_middleware(Guard, settings=settings)
-    app.add_middleware(ReadLimit, limit_s=read_limit(settings))
-    app.add_middleware(Shed, refusals=refusals)  # a full queue's 503 before the key, the body or the route: the cheapest
-    app.add_middleware(Measured, metrics=metrics)  # the outermost: it counts every answer, 401, 408, 413 and 503 included
+    add_http_layer(app, settings, metrics, refusals)  # the middleware and the OpenAPI schema (sentune.serve.http_layer)
     return app
 
 

@@ -1,5 +1,6 @@
 """Prometheus metrics of `sentune serve` at GET /metrics (prometheus-client's text format): requests by route and status,
-their latency, the batches' sizes and the queues' depth.
+their latency, the batches' sizes and the queues' depth. Every answer is counted, those the HTTP protocol writes
+itself (a full queue's 503, a slow or oversized head's 408 and 431) included.
 
 Each app has its own registry (a test's second app, or a reloaded one, does not collide with the first). With
 --workers N each worker counts its own requests and a scrape reaches one of them: scrape each worker, or serve one
@@ -13,7 +14,7 @@ from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-ROUTES = ("/search", "/v1/embeddings", "/rerank", "/health", "/metrics", "/admin/reload", "/")  # any other path: "other"
+ROUTES = ("/search", "/v1/embeddings", "/rerank", "/health", "/metrics", "/admin/reload", "/", "/openapi.json")  # any other path: "other"
 LATENCY_BUCKETS = (0.005, 0.01, 0.015, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -39,11 +40,12 @@ class Metrics:
     def batch_observer(self, batcher: str) -> Callable[[int], None]:
         return self.batch.labels(batcher).observe
 
-    def refused(self, path: str, seconds: float) -> None:
-        """A full queue's 503 written by the HTTP protocol, which no middleware sees (sentune.serve.shedding)."""
+    def written(self, path: str, status: int, seconds: float) -> None:
+        """An answer written by the HTTP protocol, which no middleware sees: a full queue's 503 (sentune.serve.shedding),
+        a head's 408 or 431 (sentune.serve.admission; path "", no head having been parsed: route "other")."""
         route = path if path in ROUTES else "other"
-        self.requests.labels(route, "503").inc()
-        self.latency.labels(route, "503").observe(seconds)
+        self.requests.labels(route, str(status)).inc()
+        self.latency.labels(route, str(status)).observe(seconds)
 
     def page(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -18,6 +18,9 @@ from sentune.data.text_files import json_problem, json_without_lone_surrogates
 from sentune.serve.settings import ServeSettings
 
 SNIPPET_CHARS = 300  # a hit's text in a /search answer, unless "full_text" is asked for
+# JSON nested deeper than this is refused (400): no request of this API nests past 3, and Python's parser (and every
+# recursive walk of what it returns) runs out of stack near 1,000 levels, which a body of 2 kB reaches
+MAX_JSON_DEPTH = 32
 
 
 class ApiError(Exception):
@@ -54,12 +57,17 @@ class EmbeddingsRequest(BaseModel):
 
 
 def parse_body(raw: bytes, schema: type[BaseModel]) -> Any:
+    too_deep = ApiError(400, f"the request body nests JSON more than {MAX_JSON_DEPTH} levels deep (arrays and objects in one another)")
     try:
         data = json.loads(raw)
+    except RecursionError:
+        raise too_deep from None
     except json.JSONDecodeError as exc:
         raise ApiError(400, f"the request body is not valid JSON ({json_problem(exc)})") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON ({exc})") from None
+    if nesting(data) > MAX_JSON_DEPTH:
+        raise too_deep
     if b"\\u" in raw:  # a lone surrogate ("\\ud800") reads as JSON but is no text: U+FFFD, as every input of sentune
         data = json_without_lone_surrogates(data)
     if not isinstance(data, dict):
@@ -70,6 +78,19 @@ def parse_body(raw: bytes, schema: type[BaseModel]) -> Any:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"
         raise ApiError(400, f"{where}: {first['msg']}", param=where) from None
+
+
+def nesting(value: Any) -> int:
+    """How deep arrays and objects nest in a parsed JSON value (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def check_text(text: Any, where: str, settings: ServeSettings) -> str:

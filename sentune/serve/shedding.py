@@ -3,15 +3,17 @@
 
 Past saturation every refused connection's next request comes back at once (a load generator, a retry loop that
 ignores Retry-After), thousands a second on 2 cores. So a refusal is decided by the HTTP protocol itself as soon as
-the request's head is parsed (`RefusesFullQueues`, in uvicorn's httptools protocol: `TimedHttpToolsProtocol`) and
-written from bytes built once: no ASGI scope, task, middleware or JSON encoding; the body is parsed and dropped as it
+the request's head is parsed (`RefusesFullQueues`, in uvicorn's httptools protocol: `TimedHttpToolsProtocol`, through
+the private members sentune.serve.uvicorn_private names) and written from bytes built once: no ASGI scope, task, middleware or JSON encoding; the body is parsed and dropped as it
 arrives, and the connection is kept (closed after the answer when the client asked for that; at once for
 `Expect: 100-continue`). The answer comes after a pause (`Refusals.pause`), the connection not read meanwhile: the first refusal
 of a connection in tens of milliseconds, each one it asks for again without waiting Retry-After twice as late (to
 Retry-After's second), and all the refused connections together answered a bounded number of times a second, however
-fast their clients send.
-Where the protocol cannot answer first (h11, or a request pipelined behind one not yet answered) the ASGI middleware
-`Shed` answers the same, before any other layer, after the shared pause (without the per-connection doubling: it sees requests, not connections).
+fast their clients send. Only a request that sentune.serve.guard lets through (its Host, its API key) is refused so: a
+client without the key gets its 401 and never learns the load, nor takes a share of the refusals' rate.
+Where the protocol cannot answer first (h11, a uvicorn whose private members changed, or a request pipelined behind one
+not yet answered) the ASGI middleware
+`Shed` answers the same, after sentune.serve.guard's checks and before any other layer, after the shared pause (without the per-connection doubling: it sees requests, not connections).
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ import json
 import math
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from fastapi.responses import JSONResponse
 
 from sentune.serve.batching import MicroBatcher, QueueFull
+from sentune.serve.guard import API_POLICY, SECURITY_HEADERS
 from sentune.serve.protocol import error_body
+from sentune.serve.uvicorn_private import UvicornHttp
 
 # A refused request is answered after a pause, and its connection not read meanwhile, so that a client that sends
 # again at once (a load generator, a retry loop that ignores Retry-After) is refused a few times a second, not
@@ -58,10 +63,18 @@ def busy_body(exc: QueueFull) -> dict:
 
 class Refusals:
     """Which requests a full queue refuses, and their answer: `queue_of(path)` is a route's batcher (None: not a
-    batched route, or the app not started). `observe(route, seconds)` counts a refusal in /metrics."""
+    batched route, or the app not started). `observe(route, status, seconds)` counts in /metrics an answer that the
+    HTTP protocol writes itself (this 503, and sentune.serve.admission's 408 and 431), which no middleware sees.
+    `admits(scope)`: whether sentune.serve.guard lets the request's head through (its Host, its key): the protocol
+    refuses only those, a request that it would not admit being left to its 400 or 401."""
 
-    def __init__(self, queue_of: Callable[[str], MicroBatcher | None], observe: Callable[[str, float], None] | None = None) -> None:
-        self.queue_of, self.observe = queue_of, observe
+    def __init__(
+        self,
+        queue_of: Callable[[str], MicroBatcher | None],
+        observe: Callable[[str, int, float], None] | None = None,
+        admits: Callable[[dict], bool] | None = None,
+    ) -> None:
+        self.queue_of, self.observe, self.admits = queue_of, observe, admits
         self._bodies: dict[int, bytes] = {}
         self.resting = 0  # refused requests waiting for their answer (their pause) now
 
@@ -71,14 +84,18 @@ class Refusals:
         backoff = SHED_PAUSE_S * 2.0 ** min(in_a_row, 30)
         return min(MAX_PAUSE_S, max(SHED_PAUSE_S, backoff, (self.resting + 1) / REFUSALS_PER_S))
 
-    def refused(self, method: str, path: str) -> MicroBatcher | None:
-        """The batcher whose full queue refuses this request (counted as refused), or None: it goes on."""
+    def full(self, method: str, path: str) -> MicroBatcher | None:
+        """The batcher whose queue is full, when this request would join it (None: it goes on)."""
         if method != "POST":
             return None
         batcher = self.queue_of(path)
-        if batcher is None or not batcher.full():
-            return None
-        batcher.refuse()
+        return batcher if batcher is not None and batcher.full() else None
+
+    def refused(self, method: str, path: str) -> MicroBatcher | None:
+        """The batcher whose full queue refuses this request (counted as refused), or None: it goes on."""
+        batcher = self.full(method, path)
+        if batcher is not None:
+            batcher.refuse()
         return batcher
 
     def body(self, batcher: MicroBatcher) -> bytes:
@@ -92,13 +109,17 @@ class Refusals:
         """The whole HTTP/1.1 answer, as the protocol writes it: uvicorn's default headers (date, server) and ours."""
         body = self.body(batcher)
         head = [b"HTTP/1.1 503 Service Unavailable\r\n"]
-        head += [name + b": " + value + b"\r\n" for name, value in default_headers]
+        head += [name + b": " + value + b"\r\n" for name, value in [*default_headers, *PROTOCOL_HEADERS]]
         head.append(b"content-type: application/json\r\nretry-after: " + RETRY_AFTER.encode() + b"\r\ncontent-length: " + str(len(body)).encode())
         head.append(b"\r\nconnection: close\r\n\r\n" if close else b"\r\n\r\n")
         return b"".join(head) + body
 
 
-class RefusesFullQueues:
+# what sentune.serve.guard adds to every answer, on those the protocol writes itself
+PROTOCOL_HEADERS = [(b"content-security-policy", API_POLICY), *SECURITY_HEADERS]
+
+
+class RefusesFullQueues(UvicornHttp):
     """uvicorn's httptools protocol answering a full queue's 503 itself (see the module's docstring). It finds
     `Refusals` in the app's lifespan state (`app_state`); without it (another app) it does nothing."""
 
@@ -106,6 +127,7 @@ class RefusesFullQueues:
     _refused = False  # a refused request's body was all parsed in this chunk of data: answer it after the pause
     _refused_close = False  # the connection closes after that answer
     _began = 0.0
+    _target = ""  # the refused request's path and query, as the access log writes them
     _path = ""
     _pause: asyncio.TimerHandle | None = None
     _in_a_row = 0  # refusals of this connection, each asked for again before Retry-After had passed
@@ -116,31 +138,50 @@ class RefusesFullQueues:
             self._refused_close = True  # the refusal closes the connection: this request is not answered
             return
         began = time.perf_counter()
-        refusals: Refusals | None = self.app_state.get(REFUSALS_STATE)  # type: ignore[attr-defined]
-        idle = self.cycle is None or self.cycle.response_complete  # type: ignore[attr-defined]  # else an answer is owed first
+        refusals: Refusals | None = self.app_state.get(REFUSALS_STATE)
+        idle = self.cycle is None or self.cycle.response_complete  # else an answer is owed first
         batcher = None
-        if refusals is not None and idle and not self.pipeline and not self.root_path:  # type: ignore[attr-defined]
-            import httptools  # installed wherever this protocol is used (sentune.serve.admission)
-
-            self._path = httptools.parse_url(self.url).path.decode("ascii")  # type: ignore[attr-defined]
-            batcher = refusals.refused(self.parser.get_method().decode("ascii"), self._path)  # type: ignore[attr-defined]
+        if refusals is not None and idle and not self.pipeline and not self.root_path:
+            batcher = self._refused_by(refusals)
         if refusals is None or batcher is None:
             self._in_a_row = 0  # served (or not a batched route): its next refusal is a first one again
-            return super().on_headers_complete()  # type: ignore[misc]
+            return super().on_headers_complete()
         self._began = began
-        self._refused_close = not self.parser.should_keep_alive() or self.expect_100_continue  # type: ignore[attr-defined]
+        self._refused_close = not self.parser.should_keep_alive() or self.expect_100_continue
         self._refusing = batcher
-        if self.expect_100_continue:  # type: ignore[attr-defined]  # its body comes only after a 100: answer and close now
+        if self.expect_100_continue:  # its body comes only after a 100: answer and close now
             self._write_refusal(refusals, batcher)
+
+    def _refused_by(self, refusals: Refusals) -> MicroBatcher | None:
+        """The batcher that refuses this request, when Guard would let its head through."""
+        import httptools  # installed wherever this protocol is used (sentune.serve.admission)
+
+        url = httptools.parse_url(self.url)
+        method = self.parser.get_method().decode("ascii")
+        self._path = url.path.decode("ascii")
+        self._target = self._path + ("?" + url.query.decode("ascii") if url.query else "")
+        batcher = refusals.full(method, self._path)
+        if batcher is None:
+            return None
+        head = {"method": method, "path": self._path, "raw_path": url.path, "query_string": url.query or b""}
+        head |= {"headers": self.headers, "http_version": self.parser.get_http_version()}
+        if refusals.admits is not None and not refusals.admits(head):
+            return None  # its 400 or 401 comes from Guard, as when the queue has room
+        batcher.refuse()
+        return batcher
 
     def on_body(self, body: bytes) -> None:
         if self._refusing is None:
-            super().on_body(body)  # type: ignore[misc]
+            super().on_body(body)
 
     def on_message_complete(self) -> None:
         if self._refusing is None:
-            return super().on_message_complete()  # type: ignore[misc]
+            return super().on_message_complete()
         self._refused = True
+
+    if TYPE_CHECKING:
+
+        def _disarm(self) -> None: ...  # the read limit's timer: sentune.serve.admission.HeadTimer, beside this in the protocol
 
     def after_data(self) -> None:
         """Called once a chunk of data is parsed: a refused request whose body is in is answered after the pause,
@@ -148,42 +189,42 @@ class RefusesFullQueues:
         if not self._refused or self._pause is not None:
             return
         self._refused = False
-        self._disarm()  # type: ignore[attr-defined]  # its body is in: no read limit runs until the answer
-        if self.transport.is_closing():  # type: ignore[attr-defined]
+        self._disarm()  # its body is in: no read limit runs until the answer
+        if self.transport.is_closing():
             return
-        self.flow.pause_reading()  # type: ignore[attr-defined]
-        refusals: Refusals = self.app_state[REFUSALS_STATE]  # type: ignore[attr-defined]
-        now = self.loop.time()  # type: ignore[attr-defined]
+        self.flow.pause_reading()
+        refusals: Refusals = self.app_state[REFUSALS_STATE]
+        now = self.loop.time()
         if now - self._answered_at >= float(RETRY_AFTER):  # the client waited what it was told: no backoff
             self._in_a_row = 0
         due = math.ceil((now + refusals.pause(self._in_a_row)) / REFUSAL_TICK_S) * REFUSAL_TICK_S
-        self._pause = self.loop.call_at(due, self._answer_refusal)  # type: ignore[attr-defined]
+        self._pause = self.loop.call_at(due, self._answer_refusal)
         self._in_a_row += 1
         refusals.resting += 1
 
     def _answer_refusal(self) -> None:
-        refusals: Refusals = self.app_state[REFUSALS_STATE]  # type: ignore[attr-defined]
+        refusals: Refusals = self.app_state[REFUSALS_STATE]
         if self._pause is not None:
             self._pause = None
             refusals.resting -= 1
         batcher, self._refusing = self._refusing, None
-        if batcher is not None and not self.transport.is_closing():  # type: ignore[attr-defined]
+        if batcher is not None and not self.transport.is_closing():
             self._write_refusal(refusals, batcher)
 
     def _write_refusal(self, refusals: Refusals, batcher: MicroBatcher) -> None:
-        self.transport.write(refusals.response(batcher, self.server_state.default_headers, self._refused_close))  # type: ignore[attr-defined]
-        self._answered_at = self.loop.time()  # type: ignore[attr-defined]
-        if self.access_log:  # type: ignore[attr-defined]  # as uvicorn logs an answer
-            client = f"{self.client[0]}:{self.client[1]}" if self.client else "-"  # type: ignore[attr-defined]
-            self.access_logger.info('%s - "POST %s HTTP/1.1" 503', client, self._path)  # type: ignore[attr-defined]
+        self.transport.write(refusals.response(batcher, self.server_state.default_headers, self._refused_close))
+        self._answered_at = self.loop.time()
+        if self.access_log:  # the line uvicorn writes for an answer, with the five arguments its formatter reads
+            client = f"{self.client[0]}:{self.client[1]}" if self.client else "-"
+            self.access_logger.info('%s - "%s %s HTTP/%s" %d', client, "POST", self._target, self.parser.get_http_version(), 503)
         if refusals.observe is not None:
-            refusals.observe(self._path, time.perf_counter() - self._began)
+            refusals.observe(self._path, 503, time.perf_counter() - self._began)
         if self._refused_close:
-            self.transport.close()  # type: ignore[attr-defined]
+            self.transport.close()
             return
-        self.flow.resume_reading()  # type: ignore[attr-defined]
-        self._unset_keepalive_if_required()  # type: ignore[attr-defined]  # idle from now on, as after any answer
-        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)  # type: ignore[attr-defined]
+        self.flow.resume_reading()
+        self._unset_keepalive_if_required()  # idle from now on, as after any answer
+        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
     def refusal_pending(self) -> bool:
         return self._refusing is not None
@@ -192,7 +233,7 @@ class RefusesFullQueues:
         if self._pause is not None:
             self._pause.cancel()
             self._pause = None
-            self.app_state[REFUSALS_STATE].resting -= 1  # type: ignore[attr-defined]
+            self.app_state[REFUSALS_STATE].resting -= 1
 
 
 class Shed:
