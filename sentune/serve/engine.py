@@ -77,7 +77,7 @@ class Engine:
                 runtime = with_small_batch_graph(self.model, runtime, settings)
         # what computes every batch of the model: this encoder's, and the index's query encoding (sentune.core.runtime)
         self.runtime = runtime
-        for view in self.views.values():
+        for view in [self.index, *self.views.values()] if self.views else []:
             view.runtime = runtime
         self.encoder = Encoder(self.model, "model", show_progress=False, runtime=runtime)
         self.max_tokens = int(self.model.max_seq_length or 0)
