@@ -82,10 +82,9 @@ def load_model_with_runtime(name: str, *, trust_remote_code: bool = False, devic
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
-    from sentune.core.runtime import BACKENDS, Runtime
+    from sentune.core.runtime import Runtime, check_backend
 
-    if backend not in BACKENDS:
-        raise UserError(f"--backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    check_backend(backend)  # before anything loads
     hf_logging.disable_progress_bar()  # a "Loading weights" bar per model is noise; sentune shows its own progress
     resolved = check_model_name(name)
     path = Path(resolved)

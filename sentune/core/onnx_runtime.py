@@ -21,8 +21,7 @@ import numpy as np
 import torch
 
 from sentune.core.onnx_session import session
-from sentune.core.runtime import BACKENDS, PYTORCH, Runtime
-from sentune.errors import UserError
+from sentune.core.runtime import PYTORCH, Runtime, check_backend, check_on_cpu
 
 logger = logging.getLogger(__name__)
 
@@ -52,12 +51,10 @@ class OnnxRunner:
 def backend_runtime(model, backend: str, source: str | None = None) -> Runtime:
     """The Runtime that runs `model` (`source`: the folder it was loaded from, if any) on `backend`: PyTorch, or its
     ONNX graph for these weights (the folder's own, else the cache's, exported once)."""
-    if backend not in BACKENDS:
-        raise UserError(f"--backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    check_backend(backend)
     if backend == "torch":
         return PYTORCH
-    if model.device.type != "cpu":
-        raise UserError(f"--backend {backend} runs on the CPU (ONNX Runtime's CPU provider); the model is on {model.device}: pass --device cpu")
+    check_on_cpu(backend, model)  # before a graph is exported for it
     return graph_runtime(graph_for(model, backend, source), backend)
 
 

@@ -34,6 +34,17 @@ BACKENDS = ("torch", "onnx", "onnx-int8")
 SMALL_BATCH_TEXTS = 3  # a batch of at most this many texts takes the small-batch graph (see the module's docstring)
 
 
+def check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise UserError(f"--backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+
+
+def check_on_cpu(backend: str, model: Any) -> None:
+    """An ONNX backend runs on ONNX Runtime's CPU provider: one line when `model` is elsewhere."""
+    if backend != "torch" and model.device.type != "cpu":
+        raise UserError(f"--backend {backend} runs on the CPU (ONNX Runtime's CPU provider); the model is on {model.device}: pass --device cpu")
+
+
 class Graph(Protocol):
     """A graph that computes a model's token states (sentune.core.onnx_runtime.OnnxRunner, which imports this module)."""
 
@@ -54,8 +65,7 @@ class Runtime:
     spread: bool = False  # a model on an unnumbered cuda: its batches shared out to every visible GPU
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise UserError(f"--backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
+        check_backend(self.backend)
         if (self.backend == "torch") != (self.graph is None):
             raise ValueError(f"a {self.backend} runtime {'needs' if self.graph is None else 'has no'} graph")
         if self.graph is not None and self.graph.backend != self.backend:
@@ -91,8 +101,7 @@ class Runtime:
 
     def check_model(self, model: Any) -> None:
         """A graph runs on ONNX Runtime's CPU provider: one line when `model` is elsewhere."""
-        if self.graph is not None and model.device.type != "cpu":
-            raise UserError(f"--backend {self.backend} runs on the CPU (ONNX Runtime's CPU provider); the model is on {model.device}: pass --device cpu")
+        check_on_cpu(self.backend, model)
 
 
 PYTORCH = Runtime()
