@@ -216,7 +216,7 @@ def test_a_checkpoint_is_scored_on_the_train_rows_once(tmp_path, tiny_st, monkey
     b = tiny_st.encode([pairs[i].b for i in rows.train_indices], normalize_embeddings=True)
     np.testing.assert_allclose(found, np.sum(a * b, axis=1), atol=1e-5)
     assert (weights.parent.parent / "race_rows" / "checkpoint-4.npz").is_file()
-    monkeypatch.setattr(models, "load_model", lambda *args, **kwargs: pytest.fail("scored again"))
+    monkeypatch.setattr(models, "load_model_with_runtime", lambda *args, **kwargs: pytest.fail("scored again"))
     np.testing.assert_array_equal(train_cosines(rows, weights, ctx), found)
     assert train_cosines(rows, tmp_path / "nowhere", ctx) is None
 

@@ -101,18 +101,22 @@ def test_several_devices_share_the_batches_and_give_the_same_vectors(tiny_st):
 
 
 def test_encode_devices_follow_the_device_request(tiny_st, monkeypatch):
-    from sentune.core.encode import encode_devices
-
-    assert encode_devices(tiny_st) == [torch.device("cpu")]  # a CPU model: one device
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    assert encode_devices(tiny_st) == [torch.device("cpu")]  # GPUs present, but the model was put on the CPU
-    # a model on the first GPU: spread over both only when no GPU was named (load_model marks it), never by the environment
     from types import SimpleNamespace
 
+    from sentune.core.runtime import Runtime
+
+    spread = Runtime(spread=True)
+    assert spread.devices(tiny_st) == [torch.device("cpu")]  # a CPU model: one device
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert spread.devices(tiny_st) == [torch.device("cpu")]  # GPUs present, but the model was put on the CPU
+    # a model on the first GPU: spread over both only when no GPU was named (its runtime says so), never by the environment
+    on_gpu = SimpleNamespace(device=torch.device("cuda", 0))
     monkeypatch.setenv("SENTUNE_DEVICE", "cuda:0")
-    assert encode_devices(SimpleNamespace(device=torch.device("cuda", 0), sentune_spread=True)) == [torch.device("cuda", 0), torch.device("cuda", 1)]
+    assert spread.devices(on_gpu) == [torch.device("cuda", 0), torch.device("cuda", 1)]
     monkeypatch.setenv("SENTUNE_DEVICE", "cuda")
-    assert encode_devices(SimpleNamespace(device=torch.device("cuda", 0), sentune_spread=False)) == [torch.device("cuda", 0)]
+    assert Runtime().devices(on_gpu) == [torch.device("cuda", 0)]
+    monkeypatch.setenv("WORLD_SIZE", "2")  # a data-parallel launcher: each process has its own GPU
+    assert spread.devices(on_gpu) == [torch.device("cuda", 0)]
 
 
 def test_freed_memory_is_released_after_long_batches_and_every_few_short_ones(tiny_st, monkeypatch):

@@ -13,15 +13,25 @@ pytest.importorskip("onnxruntime")
 
 from sentune.cli import main  # noqa: E402
 from sentune.core.encode import Encoder  # noqa: E402
-from sentune.core.models import load_model  # noqa: E402
-from sentune.core.onnx_runtime import backend_of, runner_of, use_backend  # noqa: E402
+from sentune.core.models import load_model, load_model_with_runtime  # noqa: E402
+from sentune.core.onnx_runtime import backend_runtime  # noqa: E402
 from tests.conftest import SENTENCES, tree_state  # noqa: E402
 
 EXACT = 1e-5  # the issue's bound for fp32 graphs
 
 
-def _vectors(model, pooling: str = "model") -> np.ndarray:
-    return Encoder(model, pooling, show_progress=False).encode(SENTENCES)
+def _vectors(model, pooling: str = "model", runtime=None) -> np.ndarray:
+    return Encoder(model, pooling, show_progress=False, runtime=runtime).encode(SENTENCES)
+
+
+def _on(name: str, backend: str, pooling: str = "model") -> np.ndarray:
+    """The vectors of the model at `name` loaded with `backend`'s runtime."""
+    model, runtime = load_model_with_runtime(name, backend=backend)
+    return _vectors(model, pooling, runtime)
+
+
+def _graph(name: str, backend: str):
+    return load_model_with_runtime(name, backend=backend)[1].graph
 
 
 @pytest.fixture(scope="module")
@@ -48,16 +58,16 @@ def test_export_writes_the_sentence_transformers_layout_with_its_check(exported)
 @pytest.mark.parametrize("pooling", ["model", "cls", "mean", "first-last", "layer2-mean"])
 def test_onnx_vectors_equal_pytorch(exported, pooling):
     torch_vectors = _vectors(load_model(str(exported)), pooling)
-    model = load_model(str(exported), backend="onnx")
-    assert backend_of(model) == "onnx" and runner_of(model).path == exported / "onnx" / "model.onnx"  # the folder's own graph
-    np.testing.assert_allclose(_vectors(model, pooling), torch_vectors, atol=EXACT)
+    model, runtime = load_model_with_runtime(str(exported), backend="onnx")
+    assert runtime.backend == "onnx" and runtime.graph.path == exported / "onnx" / "model.onnx"  # the folder's own graph
+    np.testing.assert_allclose(_vectors(model, pooling, runtime), torch_vectors, atol=EXACT)
 
 
 def test_int8_backend_runs_its_graph_and_moves_the_vectors_a_little(exported):
-    fp32 = _vectors(load_model(str(exported), backend="onnx"))
-    model = load_model(str(exported), backend="onnx-int8")
-    assert runner_of(model).path.name.startswith("model_qint8_")
-    int8 = _vectors(model)
+    fp32 = _on(str(exported), "onnx")
+    model, runtime = load_model_with_runtime(str(exported), backend="onnx-int8")
+    assert runtime.graph.path.name.startswith("model_qint8_")
+    int8 = _vectors(model, runtime=runtime)
     cosines = (int8 * fp32).sum(1) / np.linalg.norm(int8, axis=1) / np.linalg.norm(fp32, axis=1)
     assert not np.allclose(int8, fp32, atol=EXACT) and cosines.min() > 0.9
 
@@ -71,19 +81,19 @@ def test_models_with_whitening_or_flow_heads_export_exactly(head, tiny_model_dir
     out = tmp_path / f"{head}-onnx"
     assert main(["export", str(model_dir), "--to", str(out), "--check", "STS-B-dev", "--data", str(tiny_data_dir)]) == 0
     torch_vectors = _vectors(load_model(str(model_dir)))
-    np.testing.assert_allclose(_vectors(load_model(str(out), backend="onnx")), torch_vectors, atol=EXACT)
+    np.testing.assert_allclose(_on(str(out), "onnx"), torch_vectors, atol=EXACT)
 
 
 def test_a_model_without_a_graph_is_exported_once_into_the_cache(tiny_model_dir, monkeypatch, tmp_path):
     from sentune.core.cache import cache_entries, clear_cache
 
     monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path / "cache"))
-    model = load_model(str(tiny_model_dir), backend="onnx")
-    graph = runner_of(model).path
+    model, runtime = load_model_with_runtime(str(tiny_model_dir), backend="onnx")
+    graph = runtime.graph.path
     assert graph.parent.parent == tmp_path / "cache" and graph.name == "model.onnx"
-    np.testing.assert_allclose(_vectors(model), _vectors(load_model(str(tiny_model_dir))), atol=EXACT)
+    np.testing.assert_allclose(_vectors(model, runtime=runtime), _vectors(load_model(str(tiny_model_dir))), atol=EXACT)
     stamp = graph.stat().st_mtime_ns
-    assert runner_of(load_model(str(tiny_model_dir), backend="onnx")).path == graph and graph.stat().st_mtime_ns == stamp  # read back, not redone
+    assert _graph(str(tiny_model_dir), "onnx").path == graph and graph.stat().st_mtime_ns == stamp  # read back, not redone
     assert [p for p, _, _ in cache_entries()] == [graph.parent]
     assert clear_cache() == [graph.parent] and not graph.parent.exists()
 
@@ -91,14 +101,14 @@ def test_a_model_without_a_graph_is_exported_once_into_the_cache(tiny_model_dir,
 def test_the_same_graph_file_reuses_its_runner_and_a_rewritten_one_does_not(exported):
     import os
 
-    first = runner_of(load_model(str(exported), backend="onnx"))
-    again = runner_of(use_backend(load_model(str(exported)), "onnx", source=str(exported)))
+    first = _graph(str(exported), "onnx")
+    again = backend_runtime(load_model(str(exported)), "onnx", source=str(exported)).graph
     assert again is first  # scoring dev then test: one session, one digest of the file
     graph = exported / "onnx" / "model.onnx"
     stamp = graph.stat()
     os.utime(graph, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000))  # the file rewritten in place
     try:
-        assert runner_of(load_model(str(exported), backend="onnx")) is not first
+        assert _graph(str(exported), "onnx") is not first
     finally:
         os.utime(graph, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
 
@@ -115,15 +125,18 @@ def test_a_graph_of_other_weights_is_not_used(exported, tmp_path, caplog):
     (folder / "onnx").mkdir()
     for name in ("model.onnx", "export.json"):
         (folder / "onnx" / name).write_bytes((exported / "onnx" / name).read_bytes())
-    onnx_model = load_model(str(folder), backend="onnx")
-    assert runner_of(onnx_model).path.parent != folder / "onnx" and "exported from other weights" in caplog.text
-    np.testing.assert_allclose(_vectors(onnx_model), _vectors(load_model(str(folder))), atol=EXACT)
+    onnx_model, runtime = load_model_with_runtime(str(folder), backend="onnx")
+    assert runtime.graph.path.parent != folder / "onnx" and "exported from other weights" in caplog.text
+    np.testing.assert_allclose(_vectors(onnx_model, runtime=runtime), _vectors(load_model(str(folder))), atol=EXACT)
 
 
 def test_corpus_embedding_cache_keys_differ_by_backend(exported):
     from sentune.core.embedding_cache import _texts_key
 
-    keys = {backend: _texts_key(Encoder(load_model(str(exported), backend=backend), "model"), SENTENCES) for backend in ("torch", "onnx", "onnx-int8")}
+    keys = {}
+    for backend in ("torch", "onnx", "onnx-int8"):
+        model, runtime = load_model_with_runtime(str(exported), backend=backend)
+        keys[backend] = _texts_key(Encoder(model, "model", runtime=runtime), SENTENCES)
     assert len(set(keys.values())) == 3
 
 
@@ -136,11 +149,12 @@ def test_adapt_scorer_scores_through_the_graph_and_detaches_it(exported):
     path.write_text("".join(f"{a}\t{b}\t{s}\n" for a, b, s in rows))
     scored = read_scored_pairs(path)
     model = load_model(str(exported))
+    attributes = set(vars(model))
     torch_scores = PairScorer({"dev": scored}).of_model(model)["dev"]
     scorer = PairScorer({"dev": scored})
     scorer.backend = "onnx"
     np.testing.assert_allclose(scorer.of_model(model)["dev"], torch_scores, atol=EXACT)
-    assert runner_of(model) is None  # nothing attached travels on with the model (copies, training)
+    assert set(vars(model)) == attributes  # nothing attached travels on with the model (copies, training)
 
 
 def test_verify_rejects_a_graph_of_another_model(exported, tiny_model_dir):
@@ -232,14 +246,16 @@ def test_int8_without_any_check_needs_force(tiny_model_dir, tmp_path, monkeypatc
     assert "Not checked" in (tmp_path / "o" / "README.md").read_text()
 
 
-def test_use_backend_refuses_a_gpu_model_and_unknown_backends(tiny_st):
+def test_backend_runtime_refuses_a_gpu_model_and_unknown_backends(tiny_st):
     from sentune.errors import UserError
 
     with pytest.raises(UserError, match="choose one of torch, onnx, onnx-int8"):
-        use_backend(tiny_st, "tensorrt")
+        backend_runtime(tiny_st, "tensorrt")
+    with pytest.raises(UserError, match="choose one of torch, onnx, onnx-int8"):
+        load_model_with_runtime("no-such-folder-either", backend="tensorrt")  # before anything loads
     tiny_st.to("meta")
     with pytest.raises(UserError, match="runs on the CPU"):
-        use_backend(tiny_st, "onnx")
+        backend_runtime(tiny_st, "onnx")
 
 
 # the longest default test (an export of a second family): MPNet and RoBERTa (no token type ids) in the slow selection
@@ -255,7 +271,5 @@ def test_families_without_token_type_ids_export_exactly(family, request, tmp_pat
     info = json.loads((out / "onnx" / "export.json").read_text())
     assert info["inputs"] == ["input_ids", "attention_mask"] and len(info["outputs"]) == 1 + 4  # the last layer, then the embeddings and 3 layers
     for pooling in ("model", "first-last"):
-        np.testing.assert_allclose(
-            _vectors(load_model(str(out), backend="onnx"), pooling), _vectors(load_model(str(out)), pooling), atol=EXACT, err_msg=pooling
-        )
-    assert np.isfinite(_vectors(load_model(str(out), backend="onnx-int8"))).all()
+        np.testing.assert_allclose(_on(str(out), "onnx", pooling), _vectors(load_model(str(out)), pooling), atol=EXACT, err_msg=pooling)
+    assert np.isfinite(_on(str(out), "onnx-int8")).all()

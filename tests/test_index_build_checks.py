@@ -34,7 +34,7 @@ def events(monkeypatch) -> list[str]:
     monkeypatch.setattr(sentune.search.stored, "check_out", check_out)  # what check_resume calls
     monkeypatch.setattr(sentune.search.index, "check_out", check_out)  # where the build's check finds it
     monkeypatch.setattr(sentune.search.options, "check_document_ids", counted("ids", sentune.search.options.check_document_ids))
-    monkeypatch.setattr(sentune.core.models, "load_model", counted("model", sentune.core.models.load_model))
+    monkeypatch.setattr(sentune.core.models, "load_model_with_runtime", counted("model", sentune.core.models.load_model_with_runtime))  # load_model too
     return seen
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from sentune.core.lanes import LANE_MIN_TEXTS, Lanes, lane_shares
+from sentune.core.runtime import Runtime
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -48,8 +49,7 @@ def test_lanes_give_the_whole_batchs_vectors_each_lane_on_its_own_thread_with_on
         return run(self, model, unique, batches, bar)
 
     monkeypatch.setattr(Encoder, "_run", spy)
-    tiny_st.sentune_lanes = Lanes(2, 2)
-    laned = Encoder(tiny_st, "model", show_progress=False).encode(TEXTS)
+    laned = Encoder(tiny_st, "model", show_progress=False, runtime=Runtime(lanes=Lanes(2, 2))).encode(TEXTS)
     np.testing.assert_allclose(laned, whole, atol=1e-5)
     assert len(seen) == 2 and all(name.startswith("sentune-lane") and threads == 1 for name, threads, _ in seen)
     assert sum(count for _, _, count in seen) == len(TEXTS)
@@ -58,8 +58,7 @@ def test_lanes_give_the_whole_batchs_vectors_each_lane_on_its_own_thread_with_on
 def test_a_whole_batch_after_lanes_runs_with_every_thread(tiny_st):
     from sentune.core.encode import Encoder
 
-    tiny_st.sentune_lanes = Lanes(2, 2)
-    encoder = Encoder(tiny_st, "model", show_progress=False)
+    encoder = Encoder(tiny_st, "model", show_progress=False, runtime=Runtime(lanes=Lanes(2, 2)))
     encoder.encode(TEXTS)  # the lanes set their threads' counts to one
     counts: list[int] = []
 
@@ -74,7 +73,7 @@ def test_a_whole_batch_after_lanes_runs_with_every_thread(tiny_st):
     assert counts == [2]
 
 
-def test_serve_gives_its_model_lanes_on_the_cpu_unless_told_one(tiny_model_dir):
+def test_serve_gives_its_runtime_lanes_on_the_cpu_unless_told_one(tiny_model_dir, tiny_st):
     from sentune.errors import UserError
     from sentune.serve.engine import Engine
     from sentune.serve.settings import ServeSettings, check_numbers
@@ -83,13 +82,15 @@ def test_serve_gives_its_model_lanes_on_the_cpu_unless_told_one(tiny_model_dir):
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)  # the tests run one thread each: a server on 2 cores has two
-        lanes = Engine(settings).model.sentune_lanes
-        assert lanes.count == lanes.threads == 2
+        engine = Engine(settings)
+        lanes = engine.runtime.lanes
+        assert lanes.count == lanes.threads == 2 and engine.encoder.runtime is engine.runtime
+        assert set(vars(engine.model)) == set(vars(tiny_st))  # the lanes are the runtime's, nothing set on the model
         torch.set_num_threads(1)  # one thread: one lane is the whole batch, nothing to set
-        assert not hasattr(Engine(settings).model, "sentune_lanes")
+        assert Engine(settings).runtime.lanes is None
     finally:
         torch.set_num_threads(before)
-    assert not hasattr(Engine(ServeSettings(target=str(tiny_model_dir), index=None, model=str(tiny_model_dir), lanes=1)).model, "sentune_lanes")
+    assert Engine(ServeSettings(target=str(tiny_model_dir), index=None, model=str(tiny_model_dir), lanes=1)).runtime.lanes is None
     with pytest.raises(UserError, match="--lanes 0"):
         check_numbers(ServeSettings(target="m", index=None, model="m", lanes=0))
 

@@ -74,7 +74,7 @@ def test_a_mistyped_model_fails_offline_without_trying_the_hub(tmp_path, capsys,
 def test_an_unwritable_output_fails_before_the_model_loads(tiny_model_dir, tmp_path, capsys, monkeypatch):
     import sentune.core.models
 
-    monkeypatch.setattr(sentune.core.models, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(sentune.core.models, "load_model_with_runtime", lambda *a, **k: pytest.fail("the model was loaded"))
     (tmp_path / "in.txt").write_text("a man plays\n")
     (tmp_path / "afile").write_text("")
     assert main(["encode", "--model", str(tiny_model_dir), str(tmp_path / "in.txt"), str(tmp_path / "afile" / "o.npy")]) == 2

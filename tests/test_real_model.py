@@ -55,11 +55,11 @@ def test_onnx_graph_of_the_default_model_equals_pytorch(default_model, tmp_path,
     """The issue's bound for fp32 graphs on the real model (benchmarks/results/onnx_exact.md: whitening and flow heads)."""
     pytest.importorskip("onnxruntime")
     from sentune.core.encode import Encoder
-    from sentune.core.models import load_model
+    from sentune.core.models import load_model_with_runtime
 
     monkeypatch.setenv("SENTUNE_CACHE", str(tmp_path))
     sentences = ["a man is playing a guitar .", "the cat sits on the mat .", "stocks fell sharply today after the report on rates ."] * 3
-    onnx = load_model("default", backend="onnx")
+    onnx, runtime = load_model_with_runtime("default", backend="onnx")
     for pooling in ("model", "first-last"):
         expected = Encoder(default_model, pooling, show_progress=False).encode(sentences)
-        np.testing.assert_allclose(Encoder(onnx, pooling, show_progress=False).encode(sentences), expected, atol=1e-5)
+        np.testing.assert_allclose(Encoder(onnx, pooling, show_progress=False, runtime=runtime).encode(sentences), expected, atol=1e-5)

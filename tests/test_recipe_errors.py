@@ -35,7 +35,7 @@ def test_bad_recipe_fails_before_any_work(overrides, message, tmp_path, tiny_dat
     def no_model(*args, **kwargs):
         raise AssertionError("a model was loaded for a recipe that cannot run")
 
-    monkeypatch.setattr(sentune.core.models, "load_model", no_model)
+    monkeypatch.setattr(sentune.core.models, "load_model_with_runtime", no_model)
     out = tmp_path / "run"
     code = main(["train", "001-sg-opt", *overrides, "--out", str(out), "--data", str(tiny_data_dir)])
     err = capsys.readouterr().err

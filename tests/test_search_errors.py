@@ -46,7 +46,7 @@ def no_model(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a model was loaded before the check")
 
-    monkeypatch.setattr(sentune.core.models, "load_model", refuse)
+    monkeypatch.setattr(sentune.core.models, "load_model_with_runtime", refuse)
 
 
 def copy_index(built, tmp_path, name="hybrid"):

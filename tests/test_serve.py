@@ -580,8 +580,8 @@ def test_a_request_given_up_before_its_batch_runs_is_not_computed():
 def test_the_onnx_backends_serve_the_exported_graph_as_sentune_encode_runs_it(toy_index, served_model, tmp_path, backend):
     pytest.importorskip("onnxruntime")
     from fastapi.testclient import TestClient
+    from sentence_transformers import SentenceTransformer
 
-    from sentune.core.backend import backend_of
     from sentune.serve.app import create_app
     from sentune.serve.engine import Engine
     from sentune.serve.settings import ServeSettings
@@ -591,7 +591,8 @@ def test_the_onnx_backends_serve_the_exported_graph_as_sentune_encode_runs_it(to
     assert main(["encode", "--model", str(served_model), "--backend", backend, str(text_file), str(out), "--quiet"]) == 0
     settings = ServeSettings(target=str(toy_index[0]), index=str(toy_index[0]), model=None, backend=backend)
     engine = Engine(settings)
-    assert backend_of(engine.model) == backend and all(backend_of(view.model()) == backend for view in engine.views.values())
+    assert engine.runtime.backend == backend and all(view.runtime is engine.runtime for view in engine.views.values())
+    assert set(vars(engine.model)) == set(vars(SentenceTransformer(str(served_model), device="cpu")))  # no graph set on the model
     with TestClient(create_app(settings, engine)) as client:
         answer = client.post("/v1/embeddings", json={"input": SENTENCES}).json()  # one batch, as the file's: int8 scales activations per batch
         np.testing.assert_allclose(np.array([d["embedding"] for d in answer["data"]]), np.load(out), atol=1e-5)

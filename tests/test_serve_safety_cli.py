@@ -83,8 +83,8 @@ def test_a_tiny_ivfpq_says_what_it_builds_and_a_misfit_is_refused_before_the_mod
     import sentune.core.models
 
     loaded = []
-    real_load = sentune.core.models.load_model
-    monkeypatch.setattr(sentune.core.models, "load_model", lambda *a, **k: loaded.append(a) or real_load(*a, **k))
+    real_load = sentune.core.models.load_model_with_runtime
+    monkeypatch.setattr(sentune.core.models, "load_model_with_runtime", lambda *a, **k: loaded.append(a) or real_load(*a, **k))
     message = one_error(capsys, [*args, "--out", str(tmp_path / "too-many-lists"), "--ann", "ivfpq:nlist=64,pq=8"])
     assert "nlist=64 needs 2,496 documents" in message and loaded == [] and not (tmp_path / "too-many-lists").exists()
     capsys.readouterr()

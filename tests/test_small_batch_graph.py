@@ -4,7 +4,6 @@ serve` says about it."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 
 import numpy as np
@@ -12,15 +11,15 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
-from sentune.core.backend import SMALL_BATCH_TEXTS, SMALL_RUNNER_ATTRIBUTE  # noqa: E402
 from sentune.core.encode import Encoder  # noqa: E402
+from sentune.core.runtime import PYTORCH, SMALL_BATCH_TEXTS  # noqa: E402
 from sentune.errors import UserError  # noqa: E402
 from tests.conftest import SENTENCES  # noqa: E402
 
 
-def counted(model) -> list[int]:
-    """The batch sizes the model's small-batch graph is called with, from now on."""
-    runner, sizes = getattr(model, SMALL_RUNNER_ATTRIBUTE), []
+def counted(runtime) -> list[int]:
+    """The batch sizes the runtime's small-batch graph is called with, from now on."""
+    runner, sizes = runtime.small_batch_graph, []
     original = runner.__call__
 
     class Counting(type(runner)):  # a subclass: __call__ is looked up on the type
@@ -33,14 +32,15 @@ def counted(model) -> list[int]:
 
 
 def test_up_to_small_batch_texts_run_on_the_graph_and_larger_batches_on_pytorch_with_the_same_vectors(tiny_st, tiny_model_dir):
-    from sentune.core.small_batch_graph import use_small_batch_graph
+    from sentune.core.small_batch_graph import with_small_batch_graph
 
-    plain = Encoder(copy.deepcopy(tiny_st), "model", show_progress=False)
-    assert use_small_batch_graph(tiny_st, str(tiny_model_dir), required=True)
+    plain = Encoder(tiny_st, "model", show_progress=False)
+    runtime = with_small_batch_graph(tiny_st, PYTORCH, str(tiny_model_dir), required=True)
+    assert runtime.small_batch_graph is not None and runtime.small_batches == "onnx"
     # its threads sleep after a run: spinning, they took the cores of PyTorch's next (larger) batch
-    assert getattr(tiny_st, SMALL_RUNNER_ATTRIBUTE).session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
-    sizes = counted(tiny_st)
-    encoder = Encoder(tiny_st, "model", show_progress=False)
+    assert runtime.small_batch_graph.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    sizes = counted(runtime)
+    encoder = Encoder(tiny_st, "model", show_progress=False, runtime=runtime)
     for count in range(1, SMALL_BATCH_TEXTS + 1):
         np.testing.assert_allclose(encoder.encode(SENTENCES[:count]), plain.encode(SENTENCES[:count]), atol=1e-5)
     assert sizes == list(range(1, SMALL_BATCH_TEXTS + 1))
@@ -50,7 +50,7 @@ def test_up_to_small_batch_texts_run_on_the_graph_and_larger_batches_on_pytorch_
 
 def test_a_graph_whose_vectors_differ_from_pytorchs_is_never_attached(tiny_st, tiny_model_dir, monkeypatch, caplog):
     from sentune.core.onnx_runtime import OnnxRunner
-    from sentune.core.small_batch_graph import EXACT_GRAPH_BOUND, use_small_batch_graph
+    from sentune.core.small_batch_graph import EXACT_GRAPH_BOUND, with_small_batch_graph
 
     original = OnnxRunner.__call__
 
@@ -60,24 +60,23 @@ def test_a_graph_whose_vectors_differ_from_pytorchs_is_never_attached(tiny_st, t
         return out
 
     monkeypatch.setattr(OnnxRunner, "__call__", off)
-    assert not use_small_batch_graph(tiny_st, str(tiny_model_dir), required=False)
-    assert not hasattr(tiny_st, SMALL_RUNNER_ATTRIBUTE) and "small batches run on PyTorch" in caplog.text
+    assert with_small_batch_graph(tiny_st, PYTORCH, str(tiny_model_dir), required=False) is PYTORCH
+    assert "small batches run on PyTorch" in caplog.text
     with pytest.raises(UserError, match="--small-batches onnx: the model's ONNX graph gives vectors"):
-        use_small_batch_graph(tiny_st, str(tiny_model_dir), required=True)
-    assert not hasattr(tiny_st, SMALL_RUNNER_ATTRIBUTE)
+        with_small_batch_graph(tiny_st, PYTORCH, str(tiny_model_dir), required=True)
 
 
 def test_without_onnx_runtime_auto_keeps_pytorch_and_onnx_is_refused(tiny_st, tiny_model_dir, monkeypatch):
     import sentune.core.onnx_session as onnx_session
-    from sentune.core.small_batch_graph import use_small_batch_graph
+    from sentune.core.small_batch_graph import with_small_batch_graph
 
     def missing():
         raise UserError("sentune export and the onnx backends need ONNX Runtime")
 
     monkeypatch.setattr(onnx_session, "onnxruntime", missing)
-    assert not use_small_batch_graph(tiny_st, str(tiny_model_dir), required=False) and not hasattr(tiny_st, SMALL_RUNNER_ATTRIBUTE)
+    assert with_small_batch_graph(tiny_st, PYTORCH, str(tiny_model_dir), required=False) is PYTORCH
     with pytest.raises(UserError, match="ONNX Runtime"):
-        use_small_batch_graph(tiny_st, str(tiny_model_dir), required=True)
+        with_small_batch_graph(tiny_st, PYTORCH, str(tiny_model_dir), required=True)
 
 
 @pytest.mark.parametrize("small_batches", ["auto", "torch"])
@@ -90,13 +89,16 @@ def test_serve_answers_a_text_or_two_from_the_graph_unless_told_torch_and_says_w
 
     settings = ServeSettings(target=str(tiny_model_dir), index=None, model=str(tiny_model_dir), small_batches=small_batches)
     engine = Engine(settings)
-    assert hasattr(engine.model, SMALL_RUNNER_ATTRIBUTE) == (small_batches == "auto")
-    sizes = counted(engine.model) if small_batches == "auto" else []
+    assert (engine.runtime.small_batch_graph is not None) == (small_batches == "auto") and engine.encoder.runtime is engine.runtime
+    assert set(vars(engine.model)) == set(vars(tiny_st))  # the graph is the server's runtime's, nothing set on its model
+    sizes = counted(engine.runtime) if small_batches == "auto" else []
     expected = Encoder(tiny_st, "model", show_progress=False).encode(SENTENCES[:2])
     with TestClient(create_app(settings, engine)) as client:
         assert client.get("/health").json()["small_batches"] == ("onnx" if small_batches == "auto" else "torch")
         answer = client.post("/v1/embeddings", json={"input": SENTENCES[:2]}).json()
     np.testing.assert_allclose(np.array([d["embedding"] for d in answer["data"]]), expected, atol=1e-5)
+    assert sizes == ([2] if small_batches == "auto" else [])
+    Encoder(engine.model, "model", show_progress=False).encode(SENTENCES[:2])  # another encoder of the model: PyTorch's
     assert sizes == ([2] if small_batches == "auto" else [])
 
 
@@ -112,29 +114,29 @@ def test_sentune_serve_refuses_an_unknown_small_batches_choice_in_one_line_befor
 
 
 def test_a_model_whose_own_pooling_reads_several_layers_gets_them_from_the_graph(tiny_st):
-    from sentune.core.small_batch_graph import use_small_batch_graph
+    from sentune.core.small_batch_graph import with_small_batch_graph
     from sentune.modules.build import with_pooling
 
     model = with_pooling(tiny_st, "first-last")  # WeightedLayerPooling over the first and last layers, then mean
-    plain = Encoder(copy.deepcopy(model), "model", show_progress=False).encode(SENTENCES[:3])
-    assert use_small_batch_graph(model, None, required=True)
-    sizes = counted(model)
-    np.testing.assert_allclose(Encoder(model, "model", show_progress=False).encode(SENTENCES[:3]), plain, atol=1e-5)
+    plain = Encoder(model, "model", show_progress=False).encode(SENTENCES[:3])
+    runtime = with_small_batch_graph(model, PYTORCH, None, required=True)
+    sizes = counted(runtime)
+    np.testing.assert_allclose(Encoder(model, "model", show_progress=False, runtime=runtime).encode(SENTENCES[:3]), plain, atol=1e-5)
     assert sizes == [3]
 
 
 def test_a_graph_that_cannot_be_made_leaves_pytorch_under_auto_and_is_refused_under_onnx(tiny_st, tiny_model_dir, monkeypatch, caplog):
     import sentune.core.onnx_runtime as onnx_runtime
-    from sentune.core.small_batch_graph import use_small_batch_graph
+    from sentune.core.small_batch_graph import with_small_batch_graph
 
     def broken(*args, **kwargs):
         raise PermissionError("cache folder not writable")
 
     monkeypatch.setattr(onnx_runtime, "graph_for", broken)
-    assert not use_small_batch_graph(tiny_st, str(tiny_model_dir), required=False)
-    assert not hasattr(tiny_st, SMALL_RUNNER_ATTRIBUTE) and "could not be made or run (cache folder not writable)" in caplog.text
+    assert with_small_batch_graph(tiny_st, PYTORCH, str(tiny_model_dir), required=False) is PYTORCH
+    assert "could not be made or run (cache folder not writable)" in caplog.text
     with pytest.raises(UserError, match="--small-batches onnx: the model's ONNX graph could not be made or run"):
-        use_small_batch_graph(tiny_st, str(tiny_model_dir), required=True)
+        with_small_batch_graph(tiny_st, PYTORCH, str(tiny_model_dir), required=True)
 
 
 def test_small_batches_onnx_is_refused_where_it_cannot_hold_and_without_onnx_runtime(monkeypatch):
@@ -159,7 +161,6 @@ def test_prepare_graph_exports_the_small_batch_graph_once_and_each_worker_reads_
     export it: a worker's engine then attaches the cached graph without exporting."""
     import sentune.core.onnx_graph as onnx_graph
     from sentune.core.cache import CACHE_ENV
-    from sentune.core.small_batch_graph import small_batches_of
     from sentune.serve.engine import Engine, prepare_graph
     from sentune.serve.settings import ServeSettings
 
@@ -174,4 +175,4 @@ def test_prepare_graph_exports_the_small_batch_graph_once_and_each_worker_reads_
         raise AssertionError("a worker exported the graph prepare_graph had made")
 
     monkeypatch.setattr(onnx_graph, "export_onnx", exported_again)
-    assert small_batches_of(Engine(settings).model) == "onnx"
+    assert Engine(settings).runtime.small_batches == "onnx"

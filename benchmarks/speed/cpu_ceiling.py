@@ -31,9 +31,9 @@ import torch
 
 from sentune.analysis.pages import command_block, cpu_name, emit, parser_for, task_sentences, timed
 from sentune.core.encode import Encoder
-from sentune.core.models import load_model
+from sentune.core.models import load_model, load_model_with_runtime
 from sentune.core.onnx_graph import export_onnx, transformer_of
-from sentune.core.onnx_runtime import attach_graph
+from sentune.core.onnx_runtime import graph_runtime
 from sentune.data.catalog import resolve_data_dir, select_tasks
 
 ROWS = 4096  # a CPU token-budget batch (sentune's Encoder: 4096 padded tokens)
@@ -104,20 +104,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         engines = {
             "sentence-transformers PyTorch": None,
-            "sentune PyTorch": load_model(args.model),
-            "sentune ONNX fp32": load_model(args.model, backend="onnx"),
+            "sentune PyTorch": load_model_with_runtime(args.model),
+            "sentune ONNX fp32": load_model_with_runtime(args.model, backend="onnx"),
         }
         fused = load_model(args.model)
-        attach_graph(fused, fused_graph(fused, Path(scratch)), "onnx")
-        engines["sentune ONNX fp32, fused graph"] = fused
+        engines["sentune ONNX fp32, fused graph"] = (fused, graph_runtime(fused_graph(fused, Path(scratch)), "onnx"))
         fused_ops = (Path(scratch) / "fused.txt").read_text()
         throughput = {}
-        for name, model in engines.items():
-            if model is None:
+        for name, engine in engines.items():
+            if engine is None:
                 st_model.encode(unique[:256])
                 seconds, _ = timed(lambda: st_model.encode(unique, convert_to_numpy=True))
             else:
-                encoder = Encoder(model, "model", show_progress=False)
+                model, runtime = engine
+                encoder = Encoder(model, "model", show_progress=False, runtime=runtime)
                 encoder.encode(unique[:256])
                 seconds, _ = timed(lambda e=encoder: e.encode(unique))
             throughput[name] = (len(unique) / seconds, flops / seconds / 1e9)

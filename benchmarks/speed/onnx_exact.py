@@ -21,7 +21,7 @@ import torch
 from sentune.analysis.pages import command_block, emit, parser_for, task_sentences
 from sentune.cli import main as sentune
 from sentune.core.encode import Encoder
-from sentune.core.models import load_model
+from sentune.core.models import load_model_with_runtime
 from sentune.data.catalog import resolve_data_dir, select_tasks
 from sentune.tasks.sts import cosine_scores
 
@@ -46,8 +46,8 @@ def main() -> None:
             for pooling in ("model", "first-last"):
                 vectors = {}
                 for backend in ("torch", "onnx"):
-                    model = load_model(str(exported), backend=backend)
-                    vectors[backend] = Encoder(model, pooling, show_progress=False).encode(sentences).astype(np.float64)
+                    model, runtime = load_model_with_runtime(str(exported), backend=backend)
+                    vectors[backend] = Encoder(model, pooling, show_progress=False, runtime=runtime).encode(sentences).astype(np.float64)
                 a, b = vectors["torch"], vectors["onnx"]
                 cos = cosine_scores(a, b)
                 rows.append((name, pooling, float(np.abs(a - b).max()), float(cos.min())))

@@ -25,7 +25,7 @@ from sentune.core.encode import Encoder
 from sentune.core.models import load_model
 from sentune.core.onnx_graph import export_onnx
 from sentune.core.onnx_quantize import DEFAULT_INT8, Int8Settings, cpu_arch, quantize_int8
-from sentune.core.onnx_runtime import attach_graph
+from sentune.core.onnx_runtime import graph_runtime
 from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
 from sentune.tasks.evaluate import evaluate
 from sentune.tasks.sts import cosine_scores
@@ -51,13 +51,13 @@ def main() -> None:
     unique = list(dict.fromkeys(s for spec in tasks for pairs in load_task(spec, data_dir).values() for p in pairs for s in (p.a, p.b)))
 
     def measure(path: Path, backend: str) -> dict:
-        attach_graph(model, path, backend)
-        encoder = Encoder(model, "model", show_progress=False)
+        runtime = graph_runtime(path, backend)
+        encoder = Encoder(model, "model", show_progress=False, runtime=runtime)
         encoder.encode(unique[:256])  # warm-up
         seconds, _ = timed(lambda: encoder.encode(unique))
         row = {"vectors": encoder.encode(dev_sentences), "rate": len(unique) / seconds, "mib": path.stat().st_size / 2**20}
-        row["dev"] = evaluate(model, dev, data_dir, show_progress=False)["runs"]["model"]["tasks"][dev[0].name]["all"]["spearman"]
-        sts = evaluate(model, tasks, data_dir, show_progress=False)["runs"]["model"]["summary"]
+        row["dev"] = evaluate(model, dev, data_dir, show_progress=False, runtime=runtime)["runs"]["model"]["tasks"][dev[0].name]["all"]["spearman"]
+        sts = evaluate(model, tasks, data_dir, show_progress=False, runtime=runtime)["runs"]["model"]["summary"]
         row["sts"] = sts["avg_all_spearman"]
         return row
 
@@ -69,11 +69,11 @@ def main() -> None:
         for name, settings in CHOICES.items():
             paths[name] = quantize_int8(fp32_path, folder / f"int8-{len(paths)}.onnx", settings)
             rows[name] = measure(paths[name], "onnx-int8")
-        attach_graph(model, paths["per-channel (export's default)"], "onnx-int8")
-        batched = Encoder(model, "model", show_progress=False).encode(dev_sentences[:ALONE])
-        alone = np.concatenate([Encoder(model, "model", show_progress=False).encode([s]) for s in dev_sentences[:ALONE]])
-        attach_graph(model, fp32_path, "onnx")
-        fp32_alone = np.concatenate([Encoder(model, "model", show_progress=False).encode([s]) for s in dev_sentences[:ALONE]])
+        int8 = Encoder(model, "model", show_progress=False, runtime=graph_runtime(paths["per-channel (export's default)"], "onnx-int8"))
+        batched = int8.encode(dev_sentences[:ALONE])
+        alone = np.concatenate([int8.encode([s]) for s in dev_sentences[:ALONE]])
+        fp32_graph = Encoder(model, "model", show_progress=False, runtime=graph_runtime(fp32_path, "onnx"))
+        fp32_alone = np.concatenate([fp32_graph.encode([s]) for s in dev_sentences[:ALONE]])
 
     fp32 = rows["fp32 ONNX"]
     lines = [

@@ -1,7 +1,7 @@
 """What a text of a server's batch costs, one forward pass over the whole batch with every torch thread against CPU
 lanes (sentune.core.lanes: the batch cut by length into one run a thread, each run on its own thread with one thread)
 and against the model's exact ONNX graph (`--backend onnx`, fp32; with ONNX Runtime installed), by batch size, on
-SciFact's queries. `sentune serve` runs batches of up to sentune.core.backend.SMALL_BATCH_TEXTS texts on the graph and
+SciFact's queries. `sentune serve` runs batches of up to sentune.core.runtime.SMALL_BATCH_TEXTS texts on the graph and
 larger ones in lanes: this is where that number comes from. Run it on an idle machine:
 
     python benchmarks/speed/serve_lanes.py --model benchmarks/runs/serving/minilm --sizes 1,2,3,4,6,8,16,32,64
@@ -22,7 +22,8 @@ from sentence_transformers import SentenceTransformer
 
 from sentune.core.encode import Encoder
 from sentune.core.lanes import Lanes
-from sentune.core.onnx_runtime import use_backend
+from sentune.core.onnx_runtime import backend_runtime
+from sentune.core.runtime import Runtime
 
 
 def per_text_ms(encoder: Encoder, texts: list[str], size: int, repeats: int, seed: int) -> float:
@@ -45,13 +46,11 @@ def main() -> None:
     args = parser.parse_args()
     texts = [json.loads(line)["text"] for line in Path(args.queries).read_text(encoding="utf-8").splitlines() if line.strip()]
     threads = torch.get_num_threads()
-    whole_model = SentenceTransformer(args.model, device="cpu")
-    laned_model = SentenceTransformer(args.model, device="cpu")
-    laned_model.sentune_lanes = Lanes(threads, threads)  # type: ignore[attr-defined]
-    whole, laned = Encoder(whole_model, "model", show_progress=False), Encoder(laned_model, "model", show_progress=False)
+    model = SentenceTransformer(args.model, device="cpu")
+    whole, laned = Encoder(model, "model", show_progress=False), Encoder(model, "model", show_progress=False, runtime=Runtime(lanes=Lanes(threads, threads)))
     graph = None
     if importlib.util.find_spec("onnxruntime") is not None:
-        graph = Encoder(use_backend(SentenceTransformer(args.model, device="cpu"), "onnx", source=args.model), "model", show_progress=False)
+        graph = Encoder(model, "model", show_progress=False, runtime=backend_runtime(model, "onnx", source=args.model))
     for encoder in (whole, laned, graph):
         if encoder is not None:
             encoder.encode(["warm up"] * 8)

@@ -27,7 +27,7 @@ import torch
 
 from sentune.analysis.pages import command_block, command_line, emit, parser_for, task_sentences, timed
 from sentune.core.encode import Encoder
-from sentune.core.models import load_model
+from sentune.core.models import load_model, load_model_with_runtime
 from sentune.core.onnx_quantize import DEFAULT_INT8
 from sentune.data.catalog import load_task, resolve_data_dir, select_tasks
 from sentune.tasks.evaluate import evaluate
@@ -75,11 +75,11 @@ def main() -> None:
     data_dir = resolve_data_dir(args.data)
     tasks = select_tasks("sts")
     st_model = load_model(args.model)
-    models = {name: load_model(args.model, backend=backend) for name, (backend, _) in variants.items()}  # graphs exported here, untimed
+    models = {name: load_model_with_runtime(args.model, backend=backend) for name, (backend, _) in variants.items()}  # graphs exported here, untimed
     sentences, unique = task_sentences(tasks, data_dir)
     timed_sentences = unique[: args.encode_sample] if args.encode_sample else unique  # what (b) encodes
-    for name, model in models.items():  # warm up each engine's kernels
-        Encoder(model, "model", show_progress=False, precision=variants[name][1]).encode(unique[:256])
+    for name, (model, runtime) in models.items():  # warm up each engine's kernels
+        Encoder(model, "model", show_progress=False, precision=variants[name][1], runtime=runtime).encode(unique[:256])
     st_model.encode(unique[:256])
 
     eval_times: dict[str, list[float]] = {"naive": [], **{name: [] for name in variants}}
@@ -91,11 +91,13 @@ def main() -> None:
         t, _ = timed(lambda: st_model.encode(timed_sentences, convert_to_numpy=True))
         encode_times["sentence-transformers"].append(t)
         for name, (_, precision) in variants.items():
-            model = models[name]
-            t, result = timed(lambda m=model, p=precision: evaluate(m, tasks, data_dir, poolings=["model"], show_progress=False, precision=p))
+            model, runtime = models[name]
+            t, result = timed(
+                lambda m=model, p=precision, r=runtime: evaluate(m, tasks, data_dir, poolings=["model"], show_progress=False, precision=p, runtime=r)
+            )
             eval_times[name].append(t)
             scores[name] = task_scores(result)
-            encoder = Encoder(model, "model", show_progress=False, precision=precision)
+            encoder = Encoder(model, "model", show_progress=False, precision=precision, runtime=runtime)
             t, _ = timed(lambda e=encoder: e.encode(timed_sentences))
             encode_times[name].append(t)
 

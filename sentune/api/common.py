@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+    from sentune.core.runtime import Runtime
+
     Model = str | PathLike[str] | SentenceTransformer
 else:
     Model = Any
@@ -31,15 +33,25 @@ def model_name(model: Model) -> str | None:
     return os.fspath(model) if isinstance(model, str | PathLike) else None
 
 
-def load(model: Model, *, device: str | None = None, backend: str = "torch", trust_remote_code: bool = False) -> SentenceTransformer:
+def load(model: Model, *, device: str | None = None, trust_remote_code: bool = False) -> SentenceTransformer:
     """A model given as a name or path loaded as `sentune` loads it (sentune.core.models.load_model); one in memory as it is."""
+    return load_with_runtime(model, device=device, trust_remote_code=trust_remote_code)[0]
+
+
+def load_with_runtime(
+    model: Model, *, device: str | None = None, backend: str = "torch", trust_remote_code: bool = False
+) -> tuple[SentenceTransformer, Runtime]:
+    """(model, Runtime) as `load` loads it, with what computes its batches on `backend` (sentune.core.runtime): a model
+    in memory runs as it is placed, or on its ONNX graph (`backend` onnx / onnx-int8, for a model on the CPU)."""
     name = model_name(model)
     if name is None:
-        return model  # type: ignore[return-value]
-    from sentune.core.models import check_model_name, load_model
+        from sentune.core.onnx_runtime import backend_runtime
+
+        return model, backend_runtime(model, backend)  # type: ignore[return-value]
+    from sentune.core.models import check_model_name, load_model_with_runtime
 
     check_model_name(name, "model")
-    return load_model(name, trust_remote_code=trust_remote_code, device=resolve(device), backend=backend)
+    return load_model_with_runtime(name, trust_remote_code=trust_remote_code, device=resolve(device), backend=backend)
 
 
 def saved_model(model: Model, folder: Path) -> str:

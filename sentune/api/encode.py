@@ -7,7 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sentune.api.common import Model, load
+from sentune.api.common import Model, load_with_runtime
 from sentune.errors import UserError
 
 if TYPE_CHECKING:
@@ -46,7 +46,8 @@ def encode(
         raise UserError(f"pooling {pooling}: one pooling name (encode once per pooling)")
     from sentune.core.encode import Encoder
 
-    encoder = Encoder(load(model, device=device, backend=backend, trust_remote_code=trust_remote_code), pooling, show_progress=show_progress)
+    loaded, runtime = load_with_runtime(model, device=device, backend=backend, trust_remote_code=trust_remote_code)
+    encoder = Encoder(loaded, pooling, show_progress=show_progress, runtime=runtime)
     vectors = encoder.encode(list(texts))
     if encoder.truncated_indices:
         where = [f"{source}:{i + 1}" if source else f"text {i}" for i in encoder.truncated_indices[:5]]

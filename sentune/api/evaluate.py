@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sentune.api.common import Model, load, model_name
+from sentune.api.common import Model, load_with_runtime, model_name
 from sentune.errors import UserError
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def evaluate(
     from sentune.tasks.evaluate import PostprocessOption
     from sentune.tasks.evaluate import evaluate as run
 
-    loaded = load(model, device=device, backend=backend, trust_remote_code=trust_remote_code)
+    loaded, runtime = load_with_runtime(model, device=device, backend=backend, trust_remote_code=trust_remote_code)
     results = run(
         loaded,
         specs,
@@ -137,5 +137,6 @@ def evaluate(
         precision=precision,
         examples=examples,
         allow_modified=allow_modified,
+        runtime=runtime,
     )
     return EvalResults(results)

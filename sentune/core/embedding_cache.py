@@ -2,9 +2,11 @@
 
 The key covers everything the vectors depend on: every weight of every module of the model (a full sha256, not a
 sample: a fine-tuned model that differs in one layer must not read its parent's vectors), the modules' classes and
-configurations, max_seq_length, the poolings, the precision, and the texts in order. Entries live in the method cache
-(sentune.core.cache: `SENTUNE_CACHE`, `sentune cache list/clear`), one float32 array per pooling plus the indices of the
-texts that were truncated, written atomically.
+configurations, max_seq_length, the poolings, the precision, the digest of the runtime's graph when one computes every
+batch (--backend onnx|onnx-int8: an int8 graph gives other vectors), and the texts in order. A PyTorch runtime adds
+nothing to the key, nor do lanes and the small-batch graph: they give PyTorch's vectors (to about 1e-7, and within the
+small-batch graph's checked bound). Entries live in the method cache (sentune.core.cache: `SENTUNE_CACHE`, `sentune
+cache list/clear`), one float32 array per pooling plus the indices of the texts that were truncated, written atomically.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from sentune.core.backend import runner_of
 from sentune.core.cache import cache_dir, cached_array
 from sentune.core.encode import Encoder
 
@@ -36,10 +37,10 @@ def model_digest(model) -> str:
 
 def _texts_key(encoder: Encoder, texts: Sequence[str]) -> str:
     digest = hashlib.sha256(model_digest(encoder.model).encode())
-    runner = runner_of(encoder.model)  # --backend onnx: the graph's own digest (an int8 graph gives other vectors)
+    graph = encoder.runtime.graph  # --backend onnx|onnx-int8: the graph's own digest
     settings = {"poolings": encoder.pooling_names, "precision": encoder.precision, "max_seq_length": encoder.model.max_seq_length}
-    if runner is not None:
-        settings["graph"] = runner.digest
+    if graph is not None:
+        settings["graph"] = graph.digest
     digest.update(json.dumps(settings, sort_keys=True).encode())
     for text in texts:
         digest.update(text.encode() + b"\0")

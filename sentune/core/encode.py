@@ -18,11 +18,10 @@ import torch
 from sentence_transformers import SentenceTransformer
 from tqdm.auto import tqdm
 
-from sentune.core.backend import runner_of, small_batch_runner_of
-from sentune.core.distributed import world_size
-from sentune.core.lanes import lane_shares, lanes_of
+from sentune.core.lanes import lane_shares
 from sentune.core.memory import release_freed_memory
 from sentune.core.pooling import PoolingSpec, pool
+from sentune.core.runtime import PYTORCH, Runtime
 from sentune.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -68,7 +67,9 @@ class Encoder:
 
     `encode_many` returns one float32 array per pooling, rows in input order. Sentences longer than
     the model's max_seq_length are truncated (as every STS/SentEval evaluation does); their input
-    indices are kept in `truncated_indices` so callers can name the file and line.
+    indices are kept in `truncated_indices` so callers can name the file and line. `runtime` says what computes the
+    batches (sentune.core.runtime: an ONNX graph, the small-batch graph, lanes, several GPUs); none: PyTorch on the
+    model's device, as `model.encode` runs it.
     """
 
     def __init__(
@@ -82,9 +83,12 @@ class Encoder:
         precision: str = "fp32",
         desc: str = "encoding",
         devices: Sequence[str | torch.device] | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
         if precision not in PRECISIONS:
             raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        self.runtime = runtime or PYTORCH
+        self.runtime.check_model(model)
         self.model = model
         self.desc = desc  # the progress bar's name: what is being encoded, and why
         names = [poolings] if isinstance(poolings, str) else list(poolings)
@@ -94,7 +98,7 @@ class Encoder:
         self.max_tokens = max_tokens or (65536 if on_gpu else 4096)
         self.max_batch = max_batch or (1024 if on_gpu else 128)
         # Several devices: the model is copied to each and the batches dealt out (tested on the CPU with two "cpu"s).
-        self.devices = [torch.device(d) for d in devices] if devices else encode_devices(model)
+        self.devices = [torch.device(d) for d in devices] if devices else self.runtime.devices(model)
         self._replica_models: list[SentenceTransformer] | None = None  # made on first use
         self.show_progress = show_progress
         self.precision = precision
@@ -172,7 +176,8 @@ class Encoder:
         overlong_set = set(overlong.tolist())
         self.truncated_indices = [i for i, u in enumerate(inverse) if int(u) in overlong_set] if len(overlong) else []
         clipped = np.minimum(lengths, max_len)
-        lanes = lanes_of(self.model) if self.devices[0].type == "cpu" and runner_of(self.model) is None else None
+        on_cpu = self.devices[0].type == "cpu"
+        lanes = self.runtime.lanes if on_cpu else None  # a runtime with a graph has none
         if lanes is not None and lanes.for_batch(len(unique)) > 1:  # a server's batch (sentune.core.lanes)
             shares = lane_shares(clipped, lanes.for_batch(len(unique)))
             with tqdm(total=len(unique), desc=self.desc, unit="sent", disable=not self.show_progress) as bar:
@@ -186,14 +191,14 @@ class Encoder:
         batches = token_budget_batches(clipped, self.max_tokens, self.max_batch)
         replicas = self._replicas()
         shards = [batches[i :: len(replicas)] for i in range(len(replicas))]  # several GPUs: a share each
-        # a text or two on the CPU: the model's exact ONNX graph when it carries one (sentune.core.backend)
-        small = small_batch_runner_of(self.model, len(unique)) if self.devices[0].type == "cpu" and self.precision == "fp32" else None
+        # the backend's graph, or for a text or two on the CPU the exact small-batch graph (sentune.core.runtime)
+        runner = self.runtime.runner_for(len(unique), exact_on_cpu=on_cpu and self.precision == "fp32")
         with tqdm(total=len(unique), desc=self.desc, unit="sent", disable=not self.show_progress) as bar:
             if len(replicas) == 1:
-                parts = self._run(replicas[0], unique, shards[0], bar, small)
+                parts = self._run(replicas[0], unique, shards[0], bar, runner)
             else:  # one thread a GPU: CUDA work releases the GIL, so the devices run side by side
                 with ThreadPoolExecutor(len(replicas)) as pool:
-                    futures = [pool.submit(self._run, model, unique, shard, bar) for model, shard in zip(replicas, shards, strict=True)]
+                    futures = [pool.submit(self._run, model, unique, shard, bar, runner) for model, shard in zip(replicas, shards, strict=True)]
                     parts = [part for future in futures for part in future.result()]
         return unique, inverse, parts
 
@@ -206,8 +211,8 @@ class Encoder:
     def _run(
         self, model: SentenceTransformer, unique: list[str], batches: list[np.ndarray], bar, runner=None
     ) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
-        """Encode `batches` on one model's device (`runner`: the ONNX graph that computes the token states in place of
-        the model's own engine). On a GPU the next batches are tokenized in a thread while the current one runs, and
+        """Encode `batches` on one model's device (`runner`: the runtime's ONNX graph that computes the token states in
+        place of PyTorch). On a GPU the next batches are tokenized in a thread while the current one runs, and
         vectors stay on the device until the end (no wait for each batch to finish)."""
         if model.training:  # eval() walks every module: a server's one-query batch paid a millisecond for it
             model.eval()
@@ -260,8 +265,7 @@ class Encoder:
 
     def _forward_exact(self, model: SentenceTransformer, features: dict, runner=None) -> dict[str, torch.Tensor]:
         features = {k: (v.to(model.device, non_blocking=True) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
-        runner = runner or runner_of(model)  # --backend onnx: ONNX Runtime computes the token states (sentune.core.onnx_runtime)
-        if runner is not None:  # every layer when a pooling asks, or the model's own modules read them (first-last, WK)
+        if runner is not None:  # ONNX Runtime computes the token states: every layer when a pooling asks, or the model's own modules read them (first-last, WK)
             config = getattr(getattr(model[0], "model", None), "config", None)
             features = runner(features, all_layers=self.needs_all_layers or bool(getattr(config, "output_hidden_states", False)))
         else:
@@ -315,14 +319,3 @@ def _to_numpy(pending: list[tuple[np.ndarray, dict[str, torch.Tensor]]]) -> list
     joined = {name: torch.cat([pooled[name] for _, pooled in pending]).cpu().numpy() for name in names}
     rows = np.concatenate([batch for batch, _ in pending])
     return [(rows, joined)]
-
-
-def encode_devices(model: SentenceTransformer) -> list[torch.device]:
-    """Where the sentences are encoded: the model's device; with several GPUs visible, a model on `cuda` (not a
-    numbered one: --device auto or cuda) and no data-parallel launcher, every GPU takes a share."""
-    device = model.device
-    if device.type != "cuda" or world_size() > 1 or torch.cuda.device_count() < 2:
-        return [device]
-    if not getattr(model, "sentune_spread", False):  # a numbered GPU asked for, or a model load_model did not place
-        return [device]
-    return [device] + [torch.device(f"cuda:{i}") for i in range(torch.cuda.device_count()) if i != (device.index or 0)]

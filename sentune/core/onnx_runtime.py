@@ -1,8 +1,9 @@
 """Running an exported transformer with ONNX Runtime in place of the PyTorch one (`--backend onnx|onnx-int8`).
 
-`use_backend(model, backend)` attaches an OnnxRunner to a loaded SentenceTransformer; sentune's Encoder then sends
-every batch through it instead of model[0] (same tokenization, the same length-sorted token-budget batches) and runs the
-model's other modules (pooling, Normalize, whitening or flow heads) on its token states as usual. The graph comes
+`backend_runtime(model, backend)` is the Runtime (sentune.core.runtime) whose OnnxRunner computes a loaded
+SentenceTransformer's token states; an Encoder given it sends every batch through the graph instead of model[0] (same
+tokenization, the same length-sorted token-budget batches) and runs the model's other modules (pooling, Normalize,
+whitening or flow heads) on its token states as usual. Nothing is attached to the model. The graph comes
 from the model folder's `onnx/` (written by `sentune export`) when its recorded weights digest matches the loaded
 weights, otherwise it is exported (and for int8 quantized) once into the cache, keyed by that digest.
 """
@@ -19,13 +20,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sentune.core.backend import RUNNER_ATTRIBUTE, backend_of, runner_of  # noqa: F401  (backend_of, runner_of: re-exported)
 from sentune.core.onnx_session import session
-from sentune.errors import UserError
+from sentune.core.runtime import PYTORCH, Runtime, check_backend, check_on_cpu
 
 logger = logging.getLogger(__name__)
-
-BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
 class OnnxRunner:
@@ -50,23 +48,19 @@ class OnnxRunner:
         return out
 
 
-def use_backend(model, backend: str, source: str | None = None):
-    """Attach the ONNX graph of `model` (`source`: the folder it was loaded from, if any) for `backend`; returns model."""
-    if backend not in BACKENDS:
-        raise UserError(f"--backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+def backend_runtime(model, backend: str, source: str | None = None) -> Runtime:
+    """The Runtime that runs `model` (`source`: the folder it was loaded from, if any) on `backend`: PyTorch, or its
+    ONNX graph for these weights (the folder's own, else the cache's, exported once)."""
+    check_backend(backend)
     if backend == "torch":
-        if hasattr(model, RUNNER_ATTRIBUTE):
-            delattr(model, RUNNER_ATTRIBUTE)
-        return model
-    if model.device.type != "cpu":
-        raise UserError(f"--backend {backend} runs on the CPU (ONNX Runtime's CPU provider); the model is on {model.device}: pass --device cpu")
-    return attach_graph(model, graph_for(model, backend, source), backend)
+        return PYTORCH
+    check_on_cpu(backend, model)  # before a graph is exported for it
+    return graph_runtime(graph_for(model, backend, source), backend)
 
 
-def attach_graph(model, path: Path, backend: str):
-    """Run `model`'s transformer as the graph at `path` from now on (the caller vouches that it is this model's)."""
-    setattr(model, RUNNER_ATTRIBUTE, runner_for(Path(path), backend))
-    return model
+def graph_runtime(path: Path, backend: str) -> Runtime:
+    """The Runtime that runs the graph at `path` (the caller vouches that it is the model's it is given with)."""
+    return Runtime(backend, graph=runner_for(Path(path), backend))
 
 
 _LAST_RUNNER: dict[tuple, OnnxRunner] = {}  # the last graph's runner: scoring one model on dev then on test reuses it

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sentune.errors import UserError
 
 if TYPE_CHECKING:
+    from sentune.core.runtime import Runtime
     from sentune.data.user_data import ScoredPairs
 
 DEFAULT_MAX_LOSS = 0.5  # metric points (×100) an int8 export may lose against PyTorch
@@ -26,7 +27,7 @@ class CheckSet:
     name: str
     metric: str  # what `score` returns, for people
     sentences: list[str]
-    score: Callable[[Any], float]  # model -> the check's metric
+    score: Callable[[Any, Runtime], float]  # (model, what computes its batches) -> the check's metric
     # vectors of `sentences` -> the metric, for checks scored from the vectors alone (pairs): saves a second encoding
     score_vectors: Callable[[Any], float] | None = None
 
@@ -59,8 +60,8 @@ class CheckSet:
         def score_vectors(vectors) -> float:
             return float(METRICS[pairs.metric].score(pairs.gold, cosine_scores(vectors[0::2], vectors[1::2])))
 
-        def score(model) -> float:
-            return score_vectors(Encoder(model, "model", show_progress=False).encode(sentences))
+        def score(model, runtime: Runtime) -> float:
+            return score_vectors(Encoder(model, "model", show_progress=False, runtime=runtime).encode(sentences))
 
         return cls(name, pairs.metric.replace("_", " "), sentences, score, score_vectors)
 
@@ -75,10 +76,10 @@ class CheckSet:
         examples = {spec.name: load_task(spec, directory)}
         sentences = list(dict.fromkeys(text for text, _ in sentences_of(examples[spec.name])))
 
-        check = cls(name, "", sentences, lambda model: 0.0)  # the real score needs `check` to name its metric
+        check = cls(name, "", sentences, lambda model, runtime: 0.0)  # the real score needs `check` to name its metric
 
-        def score(model) -> float:
-            result = evaluate(model, [spec], directory, show_progress=False, examples=examples)["runs"]["model"]["tasks"][spec.name]
+        def score(model, runtime: Runtime) -> float:
+            result = evaluate(model, [spec], directory, show_progress=False, examples=examples, runtime=runtime)["runs"]["model"]["tasks"][spec.name]
             value, check.metric = headline(result)
             return value
 
@@ -130,22 +131,20 @@ class CheckReport:
 
 
 def run_check(model, check: CheckSet, graphs: dict[str, Path], folder: Path, max_loss: float) -> CheckReport:
-    """PyTorch, then each graph (backend -> file under `folder`), on `check`; the model is left on PyTorch."""
+    """PyTorch, then each graph (backend -> file under `folder`), on `check`; each graph runs in a Runtime of its own,
+    so the model itself is never changed."""
     from sentune.core.encode import Encoder
-    from sentune.core.onnx_runtime import attach_graph, use_backend
+    from sentune.core.onnx_runtime import graph_runtime
+    from sentune.core.runtime import PYTORCH
     from sentune.tasks.sts import cosine_scores
 
-    use_backend(model, "torch")
     reference = Encoder(model, "model", show_progress=False).encode(check.sentences)
-    base = check.score_vectors(reference) if check.score_vectors else check.score(model)
+    base = check.score_vectors(reference) if check.score_vectors else check.score(model, PYTORCH)
     report = CheckReport(check.name, check.metric, max_loss, [CheckRow("torch", None, base)])
-    try:
-        for backend, path in graphs.items():
-            attach_graph(model, path, backend)
-            vectors = Encoder(model, "model", show_progress=False).encode(check.sentences)
-            cosines = cosine_scores(vectors, reference)
-            value = check.score_vectors(vectors) if check.score_vectors else check.score(model)
-            report.rows.append(CheckRow(backend, str(path.relative_to(folder)), value, float(cosines.mean()), float(cosines.min()), value - base))
-    finally:
-        use_backend(model, "torch")
+    for backend, path in graphs.items():
+        runtime = graph_runtime(path, backend)
+        vectors = Encoder(model, "model", show_progress=False, runtime=runtime).encode(check.sentences)
+        cosines = cosine_scores(vectors, reference)
+        value = check.score_vectors(vectors) if check.score_vectors else check.score(model, runtime)
+        report.rows.append(CheckRow(backend, str(path.relative_to(folder)), value, float(cosines.mean()), float(cosines.min()), value - base))
     return report

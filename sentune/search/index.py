@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from sentune.core.runtime import Runtime
 from sentune.data.beir import Document, Query
 from sentune.data.text_files import DataError
 from sentune.errors import UserError
@@ -315,6 +316,7 @@ class SearchIndex:
         if self.system != "dense":
             check_lexical(folder / "bm25", count)
         self.device = device
+        self.runtime: Runtime | None = None  # what computes the queries' batches (sentune.core.runtime); None: PyTorch
         self._model: Any = None
         self._lexical: LexicalIndex | None = None
         self._unit_vectors: UnitVectors | np.ndarray | None = None
@@ -379,7 +381,7 @@ class SearchIndex:
             return self._hits(ranked, values)
         vectors = self.vectors
         assert vectors is not None  # opened for every system but bm25
-        query_vectors = Encoder(self.model(), "model", show_progress=show_progress, desc="encoding the queries").encode(texts)
+        query_vectors = Encoder(self.model(), "model", show_progress=show_progress, desc="encoding the queries", runtime=self.runtime).encode(texts)
         if self.system == self.settings["system"] and self.settings.get("expansion"):  # an adapt run's feedback (sentune.search.expansion)
             from sentune.search.expansion import expanded_rank
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,14 +56,22 @@ class Engine:
         self.vectors: np.ndarray | None = None
         self.index: Any = None
         if settings.index:
+            from sentune.core.onnx_runtime import backend_runtime
+
             self.model = self._open_index(Path(settings.index))
-        elif held is not None:
-            self.model = held
+            source = Path(model_source(settings))
+            runtime = backend_runtime(self.model, settings.backend, source=str(source) if source.is_dir() else None)
+        elif held is not None:  # served as it is: PyTorch on its own modules
+            from sentune.core.runtime import PYTORCH
+
+            self.model, runtime = held, PYTORCH
         else:
-            from sentune.core.models import load_model
+            from sentune.core.models import load_model_with_runtime
 
             assert settings.model is not None
-            self.model = load_model(settings.model, trust_remote_code=settings.trust_remote_code, device=settings.device, backend=settings.backend)
+            self.model, runtime = load_model_with_runtime(
+                settings.model, trust_remote_code=settings.trust_remote_code, device=settings.device, backend=settings.backend
+            )
         if held is None and settings.backend == "torch" and self.model.device.type == "cpu":
             import torch
 
@@ -72,10 +80,14 @@ class Engine:
             threads = torch.get_num_threads()
             lanes = min(settings.lanes or threads, threads)  # None: one a torch thread
             if lanes > 1:
-                self.model.sentune_lanes = Lanes(lanes, threads)  # every Encoder of it (sentune.core.lanes)
+                runtime = replace(runtime, lanes=Lanes(lanes, threads))  # sentune.core.lanes
             if wants_small_batch_graph(settings):  # a few texts on the exact ONNX graph (sentune.core.small_batch_graph)
-                attach_small_batch_graph(self.model, settings)
-        self.encoder = Encoder(self.model, "model", show_progress=False)
+                runtime = with_small_batch_graph(self.model, runtime, settings)
+        # what computes every batch of the model: this encoder's, and the index's query encoding (sentune.core.runtime)
+        self.runtime = runtime
+        for view in [self.index, *self.views.values()] if self.views else []:
+            view.runtime = runtime
+        self.encoder = Encoder(self.model, "model", show_progress=False, runtime=runtime)
         self.max_tokens = int(self.model.max_seq_length or 0)
         self.dimension = int(self.encoder.encode(["warm up"]).shape[1])  # the first forward pass is the slow one
         self.name = served_name(settings)
@@ -91,11 +103,6 @@ class Engine:
         asked = self.settings.system  # the default one only: every system is served, so the vectors are opened for bm25 too
         index = SearchIndex.open(folder, asked if asked != "bm25" else None, device=device)
         model = index.model()
-        if self.settings.backend != "torch":
-            from sentune.core.onnx_runtime import use_backend
-
-            source = Path(model_source(self.settings))
-            use_backend(model, self.settings.backend, source=str(source) if source.is_dir() else None)
         # one mapping of BM25's matrix, of the vectors and of the documents' offsets and id order for the life of the
         # process: every worker maps the same files, so the pages are the page cache's, once for all of them (checked
         # in tests/test_serve.py); a document's text is read from its line when it is a hit
@@ -149,8 +156,6 @@ class Engine:
         return [r for r in out if r is not None]
 
     def health(self) -> dict:
-        from sentune.core.small_batch_graph import small_batches_of
-
         index = None
         if self.views:
             index = {
@@ -164,8 +169,8 @@ class Engine:
             }
         return {
             "model": self.name,
-            "backend": self.settings.backend,
-            "small_batches": small_batches_of(self.model),  # what computes a text or two (sentune.core.small_batch_graph)
+            "backend": self.runtime.backend,
+            "small_batches": self.runtime.small_batches,  # what computes a text or two (sentune.core.runtime)
             "dimension": self.dimension,
             "max_tokens": self.max_tokens,
             "index": index,
@@ -187,20 +192,20 @@ def model_source(settings: ServeSettings) -> str:
 def prepare_graph(settings: ServeSettings) -> None:
     """The model's ONNX graph for --backend or --small-batches, exported (and quantized) into the cache now if it is not
     there yet."""
-    from sentune.core.models import load_model
+    from sentune.core.models import load_model_with_runtime
 
-    model = load_model(model_source(settings), trust_remote_code=settings.trust_remote_code, device="cpu", backend=settings.backend)
+    model, runtime = load_model_with_runtime(model_source(settings), trust_remote_code=settings.trust_remote_code, device="cpu", backend=settings.backend)
     if wants_small_batch_graph(settings):
-        attach_small_batch_graph(model, settings)
+        with_small_batch_graph(model, runtime, settings)
 
 
-def attach_small_batch_graph(model, settings: ServeSettings) -> bool:
-    """The exact graph for small batches on `model` (sentune.core.small_batch_graph), looked for first in the served
-    model's folder; required under --small-batches onnx."""
-    from sentune.core.small_batch_graph import use_small_batch_graph
+def with_small_batch_graph(model, runtime, settings: ServeSettings):
+    """`runtime` with the exact graph for small batches of `model` (sentune.core.small_batch_graph), looked for first in
+    the served model's folder; required under --small-batches onnx."""
+    from sentune.core import small_batch_graph
 
     source = model_source(settings)
-    return use_small_batch_graph(model, source if Path(source).is_dir() else None, required=settings.small_batches == "onnx")
+    return small_batch_graph.with_small_batch_graph(model, runtime, source if Path(source).is_dir() else None, required=settings.small_batches == "onnx")
 
 
 def resolved_model(ref: str) -> str:

@@ -18,6 +18,7 @@ import sentune
 from sentune.core.embedding_cache import encode_cached
 from sentune.core.encode import Encoder
 from sentune.core.results import averaged_sts_tasks, display_path
+from sentune.core.runtime import Runtime
 from sentune.data import catalog
 from sentune.data.catalog import TaskSpec, load_examples, load_sentences, load_task, sentences_of
 from sentune.errors import UserError
@@ -161,17 +162,19 @@ def evaluate(
     precision: str = "fp32",
     examples: dict[str, dict[str, list]] | None = None,
     allow_modified: bool = False,
+    runtime: Runtime | None = None,
 ) -> dict:
     """Returns {"meta": ..., "runs": {run_name: {"tasks": ..., "summary": ...}}}; one run per pooling
     and per (pooling, post-processor) combination. `allow_modified`: score tasks whose files differ from the catalog
-    (--allow-modified-data), each difference recorded in the meta."""
+    (--allow-modified-data), each difference recorded in the meta. `runtime`: what computes the batches
+    (sentune.core.runtime; none: PyTorch on the model's device)."""
     if preset not in PRESETS:
         raise UserError(f"unknown preset {preset!r}; choose {', '.join(PRESETS)}")
     started = time.perf_counter()
     postprocess = [replace(option, device=str(model.device)) for option in postprocess]  # fitted where the model runs
     inputs = _gather(tasks, data_dir, postprocess, alignment_pairs, examples, allow_modified)
     all_sentences = inputs.all_sentences
-    encoder = Encoder(model, poolings, show_progress=show_progress, precision=precision, desc="encoding the tasks' sentences")
+    encoder = Encoder(model, poolings, show_progress=show_progress, precision=precision, desc="encoding the tasks' sentences", runtime=runtime)
     encode_start = time.perf_counter()
     documents = set(inputs.documents)
     positions = [i for i, s in enumerate(all_sentences) if s not in documents]  # the rest: encoded every time

@@ -33,15 +33,10 @@ class Scorer:
         raise NotImplementedError
 
     def encode(self, model, poolings: list[str], desc: str, splits: list[str] | None = None) -> dict[str, np.ndarray]:
-        if self.backend == "torch":
-            return Encoder(model, poolings, show_progress=self.show_progress, desc=desc).encode_many(self.sentences(splits))
-        from sentune.core.onnx_runtime import use_backend
+        from sentune.core.onnx_runtime import backend_runtime
 
-        use_backend(model, self.backend)  # the graph of these very weights (exported into the cache once)
-        try:
-            return Encoder(model, poolings, show_progress=self.show_progress, desc=desc).encode_many(self.sentences(splits))
-        finally:
-            use_backend(model, "torch")  # the model may be copied or trained on afterwards: no graph travels with it
+        runtime = backend_runtime(model, self.backend)  # onnx: the graph of these very weights (exported into the cache once)
+        return Encoder(model, poolings, show_progress=self.show_progress, desc=desc, runtime=runtime).encode_many(self.sentences(splits))
 
     def of_model(self, model, desc: str = "encoding", splits: list[str] | None = None) -> dict[str, np.ndarray]:
         return self.of_vectors(self.encode(model, ["model"], desc, splits)["model"], splits)
