@@ -100,10 +100,11 @@ def test_router_queries_take_the_query_route_in_the_encoder_and_the_index(tiny_s
     assert [h.score for h in hits[0]] == pytest.approx(sorted(scores[0], reverse=True), abs=1e-5)
 
 
-def test_a_default_search_run_plans_it_at_the_cost_of_its_queries_and_steps_not_its_corpus():
-    """Planned by a search run's defaults (not a pairs run's); its expected seconds: K fold trainings of (K - 1)/K of the
-    selection queries' steps and the refit (K times the steps on them all), and one encode of every dev and test query,
-    at the step cost sentune/adaptation/step_costs.json gives its recipe, whatever the corpus."""
+def test_a_default_search_run_plans_it_at_the_cost_of_its_queries_and_steps_not_its_corpus(tiny_st):
+    """Planned by a search run's defaults (not a pairs run's, nor --no-labels'); its expected seconds: K fold trainings
+    of (K - 1)/K of the selection queries' steps and the refit (K times the steps on them all) and one encode of every
+    dev and test query, at the step cost sentune/adaptation/step_costs.json gives its recipe and at a query's share of
+    the documents' text cost, whatever the corpus's size."""
     from types import SimpleNamespace
 
     from sentune.adaptation.candidates import parse_methods, plan
@@ -117,27 +118,30 @@ def test_a_default_search_run_plans_it_at_the_cost_of_its_queries_and_steps_not_
     assert "query-side" not in [c.name for c in plan(parse_methods(None), "mean", reference=False, search=True, labels=False).all]
     costs = Costs.measured(0.01)
     assert "query-side" in costs.per_batch_text
-    queries = [Query(f"q{i}", f"query {i}", HERE, {"d0": 1}) for i in range(100)]
+    from conftest import WORDS
 
-    def ctx(documents: int):
-        corpus = [Document(f"d{i}", f"document {i}", HERE) for i in range(documents)]
+    words = [w for w in dict.fromkeys(WORDS) if w.isalpha()][:10]
+    queries = [Query(f"q{i}", f"{a} {b}", HERE, {"d0": 1}) for i, (a, b) in enumerate((a, b) for a in words for b in words)]  # 100 texts of two words
+
+    def expected(documents: int, text: str) -> float:
+        corpus = [Document(f"d{i}", text, HERE) for i in range(documents)]
         splits = {
             "dev": [RankedQueries(RetrievalSet(queries[:60], corpus), np.arange(60))],
             "test": [RankedQueries(RetrievalSet(queries[60:], corpus), np.arange(40))],
         }
-        task = SimpleNamespace(train_units=lambda: None)
-        return SimpleNamespace(
-            inputs=SimpleNamespace(task=task),
-            selection_units=lambda: queries[:30],
-            config=SimpleNamespace(budget=SimpleNamespace(steps=None)),
-            scorer=SimpleNamespace(splits=splits),
+        task = SimpleNamespace(train_units=lambda: None, documents=corpus, search=True)
+        ctx = SimpleNamespace(
+            base=tiny_st, inputs=SimpleNamespace(task=task), selection_units=lambda: queries[:30], config=SimpleNamespace(budget=SimpleNamespace(steps=None))
         )
+        ctx.scorer = SimpleNamespace(splits=splits)
+        return QuerySide("query-side").expected_seconds(ctx, costs)
 
     recipe = load_recipe("adapt/query-side", check=False)
     steps = recipe.training.epochs * 2  # 30 queries: two batches of 16 a pass
-    expected = 3 * costs.steps(recipe, steps) + costs.encode(100)
-    assert QuerySide("query-side").expected_seconds(ctx(50), costs) == pytest.approx(expected)
-    assert QuerySide("query-side").expected_seconds(ctx(50_000), costs) == pytest.approx(expected)  # the corpus costs nothing
+    assert expected(50, "a man") == pytest.approx(3 * costs.steps(recipe, steps) + costs.encode(100))  # documents as long as queries (two words)
+    assert expected(50_000, "a man") == pytest.approx(expected(50, "a man"))  # the corpus's size costs nothing
+    long = "the big red car is on the street with a small blue ball and a cat " * 3
+    assert expected(50, long) < expected(50, "a man") / 5  # a query costs a fraction of a long document
 
 
 def _toy(folder: Path, seed: int = 0, n_docs: int = 150, n_queries: int = 120):

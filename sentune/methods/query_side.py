@@ -133,7 +133,7 @@ def _loss_class():
             queries = nn.functional.normalize(self.model(sentence_features[0])["sentence_embedding"], dim=-1)
             device = queries.device
             rows = labels.to(device).long()
-            logits = self.scale * queries @ self.documents.to(device, queries.dtype).T  # (batch, every document)
+            logits = self.scale * queries.float() @ self.documents.to(device).T  # (batch, every document)
             own = self.own.to(device)[rows]
             mask = torch.zeros_like(logits, dtype=torch.bool)
             has = own >= 0

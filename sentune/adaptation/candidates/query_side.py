@@ -75,14 +75,17 @@ class QuerySide(Candidate):
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         """Its trainings (one on --train; else K fold models on (K - 1)/K of the selection queries each and the refit:
-        K times one on them all) and its encodes of every dev and test query; no document is encoded."""
+        K times one on them all) and its encodes of every dev and test query; no document is encoded. Its rows are
+        queries, and the run's text cost is a document's (time_plan measures it on the documents): both are counted
+        at a query's share of a document's cost (query_share)."""
         from sentune.adaptation.crossfit import FOLDS
         from sentune.training.recipe import load_recipe
 
         recipe = load_recipe(RECIPE, check=False)
         trainings = 1 if ctx.inputs.task.train_units() is not None else FOLDS
-        steps = self.steps_for(len(self.training_queries(ctx)), ctx)
-        return trainings * costs.steps(recipe, steps) + costs.encode(len(_query_texts(ctx)))
+        queries = self.training_queries(ctx)
+        steps = self.steps_for(len(queries), ctx)
+        return query_share(ctx, [q.text for q in queries]) * (trainings * costs.steps(recipe, steps) + costs.encode(len(_query_texts(ctx))))
 
     def produce(self, label: str, ctx: Context) -> CandidateRecord:
 
@@ -191,6 +194,24 @@ class QuerySide(Candidate):
         model = SentenceTransformer(modules=[router, *tail], device=str(ctx.base.device))
         model.max_seq_length = ctx.base.max_seq_length  # both routes read as far as the unchanged model
         save_atomic(model, self.folder(ctx) / "model")
+
+
+def query_share(ctx: Context, queries: list[str]) -> float:
+    """What encoding a query costs beside one of the documents the run measured its text cost on (the first
+    time_plan.PROBE_TEXTS of them): the ratio of their mean token counts, each cut at the model's length (at most 1;
+    tokenizing only)."""
+    from sentune.adaptation.time_plan import PROBE_TEXTS
+
+    tokenizer, limit = ctx.base.tokenizer, ctx.base.max_seq_length or None
+
+    def mean_tokens(texts: list[str]) -> float:
+        ids = tokenizer(texts, add_special_tokens=True, truncation=limit is not None, max_length=limit)["input_ids"] if texts else []
+        return sum(len(row) for row in ids) / max(1, len(ids))
+
+    task = ctx.inputs.task
+    assert task.search  # planned for search runs only
+    documents = list(dict.fromkeys(d.text for d in task.documents))[:PROBE_TEXTS]
+    return min(1.0, mean_tokens(queries) / max(1.0, mean_tokens(documents)))
 
 
 def _query_texts(ctx: Context) -> list[str]:
