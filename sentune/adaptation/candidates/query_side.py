@@ -1,8 +1,8 @@
 """The search candidate that trains the query side only (`query-side`): the query encoder fine-tuned on the user's
 judged queries against the unchanged model's document vectors, which the run already holds (its untuned pass, the
 index's vectors), every document a negative (sentune.methods.query_side; DensePhrases' query-side fine-tuning, Lee
-et al., ACL 2021). A fold costs its queries' encodes and its steps, never the corpus's: `supervised` re-encodes the
-documents for every fold it scores (on SciFact, 5,183 documents a fold).
+et al., ACL 2021). A fold costs its queries' encodes and its steps, never the corpus's: `supervised`, which tunes
+both sides, encodes the selection pool's documents again for every fold it scores and every document for its refit.
 
 Judged as `supervised` is: without --train, cross-fitted over the selection queries (sentune.adaptation.crossfit, the same
 folds and seed), each fold's held-out queries encoded by the fold's query encoder and ranked against the selection pool
