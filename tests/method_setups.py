@@ -31,6 +31,8 @@ SETUPS: dict[str, dict] = {
     "online-contrastive": {"train_data": "labelled-binary", "training": {"batch_size": 4}},
     "mnrl-hard-negatives": {"train_data": "tuples", "training": {"batch_size": 4}},
     "margin-mse": {"train_data": "margin-tuples", "training": {"batch_size": 4}},
+    # judged queries against documents given as Python data, no file form (train_given)
+    "query-side": {"data": "retrieval-set", "training": {"batch_size": 4}},
 }
 
 
@@ -63,6 +65,13 @@ def tiny_training_args(method: str, tmp_path: Path, model: str | Path) -> dict:
         tuples = tmp_path / "margin-tuples.tsv"
         tuples.write_text("".join(f"who plays {w}\ta man plays {w}\ta dog eats food\tthe car is red\t0.4\t0.{i}\n" for i, w in enumerate(PARAPHRASES)))
         args["train_data"] = f"tuples:{tuples}"
+    if args.get("data") == "retrieval-set":  # each query judged against the document it names
+        from sentune.data.beir import Document, Query, RetrievalSet
+        from sentune.data.readers import Source
+
+        here = Source("tiny", 1)
+        documents = [Document(f"d{i}", f"a man plays the {w}", here) for i, w in enumerate(PARAPHRASES)]
+        args["data"] = RetrievalSet([Query(f"q{i}", f"who plays {w}", here, {f"d{i}": 1}) for i, w in enumerate(PARAPHRASES)], documents)
     if args.get("params", {}).get("members") == "model-twice":
         args["params"]["members"] = [str(model), str(model)]
     if method == "tsdae" and not can_decode(model):  # MPNet: an untied decoder of its hidden size (params.decoder)
@@ -98,3 +107,17 @@ def random_decoder(folder: Path, encoder: str | Path) -> Path:
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def train_given(tmp_path: Path, method: str, model: str | Path, data_dir: Path, *, data, training: dict | None = None, **recipe) -> Path:
+    """train_tiny for a method whose data are given as Python data (no train_data file form): the tiny recipe trained
+    by the trainer with `data`; returns the run folder."""
+    from conftest import tiny_recipe
+
+    from sentune.training.recipe import load_recipe
+    from sentune.training.trainer import train
+
+    path = tiny_recipe(tmp_path / f"{method}.yaml", method, model, training=training, **recipe)
+    run = tmp_path / f"run-{method}"
+    train(load_recipe(str(path), check=False), run, data_dir=data_dir, data=data, show_progress=False)  # checked with its data by train
+    return run

@@ -511,11 +511,11 @@ def test_sentences_longer_than_the_model_reads_are_warned_about(tiny_model_dir, 
 def test_every_adapt_candidate_recipe_is_bundled_and_trains_a_registered_method():
     """names.TRAINED (what --methods races), SED, the reference, GenQ, the supervised and the retrieval-native candidates'
     recipes each have a recipe adapt/NAME.yaml of a registered method, and no adapt recipe is left without a candidate."""
-    from sentune.adaptation.names import GENQ, REFERENCE, RETRIEVAL_NATIVE, SED, SUPERVISED_RECIPES
+    from sentune.adaptation.names import GENQ, QUERY_SIDE, REFERENCE, RETRIEVAL_NATIVE, SED, SUPERVISED_RECIPES
     from sentune.methods.registry import method_names
     from sentune.training.recipe import RECIPE_DIR, load_recipe
 
-    candidates = {*TRAINED, SED, REFERENCE, GENQ, *SUPERVISED_RECIPES.values(), *RETRIEVAL_NATIVE}
+    candidates = {*TRAINED, SED, REFERENCE, GENQ, QUERY_SIDE, *SUPERVISED_RECIPES.values(), *RETRIEVAL_NATIVE}
     assert {p.stem for p in (RECIPE_DIR / "adapt").glob("*.yaml")} == candidates
     for name in candidates:
         assert load_recipe(f"adapt/{name}", check=False).method in method_names(), name

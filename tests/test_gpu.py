@@ -15,11 +15,16 @@ from sentune.methods.registry import method_names
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
-def _train(tmp_path, method, model, data_dir, train_data="wiki", params=None, training=None):
+def _train(tmp_path, method, model, data_dir, train_data="wiki", params=None, training=None, data=None):
     from conftest import train_tiny
+    from method_setups import train_given
 
     tmp_path.mkdir(parents=True, exist_ok=True)
-    run = train_tiny(tmp_path, method, model, data_dir, train_data=train_data, params=params, training={"device": "cuda", **(training or {})})
+    training = {"device": "cuda", **(training or {})}
+    if data is not None:  # given as Python data (tests/method_setups.py)
+        run = train_given(tmp_path, method, model, data_dir, data=data, params=params, training=training)
+    else:
+        run = train_tiny(tmp_path, method, model, data_dir, train_data=train_data, params=params, training=training)
     meta = json.loads((run / "results.json").read_text())["meta"]
     assert meta["training_device"].startswith("cuda") and meta["device"].startswith("cuda")
     return run

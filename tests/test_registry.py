@@ -81,7 +81,12 @@ def test_every_registered_method_trains_on_the_tiny_model(method, family, tiny_d
         assert main(["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]) == 2
         assert capsys.readouterr().err.strip() == f"sentune: error: method {method}: {reason}; model {model}"
         return
-    run = train_tiny(tmp_path, method, model, tiny_data_dir, **args)
+    if "data" in args:  # given as Python data
+        from method_setups import train_given
+
+        run = train_given(tmp_path, method, model, tiny_data_dir, **args)
+    else:
+        run = train_tiny(tmp_path, method, model, tiny_data_dir, **args)
     results = json.loads((run / "results.json").read_text())
     assert results["meta"]["recipe"]["method"] == method
     assert np.isfinite(results["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"])

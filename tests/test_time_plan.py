@@ -115,13 +115,13 @@ def test_costs_weigh_a_step_by_its_recipe_and_batch(tmp_path):
 
 
 def test_the_bundled_tables_cover_every_adapt_recipe_and_candidate():
-    from sentune.adaptation.names import METHODS, RETRIEVAL_NATIVE, SUPERVISED_RECIPES, TRAINED
+    from sentune.adaptation.names import METHODS, QUERY_SIDE, RETRIEVAL_NATIVE, SUPERVISED_RECIPES, TRAINED
 
     costs = json.loads(time_plan.STEP_COSTS.read_text())["recipes"]
-    assert set(TRAINED) | {"sed"} | set(SUPERVISED_RECIPES.values()) <= set(costs)
+    assert set(TRAINED) | {"sed", QUERY_SIDE} | set(SUPERVISED_RECIPES.values()) <= set(costs)
     assert all(r["per_batch_text"] > 0 for r in costs.values())
     gains = json.loads(time_plan.EXPECTED_GAIN.read_text())
-    assert {m for m in METHODS if m not in ("poolings", "hybrid", *RETRIEVAL_NATIVE)} <= set(gains["pairs"])  # those two kinds: search runs only
+    assert {m for m in METHODS if m not in ("poolings", "hybrid", QUERY_SIDE, *RETRIEVAL_NATIVE)} <= set(gains["pairs"])  # those kinds: search runs only
     assert time_plan.expected_gains(False)["supervised"] == gains["pairs"]["supervised"] > 0 and time_plan.expected_gains(True) == gains["search"]
 
 

@@ -20,6 +20,7 @@ GENQ = "genq"  # trained on the user's generated queries (--queries-from); not i
 SUPERVISED_RECIPES = {"graded": "cosent", "binary": "online-contrastive", "search": "mnrl-hard-negatives"}  # adapt/NAME.yaml by labels
 SUPERVISED = "supervised"  # fine-tuned on the user's labels (--train, else the selection part, cross-fitted); --no-labels leaves it out
 SUPERVISED_STACKED = "supervised-stacked"  # the same, from the best label-free trained candidate
+QUERY_SIDE = "query-side"  # search: the query encoder alone fine-tuned on the labels against the index's document vectors
 CROSS_FIT, HELD_OUT = "cross-fitted", "held out"  # how a supervised candidate is judged on --train's evidence selection pairs (Supervised.evidence_mode)
 EVIDENCE_CAP = 4000  # --train pairs that also judge the candidates that never trained on them (sentune.adaptation.evidence)
 ICT = "ict"  # search: trained on Inverse Cloze Task pseudo-queries from the documents (sentune.adaptation.pseudo_queries)
@@ -33,10 +34,11 @@ METHODS = (
     SED,
     SUPERVISED,
     SUPERVISED_STACKED,
+    QUERY_SIDE,
     *RETRIEVAL_NATIVE,
     WISE,
     HYBRID,
-)  # what --methods picks from (hybrid and RETRIEVAL_NATIVE: search runs only)
+)  # what --methods picks from (hybrid, QUERY_SIDE and RETRIEVAL_NATIVE: search runs only)
 # Asked for by name only. RETRIEVAL_NATIVE: they cost minutes and gigabytes each on a CPU and did not beat the
 # unchanged model on SciFact, nor on Quora's selection queries (benchmarks/results/retrieval.md). tsdae: behind the
 # unchanged model on the selection part at the race's first round in every example run (sick, mrpc, stsb, qqp:

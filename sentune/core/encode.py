@@ -84,6 +84,7 @@ class Encoder:
         desc: str = "encoding",
         devices: Sequence[str | torch.device] | None = None,
         runtime: Runtime | None = None,
+        task: str | None = None,
     ) -> None:
         if precision not in PRECISIONS:
             raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
@@ -103,6 +104,10 @@ class Encoder:
         self.show_progress = show_progress
         self.precision = precision
         self.truncated_indices: list[int] = []
+        # An asymmetric model (sentence-transformers' Router, e.g. a query encoder beside the unchanged document one):
+        # the route its texts take, as encode_query / encode_document send them ("query", "document"; None: its default
+        # route). A model without a Router has one route: `task` changes nothing.
+        self.task = task if routed(model) else None
         hf = self.hf_model
         if hf is not None:
             num_hidden = hf.config.num_hidden_layers + 1
@@ -191,8 +196,9 @@ class Encoder:
         batches = token_budget_batches(clipped, self.max_tokens, self.max_batch)
         replicas = self._replicas()
         shards = [batches[i :: len(replicas)] for i in range(len(replicas))]  # several GPUs: a share each
-        # the backend's graph, or for a text or two on the CPU the exact small-batch graph (sentune.core.runtime)
-        runner = self.runtime.runner_for(len(unique), exact_on_cpu=on_cpu and self.precision == "fp32")
+        # the backend's graph, or for a text or two on the CPU the exact small-batch graph (sentune.core.runtime);
+        # not for a Router, whose routes a graph of one module cannot hold
+        runner = None if routed(self.model) else self.runtime.runner_for(len(unique), exact_on_cpu=on_cpu and self.precision == "fp32")
         with tqdm(total=len(unique), desc=self.desc, unit="sent", disable=not self.show_progress) as bar:
             if len(replicas) == 1:
                 parts = self._run(replicas[0], unique, shards[0], bar, runner)
@@ -224,7 +230,7 @@ class Encoder:
         done: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
         pending: list[tuple[np.ndarray, dict[str, torch.Tensor]]] = []
         try:
-            for number, (batch, features) in enumerate(self._tokenized(model, unique, batches, prefetch=on_gpu), start=1):
+            for number, (batch, features) in enumerate(self._tokenized(model, unique, batches, prefetch=on_gpu, task=self.task), start=1):
                 ids = features.get("input_ids")
                 long_batch = ids is not None and ids.shape[-1] >= TRIM_FROM_TOKENS
                 pending.append((batch, self._forward(model, features, runner)))
@@ -241,8 +247,11 @@ class Encoder:
         return done
 
     @staticmethod
-    def _tokenized(model: SentenceTransformer, unique: list[str], batches: list[np.ndarray], prefetch: bool) -> Iterator[tuple[np.ndarray, dict]]:
-        tokenize = lambda batch: model.preprocess([unique[i] for i in batch])
+    def _tokenized(
+        model: SentenceTransformer, unique: list[str], batches: list[np.ndarray], prefetch: bool, task: str | None = None
+    ) -> Iterator[tuple[np.ndarray, dict]]:
+        # a Router reads the route from the features (`task`), as SentenceTransformer.encode(task=...) sends it
+        tokenize = lambda batch: model.preprocess([unique[i] for i in batch], **({"task": task} if task else {}))
         if not prefetch:
             yield from ((batch, tokenize(batch)) for batch in batches)
             return
@@ -319,3 +328,10 @@ def _to_numpy(pending: list[tuple[np.ndarray, dict[str, torch.Tensor]]]) -> list
     joined = {name: torch.cat([pooled[name] for _, pooled in pending]).cpu().numpy() for name in names}
     rows = np.concatenate([batch for batch, _ in pending])
     return [(rows, joined)]
+
+
+def routed(model: SentenceTransformer) -> bool:
+    """Whether the model's first module is sentence-transformers' Router (its texts take a route by task)."""
+    from sentence_transformers.sentence_transformer.modules import Router
+
+    return len(model) > 0 and isinstance(model[0], Router)

@@ -33,6 +33,7 @@ REGISTRY: dict[str, str] = {
     "tsdae": "records:TSDAE",
     "cosent": "records:COSENT",
     "online-contrastive": "records:ONLINE_CONTRASTIVE",
+    "query-side": "query_side:QUERY_SIDE",
 }
 
 

@@ -381,7 +381,10 @@ class SearchIndex:
             return self._hits(ranked, values)
         vectors = self.vectors
         assert vectors is not None  # opened for every system but bm25
-        query_vectors = Encoder(self.model(), "model", show_progress=show_progress, desc="encoding the queries", runtime=self.runtime).encode(texts)
+        # task "query": an asymmetric model (a Router) encodes queries by its query route, beside the documents' vectors
+        query_vectors = Encoder(self.model(), "model", show_progress=show_progress, desc="encoding the queries", runtime=self.runtime, task="query").encode(
+            texts
+        )
         if self.system == self.settings["system"] and self.settings.get("expansion"):  # an adapt run's feedback (sentune.search.expansion)
             from sentune.search.expansion import expanded_rank
 

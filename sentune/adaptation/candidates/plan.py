@@ -8,6 +8,7 @@ from sentune.adaptation.candidates.base import Candidate, PlanSetup
 from sentune.adaptation.candidates.multi_dense import MultiDense
 from sentune.adaptation.candidates.postprocessed import PostProcessed
 from sentune.adaptation.candidates.prf import Prf
+from sentune.adaptation.candidates.query_side import QuerySide
 from sentune.adaptation.candidates.retrieval_native import HybridDistill, PseudoQueryTrained
 from sentune.adaptation.candidates.search import Hybrid, HybridSupervised, Lexical, Rrf, UnchangedMaxp
 from sentune.adaptation.candidates.supervised import Supervised, SupervisedSearch
@@ -25,6 +26,7 @@ KINDS: tuple[type[Candidate], ...] = (
     Ensemble,
     Supervised,
     SupervisedSearch,
+    QuerySide,
     PseudoQueryTrained,
     HybridDistill,
     Wise,

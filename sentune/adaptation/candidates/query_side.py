@@ -1,0 +1,219 @@
+"""The search candidate that trains the query side only (`query-side`): the query encoder fine-tuned on the user's
+judged queries against the unchanged model's document vectors, which the run already holds (its untuned pass, the
+index's vectors), every document a negative (sentune.methods.query_side; DensePhrases' query-side fine-tuning, Lee
+et al., ACL 2021). A fold costs its queries' encodes and its steps, never the corpus's: `supervised`, which tunes
+both sides, encodes the selection pool's documents again for every fold it scores and every document for its refit.
+
+Judged as `supervised` is: without --train, cross-fitted over the selection queries (sentune.adaptation.crossfit, the same
+folds and seed), each fold's held-out queries encoded by the fold's query encoder and ranked against the selection pool
+by the fixed document vectors, as every selection query is ranked; then refit on every selection query for the
+confirmation and test queries and the model it ships. With --train, trained once on --train's queries.
+
+It ships as one sentence-transformers model with two routes (sentence_transformers' Router, built as
+Router.for_query_document builds one): "query", the fine-tuned copy, and "document", the unchanged model, its default
+route. `SentenceTransformer(OUT/model).encode_query` / `encode_document` encode as the run scored, and the run's index
+keeps the unchanged model's document vectors (nothing is re-indexed); sentune's search encodes queries by the query
+route (sentune.core.encode.Encoder's `task`)."""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, cast
+
+from sentune.adaptation.candidates.base import Candidate, PlanSetup
+from sentune.adaptation.names import QUERY_SIDE
+from sentune.adaptation.records import CandidateRecord, write_record
+from sentune.core.progress import say
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from sentune.adaptation.context import Context
+    from sentune.adaptation.time_plan import Costs
+    from sentune.data.tables import Kind
+
+RECIPE = f"adapt/{QUERY_SIDE}"
+
+
+@dataclass
+class QuerySide(Candidate):
+    """`dense` False: no hybrid here fuses it (a hybrid looks its source's vectors up by text, and this model encodes a
+    text one way as a query and another as a document); `tuned` False: wise mixes one model's weights with the
+    unchanged model's, and this one is two."""
+
+    kind: ClassVar[str] = QUERY_SIDE
+    phase: ClassVar[str] = "after_race"
+    dense: ClassVar[bool] = False
+
+    @classmethod
+    def planned(cls, setup: PlanSetup) -> list[Candidate]:
+        return [cls(QUERY_SIDE)] if setup.search and setup.labels and QUERY_SIDE in setup.methods else []
+
+    def describe(self, ctx: Context) -> str:
+        return "fine-tuning the query encoder alone on the labels against the unchanged model's document vectors (every document a negative; no re-index)"
+
+    def depends_on(self, ctx: Context) -> dict:
+        # what it trains on (--train's queries, or the selection part: None), and the tokens its routes read
+        return {"train_sha256": ctx.inputs.train_sha256, "reads_tokens": ctx.base.max_seq_length}
+
+    def training_queries(self, ctx: Context) -> list:
+        given = ctx.inputs.task.train_units()
+        return list(given) if given is not None else ctx.selection_units()
+
+    def steps_for(self, queries: int, ctx: Context) -> int:
+        """Its steps on `queries` training queries: its recipe's epochs, capped by --budget's steps (Context.labelled_recipe)."""
+        import math
+
+        from sentune.training.recipe import load_recipe
+
+        recipe = load_recipe(RECIPE, check=False)
+        steps = max(1, math.ceil(recipe.training.epochs * math.ceil(queries / recipe.training.batch_size)))
+        return min(steps, ctx.config.budget.steps or steps)
+
+    def expected_seconds(self, ctx: Context, costs: Costs) -> float:
+        """Its trainings (one on --train; else K fold models on (K - 1)/K of the selection queries each and the refit:
+        K times one on them all) and its encodes of every dev and test query; no document is encoded. Its rows are
+        queries, and the run's text cost is a document's (time_plan measures it on the documents): both are counted
+        at a query's share of a document's cost (query_share)."""
+        from sentune.adaptation.crossfit import FOLDS
+        from sentune.training.recipe import load_recipe
+
+        recipe = load_recipe(RECIPE, check=False)
+        trainings = 1 if ctx.inputs.task.train_units() is not None else FOLDS
+        queries = self.training_queries(ctx)
+        steps = self.steps_for(len(queries), ctx)
+        return query_share(ctx, [q.text for q in queries]) * (trainings * costs.steps(recipe, steps) + costs.encode(len(_query_texts(ctx))))
+
+    def produce(self, label: str, ctx: Context) -> CandidateRecord:
+
+        from sentune.adaptation.crossfit import FOLDS, fold_rows, out_of_fold
+        from sentune.adaptation.search_context import as_search
+        from sentune.core.memory import release_unreferenced
+
+        say(f"{label} {self.name}: {self.describe(ctx)}")
+        started = time.perf_counter()
+        search = as_search(ctx)
+        documents = search.document_vectors()  # the unchanged model's, rows: the corpus (its untuned pass: no encode)
+        record = CandidateRecord(self.name, self.kind)
+        recipes: list[dict] = []
+        if ctx.inputs.task.train_units() is not None:
+            model = self.train(self.training_queries(ctx), self.folder(ctx), documents, ctx, recipes)
+            scores = self.scores_of(model, ctx)
+            record.trained_on, record.dev_indices_trained_on = "train", []
+            record.detail["train_units"] = len(self.training_queries(ctx))
+        else:
+            select, units = ctx.inputs.split.select, ctx.selection_units()
+            say(f"    {self.name}: cross-fitting on the {len(units)} selection queries: {FOLDS} trainings without one fold each, then one on all")
+
+            def fit(fold: int, rows: np.ndarray):
+                release_unreferenced()  # the previous fold's model and its trainer are garbage by now
+                return self.train([units[i] for i in rows], ctx.store.fold_folder(self.name, fold), documents, ctx)
+
+            oof = out_of_fold(len(units), FOLDS, ctx.config.seed, fit, lambda model, held: self.score_held(model, [units[i] for i in held], ctx))
+            release_unreferenced()
+            model = self.train(units, self.folder(ctx), documents, ctx, recipes)
+            scores = self.scores_of(model, ctx)
+            scores["dev"][select] = oof  # the selection part's scores: out of fold
+            folds = [sorted(int(select[i]) for i in fold_rows(len(units), FOLDS, ctx.config.seed, fold)[0]) for fold in range(FOLDS)]
+            record.trained_on, record.dev_indices_trained_on, record.fold_dev_indices_trained_on = "selection", sorted(int(i) for i in select), folds
+            record.detail |= {"train_units": len(units), "folds": FOLDS}
+        self.ship(model, ctx)
+        # its model's default route is the unchanged model's: its vectors of every scored text, which the saved index
+        # takes as its documents' (sentune.adaptation.run._save_index), are the untuned pass's
+        ctx.store.vectors(self.name, ctx.untuned_vectors)
+        record.detail |= {"setting": RECIPE, "recipe": recipes[-1], "documents_encoded": 0}
+        return write_record(self, scores, record, time.perf_counter() - started, label, ctx)
+
+    def train(self, queries: list, where: Path, documents: np.ndarray, ctx: Context, recipes: list[dict] | None = None):
+        """The query encoder trained on `queries` against the fixed `documents` (where/train.tsv records the queries and
+        their judged documents, the file its recipe names); kept in memory only."""
+        from sentune.adaptation.search_context import as_search
+        from sentune.methods.query_side import FixedDocuments
+        from sentune.training.trainer import train_in_memory
+
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "train.tsv").write_text("".join(f"{q.id}\t{' '.join(q.text.split())}\t{','.join(q.relevant)}\n" for q in queries), encoding="utf-8")
+        data = FixedDocuments(list(queries), as_search(ctx).retrieval_dev().corpus, vectors=documents)
+        recipe = ctx.labelled_recipe(RECIPE, where / "train.tsv", len(queries), ctx.config.model, data=data)
+        if recipes is not None:
+            recipes.append(recipe.to_dict())
+        kind = cast("Kind", data)  # a RetrievalSet, a data kind the method takes (sentune.methods.query_side)
+        return train_in_memory(recipe, None, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress, data=kind).model
+
+    def score_held(self, model, queries: list, ctx: Context) -> np.ndarray:
+        """Held-out selection queries, encoded by the fold's query encoder, against the selection pool's fixed vectors."""
+        from sentune.adaptation.search_context import as_search
+
+        scorer = as_search(ctx).selection.held_scorer(queries)
+        return scorer.of_ranker(self.ranker(model, [q.text for q in queries], ctx))["held"]
+
+    def scores_of(self, model, ctx: Context) -> dict[str, np.ndarray]:
+        """Every dev and test query's nDCG@10 ×100, the queries encoded by `model`, the documents by their fixed vectors."""
+        from sentune.adaptation.search_context import as_search
+
+        return as_search(ctx).scorer.of_ranker(self.ranker(model, _query_texts(ctx), ctx))
+
+    def ranker(self, model, texts: list[str], ctx: Context):
+        """Rank a part's documents for its queries: the queries' vectors by `model` (encoded once here), the documents'
+        the unchanged model's (the untuned pass), a query's own document left out."""
+        import numpy as np
+
+        from sentune.adaptation.search_context import as_search
+        from sentune.core.encode import Encoder
+        from sentune.tasks.retrieval import rank
+
+        unique = list(dict.fromkeys(texts))
+        encoded = Encoder(model, "model", show_progress=ctx.config.show_progress, desc=f"{self.name}: encoding the queries").encode(unique)
+        row = {text: i for i, text in enumerate(unique)}
+        table = as_search(ctx).untuned_table()
+
+        def ranked(queries, corpus) -> list[list[int]]:
+            query_vectors = encoded[[row[q.text] for q in queries]] if queries else np.zeros((0, encoded.shape[1]), np.float32)
+            return rank(query_vectors, table.of(d.text for d in corpus), [d.id for d in corpus], query_ids=[q.id for q in queries], skip_same_id=True)
+
+        return ranked
+
+    def ship(self, query_model, ctx: Context) -> None:
+        """OUT/candidates/NAME/model: the query encoder and the unchanged model as the two routes of one Router model
+        (the document route the default), normalised as the unchanged model is."""
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.sentence_transformer.modules import Normalize, Router
+
+        from sentune.modules.build import save_atomic
+
+        def routed(model) -> list:
+            modules = list(model)
+            return modules[:-1] if type(modules[-1]).__name__ == "Normalize" else modules
+
+        base = copy.deepcopy(ctx.base)  # the run's unchanged model stays the run's: the saved one gets its own modules
+        router = Router.for_query_document(query_modules=routed(query_model), document_modules=routed(base))
+        tail = [Normalize()] if type(list(ctx.base)[-1]).__name__ == "Normalize" else []
+        model = SentenceTransformer(modules=[router, *tail], device=str(ctx.base.device))
+        model.max_seq_length = ctx.base.max_seq_length  # both routes read as far as the unchanged model
+        save_atomic(model, self.folder(ctx) / "model")
+
+
+def query_share(ctx: Context, queries: list[str]) -> float:
+    """What encoding a query costs beside one of the documents the run measured its text cost on (the first
+    time_plan.PROBE_TEXTS of them): the ratio of their mean token counts, each cut at the model's length (at most 1;
+    tokenizing only)."""
+    from sentune.adaptation.time_plan import PROBE_TEXTS
+
+    tokenizer, limit = ctx.base.tokenizer, ctx.base.max_seq_length or None
+
+    def mean_tokens(texts: list[str]) -> float:
+        ids = tokenizer(texts, add_special_tokens=True, truncation=limit is not None, max_length=limit)["input_ids"] if texts else []
+        return sum(len(row) for row in ids) / max(1, len(ids))
+
+    task = ctx.inputs.task
+    assert task.search  # planned for search runs only
+    documents = list(dict.fromkeys(d.text for d in task.documents))[:PROBE_TEXTS]
+    return min(1.0, mean_tokens(queries) / max(1.0, mean_tokens(documents)))
+
+
+def _query_texts(ctx: Context) -> list[str]:
+    """Every dev and test query's text the run's scorer ranks (the selection part's with the confirmation's)."""
+    return list(dict.fromkeys(q.text for parts in ctx.scorer.splits.values() for part in parts for q in part.data.queries))
