@@ -60,6 +60,8 @@ FILES = (SETTINGS, DOCUMENTS, OFFSETS, ORDER, VECTORS, PROGRESS, BM25, PASSAGES,
 class IndexVersion:
     """One version's files (`path`: INDEX itself, or INDEX/versions/ID)."""
 
+    path: Path
+
     def __init__(self, path: Path | IndexVersion) -> None:
         self.path = path.path if isinstance(path, IndexVersion) else Path(path)
 

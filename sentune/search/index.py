@@ -146,7 +146,7 @@ def build_index(
     if named_expansion is not None:
         settings["expansion"] = named_expansion
     current = current_version(out, saved) if saved is not None and saved.get("complete") else None
-    if current is not None and _same_build(saved, settings) and _same_ann(current, ann):
+    if saved is not None and current is not None and _same_build(saved, settings) and _same_ann(current, ann):
         return out
     same_model = saved is not None and saved.get("model_digest") == model_digest
     if current is None:  # the first build (or its resumption): into `out` itself, which no reader can be reading
@@ -157,6 +157,7 @@ def build_index(
             _remove(version, (PASSAGES,))
         reused: set[str] = set()
     else:
+        assert saved is not None  # a current version has its settings
         identity = {k: v for k, v in settings.items() if k != "complete"} | {"ann": _ann_identity(current, ann), "expansion": _shapes(expansion)}
         version = index_folder.staged(identity)
         own = read_settings_file(version.settings_file) if version.settings_file.is_file() else None
