@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_adapt_retrieval import _toy_beir
+from conftest import WORDS
 
 from sentune.cli import main
 from sentune.errors import UserError
@@ -25,8 +25,15 @@ QUERIES = ["a man plays the guitar", "the market price rises", "news said today"
 
 @pytest.fixture
 def corpus(tmp_path) -> Path:
-    dev, _ = _toy_beir(tmp_path / "toy")
-    return dev / "corpus.jsonl"
+    """60 documents of random sentences (the words the tiny model knows): enough for BM25 settings to rank apart."""
+    rng = np.random.default_rng(0)
+    path = tmp_path / "corpus.jsonl"
+    lines = []
+    for i in range(60):
+        text = " ".join(" ".join(rng.choice(WORDS, size=int(rng.integers(5, 12)))).capitalize() + "." for _ in range(4))
+        lines.append(json.dumps({"_id": f"d{i}", "title": "", "text": text}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def ranked(index, system: str) -> list[list[tuple[str, float]]]:
@@ -236,3 +243,91 @@ def test_no_module_but_the_folder_object_names_the_index_files():
         if FILE_NAMES.search(line)
     ]
     assert found == []
+
+
+# -- a server whose folder is rebuilt under it --
+
+SERVED_QUERIES = ["guitar market", "the price rises today", "news report"]
+
+
+def _rebuilt_answer(tiny_model_dir: Path, corpus: Path, folder: Path, options: list[str]) -> dict[str, list[list[str]]]:
+    """What a fresh build with `options` ranks (each system's top 3 ids per query): the rebuilt index's own answer."""
+    from sentune.api.index import Index
+
+    assert main(["index", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(folder), "--quiet", *options]) == 0
+    index = Index.open(folder)
+    return {system: [[hit.id for hit in row] for row in index.search(SERVED_QUERIES, 3, system=system)] for system in ("bm25", "hybrid")}
+
+
+REBUILT = ["--fusion", "rrf", "--no-stem", "--bm25-k1", "0.3", "--bm25-b", "0.2"]
+
+
+@pytest.mark.slow  # three builds and a server's start-up
+def test_a_served_folder_rebuilt_under_the_app_serves_its_old_answers_until_a_reload(tiny_model_dir, corpus, tmp_path):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from sentune.serve.app import create_app
+    from sentune.serve.settings import ServeSettings
+
+    key = "rebuild-test-key"
+    served = tmp_path / "served"
+    before = _rebuilt_answer(tiny_model_dir, corpus, served, ["--fusion", "convex:0.5"])
+    after = _rebuilt_answer(tiny_model_dir, corpus, tmp_path / "apart", REBUILT)
+    assert before != after  # the two builds rank differently here
+
+    def answers(client) -> dict[str, list[list[str]]]:
+        found = {}
+        for system in ("bm25", "hybrid"):
+            found[system] = []
+            for query in SERVED_QUERIES:
+                reply = client.post("/search", json={"query": query, "top_k": 3, "system": system}, headers={"Authorization": f"Bearer {key}"})
+                assert reply.status_code == 200, reply.text
+                found[system].append([hit["id"] for hit in reply.json()["results"][0]["hits"]])
+        return found
+
+    with TestClient(create_app(ServeSettings(target=str(served), index=str(served), model=None, api_key=key))) as client:
+        assert answers(client) == before
+        assert main(["index", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(served), "--quiet", *REBUILT]) == 0
+        assert answers(client) == before  # the files it mapped are unchanged: the old index whole, until a reload
+        assert client.post("/admin/reload", json={}, headers={"Authorization": f"Bearer {key}"}).status_code == 200
+        assert answers(client) == after
+
+
+@pytest.mark.slow  # a server process of its own
+def test_sentune_serve_survives_its_folder_rebuilt_and_reloads_the_new_index(tiny_model_dir, corpus, tmp_path):
+    import signal
+    import time
+
+    httpx = pytest.importorskip("httpx")
+    from conftest import free_port
+    from test_serve import start_server, stop_server
+
+    served = tmp_path / "served"
+    before = _rebuilt_answer(tiny_model_dir, corpus, served, ["--fusion", "convex:0.5"])
+    after = _rebuilt_answer(tiny_model_dir, corpus, tmp_path / "apart", REBUILT)
+    port = free_port()
+    proc = start_server([str(served), "--quiet"], port)
+    url = f"http://127.0.0.1:{port}"
+
+    def answers() -> dict[str, list[list[str]]]:
+        found = {}
+        for system in ("bm25", "hybrid"):
+            found[system] = []
+            for query in SERVED_QUERIES:
+                reply = httpx.post(f"{url}/search", json={"query": query, "top_k": 3, "system": system}, timeout=30)
+                assert reply.status_code == 200, reply.text
+                found[system].append([hit["id"] for hit in reply.json()["results"][0]["hits"]])
+        return found
+
+    try:
+        assert answers() == before
+        assert main(["index", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(served), "--quiet", *REBUILT]) == 0
+        assert answers() == before and proc.poll() is None  # no SIGBUS, no mixed rankings: the index it opened
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 60
+        while answers() != after:
+            assert time.time() < deadline and proc.poll() is None, "not reloaded"
+            time.sleep(0.2)
+    finally:
+        stop_server(proc)

@@ -462,7 +462,7 @@ class SearchIndex:
     def __init__(self, shared: _Shared, system: str, device: str | None = None) -> None:
         self._shared = shared
         self.system = system
-        settings = shared.settings
+        self.settings = settings = shared.settings
         self.fusion: Fusion | None = saved_fusion(settings, IndexFolder(shared.folder).settings_file)
         if system == "hybrid" and self.fusion is None:
             raise UserError(
@@ -484,7 +484,6 @@ class SearchIndex:
 
     folder = property(lambda self: self._shared.folder, doc="The index folder as the caller named it (messages name it).")
     version = property(lambda self: self._shared.version, doc="The version of the folder this index reads (sentune.search.folder).")
-    settings = property(lambda self: self._shared.settings)
     documents = property(lambda self: self._shared.documents)
     vectors = property(lambda self: self._shared.vectors if self.system != "bm25" else None)
     passages = property(lambda self: self._shared.passages if self.system != "bm25" else None)
