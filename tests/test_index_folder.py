@@ -128,7 +128,7 @@ def test_an_index_from_before_versions_opens_in_place_and_old_versions_are_prune
     Index.build(str(tiny_model_dir), str(corpus), out, fusion="convex:0.2")
     fourth = folder.current()
     assert fourth is not None and not second.path.exists()
-    assert sorted(p.name for p in (out / "versions").iterdir()) == sorted([third.path.name, fourth.path.name])
+    assert sorted(p.name for p in (out / "versions").iterdir() if p.is_dir()) == sorted([third.path.name, fourth.path.name])
     assert [h.id for h in Index.open(out, system="dense").search(QUERIES[0])] == [h.id for h in first]
 
 
@@ -331,3 +331,36 @@ def test_sentune_serve_survives_its_folder_rebuilt_and_reloads_the_new_index(tin
             time.sleep(0.2)
     finally:
         stop_server(proc)
+
+
+def test_two_builds_never_write_one_index_at_once(tiny_model_dir, corpus, tmp_path):
+    from sentune.api.index import Index
+    from sentune.search.folder import IndexFolder
+
+    out = tmp_path / "index"
+    Index.build(str(tiny_model_dir), str(corpus), out)
+    settings = (out / "index.json").read_text()
+    with IndexFolder(out).build_lock() as held:  # another process's build, as its lock shows
+        assert held
+        with pytest.raises(UserError, match="another `sentune index` is building this index now"):
+            Index.build(str(tiny_model_dir), str(corpus), out, fusion="rrf")
+    assert (out / "index.json").read_text() == settings
+
+
+def test_a_missing_model_is_named_as_the_caller_names_it(tiny_model_dir, corpus, tmp_path, capsys):
+    from sentune.api.index import Index
+
+    model = tmp_path / "gone"
+    shutil.copytree(tiny_model_dir, model)
+    out = tmp_path / "index"
+    Index.build(str(model), str(corpus), out)
+    shutil.rmtree(model)
+    with pytest.raises(UserError) as raised:
+        Index.open(out).search(QUERIES[0])
+    message = str(raised.value)
+    assert str(out / "index.json") in message and "no such folder" in message and "(model=)" in message and "--model" not in message
+    capsys.readouterr()
+    assert main(["search", str(out), "--query", QUERIES[0], "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no such folder" in err[0] and "(--model)" in err[0], err
+    assert main(["search", str(out), "--query", QUERIES[0], "--quiet", "--model", str(tiny_model_dir)]) == 0

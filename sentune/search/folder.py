@@ -167,6 +167,17 @@ class IndexFolder:
         """Where a build saves a model it was given in memory (shared by every version: one model, one digest)."""
         return self.root / MODEL
 
+    def build_lock(self):
+        """An exclusive lock while a build writes the folder (a context manager yielding False when another holds it);
+        the OS drops it when the process dies (sentune.core.locks)."""
+        from sentune.core.locks import run_lock
+
+        return run_lock(self.root / VERSIONS, wait=False)
+
+    def holds_only_index_files(self) -> bool:
+        """Whether the folder holds nothing but what a build put there before its settings (the build lock)."""
+        return all(path.name == VERSIONS for path in self.root.iterdir()) if self.root.is_dir() else True
+
     def has_index(self) -> bool:
         return self.settings_file.is_file()
 

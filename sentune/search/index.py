@@ -123,6 +123,40 @@ def build_index(
     index of the same model and documents with another system, fusion or BM25 settings keeps its vectors (shared with
     the version before) and gets the rest built again. `checked`: what check_out found in `out` before the model
     loaded (sentune.api.index.IndexBuild): not checked again. `option`: how errors name `out`."""
+    from sentune.core.distributed import world_size
+    from sentune.core.embedding_cache import model_digest as digest_of
+
+    if shared_folder or world_size() > 1:  # an adapt run holds its folder's lock; torchrun's processes build together
+        return _build(
+            model, model_ref, documents, out, plan, show_progress, model_digest, vectors, passage_vectors, shared_folder, checked, ann, expansion, option
+        )
+    model_digest = model_digest or digest_of(model)
+    checked = CheckedOut(check_resume(out, model_digest, documents, shared_folder, checked, option))  # refused before anything is written
+    passages_record(plan, model)
+    with IndexFolder(out).build_lock() as held:
+        if not held:
+            raise UserError(f"{option} {out}: another `sentune index` is building this index now; wait for it to finish")
+        return _build(
+            model, model_ref, documents, out, plan, show_progress, model_digest, vectors, passage_vectors, shared_folder, checked, ann, expansion, option
+        )
+
+
+def _build(
+    model: Any,
+    model_ref: str,
+    documents: list[Document],
+    out: Path,
+    plan: BuildPlan,
+    show_progress: bool,
+    model_digest: str | None,
+    vectors: np.ndarray | None,
+    passage_vectors: np.ndarray | None,
+    shared_folder: bool,
+    checked: CheckedOut | None,
+    ann: Any,
+    expansion: dict | None,
+    option: str,
+) -> Path:
     from sentune.core.distributed import rank, world_size
     from sentune.core.embedding_cache import model_digest as digest_of
 
@@ -539,20 +573,19 @@ class SearchIndex:
         shared = self._shared
         if shared.model is None:
             from sentune.core.embedding_cache import model_digest
-            from sentune.core.models import ModelLoadError, load_model
+            from sentune.core.models import ModelLoadError, check_model_name, load_model
 
             given = shared.given_model
             if given is not None and not isinstance(given, str | Path):
                 loaded = given
             else:
                 source = self.model_source()
+                where = shared.model_argument if given is not None else f"{IndexFolder(self.folder).settings_file}: its model"
                 try:
-                    loaded = load_model(source, device=self.device)
+                    check_model_name(source, where)  # a folder that is gone: named as the caller can act on it, in one line
                 except ModelLoadError as exc:
-                    named = f"{shared.model_argument} {given}" if given is not None else f"its model {self.settings['model']!r}"
-                    raise UserError(
-                        f"{IndexFolder(self.folder).settings_file}: {named} does not load ({exc}); name the model with {shared.model_argument}"
-                    ) from None
+                    raise UserError(f"{exc}; name the model the index was built with ({shared.model_argument})") from None
+                loaded = load_model(source, device=self.device)
             recorded = self.settings.get("model_digest")
             if recorded is not None and model_digest(loaded) != recorded:
                 named = (

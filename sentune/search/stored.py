@@ -71,7 +71,7 @@ def check_out(folder: Path, documents: list[Document], shared_folder: bool = Fal
     index = IndexFolder(folder)
     saved = read_settings(folder)
     if saved is None:
-        if not shared_folder and folder.exists() and any(folder.iterdir()):
+        if not shared_folder and not index.holds_only_index_files():
             raise UserError(f"{option} {folder}: a folder that is not empty and holds no {index.settings_file.name}; choose an empty or new folder")
         return None
     if saved.get("format") != FORMAT:
