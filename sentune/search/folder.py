@@ -25,7 +25,10 @@ A version's files never change once it is current: a rebuild writes a new versio
 unchanged files as hard links (never writing into them), and switches the top index.json to it last, so a reader
 that opened the index before keeps reading whole files of the index it opened (a server's memory maps stay valid),
 and a rebuild that fails or is killed leaves the current index whole. The version before the current one is kept
-for readers that opened it; older ones go at the next switch.
+for readers that opened it; older ones go at the next switch (a reader keeps the files it has open or mapped, as
+POSIX keeps an unlinked file for whoever holds it; one that opens a file of a version two rebuilds old finds it gone:
+a server reads everything in when it opens, sentune.serve.engine). One build writes a folder at a time (a lock on
+INDEX/versions/.lock).
 """
 
 from __future__ import annotations
