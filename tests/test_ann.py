@@ -17,6 +17,7 @@ from sentune.cli import main
 from sentune.errors import UserError
 from sentune.search.ann import AnnIndex, auto_nlist, auto_refine, build_ann, check_fits, choose_ann, parse_ann, read_ann_settings
 from sentune.search.candidates import Candidates, fuse, lexical_candidates
+from sentune.search.folder import IndexFolder
 from sentune.search.fusion import Fusion, id_order
 from sentune.tasks.retrieval import rank
 
@@ -222,8 +223,10 @@ def test_index_and_search_with_ann_end_to_end(tiny_model_dir, tmp_path, capsys):
     exact_dense, exact_hybrid = search("--system", "dense"), search()
     # an ANN added to the finished index; probing every list and re-scoring every document, dense search is exact
     assert main([*base, "--ann", "ivfpq:nlist=2,pq=8,nprobe=2,refine=100"]) == 0
-    saved = json.loads((index / "ann" / "ann.json").read_text())
-    assert saved["kind"] == "ivfpq" and saved["source"]["rows"] == 150 and (index / "ann" / "index.faiss").is_file()
+    current = IndexFolder(index).current()  # the ANN is in a new version of the index (sentune.search.folder)
+    assert current is not None and current.path != index
+    saved = json.loads(current.ann_settings.read_text())
+    assert saved["kind"] == "ivfpq" and saved["source"]["rows"] == 150 and current.ann_index.is_file()
     approximate, exact = _scored(search("--system", "dense")), _scored(exact_dense)
     assert approximate.keys() == exact.keys()
     for qid, row in exact.items():  # the same ranking, each position's exact cosine (a near tie may flip by float noise)
@@ -239,7 +242,7 @@ def test_index_and_search_with_ann_end_to_end(tiny_model_dir, tmp_path, capsys):
     queries = [json.loads(line) for line in (dev / "queries.jsonl").read_text().splitlines()]
     vectors = opened.model().encode([q["text"] for q in queries])
     bm25 = opened.lexical().scores([q["text"] for q in queries])
-    docs = np.load(index / "vectors.npy")
+    docs = np.load(current.vectors)
     ids = opened.documents.every_id()
     for row, q in enumerate(queries[:20]):
         dense = {d: cosine(vectors[row], docs[d]) for d in range(len(docs))}

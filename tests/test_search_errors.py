@@ -279,6 +279,7 @@ def test_an_out_that_cannot_be_written_is_refused_before_the_model_loads(built, 
 
 def test_no_stem_on_an_existing_index_rebuilds_its_bm25_and_keeps_its_vectors(built, tmp_path, monkeypatch, capsys):
     from sentune.core.encode import Encoder
+    from sentune.search.folder import LEXICAL_SETTINGS, IndexFolder
     from sentune.search.fusion import id_order, top_by_score
     from sentune.search.lexical import LexicalIndex, LexicalSettings
 
@@ -302,9 +303,11 @@ def test_no_stem_on_an_existing_index_rebuilds_its_bm25_and_keeps_its_vectors(bu
         assert ("BM25 unstemmed" in capsys.readouterr().out) == bool(flags)
         saved = json.loads((index / "index.json").read_text())
         assert saved["complete"] and saved["lexical"]["stemmer"] == settings.stemmer
-        assert json.loads((index / "bm25" / "lexical.json").read_text())["stemmer"] == settings.stemmer
+        current = IndexFolder(index).current()  # a rebuild is a new version of the folder (sentune.search.folder)
+        assert current is not None and json.loads((current.bm25 / LEXICAL_SETTINGS).read_text())["stemmer"] == settings.stemmer
         assert search_run(tmp_path, index, "--query", query, "--system", "bm25")[0] == bm25_top(settings)
-    assert encoded == [] and (index / "vectors.npy").read_bytes() == vectors  # the documents were not encoded again
+    assert encoded == [] and current.vectors.read_bytes() == vectors  # the documents were not encoded again
+    assert current.vectors.stat().st_nlink >= 2  # shared with the version before, not copied
 
 
 # -- the fusion weight --

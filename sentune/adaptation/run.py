@@ -322,10 +322,7 @@ def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
     nothing again), and the documents' passages when the hybrid chose MaxP. A dense system ranks without BM25 (its
     index's serves `sentune search --system bm25`): the fitted settings when known, else the fixed ones, no fit. The dense
     part reuses the vectors the run scored with when it has them (the unchanged model's, or a hybrid's source's)."""
-    import json
-
-    from sentune.core.results import write_atomic
-    from sentune.search.index import FILES, BuildPlan, build_index, read_settings
+    from sentune.search.index import BuildPlan, build_index
 
     fused = candidate.fused(ctx)
     fusion, source = fused if fused is not None else (None, candidate.name)
@@ -334,22 +331,24 @@ def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
     vectors = None
     if source == UNCHANGED or kept is not None:
         vectors = (ctx.untuned_table() if kept is None else ctx.table(kept)).of(d.text for d in documents)
-    saved = read_settings(ctx.out)
-    if saved is not None and saved.get("corpus_sha256") and saved.get("model") == "model":  # an earlier choice's index: built again
-        for path in [*(ctx.out / name for name in FILES), *ctx.out.glob("dense-*")]:  # dense-N: multi-dense's other models
-            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     passages = ctx.records[candidate.name].detail.get("passages") if fused is not None else None
     plan = BuildPlan("hybrid" if fusion else "dense", fusion, ctx.lexical.settings(fitted=fusion is not None or ctx.lexical.knows_fit()))
     passage_vectors = None
     if passages is not None and passages["chosen"] == "maxp" and source == UNCHANGED:  # the unchanged model's later windows, as the run scored them
         plan = replace(plan, passages="maxp", stride=passages["stride"])
         passage_vectors = ctx.passages.vectors()[0].passages
-    build_index(
-        model, "model", documents, ctx.out, plan, show_progress=ctx.config.show_progress, vectors=vectors, passage_vectors=passage_vectors, shared_folder=True
+    build_index(  # an earlier choice's index stays whole until this one switches in (sentune.search.folder)
+        model,
+        "model",
+        documents,
+        ctx.out,
+        plan,
+        show_progress=ctx.config.show_progress,
+        vectors=vectors,
+        passage_vectors=passage_vectors,
+        shared_folder=True,
+        expansion=candidate.expansion(ctx),  # the index ranks as the candidate was scored (sentune.search.expansion)
     )
-    expansion, settings = candidate.expansion(ctx), read_settings(ctx.out) or {}
-    if settings.get("expansion") != expansion:  # the index ranks as the candidate was scored (sentune.search.expansion)
-        write_atomic(ctx.out / "index.json", json.dumps({**settings, "expansion": expansion}, indent=2))
     say(f"index: {ctx.out} ({plan.system}{', ' + fusion.label if fusion else ''}): sentune search {ctx.out} --query TEXT")
 
 

@@ -35,7 +35,7 @@ class UnchangedPassages:
 
     def vectors(self):
         """The unchanged model's MaxP view of every document: its first windows (the untuned vectors) and its later
-        windows, encoded once per run; with index.json's record of them (window, stride, count)."""
+        windows, encoded once per run; with the index settings' record of them (window, stride, count)."""
         from sentune.core.encode import Encoder
         from sentune.search.passages import PassageVectors, later_windows, window_tokens
 

@@ -83,8 +83,9 @@ class AdaptResult:
     def index(self) -> Index | None:
         """A search run's index of the chosen system over the documents (None for pairs)."""
         from sentune.api.index import Index
+        from sentune.search.folder import IndexFolder
 
-        return Index.open(self.out) if (self.out / "index.json").is_file() else None
+        return Index.open(self.out) if IndexFolder(self.out).has_index() else None
 
     def save(self, path: str | Path) -> Path:
         """Copy the run's folder (model, results, report, candidates) to `path`, a new folder; returns it."""

@@ -4,7 +4,6 @@ the command line's."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -48,12 +47,14 @@ def _queries(queries: str | Sequence[str] | Mapping[str, str] | Queries) -> list
     return given.as_kind(Queries, [queries] if isinstance(queries, str) else queries, "queries").queries
 
 
-def _reference(model: Model) -> str:
-    """How index.json names `model`: a name as given, a folder made absolute (the index opens from anywhere), "model"
-    for one in memory (saved into OUT/model)."""
+def _reference(model: Model, folder: Path) -> str:
+    """How the index names `model`: a name as given, a folder made absolute (the index opens from anywhere), the
+    index's own model folder for one in memory (saved there)."""
+    from sentune.search.folder import IndexFolder
+
     name = model_name(model)
     if name is None:
-        return "model"
+        return str(IndexFolder(folder).model_folder)
     return str(Path(name).resolve()) if os.path.isdir(name) else name
 
 
@@ -77,6 +78,12 @@ class Index:
         """How `search` ranks by default: dense, bm25 or hybrid."""
         return self._default
 
+    def ann_record(self) -> dict | None:
+        """What the index's approximate index records (kind, settings, what it was built from, its build seconds), None
+        when it has none."""
+        ann = self._index(None).ann
+        return dict(ann.saved) if ann is not None else None
+
     def __len__(self) -> int:
         return len(self._index(None).documents)
 
@@ -84,13 +91,21 @@ class Index:
         return f"Index({str(self.path)!r}, system={self.system!r}, documents={len(self)})"
 
     @classmethod
-    def open(cls, path: str | Path, *, system: str | None = None, device: str | None = None) -> Index:
+    def open(cls, path: str | Path, *, system: str | None = None, device: str | None = None, model: Model | None = None) -> Index:
         """An index folder (`sentune index`, `Index.build`, or a search `sentune adapt` run's folder); `system`: rank with
-        another part of it by default (dense, bm25, hybrid)."""
+        another part of it by default (dense, bm25, hybrid). `model`: the model to encode queries with (a name, a
+        folder or a `SentenceTransformer` in memory) instead of the one the index names (a folder inside the index, an
+        absolute folder or a hub name, never a folder relative to the current directory); either is refused when its
+        weights are not those the index was built with. The index reads the files that were current when it opened:
+        a rebuild into the same folder does not change what it ranks (open it again to read the rebuilt index)."""
+        return cls.opened(Path(path), system=system, device=device, model=model)
+
+    @classmethod
+    def opened(cls, folder: Path, *, system: str | None = None, device: str | None = None, model: Model | None = None, model_argument: str = "model=") -> Index:
+        """Index.open, its errors naming the model as `model_argument` (`sentune search` names its --model)."""
         from sentune.search.index import SearchIndex
 
-        folder = Path(path)
-        return cls(folder, SearchIndex.open(folder, system, device))
+        return cls(folder, SearchIndex.open(folder, system, device, model=model, model_argument=model_argument))
 
     @classmethod
     def build(
@@ -127,16 +142,16 @@ class Index:
                 model in memory and a reference, nothing is saved: the reference must load it.
         """
         from sentune.search.ann import parse_ann
-        from sentune.search.options import parse_fusion, parse_lexical
+        from sentune.search.options import lexical_settings, parse_fusion
 
-        parsed_fusion = fusion if fusion is None or not isinstance(fusion, str) else parse_fusion(fusion)
-        lexical = parse_lexical(argparse.Namespace(no_stem=not stem, bm25_k1=bm25_k1, bm25_b=bm25_b, bm25_title_weight=bm25_title_weight))
+        parsed_fusion = fusion if fusion is None or not isinstance(fusion, str) else parse_fusion(fusion, "fusion")
+        lexical = lexical_settings(stem, bm25_k1, bm25_b, bm25_title_weight)
         if passage_stride is not None and (passages != "maxp" or passage_stride < 1):
             raise UserError(f"passage_stride {passage_stride}: a number of tokens from 1, with passages='maxp'")
         if ann is not None and passages == "maxp":
             raise UserError("ann: an approximate index holds one vector a document; passages='maxp' searches every passage exactly")
         spec = parse_ann(ann, "ann") if isinstance(ann, str) else ann
-        build = IndexBuild.check(corpus, out, parsed_fusion, lexical, passages, passage_stride, spec)
+        build = IndexBuild.check(corpus, out, parsed_fusion, lexical, passages, passage_stride, spec, out_option="out")
         return build.run(model, device=device, trust_remote_code=trust_remote_code, show_progress=show_progress, reference=reference)
 
     def _index(self, system: str | None) -> SearchIndex:
@@ -144,15 +159,15 @@ class Index:
 
         wanted = system or self._default or None
         if wanted not in self._opened:
-            opened = SearchIndex.open(self.path, wanted, self.device)
+            if self._opened:  # another system of the index opened: a view of the same files and model
+                opened = next(iter(self._opened.values())).system_view(wanted or self._default)
+            else:
+                opened = SearchIndex.open(self.path, wanted, self.device, model=self._model, model_argument="model=")
             self._default = self._default or opened.system
             self._opened[opened.system] = opened
             self._built_ann[opened.system] = opened.ann  # what a search with no ann setting searches, whatever one before asked
             wanted = opened.system
-        index = self._opened[wanted]
-        if self._model is not None:
-            index._model = self._model  # one model in memory for every system
-        return index
+        return self._opened[wanted]
 
     @overload
     def search(  # type: ignore[overload-overlap]  # a str is a Sequence[str]: this one, listed first, wins
@@ -286,6 +301,7 @@ class IndexBuild:
     checked: CheckedOut  # what the folder holds, for build_index
     option: str  # how messages name the ann setting (`ann`, or the command's `--ann`)
     tmp: tempfile.TemporaryDirectory | None = None  # out=None: a temporary folder, kept while the index lives
+    out_option: str = "--out"  # how messages name the folder
 
     @classmethod
     def check(
@@ -298,9 +314,11 @@ class IndexBuild:
         passage_stride: int | None = None,
         ann: AnnSpec | None = None,
         option: str = "ann",
+        out_option: str = "--out",
     ) -> IndexBuild:
         """The documents read, their ids and `out` checked (another index or other files in it) and `ann` fitted to
-        their number: every one-line error a build can give before the model loads. `lexical`: BM25's settings."""
+        their number: every one-line error a build can give before the model loads. `lexical`: BM25's settings;
+        `option`, `out_option`: how errors name the ann setting and `out`."""
         from sentune.search.ann import check_fits
         from sentune.search.index import BuildPlan, CheckedOut, check_out
         from sentune.search.options import check_document_ids
@@ -309,10 +327,10 @@ class IndexBuild:
         folder = Path(tmp.name if tmp is not None else out)  # type: ignore[arg-type]
         documents = documents_of(corpus)
         check_document_ids(documents)  # an id a TREC run line cannot hold: its line now, not at every search of a queries file
-        checked = CheckedOut(check_out(folder, documents))  # another index, other files or a damaged index in `out`
+        checked = CheckedOut(check_out(folder, documents, option=out_option))  # another index, other files or a damaged index in `out`
         resolved = check_fits(ann, len(documents), None, option) if ann is not None else None  # the dimension is checked after
         plan = BuildPlan("hybrid" if fusion else "dense", fusion, lexical, passages, passage_stride)
-        return cls(documents, folder, plan, resolved, ann, checked, option, tmp)
+        return cls(documents, folder, plan, resolved, ann, checked, option, tmp, out_option)
 
     def run(
         self,
@@ -328,22 +346,35 @@ class IndexBuild:
         Index.build says; `warn`: how a notice is told (ivfpq codes coarser than asked)."""
         from sentune.core.distributed import rank
         from sentune.core.embedding_cache import model_digest
-        from sentune.search.ann import AnnSpec, build_ann, check_fits, coarse_codes
-        from sentune.search.index import SearchIndex, build_index, read_settings
+        from sentune.search.ann import check_fits, coarse_codes
+        from sentune.search.folder import IndexFolder
+        from sentune.search.index import SearchIndex, build_index
 
         loaded = load(model, device=device, trust_remote_code=trust_remote_code)
-        ref = reference or _reference(model)
+        folder = self.folder
+        ref = reference or _reference(model, folder)
         spec = self.ann
         if spec is not None:  # settings that cannot fit this collection: one line before any document is encoded
             spec = check_fits(spec, len(self.documents), loaded.get_sentence_embedding_dimension() or 0, self.option)
             if self.asked is not None and (coarse := coarse_codes(self.asked, spec, len(self.documents), self.option)) and rank() == 0:
                 warn(coarse)
-        folder = self.folder
-        build_index(loaded, ref, self.documents, folder, self.plan, show_progress=show_progress, model_digest=model_digest(loaded), checked=self.checked)
+        digest = model_digest(loaded)
+        saved_model = IndexFolder(folder).model_folder
+        if reference is None and Path(ref) == saved_model and rank() == 0 and not saved_model.is_dir():  # before the switch: no index without its model
+            folder.mkdir(parents=True, exist_ok=True)
+            loaded.save(str(saved_model))
+        build_index(
+            loaded,
+            ref,
+            self.documents,
+            folder,
+            self.plan,
+            show_progress=show_progress,
+            model_digest=digest,
+            checked=self.checked,
+            ann=spec,
+            option=self.out_option,
+        )
         if rank() != 0:  # under torchrun every process encodes its share; one saves and builds what is left, and opens it
             return Index(folder, None, loaded, self.tmp, self.plan.system)
-        if reference is None and ref == "model":
-            loaded.save(str(folder / "model"))
-        if isinstance(spec, AnnSpec):
-            build_ann(folder, spec, read_settings(folder) or {}, show_progress=show_progress)
-        return Index(folder, SearchIndex.open(folder, device=device), loaded, self.tmp)
+        return Index(folder, SearchIndex.open(folder, device=device, model=loaded, model_argument="model="), loaded, self.tmp)

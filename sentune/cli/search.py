@@ -63,6 +63,11 @@ def search_options(p: argparse.ArgumentParser) -> None:
     group.add_argument("--queries", help="queries.jsonl (_id, text) or a .tsv of id<TAB>query")
     p.add_argument("--top", type=int, default=10, help="documents per query (default 10)")
     p.add_argument(
+        "--model",
+        help="the model to encode the queries with (default: the index's own, a folder inside the index or the one it names); "
+        "refused unless its weights are those the index was built with",
+    )
+    p.add_argument(
         "--run",
         help="write a TREC run file (qid Q0 docid rank score tag) instead of printing; a query or document id with whitespace is refused "
         "(a run line is split at whitespace), not encoded",
@@ -91,7 +96,7 @@ def search_options(p: argparse.ArgumentParser) -> None:
 def cmd_index(args: argparse.Namespace) -> int:
     from sentune.api.index import IndexBuild
     from sentune.data.beir import Corpus
-    from sentune.search.ann import parse_ann, read_ann_settings
+    from sentune.search.ann import parse_ann
 
     fusion = parse_fusion(args.fusion)
     lexical = parse_lexical(args)
@@ -111,7 +116,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     # loaded here, not by the build: a model that will not load is named as the option it came from
     model = load_model(args.model, trust_remote_code=args.trust_remote_code, device=args.device)
-    build.run(
+    index = build.run(
         model,
         show_progress=not args.quiet,
         reference=args.model,  # as given: a name, or a folder as the user typed it
@@ -120,8 +125,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     if rank() != 0:  # under torchrun, one process speaks
         return 0
     if build.ann is not None:
-        built = read_ann_settings(out) or {}
-        print(f"approximate index: {out / 'ann'} ({build.ann.label}, built in {built['build_seconds']:.1f} s)")
+        built = index.ann_record() or {}
+        print(f"approximate index: in {out} ({build.ann.label}, built in {built['build_seconds']:.1f} s)")
     from dataclasses import replace
 
     from sentune.search.lexical import LexicalSettings
@@ -148,7 +153,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.query is not None and not args.query.strip():
         raise UserError("--query: empty")
     query_text = without_lone_surrogates(args.query) if args.query is not None else None  # an undecodable byte of the argument
-    index = Index.open(Path(args.index), system=args.system)
+    index = Index.opened(Path(args.index), system=args.system, model=args.model, model_argument="--model")
     approximate = index.uses_ann(ann=args.ann, exact=args.exact)
     if args.exclude_same_id and approximate:  # the candidate search has no such rule: say so rather than ignore it
         raise UserError("--exclude-same-id: the approximate index does not leave a query's own document out; add --exact")

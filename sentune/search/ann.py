@@ -1,16 +1,14 @@
 """An approximate dense index beside an index's exact vectors (`sentune index --ann`), for collections whose exact search
 costs too much per query: FAISS (Douze et al., "The Faiss library", 2024) HNSW or IVF-PQ over the unit vectors of
-INDEX/vectors.npy, kept in
-
-    INDEX/ann/index.faiss   the FAISS index
-    INDEX/ann/ann.json      its kind and settings, and what it was built from (written last: no ann.json, no ANN)
+the index's document vectors, kept in the index's ann/ folder (sentune.search.folder): the FAISS index, and its
+kind and settings with what it was built from (written last: no settings, no ANN).
 
 - hnsw (Malkov & Yashunin, 2018; IndexHNSWFlat): a graph over the full vectors, all of them in memory.
 - ivfpq (Jégou, Douze & Schmid, 2011; IndexIVFPQ): `nlist` k-means cells, each vector stored as `pq` bytes; a query
   scans its `nprobe` nearest cells. Only the codes are in memory; the `refine` × top candidates are re-scored with the
-  exact vectors read from the memory-mapped vectors.npy (FAISS's IndexRefineFlat would hold every vector in memory).
+  exact vectors read from the memory-mapped document vectors (FAISS's IndexRefineFlat would hold every vector in memory).
 
-Every candidate either index returns is re-scored with its exact cosine from vectors.npy, so a document found has the
+Every candidate either index returns is re-scored with its exact cosine from the document vectors, so a document found has the
 score exact search gives it, and ties are ranked by document id, as every sentune ranking. The hybrid system fuses
 the ANN's top candidates with BM25's (sentune.search.candidates) instead of scoring every document.
 benchmarks/results/ann.md measures recall, nDCG@10, build time, memory and latency, and why each default is what it is.
@@ -31,12 +29,10 @@ import numpy as np
 
 from sentune.errors import UserError
 from sentune.search.candidates import Candidates, fuse, lexical_candidates
+from sentune.search.folder import IndexVersion
 from sentune.search.fusion import Fusion
 
 FORMAT = "sentune-ann/1"
-FOLDER = "ann"
-SETTINGS_FILE = "ann.json"
-INDEX_FILE = "index.faiss"
 ADD_CHUNK = 65_536  # rows normalised and added at once: the build holds one chunk of the vectors, never all of them
 TRAIN_PER_LIST = 64  # k-means training rows per IVF list (FAISS warns under 39; more costs build time, not recall)
 MIN_PER_LIST = 39
@@ -184,23 +180,24 @@ def _unit(block: np.ndarray) -> np.ndarray:
 
 
 def build_ann(folder: Path, spec: AnnSpec, index_settings: dict, show_progress: bool = False, seed: int = 0) -> dict:
-    """Build the approximate index over folder/vectors.npy into folder/ann (replacing one built otherwise); returns
-    its ann.json. An ANN built before with the same build settings over the same vectors is kept, its search settings
+    """Build the approximate index over the vectors of the index version `folder` into its ann folder (replacing one
+    built otherwise); returns its settings. An ANN built before with the same build settings over the same vectors is kept, its search settings
     updated."""
     from tqdm.auto import tqdm
 
     from sentune.core.results import write_atomic
 
-    vectors = np.load(folder / "vectors.npy", mmap_mode="r")
+    version = IndexVersion(folder)
+    vectors = np.load(version.vectors, mmap_mode="r")
     rows, dimension = vectors.shape
     spec = check_fits(spec, rows, dimension)
-    out = folder / FOLDER
+    out, index_file, settings_file = version.ann, version.ann_index, version.ann_settings
     source = {"rows": rows, "dimension": dimension, "corpus_sha256": index_settings["corpus_sha256"], "model_digest": index_settings["model_digest"]}
     saved = read_ann_settings(folder)
-    if saved is not None and saved["kind"] == spec.kind and saved["source"] == source and (out / INDEX_FILE).is_file():
+    if saved is not None and saved["kind"] == spec.kind and saved["source"] == source and index_file.is_file():
         if {k: v for k, v in saved["settings"].items() if k not in SEARCH_SETTINGS} == spec.build_settings:
             saved["settings"] = spec.settings
-            write_atomic(out / SETTINGS_FILE, json.dumps(saved, indent=2))
+            write_atomic(settings_file, json.dumps(saved, indent=2))
             return saved
     if out.exists():
         shutil.rmtree(out)  # a half-built or differently built ANN: nothing of it is kept
@@ -223,23 +220,24 @@ def build_ann(folder: Path, spec: AnnSpec, index_settings: dict, show_progress: 
             index.add(_unit(vectors[start : start + ADD_CHUNK]))
             bar.update(min(ADD_CHUNK, rows - start))
     seconds = time.perf_counter() - started
-    faiss.write_index(index, str(out / (INDEX_FILE + ".partial")))
-    (out / (INDEX_FILE + ".partial")).replace(out / INDEX_FILE)
+    partial = index_file.with_name(index_file.name + ".partial")
+    faiss.write_index(index, str(partial))
+    partial.replace(index_file)
     record = {
         "format": FORMAT,
         "kind": spec.kind,
         "settings": spec.settings,
         "source": source,
         "build_seconds": round(seconds, 3),
-        "bytes": (out / INDEX_FILE).stat().st_size,
+        "bytes": index_file.stat().st_size,
         "faiss": faiss.__version__,
     }
-    write_atomic(out / SETTINGS_FILE, json.dumps(record, indent=2))
+    write_atomic(settings_file, json.dumps(record, indent=2))
     return record
 
 
 def read_ann_settings(folder: Path) -> dict | None:
-    path = folder / FOLDER / SETTINGS_FILE
+    path = IndexVersion(folder).ann_settings
     return json.loads(path.read_text()) if path.is_file() else None
 
 
@@ -254,23 +252,25 @@ class AnnIndex:
 
     @classmethod
     def open(cls, folder: Path, index_settings: dict) -> AnnIndex | None:
-        """The index's ANN, None when it has none; one line naming ann.json when it was built from other vectors."""
+        """The ANN of the index version `folder`, None when it has none; one line naming its settings when it was built
+        from other vectors."""
+        version = IndexVersion(folder)
         try:
             saved = read_ann_settings(folder)
         except (OSError, ValueError) as exc:
-            raise UserError(f"{folder / FOLDER / SETTINGS_FILE}: unreadable ({exc}); rebuild it with `sentune index ... --ann KIND`") from None
+            raise UserError(f"{version.ann_settings}: unreadable ({exc}); rebuild it with `sentune index ... --ann KIND`") from None
         if saved is None:
             return None
-        path = folder / FOLDER / SETTINGS_FILE
+        path = version.ann_settings
         if not isinstance(saved, dict) or saved.get("format") != FORMAT or saved.get("kind") not in KINDS:
             raise UserError(f"{path}: not a sentune ANN; rebuild it with `sentune index ... --ann KIND`")
         source: dict = saved["source"] if isinstance(saved.get("source"), dict) else {}
         stale = source.get("corpus_sha256") != index_settings.get("corpus_sha256") or source.get("model_digest") != index_settings.get("model_digest")
-        shape = np.load(folder / "vectors.npy", mmap_mode="r").shape if (folder / "vectors.npy").is_file() else None
+        shape = np.load(version.vectors, mmap_mode="r").shape if version.vectors.is_file() else None
         if stale or shape != (source.get("rows"), source.get("dimension")):
             raise UserError(f"{path}: built from other vectors than the index's; rebuild it with `sentune index ... --ann {saved['kind']}`")
-        if not (folder / FOLDER / INDEX_FILE).is_file():
-            raise UserError(f"{folder / FOLDER / INDEX_FILE}: missing; rebuild it with `sentune index ... --ann {saved['kind']}`")
+        if not version.ann_index.is_file():
+            raise UserError(f"{version.ann_index}: missing; rebuild it with `sentune index ... --ann {saved['kind']}`")
         return cls(folder, saved)
 
     def with_search_settings(self, text: str, option: str = "--ann") -> AnnIndex:
@@ -285,7 +285,7 @@ class AnnIndex:
 
     def faiss_index(self):
         if self._index is None:
-            self._index = _faiss().read_index(str(self.folder / FOLDER / INDEX_FILE))
+            self._index = _faiss().read_index(str(IndexVersion(self.folder).ann_index))
         return self._index
 
     def nearest(self, query_vectors: np.ndarray, depth: int, ties: np.ndarray) -> list[Candidates]:
@@ -310,7 +310,7 @@ class AnnIndex:
 
     def vectors(self) -> np.ndarray:
         if self._vectors is None:
-            self._vectors = np.load(self.folder / "vectors.npy", mmap_mode="r")
+            self._vectors = np.load(IndexVersion(self.folder).vectors, mmap_mode="r")
         return self._vectors
 
     def rank(

@@ -1,17 +1,18 @@
-"""An index's documents read from its file, a line at a time, instead of held in each process's memory:
+"""An index's documents read from its file, a line at a time, instead of held in each process's memory (where each
+file lies: sentune.search.folder):
 
-    INDEX/documents.jsonl        one {"_id", "text"} line a document, in index order
-    INDEX/documents.offsets.npy  int64, documents + 1: the byte where each line starts, then the file's size
-    INDEX/documents.order.npy    int64, documents: each document's rank in sorted-id order, the tie-break of every
-                                 ranking (sentune.search.fusion.id_order)
+    the documents file      one {"_id", "text"} line a document, in index order
+    its offsets array       int64, documents + 1: the byte where each line starts, then the file's size
+    its order array         int64, documents: each document's rank in sorted-id order, the tie-break of every
+                            ranking (sentune.search.fusion.id_order)
 
 Both arrays are memory-mapped, so the workers of a server share their pages (the page cache's) as they share the
-vectors'; a search reads only its hits' lines. `sentune index` writes them beside documents.jsonl. An index built
-without them (or whose documents.jsonl no longer matches them) still opens: one streaming pass over documents.jsonl
+vectors'; a search reads only its hits' lines. `sentune index` writes them beside the documents. An index built
+without them (or whose documents no longer match them) still opens: one streaming pass over the documents file
 finds each line's offset and every id (no text is kept), and the arrays are written into the index folder then when
 it is writable (atomically: several processes may do it at once), else held in this process's memory.
 
-Opening checks what costs nothing (the arrays' length and the file's size against index.json's count; the last line
+Opening checks what costs nothing (the arrays' length and the file's size against the settings' count; the last line
 parses); a line that is not a document is named when a search reads it. The streaming pass reads every line, so an
 index without the arrays gets every line checked on open.
 """
@@ -28,16 +29,14 @@ import numpy as np
 
 from sentune.data.text_files import DataError
 from sentune.search.damaged import DAMAGED
+from sentune.search.folder import IndexVersion
 from sentune.search.fusion import id_order
 
-FILE = "documents.jsonl"
-OFFSETS = "documents.offsets.npy"
-ORDER = "documents.order.npy"
 NOT_A_DOCUMENT = f'not a document ({{"_id": ..., "text": ...}}); {DAMAGED}'
 
 
 def parse_line(path: Path, number: int, line: bytes) -> tuple[str, str]:
-    """(id, text) of one documents.jsonl line; one line naming the file and line when it is not a document."""
+    """(id, text) of one line of the documents; one line naming the file and line when it is not a document."""
     try:
         record = json.loads(line)
         doc_id, text = record["_id"], record["text"]
@@ -55,34 +54,50 @@ def document_line(doc_id: str, text: str) -> bytes:
 
 
 def write_documents(folder: Path, documents: Iterable) -> None:
-    """documents.jsonl and the two arrays beside it (sentune.data.beir.Document's id and text)."""
+    """The documents file and the two arrays beside it (sentune.data.beir.Document's id and text) in the version
+    `folder`, each written beside and renamed over (a file another version shares is never written into)."""
     offsets = [0]
     ids = []
-    with (folder / FILE).open("wb") as f:
-        for d in documents:
-            offsets.append(offsets[-1] + f.write(document_line(d.id, d.text)))
-            ids.append(d.id)
+    path = IndexVersion(folder).documents
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(handle, "wb") as f:
+            for d in documents:
+                offsets.append(offsets[-1] + f.write(document_line(d.id, d.text)))
+                ids.append(d.id)
+        os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
     save_arrays(folder, np.asarray(offsets, dtype=np.int64), id_order(ids))
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def save_arrays(folder: Path, offsets: np.ndarray, order: np.ndarray) -> None:
-    """The order first, the offsets last: offsets that match documents.jsonl vouch for both. Readable by whoever may
-    read documents.jsonl (a temporary file is private)."""
-    mode = (folder / FILE).stat().st_mode & 0o777
-    for name, array in ((ORDER, order), (OFFSETS, offsets)):
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".partial")
+    """The order first, the offsets last: offsets that match the documents vouch for both. Readable by whoever may
+    read the documents (a temporary file is private)."""
+    version = IndexVersion(folder)
+    mode = version.documents.stat().st_mode & 0o777
+    for path, array in ((version.order, order), (version.offsets, offsets)):
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".partial")
         try:
             with os.fdopen(handle, "wb") as f:
                 np.save(f, array)
             os.chmod(temporary, mode)
-            os.replace(temporary, folder / name)
+            os.replace(temporary, path)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
 
 
 class Documents:
-    """documents.jsonl of an index: its count, each document's tie-break rank (`order`), and any document's id and
+    """The documents of an index: its count, each document's tie-break rank (`order`), and any document's id and
     text read from its own line."""
 
     def __init__(self, path: Path, offsets: np.ndarray, order: np.ndarray) -> None:
@@ -91,9 +106,9 @@ class Documents:
 
     @classmethod
     def open(cls, folder: Path, expected: int | None) -> Documents:
-        """The documents of the index in `folder`; one line naming documents.jsonl (and the line) when it is missing,
-        holds another count than index.json says, or a line that is not a document."""
-        path = folder / FILE
+        """The documents of the index version in `folder`; one line naming their file (and the line) when it is
+        missing, holds another count than the settings say, or a line that is not a document."""
+        path = IndexVersion(folder).documents
         try:
             size = path.stat().st_size
         except FileNotFoundError:
@@ -126,7 +141,7 @@ class Documents:
             os.close(self._file)
 
     def read(self, rows: Iterable[int]) -> list[tuple[str, str]]:
-        """(id, text) of each row, from its own line of documents.jsonl."""
+        """(id, text) of each row, from its own line of the documents."""
         out = []
         for row in rows:
             start, stop = int(self.offsets[row]), int(self.offsets[row + 1])
@@ -160,10 +175,11 @@ class Documents:
 
 
 def _saved_arrays(folder: Path, expected: int | None, size: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """The memory-mapped arrays when they describe this documents.jsonl (its size, index.json's count), else None."""
+    """The memory-mapped arrays when they describe these documents (their file's size, the settings' count), else None."""
+    version = IndexVersion(folder)
     try:
-        offsets = np.load(folder / OFFSETS, mmap_mode="r")
-        order = np.load(folder / ORDER, mmap_mode="r")
+        offsets = np.load(version.offsets, mmap_mode="r")
+        order = np.load(version.order, mmap_mode="r")
     except (OSError, ValueError, EOFError):
         return None
     if expected is None or offsets.shape != (expected + 1,) or order.shape != (expected,) or offsets.dtype != np.int64 or order.dtype != np.int64:
@@ -175,7 +191,7 @@ def _saved_arrays(folder: Path, expected: int | None, size: int) -> tuple[np.nda
 
 def scan(path: Path, expected: int | None) -> tuple[np.ndarray, np.ndarray]:
     """Each line's offset and the ids' order, in one pass that checks every line and keeps no text; one line naming the
-    file (and line) when a line is not a document or the count is not index.json's."""
+    file (and line) when a line is not a document or the count is not the settings'."""
     offsets = [0]
     ids: list[str] = []
     with path.open("rb") as f:
@@ -183,5 +199,5 @@ def scan(path: Path, expected: int | None) -> tuple[np.ndarray, np.ndarray]:
             ids.append(parse_line(path, number, line)[0])
             offsets.append(offsets[-1] + len(line))
     if len(ids) != expected:
-        raise DataError(path, None, f"{len(ids)} documents, but index.json says {expected}; {DAMAGED}")
+        raise DataError(path, None, f"{len(ids)} documents, but {IndexVersion(path.parent).settings_file.name} says {expected}; {DAMAGED}")
     return np.asarray(offsets, dtype=np.int64), id_order(ids)

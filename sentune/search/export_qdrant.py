@@ -134,7 +134,7 @@ class ExportReport:
 
 def _points(index, weights, term_indices: np.ndarray, start: int, stop: int) -> Iterator[Any]:
     models = qdrant().models
-    vectors = np.load(index.folder / "vectors.npy", mmap_mode="r")
+    vectors = index.vectors
     block = np.asarray(vectors[start:stop], dtype=np.float32)
     for row, (doc_id, text) in zip(range(start, stop), index.documents.read(range(start, stop)), strict=True):
         lo, hi = weights.indptr[row], weights.indptr[row + 1]
@@ -162,8 +162,8 @@ def export_index(index, client, collection: str, *, replace: bool = False, batch
     started = time.perf_counter()
     weights, term_indices, collisions = document_term_weights(index.lexical())
     if weights.shape[0] != len(index.documents):
-        raise UserError(f"{index.folder / 'bm25'}: {weights.shape[0]} documents, the index {len(index.documents)}; rebuild the index")
-    dimension = int(np.load(index.folder / "vectors.npy", mmap_mode="r").shape[1])
+        raise UserError(f"{index.version.bm25}: {weights.shape[0]} documents, the index {len(index.documents)}; rebuild the index")
+    dimension = int(index.vectors.shape[1])
     ann = index.ann.spec.settings if index.ann is not None and index.ann.spec.kind == "hnsw" else None
     client.create_collection(
         collection,

@@ -1,30 +1,30 @@
 """A search index on disk: what `sentune index` builds, `sentune search` reads and a retrieval `sentune adapt` run saves
-its chosen system as.
-
-    INDEX/index.json       the system (dense, bm25 or hybrid with its fusion), the model (a path relative to INDEX when it
-                           lies inside, else its name) and its weights' digest, the documents' count and sha256
-    INDEX/documents.jsonl  the documents' ids and texts, in index order, read a line at a time: beside it each line's
-                           offset and the ids' order, memory-mapped (sentune.search.documents)
-    INDEX/vectors.npy      float32 (documents × dimension), the model's own pipeline; memory-mapped when read
-    INDEX/progress.json    rows of vectors.npy written so far: an interrupted build resumes there
-    INDEX/bm25/            BM25 as BEIR runs it (sentune.search.lexical), built after the vectors, with the settings
-                           index.json's `lexical` records (an adapt run's: fitted on its selection queries)
-    INDEX/passages/        with `passages: maxp`, every document's later windows' vectors and their documents: the
-                           dense score of a document is its best passage's (sentune.search.passages)
+its chosen system as. Its files (sentune.search.folder says which and where) are its settings (the system: dense,
+bm25 or hybrid with its fusion; the model, by a folder inside the index relative to it, an absolute path or a name,
+and its weights' digest; the documents' count and sha256), the documents (read a line at a time:
+sentune.search.documents), their vectors (float32, documents × dimension, the model's own pipeline, memory-mapped
+when read) with how many rows are written (an interrupted build resumes there), BM25 as BEIR runs it
+(sentune.search.lexical, with the settings its record holds: an adapt run's fitted on its selection queries), and
+with `passages: maxp` every document's later windows (the dense score of a document is its best passage's:
+sentune.search.passages).
 
 The vectors are written chunk by chunk into the memory-mapped file, so a build never holds more than one chunk's
-activations, and `complete` in index.json is set last: a search refuses an index whose build did not finish, and one
-whose files disagree with index.json (documents, vector rows, BM25's size) or hold no fusion weight for a hybrid.
+activations, and the settings' `complete` is set last: a search refuses an index whose build did not finish, and one
+whose files disagree with its settings (documents, vector rows, BM25's size) or hold no fusion weight for a hybrid.
+A build over a finished index writes a new version beside it and switches to it when it is whole
+(sentune.search.folder): a reader keeps the files it opened, a failed build leaves the index it had.
+
+The model is checked on open: the one the settings name (a folder inside the index, never one relative to the current
+directory) or the one the caller gives, refused when its weights' digest is not the recorded one.
 
 Several processes (torchrun / accelerate launch, the launchers training uses): each rank encodes a contiguous shard of
-the documents into shards/rank-R.npy; rank 0 waits for all of them (a gloo or NCCL barrier), writes vectors.npy in
-document order, BM25 and index.json. The result is the one-process index (tests/test_search.py checks it on 2 gloo
-processes).
+the documents; rank 0 waits for all of them (a gloo or NCCL barrier), writes the vectors in document order, BM25 and
+the settings. The result is the one-process index (tests/test_search.py checks it on 2 gloo processes).
 
 Search is exact: every document scored (sentune.search.exact: NumPy in blocks, FAISS's flat index for large ones), as
 every sentune evaluation ranks, ties by the id order saved beside the documents; the hybrid normalises each system's
-scores over every document (sentune.search.fusion). An index built with `--ann` also holds an approximate dense index (INDEX/ann/,
-sentune.search.ann), searched instead unless `sentune search --exact`.
+scores over every document (sentune.search.fusion). An index built with `--ann` also holds an approximate dense index
+(sentune.search.ann), searched instead unless `sentune search --exact`.
 """
 
 from __future__ import annotations
@@ -42,33 +42,34 @@ from sentune.data.beir import Document, Query
 from sentune.data.text_files import DataError
 from sentune.errors import UserError
 from sentune.search.ann import AnnIndex
-from sentune.search.documents import DAMAGED, OFFSETS, ORDER, Documents, write_documents
+from sentune.search.documents import DAMAGED, Documents, write_documents
 from sentune.search.exact import dense_top
+from sentune.search.folder import ANN, BM25, DOCUMENTS, OFFSETS, ORDER, PASSAGES, PROGRESS, SHARDS, VECTORS, IndexFolder, IndexVersion
 from sentune.search.fusion import Fusion, hybrid_rank_rows, top_by_score
 from sentune.search.lexical import LexicalIndex, LexicalSettings
 from sentune.search.passages import PassageVectors, UnitVectors
 from sentune.search.stored import (  # noqa: F401
     FORMAT,
-    INDEX_FILE,
     CheckedOut,
     check_lexical,
     check_out,
     check_resume,
     corpus_digest,
+    current_version,
     open_vectors,
     read_settings,
+    read_settings_file,
 )
 from sentune.search.trec import NOT_TREC_SAFE, read_trec_run, trec_safe, write_trec_run  # noqa: F401
 
 # (check_out, read_trec_run and write_trec_run are imported from here too, where their callers have always found them)
 
-FILES = (INDEX_FILE, "documents.jsonl", OFFSETS, ORDER, "vectors.npy", "progress.json", "bm25", "passages")  # what a build writes into its folder
 CHUNK = 1024  # documents encoded between two progress marks
 SYSTEMS = ("dense", "bm25", "hybrid")
 
 
 def lexical_record(settings: LexicalSettings) -> dict:
-    """How index.json records the BM25 settings (a build with other settings rebuilds the BM25 side)."""
+    """How the settings record BM25's (a build with other settings rebuilds the BM25 side)."""
     return vars(settings) | {"label": settings.label}
 
 
@@ -82,7 +83,7 @@ class BuildPlan:
 
 
 def passages_record(plan: BuildPlan, model: Any) -> dict | None:
-    """How index.json records the passages, their count left out (None: the first window alone); one line naming
+    """How the settings record the passages, their count left out (None: the first window alone); one line naming
     --passage-stride when it is not from 1 to a window."""
     from sentune.search.passages import window_tokens
 
@@ -108,39 +109,68 @@ def build_index(
     passage_vectors: np.ndarray | None = None,
     shared_folder: bool = False,
     checked: CheckedOut | None = None,
+    ann: Any = None,
+    expansion: dict | None = None,
+    option: str = "--out",
 ) -> Path:
-    """Encode `documents` with `model` into out/vectors.npy (resuming a build stopped before), build BM25, and write
-    index.json. `model_ref`: how a search loads the model again (a path relative to `out`, or a name). `vectors`: the
+    """Encode `documents` with `model` into an index in `out` (resuming a build stopped before), build BM25 (and the
+    approximate index `ann`, an AnnSpec), and switch `out` to it. `model_ref`: how a search loads the model again (a
+    folder inside `out`, relative to it, or a name; a folder outside is recorded by its absolute path). `vectors`: the
     documents' vectors already encoded by this model (an adapt run's), written as they are; `passage_vectors` the same
-    for the documents' later windows (plan.passages "maxp"). An index of the same model
-    and documents with another system, fusion or BM25 settings keeps its vectors and gets the rest built again.
-    `checked`: what check_out found in `out` before the model loaded (sentune.api.index.IndexBuild): not checked again."""
+    for the documents' later windows (plan.passages "maxp"); `expansion`: what the index ranks with beyond its fusion
+    (sentune.search.expansion; its models' vectors given as arrays, written into the index). The first build writes
+    into `out`; a build over a finished index writes a new version of it beside (sentune.search.folder) and switches
+    to it only once it is whole, so a reader of the index keeps its files and a failed build leaves it as it was. An
+    index of the same model and documents with another system, fusion or BM25 settings keeps its vectors (shared with
+    the version before) and gets the rest built again. `checked`: what check_out found in `out` before the model
+    loaded (sentune.api.index.IndexBuild): not checked again. `option`: how errors name `out`."""
+    from sentune.core.distributed import world_size
+    from sentune.core.embedding_cache import model_digest as digest_of
+
+    if shared_folder or world_size() > 1:  # an adapt run holds its folder's lock; torchrun's processes build together
+        return _build(
+            model, model_ref, documents, out, plan, show_progress, model_digest, vectors, passage_vectors, shared_folder, checked, ann, expansion, option
+        )
+    model_digest = model_digest or digest_of(model)
+    checked = CheckedOut(check_resume(out, model_digest, documents, shared_folder, checked, option))  # refused before anything is written
+    passages_record(plan, model)
+    with IndexFolder(out).build_lock() as held:
+        if not held:
+            raise UserError(f"{option} {out}: another `sentune index` is building this index now; wait for it to finish")
+        return _build(
+            model, model_ref, documents, out, plan, show_progress, model_digest, vectors, passage_vectors, shared_folder, checked, ann, expansion, option
+        )
+
+
+def _build(
+    model: Any,
+    model_ref: str,
+    documents: list[Document],
+    out: Path,
+    plan: BuildPlan,
+    show_progress: bool,
+    model_digest: str | None,
+    vectors: np.ndarray | None,
+    passage_vectors: np.ndarray | None,
+    shared_folder: bool,
+    checked: CheckedOut | None,
+    ann: Any,
+    expansion: dict | None,
+    option: str,
+) -> Path:
     from sentune.core.distributed import rank, world_size
     from sentune.core.embedding_cache import model_digest as digest_of
 
     model_digest = model_digest or digest_of(model)
-    saved = check_resume(out, model_digest, documents, shared_folder, checked)
+    saved = check_resume(out, model_digest, documents, shared_folder, checked, option)
+    index_folder = IndexFolder(out)
     wanted_passages = passages_record(plan, model)
-    saved_passages = {k: v for k, v in saved["passages"].items() if k != "count"} if saved is not None and saved.get("passages") else None
-    if (
-        saved is not None
-        and saved.get("complete")
-        and saved["system"] == plan.system
-        and saved.get("fusion") == (plan.fusion.to_dict() if plan.fusion else None)
-        and saved.get("lexical") == lexical_record(plan.lexical)
-        and saved_passages == wanted_passages
-    ):
-        return out
-    if saved_passages != wanted_passages and (out / "passages").is_dir():  # other windows: encoded again
-        import shutil
-
-        shutil.rmtree(out / "passages")
-    out.mkdir(parents=True, exist_ok=True)
+    named_expansion, expansion_arrays = _named_expansion(expansion)
     settings = {
         "format": FORMAT,
         "system": plan.system,
         "fusion": plan.fusion.to_dict() if plan.fusion else None,
-        "model": model_ref,
+        "model": index_folder.model_reference(model_ref),
         "model_digest": model_digest,
         "documents": len(documents),
         "corpus_sha256": corpus_digest(documents),
@@ -148,30 +178,160 @@ def build_index(
         "passages": wanted_passages,
         "complete": False,
     }
-    if rank() == 0:
-        _write_json(out / INDEX_FILE, settings)
-        write_documents(out, documents)
-    if vectors is None and world_size() == 1:
-        vectors = _evaluated_before(model, documents)
-    if vectors is not None:
-        if rank() == 0:
-            np.save(out / "vectors.npy", np.asarray(vectors, dtype=np.float32))
-            _write_json(out / "progress.json", {"rows": len(documents)})
-    elif world_size() > 1:
-        _encode_shard(model, documents, out, show_progress)
+    if named_expansion is not None:
+        settings["expansion"] = named_expansion
+    current = current_version(out, saved) if saved is not None and saved.get("complete") else None
+    if saved is not None and current is not None and _same_build(saved, settings) and _same_ann(current, ann):
+        return out
+    same_model = saved is not None and saved.get("model_digest") == model_digest
+    if current is None:  # the first build (or its resumption): into `out` itself, which no reader can be reading
+        version = index_folder.flat()
+        if saved is not None and not same_model and rank() == 0:  # an adapt run's unfinished index of another model
+            _remove(version, (VECTORS, PROGRESS, PASSAGES, BM25, ANN, SHARDS))
+        if saved is not None and _passages_of(saved) != wanted_passages and rank() == 0:  # other windows: encoded again
+            _remove(version, (PASSAGES,))
+        reused: set[str] = set()
     else:
-        _encode_into(model, [d.text for d in documents], out / "vectors.npy", out / "progress.json", show_progress)
+        assert saved is not None  # a current version has its settings
+        identity = {k: v for k, v in settings.items() if k != "complete"} | {"ann": _ann_identity(current, ann), "expansion": _shapes(expansion)}
+        version = index_folder.staged(identity)
+        own = read_settings_file(version.settings_file) if version.settings_file.is_file() else None
+        if own is not None and own.get("complete"):  # built before and never changed since: switched back to
+            if rank() == 0:
+                index_folder.switch(version, own, _write_json)
+            return out
+        reused = _reusable(saved, settings, ann, current) if same_model else set()
+        if rank() == 0:
+            version.path.mkdir(parents=True, exist_ok=True)
+            version.reuse(current, reused)
+    if rank() == 0:
+        _write_json(version.settings_file, settings)
+        if DOCUMENTS not in reused:
+            write_documents(version.path, documents)
+    if VECTORS in reused:
+        pass
+    elif vectors is None and world_size() == 1:
+        vectors = _evaluated_before(model, documents)
+    if VECTORS in reused:
+        pass
+    elif vectors is not None:
+        if rank() == 0:
+            _save_npy(version.vectors, np.asarray(vectors, dtype=np.float32))
+            _write_json(version.progress, {"rows": len(documents)})
+    elif world_size() > 1:
+        _encode_shard(model, documents, version, show_progress)
+    else:
+        _encode_into(model, [d.text for d in documents], version.vectors, version.progress, show_progress)
     if rank() != 0:
         return out
     if wanted_passages is not None:
-        settings["passages"] = wanted_passages | {
-            "count": _encode_passages(model, documents, out / "passages", wanted_passages, show_progress, passage_vectors)
-        }
-    LexicalIndex.of_documents(documents, plan.lexical, show_progress=show_progress).save(out / "bm25")
-    settings["dimension"] = int(np.load(out / "vectors.npy", mmap_mode="r").shape[1])
+        count = saved["passages"]["count"] if PASSAGES in reused and saved is not None else None
+        if count is None:
+            count = _encode_passages(model, documents, version, wanted_passages, show_progress, passage_vectors)
+        settings["passages"] = wanted_passages | {"count": count}
+    if BM25 not in reused:
+        LexicalIndex.of_documents(documents, plan.lexical, show_progress=show_progress).save(version.bm25)
+    for relative, array in expansion_arrays.items():
+        target = version.file(relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _save_npy(target, np.asarray(array, dtype=np.float32))
+    settings["dimension"] = int(np.load(version.vectors, mmap_mode="r").shape[1])
+    if ann is not None:
+        from sentune.search.ann import build_ann
+
+        build_ann(version.path, ann, settings, show_progress=show_progress)
     settings["complete"] = True
-    _write_json(out / INDEX_FILE, settings)
+    index_folder.switch(version, settings, _write_json)
     return out
+
+
+BUILD_KEYS = ("format", "system", "fusion", "model_digest", "documents", "corpus_sha256", "lexical", "expansion")
+
+
+def _same_build(saved: dict, wanted: dict) -> bool:
+    """Whether the finished index `saved` is the one `wanted` asks for (its passages' count left out)."""
+    return all(saved.get(key) == wanted.get(key) for key in BUILD_KEYS) and _passages_of(saved) == wanted["passages"] and saved.get("model") == wanted["model"]
+
+
+def _passages_of(settings: dict) -> dict | None:
+    found = settings.get("passages")
+    return {k: v for k, v in found.items() if k != "count"} if found else None
+
+
+def _same_ann(current: IndexVersion, spec: Any) -> bool:
+    """Whether the current version holds the approximate index `spec` asks for (None: none asked, whatever it holds)."""
+    if spec is None:
+        return True
+    from sentune.search.ann import read_ann_settings
+
+    saved = read_ann_settings(current.path)
+    return saved is not None and saved.get("kind") == spec.kind and saved.get("settings") == spec.settings
+
+
+def _ann_identity(current: IndexVersion, spec: Any) -> Any:
+    """What a new version's approximate index is: the one asked for, else the current one's (kept)."""
+    from sentune.search.ann import read_ann_settings
+
+    if spec is not None:
+        return {"kind": spec.kind, "settings": spec.settings}
+    saved = read_ann_settings(current.path)
+    return {"kept": saved.get("kind"), "settings": saved.get("settings")} if saved else None
+
+
+def _reusable(saved: dict, wanted: dict, ann: Any, current: IndexVersion) -> set[str]:
+    """The parts of the current version (same model, same documents) a new one shares instead of building again."""
+    parts = {DOCUMENTS, OFFSETS, ORDER, VECTORS, PROGRESS}
+    if _passages_of(saved) == wanted["passages"]:
+        parts.add(PASSAGES)
+    if saved.get("lexical") == wanted["lexical"]:
+        parts.add(BM25)
+    if current.ann.is_dir():  # build_ann keeps it when built with the same settings, else builds another
+        parts.add(ANN)
+    return parts
+
+
+def _named_expansion(expansion: dict | None) -> tuple[dict | None, dict[str, np.ndarray]]:
+    """The expansion as the settings record it (each other model's vectors by the file they are written to) and the
+    arrays to write."""
+    if expansion is None or not isinstance(expansion.get("models"), list):
+        return expansion, {}
+    arrays: dict[str, np.ndarray] = {}
+    models = []
+    for number, entry in enumerate(expansion["models"], start=1):
+        if isinstance(entry, dict) and isinstance(entry.get("vectors"), np.ndarray):
+            relative = IndexVersion(Path()).expansion_vectors(number)
+            arrays[relative] = entry["vectors"]
+            entry = entry | {"vectors": relative}
+        models.append(entry)
+    return expansion | {"models": models}, arrays
+
+
+def _shapes(expansion: dict | None) -> Any:
+    """The expansion with its arrays as their shape and a digest of their first rows (a version's identity)."""
+    if expansion is None:
+        return None
+    named, arrays = _named_expansion(expansion)
+    import hashlib
+
+    return {"record": named, "arrays": {k: [list(v.shape), hashlib.sha256(np.ascontiguousarray(v[:64]).tobytes()).hexdigest()] for k, v in arrays.items()}}
+
+
+def _remove(version: IndexVersion, names: tuple[str, ...]) -> None:
+    import shutil
+
+    for name in names:
+        path = version.path / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    """An array written beside `path` and renamed over it: a file another version shares is never written into."""
+    partial = path.with_name(f".{path.name}.partial.npy")
+    np.save(partial, array)
+    os.replace(partial, path)
 
 
 def _evaluated_before(model: Any, documents: list[Document]) -> np.ndarray | None:
@@ -188,24 +348,23 @@ def _evaluated_before(model: Any, documents: list[Document]) -> np.ndarray | Non
     return found["model"][[row[d.text] for d in documents]]
 
 
-def _encode_passages(model: Any, documents: list[Document], folder: Path, record: dict, show_progress: bool, given: np.ndarray | None = None) -> int:
-    """Every document's later windows (sentune.search.passages) encoded into folder/vectors.npy, resumable as the
-    documents' vectors are (`given`: encoded already, written as they are), their documents' rows into
-    folder/documents.npy; their count."""
+def _encode_passages(model: Any, documents: list[Document], version: IndexVersion, record: dict, show_progress: bool, given: np.ndarray | None = None) -> int:
+    """Every document's later windows (sentune.search.passages) encoded into the version's passages, resumable as the
+    documents' vectors are (`given`: encoded already, written as they are), with their documents' rows; their count."""
     from sentune.search.passages import later_windows
 
     texts, owners = later_windows(model.tokenizer, [d.text for d in documents], record["window"], record["stride"])
-    folder.mkdir(parents=True, exist_ok=True)
-    np.save(folder / "documents.npy", owners)
+    version.passages.mkdir(parents=True, exist_ok=True)
+    _save_npy(version.passage_owners, owners)
     if given is not None and len(given) == len(texts):
-        np.save(folder / "vectors.npy", np.asarray(given, dtype=np.float32))
-        _write_json(folder / "progress.json", {"rows": len(texts)})
+        _save_npy(version.passage_vectors, np.asarray(given, dtype=np.float32))
+        _write_json(version.passage_progress, {"rows": len(texts)})
     elif texts:
-        _encode_into(model, texts, folder / "vectors.npy", folder / "progress.json", show_progress)
+        _encode_into(model, texts, version.passage_vectors, version.passage_progress, show_progress)
     else:
-        dimension = int(np.load(folder.parent / "vectors.npy", mmap_mode="r").shape[1])
-        np.save(folder / "vectors.npy", np.zeros((0, dimension), dtype=np.float32))
-        _write_json(folder / "progress.json", {"rows": 0})
+        dimension = int(np.load(version.vectors, mmap_mode="r").shape[1])
+        _save_npy(version.passage_vectors, np.zeros((0, dimension), dtype=np.float32))
+        _write_json(version.passage_progress, {"rows": 0})
     return len(texts)
 
 
@@ -223,8 +382,11 @@ def _encode_into(model: Any, texts: list[str], vectors_path: Path, progress_path
 
     encoder = Encoder(model, "model", show_progress=False)
     done = json.loads(progress_path.read_text())["rows"] if progress_path.is_file() and vectors_path.is_file() else 0
+    if done >= len(texts) and done:  # written whole before: never opened for writing again
+        return
     if done == 0:
         dimension = encoder.encode(texts[:1]).shape[1]
+        vectors_path.unlink(missing_ok=True)  # a new file, never one another version shares
         np.lib.format.open_memmap(vectors_path, mode="w+", dtype=np.float32, shape=(len(texts), dimension)).flush()
     vectors = np.lib.format.open_memmap(vectors_path, mode="r+")
     with tqdm(total=len(texts), initial=done, desc="encoding the documents", unit="doc", disable=not show_progress) as bar:
@@ -244,7 +406,7 @@ def shard_bounds(total: int, ranks: int, rank: int) -> tuple[int, int]:
     return start, start + size + (rank < extra)
 
 
-def _encode_shard(model: Any, documents: list[Document], out: Path, show_progress: bool) -> None:
+def _encode_shard(model: Any, documents: list[Document], version: IndexVersion, show_progress: bool) -> None:
     import torch.distributed as dist
 
     from sentune.core.distributed import rank, world_size
@@ -253,20 +415,20 @@ def _encode_shard(model: Any, documents: list[Document], out: Path, show_progres
         dist.init_process_group("nccl" if os.environ.get("SENTUNE_INDEX_BACKEND") == "nccl" else "gloo")
     me, ranks = rank(), world_size()
     start, stop = shard_bounds(len(documents), ranks, me)
-    shards = out / "shards"
-    shards.mkdir(exist_ok=True)
+    shards = version.shards
+    shards.mkdir(parents=True, exist_ok=True)
     texts = [d.text for d in documents[start:stop]]
-    _encode_into(model, texts, shards / f"rank-{me}.npy", shards / f"rank-{me}.json", show_progress and me == 0)
+    _encode_into(model, texts, *version.shard(me), show_progress and me == 0)
     dist.barrier()
     if me == 0:
-        parts = [np.load(shards / f"rank-{r}.npy", mmap_mode="r") for r in range(ranks)]
-        vectors = np.lib.format.open_memmap(out / "vectors.npy", mode="w+", dtype=np.float32, shape=(len(documents), parts[0].shape[1]))
+        parts = [np.load(version.shard(r)[0], mmap_mode="r") for r in range(ranks)]
+        vectors = np.lib.format.open_memmap(version.vectors, mode="w+", dtype=np.float32, shape=(len(documents), parts[0].shape[1]))
         for r, part in enumerate(parts):
             lo, hi = shard_bounds(len(documents), ranks, r)
             vectors[lo:hi] = part
         vectors.flush()
         del vectors, parts
-        _write_json(out / "progress.json", {"rows": len(documents)})
+        _write_json(version.progress, {"rows": len(documents)})
         for path in shards.iterdir():
             path.unlink()
         shards.rmdir()
@@ -282,7 +444,7 @@ class Hit:
 
 
 def saved_fusion(settings: dict, path: Path) -> Fusion | None:
-    """The fusion index.json records, as a Fusion (None: the index has none, a dense one); one line naming the file
+    """The fusion the settings record, as a Fusion (None: the index has none, a dense one); one line naming the file
     when the record is not one sentune writes."""
     if settings.get("fusion") is None:
         return None
@@ -292,73 +454,169 @@ def saved_fusion(settings: dict, path: Path) -> Fusion | None:
         raise DataError(path, None, f"{exc}; {DAMAGED}") from None
 
 
+def index_model_source(folder: Path, settings: dict | None = None, model_argument: str = "--model") -> str:
+    """The model the index in `folder` names: a folder inside the index, an absolute folder or a name, never a folder
+    relative to the current directory (one line saying to name the model with `model_argument` when the settings
+    name one: an index built before models were recorded so)."""
+    settings = settings if settings is not None else read_settings(folder) or {}
+    ref = str(settings.get("model"))
+    inside = IndexFolder(folder).model_location(ref)
+    if inside is not None:
+        return inside
+    if not Path(ref).is_absolute() and Path(ref).exists():
+        raise UserError(
+            f"{IndexFolder(folder).settings_file}: its model {ref!r} is a folder relative to where the index was built, not inside the "
+            f"index; name the model with {model_argument}"
+        )
+    return ref
+
+
+class _Shared:
+    """What every system's view of one opened index shares: its files' readers, loaded once, and its model."""
+
+    def __init__(self, folder: Path, version: IndexVersion, settings: dict, documents: Documents, model: Any, model_argument: str) -> None:
+        self.folder, self.version, self.settings, self.documents = folder, version, settings, documents
+        self.vectors: np.ndarray | None = None
+        self.passages: PassageVectors | None = None
+        self.lexical_checked = False
+        self.lexical: LexicalIndex | None = None
+        self.unit_vectors: UnitVectors | np.ndarray | None = None
+        self.given_model = model  # a name, a folder or a model in memory the caller named (None: the index's own)
+        self.model_argument = model_argument  # how the caller names it (`--model`, `model=`)
+        self.model: Any = None
+
+
 class SearchIndex:
     """A built index, read for searching: `search(texts)` ranks every document for each text. Opening it checks every
-    file the chosen system reads against index.json (documents, vector rows and dimension, BM25's size), so a damaged
+    file the chosen system reads against its settings (documents, vector rows and dimension, BM25's size), so a damaged
     index is one line naming its file, never a ranking of the wrong documents. The documents stay in their file: a
-    search reads its hits' lines (sentune.search.documents)."""
+    search reads its hits' lines (sentune.search.documents). An opened index reads the version of the folder that was
+    current when it opened, whatever is rebuilt there after (sentune.search.folder); `system(name)` is a view of the
+    same opened index ranking with another system."""
 
-    def __init__(self, folder: Path, settings: dict, system: str | None = None, device: str | None = None) -> None:
-        self.folder, self.settings = folder, settings
-        self.system = system or settings["system"]
-        self.fusion: Fusion | None = saved_fusion(settings, folder / INDEX_FILE)
-        if self.system == "hybrid" and self.fusion is None:
+    def __init__(self, shared: _Shared, system: str, device: str | None = None) -> None:
+        self._shared = shared
+        self.system = system
+        self.settings = settings = shared.settings
+        self.fusion: Fusion | None = saved_fusion(settings, IndexFolder(shared.folder).settings_file)
+        if system == "hybrid" and self.fusion is None:
             raise UserError(
-                f"--system hybrid: {folder / INDEX_FILE} holds no fusion weight (a {settings['system']} index); rebuild it with one, "
-                f"`sentune index --model MODEL --corpus CORPUS --out {folder} --fusion convex:ALPHA` (or rrf; its vectors are kept)"
+                f"--system hybrid: {IndexFolder(shared.folder).settings_file} holds no fusion weight (a {settings['system']} index); rebuild it with one, "
+                f"`sentune index --model MODEL --corpus CORPUS --out {shared.folder} --fusion convex:ALPHA` (or rrf; its vectors are kept)"
             )
-        self.documents = Documents.open(folder, settings.get("documents"))
-        count = len(self.documents)
-        self.vectors = open_vectors(folder / "vectors.npy", count, settings.get("dimension")) if self.system != "bm25" else None
-        self.passages: PassageVectors | None = None  # documents scored by their best passage (`passages: maxp`)
-        if self.vectors is not None and settings.get("passages"):
-            self.passages = PassageVectors.open(folder, self.vectors, settings["passages"])
-        if self.system != "dense":
-            check_lexical(folder / "bm25", count)
+        count = len(shared.documents)
+        if system != "bm25" and shared.vectors is None:
+            shared.vectors = open_vectors(shared.version.vectors, count, settings.get("dimension"))
+            if settings.get("passages"):  # documents scored by their best passage (`passages: maxp`)
+                shared.passages = PassageVectors.open(shared.version.path, shared.vectors, settings["passages"])
+        if system != "dense" and not shared.lexical_checked:
+            check_lexical(shared.version.bm25, count)
+            shared.lexical_checked = True
         self.device = device
         self.runtime: Runtime | None = None  # what computes the queries' batches (sentune.core.runtime); None: PyTorch
-        self._model: Any = None
-        self._lexical: LexicalIndex | None = None
-        self._unit_vectors: UnitVectors | np.ndarray | None = None
-        self.ann: AnnIndex | None = AnnIndex.open(folder, settings)  # `sentune index --ann`: searched by default (sentune.search.ann)
+        self.ann: AnnIndex | None = AnnIndex.open(shared.version.path, settings)  # `sentune index --ann`: searched by default (sentune.search.ann)
         if self.passages is not None:  # an approximate index holds one vector a document: passages are searched exactly
             self.ann = None
 
+    folder = property(lambda self: self._shared.folder, doc="The index folder as the caller named it (messages name it).")
+    version = property(lambda self: self._shared.version, doc="The version of the folder this index reads (sentune.search.folder).")
+    documents = property(lambda self: self._shared.documents)
+    vectors = property(lambda self: self._shared.vectors if self.system != "bm25" else None)
+    passages = property(lambda self: self._shared.passages if self.system != "bm25" else None)
+
     @classmethod
-    def open(cls, folder: Path, system: str | None = None, device: str | None = None) -> SearchIndex:
-        """One line naming the folder or file when it is not a finished, whole index (checked before any model loads)."""
+    def open(cls, folder: Path, system: str | None = None, device: str | None = None, *, model: Any = None, model_argument: str = "--model") -> SearchIndex:
+        """One line naming the folder or file when it is not a finished, whole index (checked before any model loads).
+        `model`: the model to rank with instead of the one the index names (a name, a folder or a model in memory;
+        its weights must be the recorded ones); `model_argument`: how the caller names it in errors."""
+        index_folder = IndexFolder(folder)
         settings = read_settings(folder)
         if settings is None or settings.get("format") != FORMAT:
             hint = " (an adapt run saves one only for search data)" if (folder / "adapt.json").is_file() else ""
-            raise UserError(f"{folder}: no sentune index ({INDEX_FILE}){hint}; build one with `sentune index`")
+            raise UserError(f"{folder}: no sentune index ({index_folder.settings_file.name}){hint}; build one with `sentune index`")
         if not settings.get("complete"):
-            raise UserError(f"{folder / INDEX_FILE}: the build did not finish; run the same `sentune index` command again to resume it")
+            raise UserError(f"{index_folder.settings_file}: the build did not finish; run the same `sentune index` command again to resume it")
         if system is not None and system not in SYSTEMS:
             raise UserError(f"--system {system}: choose {', '.join(SYSTEMS)}")
         if settings.get("system") not in SYSTEMS:
-            raise DataError(folder / INDEX_FILE, None, f"system {settings.get('system')!r} is none of {', '.join(SYSTEMS)}; {DAMAGED}")
-        return cls(folder, settings, system, device)
+            raise DataError(index_folder.settings_file, None, f"system {settings.get('system')!r} is none of {', '.join(SYSTEMS)}; {DAMAGED}")
+        version = current_version(folder, settings)
+        documents = Documents.open(version.path, settings.get("documents"))
+        return cls(_Shared(folder, version, settings, documents, model, model_argument), system or settings["system"], device)
+
+    def system_view(self, name: str) -> SearchIndex:
+        """This opened index ranking with system `name` (dense, bm25 or hybrid): the same files, model and loaded BM25;
+        one line when it is none of them, or a hybrid the index holds no fusion for."""
+        if name not in SYSTEMS:
+            raise UserError(f"system {name}: choose {', '.join(SYSTEMS)}")
+        return SearchIndex(self._shared, name, self.device)
+
+    def mapped_arrays(self) -> list[np.ndarray]:
+        """Every memory-mapped array a search reads (vectors, BM25's matrix, the documents' offsets and order,
+        passages), BM25 loaded memory-mapped: a server reads them in once, their pages the page cache's."""
+        arrays: list[np.ndarray] = [self.documents.offsets, self.documents.order]
+        if self._shared.vectors is not None:
+            arrays.append(self._shared.vectors)
+        if self._shared.passages is not None:
+            arrays += [self._shared.passages.passages, self._shared.passages.owners]
+        if self._shared.lexical_checked:
+            arrays += self.lexical(mmap=True).mapped_arrays()
+        return arrays
+
+    def model_source(self) -> str:
+        """Where the model is loaded from: the caller's (a name or folder), else the index's (index_model_source)."""
+        given = self._shared.given_model
+        if isinstance(given, str | Path):
+            return str(given)
+        return index_model_source(self.folder, self.settings, self._shared.model_argument)
 
     def model(self):
-        if self._model is None:
-            from sentune.core.models import load_model
+        """The index's model, loaded once for every view; one line when its weights are not those the index recorded."""
+        shared = self._shared
+        if shared.model is None:
+            from sentune.core.embedding_cache import model_digest
+            from sentune.core.models import ModelLoadError, check_model_name, load_model
 
-            ref = self.settings["model"]
-            inside = self.folder / ref
-            self._model = load_model(str(inside) if inside.is_dir() else ref, device=self.device)
-        return self._model
+            given = shared.given_model
+            if given is not None and not isinstance(given, str | Path):
+                loaded = given
+            else:
+                source = self.model_source()
+                where = shared.model_argument if given is not None else f"{IndexFolder(self.folder).settings_file}: its model"
+                try:
+                    check_model_name(source, where)  # a folder that is gone: named as the caller can act on it, in one line
+                except ModelLoadError as exc:
+                    raise UserError(f"{exc}; name the model the index was built with ({shared.model_argument})") from None
+                loaded = load_model(source, device=self.device)
+            recorded = self.settings.get("model_digest")
+            if recorded is not None and model_digest(loaded) != recorded:
+                named = (
+                    f"{shared.model_argument} {given}"
+                    if isinstance(given, str | Path)
+                    else (shared.model_argument if given is not None else repr(self.model_source()))
+                )
+                raise UserError(
+                    f"{IndexFolder(self.folder).settings_file}: built by a model with weights {str(recorded)[:12]}, but {named} has others; "
+                    f"name the model the index was built with ({shared.model_argument})"
+                )
+            shared.model = loaded
+        return shared.model
 
     def unit_vectors(self) -> UnitVectors | np.ndarray:
         """The document vectors normalised once, on the first hybrid search (sentune.search.passages.UnitVectors)."""
-        if self._unit_vectors is None:
+        if self._shared.unit_vectors is None:
             assert self.vectors is not None
-            self._unit_vectors = UnitVectors.of(self.vectors)
-        return self._unit_vectors
+            self._shared.unit_vectors = UnitVectors.of(self.vectors)
+        return self._shared.unit_vectors
 
     def lexical(self, mmap: bool = False) -> LexicalIndex:
-        if self._lexical is None:
-            self._lexical = LexicalIndex.load(self.folder / "bm25", mmap=mmap)
-        return self._lexical
+        """BM25, loaded once for every view (`mmap`: its matrix left in the files, which never change)."""
+        if self._shared.lexical is None:
+            if not self._shared.lexical_checked:
+                check_lexical(self._shared.version.bm25, len(self.documents))
+                self._shared.lexical_checked = True
+            self._shared.lexical = LexicalIndex.load(self._shared.version.bm25, mmap=mmap)
+        return self._shared.lexical
 
     def search(self, queries: list[Query], top: int = 10, show_progress: bool = False, exclude_same_id: bool = False) -> list[list[Hit]]:
         """The top documents for each query, best first, with the system's score. `exclude_same_id`: a document whose

@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from sentune.errors import UserError
+from sentune.search.folder import LEXICAL_SETTINGS
 
 STEMMER = "english"  # Snowball's English stemmer, as Elasticsearch's and Lucene's English analyzers
-SETTINGS_FILE = "lexical.json"
 
 
 @dataclass(frozen=True)
@@ -187,16 +187,29 @@ class LexicalIndex:
         return out
 
     def save(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.retriever.save(str(folder), show_progress=False)
-        (folder / SETTINGS_FILE).write_text(json.dumps({**asdict(self.settings), "documents": self.size}, indent=2))
+        """bm25s's files and the settings into `folder`, written beside it and renamed into place: a folder another
+        index version shares files with is replaced, never written into."""
+        import shutil
+
+        partial = folder.with_name(f".{folder.name}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        self.retriever.save(str(partial), show_progress=False)
+        (partial / LEXICAL_SETTINGS).write_text(json.dumps({**asdict(self.settings), "documents": self.size}, indent=2))
+        if folder.exists():
+            shutil.rmtree(folder)
+        partial.rename(folder)
+
+    def mapped_arrays(self) -> list[np.ndarray]:
+        """The score matrix's arrays (memory-mapped when loaded with `mmap`), for a server to read in once."""
+        return [part for part in self.retriever.scores.values() if isinstance(part, np.ndarray)]
 
     @classmethod
     def load(cls, folder: Path, mmap: bool = False) -> LexicalIndex:
         """`mmap`: the score matrix stays in the files, its pages the page cache's (a server's workers share them);
         only for an index nothing rewrites while it is open."""
         bm25s = _bm25s()
-        saved = json.loads((folder / SETTINGS_FILE).read_text())
+        saved = json.loads((folder / LEXICAL_SETTINGS).read_text())
         size = saved.pop("documents")
         return cls(bm25s.BM25.load(str(folder), show_progress=False, verbosity=0, mmap=mmap), LexicalSettings(**saved), size)
 

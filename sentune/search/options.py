@@ -12,8 +12,8 @@ from pathlib import Path
 from sentune.errors import UserError
 
 
-def parse_fusion(text: str | None):
-    """--fusion none | rrf | convex:ALPHA (ALPHA in [0, 1], the weight of the dense scores)."""
+def parse_fusion(text: str | None, option: str = "--fusion"):
+    """--fusion none | rrf | convex:ALPHA (ALPHA in [0, 1], the weight of the dense scores); `option`: how errors name it."""
     from sentune.search.fusion import Fusion
 
     if text in (None, "none"):
@@ -26,29 +26,39 @@ def parse_fusion(text: str | None):
     except ValueError:
         alpha = -1.0
     if kind != "convex" or not 0.0 <= alpha <= 1.0:
-        raise UserError(f"--fusion {text}: use none, rrf or convex:ALPHA with ALPHA from 0 to 1 (the weight of the dense scores)")
+        raise UserError(f"{option} {text}: use none, rrf or convex:ALPHA with ALPHA from 0 to 1 (the weight of the dense scores)")
     return Fusion("convex", alpha)
 
 
 def parse_lexical(args: argparse.Namespace):
     """BM25's settings from --no-stem, --bm25-k1, --bm25-b and --bm25-title-weight (sentune.search.lexical)."""
+    return lexical_settings(not args.no_stem, args.bm25_k1, args.bm25_b, args.bm25_title_weight, CLI_NAMES)
+
+
+CLI_NAMES = ("--bm25-k1", "--bm25-b", "--bm25-title-weight")
+PYTHON_NAMES = ("bm25_k1", "bm25_b", "bm25_title_weight")  # sentune.Index.build's arguments
+
+
+def lexical_settings(stem: bool, k1: float | None, b: float | None, title_weight: int | None, names: tuple[str, str, str] = PYTHON_NAMES):
+    """BM25's settings (sentune.search.lexical); one line naming the setting as the caller named it (`names`: k1's,
+    b's and the title weight's) when it is out of range."""
     from dataclasses import replace
 
     from sentune.search.lexical import LexicalSettings
 
-    settings = LexicalSettings(stemmer=None) if args.no_stem else LexicalSettings()
-    if args.bm25_k1 is not None:
-        if not args.bm25_k1 >= 0:
-            raise UserError(f"--bm25-k1 {args.bm25_k1}: 0 or more")
-        settings = replace(settings, k1=args.bm25_k1)
-    if args.bm25_b is not None:
-        if not 0 <= args.bm25_b <= 1:
-            raise UserError(f"--bm25-b {args.bm25_b}: from 0 to 1")
-        settings = replace(settings, b=args.bm25_b)
-    if args.bm25_title_weight is not None:
-        if args.bm25_title_weight < 1:
-            raise UserError(f"--bm25-title-weight {args.bm25_title_weight}: 1 or more")
-        settings = replace(settings, title_weight=args.bm25_title_weight)
+    settings = LexicalSettings() if stem else LexicalSettings(stemmer=None)
+    if k1 is not None:
+        if not k1 >= 0:
+            raise UserError(f"{names[0]} {k1}: 0 or more")
+        settings = replace(settings, k1=k1)
+    if b is not None:
+        if not 0 <= b <= 1:
+            raise UserError(f"{names[1]} {b}: from 0 to 1")
+        settings = replace(settings, b=b)
+    if title_weight is not None:
+        if title_weight < 1:
+            raise UserError(f"{names[2]} {title_weight}: 1 or more")
+        settings = replace(settings, title_weight=title_weight)
     return settings
 
 

@@ -6,16 +6,14 @@ A document's passages are windows of W tokens, W the model's max_seq_length less
 `stride` tokens (W // 2 unless given), until a window reaches the document's last token:
 
 - the first window is the document itself as the model reads it, truncated at W: its row of the index's
-  vectors.npy, so a document the model reads whole has one passage, and MaxP never ranks below the first window for
+  document vectors, so a document the model reads whole has one passage, and MaxP never ranks below the first window for
   want of that window;
 - each later window is the document's characters its tokens span (the tokenizer's offsets), encoded as any text.
 
 The dense score of a document is the highest cosine of the query with any of its passages. An index built with
-passages (`sentune index --passages maxp`) holds the later windows apart from vectors.npy:
-
-    INDEX/passages/vectors.npy     float32 (later windows × dimension), memory-mapped when read
-    INDEX/passages/documents.npy   int64, each later window's document row, ascending
-    INDEX/passages/progress.json   rows of passages/vectors.npy written so far (a build resumes there)
+passages (`sentune index --passages maxp`) holds the later windows apart from the documents' vectors (where:
+sentune.search.folder): their vectors, float32 (later windows × dimension), memory-mapped when read; each later
+window's document row, int64, ascending; and how many rows of their vectors are written (a build resumes there).
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-FOLDER = "passages"
 MODES = ("first", "maxp")
 
 
@@ -56,7 +53,7 @@ def later_windows(tokenizer: Any, texts: list[str], window: int, stride: int) ->
 
 @dataclass
 class PassageVectors:
-    """A collection's dense side scored by MaxP: `documents` (each document's first window, vectors.npy's rows) and
+    """A collection's dense side scored by MaxP: `documents` (each document's first window, the index's vectors) and
     `passages` (the later windows) with `owners` (each later window's document row, ascending)."""
 
     documents: np.ndarray
@@ -87,12 +84,13 @@ class PassageVectors:
 
     @classmethod
     def open(cls, folder: Path, documents: np.ndarray, record: dict) -> PassageVectors:
-        """An index's passages (index.json's `passages` record names their count); one line naming the file when
-        it is missing or disagrees with the record."""
+        """An index version's passages (its settings' `passages` record names their count); one line naming the file
+        when it is missing or disagrees with the record."""
         from sentune.data.text_files import DataError
         from sentune.search.damaged import DAMAGED
+        from sentune.search.folder import IndexVersion
 
-        vectors_path, owners_path = folder / FOLDER / "vectors.npy", folder / FOLDER / "documents.npy"
+        vectors_path, owners_path = IndexVersion(folder).passage_vectors, IndexVersion(folder).passage_owners
         try:
             passages = np.load(vectors_path, mmap_mode="r")
             owners = np.load(owners_path)

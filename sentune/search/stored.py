@@ -1,6 +1,6 @@
-"""What an index folder holds, checked against its index.json before anything is built over it or searched in it: the
+"""What an index folder holds, checked against its settings before anything is built over it or searched in it: the
 settings file itself, the documents it was built over (their digest), its vectors and BM25's size (sentune.search.index
-builds and reads the index; this is the part that needs no model)."""
+builds and reads the index; this is the part that needs no model; sentune.search.folder says where each file lies)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from sentune.data.beir import Document
 from sentune.data.text_files import DataError
 from sentune.errors import UserError
 from sentune.search.documents import DAMAGED, Documents
+from sentune.search.folder import LEXICAL_SETTINGS, IndexFolder, IndexVersion
 from sentune.search.passages import PassageVectors
 
 FORMAT = "sentune-index/1"
-INDEX_FILE = "index.json"
 
 
 def corpus_digest(documents: list[Document]) -> str:
@@ -29,9 +29,12 @@ def corpus_digest(documents: list[Document]) -> str:
 
 
 def read_settings(folder: Path) -> dict | None:
-    """index.json's settings, None when the folder has none; one line naming the file (and line) when it is not a
+    """The current index's settings, None when the folder has none; one line naming the file (and line) when it is not a
     JSON object."""
-    path = folder / INDEX_FILE
+    return read_settings_file(IndexFolder(folder).settings_file)
+
+
+def read_settings_file(path: Path) -> dict | None:
     if not path.is_file():
         return None
     try:
@@ -45,52 +48,74 @@ def read_settings(folder: Path) -> dict | None:
     return settings
 
 
-def check_out(folder: Path, documents: list[Document], shared_folder: bool = False) -> dict | None:
+def current_version(folder: Path, settings: dict) -> IndexVersion:
+    """The version `settings` (the folder's current ones) point at; one line naming the settings file when they name
+    a version that is not there."""
+    index = IndexFolder(folder)
+    try:
+        version = index.version_of(settings)
+    except ValueError as exc:
+        raise DataError(index.settings_file, None, f"{exc}; {DAMAGED}") from None
+    if not version.path.is_dir():
+        raise DataError(index.settings_file, None, f"its version {version.path} is missing; {DAMAGED}")
+    return version
+
+
+def check_out(folder: Path, documents: list[Document], shared_folder: bool = False, option: str = "--out") -> dict | None:
     """What a build into `folder` may continue, checked without the model (so before it loads): None for a new or empty
-    folder, the settings of an index of these documents; one line naming --out or index.json when the folder is a file,
-    holds other files, or an index over other documents. `shared_folder`: the index's files join others (an adapt
-    run's output folder)."""
+    folder, the settings of an index of these documents; one line naming `option` (how the caller named the folder) or
+    the settings file when the folder is a file, holds other files, or an index over other documents. `shared_folder`:
+    the index's files join others (an adapt run's output folder)."""
     if folder.exists() and not folder.is_dir():
-        raise UserError(f"--out {folder}: a file, not a folder; choose a new or empty folder")
+        raise UserError(f"{option} {folder}: a file, not a folder; choose a new or empty folder")
+    index = IndexFolder(folder)
     saved = read_settings(folder)
     if saved is None:
-        if not shared_folder and folder.exists() and any(folder.iterdir()):
-            raise UserError(f"--out {folder}: a folder that is not empty and holds no {INDEX_FILE}; choose an empty or new folder")
+        if not shared_folder and not index.holds_only_index_files():
+            raise UserError(f"{option} {folder}: a folder that is not empty and holds no {index.settings_file.name}; choose an empty or new folder")
         return None
     if saved.get("format") != FORMAT:
-        raise UserError(f"{folder / INDEX_FILE}: not a sentune index ({saved.get('format')!r}); choose another --out")
+        raise UserError(f"{index.settings_file}: not a sentune index ({saved.get('format')!r}); choose another {option}")
     if saved.get("corpus_sha256") != corpus_digest(documents):
-        raise UserError(f"{folder / INDEX_FILE}: built over other documents ({saved.get('documents')}); choose another --out")
+        raise UserError(f"{index.settings_file}: built over other documents ({saved.get('documents')}); choose another {option}")
     if saved.get("complete"):  # a finished index is kept as it is: a damaged file in it would stay so, under a new success line
-        count = len(Documents.open(folder, saved.get("documents")))  # the documents, vectors, passages and BM25 against index.json
-        vectors = open_vectors(folder / "vectors.npy", count, saved.get("dimension"))
-        if saved.get("passages"):
-            PassageVectors.open(folder, vectors, saved["passages"])
-        check_lexical(folder / "bm25", count)  # (not the ANN: `sentune index --ann` is what rebuilds it)
+        check_files(current_version(folder, saved), saved)  # (not the ANN: `sentune index --ann` is what rebuilds it)
     return saved
+
+
+def check_files(version: IndexVersion, settings: dict) -> None:
+    """The documents, vectors, passages and BM25 of a complete version against its settings."""
+    count = len(Documents.open(version.path, settings.get("documents")))
+    vectors = open_vectors(version.vectors, count, settings.get("dimension"))
+    if settings.get("passages"):
+        PassageVectors.open(version.path, vectors, settings["passages"])
+    check_lexical(version.bm25, count)
 
 
 @dataclass(frozen=True)
 class CheckedOut:
-    """What check_out found in a build's folder (`settings`: its index.json; None: a new or empty folder), checked
+    """What check_out found in a build's folder (`settings`: its current settings; None: a new or empty folder), checked
     before the model loaded: the build that follows reads this instead of checking the folder again."""
 
     settings: dict | None
 
 
-def check_resume(folder: Path, model_digest: str, documents: list[Document], shared_folder: bool = False, checked: CheckedOut | None = None) -> dict | None:
-    """check_out (unless `checked` holds what it found), and one line naming index.json when the index was built by
-    another model (nothing is written)."""
-    saved = check_out(folder, documents, shared_folder) if checked is None else checked.settings
-    if saved is not None and saved.get("model_digest") != model_digest:
+def check_resume(
+    folder: Path, model_digest: str, documents: list[Document], shared_folder: bool = False, checked: CheckedOut | None = None, option: str = "--out"
+) -> dict | None:
+    """check_out (unless `checked` holds what it found), and one line naming the settings file when the index was built
+    by another model (nothing is written); an adapt run's folder (`shared_folder`) takes the model it chose."""
+    saved = check_out(folder, documents, shared_folder, option) if checked is None else checked.settings
+    if saved is not None and saved.get("model_digest") != model_digest and not shared_folder:
         raise UserError(
-            f"{folder / INDEX_FILE}: built by another model ({saved.get('model')}, weights {str(saved.get('model_digest'))[:12]}); choose another --out"
+            f"{IndexFolder(folder).settings_file}: built by another model ({saved.get('model')}, weights {str(saved.get('model_digest'))[:12]}); "
+            f"choose another {option}"
         )
     return saved
 
 
 def open_vectors(path: Path, rows: int, dimension: int | None) -> np.ndarray:
-    """vectors.npy memory-mapped; one line naming it when it cannot be read (a truncated file), or its shape is not
+    """The vectors memory-mapped; one line naming it when it cannot be read (a truncated file), or its shape is not
     (documents × the index's dimension): a search would rank other documents than it names."""
     try:
         vectors = np.load(path, mmap_mode="r")
@@ -105,9 +130,7 @@ def open_vectors(path: Path, rows: int, dimension: int | None) -> np.ndarray:
 
 def check_lexical(folder: Path, rows: int) -> None:
     """BM25's saved settings name as many documents as the index holds."""
-    from sentune.search.lexical import SETTINGS_FILE
-
-    path = folder / SETTINGS_FILE
+    path = folder / LEXICAL_SETTINGS
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -8,7 +8,6 @@ document is left out of a ranking for sharing a query's id (a user's search retu
 
 from __future__ import annotations
 
-import copy
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -103,23 +102,18 @@ class Engine:
         asked = self.settings.system  # the default one only: every system is served, so the vectors are opened for bm25 too
         index = SearchIndex.open(folder, asked if asked != "bm25" else None, device=device)
         model = index.model()
-        # one mapping of BM25's matrix, of the vectors and of the documents' offsets and id order for the life of the
-        # process: every worker maps the same files, so the pages are the page cache's, once for all of them (checked
-        # in tests/test_serve.py); a document's text is read from its line when it is a hit
-        lexical = index.lexical(mmap=True)
+        index.lexical(mmap=True)
         self.index = index
-        self.vectors = np.load(folder / "vectors.npy", mmap_mode="r")
-        arrays = [self.vectors, index.documents.offsets, index.documents.order]
-        arrays += [part for part in lexical.retriever.scores.values() if isinstance(part, np.ndarray)]
-        if index.passages is not None:  # documents scored by their best passage (sentune.search.passages)
-            arrays += [index.passages.passages, index.passages.owners]
-        self.touched = sum(float(np.asarray(a, dtype=np.float64).sum()) for a in arrays)  # read in now, not on the first query
-        for system in SYSTEMS:  # shallow copies: the model, documents and BM25 are the base index's
+        for system in SYSTEMS:  # views of the one opened index: the model, documents and BM25 are shared
             if system == "hybrid" and index.fusion is None:  # no weight was saved: a hybrid would be a guess
                 continue
-            view = copy.copy(index)
-            view.system = system
-            self.views[system] = view
+            self.views[system] = index.system_view(system)
+        self.vectors = self.views["dense"].vectors
+        # one mapping of BM25's matrix, of the vectors and of the documents' offsets and id order for the life of the
+        # process: every worker maps the same files, which a rebuild never changes (sentune.search.folder), so the
+        # pages are the page cache's, once for all of them (checked in tests/test_serve.py); read in now, not on the
+        # first query; a document's text is read from its line when it is a hit
+        self.touched = sum(float(np.asarray(a, dtype=np.float64).sum()) for a in index.mapped_arrays())
         return model
 
     def _query(self, number: int, text: str):
@@ -182,11 +176,10 @@ def model_source(settings: ServeSettings) -> str:
     """The model a server loads: the one given, or the index's (a folder inside it, else its name)."""
     if settings.model:
         return settings.model
-    import json
+    from sentune.search.index import index_model_source
 
-    folder = Path(settings.index or "")
-    ref = json.loads((folder / "index.json").read_text())["model"]
-    return str(folder / ref) if (folder / ref).is_dir() else resolved_model(ref)
+    source = index_model_source(Path(settings.index or ""))
+    return source if Path(source).is_dir() else resolved_model(source)
 
 
 def prepare_graph(settings: ServeSettings) -> None:
@@ -221,11 +214,12 @@ def served_name(settings: ServeSettings) -> str:
     if settings.model_name:
         return settings.model_name
     if settings.index:
-        import json
+        from sentune.search.folder import IndexFolder
+        from sentune.search.index import read_settings
 
         folder = Path(settings.index)
-        ref = json.loads((folder / "index.json").read_text())["model"]
-        if not Path(ref).is_absolute() and (folder / ref).is_dir():  # an adapt run's model/ inside the index
+        ref = str((read_settings(folder) or {}).get("model"))
+        if IndexFolder(folder).model_location(ref) is not None:  # an adapt run's model/ inside the index
             return f"{folder.name}/{ref}"
     else:
         ref = settings.target

@@ -172,13 +172,15 @@ def check_address(settings: ServeSettings) -> None:
 
 
 def what_to_serve(target: str, system: str | None = None, where: str = "INDEX_OR_MODEL") -> tuple[str | None, str | None]:
-    """(index folder, None) or (None, model): an index folder (index.json), an adapt run's folder (its index, or its
+    """(index folder, None) or (None, model): an index folder (sentune.search.folder), an adapt run's folder (its index, or its
     model when the run saved no index) or a model (a folder or a name sentune.core.models accepts). A folder that is
     none of these is one line, before any model code loads."""
     from sentune.core.models import check_model_name
+    from sentune.search.folder import IndexFolder
 
     path = Path(target).expanduser()
-    if (path / "index.json").is_file():
+    index_file = IndexFolder(path).settings_file.name
+    if IndexFolder(path).has_index():
         from sentune.search.index import SearchIndex
 
         SearchIndex.open(path, system)  # a foreign or unfinished index, or a hybrid it holds no fusion for: its one line now
@@ -186,9 +188,9 @@ def what_to_serve(target: str, system: str | None = None, where: str = "INDEX_OR
     if (path / "adapt.json").is_file():
         if (path / "model").is_dir():
             return None, check_model_name(str(path / "model"), where)
-        raise UserError(f"{path}: an adapt run's folder with neither an index (index.json) nor a model (model/): has the run finished?")
+        raise UserError(f"{path}: an adapt run's folder with neither an index ({index_file}) nor a model (model/): has the run finished?")
     if path.is_dir() and not any((path / name).exists() for name in ("config.json", "modules.json")):
-        raise UserError(f"{path}: neither an index (index.json, from `sentune index`) nor a model folder (config.json)")
+        raise UserError(f"{path}: neither an index ({index_file}, from `sentune index`) nor a model folder (config.json)")
     return None, check_model_name(target, where)
 
 

@@ -121,7 +121,7 @@ class Candidate:
         return None
 
     def expansion(self, ctx: Context) -> dict | None:
-        """Search: what the saved index ranks with beyond its fusion (index.json's `expansion`, sentune.search.expansion:
+        """Search: what the saved index ranks with beyond its fusion (its settings' `expansion`, sentune.search.expansion:
         a candidate's query feedback, say); None: nothing."""
         return None
 

@@ -2,8 +2,8 @@
 model `--model` names (`--model A,B`: A is adapted, B only fused), each document scored by every model's cosine and by
 BM25 (fitted on the selection queries), the weights chosen on the selection queries alone, each ranked against the whole
 corpus. Nothing is trained. Planned with the hybrid; a run with one model skips it and says how to name another. The
-saved index ranks as it was scored: the other models' document vectors beside the index's (INDEX/dense-N/vectors.npy)
-and index.json's `expansion` naming the models and the weights (sentune.search.expansion)."""
+saved index ranks as it was scored: the other models' document vectors beside the index's and the index settings'
+`expansion` naming the models and the weights (sentune.search.expansion; sentune.search.folder says where they lie)."""
 
 from __future__ import annotations
 
@@ -132,8 +132,8 @@ class MultiDense(FusedWithUnchanged):
         return search.rank_with(ranker), CandidateRecord(self.name, self.kind, source=UNCHANGED, fusion=fusion, detail=detail)
 
     def expansion(self, ctx: Context) -> dict | None:
-        """Writes the other models' document vectors into the index folder (OUT/dense-N/vectors.npy, the index's
-        document order) and returns what index.json records of them."""
+        """What the index records of the other models: each one's name and its document vectors (in the index's
+        document order, as an array the index build writes into the index), and the weights."""
         import numpy as np
 
         from sentune.adaptation.search_context import as_search
@@ -144,8 +144,5 @@ class MultiDense(FusedWithUnchanged):
         documents = as_search(ctx).retrieval_dev().corpus
         models = []
         for i, table in enumerate(self.tables(ctx)[1:], start=1):
-            folder = ctx.out / f"dense-{i}"
-            folder.mkdir(exist_ok=True)
-            np.save(folder / "vectors.npy", np.asarray(table.of(d.text for d in documents), dtype=np.float32))
-            models.append({"model": record.detail["models"][i - 1], "vectors": f"dense-{i}/vectors.npy"})
+            models.append({"model": record.detail["models"][i - 1], "vectors": np.asarray(table.of(d.text for d in documents), dtype=np.float32)})
         return {"kind": "multi-dense", "models": models} | record.detail["weights"]

@@ -1,7 +1,7 @@
 """Search: pseudo-relevance feedback (sentune.search.prf) as an adapt candidate: each query moved toward its first
 results on both sides (Rocchio on the unchanged model's vectors, RM3 on the fitted BM25), fused as the hybrid is, its
 weight α chosen on the selection queries alone. It learns nothing, reads no label, and the saved index ranks as it was
-scored (index.json's `expansion`, sentune.search.expansion)."""
+scored (the index settings' `expansion`, sentune.search.expansion)."""
 
 from __future__ import annotations
 
