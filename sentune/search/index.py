@@ -158,7 +158,7 @@ def _build(
     expansion: dict | None,
     option: str,
 ) -> Path:
-    from sentune.core.distributed import rank, world_size
+    from sentune.core.distributed import rank
     from sentune.core.embedding_cache import model_digest as digest_of
 
     model_digest = model_digest or digest_of(model)
@@ -200,7 +200,7 @@ def _build(
             if rank() == 0:
                 index_folder.switch(version, own, _write_json)
             return out
-        reused = _reusable(saved, settings, ann, current) if same_model else set()
+        reused = _reusable(saved, settings, current) if same_model else set()
         if rank() == 0:
             version.path.mkdir(parents=True, exist_ok=True)
             version.reuse(current, reused)
@@ -208,20 +208,8 @@ def _build(
         _write_json(version.settings_file, settings)
         if DOCUMENTS not in reused:
             write_documents(version.path, documents)
-    if VECTORS in reused:
-        pass
-    elif vectors is None and world_size() == 1:
-        vectors = _evaluated_before(model, documents)
-    if VECTORS in reused:
-        pass
-    elif vectors is not None:
-        if rank() == 0:
-            _save_npy(version.vectors, np.asarray(vectors, dtype=np.float32))
-            _write_json(version.progress, {"rows": len(documents)})
-    elif world_size() > 1:
-        _encode_shard(model, documents, version, show_progress)
-    else:
-        _encode_into(model, [d.text for d in documents], version.vectors, version.progress, show_progress)
+    if VECTORS not in reused:  # (shared with the version before: written already)
+        _write_vectors(model, documents, version, vectors, show_progress)
     if rank() != 0:
         return out
     if wanted_passages is not None:
@@ -243,6 +231,23 @@ def _build(
     settings["complete"] = True
     index_folder.switch(version, settings, _write_json)
     return out
+
+
+def _write_vectors(model: Any, documents: list[Document], version: IndexVersion, vectors: np.ndarray | None, show_progress: bool) -> None:
+    """The documents' vectors into the version: those given, those `sentune eval` encoded before, else encoded here
+    (by every process's shard under torchrun), resuming where an interrupted build stopped."""
+    from sentune.core.distributed import rank, world_size
+
+    if vectors is None and world_size() == 1:
+        vectors = _evaluated_before(model, documents)
+    if vectors is not None:
+        if rank() == 0:
+            _save_npy(version.vectors, np.asarray(vectors, dtype=np.float32))
+            _write_json(version.progress, {"rows": len(documents)})
+    elif world_size() > 1:
+        _encode_shard(model, documents, version, show_progress)
+    else:
+        _encode_into(model, [d.text for d in documents], version.vectors, version.progress, show_progress)
 
 
 BUILD_KEYS = ("format", "system", "fusion", "model_digest", "documents", "corpus_sha256", "lexical", "expansion")
@@ -278,7 +283,7 @@ def _ann_identity(current: IndexVersion, spec: Any) -> Any:
     return {"kept": saved.get("kind"), "settings": saved.get("settings")} if saved else None
 
 
-def _reusable(saved: dict, wanted: dict, ann: Any, current: IndexVersion) -> set[str]:
+def _reusable(saved: dict, wanted: dict, current: IndexVersion) -> set[str]:
     """The parts of the current version (same model, same documents) a new one shares instead of building again."""
     parts = {DOCUMENTS, OFFSETS, ORDER, VECTORS, PROGRESS}
     if _passages_of(saved) == wanted["passages"]:
