@@ -81,10 +81,14 @@ class AdaptResult:
 
     @property
     def index(self) -> Index | None:
-        """A search run's index of the chosen system over the documents (None for pairs)."""
+        """A search run's index of the chosen system over the documents (None for pairs). A run in a temporary folder
+        (`out=None`): the index keeps the folder while it lives, as this object does, so it outlives the result."""
         from sentune.api.index import Index
+        from sentune.search.index import SearchIndex
 
-        return Index.open(self.out) if (self.out / "index.json").is_file() else None
+        if not (self.out / "index.json").is_file():
+            return None
+        return Index(self.out, SearchIndex.open(self.out, None, None), tmp=self._tmp)
 
     def save(self, path: str | Path) -> Path:
         """Copy the run's folder (model, results, report, candidates) to `path`, a new folder; returns it."""
