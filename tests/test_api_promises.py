@@ -67,3 +67,23 @@ def test_an_open_index_at_interpreter_exit_prints_nothing(tiny_st, tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_trained_model_keeps_its_base_models_normalize(tiny_st, tiny_data_dir, tmp_path):
+    """A base ending in Normalize (all-MiniLM-L6-v2) trained under a method's own pooling (SimCSE: cls) gives a model
+    that still ends in Normalize: unit vectors, returned and saved."""
+    from conftest import tiny_recipe
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize
+
+    base = SentenceTransformer(modules=[*tiny_st, Normalize()], device="cpu")
+    base.save(str(tmp_path / "base"))
+    recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tmp_path / "base")
+    rng = np.random.default_rng(2)
+    sentences = list(dict.fromkeys(_sentence(rng) for _ in range(40)))
+    trained = sentune.train(recipe, data=sentences, overrides={"training.max_steps": 2}, out=tmp_path / "run", data_dir=tiny_data_dir)
+    saved = SentenceTransformer(str(tmp_path / "run" / "model"), device="cpu")
+    for model in (trained, saved):
+        assert isinstance(list(model)[-1], Normalize)
+        np.testing.assert_allclose(np.linalg.norm(model.encode(sentences[:5]), axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(trained.encode(sentences[:3]), saved.encode(sentences[:3]), atol=1e-6)
