@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import sentune
+from sentune.errors import UserError
 
 WORDS = "a the man woman dog cat plays runs eats guitar piano park food car street ball kid red blue big small".split()
 
@@ -59,6 +60,24 @@ def test_adapt_with_no_out_gives_an_index_that_searches_after_the_result_is_gone
     assert len(index.search(queries["q0"], top_k=3)) == 3
 
 
+def test_documents_close_their_file_when_the_os_module_is_already_torn_down(tiny_st, tmp_path, monkeypatch):
+    """At interpreter exit a module's globals may be None before the last index is collected: Documents.__del__ closes
+    its file with what it bound when it was defined."""
+    from sentune.search import documents as module
+
+    sentune.Index.build(tiny_st, _documents(), tmp_path / "index")
+    documents = module.Documents.open(tmp_path / "index", len(_documents()))
+    documents.read([0])  # opens its descriptor
+    descriptor = documents._file
+    monkeypatch.setattr(module, "os", None)
+    documents.__del__()
+    monkeypatch.undo()
+    with pytest.raises(OSError):
+        __import__("os").fstat(descriptor)  # closed
+    documents._file = None
+
+
+@pytest.mark.slow  # a Python process importing sentune and torch (~10-25 s on a shared machine)
 def test_an_open_index_at_interpreter_exit_prints_nothing(tiny_st, tmp_path):
     """An index still referenced while the interpreter tears its modules down (held by a module, as a notebook's
     namespace or a library's cache holds it) closes its documents' file without an 'Exception ignored' line."""
@@ -87,3 +106,84 @@ def test_a_trained_model_keeps_its_base_models_normalize(tiny_st, tiny_data_dir,
         assert isinstance(list(model)[-1], Normalize)
         np.testing.assert_allclose(np.linalg.norm(model.encode(sentences[:5]), axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(trained.encode(sentences[:3]), saved.encode(sentences[:3]), atol=1e-6)
+
+
+@pytest.fixture
+def pairs():
+    rng = np.random.default_rng(0)
+    corpus = [_sentence(rng) for _ in range(120)]
+    dev = [(_sentence(rng), _sentence(rng), float(rng.uniform(0, 5))) for _ in range(100)]
+    return corpus, dev
+
+
+def test_a_refused_adapt_call_writes_nothing_and_names_the_python_argument(tiny_model_dir, pairs, tmp_path):
+    """A mistyped model is refused before adapt.json and data/ are written (so the corrected call is not refused);
+    `out=` naming a file, a folder under a file, or a folder of the user's own files is one line naming `out=`."""
+    corpus, dev = pairs
+    out = tmp_path / "run"
+    with pytest.raises(UserError, match=r"^model=\S*no-such-model: no such folder"):
+        sentune.adapt(str(tmp_path / "no-such-model"), corpus=corpus, dev=dev, methods="whitening", out=out)
+    assert not out.exists()
+    (tmp_path / "a-file").write_text("mine")
+    with pytest.raises(UserError, match=r"^out=\S*a-file: a file; give a folder"):
+        sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=dev, methods="whitening", out=tmp_path / "a-file")
+    with pytest.raises(UserError, match=r"^out=\S*a-file/run: under \S*a-file, a file"):
+        sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=dev, methods="whitening", out=tmp_path / "a-file" / "run")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my notes")
+    with pytest.raises(UserError, match=r"^out=\S*mine: holds notes.txt, not an adapt run"):
+        sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=dev, methods="whitening", out=mine)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (tmp_path / "a-file").read_text() == "mine"
+
+
+def test_adapts_errors_name_the_python_arguments_and_the_command_keeps_its_options(tiny_model_dir, pairs, tmp_path, capsys):
+    from sentune.cli import main
+    from sentune.data.user_data import write_corpus, write_scored_pairs
+
+    corpus, dev = pairs
+    with pytest.raises(UserError, match=r"^dev\[7\]: expected \(sentence1, sentence2, score\), got 2 fields"):
+        sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=[*dev[:7], ("only one text", 1.0), *dev[8:]], out=tmp_path / "a")
+    with pytest.raises(UserError, match=r"^time='30x': expected a duration"):
+        sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=dev, time="30x", out=tmp_path / "a")
+    with pytest.raises(UserError, match=r"^sed_members=1: an ensemble needs at least 2 members"):
+        sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=dev, sed_members=1, out=tmp_path / "a")
+    assert not (tmp_path / "a").exists()
+    write_corpus(tmp_path / "corpus.txt", corpus)
+    write_scored_pairs(tmp_path / "dev.tsv", dev)
+    files = ["--corpus", str(tmp_path / "corpus.txt"), "--dev", str(tmp_path / "dev.tsv")]
+    assert main(["adapt", "--model", str(tiny_model_dir), *files, "--time", "30x", "--out", str(tmp_path / "b")]) == 2
+    assert "--time '30x': expected a duration" in capsys.readouterr().err
+
+
+def test_a_refused_train_call_writes_nothing_and_names_the_python_argument(tiny_model_dir, tiny_data_dir, tmp_path):
+    from conftest import tiny_recipe
+
+    recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir)
+    rng = np.random.default_rng(2)
+    sentences = list(dict.fromkeys(_sentence(rng) for _ in range(40)))
+    out = tmp_path / "run"
+    with pytest.raises(UserError, match=r"^model=\S*no-such-model: no such folder"):
+        sentune.train(recipe, data=sentences, model=tmp_path / "no-such-model", out=out, data_dir=tiny_data_dir)
+    assert not out.exists()
+    with pytest.raises(UserError, match="1 training row"):  # refused once config.yaml was written: removed again
+        sentune.train(recipe, data=["one sentence only"] * 3, out=out, data_dir=tiny_data_dir)
+    assert not out.exists()
+    (tmp_path / "a-file").write_text("mine")
+    with pytest.raises(UserError, match=r"^out=\S*a-file: a file; give a folder"):
+        sentune.train(recipe, data=sentences, out=tmp_path / "a-file", data_dir=tiny_data_dir)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my notes")
+    with pytest.raises(UserError, match=r"^out=\S*mine: holds notes.txt, not a training run"):
+        sentune.train(recipe, data=sentences, out=mine, data_dir=tiny_data_dir)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+def test_eval_results_save_into_a_file_is_one_line_naming_out(tmp_path):
+    from sentune.api.evaluate import EvalResults
+
+    (tmp_path / "a-file").write_text("mine")
+    with pytest.raises(UserError, match=r"^out=\S*a-file: a file; give a folder"):
+        EvalResults({"runs": {}, "meta": {}}).save(tmp_path / "a-file")
+    assert (tmp_path / "a-file").read_text() == "mine"

@@ -7,16 +7,15 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time as clock
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentune.api import given
-from sentune.api.common import Model, resolve, saved_model
+from sentune.api.common import Model, check_models, check_out, refused_leaves_nothing, resolve, saved_model
 from sentune.core.progress import say
-from sentune.errors import UserError
+from sentune.errors import UserError, names_python_arguments
 
 if TYPE_CHECKING:
     import pandas
@@ -26,6 +25,10 @@ if TYPE_CHECKING:
 
 
 INPUT_MODEL = "input-model"  # OUT/input-model: a model given in memory, saved for the run to load by path
+MARKS = ("adapt.json",)  # what marks a folder as an adapt run's (sentune.adaptation.inputs)
+WRITTEN_FIRST = (INPUT_MODEL, "example", "data")  # what a run may write before its settings
+# the options of `sentune adapt` that are not a parameter of the same name
+OPTIONS = {"no-labels": "labels=False", "allow-modified-data": "allow_modified", "quiet": "show_progress=False", "prune": "prune"}
 
 
 @dataclass
@@ -110,6 +113,7 @@ class AdaptResult:
         return f"AdaptResult(choice={self.choice!r}, out={str(self.out)!r})"
 
 
+@names_python_arguments(OPTIONS)
 def adapt(
     model: Model = "default",
     corpus: given.Given = None,
@@ -183,6 +187,12 @@ def adapt(
         raise UserError(f"--sed-members {sed_members}: an ensemble needs at least 2 members")
     if example_train and (not example or train is not None):
         raise UserError("--example-train: give it with --example, instead of --train")
+    from sentune.adaptation.candidates.multi_dense import split_models
+
+    if out is not None:
+        check_out(Path(out), MARKS, "an adapt run", WRITTEN_FIRST)
+    model, more_models = split_models(model)  # `--model A,B`: B fused with A by the multi-dense candidate
+    check_models(model, *more_models)  # a mistyped name, before anything is written
     tmp = tempfile.TemporaryDirectory(prefix="sentune-adapt-") if out is None else None
     folder = Path(tmp.name if tmp is not None else out)  # type: ignore[arg-type]
     data_dir = None
@@ -200,7 +210,7 @@ def adapt(
         assert data_dir is not None and example is not None
         if not has_train(example, data_dir):
             raise UserError(f"--example-train: the example {example} has no labelled train split apart from its dev and test in {data_dir}")
-    with _refused_leaves_nothing(folder, tmp):  # a refused run leaves nothing behind, as the command's does
+    with refused_leaves_nothing(folder, tmp.cleanup if tmp is not None else None):  # a refused run leaves nothing behind
         files = _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from)
         names: dict[str, str] = {}
         if example:
@@ -220,10 +230,8 @@ def adapt(
             raise UserError("--corpus FILE (or --example NAME) is required")
         from dataclasses import replace
 
-        from sentune.adaptation.candidates.multi_dense import split_models
         from sentune.adaptation.inputs import AdaptConfig, prepare
 
-        model, more_models = split_models(model)  # `--model A,B`: B fused with A by the multi-dense candidate
         config = AdaptConfig(
             corpus=files["corpus"],
             model=saved_model(model, folder / INPUT_MODEL),
@@ -261,21 +269,6 @@ def adapt(
         removed = prune_candidates(folder, results["choice"]["name"])
         say(f"--prune: removed {len(removed)} model folders of candidates not chosen")
     return AdaptResult(folder, results, tmp)
-
-
-@contextmanager
-def _refused_leaves_nothing(folder: Path, tmp: tempfile.TemporaryDirectory | None) -> Iterator[None]:
-    """On a UserError, remove what was written into a folder that was new or empty (the inputs given as objects, an
-    example's files): a refused run leaves nothing behind."""
-    fresh = not folder.exists() or not any(folder.iterdir())
-    try:
-        yield
-    except UserError:
-        if tmp is not None:
-            tmp.cleanup()
-        elif fresh:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
 
 
 def _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from) -> dict[str, Any]:

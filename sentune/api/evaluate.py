@@ -53,9 +53,11 @@ class EvalResults:
         return {run: record["summary"] for run, record in self.runs.items()}
 
     def save(self, out: str | Path, command: str | None = None) -> tuple[Path, Path]:
-        """results.json and results.md into `out`, as `sentune eval --out` writes them."""
+        """results.json and results.md into `out` (a folder, made if new), as `sentune eval --out` writes them."""
+        from sentune.api.common import check_folder
         from sentune.core.results import save_results
 
+        check_folder(Path(out), "out=" if command is None else "--out")
         return save_results(self.raw, Path(out), command)
 
     def __str__(self) -> str:

@@ -8,13 +8,14 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentune.api import given
-from sentune.api.common import Model, resolve, saved_model
-from sentune.errors import UserError
+from sentune.api.common import Model, check_models, check_out, refused_leaves_nothing, resolve, saved_model
+from sentune.errors import UserError, names_python_arguments
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -24,7 +25,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("sentune.train")
 
+INPUT_MODEL = "input-model"  # OUT/input-model: a model given in memory, saved for the recipe to name
+MARKS = ("config.yaml", "results.json")  # what marks a folder as a training run's (sentune.training.trainer)
 
+
+@names_python_arguments({"data": "data_dir", "allow-modified-data": "allow_modified"})
 def train(
     recipe: str | Path,
     data: given.Given = None,
@@ -138,14 +143,28 @@ def run(
 ) -> tuple[Path, dict]:
     """train() returning the run folder and results.json's content: what
     `sentune train` calls. `banner(recipe, out, data_dir, device)`: said once everything is checked, before training;
-    `warn`: how a notice is told."""
+    `warn`: how a notice is told. Nothing is written before the folder, the model and the recipe are checked; a run
+    refused in a folder that was new or empty leaves nothing there."""
+    more = as_overrides(overrides)
+    if out is not None:
+        check_out(Path(out), MARKS, "a training run", (INPUT_MODEL,))
+    if model is not None:
+        check_models(model)
+    with refused_leaves_nothing(Path(out)) if out is not None else nullcontext():  # a refused run leaves nothing behind
+        return _run(recipe, data, more, out, dev=dev, model=model, data_dir=data_dir, resume=resume, overwrite=overwrite, device=device,
+                    allow_modified=allow_modified, show_progress=show_progress, command=command, banner=banner, warn=warn)  # fmt: skip
+
+
+def _run(
+    recipe, data, more: list[str], out: Path | None, *, dev, model, data_dir, resume, overwrite, device, allow_modified, show_progress, command, banner, warn
+) -> tuple[Path, dict]:
+    """run() once the folder and the model given are checked."""
     from sentune.data.catalog import resolve_data_dir
     from sentune.training.recipe import load_recipe, validate_recipe
     from sentune.training.run_folder import check_run_dir
 
-    more = as_overrides(overrides)
     if model is not None:  # a model in memory is saved into the run folder, for the recipe to name and the trainer to load
-        more.append(f"model={saved_model(model, (Path(out) if out is not None else Path('runs')) / 'input-model')}")
+        more.append(f"model={saved_model(model, (Path(out) if out is not None else Path('runs')) / INPUT_MODEL)}")
     kind = None
     if isinstance(data, str | os.PathLike):  # a named set or a train_data spec; a path: a sentence file
         more.append(f"train_data={data if isinstance(data, str) else 'file:' + os.fspath(data)}")
@@ -159,6 +178,7 @@ def run(
 
         dev_kind = given.as_kind(ScoredPairs, dev, "dev")
     loaded = load_recipe(str(recipe), more, check=kind is None and dev_kind is None)  # every key and value checked before torch loads
+    check_models(loaded.model)
     if kind is not None or dev_kind is not None:  # what was given, described (its kind, size, source): no string names it
         described = replace(loaded.eval, dev=dev_kind.describe()) if dev_kind is not None else loaded.eval
         loaded = replace(loaded, train_data=kind.describe() if kind is not None else loaded.train_data, eval=described)
