@@ -78,34 +78,42 @@ def test_documents_close_their_file_when_the_os_module_is_already_torn_down(tiny
 
 
 @pytest.mark.slow  # a Python process importing sentune and torch (~10-25 s on a shared machine)
-def test_an_open_index_at_interpreter_exit_prints_nothing(tiny_st, tmp_path):
-    """An index still referenced while the interpreter tears its modules down (held by a module, as a notebook's
-    namespace or a library's cache holds it) closes its documents' file without an 'Exception ignored' line."""
-    sentune.Index.build(tiny_st, _documents(), tmp_path / "index")
-    script = f"import os, sentune; index = sentune.Index.open({str(tmp_path / 'index')!r}, system='bm25'); index.search('a man', top_k=2); os.kept = index"
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+def test_a_notebook_at_warning_level_sees_no_bm25s_debug_line_nor_an_error_at_exit(tiny_model_dir, tmp_path):
+    """logging at WARNING: building and searching an index prints no bm25s DEBUG line; an index still referenced while
+    the interpreter tears its modules down (held by a module, as a notebook's namespace or a library's cache holds it)
+    closes its documents' file without an 'Exception ignored' line."""
+    script = (
+        "import logging, os; logging.basicConfig(level=logging.WARNING); import sentune; "
+        f"index = sentune.Index.build({str(tiny_model_dir)!r}, ['a man plays the guitar', 'a dog runs'], {str(tmp_path / 'index')!r}, fusion='rrf'); "
+        "index.search('a man', top_k=2); os.kept = index"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "bm25s" not in done.stderr and "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
-def test_a_trained_model_keeps_its_base_models_normalize(tiny_st, tiny_data_dir, tmp_path):
-    """A base ending in Normalize (all-MiniLM-L6-v2) trained under a method's own pooling (SimCSE: cls) gives a model
-    that still ends in Normalize: unit vectors, returned and saved."""
-    from conftest import tiny_recipe
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Normalize
+def test_bm25s_records_follow_the_applications_logging_level(tiny_st, tmp_path, monkeypatch):
+    """bm25s sets its logger to DEBUG when it is imported: imported by sentune, its records obey the level the
+    application set (WARNING here), not DEBUG."""
+    import logging
 
-    base = SentenceTransformer(modules=[*tiny_st, Normalize()], device="cpu")
-    base.save(str(tmp_path / "base"))
-    recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tmp_path / "base")
-    rng = np.random.default_rng(2)
-    sentences = list(dict.fromkeys(_sentence(rng) for _ in range(40)))
-    trained = sentune.train(recipe, data=sentences, overrides={"training.max_steps": 2}, out=tmp_path / "run", data_dir=tiny_data_dir)
-    saved = SentenceTransformer(str(tmp_path / "run" / "model"), device="cpu")
-    for model in (trained, saved):
-        assert isinstance(list(model)[-1], Normalize)
-        np.testing.assert_allclose(np.linalg.norm(model.encode(sentences[:5]), axis=1), 1.0, atol=1e-5)
-    np.testing.assert_allclose(trained.encode(sentences[:3]), saved.encode(sentences[:3]), atol=1e-6)
+    from sentune.search import lexical
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "level", logging.WARNING)
+    root.addHandler(handler)
+    for name in [n for n in sys.modules if n == "bm25s" or n.startswith("bm25s.")]:
+        monkeypatch.delitem(sys.modules, name)  # imported afresh, as a new process would (the old modules put back after)
+    monkeypatch.setattr(logging.getLogger("bm25s"), "level", logging.NOTSET)
+    try:
+        lexical._bm25s()
+        sentune.Index.build(tiny_st, ["a man plays the guitar", "a dog runs"], tmp_path / "index", fusion="rrf")
+    finally:
+        root.removeHandler(handler)
+    assert [r.getMessage() for r in records if r.name.startswith("bm25s")] == []
 
 
 @pytest.fixture
@@ -187,3 +195,60 @@ def test_eval_results_save_into_a_file_is_one_line_naming_out(tmp_path):
     with pytest.raises(UserError, match=r"^out=\S*a-file: a file; give a folder"):
         EvalResults({"runs": {}, "meta": {}}).save(tmp_path / "a-file")
     assert (tmp_path / "a-file").read_text() == "mine"
+
+
+def test_every_recipe_a_docstring_names_loads():
+    """The recipe names the API's docstrings give as examples (`sentune.train("002-simcse", ...)`) are bundled recipes,
+    with the overrides they are shown with."""
+    import ast
+    import inspect
+    import re
+
+    from sentune.training.recipe import load_recipe
+
+    texts = [sentune.__doc__ or ""] + [inspect.getdoc(getattr(sentune, name)) or "" for name in sentune.__all__ if callable(getattr(sentune, name))]
+    calls = [m for text in texts for m in re.finditer(r'sentune\.train\(\s*"([^"]+)"(.*?)\)`', text)]
+    named = [m.group(1) for text in texts for m in re.finditer(r'recipe name[^`]*`"([^"]+)"`', text)]
+    assert calls and named  # the patterns still find the examples
+    for call in calls:
+        overrides = re.search(r"overrides=(\{[^}]*\})", call.group(2))
+        settings = ast.literal_eval(overrides.group(1)) if overrides else {}
+        assert load_recipe(call.group(1), [f"{k}={v}" for k, v in settings.items()], check=False).name, call.group(0)
+    for name in named:
+        assert load_recipe(name, check=False).name, name
+
+
+def test_sentence_transformers_column_names_and_columns_mapping_are_read(tiny_model_dir, tiny_data_dir, tmp_path):
+    """A Dataset as sentence-transformers ships it (`sentence1`, `sentence2`, `label`) is scored pairs; `columns=` maps
+    a DataFrame's own names to sentune's, for train and adapt, as the errors advise."""
+    import inspect
+
+    import pandas
+    from conftest import tiny_recipe
+    from datasets import Dataset
+
+    from sentune.api.given import as_kind
+    from sentune.api.train import training_kind
+    from sentune.data.kinds import Pairs, ScoredPairs
+
+    rng = np.random.default_rng(4)
+    rows = [(_sentence(rng), _sentence(rng), float(rng.uniform(0, 1))) for _ in range(100)]
+    st_style = Dataset.from_dict({"sentence1": [r[0] for r in rows], "sentence2": [r[1] for r in rows], "label": [r[2] for r in rows]})
+    assert as_kind(ScoredPairs, st_style, "dev") == ScoredPairs.from_rows(rows)
+    assert isinstance(training_kind(st_style), ScoredPairs)
+    assert isinstance(training_kind(Dataset.from_dict({"sentence1": ["a man", "a dog"], "sentence2": ["a woman", "a cat"]})), Pairs)
+    frame = pandas.DataFrame({"question1": [r[0] for r in rows], "question2": [r[1] for r in rows], "is_duplicate": [r[2] for r in rows]})
+    with pytest.raises(
+        UserError,
+        match=r"^dev: no column 'sentence1', 'sentence2', 'score' for scored-pairs \(it has question1, question2, is_duplicate\); name yours with columns=",
+    ):
+        sentune.adapt(str(tiny_model_dir), corpus=None, dev=frame, out=tmp_path / "a")
+    renamed = {"question1": "sentence1", "question2": "sentence2", "is_duplicate": "score", "question": "text"}
+    assert "columns" in inspect.signature(sentune.adapt).parameters and "columns" in inspect.signature(sentune.train).parameters
+    with pytest.raises(UserError, match=r"^corpus=FILE \(or example=NAME\) is required"):  # the dev frame was read: the corpus is next
+        sentune.adapt(str(tiny_model_dir), corpus=None, dev=frame, columns=renamed, out=tmp_path / "a")
+    sentences = pandas.DataFrame({"question": list(dict.fromkeys(_sentence(rng) for _ in range(40)))})
+    recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir)
+    sentune.train(recipe, data=sentences, dev=frame, columns=renamed, overrides={"training.max_steps": 2}, out=tmp_path / "run", data_dir=tiny_data_dir)
+    described = __import__("yaml").safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert described["train_data"] == {"kind": "sentences", "rows": len(sentences)} and described["eval"]["dev"]["rows"] == len(rows)

@@ -128,6 +128,7 @@ def adapt(
     test_qrels: given.Given = None,
     queries_from: given.Given = None,
     corpus_column: str | None = None,
+    columns: Mapping[str, str] | None = None,
     example: str | None = None,
     example_train: bool = False,
     labels: bool = True,
@@ -164,6 +165,9 @@ def adapt(
         out: the run's folder (run again with the same arguments to resume); None: a temporary folder, kept while the
             returned object lives.
         dev_qrels, test_qrels: judgements, a path, a dict query id → {document id: grade}, or (query, document, grade) rows.
+        columns: a DataFrame's or Dataset's column names mapped to sentune's (`{"question1": "sentence1", "question2":
+            "sentence2", "is_duplicate": "score"}`), as pandas' `rename(columns=...)`, for every table given; without
+            it, sentune's names are read, and sentence-transformers' (`label` for the score).
         example: a ready-made domain (sick, qqp, mrpc, stsb, scifact, quora) built from the data directory `data`.
         Others: as the options of `sentune adapt` of the same name.
 
@@ -211,7 +215,7 @@ def adapt(
         if not has_train(example, data_dir):
             raise UserError(f"--example-train: the example {example} has no labelled train split apart from its dev and test in {data_dir}")
     with refused_leaves_nothing(folder, tmp.cleanup if tmp is not None else None):  # a refused run leaves nothing behind
-        files = _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from)
+        files = _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from, columns)
         names: dict[str, str] = {}
         if example:
             from sentune.adaptation.examples import write_example
@@ -271,14 +275,14 @@ def adapt(
     return AdaptResult(folder, results, tmp)
 
 
-def _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from) -> dict[str, Any]:
+def _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from, columns: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Each input as adapt takes it (sentune.adaptation.inputs.AdaptConfig): a path as given, objects as their data kind
     (sentune.api.given), each bad row one error naming the option."""
     from sentune.data.beir import RetrievalSet
     from sentune.data.kinds import Pairs, ScoredPairs, Sentences
 
     def kind(value, of: type, option: str):
-        return None if value is None else Path(value) if given.is_path(value) else given.as_kind(of, value, option)
+        return None if value is None else Path(value) if given.is_path(value) else given.as_kind(of, value, option, columns)
 
     generated = {"queries_from": kind(queries_from, Pairs, "--queries-from")}
     documents = corpus is not None and not given.is_path(corpus) and given.is_documents(corpus)
@@ -286,7 +290,7 @@ def _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from) -> dict
         train_split = train if train is None or given.is_path(train) or isinstance(train, RetrievalSet) else tuple(train)
         splits = {"dev": (dev, dev_qrels), "test": (test, test_qrels)}
         splits["train"] = train_split if isinstance(train_split, tuple) else (train_split, None)
-        return given.search_kinds(corpus, splits) | generated
+        return given.search_kinds(corpus, splits, columns) | generated
     return generated | {
         "corpus": kind(corpus, Sentences, "--corpus"),
         "dev": kind(dev, ScoredPairs, "--dev"),

@@ -32,7 +32,7 @@ def paraphrase(
 ) -> list[tuple[str, str]]:
     """Each sentence with its back-translation (English → pivot → English through the two Hugging Face translation
     models, Kim et al. 2021), as `sentune paraphrase` (docs/training.md); the `(sentence, paraphrase)` pairs are training
-    data as they are (`sentune.train("...-bt", data=pairs)`).
+    data as they are (`sentune.train("001-sg-opt", data=pairs, overrides={"method": "bt-sg-opt"})`).
 
     Args:
         sentences: strings (a list, a DataFrame or Dataset with a `text` column, `sentune.data.kinds.Sentences`), or a

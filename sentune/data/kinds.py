@@ -36,12 +36,14 @@ __all__ = ["KINDS", "Corpus", "Document", "Kind", "Pair", "Pairs", "Qrels", "Que
 
 @dataclass(frozen=True)
 class Sentences(Kind):
-    """Sentences: strings, dicts with a `text` key, a DataFrame or Dataset with a `text` column (`columns={"text":
-    "sentence"}` for another name), or a corpus file (.txt one a line, .jsonl, .csv: sentune.data.user_data)."""
+    """Sentences: strings, dicts with a `text` key, a DataFrame or Dataset with a `text` (or `sentence`) column
+    (`columns={"question": "text"}` for another name), or a corpus file (.txt one a line, .jsonl, .csv:
+    sentune.data.user_data)."""
 
     texts: list[str]
     name = "sentences"
     columns = ("text",)
+    aliases = {"text": ("sentence",)}
 
     @classmethod
     def from_rows(cls, rows: Iterable[Any], *, where: str = "sentences") -> Sentences:
@@ -62,11 +64,13 @@ class Sentences(Kind):
 @dataclass(frozen=True)
 class Pairs(Kind):
     """(anchor, positive) pairs without a score: 2-tuples, dicts with `anchor` and `positive`, a DataFrame or Dataset
-    with those columns, or a file of `sentence<TAB>paraphrase` lines."""
+    with those columns (or sentence-transformers' `sentence1`, `sentence2`), or a file of `sentence<TAB>paraphrase`
+    lines."""
 
     pairs: list[tuple[str, str]]
     name = "pairs"
     columns = ("anchor", "positive")
+    aliases = {"anchor": ("sentence1",), "positive": ("sentence2",)}
 
     @classmethod
     def from_rows(cls, rows: Iterable[Any], *, where: str = "pairs") -> Pairs:
@@ -87,7 +91,7 @@ class Pairs(Kind):
 class Tuples(Kind):
     """Rows of one width, at least 3 texts: (anchor, positive, negative, ...), possibly followed by numbers a method
     reads (margin-mse's teacher margins, kept as text here). From tuples, a DataFrame or Dataset (every column, in
-    order, or those `columns=` names) or a file of tab-separated lines."""
+    order, or the ones `columns=` names, in its order) or a file of tab-separated lines."""
 
     rows: list[tuple[str, ...]]
     name = "tuples"
@@ -108,7 +112,8 @@ class Tuples(Kind):
 
     @classmethod
     def table_names(cls, available: Sequence[str], renamed: Mapping[str, str] | None, where: str) -> list[str]:
-        return list(renamed.values()) if renamed else list(available)
+        chosen = [theirs for theirs in (renamed or {}) if theirs in available]  # the table's columns the mapping names, in its order
+        return chosen or list(available)
 
     @classmethod
     def from_file(cls, path: str | Path) -> Tuples:
