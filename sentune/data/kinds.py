@@ -8,14 +8,16 @@ class).
 | `ScoredPairs` | pairs with a label, whose scale chooses the metric (adapt's dev/test/train, cosent) | 2 strings, a number |
 | `Tuples` | (anchor, positive, negative...) rows of one width (mnrl-hard-negatives, margin-mse) | 3+ strings |
 | `Corpus`, `Queries`, `Qrels` | a search corpus, its queries by id, the relevance judgements | BEIR's fields |
-| `RetrievalSet` | judged queries against a corpus (`from_parts(corpus, queries, qrels)`, `from_folder`) | |
+| `RetrievalSet` | judged queries against a corpus (`from_parts(corpus, queries, qrels)`, `from_folder`) | (its parts) |
 
 Every kind (sentune.data.tables.Kind) is built the same ways: `Kind.of(anything)`, `from_rows` (tuples, dicts,
 strings), `from_pandas` (a DataFrame), `from_dataset` (a Hugging Face `datasets.Dataset`) and `from_file` (the files
 sentune reads, through its readers: a bad line is one error naming file:line). Each kind is defined beside the reader
 of its files (beir.py, user_data.py, or here), so that a reader returns its kind without an import cycle; this module
-is where they are all found. A recipe's `train_data` is parsed into one of them (sentune.data.catalog.TrainData), and a
-method declares the kinds it takes (`Method.takes`).
+is where they are all found, and `KINDS` the lookup by name: a recipe's `train_data: PREFIX:PATH` names its kind there
+(sentune.data.catalog.TRAIN_FILES; parsed into sentune.data.catalog.TrainData), a run's record of data given as objects
+(`Kind.describe`) is read back through it (sentune.training.recipe.described_kind), and a method declares the kinds it
+takes (`Method.takes`).
 """
 
 from __future__ import annotations
@@ -124,10 +126,10 @@ class Tuples(Kind):
         return len(self.rows[0])
 
 
-KINDS: dict[str, type] = {k.name: k for k in (Sentences, Pairs, ScoredPairs, Tuples, Corpus, Queries, Qrels, RetrievalSet)}
+KINDS: dict[str, type[Kind]] = {k.name: k for k in (Sentences, Pairs, ScoredPairs, Tuples, Corpus, Queries, Qrels, RetrievalSet)}
 
 
-def kind(name: str) -> type:
+def kind(name: str) -> type[Kind]:
     """The data kind registered as `name`; an unknown name is an error listing the kinds."""
     if name not in KINDS:
         raise DataError("<data kind>", None, f"unknown data kind {name!r}; kinds: {', '.join(KINDS)}")
