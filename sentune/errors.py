@@ -10,7 +10,9 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,17 +41,31 @@ def python_names(message: str, arguments: Mapping[str, str]) -> str:
     return _OPTION.sub(named, message)
 
 
+_IN_COMMAND: ContextVar[bool] = ContextVar("sentune_in_command", default=False)
+
+
+@contextmanager
+def command_line_names() -> Iterator[None]:
+    """Within it (a command, sentune.cli.app), the Python API's refusals keep naming the command's options."""
+    token = _IN_COMMAND.set(True)
+    try:
+        yield
+    finally:
+        _IN_COMMAND.reset(token)
+
+
 def names_python_arguments(extra: Mapping[str, str] | None = None) -> Callable[[F], F]:
     """A Python API function whose refusals (UserError) name its Python arguments, not the options of the command that
     shares its checks: each parameter `x_y` is the option `--x-y`, `extra` maps the others (`no-labels`:
-    `labels=False`). A call from the command line (`command=` given) keeps the options' names."""
+    `labels=False`). A call from the command line (within `command_line_names`, or with `command=` given) keeps the
+    options' names."""
 
     def decorate(function: F) -> F:
         arguments = {name.replace("_", "-"): name for name in inspect.signature(function).parameters} | dict(extra or {})
 
         @functools.wraps(function)
         def called(*args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("command") is not None:
+            if kwargs.get("command") is not None or _IN_COMMAND.get():
                 return function(*args, **kwargs)
             try:
                 return function(*args, **kwargs)

@@ -278,3 +278,15 @@ def test_the_reference_landing_page_shows_every_public_function_with_its_signatu
             assert re.search(rf"def\s+{name}\(", shown), name
             for parameter in inspect.signature(value).parameters:
                 assert re.search(rf"\b{parameter}\b", shown), (name, parameter)
+
+
+def test_the_other_functions_refusals_name_their_python_arguments(tiny_st, tiny_data_dir, tmp_path, capsys):
+    from sentune.cli import main
+
+    with pytest.raises(UserError, match=r"^members=0: at least 1"):
+        sentune.pipeline("whiten", tiny_st, members=0, data=tiny_data_dir, out=tmp_path / "p")
+    with pytest.raises(UserError, match=r"^members=\S*no-such-model: no such folder"):
+        sentune.ensemble([tiny_st, str(tmp_path / "no-such-model")])
+    assert main(["ensemble", "--member", str(tmp_path / "no-such-model"), "--member", str(tmp_path / "other"), "--out", str(tmp_path / "e")]) == 2
+    assert "--member " in capsys.readouterr().err  # the command keeps its option's name
+    assert not any(tmp_path.iterdir())

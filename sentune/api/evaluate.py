@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentune.api.common import Model, load, model_name
-from sentune.errors import UserError
+from sentune.errors import UserError, names_python_arguments
 
 if TYPE_CHECKING:
     import pandas
@@ -78,6 +78,7 @@ def _numbers(value: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ..
     return []
 
 
+@names_python_arguments({"allow-modified-data": "allow_modified", "quiet": "show_progress=False"})
 def evaluate(
     model: Model = "default",
     tasks: str | Sequence[str] = "sts",
