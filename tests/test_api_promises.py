@@ -290,3 +290,16 @@ def test_the_other_functions_refusals_name_their_python_arguments(tiny_st, tiny_
     assert main(["ensemble", "--member", str(tmp_path / "no-such-model"), "--member", str(tmp_path / "other"), "--out", str(tmp_path / "e")]) == 2
     assert "--member " in capsys.readouterr().err  # the command keeps its option's name
     assert not any(tmp_path.iterdir())
+
+
+def test_a_run_refused_before_its_work_leaves_nothing_one_failed_part_way_keeps_its_record(tmp_path):
+    from sentune.api.common import refused_leaves_nothing
+
+    for wrote, kept in ((["config.yaml"], False), (["config.yaml", "metrics.jsonl"], True)):
+        folder = tmp_path / "-".join(wrote)
+        with pytest.raises(UserError), refused_leaves_nothing(folder, before_work=("config.yaml", "input-model")):
+            folder.mkdir()
+            for name in wrote:
+                (folder / name).write_text("x")
+            raise UserError("refused")
+        assert folder.exists() == kept, wrote

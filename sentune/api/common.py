@@ -91,15 +91,16 @@ def check_models(*models: Model) -> None:
 
 
 @contextmanager
-def refused_leaves_nothing(folder: Path, cleanup: Callable[[], None] | None = None) -> Iterator[None]:
+def refused_leaves_nothing(folder: Path, cleanup: Callable[[], None] | None = None, before_work: Collection[str] | None = None) -> Iterator[None]:
     """On a UserError, remove what was written into a folder that was new or empty (`cleanup`: a temporary folder's
-    own removal instead): a refused call leaves nothing behind."""
+    own removal instead): a refused call leaves nothing behind. `before_work`: the names written before the work
+    starts; a folder holding anything else (a run that failed part-way: its metrics, its checkpoints) is kept."""
     fresh = not folder.exists() or not any(folder.iterdir())
     try:
         yield
     except UserError:
         if cleanup is not None:
             cleanup()
-        elif fresh:
+        elif fresh and (before_work is None or not folder.is_dir() or all(p.name in before_work for p in folder.iterdir())):
             shutil.rmtree(folder, ignore_errors=True)
         raise

@@ -155,7 +155,8 @@ def run(
         check_out(Path(out), MARKS, "a training run", (INPUT_MODEL,))
     if model is not None:
         check_models(model)
-    with refused_leaves_nothing(Path(out)) if out is not None else nullcontext():  # a refused run leaves nothing behind
+    refused = refused_leaves_nothing(Path(out), before_work=(INPUT_MODEL, "config.yaml")) if out is not None else nullcontext()
+    with refused:  # a refused run leaves nothing behind; one that failed part-way keeps what it wrote
         return _run(recipe, data, more, out, dev=dev, columns=columns, model=model, data_dir=data_dir, resume=resume, overwrite=overwrite, device=device,
                     allow_modified=allow_modified, show_progress=show_progress, command=command, banner=banner, warn=warn)  # fmt: skip
 
