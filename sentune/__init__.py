@@ -22,7 +22,9 @@ The Python API (docs/python.md), each name imported when first used, so `import 
   paraphrase`; `sentune.export(model, to)` → `ExportResult` (`sentune.api.export.export`) and
   `sentune.export_index(index, path=...)` → its report, as `sentune export` and `sentune export-index`.
 
-Progress is told through `logging` (the `sentune` logger) and tqdm bars (`show_progress=True`), never printed.
+Progress is told through `logging` (the `sentune` logger) and tqdm bars (`show_progress=True`), never printed. Bad input
+is a `sentune.errors.UserError` (a ValueError) naming the Python argument (`dev[7]: ...`, `time='30x': ...`), raised
+before anything is written; a refused call leaves nothing behind.
 """
 
 from __future__ import annotations

@@ -159,11 +159,11 @@ def test_adapt_from_lists_gives_a_result_object_and_logs_instead_of_printing(tin
 def test_bad_rows_name_their_position_and_a_refused_run_writes_nothing(tiny_model_dir, pairs_data, tmp_path):
     corpus, dev = pairs_data
     out = tmp_path / "run"
-    with pytest.raises(UserError, match=r"--dev\[3\]: expected \(sentence1, sentence2, score\), got 2 fields"):
+    with pytest.raises(UserError, match=r"^dev\[3\]: expected \(sentence1, sentence2, score\), got 2 fields"):
         sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=dev[:3] + [("only one text", 1.0)] + dev[4:], out=out)
     with pytest.raises(UserError, match="needs at least 100"):
         sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=dev[:10], out=out)
-    with pytest.raises(UserError, match=r"--dev\[0\]: score 'high' is not a number"):
+    with pytest.raises(UserError, match=r"^dev\[0\]: score 'high' is not a number"):
         sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=[("a", "b", "high")], out=out)
     assert not out.exists()
 

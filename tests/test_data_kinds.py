@@ -204,3 +204,28 @@ def test_training_on_objects_gives_the_model_and_dev_score_training_on_the_files
     assert objects.best["dev_score"] == pytest.approx(files.best["dev_score"], abs=1e-9) and files.best["dev_metric"] == "spearman"
     for (name, a), (_, b) in zip(files.model.state_dict().items(), objects.model.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
+
+
+def test_kinds_is_the_lookup_the_catalog_and_the_recipes_use(monkeypatch, tmp_path):
+    """A recipe's `train_data: PREFIX:PATH` names its kind in KINDS (the catalog reads it there), a run's record of
+    data given as objects is read back through KINDS, and RetrievalSet is a kind like the others."""
+    from sentune.data import kinds
+    from sentune.data.beir import RetrievalSet, write_beir_folder
+    from sentune.data.catalog import parse_train_data
+    from sentune.data.tables import Kind
+    from sentune.training.recipe import RecipeError, described_kind
+
+    class MyPairs(kinds.Pairs):
+        pass
+
+    monkeypatch.setitem(kinds.KINDS, "pairs", MyPairs)
+    assert parse_train_data("pairs:p.tsv").kind is MyPairs
+    assert described_kind({"kind": "pairs", "rows": 3}, "train_data") is MyPairs
+    with pytest.raises(RecipeError, match=r"^train_data: a description of data of kind 'nonesuch', none of sentences, pairs"):
+        described_kind({"kind": "nonesuch", "rows": 3}, "train_data")
+    assert issubclass(RetrievalSet, Kind) and kinds.kind("retrieval-set") is RetrievalSet
+    judged = RetrievalSet.from_parts([{"_id": "d1", "title": "", "text": "a man plays"}], {"q1": "man"}, {"q1": {"d1": 1}})
+    write_beir_folder(tmp_path / "beir", judged, "test")
+    assert len(RetrievalSet.of(tmp_path / "beir")) == 1 == len(judged)
+    with pytest.raises(DataError, match="from_parts"):
+        RetrievalSet.of([("q1", "man")])

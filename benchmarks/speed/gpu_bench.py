@@ -188,7 +188,7 @@ def model_and_loss(recipe, data_dir: Path):
     """The model, the method's record, its training columns and its loss, built as the trainer builds them."""
     from sentune.training.trainer import build_training
 
-    method, model, columns, loss, _, _ = build_training(recipe, data_dir, device=DEVICE, show_progress=False)
+    method, model, columns, loss, *_ = build_training(recipe, data_dir, device=DEVICE, show_progress=False)
     return model, method, columns, loss.to(DEVICE).train()
 
 

@@ -7,16 +7,15 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time as clock
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentune.api import given
-from sentune.api.common import Model, resolve, saved_model
+from sentune.api.common import Model, check_models, check_out, refused_leaves_nothing, resolve, saved_model
 from sentune.core.progress import say
-from sentune.errors import UserError
+from sentune.errors import UserError, names_python_arguments
 
 if TYPE_CHECKING:
     import pandas
@@ -26,6 +25,10 @@ if TYPE_CHECKING:
 
 
 INPUT_MODEL = "input-model"  # OUT/input-model: a model given in memory, saved for the run to load by path
+MARKS = ("adapt.json",)  # what marks a folder as an adapt run's (sentune.adaptation.inputs)
+WRITTEN_FIRST = (INPUT_MODEL, "example", "data")  # what a run may write before its settings
+# the options of `sentune adapt` that are not a parameter of the same name
+OPTIONS = {"no-labels": "labels=False", "allow-modified-data": "allow_modified", "quiet": "show_progress=False", "prune": "prune"}
 
 
 @dataclass
@@ -81,11 +84,15 @@ class AdaptResult:
 
     @property
     def index(self) -> Index | None:
-        """A search run's index of the chosen system over the documents (None for pairs)."""
+        """A search run's index of the chosen system over the documents (None for pairs). A run in a temporary folder
+        (`out=None`): the index keeps the folder while it lives, as this object does, so it outlives the result."""
         from sentune.api.index import Index
         from sentune.search.folder import IndexFolder
+        from sentune.search.index import SearchIndex
 
-        return Index.open(self.out) if IndexFolder(self.out).has_index() else None
+        if not IndexFolder(self.out).has_index():
+            return None
+        return Index(self.out, SearchIndex.open(self.out, model_argument="model="), tmp=self._tmp)
 
     def save(self, path: str | Path) -> Path:
         """Copy the run's folder (model, results, report, candidates) to `path`, a new folder; returns it."""
@@ -107,6 +114,7 @@ class AdaptResult:
         return f"AdaptResult(choice={self.choice!r}, out={str(self.out)!r})"
 
 
+@names_python_arguments(OPTIONS)
 def adapt(
     model: Model = "default",
     corpus: given.Given = None,
@@ -121,6 +129,7 @@ def adapt(
     test_qrels: given.Given = None,
     queries_from: given.Given = None,
     corpus_column: str | None = None,
+    columns: Mapping[str, str] | None = None,
     example: str | None = None,
     example_train: bool = False,
     labels: bool = True,
@@ -157,6 +166,9 @@ def adapt(
         out: the run's folder (run again with the same arguments to resume); None: a temporary folder, kept while the
             returned object lives.
         dev_qrels, test_qrels: judgements, a path, a dict query id → {document id: grade}, or (query, document, grade) rows.
+        columns: a DataFrame's or Dataset's column names mapped to sentune's (`{"question1": "sentence1", "question2":
+            "sentence2", "is_duplicate": "score"}`), as pandas' `rename(columns=...)`, for every table given; without
+            it, sentune's names are read, and sentence-transformers' (`label` for the score).
         example: a ready-made domain (sick, qqp, mrpc, stsb, scifact, quora) built from the data directory `data`.
         Others: as the options of `sentune adapt` of the same name.
 
@@ -180,6 +192,12 @@ def adapt(
         raise UserError(f"--sed-members {sed_members}: an ensemble needs at least 2 members")
     if example_train and (not example or train is not None):
         raise UserError("--example-train: give it with --example, instead of --train")
+    from sentune.adaptation.candidates.multi_dense import split_models
+
+    if out is not None:
+        check_out(Path(out), MARKS, "an adapt run", WRITTEN_FIRST)
+    model, more_models = split_models(model)  # `--model A,B`: B fused with A by the multi-dense candidate
+    check_models(model, *more_models)  # a mistyped name, before anything is written
     tmp = tempfile.TemporaryDirectory(prefix="sentune-adapt-") if out is None else None
     folder = Path(tmp.name if tmp is not None else out)  # type: ignore[arg-type]
     data_dir = None
@@ -197,8 +215,8 @@ def adapt(
         assert data_dir is not None and example is not None
         if not has_train(example, data_dir):
             raise UserError(f"--example-train: the example {example} has no labelled train split apart from its dev and test in {data_dir}")
-    with _refused_leaves_nothing(folder, tmp):  # a refused run leaves nothing behind, as the command's does
-        files = _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from)
+    with refused_leaves_nothing(folder, tmp.cleanup if tmp is not None else None):  # a refused run leaves nothing behind
+        files = _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from, columns)
         names: dict[str, str] = {}
         if example:
             from sentune.adaptation.examples import write_example
@@ -217,10 +235,8 @@ def adapt(
             raise UserError("--corpus FILE (or --example NAME) is required")
         from dataclasses import replace
 
-        from sentune.adaptation.candidates.multi_dense import split_models
         from sentune.adaptation.inputs import AdaptConfig, prepare
 
-        model, more_models = split_models(model)  # `--model A,B`: B fused with A by the multi-dense candidate
         config = AdaptConfig(
             corpus=files["corpus"],
             model=saved_model(model, folder / INPUT_MODEL),
@@ -260,29 +276,14 @@ def adapt(
     return AdaptResult(folder, results, tmp)
 
 
-@contextmanager
-def _refused_leaves_nothing(folder: Path, tmp: tempfile.TemporaryDirectory | None) -> Iterator[None]:
-    """On a UserError, remove what was written into a folder that was new or empty (the inputs given as objects, an
-    example's files): a refused run leaves nothing behind."""
-    fresh = not folder.exists() or not any(folder.iterdir())
-    try:
-        yield
-    except UserError:
-        if tmp is not None:
-            tmp.cleanup()
-        elif fresh:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
-
-
-def _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from) -> dict[str, Any]:
+def _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from, columns: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Each input as adapt takes it (sentune.adaptation.inputs.AdaptConfig): a path as given, objects as their data kind
     (sentune.api.given), each bad row one error naming the option."""
     from sentune.data.beir import RetrievalSet
     from sentune.data.kinds import Pairs, ScoredPairs, Sentences
 
     def kind(value, of: type, option: str):
-        return None if value is None else Path(value) if given.is_path(value) else given.as_kind(of, value, option)
+        return None if value is None else Path(value) if given.is_path(value) else given.as_kind(of, value, option, columns)
 
     generated = {"queries_from": kind(queries_from, Pairs, "--queries-from")}
     documents = corpus is not None and not given.is_path(corpus) and given.is_documents(corpus)
@@ -290,7 +291,7 @@ def _data(corpus, dev, train, test, dev_qrels, test_qrels, queries_from) -> dict
         train_split = train if train is None or given.is_path(train) or isinstance(train, RetrievalSet) else tuple(train)
         splits = {"dev": (dev, dev_qrels), "test": (test, test_qrels)}
         splits["train"] = train_split if isinstance(train_split, tuple) else (train_split, None)
-        return given.search_kinds(corpus, splits) | generated
+        return given.search_kinds(corpus, splits, columns) | generated
     return generated | {
         "corpus": kind(corpus, Sentences, "--corpus"),
         "dev": kind(dev, ScoredPairs, "--dev"),

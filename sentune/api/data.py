@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 
-from sentune.errors import UserError
+from sentune.errors import UserError, names_python_arguments
 
 
 @dataclass
@@ -44,6 +44,7 @@ def check_data(folder: str | PathLike[str] | None = None, *, checksums: bool = T
     return DataCheck(path, ok, text.splitlines())
 
 
+@names_python_arguments()
 def download_data(
     folder: str | PathLike[str] | None = None, *, only: str | Sequence[str] | None = None, mirror: str | None = None, show_progress: bool = False
 ) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentune.api.common import Model, load_with_runtime, model_name
-from sentune.errors import UserError
+from sentune.errors import UserError, names_python_arguments
 
 if TYPE_CHECKING:
     import pandas
@@ -53,9 +53,11 @@ class EvalResults:
         return {run: record["summary"] for run, record in self.runs.items()}
 
     def save(self, out: str | Path, command: str | None = None) -> tuple[Path, Path]:
-        """results.json and results.md into `out`, as `sentune eval --out` writes them."""
+        """results.json and results.md into `out` (a folder, made if new), as `sentune eval --out` writes them."""
+        from sentune.api.common import check_folder
         from sentune.core.results import save_results
 
+        check_folder(Path(out), "out=" if command is None else "--out")
         return save_results(self.raw, Path(out), command)
 
     def __str__(self) -> str:
@@ -76,6 +78,7 @@ def _numbers(value: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ..
     return []
 
 
+@names_python_arguments({"allow-modified-data": "allow_modified", "quiet": "show_progress=False"})
 def evaluate(
     model: Model = "default",
     tasks: str | Sequence[str] = "sts",

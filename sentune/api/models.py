@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from sentune.api import given
 from sentune.api.common import Model, load, model_name, resolve, saved_model
-from sentune.errors import UserError
+from sentune.errors import UserError, names_python_arguments
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 FORWARD, BACKWARD = "Helsinki-NLP/opus-mt-en-de", "Helsinki-NLP/opus-mt-de-en"
 
 
+@names_python_arguments()
 def paraphrase(
     sentences: given.Given,
     forward: str = FORWARD,
@@ -32,7 +33,7 @@ def paraphrase(
 ) -> list[tuple[str, str]]:
     """Each sentence with its back-translation (English → pivot → English through the two Hugging Face translation
     models, Kim et al. 2021), as `sentune paraphrase` (docs/training.md); the `(sentence, paraphrase)` pairs are training
-    data as they are (`sentune.train("...-bt", data=pairs)`).
+    data as they are (`sentune.train("001-sg-opt", data=pairs, overrides={"method": "bt-sg-opt"})`).
 
     Args:
         sentences: strings (a list, a DataFrame or Dataset with a `text` column, `sentune.data.kinds.Sentences`), or a
@@ -61,6 +62,7 @@ def paraphrase(
     return pairs
 
 
+@names_python_arguments({"member": "members"})
 def ensemble(members: Sequence[Model], pooling: str = "mean", out: str | Path | None = None, *, device: str | None = None) -> SentenceTransformer:
     """The "full ensemble" of the SED paper: one SentenceTransformer whose embedding is the mean of the members'
     embeddings under `pooling`, as `sentune ensemble` (docs/training.md).
@@ -98,6 +100,7 @@ def device_for(models: Sequence[Model], device: str | None) -> str:
     return resolve(device) if device is not None or not in_memory else str(in_memory[0].device)  # type: ignore[union-attr]
 
 
+@names_python_arguments({"allow-modified-data": "allow_modified"})
 def pipeline(
     stages: str | Sequence[str],
     model: Model = "default",

@@ -120,9 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sentune: error: {exc}", file=sys.stderr)
         return 2
     from sentune.core.progress import shown_on_stdout
+    from sentune.errors import command_line_names
 
     try:
-        with shown_on_stdout():  # a command's progress lines as plain lines on stdout (sentune.core.progress)
+        with shown_on_stdout(), command_line_names():  # progress lines on stdout (sentune.core.progress); errors name options
             return args.func(args)
     except UserError as exc:  # a mistake the user can fix: one line (the traceback with --debug)
         if args.debug:

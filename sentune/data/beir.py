@@ -175,13 +175,34 @@ class Qrels(Kind):
 
 
 @dataclass(frozen=True)
-class RetrievalSet:
-    """Queries (each with its relevant documents) against one corpus: from a BEIR folder (`from_folder`) or from its
-    three parts (`from_parts`), each given as its kind accepts it."""
+class RetrievalSet(Kind):
+    """Queries (each with its relevant documents) against one corpus: from a BEIR folder (`from_folder`, or `from_file`
+    / `Kind.of` given the folder) or from its three parts (`from_parts`), each given as its kind accepts it. Not rows of
+    one table: `from_rows`, `from_pandas` and `from_dataset` name the parts to give instead."""
 
     queries: list[Query]
     corpus: list[Document]
     name = "retrieval-set"
+    columns = ("queries", "corpus")  # its parts, not a table's columns
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Any], *, where: str = "retrieval-set") -> RetrievalSet:
+        raise DataError(
+            where, None, "a retrieval set is judged queries against a corpus: give RetrievalSet.from_parts(corpus, queries, qrels) or a BEIR folder"
+        )
+
+    @classmethod
+    def from_pandas(cls, frame: Any, *, columns: Mapping[str, str] | None = None, where: str = "DataFrame") -> RetrievalSet:
+        return cls.from_rows([], where=where)
+
+    @classmethod
+    def from_dataset(cls, dataset: Any, *, columns: Mapping[str, str] | None = None, where: str = "Dataset") -> RetrievalSet:
+        return cls.from_rows([], where=where)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> RetrievalSet:
+        """A BEIR folder's test split (`from_folder` for another)."""
+        return cls.from_folder(path)
 
     @classmethod
     def from_parts(cls, corpus: Any, queries: Any, qrels: Any) -> RetrievalSet:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import yaml
 
+from sentune.data import kinds
 from sentune.data.kinds import Kind, Pairs, ScoredPairs, Sentences, Tuples
 from sentune.data.readers import FORMATS, DataError, Source, sentences_of
 
@@ -235,19 +236,24 @@ def load_examples(name: str, data_dir: Path) -> list:
 
 @dataclass(frozen=True)
 class TrainFiles:
-    """A kind a recipe's `train_data: PREFIX:PATH` reads from a file, and how that file's lines look (for errors)."""
+    """A kind a recipe's `train_data: PREFIX:PATH` reads from a file, by its name in the registry of data kinds
+    (sentune.data.kinds.KINDS), and how that file's lines look (for errors)."""
 
-    kind: type[Kind]
+    kind_name: str
     lines: str
+
+    @property
+    def kind(self) -> type[Kind]:
+        return kinds.kind(self.kind_name)
 
 
 # train_data's PREFIX:PATH forms. The YAML syntax stays the recipes' own; what the trainer and the methods receive is
 # the kind it parses into (TrainData.load), never the string.
 TRAIN_FILES: dict[str, TrainFiles] = {
-    "file": TrainFiles(Sentences, "one sentence per line"),
-    "pairs": TrainFiles(Pairs, "sentence<TAB>paraphrase lines"),
-    "labelled": TrainFiles(ScoredPairs, "s1<TAB>s2<TAB>label lines"),
-    "tuples": TrainFiles(Tuples, "anchor<TAB>positive<TAB>negative lines"),
+    "file": TrainFiles(Sentences.name, "one sentence per line"),
+    "pairs": TrainFiles(Pairs.name, "sentence<TAB>paraphrase lines"),
+    "labelled": TrainFiles(ScoredPairs.name, "s1<TAB>s2<TAB>label lines"),
+    "tuples": TrainFiles(Tuples.name, "anchor<TAB>positive<TAB>negative lines"),
 }
 SENTENCE_FORMS = "a named set (sentune/data/sets.yaml), file:PATH or tasks:SELECTION"
 

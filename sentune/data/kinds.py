@@ -8,14 +8,16 @@ class).
 | `ScoredPairs` | pairs with a label, whose scale chooses the metric (adapt's dev/test/train, cosent) | 2 strings, a number |
 | `Tuples` | (anchor, positive, negative...) rows of one width (mnrl-hard-negatives, margin-mse) | 3+ strings |
 | `Corpus`, `Queries`, `Qrels` | a search corpus, its queries by id, the relevance judgements | BEIR's fields |
-| `RetrievalSet` | judged queries against a corpus (`from_parts(corpus, queries, qrels)`, `from_folder`) | |
+| `RetrievalSet` | judged queries against a corpus (`from_parts(corpus, queries, qrels)`, `from_folder`) | (its parts) |
 
 Every kind (sentune.data.tables.Kind) is built the same ways: `Kind.of(anything)`, `from_rows` (tuples, dicts,
 strings), `from_pandas` (a DataFrame), `from_dataset` (a Hugging Face `datasets.Dataset`) and `from_file` (the files
 sentune reads, through its readers: a bad line is one error naming file:line). Each kind is defined beside the reader
 of its files (beir.py, user_data.py, or here), so that a reader returns its kind without an import cycle; this module
-is where they are all found. A recipe's `train_data` is parsed into one of them (sentune.data.catalog.TrainData), and a
-method declares the kinds it takes (`Method.takes`).
+is where they are all found, and `KINDS` the lookup by name: a recipe's `train_data: PREFIX:PATH` names its kind there
+(sentune.data.catalog.TRAIN_FILES; parsed into sentune.data.catalog.TrainData), a run's record of data given as objects
+(`Kind.describe`) is read back through it (sentune.training.recipe.described_kind), and a method declares the kinds it
+takes (`Method.takes`).
 """
 
 from __future__ import annotations
@@ -36,12 +38,14 @@ __all__ = ["KINDS", "Corpus", "Document", "Kind", "Pair", "Pairs", "Qrels", "Que
 
 @dataclass(frozen=True)
 class Sentences(Kind):
-    """Sentences: strings, dicts with a `text` key, a DataFrame or Dataset with a `text` column (`columns={"text":
-    "sentence"}` for another name), or a corpus file (.txt one a line, .jsonl, .csv: sentune.data.user_data)."""
+    """Sentences: strings, dicts with a `text` key, a DataFrame or Dataset with a `text` (or `sentence`) column
+    (`columns={"question": "text"}` for another name), or a corpus file (.txt one a line, .jsonl, .csv:
+    sentune.data.user_data)."""
 
     texts: list[str]
     name = "sentences"
     columns = ("text",)
+    aliases = {"text": ("sentence",)}
 
     @classmethod
     def from_rows(cls, rows: Iterable[Any], *, where: str = "sentences") -> Sentences:
@@ -62,11 +66,13 @@ class Sentences(Kind):
 @dataclass(frozen=True)
 class Pairs(Kind):
     """(anchor, positive) pairs without a score: 2-tuples, dicts with `anchor` and `positive`, a DataFrame or Dataset
-    with those columns, or a file of `sentence<TAB>paraphrase` lines."""
+    with those columns (or sentence-transformers' `sentence1`, `sentence2`), or a file of `sentence<TAB>paraphrase`
+    lines."""
 
     pairs: list[tuple[str, str]]
     name = "pairs"
     columns = ("anchor", "positive")
+    aliases = {"anchor": ("sentence1",), "positive": ("sentence2",)}
 
     @classmethod
     def from_rows(cls, rows: Iterable[Any], *, where: str = "pairs") -> Pairs:
@@ -87,7 +93,7 @@ class Pairs(Kind):
 class Tuples(Kind):
     """Rows of one width, at least 3 texts: (anchor, positive, negative, ...), possibly followed by numbers a method
     reads (margin-mse's teacher margins, kept as text here). From tuples, a DataFrame or Dataset (every column, in
-    order, or those `columns=` names) or a file of tab-separated lines."""
+    order, or the ones `columns=` names, in its order) or a file of tab-separated lines."""
 
     rows: list[tuple[str, ...]]
     name = "tuples"
@@ -108,7 +114,8 @@ class Tuples(Kind):
 
     @classmethod
     def table_names(cls, available: Sequence[str], renamed: Mapping[str, str] | None, where: str) -> list[str]:
-        return list(renamed.values()) if renamed else list(available)
+        chosen = [theirs for theirs in (renamed or {}) if theirs in available]  # the table's columns the mapping names, in its order
+        return chosen or list(available)
 
     @classmethod
     def from_file(cls, path: str | Path) -> Tuples:
@@ -119,10 +126,10 @@ class Tuples(Kind):
         return len(self.rows[0])
 
 
-KINDS: dict[str, type] = {k.name: k for k in (Sentences, Pairs, ScoredPairs, Tuples, Corpus, Queries, Qrels, RetrievalSet)}
+KINDS: dict[str, type[Kind]] = {k.name: k for k in (Sentences, Pairs, ScoredPairs, Tuples, Corpus, Queries, Qrels, RetrievalSet)}
 
 
-def kind(name: str) -> type:
+def kind(name: str) -> type[Kind]:
     """The data kind registered as `name`; an unknown name is an error listing the kinds."""
     if name not in KINDS:
         raise DataError("<data kind>", None, f"unknown data kind {name!r}; kinds: {', '.join(KINDS)}")

@@ -68,6 +68,9 @@ class Kind:
 
     name: ClassVar[str]
     columns: ClassVar[tuple[str, ...]]
+    # A table's other names for a column, read when it has no column of the kind's name: sentence-transformers'
+    # datasets call a pair's score `label`, an unscored pair's texts `sentence1`, `sentence2`.
+    aliases: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     def __len__(self) -> int:
         """How many items (sentences, pairs, rows, documents, queries, judgements): a kind's first field holds them."""
@@ -102,23 +105,25 @@ class Kind:
         raise DataError(path, None, f"{cls.name} is not read from a file; give it as Python data")
 
     @classmethod
-    def from_pandas(cls, frame: Any, *, columns: Mapping[str, str] | None = None) -> Self:
-        """From a pandas DataFrame, reading the kind's columns by name (`columns`: the frame's name for a column)."""
-        names = cls.table_names(list(frame.columns), columns, "DataFrame")
-        return cls.from_rows(frame[names].itertuples(index=False, name=None), where="DataFrame")
+    def from_pandas(cls, frame: Any, *, columns: Mapping[str, str] | None = None, where: str = "DataFrame") -> Self:
+        """From a pandas DataFrame, reading the kind's columns by name (`columns`: the frame's names mapped to the kind's,
+        as pandas' `rename(columns=...)`: `{"question": "text"}`)."""
+        names = cls.table_names(list(frame.columns), columns, where)
+        return cls.from_rows(frame[names].itertuples(index=False, name=None), where=where)
 
     @classmethod
-    def from_dataset(cls, dataset: Any, *, columns: Mapping[str, str] | None = None) -> Self:
+    def from_dataset(cls, dataset: Any, *, columns: Mapping[str, str] | None = None, where: str = "Dataset") -> Self:
         """From a Hugging Face `datasets.Dataset` (sentence-transformers trains on them; `datasets` is installed with
-        sentune), reading the kind's columns by name."""
+        sentune), reading the kind's columns by name (`columns`: as from_pandas's)."""
         if isinstance(dataset.column_names, Mapping):  # a DatasetDict: load_dataset() without split=
-            raise DataError("Dataset", None, f"a DatasetDict of splits {', '.join(dataset.column_names)}: give one split, e.g. dataset['train']")
-        names = cls.table_names(list(dataset.column_names), columns, "Dataset")
-        return cls.from_rows(zip(*(dataset[name] for name in names), strict=True), where="Dataset")
+            raise DataError(where, None, f"a DatasetDict of splits {', '.join(dataset.column_names)}: give one split, e.g. dataset['train']")
+        names = cls.table_names(list(dataset.column_names), columns, where)
+        return cls.from_rows(zip(*(dataset[name] for name in names), strict=True), where=where)
 
     @classmethod
     def table_names(cls, available: Sequence[str], renamed: Mapping[str, str] | None, where: str) -> list[str]:
-        """The table's columns this kind reads, in its row order (default: its `columns`, renamed by `renamed`)."""
+        """The table's columns this kind reads, in its row order (default: its `columns`; `renamed` maps the table's
+        names to the kind's)."""
         return table_columns(cls, available, renamed, where)
 
 
@@ -132,17 +137,22 @@ def data_label(value: str | Mapping[str, Any]) -> str:
 
 
 def table_columns(kind: type[Kind], available: Sequence[str], renamed: Mapping[str, str] | None, where: str) -> list[str]:
-    """The table's names of the kind's columns, in the kind's order; an unknown or missing column is one error naming
-    both lists."""
-    renamed = dict(renamed or {})
-    unknown = sorted(set(renamed) - set(kind.columns))
+    """The table's names of the kind's columns, in the kind's order: the column `renamed` maps to it (the table's name →
+    the kind's; names the table does not have are left to the other tables a mapping is given for), else its own name,
+    else one of its aliases; a mapping to no column of the kind, or a column missing, is one error naming both lists."""
+    renamed = {theirs: ours for theirs, ours in (renamed or {}).items() if theirs in available}
+    unknown = sorted(f"{theirs} to {ours}" for theirs, ours in renamed.items() if ours not in kind.columns)
     if unknown:
-        raise DataError(where, None, f"columns= names {', '.join(unknown)}, not a column of {kind.name} ({', '.join(kind.columns)})")
-    names = [renamed.get(column, column) for column in kind.columns]
+        raise DataError(where, None, f"columns= maps {', '.join(unknown)}, not a column of {kind.name} ({', '.join(kind.columns)})")
+    theirs_for = {ours: theirs for theirs, ours in renamed.items()}
+    names = [theirs_for.get(column) or next((n for n in (column, *kind.aliases.get(column, ())) if n in available), column) for column in kind.columns]
     missing = [name for name in names if name not in available]
     if missing:
         raise DataError(
-            where, None, f"no column {', '.join(map(repr, missing))} for {kind.name} (it has {', '.join(map(str, available))}); name yours with columns={{...}}"
+            where,
+            None,
+            f"no column {', '.join(map(repr, missing))} for {kind.name} (it has {', '.join(map(str, available))}); name yours with "
+            f"columns={{'your column': {missing[0]!r}, ...}}",
         )
     return names
 

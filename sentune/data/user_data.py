@@ -41,6 +41,7 @@ class ScoredPairs(Kind):
     path: str = field(compare=False)  # the file (or Python data) they came from
     name = "scored-pairs"
     columns = ("sentence1", "sentence2", "score")
+    aliases = {"score": ("label",)}  # sentence-transformers' datasets: `label` (pair-class sets too)
 
     @classmethod
     def from_rows(cls, rows: Iterable[Any], *, where: str = "pairs") -> ScoredPairs:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.models import Pooling, WeightedLayerPooling
+from sentence_transformers.models import Normalize, Pooling, WeightedLayerPooling
 
 from sentune.core.encode import Encoder
 from sentune.core.models import load_model
@@ -64,6 +64,16 @@ def with_pooling(model: SentenceTransformer, pooling: str) -> SentenceTransforme
     if spec.needs_all_layers:
         enable_hidden_states(pooled)
     return pooled
+
+
+def ends_normalized(model: SentenceTransformer) -> bool:
+    """Whether the model's pipeline ends by normalising its vectors (all-MiniLM-L6-v2's Normalize module)."""
+    return isinstance(list(model)[-1], Normalize)
+
+
+def normalized(model: SentenceTransformer) -> SentenceTransformer:
+    """`model` ending in Normalize: unit vectors, the same cosines (a dot-product ranking then ranks by them)."""
+    return model if ends_normalized(model) else SentenceTransformer(modules=[*model, Normalize()], device=str(model.device))
 
 
 def save_atomic(model: SentenceTransformer, out: Path, readme_extra: str | None = None, finish: Callable[[Path], str | None] | None = None) -> Path:

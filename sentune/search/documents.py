@@ -136,9 +136,9 @@ class Documents:
             self._file = os.open(self.path, os.O_RDONLY)
         return self._file
 
-    def __del__(self) -> None:
+    def __del__(self, close=os.close) -> None:  # bound now: at interpreter exit the module's globals may be gone
         if self._file is not None:
-            os.close(self._file)
+            close(self._file)
 
     def read(self, rows: Iterable[int]) -> list[tuple[str, str]]:
         """(id, text) of each row, from its own line of the documents."""

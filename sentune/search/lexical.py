@@ -15,6 +15,7 @@ subset of it (adapt's selection pool) is scored with the collection's statistics
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
 import threading
@@ -69,6 +70,8 @@ def _bm25s():
         with _jax_hidden():
             try:
                 import bm25s  # noqa: F401
+
+                logging.getLogger("bm25s").setLevel(logging.NOTSET)  # it sets DEBUG on import: the application's level rules
             except ImportError:
                 raise UserError("BM25 needs the bm25s package: pip install 'sentune[search]' (or pip install bm25s PyStemmer)") from None
     return sys.modules["bm25s"]

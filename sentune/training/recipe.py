@@ -13,12 +13,15 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
 from sentune.core.options import OptionError, build_options, option, parse_value
 from sentune.errors import UserError
+
+if TYPE_CHECKING:
+    from sentune.data.tables import Kind
 
 RECIPE_DIR = Path(__file__).parents[1] / "recipes"  # sentune/recipes
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -198,7 +201,19 @@ def written(value: str | dict[str, Any], key: str) -> str:
 
     if isinstance(value, str):
         return value
+    described_kind(value, key)
     raise RecipeError(f"{key}: {data_label(value)}: given as objects, and named by no file to read; give them again")
+
+
+def described_kind(value: dict[str, Any], key: str) -> type[Kind]:
+    """The data kind a description of data given as objects names (sentune.data.tables.Kind.describe: `kind`), looked
+    up in the registry of kinds (sentune.data.kinds.KINDS); a description naming none is an error naming `key`."""
+    from sentune.data.kinds import KINDS
+
+    found = KINDS.get(str(value.get("kind")))
+    if found is None:
+        raise RecipeError(f"{key}: a description of data of kind {value.get('kind')!r}, none of {', '.join(KINDS)}")
+    return found
 
 
 def _check_device(training: TrainingConfig) -> None:
@@ -242,5 +257,5 @@ def _settings_that_matter(recipe: Recipe) -> dict:
 def _data_file(value: str | dict[str, Any], named: tuple[type, str] | None) -> Any:
     """(kind, path) of the file that holds train_data or eval.dev (`named`: what the string names), else the value."""
     if isinstance(value, dict) and "source" in value:
-        return (value.get("kind"), value["source"])
+        return (described_kind(value, "data").name, value["source"])
     return (named[0].name, named[1]) if named is not None else value  # type: ignore[attr-defined]  # every kind has a name

@@ -41,7 +41,7 @@ from sentune.data.tables import data_label
 from sentune.errors import UserError
 from sentune.methods.base import Method, TrainContext
 from sentune.methods.registry import get_method
-from sentune.modules.build import save_atomic, with_pooling
+from sentune.modules.build import ends_normalized, normalized, save_atomic, with_pooling
 from sentune.tasks.dev import dev_evaluator
 from sentune.tasks.evaluate import evaluate
 from sentune.tasks.user_pairs import PairsEvaluator
@@ -126,14 +126,15 @@ def build_training(
     dev_data: ScoredPairs | RetrievalSet | None = None,
 ):
     """(method, model, training columns, loss, the method's context, the tokens the model read before the recipe's
-    max_seq_length was set) for a recipe, as every run starts: the model on `device` with
+    max_seq_length was set, whether the base model's pipeline ends in Normalize) for a recipe, as every run starts: the model on `device` with
     the method's pooling and the recipe's max_seq_length, the method's view of the training data (`data`, a data kind
     of sentune.data.kinds; None: the recipe's train_data) and its loss. The one place this is set up (training, and
     benchmarks/speed/gpu_bench.py's step timings). `dev_data`: the dev set given as its kind (the recipe's eval.dev is
     then not read)."""
     params = validate_recipe(recipe, data=data, dev=dev_data)
     method = get_method(recipe.method)
-    model = with_pooling(load_model(recipe.model, device=device), recipe.pooling or method.pooling)
+    base = load_model(recipe.model, device=device)
+    model = with_pooling(base, recipe.pooling or method.pooling)
     reason = method.cannot_train(model, params)
     if reason:
         raise UserError(f"method {method.name}: {reason}; model {recipe.model}")
@@ -142,7 +143,7 @@ def build_training(
         model.max_seq_length = recipe.training.max_seq_length
     ctx = method_context(recipe, params, data_dir, dev_score, show_progress, device, allow_modified, data)  # the caches and dev evaluation run there too
     columns = method.data_view(ctx)
-    return method, model, columns, method.build_loss(model, columns, ctx), ctx, reads
+    return method, model, columns, method.build_loss(model, columns, ctx), ctx, reads, ends_normalized(base)
 
 
 @dataclass
@@ -164,6 +165,9 @@ class Setup:
     # reads as far as the model it started from, so that a run trained at 128 tokens does not rank documents by
     # their first 128.
     reads: int | None = None
+    # Whether the base model's pipeline ends in Normalize (all-MiniLM-L6-v2): a method's pooling trains the raw vector
+    # (CT's dot product needs it), and the model a run saves normalises again as its base did (_finalized).
+    base_normalizes: bool = False
 
 
 def _set_up(
@@ -177,7 +181,7 @@ def _set_up(
         dev.record = run_dir / "dev_cosines"
     device = training_device(recipe, device)
     dev_score = dev.score if dev else None
-    method, model, columns, loss, ctx, reads = build_training(
+    method, model, columns, loss, ctx, reads, base_normalizes = build_training(
         recipe, data_dir, device=device, dev_score=dev_score, show_progress=show_progress, allow_modified=allow_modified, data=data, dev_data=dev_data
     )
     from datasets import Dataset
@@ -190,7 +194,7 @@ def _set_up(
     if evaluator is not None and reads != model.max_seq_length:
         evaluator = AtReadingLength(evaluator, reads)
     learning_rates = method.learning_rates(params) if method.learning_rates else {}
-    return Setup(method, model, columns, loss, ctx, dataset, evaluator, learning_rates, device, allow_modified, reads)
+    return Setup(method, model, columns, loss, ctx, dataset, evaluator, learning_rates, device, allow_modified, reads, base_normalizes)
 
 
 def train(
@@ -279,7 +283,7 @@ def train_in_memory(
             write_atomic(folder / "config.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
         setup = _set_up(recipe, data_dir, folder, device=device, show_progress=show_progress, allow_modified=allow_modified, data=data, dev_data=dev)
         trainer, best = _fit(recipe, setup, folder, None, [], show_progress, checkpoints=False)
-        finalized = _finalized(setup)
+        finalized = _finalized(setup, keep_normalize=False)
         if run_dir is not None:
             _save_run(recipe, setup, finalized, best, trainer.training_seconds, folder, data_dir, command, None)
         shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # made empty by the Trainer
@@ -296,10 +300,15 @@ def _last_step_score(trainer, evaluator, model, primary: str | None) -> float | 
     return logged[-1] if logged else evaluator(model)[primary]
 
 
-def _finalized(setup: Setup) -> tuple[Any, dict | None]:
+def _finalized(setup: Setup, keep_normalize: bool = True) -> tuple[Any, dict | None]:
     """The model to keep, reading as far as the model it started from (Setup.reads), and what the method's finalize
-    says it did (e.g. compile a flow head, keep CT's better tower, choose SED's pooling)."""
+    says it did (e.g. compile a flow head, keep CT's better tower, choose SED's pooling). `keep_normalize`: a base
+    model that ends in Normalize gives a model that does (the same cosines; unit vectors, as a vector database ranking
+    by dot product expects). sentune adapt's candidates, trained in memory, keep the raw vector they are scored on;
+    the chosen one gets it back when it is saved."""
     model, note = (setup.model, None) if setup.method.finalize is None else setup.method.finalize(setup.model, setup.loss, setup.ctx)
+    if keep_normalize and setup.base_normalizes:
+        model = normalized(model)
     model.max_seq_length = setup.reads
     return model, note
 
