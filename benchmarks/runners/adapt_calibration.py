@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binomtest, norm
 
-from sentune.adaptation.decide import TrainJudges, decide, split_dev
+from sentune.adaptation.decide import Decision, TrainJudges, decide, split_dev
 from sentune.adaptation.evidence import EVIDENCE_SEED_OFFSET
 from sentune.analysis.pages import command_line
 from sentune.core import metrics
@@ -141,6 +141,12 @@ def new_rule(gold, unchanged, checkpoints, metric, seed) -> int:
 
 
 def train_rule(gold, unchanged, checkpoints, metric, seed, n: int, use_train: bool) -> int:
+    """Index of the candidate train_decision ships, or -1."""
+    decision = train_decision(gold, unchanged, checkpoints, metric, seed, n, use_train)
+    return -1 if decision.name == "unchanged" else int(decision.name)
+
+
+def train_decision(gold, unchanged, checkpoints, metric, seed, n: int, use_train: bool) -> Decision:
     """The new rule for a user whose first n pairs are dev pairs and the rest evidence pairs of --train: checkpoints
     chosen on the dev selection half; candidate 0 cross-fitted over the evidence selection part (its fold models, another
     of its checkpoints, score it there); the decision with the evidence (use_train) or on the dev pairs alone."""
@@ -159,8 +165,7 @@ def train_rule(gold, unchanged, checkpoints, metric, seed, n: int, use_train: bo
         judged["0"][train_split.select] = folds[train_split.select]
         train = TrainJudges(train_gold, train_split, {"unchanged": unchanged[n:], **judged})
     dev = {name: s[:n] for name, s in chosen.items()}
-    decision = decide(dev_gold, split, ("unchanged", unchanged[:n]), dev, metric, seed=seed, stop_above=LEVEL, train=train)
-    return -1 if decision.name == "unchanged" else int(decision.name)
+    return decide(dev_gold, split, ("unchanged", unchanged[:n]), dev, metric, seed=seed, stop_above=LEVEL, train=train)
 
 
 def run_train_setting(job: tuple) -> dict:

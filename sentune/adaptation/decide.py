@@ -1,15 +1,29 @@
 """How `sentune adapt` decides, so that its confidence is a statement about the model it saves: select on one part of
-the dev pairs, confirm on the other.
+the dev pairs, confirm on the other; safety first, then choice.
 
-Every choice adapt makes on the user's pairs — each trained candidate's checkpoint (early stopping), wise's mix, which
-racing candidates go on, which candidate is best — reads only the **selection** part. The one candidate this procedure
-ends with is then compared with the unchanged model on the **confirmation** part, which nothing before has read, by a
-one-sided paired permutation test (sentune.tasks.permutation); it replaces the unchanged model when p ≤ 0.03 (LEVEL). Because
-the confirmation pairs are independent of everything that picked the candidate, P(a candidate no better than the
-unchanged model is shipped) ≤ 5 % however many candidates, checkpoints and mixes were tried: data splitting (Cox, "A note
-on data-splitting for the evaluation of significance levels", Biometrika 1975), the hold-out form of selective
-inference. The old rule (best on all dev pairs, then a bootstrap on the same pairs) shipped such a candidate in up to
-82 % of simulated runs (benchmarks/results/adapt_calibration.md).
+The promise: what adapt ships is, with 95 % confidence, better than the model the user gave, and for search not worse
+than what they would otherwise run (the engine's default fusion of BM25 with that model, `rrf`) by more than
+SEARCH_MARGIN. Every choice adapt makes on the user's pairs — each trained candidate's checkpoint (early stopping),
+wise's mix, which racing candidates go on — reads only the **selection** part, and so does the order in which the
+candidates are tested: best selection score first, those ahead of the unchanged model there (and, for search, within
+SEARCH_MARGIN of `rrf` there). On the **confirmation** part, which nothing before has read, each in turn must show
+**safety**: a one-sided paired permutation test (sentune.tasks.permutation) that it beats the unchanged model at
+p ≤ 0.03 (LEVEL) and, for search, a one-sided non-inferiority test that it is not worse than `rrf` by SEARCH_MARGIN,
+at the same level (sentune.tasks.permutation.non_inferiority_test: far easier to show than a second superiority test,
+which two fusions two points apart could not pass on 200 queries). Testing stops at the first candidate that fails:
+fixed-sequence testing in an order set before the tests (Maurer, Hothorn & Lehmacher 1995; Westfall & Krishen, "Optimally
+weighted, fixed sequence and gatekeeper multiple testing procedures", J. Stat. Plan. Inference 2001) keeps the chance of
+calling any unsafe candidate safe at LEVEL with no adjustment, and a candidate is safe only when both its tests reject
+(an intersection-union test, Berger 1982: each at LEVEL, the pair at LEVEL). Because the confirmation pairs are
+independent of everything that set the order, P(a candidate no better than the unchanged model, or worse than `rrf`
+by the margin, is declared safe) ≤ 5 % however many candidates, checkpoints and mixes were tried: data splitting (Cox,
+"A note on data-splitting for the evaluation of significance levels", Biometrika 1975), the hold-out form of selective
+inference. Then **choice**: among the safe candidates, whatever it reads (the promise holds for each of them), the one
+with the best expected gain over the unchanged model on all the evidence the run has, the selection gain shrunk toward
+the candidates' mean for having been looked at, pooled with the confirmation gain (sentune.adaptation.expected). None
+safe: the unchanged model is kept, or for search the stronger of it and `rrf` on every dev query. The old rule (best on
+all dev pairs, then a bootstrap on the same pairs) shipped a no-gain candidate in up to 82 % of simulated runs
+(benchmarks/results/adapt_calibration.md, which measures this rule too).
 
 The cost is power: the test sees half of the pairs, so the smallest gain it detects is about √2 larger than a single
 pre-registered comparison on all of them would detect; the calibration page measures it against dev size.
@@ -33,34 +47,31 @@ by its fold models at its mix; where the three fold trainings would cost more th
 them instead (sentune.adaptation.candidates.supervised's evidence_mode). So every candidate is judged on the same selection
 pairs.
 
-**One yardstick.** The gain that picks the best is every candidate's selection score minus the unchanged model's on
+**One yardstick.** The gain that orders the candidates is every candidate's selection score minus the unchanged model's on
 one set of pairs, the same for all: the dev selection pairs and the evidence selection pairs that every candidate and
 the unchanged model have a score of (TrainJudges.common). A candidate judged on fewer (its model gone after --prune,
 one built on a model it could not be cross-fitted with) shrinks that set for every candidate rather than being compared
 on pairs of its own: gains measured on different pairs are not comparable (a label-free candidate's on 250 dev + 894
 train pairs against a supervised one's on the 250 dev pairs alone chose the former by +1.57 against +1.13 on
-scripts/main.sh, 1.9 points behind the latter on test). The best is then confirmed on its own confirmation pairs
-against the unchanged model's on the same; every choice inside a candidate (checkpoints, races, mixes) still reads the
+scripts/main.sh, 1.9 points behind the latter on test). Each candidate tested is then tested on its own confirmation
+pairs against the unchanged model's on the same; every choice inside a candidate (checkpoints, races, mixes) still reads the
 dev selection pairs only. So the guarantee above stands, with more confirmation pairs; the calibration page measures it
 with simulated train sets. Train pairs of another kind of label or another domain than the dev pairs would confirm a
 gain the dev pairs do not measure: then the dev pairs alone decide (sentune.adaptation.evidence's checks, measured on
 benchmarks/results/adapt_train_shift.md).
 
-Search: what is kept when no candidate is confirmed (decide's `references`). A search user who does not adapt runs the
-dense model as it is or BM25 fused with it as their engine fuses by default: reciprocal rank
-fusion with k = 60 (Cormack, Clarke & Büttcher, SIGIR 2009; the k of Elasticsearch's and Azure AI Search's hybrid
-queries), adapt's `rrf`. Fusing BM25 with a dense model is ahead of both on nearly every BEIR set in published fusion
-studies (Bruch, Gai & Ingber, "An analysis of fusion functions for hybrid retrieval", ACM TOIS 2023), so keeping the dense
-model alone, when a candidate misses confirmation against it by a hair, hands back the weaker of the two systems a user
-already has. The reference is therefore the stronger of the unchanged model and `rrf` on the selection queries (the
-unchanged model on a tie), and every candidate must beat it on the confirmation queries. Not `rrf` alone, fixed in
-advance: where BM25 is weak the fusion can fall below the dense model (on quora's selection queries `rrf` was 1.09
-below it, benchmarks/results/retrieval.md), and a fixed reference would then be kept in its place. Not BM25 alone: adapt hands back an encoder and its index, and `rrf` keeps
-BM25's ranking as one of its two votes. The reference is chosen on the selection queries, as the candidate is, so the
-confirmation queries are independent of both and the guarantee above holds against it: P(a candidate no better than
-the reference replaces it) ≤ 5 % (simulated on real search runs' per-query scores:
-benchmarks/results/adapt_search_reference_null.md). Pairs runs have no reference but the unchanged model, so the calibration
-(benchmarks/runners/adapt_calibration.py, adapt_shuffled_null.py: pairs runs) measures the same rule as before.
+Search: the references (decide's `references`). A search user who does not adapt runs the dense model as it is or BM25
+fused with it as their engine fuses by default: reciprocal rank fusion with k = 60 (Cormack, Clarke & Büttcher, SIGIR
+2009; the k of Elasticsearch's and Azure AI Search's hybrid queries), adapt's `rrf`. Fusing BM25 with a dense model is
+ahead of both on nearly every BEIR set in published fusion studies (Bruch, Gai & Ingber, "An analysis of fusion
+functions for hybrid retrieval", ACM TOIS 2023), so a candidate that beats the dense model but hands back less than
+`rrf` would leave the user worse off than doing nothing: every candidate must also be within SEARCH_MARGIN of `rrf`.
+Not BM25 alone: adapt hands back an encoder and its index, and `rrf` keeps BM25's ranking as one of its two votes. When
+no candidate is safe, the stronger of the unchanged model and `rrf` on every dev query is kept (where BM25 is weak the
+fusion can fall below the dense model: on quora's selection queries `rrf` was 1.09 below it,
+benchmarks/results/retrieval.md). The false-choice rate of search runs, simulated on per-query nDCG@10 with the real
+decide: benchmarks/results/adapt_search_reference_null.md. Pairs runs have no reference but the unchanged model
+(benchmarks/runners/adapt_calibration.py; the shuffled-label nulls, adapt_shuffled_null.py, are real pairs runs).
 """
 
 from __future__ import annotations
