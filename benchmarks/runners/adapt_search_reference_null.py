@@ -140,6 +140,12 @@ def simulate(unchanged: np.ndarray, rrf: np.ndarray, setting: str, count: int, s
     return found
 
 
+PLANTED_NOTE = (
+    "Where `rrf` is below the unchanged model (quora), the better fusion is only about 1 point above the unchanged model, w"
+    "hich it must beat, and the confirmation queries seldom show that; the old rule, which took `rrf` as the reference when"
+    "ever the selection queries put it ahead (about a quarter of the runs there), asked it only to beat `rrf`: more ships o"
+    "f it, under a promise weaker than the user's own model. Where `rrf` leads (scifact), the better fusion no longer has to beat it, only to be within the margin: it ships more often and the regret falls."
+)
 SETTINGS = {UNCHANGED: "`unchanged`", RRF: "`rrf`", "margin": f"`rrf` − {SEARCH_MARGIN:g}"}
 
 
@@ -209,6 +215,8 @@ def main() -> None:
         "| run | dev queries | unchanged / rrf nDCG@10 | the better one ships | false choice | regret | old rule: the better one ships | old rule: regret |",
         "|---|---|---|---|---|---|---|---|",
         *planted,
+        "",
+        PLANTED_NOTE,
     ]
     Path(args.out).write_text("\n".join(page) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
