@@ -435,6 +435,11 @@ def write_page(out: str, null: list[dict], power: list[dict], detectable: dict, 
     worst = max(null, key=lambda r: r["new"]["high"])
     lines += [
         "",
+        f"All null settings together: {percent(rate(sum(r['new']['hits'] for r in null), sum(r['new']['runs'] for r in null)))}. "
+        "In a null setting the rule ships only when its first test (the best candidate on the selection half against the "
+        "unchanged model) passes, the event the rule before issue 80 shipped on, so its rate is that rule's (at most 3.8 % "
+        "in every setting over 2,000 runs each: this page at 0608525).",
+        "",
         f"New rule as shipped (p ≤ {LEVEL:g}), every null setting: at most {100 * max(r['new']['rate'] for r in null):.1f} % shipped; the "
         f"highest upper interval end is {100 * worst['new']['high']:.1f} % ({worst['metric']}, {worst['n']} pairs, K = {worst['k']}). "
         "Why the level is 0.03 and not 0.05 (the permutation test swaps standardised predictions, which is exact only "
