@@ -769,15 +769,18 @@ def test_the_calibration_rule_with_a_train_set_never_judges_the_supervised_candi
     # the refit (checkpoint 0: all are the unchanged model's twin on the dev pairs, so the first is chosen) trained on
     # them; its fold models (another checkpoint) did not, and they are what judges it there
     checkpoints[0, 0, trained] = perfect
-    assert calibration.train_rule(gold, unchanged, checkpoints, "spearman", seed, n, True) == (-1, None)
+    # (changed with issue 80's rule: train_decision gives the decision, train_rule only the index shipped)
+    found = calibration.train_decision(gold, unchanged, checkpoints, "spearman", seed, n, True)
+    assert found.name == "unchanged" and not found.safety and calibration.train_rule(gold, unchanged, checkpoints, "spearman", seed, n, True) == -1
     read = checkpoints.copy()
     read[0, 1, trained] = perfect  # fold models that had read the pairs they score would lead: the rule reads them
-    assert calibration.train_rule(gold, unchanged, read, "spearman", seed, n, True)[0] == 0
+    assert calibration.train_decision(gold, unchanged, read, "spearman", seed, n, True).best == "0"
     leaky = checkpoints.copy()
     leaky[1] = leaky[0]  # the same predictions from a label-free candidate are judged there: it leads and is tested
-    best, p_value = calibration.train_rule(gold, unchanged, leaky, "spearman", seed, n, True)
-    # its confirmation pairs show the unchanged model's twin: not shipped (p is a lower bound past the levels counted)
-    assert best == 1 and calibration.shipped((best, p_value)) == -1
+    found = calibration.train_decision(gold, unchanged, leaky, "spearman", seed, n, True)
+    # its confirmation pairs show the unchanged model's twin: not shipped
+    assert found.best == "1" and list(found.safety) == ["1"] and not found.safety["1"].safe and found.name == "unchanged"
+    assert calibration.train_rule(gold, unchanged, leaky, "spearman", seed, n, True) == -1
 
 
 def test_the_train_rows_before_and_after_count_the_confirmation_pairs_and_their_power():

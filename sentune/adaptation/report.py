@@ -157,10 +157,11 @@ def render_markdown(results: dict, plots: list[tuple[str, str]]) -> str:
         f"**Choice: `{results['choice']['name']}`** — {results['choice']['reason']}.",
         "",
         *time_lines(meta.get("time")),
-        f"The rule: the candidate best on the selection pairs replaces the unchanged model when a one-sided paired permutation test "
-        f"on the confirmation pairs gives p ≤ {meta['confirmation'].get('level', meta['confirmation'].get('alpha')):g} "
-        f"({meta['confirmation']['permutations']:,} permutations), so a candidate "
-        "no better than the unchanged model is shipped in at most 5 % of runs (benchmarks/results/adapt_calibration.md). "
+        f"The rule: a candidate is safe when a one-sided paired permutation test on the confirmation pairs shows it better than the "
+        f"unchanged model at p ≤ {meta['confirmation'].get('level', meta['confirmation'].get('alpha')):g} "
+        f"({meta['confirmation']['permutations']:,} permutations; for search also not worse than rrf by more than its margin), "
+        "and of the safe candidates the one with the best expected gain on all the dev pairs is shipped, so a candidate "
+        "no better than the unchanged model is shipped in at most 5 % of runs (benchmarks/results/adapt_calibration.md; sentune/adaptation/decide.py). "
         f"Intervals: 95 % percentile bootstrap over 1,000 resamples of the {unit}; 'vs unchanged' is the paired difference and the "
         "share of resamples where the candidate scores higher. They describe, they do not decide: on the selection pairs they "
         "flatter the candidates chosen there.",

@@ -1,8 +1,10 @@
-"""The choice and the numbers reported with it. The choice is sentune.adaptation.decide's: the best candidate on the
-selection pairs, confirmed against the unchanged model on the confirmation pairs. Reported beside it, for every
+"""The choice and the numbers reported with it. The choice is sentune.adaptation.decide's: safety on the confirmation
+pairs (better than the unchanged model; for search, not worse than `rrf` by more than SEARCH_MARGIN), then the safe
+candidate with the best expected gain on all the dev pairs (sentune.adaptation.expected). Reported beside it, for every
 candidate: its score on each part of the dev pairs and on test with a 95 % bootstrap interval and its paired difference
 with the unchanged model (descriptions, not decisions: the selection part's are optimistic for the candidates it
-chose). Test is scored afterwards, for the report, with its own resamples."""
+chose), and for each candidate tested, its safety tests and expected gain. Test is scored afterwards, for the report,
+with its own resamples."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 
 import sentune
 from sentune.adaptation.candidates import Candidate
-from sentune.adaptation.decide import SELECT_FRACTION, DevSplit, decide
+from sentune.adaptation.decide import SEARCH_MARGIN, SELECT_FRACTION, DevSplit, decide
 from sentune.adaptation.names import BM25, RRF, RULE, UNCHANGED
 from sentune.adaptation.records import CandidateRecord
 from sentune.adaptation.store import CandidateStore
@@ -87,6 +89,13 @@ def select(records: dict[str, CandidateRecord], candidates: list[Candidate], inp
             "seed": config.seed,
             "bootstrap": {"resamples": RESAMPLES, "seed": config.seed},
             "confirmation": {"test": "one-sided paired permutation", "permutations": PERMUTATIONS, "level": LEVEL},
+            "safety": {
+                "order": "fixed sequence by selection score, each candidate at the level",
+                "non_inferiority": {"test": "one-sided paired sign-flip of the differences shifted by the margin", "margin": SEARCH_MARGIN, "level": LEVEL}
+                if references
+                else None,
+                "choice": "the best expected gain: the selection gain shrunk toward the candidates' mean, pooled with the confirmation gain",
+            },
             "sentune_version": sentune.__version__,
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "process": process_usage(),  # this invocation only (a resumed run's earlier ones are not in it)
@@ -97,6 +106,15 @@ def select(records: dict[str, CandidateRecord], candidates: list[Candidate], inp
             "best_on_selection": decision.best,
             "reference": decision.reference or UNCHANGED,
             "confirmation": asdict(decision.confirmation) if decision.confirmation else None,
+            "safety": {
+                name: {
+                    "safe": found.safe,
+                    "superiority": asdict(found.superiority),
+                    "non_inferiority": {reference: asdict(test) for reference, test in found.non_inferiority.items()},
+                }
+                for name, found in decision.safety.items()
+            },
+            "expected_gain": decision.expected,
         },
         "candidates": {},
     }
@@ -118,5 +136,7 @@ def select(records: dict[str, CandidateRecord], candidates: list[Candidate], inp
             record["selection_score"] = decision.selection[c.name]
             if c.name in decision.ahead:
                 record["ahead"] = decision.ahead[c.name]
+            if c.name in decision.expected:
+                record["expected_gain"] = decision.expected[c.name]
         results["candidates"][c.name] = record
     return results

@@ -124,6 +124,60 @@ def paired_permutation_test(
 
 
 @dataclass(frozen=True)
+class NonInferiority:
+    """A candidate against a reference on the same items: is it worse by no more than `margin`?"""
+
+    candidate: float
+    reference: float
+    margin: float
+    p_value: float  # one-sided, H0: mean(candidate − reference) ≤ −margin
+    permutations: int
+    items: int
+
+    @property
+    def difference(self) -> float:
+        return self.candidate - self.reference
+
+    @property
+    def safe(self) -> bool:
+        return self.p_value <= LEVEL
+
+
+def non_inferiority_test(
+    candidate: np.ndarray, reference: np.ndarray, margin: float, count: int = PERMUTATIONS, seed: int = 0, stop_above: float | None = None
+) -> NonInferiority:
+    """One-sided paired test that `candidate` is not worse than `reference` by more than `margin`, on per-item values
+    whose mean is the metric (a query's nDCG@10: metrics with mean_of_items).
+
+    H0: mean(candidate − reference) ≤ −margin; H1: it is above. The shifted differences s_i = d_i + margin have mean ≤ 0
+    under H0; at its boundary (mean 0) a paired swap of the shifted candidate (candidate + margin) and the reference
+    flips the sign of s_i, so the sign-flip (permutation) distribution of T = mean(s) gives
+
+        p = (1 + #{r : T_r ≥ T}) / (R + 1),
+
+    exact when the s_i are symmetric about their mean, conservative for every mean below the boundary (Wellek,
+    "Testing Statistical Hypotheses of Equivalence and Noninferiority", 2nd ed. 2010, ch. 5; the shift of the
+    differences by the margin is the standard construction). Rejecting H0 at LEVEL says the candidate is within
+    `margin` of the reference or better: far easier to show than that it is better, which a second superiority test
+    would demand. `stop_above`: as paired_permutation_test."""
+    a, b = np.asarray(candidate, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1 or not len(a):
+        raise ValueError(f"candidate and reference must be per-item values of the same items (shapes {a.shape} and {b.shape})")
+    if not margin >= 0:
+        raise ValueError(f"margin must be ≥ 0 (got {margin})")
+    shifted = a - b + margin
+    observed = float(shifted.mean())
+    rng = np.random.default_rng(seed)
+    enough = math.inf if stop_above is None else stop_above * (count + 1) - 1
+    reached, drawn = 0, 0
+    while drawn < count and reached <= enough:
+        signs = np.where(rng.random((min(CHUNK, count - drawn), len(a))) < 0.5, -1.0, 1.0)
+        reached += int(np.sum((signs * shifted).mean(axis=1) >= observed - _TOLERANCE))
+        drawn += len(signs)
+    return NonInferiority(float(a.mean()), float(b.mean()), float(margin), (1 + reached) / (count + 1), count, len(a))
+
+
+@dataclass(frozen=True)
 class MaxT:
     """Every candidate against one baseline on the same pairs, p-values adjusted for the family."""
 
