@@ -74,6 +74,8 @@ def test_a_whole_batch_after_lanes_runs_with_every_thread(tiny_st):
 
 
 def test_serve_gives_its_runtime_lanes_on_the_cpu_unless_told_one(tiny_model_dir, tiny_st):
+    from sentence_transformers import SentenceTransformer
+
     from sentune.errors import UserError
     from sentune.serve.engine import Engine
     from sentune.serve.settings import ServeSettings, check_numbers
@@ -85,7 +87,8 @@ def test_serve_gives_its_runtime_lanes_on_the_cpu_unless_told_one(tiny_model_dir
         engine = Engine(settings)
         lanes = engine.runtime.lanes
         assert lanes.count == lanes.threads == 2 and engine.encoder.runtime is engine.runtime
-        assert set(vars(engine.model)) == set(vars(tiny_st))  # the lanes are the runtime's, nothing set on the model
+        plain = SentenceTransformer(str(tiny_model_dir), device="cpu")  # loaded afresh: the shared fixture's copy may have been used
+        assert set(vars(engine.model)) == set(vars(plain))  # the lanes are the runtime's, nothing set on the model
         torch.set_num_threads(1)  # one thread: one lane is the whole batch, nothing to set
         assert Engine(settings).runtime.lanes is None
     finally:
