@@ -87,26 +87,11 @@ class IndexVersion:
     passages = property(lambda self: self.path / PASSAGES)
     ann = property(lambda self: self.path / ANN)
     shards = property(lambda self: self.path / SHARDS)
-
-    @property
-    def passage_vectors(self) -> Path:
-        return self.passages / VECTORS
-
-    @property
-    def passage_owners(self) -> Path:
-        return self.passages / PASSAGE_OWNERS
-
-    @property
-    def passage_progress(self) -> Path:
-        return self.passages / PROGRESS
-
-    @property
-    def ann_index(self) -> Path:
-        return self.ann / ANN_INDEX
-
-    @property
-    def ann_settings(self) -> Path:
-        return self.ann / ANN_SETTINGS
+    passage_vectors = property(lambda self: self.passages / VECTORS)
+    passage_owners = property(lambda self: self.passages / PASSAGE_OWNERS)
+    passage_progress = property(lambda self: self.passages / PROGRESS)
+    ann_index = property(lambda self: self.ann / ANN_INDEX)
+    ann_settings = property(lambda self: self.ann / ANN_SETTINGS)
 
     def shard(self, rank: int) -> tuple[Path, Path]:
         """A process's vectors and its progress while several build (sentune.search.index)."""
