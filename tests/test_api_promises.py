@@ -303,3 +303,14 @@ def test_a_run_refused_before_its_work_leaves_nothing_one_failed_part_way_keeps_
                 (folder / name).write_text("x")
             raise UserError("refused")
         assert folder.exists() == kept, wrote
+
+
+def test_exports_refusals_name_the_python_arguments(tiny_model_dir, tmp_path):
+    """export's checks are the command's own: from Python they name `quantize=` and `keep_fp32`, not the options."""
+    with pytest.raises(UserError) as refused:
+        sentune.export(str(tiny_model_dir), tmp_path / "out", quantize="int4")
+    assert "quantize=int4" in str(refused.value) and "--quantize" not in str(refused.value)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(UserError) as refused:
+        sentune.export(str(tiny_model_dir), tmp_path / "out", keep_fp32="ffn-output")
+    assert "keep_fp32" in str(refused.value) and "--keep-fp32" not in str(refused.value)

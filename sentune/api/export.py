@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from sentune.api import given
 from sentune.api.common import Model, model_name
-from sentune.errors import UserError
+from sentune.errors import UserError, names_python_arguments
 
 if TYPE_CHECKING:
     from sentune.api.index import Index
@@ -34,6 +34,7 @@ class ExportResult:
         return self.report.markdown() if self.report is not None else f"{self.path}: not checked"
 
 
+@names_python_arguments()
 def export(
     model: Model,
     to: str | Path,
@@ -85,6 +86,7 @@ def export(
     return ExportResult(Path(to), export_model(options))
 
 
+@names_python_arguments()
 def export_index(
     index: str | Path | Index,
     to: str = "qdrant",

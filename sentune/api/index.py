@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from sentune.api import given
 from sentune.api.common import Model, load, logger, model_name, resolve
-from sentune.errors import UserError
+from sentune.errors import UserError, names_python_arguments
 
 if TYPE_CHECKING:
     from sentune.data.beir import Document, Queries, Query
@@ -91,6 +91,7 @@ class Index:
         return f"Index({str(self.path)!r}, system={self.system!r}, documents={len(self)})"
 
     @classmethod
+    @names_python_arguments()
     def open(cls, path: str | Path, *, system: str | None = None, device: str | None = None, model: Model | None = None) -> Index:
         """An index folder (`sentune index`, `Index.build`, or a search `sentune adapt` run's folder); `system`: rank with
         another part of it by default (dense, bm25, hybrid). `model`: the model to encode queries with (a name, a
@@ -108,6 +109,7 @@ class Index:
         return cls(folder, SearchIndex.open(folder, system, device, model=model, model_argument=model_argument))
 
     @classmethod
+    @names_python_arguments()
     def build(
         cls,
         model: Model,
