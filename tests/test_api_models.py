@@ -69,10 +69,10 @@ def test_flow_gives_the_commands_model(tiny_model_dir, tiny_data_dir, tmp_path, 
         (lambda m, d: sentune.paraphrase(["a man"], beams=0), "beams 0: at least 1"),
         (lambda m, d: sentune.pipeline("ct-bogus", m, data=d), "unknown stage"),
         (lambda m, d: sentune.pipeline("whiten", m, overrides={"whiten": ["components=8"]}, data=d), "whiten takes device"),
-        (lambda m, d: sentune.export(m, "o", quantize="int4"), "--quantize int4"),
-        (lambda m, d: sentune.export(m, "o", keep_fp32="ffn-output"), "applies to --quantize int8"),
-        (lambda m, d: sentune.export_index("i", path="q", url="http://localhost:6333"), "one of --path"),
-        (lambda m, d: sentune.export_index("i", "elastic", path="q"), "--to elastic"),
+        (lambda m, d: sentune.export(m, "o", quantize="int4"), "quantize=int4"),  # the Python argument, not the option
+        (lambda m, d: sentune.export(m, "o", keep_fp32="ffn-output"), "applies to quantize int8"),
+        (lambda m, d: sentune.export_index("i", path="q", url="http://localhost:6333"), "one of path"),
+        (lambda m, d: sentune.export_index("i", "elastic", path="q"), "to=elastic"),
     ],
 )
 def test_bad_input_is_one_line_before_any_work(call, message, tiny_st, tiny_data_dir, tmp_path, monkeypatch):
