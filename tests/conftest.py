@@ -443,3 +443,20 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# The Python API tests' sentences (tests/test_api.py, tests/test_api_promises.py): a small vocabulary of their own
+API_WORDS = "a the man woman dog cat plays runs eats guitar piano park food car street ball kid red blue big small".split()
+
+
+def api_sentence(rng) -> str:
+    return " ".join(rng.choice(API_WORDS, size=int(rng.integers(3, 8))))
+
+
+@pytest.fixture
+def pairs_data():
+    """A corpus of 120 sentences and 100 dev pairs with graded scores, as Python lists."""
+    rng = np.random.default_rng(0)
+    corpus = [api_sentence(rng) for _ in range(120)]
+    dev = [(api_sentence(rng), api_sentence(rng), float(rng.uniform(0, 5))) for _ in range(100)]
+    return corpus, dev

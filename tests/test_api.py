@@ -14,26 +14,12 @@ import sys
 import numpy as np
 import pytest
 import yaml
+from conftest import api_sentence as _sentence
 
 import sentune
 from sentune.cli import main
 from sentune.data.user_data import write_scored_pairs
 from sentune.errors import UserError
-
-WORDS = "a the man woman dog cat plays runs eats guitar piano park food car street ball kid red blue big small".split()
-
-
-def _sentence(rng) -> str:
-    return " ".join(rng.choice(WORDS, size=int(rng.integers(3, 8))))
-
-
-@pytest.fixture
-def pairs_data():
-    """A corpus of 120 sentences and 100 dev pairs with graded scores, as Python lists."""
-    rng = np.random.default_rng(0)
-    corpus = [_sentence(rng) for _ in range(120)]
-    dev = [(_sentence(rng), _sentence(rng), float(rng.uniform(0, 5))) for _ in range(100)]
-    return corpus, dev
 
 
 def test_import_sentune_is_cheap_and_names_the_api():

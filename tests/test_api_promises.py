@@ -12,15 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import api_sentence as _sentence
 
 import sentune
 from sentune.errors import UserError
-
-WORDS = "a the man woman dog cat plays runs eats guitar piano park food car street ball kid red blue big small".split()
-
-
-def _sentence(rng) -> str:
-    return " ".join(rng.choice(WORDS, size=int(rng.integers(3, 8))))
 
 
 def _documents(n: int = 30) -> list[dict]:
@@ -116,18 +111,10 @@ def test_bm25s_records_follow_the_applications_logging_level(tiny_st, tmp_path, 
     assert [r.getMessage() for r in records if r.name.startswith("bm25s")] == []
 
 
-@pytest.fixture
-def pairs():
-    rng = np.random.default_rng(0)
-    corpus = [_sentence(rng) for _ in range(120)]
-    dev = [(_sentence(rng), _sentence(rng), float(rng.uniform(0, 5))) for _ in range(100)]
-    return corpus, dev
-
-
-def test_a_refused_adapt_call_writes_nothing_and_names_the_python_argument(tiny_model_dir, pairs, tmp_path):
+def test_a_refused_adapt_call_writes_nothing_and_names_the_python_argument(tiny_model_dir, pairs_data, tmp_path):
     """A mistyped model is refused before adapt.json and data/ are written (so the corrected call is not refused);
     `out=` naming a file, a folder under a file, or a folder of the user's own files is one line naming `out=`."""
-    corpus, dev = pairs
+    corpus, dev = pairs_data
     out = tmp_path / "run"
     with pytest.raises(UserError, match=r"^model=\S*no-such-model: no such folder"):
         sentune.adapt(str(tmp_path / "no-such-model"), corpus=corpus, dev=dev, methods="whitening", out=out)
@@ -145,11 +132,11 @@ def test_a_refused_adapt_call_writes_nothing_and_names_the_python_argument(tiny_
     assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (tmp_path / "a-file").read_text() == "mine"
 
 
-def test_adapts_errors_name_the_python_arguments_and_the_command_keeps_its_options(tiny_model_dir, pairs, tmp_path, capsys):
+def test_adapts_errors_name_the_python_arguments_and_the_command_keeps_its_options(tiny_model_dir, pairs_data, tmp_path, capsys):
     from sentune.cli import main
     from sentune.data.user_data import write_corpus, write_scored_pairs
 
-    corpus, dev = pairs
+    corpus, dev = pairs_data
     with pytest.raises(UserError, match=r"^dev\[7\]: expected \(sentence1, sentence2, score\), got 2 fields"):
         sentune.adapt(str(tiny_model_dir), corpus=corpus, dev=[*dev[:7], ("only one text", 1.0), *dev[8:]], out=tmp_path / "a")
     with pytest.raises(UserError, match=r"^time='30x': expected a duration"):
