@@ -11,7 +11,6 @@ from conftest import WORDS
 
 import sentune
 import sentune.core.models
-import sentune.search.index
 import sentune.search.options
 import sentune.search.stored
 from sentune.cli import main
@@ -32,7 +31,6 @@ def events(monkeypatch) -> list[str]:
 
     check_out = counted("folder", sentune.search.stored.check_out)
     monkeypatch.setattr(sentune.search.stored, "check_out", check_out)  # what check_resume calls
-    monkeypatch.setattr(sentune.search.index, "check_out", check_out)  # where the build's check finds it
     monkeypatch.setattr(sentune.search.options, "check_document_ids", counted("ids", sentune.search.options.check_document_ids))
     monkeypatch.setattr(sentune.core.models, "load_model_with_runtime", counted("model", sentune.core.models.load_model_with_runtime))  # load_model too
     return seen

@@ -77,7 +77,8 @@ def test_router_queries_take_the_query_route_in_the_encoder_and_the_index(tiny_s
     from sentence_transformers import SentenceTransformer
 
     from sentune.core.encode import Encoder
-    from sentune.search.index import BuildPlan, SearchIndex, build_index
+    from sentune.search.build import BuildPlan, build_index
+    from sentune.search.index import SearchIndex
 
     texts = ["a man plays the guitar", "two kids eat food in the park", "the red car is on the street"]
     model = _router(tiny_st, _perturbed(tiny_st))

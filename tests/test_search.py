@@ -53,7 +53,7 @@ def test_index_then_search_ranks_as_the_dense_and_bm25_parts_do(tiny_model_dir, 
     hybrid = read_trec_run(run)
     assert len(hybrid) == 100 and all([r for _, r, _ in rows] == [1, 2, 3, 4, 5] for rows in hybrid.values())
     assert all(rows[i][2] >= rows[i + 1][2] for rows in hybrid.values() for i in range(4))  # best first
-    from sentune.search.index import read_trec_run as sentunes_reader
+    from sentune.search.trec import read_trec_run as sentunes_reader
 
     shuffled = tmp_path / "shuffled.txt"  # the rank column orders a query's documents, not the file's order
     shuffled.write_text("\n".join(reversed(run.read_text().splitlines())) + "\n")
@@ -87,13 +87,13 @@ def test_index_then_search_ranks_as_the_dense_and_bm25_parts_do(tiny_model_dir, 
 
 
 def test_a_killed_build_resumes_and_equals_an_uninterrupted_one(tiny_model_dir, toy, tmp_path, monkeypatch):
-    import sentune.search.index as index_module
+    import sentune.search.build as build_module
 
     dev, _ = toy
     args = ["index", "--model", str(tiny_model_dir), "--corpus", str(dev / "corpus.jsonl"), "--quiet"]
-    monkeypatch.setattr(index_module, "CHUNK", 32)
+    monkeypatch.setattr(build_module, "CHUNK", 32)
     assert main([*args, "--out", str(tmp_path / "whole")]) == 0
-    real = index_module._write_json
+    real = build_module._write_json
     calls = {"n": 0}
 
     def dies_after_two_chunks(path, value):
@@ -103,12 +103,12 @@ def test_a_killed_build_resumes_and_equals_an_uninterrupted_one(tiny_model_dir, 
             if calls["n"] == 2:
                 raise KeyboardInterrupt
 
-    monkeypatch.setattr(index_module, "_write_json", dies_after_two_chunks)
+    monkeypatch.setattr(build_module, "_write_json", dies_after_two_chunks)
     with pytest.raises(KeyboardInterrupt):
         main([*args, "--out", str(tmp_path / "killed")])
     assert json.loads((tmp_path / "killed" / "progress.json").read_text())["rows"] == 64
     assert main(["search", str(tmp_path / "killed"), "--query", "a man", "--quiet"]) == 2  # unfinished: refused
-    monkeypatch.setattr(index_module, "_write_json", real)
+    monkeypatch.setattr(build_module, "_write_json", real)
     assert main([*args, "--out", str(tmp_path / "killed")]) == 0
     np.testing.assert_allclose(np.load(tmp_path / "killed" / "vectors.npy"), np.load(tmp_path / "whole" / "vectors.npy"), atol=1e-6)
 
@@ -247,7 +247,7 @@ def test_two_torchrun_processes_build_the_one_process_index(tiny_model_dir, toy,
 
 
 def test_shards_cover_every_row_once():
-    from sentune.search.index import shard_bounds
+    from sentune.search.build import shard_bounds
 
     for total in (0, 1, 7, 150):
         for ranks in (1, 2, 3, 8):

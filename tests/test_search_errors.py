@@ -63,7 +63,7 @@ def one_error(capsys, args) -> str:
 
 def search_run(folder, *args) -> list[list[str]]:
     """`sentune search --run` of these options, read back with sentune's reader: each query's documents."""
-    from sentune.search.index import read_trec_run
+    from sentune.search.trec import read_trec_run
 
     run = folder / f"run-{len(list(folder.glob('run-*')))}.txt"
     assert main(["search", *map(str, args), "--run", str(run), "--quiet"]) == 0
@@ -191,7 +191,8 @@ def test_ids_with_whitespace_are_refused_for_a_run_not_written_as_seven_fields(b
     from sentune.data.beir import Query
     from sentune.data.readers import Source
     from sentune.errors import UserError
-    from sentune.search.index import Hit, write_trec_run
+    from sentune.search.index import Hit
+    from sentune.search.trec import write_trec_run
 
     with pytest.raises(UserError, match="id 'd 1' holds whitespace"):
         write_trec_run(run, [Query("q1", "a man", Source("x", 1))], [[Hit("d 1", 1.0, "a man")]])
@@ -327,7 +328,8 @@ def test_an_index_without_a_saved_fusion_refuses_the_hybrid(built, tmp_path, cap
 
 def test_the_saved_fusion_reads_back_as_a_fusion(built):
     from sentune.search.fusion import Fusion
-    from sentune.search.index import SearchIndex, read_settings, saved_fusion
+    from sentune.search.index import SearchIndex, saved_fusion
+    from sentune.search.stored import read_settings
 
     assert SearchIndex.open(built["folder"] / "hybrid").fusion == Fusion("convex", 0.4)
     assert SearchIndex.open(built["folder"] / "dense").fusion is None

@@ -24,7 +24,7 @@ import numpy as np
 from sentune.core.results import display_path, write_atomic
 from sentune.data.beir import read_retrieval_set
 from sentune.errors import UserError
-from sentune.search.index import read_trec_run
+from sentune.search.trec import read_trec_run
 
 
 def score(run: dict[str, list[str]], queries) -> dict:

@@ -400,7 +400,7 @@ def score(runs: list[Path], out: Path) -> dict:
 
 
 def top10(path: Path) -> dict[str, list[str]]:
-    from sentune.search.index import read_trec_run
+    from sentune.search.trec import read_trec_run
 
     return {q: docs[:DEPTH] for q, docs in read_trec_run(path).items()}
 
@@ -466,7 +466,8 @@ def cmd_qdrant(args) -> None:
     """Export the SciFact index to Qdrant's local mode and search it as sentune does."""
     from sentune.data.beir import read_queries
     from sentune.search.export_qdrant import QdrantSearch, connect
-    from sentune.search.index import Hit, SearchIndex, write_trec_run
+    from sentune.search.index import Hit, SearchIndex
+    from sentune.search.trec import write_trec_run
 
     index, work = Path(args.index), Path(args.work)
     storage, runs = work / "qdrant", work / "qdrant-runs"

@@ -32,8 +32,9 @@ def main() -> None:
     from sentune.adaptation.examples import write_example
     from sentune.core.models import load_model
     from sentune.data.beir import read_beir_folder
+    from sentune.search.build import BuildPlan, build_index
     from sentune.search.fusion import Fusion
-    from sentune.search.index import BuildPlan, SearchIndex, build_index
+    from sentune.search.index import SearchIndex
     from sentune.search.lexical import LexicalSettings
     from sentune.tasks.retrieval import HEADLINE, per_query_metrics
 

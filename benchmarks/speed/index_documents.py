@@ -53,8 +53,8 @@ def queries(seed: int, count: int) -> list[str]:
 def cmd_build(args) -> None:
     from sentune.data.beir import Document
     from sentune.data.text_files import Source
+    from sentune.search.build import BuildPlan, build_index
     from sentune.search.fusion import Fusion
-    from sentune.search.index import BuildPlan, build_index
 
     out = Path(args.out)
     rng = np.random.default_rng(args.seed)

@@ -61,7 +61,7 @@ def timed(command: list[str]) -> dict:
 def run_ndcg(run_file: Path, test: Path) -> tuple[float, int]:
     """Mean nDCG@10 ×100 of a TREC run file over a BEIR test folder's judged queries (sentune's reader and metric code)."""
     from sentune.data.beir import read_beir_folder
-    from sentune.search.index import read_trec_run
+    from sentune.search.trec import read_trec_run
     from sentune.tasks.retrieval import per_query_metrics
 
     queries = read_beir_folder(test, "test").queries

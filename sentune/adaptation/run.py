@@ -322,7 +322,7 @@ def _save_index(candidate: Candidate, model, ctx: SearchContext) -> None:
     nothing again), and the documents' passages when the hybrid chose MaxP. A dense system ranks without BM25 (its
     index's serves `sentune search --system bm25`): the fitted settings when known, else the fixed ones, no fit. The dense
     part reuses the vectors the run scored with when it has them (the unchanged model's, or a hybrid's source's)."""
-    from sentune.search.index import BuildPlan, build_index
+    from sentune.search.build import BuildPlan, build_index
 
     fused = candidate.fused(ctx)
     fusion, source = fused if fused is not None else (None, candidate.name)

@@ -18,9 +18,11 @@ from sentune.errors import UserError, names_python_arguments
 if TYPE_CHECKING:
     from sentune.data.beir import Document, Queries, Query
     from sentune.search.ann import AnnSpec
+    from sentune.search.build import BuildPlan
     from sentune.search.fusion import Fusion
-    from sentune.search.index import BuildPlan, CheckedOut, SearchIndex
+    from sentune.search.index import SearchIndex
     from sentune.search.lexical import LexicalSettings
+    from sentune.search.stored import CheckedOut
 
 
 @dataclass(frozen=True)
@@ -272,7 +274,7 @@ class Index:
     def write_run(self, queries: Mapping[str, str] | Queries, path: str | Path, top_k: int = 10, *, tag: str = "sentune", **options: Any) -> Path:
         """Write a TREC run file (qid Q0 docid rank score tag) of `queries` (id → text, or a `Queries`), as
         `sentune search --run`; `options` as `search`'s. An id a run line cannot hold is refused before any search."""
-        from sentune.search.index import write_trec_run
+        from sentune.search.trec import write_trec_run
 
         asked = _queries(queries)
         self.check_run_ids(asked, system=options.get("system"))
@@ -322,8 +324,9 @@ class IndexBuild:
         their number: every one-line error a build can give before the model loads. `lexical`: BM25's settings;
         `option`, `out_option`: how errors name the ann setting and `out`."""
         from sentune.search.ann import check_fits
-        from sentune.search.index import BuildPlan, CheckedOut, check_out
+        from sentune.search.build import BuildPlan
         from sentune.search.options import check_document_ids
+        from sentune.search.stored import CheckedOut, check_out
 
         tmp = tempfile.TemporaryDirectory(prefix="sentune-index-") if out is None else None
         folder = Path(tmp.name if tmp is not None else out)  # type: ignore[arg-type]
@@ -349,8 +352,9 @@ class IndexBuild:
         from sentune.core.distributed import rank
         from sentune.core.embedding_cache import model_digest
         from sentune.search.ann import check_fits, coarse_codes
+        from sentune.search.build import build_index
         from sentune.search.folder import IndexFolder
-        from sentune.search.index import SearchIndex, build_index
+        from sentune.search.index import SearchIndex
 
         loaded = load(model, device=device, trust_remote_code=trust_remote_code)
         folder = self.folder

@@ -19,7 +19,7 @@ A version (INDEX, or INDEX/versions/ID) holds
                               `passages: maxp` (sentune.search.passages)
     VERSION/ann/              index.faiss and ann.json of `--ann` (sentune.search.ann)
     VERSION/dense-N/          vectors.npy of an adapt run's other models (sentune.search.expansion)
-    VERSION/shards/           rank-R.npy and rank-R.json while several processes build (sentune.search.index)
+    VERSION/shards/           rank-R.npy and rank-R.json while several processes build (sentune.search.build)
 
 A version's files never change once it is current: a rebuild writes a new version, reusing the current one's
 unchanged files as hard links (never writing into them), and switches the top index.json to it last, so a reader
@@ -94,7 +94,7 @@ class IndexVersion:
     ann_settings = property(lambda self: self.ann / ANN_SETTINGS)
 
     def shard(self, rank: int) -> tuple[Path, Path]:
-        """A process's vectors and its progress while several build (sentune.search.index)."""
+        """A process's vectors and its progress while several build (sentune.search.build)."""
         return self.shards / f"rank-{rank}.npy", self.shards / f"rank-{rank}.json"
 
     def expansion_vectors(self, number: int) -> str:

@@ -91,7 +91,7 @@ def printable(text: str) -> str:
 def check_document_ids(documents) -> None:
     """An id with whitespace cannot be named by the TREC run lines `sentune search --queries` writes: refused here,
     naming its corpus line, rather than indexed and then refused by every search of a queries file."""
-    from sentune.search.index import NOT_TREC_SAFE, trec_safe
+    from sentune.search.trec import NOT_TREC_SAFE, trec_safe
 
     for document in documents:
         if not trec_safe(document.id):

@@ -1,6 +1,6 @@
 """What an index folder holds, checked against its settings before anything is built over it or searched in it: the
-settings file itself, the documents it was built over (their digest), its vectors and BM25's size (sentune.search.index
-builds and reads the index; this is the part that needs no model; sentune.search.folder says where each file lies)."""
+settings file itself, the documents it was built over (their digest), its vectors and BM25's size (sentune.search.build
+and sentune.search.index build and read the index; this is the part that needs no model; sentune.search.folder says where each file lies)."""
 
 from __future__ import annotations
 

@@ -215,7 +215,7 @@ def served_name(settings: ServeSettings) -> str:
         return settings.model_name
     if settings.index:
         from sentune.search.folder import IndexFolder
-        from sentune.search.index import read_settings
+        from sentune.search.stored import read_settings
 
         folder = Path(settings.index)
         ref = str((read_settings(folder) or {}).get("model"))
