@@ -64,6 +64,7 @@ def _planted(tmp_path: Path, dev_scores: dict[str, np.ndarray], gold: np.ndarray
     return records, candidates, inputs, split_dev(gold), tmp_path, config
 
 
+@pytest.mark.slow
 def test_selection_keeps_unchanged_on_ties_takes_a_planted_better_candidate_and_never_reads_test_labels(tmp_path):
     rng = np.random.default_rng(3)
     gold = rng.normal(size=300)
@@ -385,6 +386,7 @@ def test_without_dev_pairs_stsb_dev_selects_and_the_report_says_so(tiny_model_di
     assert "STS-B-dev (no --dev given)" in (out / "results.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_refused_run_leaves_the_finished_one_untouched_and_shared_pairs_are_warned(tiny_model_dir, user_files, tmp_path, capsys, caplog):
     out = tmp_path / "run"
     args = ["--model", str(tiny_model_dir), "--dev", str(user_files / "dev.tsv"), "--methods", "poolings", "--out", str(out)]

@@ -80,6 +80,7 @@ def test_minbert_joint_encoder_learns_from_the_contrastive_term_only(tiny_st):
     assert sum(p.grad.abs().sum() for p in model[0].parameters() if p.grad is not None) > 0
 
 
+@pytest.mark.slow
 def test_the_flow_trains_at_its_own_learning_rate(tiny_model_dir, tiny_data_dir, tmp_path):
     """flow_learning_rate reaches the optimizer: with the encoder's rate at 1e-12 only the flow moves."""
     from conftest import train_tiny

@@ -12,6 +12,7 @@ from conftest import assert_plot, tree_state
 from sentune.cli import main
 
 
+@pytest.mark.slow
 def test_eval_writes_json_and_markdown(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
     out = tmp_path / "run"
     code = main(
@@ -186,6 +187,7 @@ def test_layerwise_writes_scores_and_plot(tiny_model_dir, tiny_data_dir, tmp_pat
     assert_plot(tmp_path / "layerwise.png")
 
 
+@pytest.mark.slow
 def test_report_renders_tables_and_plots(tiny_model_dir, tiny_data_dir, tmp_path):
     run = tmp_path / "run"
     assert (
@@ -222,6 +224,7 @@ def test_seed_table_groups_runs_that_differ_only_in_seed(tmp_path):
     assert "**60.00 ± 0.00**" in rows[1]
 
 
+@pytest.mark.slow
 def test_tsne_figure_panels(tiny_model_dir, tiny_data_dir, tmp_path):
     from sentune.analysis.figures import extreme_pairs
 

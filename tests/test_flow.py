@@ -43,6 +43,7 @@ def test_actnorm_initialises_to_zero_mean_unit_variance():
     np.testing.assert_allclose(y.std(0, unbiased=False).detach().numpy(), 1, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_flow_training_lowers_nll_and_whitens():
     x = _data(512, seed=2)
     flow = Flow(n_blocks=3, hidden=16, epochs=60, batch_size=64, learning_rate=1e-3).fit(x)

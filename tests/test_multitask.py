@@ -59,6 +59,7 @@ def _train_multitask(tmp_path, data_dir, model, *, steps: int, learning_rate: fl
     return run
 
 
+@pytest.mark.slow
 def test_tiny_multitask_fine_tuning(tiny_model_dir, tiny_data_dir, tmp_path):
     run = _train_multitask(tmp_path, tiny_data_dir, tiny_model_dir, steps=6, learning_rate=1e-5)
     meta = json.loads((run / "results.json").read_text())["meta"]
@@ -69,6 +70,7 @@ def test_tiny_multitask_fine_tuning(tiny_model_dir, tiny_data_dir, tmp_path):
     assert any("eval_multitask-dev_mean" in m for m in metrics)
 
 
+@pytest.mark.slow
 def test_recipe_pooling_model_trains_through_a_head(tiny_model_dir, tiny_data_dir, tmp_path):
     """`pooling: model` keeps a saved head (here whitening's Dense) under the task heads and trains it."""
     from safetensors.torch import load_file

@@ -120,6 +120,7 @@ def read_run(path: Path) -> dict[str, list[tuple[str, float]]]:
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("system", ["hybrid", "dense", "bm25"])
 def test_search_ranks_as_sentune_search(server, toy_index, tmp_path, system):
     index, dev = toy_index
@@ -153,6 +154,7 @@ def assert_same_hits(hits: list[dict], expected: list[dict]) -> None:
     assert [h["score"] for h in hits] == pytest.approx([h["score"] for h in expected], abs=1e-5)
 
 
+@pytest.mark.slow
 def test_search_defaults_snippets_and_depths(server, toy_index):
     index, _ = toy_index
     documents = {d["_id"]: d["text"] for d in map(json.loads, (index / "documents.jsonl").read_text().splitlines())}
@@ -172,6 +174,7 @@ def test_search_defaults_snippets_and_depths(server, toy_index):
     assert snippet("short", False) == "short"
 
 
+@pytest.mark.slow
 def test_embeddings_equal_sentune_encode(server, served_model, tmp_path):
     text_file, out = tmp_path / "sentences.txt", tmp_path / "vectors.npy"
     text_file.write_text("\n".join(SENTENCES) + "\n")
@@ -199,6 +202,7 @@ def test_embeddings_equal_sentune_encode(server, served_model, tmp_path):
     assert "truncated" not in packed
 
 
+@pytest.mark.slow
 def test_the_openai_client_works_unchanged(server, served_model, tmp_path):
     openai = pytest.importorskip("openai")
     text_file, out = tmp_path / "sentences.txt", tmp_path / "vectors.npy"
@@ -219,6 +223,7 @@ def health(server: str) -> dict:
     return httpx.get(f"{server}/health", timeout=10).json()
 
 
+@pytest.mark.slow
 def test_concurrent_requests_share_forward_passes_and_get_one_by_one_vectors(server):
     texts = [f"{w} plays the {v}" for w in ("a man", "a woman", "the kid", "two dogs") for v in ("guitar", "piano", "ball", "food", "car", "street")]
     alone = [np.array(post(server, "/v1/embeddings", {"input": t}).json()["data"][0]["embedding"]) for t in texts[:4]]
@@ -271,6 +276,7 @@ def send(server: str, path: str, body, headers: dict | None = None) -> httpx.Res
     return httpx.post(f"{server}{path}", content=content, headers={**AUTH, "Content-Type": "application/json", **(headers or {})}, timeout=60)
 
 
+@pytest.mark.slow
 def test_every_bad_input_is_one_json_4xx_while_valid_requests_succeed(server):
     valid = {"queries": ["a man plays", "the dog runs"], "top_k": 3}
     expected = post(server, "/search", valid).json()["results"]
@@ -299,6 +305,7 @@ def test_every_bad_input_is_one_json_4xx_while_valid_requests_succeed(server):
     assert health(server)["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_the_key_is_asked_for_on_every_request_but_health_and_the_page(server, served_model):
     for path, body in (("/search", {"query": "a man"}), ("/v1/embeddings", {"input": "a man"})):
         missing = httpx.post(f"{server}{path}", json=body, timeout=10)
