@@ -89,3 +89,20 @@ def test_the_same_checks_name_the_python_argument_or_the_option(index_folder, ca
         sentune.serve_app({"not": "served"})
     settings = json.loads((index_folder / "index.json").read_text())
     assert settings["model"]  # the index names its model: what serve_app(index) serves with
+
+
+def test_no_route_reads_the_apps_state():
+    """The routes (the reranker's too) are given the Service they answer from: app.state is only written, once, for
+    whoever holds the app, so two apps in one process never read each other's."""
+    import re
+    from pathlib import Path
+
+    import sentune.serve
+
+    reads = []
+    for path in Path(sentune.serve.__file__).parent.glob("*.py"):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if re.search(r"\bapp\.state\.\w+\b(?!\s*=[^=])", code) or "getattr(app.state" in code or "request.app.state" in code:
+                reads.append(f"{path.name}:{number}: {line.strip()}")
+    assert reads == []

@@ -30,7 +30,7 @@ WORDS = ["guitar", "dog", "market", "river", "piano", "violin", "car", "street",
 def held_model_thread(client):
     """Holds the app's one model thread until the returned event is set: the batches wait behind it."""
     gate = threading.Event()
-    client.app.state.serving.executor.submit(gate.wait, 60)
+    client.app.state.service.state.executor.submit(gate.wait, 60)
     return gate
 
 
@@ -63,7 +63,7 @@ def test_searches_in_flight_during_a_reload_are_answered_by_the_index_they_were_
     with TestClient(create_app(settings)) as client, ThreadPoolExecutor(40) as pool:
         gate = held_model_thread(client)
         searches = [pool.submit(client.post, "/search", json={"query": WORDS[i % 6], "top_k": 2, "system": "hybrid"}) for i in range(40)]
-        until(lambda: client.app.state.serving.search.pending == 40)  # all 40 checked against the hybrid index, waiting
+        until(lambda: client.app.state.service.state.search.pending == 40)  # all 40 checked against the hybrid index, waiting
         publish(live, second)
         reloaded = client.post("/admin/reload", json={})
         assert reloaded.status_code == 200 and reloaded.json()["index"]["systems"] == ["dense", "bm25"], reloaded.text
@@ -144,16 +144,16 @@ def test_a_damaged_document_fails_only_the_request_that_reaches_it(_tiny_st, tmp
     with TestClient(create_app(settings), raise_server_exceptions=False) as client, ThreadPoolExecutor(19) as pool:
         gate = held_model_thread(client)
         first = pool.submit(search, WORDS[-1])  # the batch the thread runs first, alone
-        until(lambda: client.app.state.serving.search.pending == 1)
+        until(lambda: client.app.state.service.state.search.pending == 1)
         searches = {word: pool.submit(search, word) for word in WORDS}  # "guitar" reaches d0, the damaged line
-        until(lambda: client.app.state.serving.search.pending == 19)
+        until(lambda: client.app.state.service.state.search.pending == 19)
         gate.set()
         assert first.result().status_code == 200
         answers = {word: future.result() for word, future in searches.items()}
         assert answers.pop("guitar").status_code == 500
         assert {word: a.status_code for word, a in answers.items()} == dict.fromkeys(answers, 200)
         assert all(a.json()["results"][0]["hits"][0]["id"] == f"d{WORDS.index(w)}" for w, a in answers.items())
-        assert client.app.state.serving.search.requests == 19
+        assert client.app.state.service.state.search.requests == 19
 
 
 @pytest.mark.slow  # a server process of its own

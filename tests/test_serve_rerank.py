@@ -158,7 +158,7 @@ def test_search_answers_the_candidates_in_the_cross_encoders_order(client, engin
 
 def test_concurrent_requests_share_forward_passes_and_get_their_own_answers(client, reference):
     requests = [{"query": QUERY, "documents": DOCUMENTS[i:] + DOCUMENTS[:i]} for i in range(len(DOCUMENTS))] * 3
-    batcher = client.app.state.reranking.batcher
+    batcher = client.app.state.service.reranking.batcher
     passes, before = batcher.forward_passes, batcher.requests
     with ThreadPoolExecutor(len(requests)) as pool:
         answers = list(pool.map(lambda body: client.post("/rerank", json=body), requests))
@@ -181,7 +181,7 @@ def test_a_full_queue_is_refused_at_once_and_a_late_answer_is_a_503(engine, toy_
     from fastapi.testclient import TestClient
 
     with TestClient(app_for(engine, toy_index, cross_encoder, max_queue=2, timeout_s=3.0, batch_wait_ms=0.0)) as slow:
-        batcher = slow.app.state.reranking.batcher
+        batcher = slow.app.state.service.reranking.batcher
         score, started, release = batcher.run, threading.Event(), threading.Event()
         batcher.run = lambda pairs: (started.set(), release.wait(30), score(pairs))[2]  # a forward pass held until released
         with ThreadPoolExecutor(2) as pool:

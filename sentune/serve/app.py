@@ -67,10 +67,11 @@ def create_app(settings: ServeSettings, engine=None, *, model: Any = None) -> Fa
 
     app = FastAPI(title="sentune serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     service.app = app
+    app.state.service = service  # for whoever holds the app (tests, an operator's shell); the routes are given it
     add_error_answers(app, settings)
     for router in (search_router, embeddings_router, admin_router, page_router):
         app.include_router(router(service))
-    include_reranker(app, settings, metrics)  # POST /rerank (sentune.serve.rerank)
+    include_reranker(app, service)  # POST /rerank (sentune.serve.rerank)
     add_http_layer(app, settings, metrics, refusals)  # the middleware and the OpenAPI schema (sentune.serve.http_layer)
     return app
 

@@ -22,10 +22,10 @@ import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,11 +33,8 @@ from sentune.errors import UserError
 from sentune.serve.admission import within_limit
 from sentune.serve.batching import MicroBatcher
 from sentune.serve.protocol import ApiError, check_count, check_text, parse_body
+from sentune.serve.service import Searcher, Service
 from sentune.serve.settings import ServeSettings
-
-if TYPE_CHECKING:
-    from sentune.serve.metrics import Metrics
-    from sentune.serve.service import Searcher  # the search batcher pinned to the request's engine
 
 
 @dataclass(frozen=True)
@@ -150,9 +147,11 @@ class Reranking:
         return await self.batcher.submit(pairs)  # QueueFull (503) when --max-queue requests are being answered
 
 
-def include_reranker(app: FastAPI, settings: ServeSettings, metrics: Metrics | None = None) -> None:
+def include_reranker(app: FastAPI, service: Service) -> None:
     """POST /rerank on `app`, and the reranker of --reranker loaded now (before the port opens: a model that will not
-    load is one line) and batched once the app has started (its model thread, sentune.serve.app.State)."""
+    load is one line) and batched once the app has started (its model thread, sentune.serve.service.State), held by
+    `service` (`service.reranking`) where the routes read it."""
+    settings, metrics = service.settings, service.metrics
     reranker = Reranker(settings.reranker, device=settings.device, trust_remote_code=settings.trust_remote_code) if settings.reranker else None
 
     @asynccontextmanager
@@ -160,31 +159,36 @@ def include_reranker(app: FastAPI, settings: ServeSettings, metrics: Metrics | N
         if reranker is None:
             yield
             return
+        state = service.state
+        assert state is not None  # the app's own lifespan, entered first, started it
         batcher = MicroBatcher(
             reranker.score,
-            app.state.serving.executor,
+            state.executor,
             max_batch=settings.max_batch,
             wait_s=settings.batch_wait_ms / 1000,
             max_queue=settings.max_queue,
-            on_batch=metrics.batch_observer("rerank") if metrics is not None else None,
+            on_batch=metrics.batch_observer("rerank"),
         )
-        if metrics is not None:
-            metrics.watch_queue("rerank", batcher.waiting)
+        metrics.watch_queue("rerank", batcher.waiting)
         batcher.start()
-        app.state.serving.batchers["rerank"] = batcher  # beside the model's batchers: where a full queue is looked for
-        app.state.reranking = Reranking(reranker, batcher, settings.rerank_top, settings)
+        state.batchers["rerank"] = batcher  # beside the model's batchers: where a full queue is looked for
+        service.reranking = Reranking(reranker, batcher, settings.rerank_top, settings)
         try:
             yield
         finally:
+            service.reranking = None
             await batcher.stop()
 
     router = APIRouter(lifespan=lifespan)
-    router.add_api_route("/rerank", rerank, methods=["POST"])
+
+    @router.post("/rerank", dependencies=[Depends(service.serving)])  # the app started (mounted without its lifespan)
+    async def rerank_route(request: Request):
+        return await rerank(request, service.reranking)
+
     app.include_router(router)
 
 
-async def rerank(request: Request):
-    reranking: Reranking | None = getattr(request.app.state, "reranking", None)
+async def rerank(request: Request, reranking: Reranking | None):
     if reranking is None:
         raise ApiError(404, "this server has no reranker: start it with --reranker PATH (a sentence-transformers CrossEncoder)", "not_found_error")
     body = parse_body(await request.body(), RerankRequest)
@@ -225,15 +229,13 @@ async def rerank(request: Request):
     return JSONResponse(answer, headers=headers)
 
 
-def reranker_name(app: FastAPI) -> str | None:
+def reranker_name(reranking: Reranking | None) -> str | None:
     """The name of the reranker /search answers with (None: the server has none)."""
-    reranking: Reranking | None = getattr(app.state, "reranking", None)
     return None if reranking is None else reranking.reranker.name
 
 
-def reranker_health(app: FastAPI) -> dict | None:
+def reranker_health(reranking: Reranking | None) -> dict | None:
     """/health's account of the reranker (None: the server has none)."""
-    reranking: Reranking | None = getattr(app.state, "reranking", None)
     if reranking is None:
         return None
     batcher = reranking.batcher
@@ -245,12 +247,11 @@ def reranker_health(app: FastAPI) -> dict | None:
     }
 
 
-async def search_ranked(app: FastAPI, search: Searcher, texts: list[str], system: str, top_k: int) -> list:
+async def search_ranked(reranking: Reranking | None, search: Searcher, texts: list[str], system: str, top_k: int) -> list:
     """/search's rankings: the system's own, or with a reranker its first --rerank-top candidates in the cross-encoder's
     order (ties in the system's), their scores the cross-encoder's, the first top_k of them."""
     from sentune.serve.engine import Ranked, SearchItem
 
-    reranking: Reranking | None = getattr(app.state, "reranking", None)
     if reranking is None:
         return await search.submit([SearchItem(text, system, top_k) for text in texts])
     if top_k > reranking.depth:

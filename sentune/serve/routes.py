@@ -43,11 +43,11 @@ def search_router(service: Service) -> APIRouter:
                 "invalid_request_error",
             )
         ranked = await within_limit(
-            search_ranked(request.app, state.searcher(engine), texts, system, body.top_k), request, settings.timeout_s
+            search_ranked(service.reranking, state.searcher(engine), texts, system, body.top_k), request, settings.timeout_s
         )  # reranked with --reranker
         fusion = engine.index.fusion.label if engine.index.fusion else None
         took_ms = (time.perf_counter() - began) * 1000
-        return search_answer(texts, ranked, system, fusion, reranker_name(request.app), body.full_text, took_ms)
+        return search_answer(texts, ranked, system, fusion, reranker_name(service.reranking), body.full_text, took_ms)
 
     return router
 
@@ -95,7 +95,7 @@ def page_router(service: Service) -> APIRouter:
             "status": "ok",
             **state.engine.health(),
             "auth": settings.api_key is not None,
-            "reranker": reranker_health(request.app),  # None without --reranker
+            "reranker": reranker_health(service.reranking),  # None without --reranker
             "uptime_s": round(time.time() - state.started, 1),
             "batching": {
                 "embeddings": {"requests": state.embed.requests, "forward_passes": state.embed.forward_passes},

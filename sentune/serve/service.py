@@ -148,6 +148,7 @@ class Service:
         self.settings, self.metrics = settings, metrics
         self.engine, self.held = engine, held  # an engine loaded already; a model the caller holds (sentune.serve_app)
         self.state: State | None = None
+        self.reranking: Any = None  # sentune.serve.rerank.Reranking, with --reranker once started
         self.app: FastAPI | None = None
         self._starting = asyncio.Lock()
         self._lazy: contextlib.AsyncExitStack | None = None
@@ -161,7 +162,6 @@ class Service:
         state = State(self.settings, loaded, self.metrics)
         for batcher in state.batchers.values():
             batcher.start()
-        app.state.serving = state  # the reranker's lifespan adds its batcher here (sentune.serve.rerank)
         self.state = state
         return state
 
