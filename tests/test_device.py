@@ -38,6 +38,7 @@ def test_bad_devices_fail_in_one_line(capsys, tmp_path, tiny_data_dir):
         assert "training.precision fp16: needs a CUDA device (use bf16 on the CPU)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_bf16_training_on_the_cpu_records_device_and_precision(tiny_model_dir, tiny_data_dir, tmp_path):
     from conftest import train_tiny
 

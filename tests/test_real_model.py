@@ -51,6 +51,7 @@ def test_stsb_matches_independent_evaluator(default_model):
     assert result["runs"]["model"]["tasks"]["STS-B"]["all"]["spearman"] == pytest.approx(82.03, abs=0.05)
 
 
+@pytest.mark.slow
 def test_onnx_graph_of_the_default_model_equals_pytorch(default_model, tmp_path, monkeypatch):
     """The issue's bound for fp32 graphs on the real model (benchmarks/results/onnx_exact.md: whitening and flow heads)."""
     pytest.importorskip("onnxruntime")

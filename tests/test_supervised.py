@@ -158,6 +158,7 @@ def test_the_folds_trained_in_memory_score_out_of_fold_as_saved_and_reloaded_fol
         np.testing.assert_allclose(found[held], expected, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_training_in_memory_leaves_the_weights_a_saved_run_leaves_and_writes_only_where_asked(tiny_model_dir, labelled, tmp_path):
     """train_in_memory (adapt's supervised trainings) runs train()'s loop without checkpoints: its weights are those
     train() saves and load_model reads back. Without a run folder it writes nothing; with one, the finished run train()

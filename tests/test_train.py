@@ -205,6 +205,7 @@ def test_max_sentences_is_a_fixed_random_subset_in_file_order(tiny_data_dir):
     assert training_sentences(method_context("ct", data_dir=tiny_data_dir, training=reseeded.training, train_data=reseeded.train_data)) == picked
 
 
+@pytest.mark.slow
 def test_user_pairs_select_last_checkpoint_and_time_budget(tiny_model_dir, tiny_data_dir, tmp_path):
     """eval.dev: pairs:PATH selects on a user's pairs (0/1 labels: average precision), training.checkpoint=last keeps the
     last step, training.max_minutes stops early and evaluates the step it stopped at; eval.tasks: none skips the final

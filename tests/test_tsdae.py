@@ -50,6 +50,7 @@ def test_loss_matches_naive_reconstruction_cross_entropy(tiny_st):
     assert found == pytest.approx(total / count, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_tiny_training_saves_the_encoder_only(tiny_model_dir, tiny_data_dir, tmp_path):
     from conftest import train_tiny
     from sentence_transformers import SentenceTransformer
