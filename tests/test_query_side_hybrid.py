@@ -220,3 +220,20 @@ def test_adapt_fuses_query_side_out_of_fold_and_its_index_searches_as_it_was_sco
     np.testing.assert_allclose(np.load(out / "vectors.npy"), documents, atol=1e-5)
     hits = Index.open(out).search([q.text for q in tests], top_k=10)
     assert [[h.id for h in row] for row in hits] == expected
+    # `sentune search OUT` and `sentune serve OUT` rank the same way (one query a request: a server's small batches)
+    queries_file, run = tmp_path / "queries.tsv", tmp_path / "run.trec"
+    queries_file.write_text("".join(f"{q.id}\t{q.text}\n" for q in tests))
+    assert main(["search", str(out), "--queries", str(queries_file), "--run", str(run), "--quiet"]) == 0
+    lines = [line.split() for line in run.read_text().splitlines()]
+    assert [[line[2] for line in lines if line[0] == q.id] for q in tests] == expected
+    from fastapi.testclient import TestClient
+
+    from sentune.serve.app import create_app
+    from sentune.serve.engine import Engine
+    from sentune.serve.settings import ServeSettings
+
+    settings = ServeSettings(target=str(out), index=str(out), model=None)
+    with TestClient(create_app(settings, Engine(settings))) as client:
+        for q, ranked in zip(tests, expected, strict=True):
+            answer = client.post("/search", json={"query": q.text, "top_k": 10}).json()
+            assert answer["system"] == "hybrid" and [h["id"] for h in answer["results"][0]["hits"]] == ranked, q.id
