@@ -237,3 +237,52 @@ def test_adapt_fuses_query_side_out_of_fold_and_its_index_searches_as_it_was_sco
         for q, ranked in zip(tests, expected, strict=True):
             answer = client.post("/search", json={"query": q.text, "top_k": 10}).json()
             assert answer["system"] == "hybrid" and [h["id"] for h in answer["results"][0]["hits"]] == ranked, q.id
+
+
+@pytest.mark.slow
+def test_with_train_it_fuses_the_one_model_trained_on_train_for_every_query(tiny_model_dir, tmp_path, monkeypatch):
+    """`--train`: query-side trains once, on --train's queries; hybrid-query-side ranks every dev query (the selection
+    ones included) by that model fused with BM25, and its weight reads the selection queries by it."""
+    pytest.importorskip("bm25s")
+    pytest.importorskip("Stemmer")
+    from sentence_transformers import SentenceTransformer
+    from test_adapt_retrieval import _toy_beir
+
+    from sentune.adaptation.candidates.query_side import QuerySide
+    from sentune.cli import main
+    from sentune.data.beir import RetrievalSet, read_beir_folder, write_beir_folder
+    from sentune.search.lexical import LexicalIndex, LexicalSettings
+
+    dev, test = _toy_beir(tmp_path / "toy", n_docs=180, n_queries=120)
+    corpus = read_beir_folder(dev, "dev").corpus
+    train_queries = [Query(f"t{i}", " ".join(corpus[i].text.split()[2:5]), HERE, {corpus[i].id: 1}) for i in range(120, 180)]
+    train = write_beir_folder(tmp_path / "train", RetrievalSet(train_queries, corpus), "train")
+    shipped = {}
+    original_ship = QuerySide.ship
+
+    def ship(self, query_model, ctx):
+        shipped["query"] = copy.deepcopy(query_model)
+        return original_ship(self, query_model, ctx)
+
+    monkeypatch.setattr(QuerySide, "ship", ship)
+    out = tmp_path / "run"
+    args = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--dev", str(dev), "--test", str(test), "--out", str(out)]
+    assert main([*args, "--methods", "query-side,hybrid", "--train", str(train)]) == 0
+    results = json.loads((out / "results.json").read_text())["candidates"]
+    record = results["hybrid-query-side"]
+    assert results["query-side"]["trained_on"] == "--train" and record["trained_on"] == "--train" and record["weight_from"] == "train"
+    alpha = record["fusion"]["alpha"]
+    data = read_beir_folder(out / "data" / "dev", "dev")
+    pool = read_beir_folder(out / "data" / "dev-select", "select")
+    ids, pool_ids = [d.id for d in data.corpus], [d.id for d in pool.corpus]
+    bm25 = LexicalIndex.of_documents(data.corpus, LexicalSettings(**results["hybrid"]["lexical_fit"]["settings"]))
+    documents = dict(zip(ids, SentenceTransformer(str(tiny_model_dir), device="cpu").encode([d.text for d in data.corpus]), strict=True))
+    found = np.load(out / "candidates" / "hybrid-query-side" / "scores.npz")["dev"]
+    selected = {q.id for q in pool.queries}
+    assert record["weight_read_queries"] == [q.id for q in pool.queries]
+    for i, q in enumerate(data.queries):  # the selection queries against the pool, the others against the whole corpus, all by the one model
+        ranked_ids = pool_ids if q.id in selected else ids
+        words = bm25.scores([q.text])[0][[ids.index(d) for d in ranked_ids]]
+        vector = shipped["query"].encode([q.text])[0]
+        ranked = _naive_ranking(vector, [documents[d] for d in ranked_ids], words, ranked_ids, alpha, own=q.id)
+        assert found[i] == pytest.approx(_ndcg10(ranked, q.relevant), abs=1e-6), q.id
