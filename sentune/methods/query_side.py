@@ -27,9 +27,9 @@ query vector is s · E_i / Z_i (the softmax-weighted mean of the documents' unit
 a step holds one chunk, the batch's logits of it and a vector per query, whatever the corpus's size, and reads the
 matrix once. Exact rather than sampled (the positives, hard negatives mined once and a random sample, as DPR-style
 training does): the formula above is DensePhrases' query-side objective, every document a negative, and a sampled
-partition would be another, biased one (its softmax over a subset). float16 storage moves a cosine by about 1e-4 at
-most (11 bits of mantissa per coordinate of a unit vector), a logit by 20 times that: below anything the softmax
-resolves.
+partition would be another, biased one (its softmax over a subset). float16 storage rounds each coordinate of a unit
+vector by at most 2^-11 of it, which moves a cosine by at most 2^-11 ≈ 5e-4 (Cauchy–Schwarz) and typically by about
+1e-5 at 384 dimensions (independent roundings), a logit by 20 times that.
 
 It trains on the project's one loop (sentune.training.trainer): its rows are the judged queries (column `query`) and
 their row number (`label`), by which the loss looks up each row's positives."""
@@ -94,7 +94,7 @@ def query_rows(ctx: TrainContext) -> Columns:
 def document_vectors(data: RetrievalSet, ctx: TrainContext):
     """The fixed documents, rows in corpus order, as given (any float array: a memory-mapped one is read a chunk at a
     time, never copied whole), or the starting model's vectors (loaded again: the model being trained has the
-    training rows' length set, and documents are read as far as the model reads them), kept in float16."""
+    training rows' length set, and documents are read as far as the model reads them) as float16 unit rows."""
     if isinstance(data, FixedDocuments) and data.vectors is not None:
         vectors = data.vectors
         if len(vectors.shape) != 2 or vectors.shape[0] != len(data.corpus):
