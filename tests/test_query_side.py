@@ -71,6 +71,57 @@ def test_the_loss_contrasts_each_query_with_every_document_and_pools_its_positiv
     assert found != pytest.approx(float(batch_only), rel=1e-3)
 
 
+def test_the_loss_reads_every_document_a_chunk_at_a_time_from_a_float16_memmap_with_its_formulas_value_and_gradient(tmp_path):
+    """The partition over every document in chunks (of 1, 4 and more rows than there are: a chunk holding only a
+    query's own document among them) from a memory-mapped float16 matrix it never copies: the loss and its gradient
+    with respect to the query vectors are those of the formula computed naively on the whole matrix."""
+    from sentune.methods.query_side import FixedDocumentsLoss, unit_float16
+
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "documents.npy", unit_float16(rng.normal(size=(11, 6))))
+    documents = np.load(tmp_path / "documents.npy", mmap_mode="r")
+    start = rng.normal(size=(5, 6)).astype(np.float32)
+    positives = [[0], [1, 9], [3], [4, 5, 6], [7]]
+    own = [10, -1, 0, -1, 8]  # 10: alone in the last chunk of 1 row (and of 4: rows 8 to 10)
+    padded = torch.full((5, 3), -1, dtype=torch.long)
+    for i, found in enumerate(positives):
+        padded[i, : len(found)] = torch.tensor(found)
+    batch = [1, 3, 0, 4]
+
+    def naive() -> tuple[float, np.ndarray]:
+        queries = torch.tensor(start, requires_grad=True)
+        units = torch.nn.functional.normalize(queries, dim=-1)
+        cos = 20.0 * units @ torch.nn.functional.normalize(torch.tensor(np.asarray(documents, dtype=np.float32)), dim=-1).T
+        terms = []
+        for i in batch:
+            kept = [j for j in range(11) if j != own[i]]
+            terms.append(torch.logsumexp(cos[i, kept], 0) - torch.logsumexp(cos[i, positives[i]], 0))
+        loss = torch.stack(terms).mean()
+        loss.backward()
+        return loss.item(), queries.grad.numpy()
+
+    expected, expected_grad = naive()
+
+    class Fixed(torch.nn.Module):  # the query encoder: row r of its vectors for row index r
+        def __init__(self) -> None:
+            super().__init__()
+            self.vectors = torch.nn.Parameter(torch.tensor(start))
+
+        def forward(self, features):
+            return {"sentence_embedding": self.vectors[features["rows"]]}
+
+    for chunk in (1, 4, 11, 64):
+        encoder = Fixed()
+        queries = encoder.vectors
+        loss = FixedDocumentsLoss(encoder, documents, padded, torch.tensor(own), 20.0, chunk=chunk)
+        assert loss.documents is documents  # held by reference: the memory map, never a copy in memory
+        found = loss([{"rows": torch.tensor(batch)}], torch.tensor(batch))
+        found.backward()
+        assert found.item() == pytest.approx(expected, rel=1e-5), chunk
+        assert queries.grad is not None and np.isfinite(queries.grad.numpy()).all(), chunk
+        np.testing.assert_allclose(queries.grad.numpy(), expected_grad, rtol=1e-4, atol=1e-6, err_msg=f"chunk {chunk}")
+
+
 def test_router_queries_take_the_query_route_in_the_encoder_and_the_index(tiny_st, tmp_path):
     """sentune's Encoder sends texts by a Router's route (task="query": encode_query's), and a search of an index
     encodes its queries by the query route while the index keeps the document vectors it was built with."""

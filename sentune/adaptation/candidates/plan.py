@@ -9,6 +9,7 @@ from sentune.adaptation.candidates.multi_dense import MultiDense
 from sentune.adaptation.candidates.postprocessed import PostProcessed
 from sentune.adaptation.candidates.prf import Prf
 from sentune.adaptation.candidates.query_side import QuerySide
+from sentune.adaptation.candidates.query_side_hybrid import HybridQuerySide
 from sentune.adaptation.candidates.retrieval_native import HybridDistill, PseudoQueryTrained
 from sentune.adaptation.candidates.search import Hybrid, HybridSupervised, Lexical, Rrf, UnchangedMaxp
 from sentune.adaptation.candidates.supervised import Supervised, SupervisedSearch
@@ -32,6 +33,7 @@ KINDS: tuple[type[Candidate], ...] = (
     Wise,
     Hybrid,
     HybridSupervised,
+    HybridQuerySide,
     Prf,
     MultiDense,
     Reference,

@@ -13,7 +13,11 @@ It ships as one sentence-transformers model with two routes (sentence_transforme
 Router.for_query_document builds one): "query", the fine-tuned copy, and "document", the unchanged model, its default
 route. `SentenceTransformer(OUT/model).encode_query` / `encode_document` encode as the run scored, and the run's index
 keeps the unchanged model's document vectors (nothing is re-indexed); sentune's search encodes queries by the query
-route (sentune.core.encode.Encoder's `task`)."""
+route (sentune.core.encode.Encoder's `task`).
+
+The trainings read the documents' vectors from one float16 file of unit rows in its folder, memory-mapped and removed
+once they are done (sentune.methods.query_side's loss reads it a chunk at a time). It keeps, for `hybrid-query-side`,
+each fold's vectors of its held-out queries and the shipped model's of every dev and test query."""
 
 from __future__ import annotations
 
@@ -32,17 +36,21 @@ if TYPE_CHECKING:
     import numpy as np
 
     from sentune.adaptation.context import Context
+    from sentune.adaptation.text_table import EmbeddingTable
     from sentune.adaptation.time_plan import Costs
     from sentune.data.tables import Kind
 
 RECIPE = f"adapt/{QUERY_SIDE}"
+FIXED_DOCUMENTS = ".documents-float16.npy"  # the trainings' document matrix (fixed_documents), removed once they are done
+QUERIES = "queries"  # the candidate store's name for the shipped model's vectors of every dev and test query
 
 
 @dataclass
 class QuerySide(Candidate):
-    """`dense` False: no hybrid here fuses it (a hybrid looks its source's vectors up by text, and this model encodes a
-    text one way as a query and another as a document); `tuned` False: wise mixes one model's weights with the
-    unchanged model's, and this one is two."""
+    """`dense` False: `hybrid-best` does not fuse it (a hybrid looks its source's vectors up by text, and this model
+    encodes a text one way as a query and another as a document); `hybrid-query-side` does, by route
+    (sentune.adaptation.candidates.query_side_hybrid). `tuned` False: wise mixes one model's weights with the unchanged
+    model's, and this one is two."""
 
     kind: ClassVar[str] = QUERY_SIDE
     phase: ClassVar[str] = "after_race"
@@ -88,44 +96,80 @@ class QuerySide(Candidate):
         return query_share(ctx, [q.text for q in queries]) * (trainings * costs.steps(recipe, steps) + costs.encode(len(_query_texts(ctx))))
 
     def produce(self, label: str, ctx: Context) -> CandidateRecord:
-
-        from sentune.adaptation.crossfit import FOLDS, fold_rows, out_of_fold
-        from sentune.adaptation.search_context import as_search
-        from sentune.core.memory import release_unreferenced
-
         say(f"{label} {self.name}: {self.describe(ctx)}")
         started = time.perf_counter()
-        search = as_search(ctx)
-        documents = search.document_vectors()  # the unchanged model's, rows: the corpus (its untuned pass: no encode)
+        documents = self.fixed_documents(ctx)  # the unchanged model's (its untuned pass: no encode), memory-mapped
         record = CandidateRecord(self.name, self.kind)
         recipes: list[dict] = []
-        if ctx.inputs.task.train_units() is not None:
-            model = self.train(self.training_queries(ctx), self.folder(ctx), documents, ctx, recipes)
-            scores = self.scores_of(model, ctx)
-            record.trained_on, record.dev_indices_trained_on = "train", []
-            record.detail["train_units"] = len(self.training_queries(ctx))
-        else:
-            select, units = ctx.inputs.split.select, ctx.selection_units()
-            say(f"    {self.name}: cross-fitting on the {len(units)} selection queries: {FOLDS} trainings without one fold each, then one on all")
-
-            def fit(fold: int, rows: np.ndarray):
-                release_unreferenced()  # the previous fold's model and its trainer are garbage by now
-                return self.train([units[i] for i in rows], ctx.store.fold_folder(self.name, fold), documents, ctx)
-
-            oof = out_of_fold(len(units), FOLDS, ctx.config.seed, fit, lambda model, held: self.score_held(model, [units[i] for i in held], ctx))
-            release_unreferenced()
-            model = self.train(units, self.folder(ctx), documents, ctx, recipes)
-            scores = self.scores_of(model, ctx)
-            scores["dev"][select] = oof  # the selection part's scores: out of fold
-            folds = [sorted(int(select[i]) for i in fold_rows(len(units), FOLDS, ctx.config.seed, fold)[0]) for fold in range(FOLDS)]
-            record.trained_on, record.dev_indices_trained_on, record.fold_dev_indices_trained_on = "selection", sorted(int(i) for i in select), folds
-            record.detail |= {"train_units": len(units), "folds": FOLDS}
+        try:
+            model, scores = self.trained(documents, record, recipes, ctx)
+        finally:
+            (self.folder(ctx) / FIXED_DOCUMENTS).unlink(missing_ok=True)  # only the trainings read it
         self.ship(model, ctx)
         # its model's default route is the unchanged model's: its vectors of every scored text, which the saved index
         # takes as its documents' (sentune.adaptation.run._save_index), are the untuned pass's
         ctx.store.vectors(self.name, ctx.untuned_vectors)
         record.detail |= {"setting": RECIPE, "recipe": recipes[-1], "documents_encoded": 0}
         return write_record(self, scores, record, time.perf_counter() - started, label, ctx)
+
+    def trained(self, documents: np.ndarray, record: CandidateRecord, recipes: list[dict], ctx: Context):
+        """The model it ships and its scores (the selection part's out of fold), `record` told what it trained on:
+        trained on --train's queries, or cross-fitted on the selection queries and refit on them all."""
+        from sentune.adaptation.crossfit import FOLDS, fold_rows, out_of_fold
+        from sentune.core.memory import release_unreferenced
+
+        if ctx.inputs.task.train_units() is not None:
+            model = self.train(self.training_queries(ctx), self.folder(ctx), documents, ctx, recipes)
+            record.trained_on, record.dev_indices_trained_on = "train", []
+            record.detail["train_units"] = len(self.training_queries(ctx))
+            return model, self.scores_of(model, ctx)
+        select, units = ctx.inputs.split.select, ctx.selection_units()
+        say(f"    {self.name}: cross-fitting on the {len(units)} selection queries: {FOLDS} trainings without one fold each, then one on all")
+
+        def fit(fold: int, rows: np.ndarray):
+            release_unreferenced()  # the previous fold's model and its trainer are garbage by now
+            return fold, self.train([units[i] for i in rows], ctx.store.fold_folder(self.name, fold), documents, ctx)
+
+        def predict(fitted, held: np.ndarray) -> np.ndarray:
+            fold, model = fitted
+            return self.score_held(model, [units[i] for i in held], ctx, fold)
+
+        oof = out_of_fold(len(units), FOLDS, ctx.config.seed, fit, predict)
+        release_unreferenced()
+        model = self.train(units, self.folder(ctx), documents, ctx, recipes)
+        scores = self.scores_of(model, ctx)
+        scores["dev"][select] = oof  # the selection part's scores: out of fold
+        folds = [sorted(int(select[i]) for i in fold_rows(len(units), FOLDS, ctx.config.seed, fold)[0]) for fold in range(FOLDS)]
+        record.trained_on, record.dev_indices_trained_on, record.fold_dev_indices_trained_on = "selection", sorted(int(i) for i in select), folds
+        record.detail |= {"train_units": len(units), "folds": FOLDS}
+        return model, scores
+
+    def fixed_documents(self, ctx: Context) -> np.ndarray:
+        """The documents' vectors the trainings contrast with (rows: the corpus), the unchanged model's from the untuned
+        pass, as float16 unit rows in a file of the candidate's folder, memory-mapped (sentune.methods.query_side says
+        why), written a chunk of rows at a time: beside the run's untuned vectors, never a second float32 copy."""
+        import os
+
+        import numpy as np
+
+        from sentune.adaptation.search_context import as_search
+        from sentune.methods.query_side import CHUNK, unit_float16
+
+        search = as_search(ctx)
+        vectors, rows = search.untuned_vectors(), search.rows()
+        kept = [rows.get(d.text) for d in search.retrieval_dev().corpus]
+        if any(r is None for r in kept):
+            search.document_vectors()  # its one line: a document no query ranks
+        found = np.array(kept, dtype=np.int64)
+        path = self.folder(ctx) / FIXED_DOCUMENTS
+        partial = path.with_name(f".partial-{path.name}")
+        out = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float16, shape=(len(found), vectors.shape[1]))
+        for start in range(0, len(found), CHUNK):
+            out[start : start + CHUNK] = unit_float16(vectors[found[start : start + CHUNK]])
+        out.flush()
+        del out, vectors
+        os.replace(partial, path)
+        return np.load(path, mmap_mode="r")
 
     def train(self, queries: list, where: Path, documents: np.ndarray, ctx: Context, recipes: list[dict] | None = None):
         """The query encoder trained on `queries` against the fixed `documents` (where/train.tsv records the queries and
@@ -143,36 +187,56 @@ class QuerySide(Candidate):
         kind = cast("Kind", data)  # a RetrievalSet, a data kind the method takes (sentune.methods.query_side)
         return train_in_memory(recipe, None, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress, data=kind).model
 
-    def score_held(self, model, queries: list, ctx: Context) -> np.ndarray:
-        """Held-out selection queries, encoded by the fold's query encoder, against the selection pool's fixed vectors."""
+    def score_held(self, model, queries: list, ctx: Context, fold: int) -> np.ndarray:
+        """Held-out selection queries, encoded by the fold's query encoder, against the selection pool's fixed vectors;
+        the fold's vectors of them (rows: `queries`) stay in the candidate store (held `vectors`), which the hybrid of
+        this candidate reads for its own out-of-fold scores (sentune.adaptation.candidates.query_side_hybrid)."""
         from sentune.adaptation.search_context import as_search
 
         scorer = as_search(ctx).selection.held_scorer(queries)
-        return scorer.of_ranker(self.ranker(model, [q.text for q in queries], ctx))["held"]
+        vectors = self.encode_queries(model, [q.text for q in queries], ctx)
+        ctx.store.save_held(self.name, fold, "vectors", vectors)
+        return scorer.of_ranker(self.ranker(query_table([q.text for q in queries], vectors), ctx))["held"]
 
     def scores_of(self, model, ctx: Context) -> dict[str, np.ndarray]:
-        """Every dev and test query's nDCG@10 ×100, the queries encoded by `model`, the documents by their fixed vectors."""
+        """Every dev and test query's nDCG@10 ×100, the queries encoded by `model`, the documents by their fixed
+        vectors; the queries' vectors stay in the candidate store (query_vectors)."""
         from sentune.adaptation.search_context import as_search
 
-        return as_search(ctx).scorer.of_ranker(self.ranker(model, _query_texts(ctx), ctx))
+        texts = _query_texts(ctx)
+        vectors = ctx.store.vectors(f"{self.name}/{QUERIES}", lambda: self.encode_queries(model, texts, ctx))
+        return as_search(ctx).scorer.of_ranker(self.ranker(query_table(texts, vectors), ctx))
 
-    def ranker(self, model, texts: list[str], ctx: Context):
-        """Rank a part's documents for its queries: the queries' vectors by `model` (encoded once here), the documents'
-        the unchanged model's (the untuned pass), a query's own document left out."""
+    def query_vectors(self, ctx: Context) -> EmbeddingTable:
+        """The shipped model's query-route vectors of every dev and test query, looked up by text: those its scoring
+        kept, or (a run resumed from one that kept none) encoded again by the saved model's query route."""
+        texts = _query_texts(ctx)
+        return query_table(texts, ctx.store.vectors(f"{self.name}/{QUERIES}", lambda: self.encode_queries(self.model(ctx), texts, ctx, task="query")))
+
+    def held_vectors(self, ctx: Context, fold: int) -> np.ndarray | None:
+        """Fold `fold`'s vectors of its held-out selection queries (rows: the fold's held-out rows, crossfit.fold_rows'
+        order), None when it kept none."""
+        return ctx.store.held(self.name, fold, "vectors") if ctx.store.has_held(self.name, fold, "vectors") else None
+
+    def encode_queries(self, model, texts: list[str], ctx: Context, task: str | None = None) -> np.ndarray:
+        """`texts`' vectors by `model` (the query encoder in training, or the shipped Router's query route: `task`)."""
+        from sentune.core.encode import Encoder
+
+        return Encoder(model, "model", show_progress=ctx.config.show_progress, desc=f"{self.name}: encoding the queries", task=task).encode(texts)
+
+    def ranker(self, queries: EmbeddingTable, ctx: Context):
+        """Rank a part's documents for its queries: the queries' vectors from `queries`, the documents' the unchanged
+        model's (the untuned pass), a query's own document left out."""
         import numpy as np
 
         from sentune.adaptation.search_context import as_search
-        from sentune.core.encode import Encoder
         from sentune.tasks.retrieval import rank
 
-        unique = list(dict.fromkeys(texts))
-        encoded = Encoder(model, "model", show_progress=ctx.config.show_progress, desc=f"{self.name}: encoding the queries").encode(unique)
-        row = {text: i for i, text in enumerate(unique)}
         table = as_search(ctx).untuned_table()
 
-        def ranked(queries, corpus) -> list[list[int]]:
-            query_vectors = encoded[[row[q.text] for q in queries]] if queries else np.zeros((0, encoded.shape[1]), np.float32)
-            return rank(query_vectors, table.of(d.text for d in corpus), [d.id for d in corpus], query_ids=[q.id for q in queries], skip_same_id=True)
+        def ranked(part, corpus) -> list[list[int]]:
+            query_vectors = queries.of(q.text for q in part) if part else np.zeros((0, queries.vectors.shape[1]), np.float32)
+            return rank(query_vectors, table.of(d.text for d in corpus), [d.id for d in corpus], query_ids=[q.id for q in part], skip_same_id=True)
 
         return ranked
 
@@ -212,6 +276,13 @@ def query_share(ctx: Context, queries: list[str]) -> float:
     assert task.search  # planned for search runs only
     documents = list(dict.fromkeys(d.text for d in task.documents))[:PROBE_TEXTS]
     return min(1.0, mean_tokens(queries) / max(1.0, mean_tokens(documents)))
+
+
+def query_table(texts: list[str], vectors: np.ndarray) -> EmbeddingTable:
+    """Query vectors (rows: `texts`) looked up by text."""
+    from sentune.adaptation.text_table import EmbeddingTable, TextRows
+
+    return EmbeddingTable(TextRows(texts), vectors)
 
 
 def _query_texts(ctx: Context) -> list[str]:
