@@ -312,3 +312,32 @@ def test_adapt_query_side_is_cross_fitted_encodes_no_document_and_its_index_sear
 
     expected = rank(shipped["query"].encode([q.text for q in queries]), np.load(out / "vectors.npy"), [d.id for d in corpus], depth=10)
     assert [[h.doc_id for h in row] for row in hits] == [[corpus[i].id for i in row] for row in expected]
+
+
+def test_serve_embeds_by_the_route_a_request_names(_tiny_st):
+    """/v1/embeddings of a Router model: `input_type` "query" gives encode_query's vectors, "document" and none the
+    document route's (the Router's default), texts of both routes batched together each by its own; a one-route model
+    gives its vectors whatever is named."""
+    from fastapi.testclient import TestClient
+
+    import sentune
+
+    texts = ["a man plays the guitar", "a dog runs"]
+    model = _router(copy.deepcopy(_tiny_st), _perturbed(copy.deepcopy(_tiny_st)))
+    query, document = model.encode_query(texts), model.encode_document(texts)
+    assert not np.allclose(query, document, atol=1e-3)  # the routes differ: the check below can tell them apart
+    with TestClient(sentune.serve_app(model)) as client:
+
+        def vectors(**route) -> np.ndarray:
+            answer = client.post("/v1/embeddings", json={"input": texts, **route})
+            assert answer.status_code == 200, answer.text
+            return np.array([row["embedding"] for row in answer.json()["data"]])
+
+        np.testing.assert_allclose(vectors(input_type="query"), query, atol=1e-5)
+        np.testing.assert_allclose(vectors(input_type="document"), document, atol=1e-5)
+        np.testing.assert_allclose(vectors(), document, atol=1e-5)
+        refused = client.post("/v1/embeddings", json={"input": texts, "input_type": "passage"})
+        assert refused.status_code == 400 and "input_type" in refused.text
+    with TestClient(sentune.serve_app(_tiny_st)) as client:
+        plain = client.post("/v1/embeddings", json={"input": texts, "input_type": "query"})
+        np.testing.assert_allclose(np.array([row["embedding"] for row in plain.json()["data"]]), _tiny_st.encode(texts), atol=1e-5)

@@ -36,10 +36,11 @@ class TimedEngine:
         self.per_text = per_text
         self.batches: list[list[str]] = []
 
-    def embed(self, texts):
+    def embed(self, items):
         from sentune.serve.engine import Embedded
 
-        self.batches.append(list(texts))
+        texts = [item.text for item in items]
+        self.batches.append(texts)
         time.sleep(self.per_text * len(texts))
         return [Embedded(np.full(3, len(t), dtype=np.float32), 1, False) for t in texts]
 

@@ -26,6 +26,12 @@ class Embedded:
 
 
 @dataclass(frozen=True)
+class EmbedItem:
+    text: str
+    route: str | None  # an asymmetric model's route ("query", "document"; None: its default)
+
+
+@dataclass(frozen=True)
 class SearchItem:
     text: str
     system: str
@@ -87,6 +93,8 @@ class Engine:
         for view in [self.index, *self.views.values()] if self.views else []:
             view.runtime = runtime
         self.encoder = Encoder(self.model, "model", show_progress=False, runtime=runtime)
+        # a Router model's routes, each its own encoder (a one-route model: the one encoder whatever is asked)
+        self.routes = {route: Encoder(self.model, "model", show_progress=False, runtime=runtime, task=route) for route in ("query", "document")}
         self.max_tokens = int(self.model.max_seq_length or 0)
         self.dimension = int(self.encoder.encode(["warm up"]).shape[1])  # the first forward pass is the slow one
         self.name = served_name(settings)
@@ -129,11 +137,18 @@ class Engine:
     def token_counts(self, texts: list[str]) -> np.ndarray:
         return self.encoder.token_lengths(texts) if texts else np.zeros(0, dtype=np.int64)
 
-    def embed(self, texts: list[str]) -> list[Embedded]:
-        lengths = self.token_counts(texts)
-        vectors = self.encoder.encode(texts)
-        limit = self.max_tokens or int(lengths.max(initial=0))
-        return [Embedded(vectors[i], int(min(n, limit)), bool(n > limit)) for i, n in enumerate(lengths)]
+    def embed(self, items: list[EmbedItem]) -> list[Embedded]:
+        """Each route's texts in one encode (most batches: one route)."""
+        out: list[Embedded | None] = [None] * len(items)
+        for route in dict.fromkeys(item.route for item in items):
+            rows = [i for i, item in enumerate(items) if item.route == route]
+            texts = [items[i].text for i in rows]
+            lengths = self.token_counts(texts)
+            vectors = (self.routes[route] if route is not None else self.encoder).encode(texts)
+            limit = self.max_tokens or int(lengths.max(initial=0))
+            for n, i in enumerate(rows):
+                out[i] = Embedded(vectors[n], int(min(lengths[n], limit)), bool(lengths[n] > limit))
+        return [e for e in out if e is not None]
 
     def search(self, items: list[SearchItem]) -> list[Ranked]:
         """Each system's queries in one SearchIndex.search call, at the deepest `top` asked: a ranking's first k are

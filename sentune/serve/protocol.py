@@ -54,6 +54,9 @@ class EmbeddingsRequest(BaseModel):
     model: str | None = None
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = None
+    # an asymmetric model's route (a sentence-transformers Router, as `sentune adapt`'s query-side candidate ships):
+    # "query" or "document", as Voyage's API names it; left out, the model's default route. A one-route model ignores it
+    input_type: Literal["query", "document"] | None = None
 
 
 def parse_body(raw: bytes, schema: type[BaseModel]) -> Any:

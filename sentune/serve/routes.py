@@ -61,7 +61,7 @@ def embeddings_router(service: Service) -> APIRouter:
         engine = state.engine  # this request's model: its dimension checked, its vectors and its name answered
         body = parse_body(await request.body(), EmbeddingsRequest)
         texts = embedding_texts(body, settings, engine.dimension)
-        embedded = await within_limit(state.embeddings(engine, texts), request, settings.timeout_s)
+        embedded = await within_limit(state.embeddings(engine, texts, body.input_type), request, settings.timeout_s)
         answer = embeddings_answer(embedded, engine.name, body.encoding_format)
         headers = {"x-sentune-truncated": ",".join(map(str, answer["truncated"]))} if "truncated" in answer else None
         return JSONResponse(answer, headers=headers)

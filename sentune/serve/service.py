@@ -40,11 +40,11 @@ class Pinned:
     """An item of a request with the engine the request was checked against."""
 
     engine: Any
-    item: Any  # a text (embeddings) or a sentune.serve.engine.SearchItem
+    item: Any  # a sentune.serve.engine.EmbedItem or SearchItem
 
 
 def text_cost(pinned: Pinned) -> int:
-    text = pinned.item if isinstance(pinned.item, str) else pinned.item.text
+    text = pinned.item.text
     return max(1, min(len(text), TEXT_CHARS))
 
 
@@ -82,8 +82,10 @@ class State:
         self.reloading = asyncio.Lock()
         self.started = time.time()
 
-    async def embeddings(self, engine: Any, texts: list[str]) -> list:
-        return await self.embed.submit([Pinned(engine, text) for text in texts])
+    async def embeddings(self, engine: Any, texts: list[str], route: str | None = None) -> list:
+        from sentune.serve.engine import EmbedItem
+
+        return await self.embed.submit([Pinned(engine, EmbedItem(text, route)) for text in texts])
 
     def searcher(self, engine: Any) -> Searcher:
         return Searcher(self.search, engine)
