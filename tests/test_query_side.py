@@ -152,16 +152,16 @@ def test_router_queries_take_the_query_route_in_the_encoder_and_the_index(tiny_s
     assert [h.score for h in hits[0]] == pytest.approx(sorted(scores[0], reverse=True), abs=1e-5)
 
 
-def test_a_default_search_run_plans_it_at_the_cost_of_its_queries_and_steps_not_its_corpus(tiny_st):
+def test_a_default_search_run_plans_it_at_the_cost_of_its_queries_and_steps_and_its_partition_over_the_corpus(tiny_st):
     """Planned by a search run's defaults (not a pairs run's, nor --no-labels'); its expected seconds: K fold trainings
     of (K - 1)/K of the selection queries' steps and the refit (K times the steps on them all) and one encode of every
     dev and test query, at the step cost sentune/adaptation/step_costs.json gives its recipe and at a query's share of
-    the documents' text cost, whatever the corpus's size."""
+    the documents' text cost, and each step's partition over every document (linear in the corpus's size)."""
     from types import SimpleNamespace
 
     from sentune.adaptation.candidates import parse_methods, plan
     from sentune.adaptation.candidates.query_side import QuerySide
-    from sentune.adaptation.time_plan import Costs
+    from sentune.adaptation.time_plan import STEP_COSTS, Costs
     from sentune.tasks.user_queries import RankedQueries
     from sentune.training.recipe import load_recipe
 
@@ -190,8 +190,14 @@ def test_a_default_search_run_plans_it_at_the_cost_of_its_queries_and_steps_not_
 
     recipe = load_recipe("adapt/query-side", check=False)
     steps = recipe.training.epochs * 2  # 30 queries: two batches of 16 a pass
-    assert expected(50, "a man") == pytest.approx(3 * costs.steps(recipe, steps) + costs.encode(100))  # documents as long as queries (two words)
-    assert expected(50_000, "a man") == pytest.approx(expected(50, "a man"))  # the corpus's size costs nothing
+    per_row_document = json.loads(STEP_COSTS.read_text())["recipes"]["query-side"]["per_row_document"]
+    assert per_row_document > 0
+
+    def partition(documents: int) -> float:  # every step's softmax over every document vector, 3 fold trainings
+        return costs.encode(1) * 3 * steps * recipe.training.batch_size * documents * per_row_document
+
+    assert expected(50, "a man") == pytest.approx(3 * costs.steps(recipe, steps) + costs.encode(100) + partition(50))  # documents as long as queries
+    assert expected(50_000, "a man") - expected(50, "a man") == pytest.approx(partition(50_000) - partition(50))  # the corpus's size: the partition only
     long = "the big red car is on the street with a small blue ball and a cat " * 3
     assert expected(50, long) < expected(50, "a man") / 5  # a query costs a fraction of a long document
 
