@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from sentune.api import given
-from sentune.api.common import Model, load, logger, model_name, resolve
+from sentune.api.common import Model, load_with_runtime, logger, model_name, resolve
 from sentune.errors import UserError, names_python_arguments
 
 if TYPE_CHECKING:
@@ -356,7 +356,8 @@ class IndexBuild:
         from sentune.search.folder import IndexFolder
         from sentune.search.index import SearchIndex
 
-        loaded = load(model, device=device, trust_remote_code=trust_remote_code)
+        # its runtime: several GPUs share the documents when the model is loaded on an unnumbered cuda
+        loaded, runtime = load_with_runtime(model, device=device, trust_remote_code=trust_remote_code)
         folder = self.folder
         ref = reference or _reference(model, folder)
         spec = self.ann
@@ -380,6 +381,7 @@ class IndexBuild:
             checked=self.checked,
             ann=spec,
             option=self.out_option,
+            runtime=runtime,
         )
         if rank() != 0:  # under torchrun every process encodes its share; one saves and builds what is left, and opens it
             return Index(folder, None, loaded, self.tmp, self.plan.system)

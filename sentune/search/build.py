@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from sentune.core.runtime import Runtime
 from sentune.data.beir import Document
 from sentune.errors import UserError
 from sentune.search.documents import write_documents
@@ -82,6 +83,7 @@ def build_index(
     ann: Any = None,
     expansion: dict | None = None,
     option: str = "--out",
+    runtime: Runtime | None = None,
 ) -> Path:
     """Encode `documents` with `model` into an index in `out` (resuming a build stopped before), build BM25 (and the
     approximate index `ann`, an AnnSpec), and switch `out` to it. `model_ref`: how a search loads the model again (a
@@ -93,23 +95,25 @@ def build_index(
     to it only once it is whole, so a reader of the index keeps its files and a failed build leaves it as it was. An
     index of the same model and documents with another system, fusion or BM25 settings keeps its vectors (shared with
     the version before) and gets the rest built again. `checked`: what check_out found in `out` before the model
-    loaded (sentune.api.index.IndexBuild): not checked again. `option`: how errors name `out`."""
+    loaded (sentune.api.index.IndexBuild): not checked again. `option`: how errors name `out`. `runtime`: what
+    computes the documents' batches (sentune.core.runtime: its devices, several GPUs for a model loaded on an
+    unnumbered cuda); none: PyTorch on the model's device."""
     from sentune.core.distributed import world_size
     from sentune.core.embedding_cache import model_digest as digest_of
 
+    def build(digest: str | None, found: CheckedOut | None) -> Path:
+        shared = (vectors, passage_vectors, shared_folder, found, ann, expansion, option, runtime)
+        return _build(model, model_ref, documents, out, plan, show_progress, digest, *shared)
+
     if shared_folder or world_size() > 1:  # an adapt run holds its folder's lock; torchrun's processes build together
-        return _build(
-            model, model_ref, documents, out, plan, show_progress, model_digest, vectors, passage_vectors, shared_folder, checked, ann, expansion, option
-        )
+        return build(model_digest, checked)
     model_digest = model_digest or digest_of(model)
     checked = CheckedOut(check_resume(out, model_digest, documents, shared_folder, checked, option))  # refused before anything is written
     passages_record(plan, model)
     with IndexFolder(out).build_lock() as held:
         if not held:
             raise UserError(f"{option} {out}: another `sentune index` is building this index now; wait for it to finish")
-        return _build(
-            model, model_ref, documents, out, plan, show_progress, model_digest, vectors, passage_vectors, shared_folder, checked, ann, expansion, option
-        )
+        return build(model_digest, checked)
 
 
 def _build(
@@ -127,6 +131,7 @@ def _build(
     ann: Any,
     expansion: dict | None,
     option: str,
+    runtime: Runtime | None,
 ) -> Path:
     from sentune.core.distributed import rank
     from sentune.core.embedding_cache import model_digest as digest_of
@@ -179,13 +184,13 @@ def _build(
         if DOCUMENTS not in reused:
             write_documents(version.path, documents)
     if VECTORS not in reused:  # (shared with the version before: written already)
-        _write_vectors(model, documents, version, vectors, show_progress)
+        _write_vectors(model, documents, version, vectors, show_progress, runtime)
     if rank() != 0:
         return out
     if wanted_passages is not None:
         count = saved["passages"]["count"] if PASSAGES in reused and saved is not None else None
         if count is None:
-            count = _encode_passages(model, documents, version, wanted_passages, show_progress, passage_vectors)
+            count = _encode_passages(model, documents, version, wanted_passages, show_progress, passage_vectors, runtime)
         settings["passages"] = wanted_passages | {"count": count}
     if BM25 not in reused:
         LexicalIndex.of_documents(documents, plan.lexical, show_progress=show_progress).save(version.bm25)
@@ -203,7 +208,9 @@ def _build(
     return out
 
 
-def _write_vectors(model: Any, documents: list[Document], version: IndexVersion, vectors: np.ndarray | None, show_progress: bool) -> None:
+def _write_vectors(
+    model: Any, documents: list[Document], version: IndexVersion, vectors: np.ndarray | None, show_progress: bool, runtime: Runtime | None
+) -> None:
     """The documents' vectors into the version: those given, those `sentune eval` encoded before, else encoded here
     (by every process's shard under torchrun), resuming where an interrupted build stopped."""
     from sentune.core.distributed import rank, world_size
@@ -215,9 +222,9 @@ def _write_vectors(model: Any, documents: list[Document], version: IndexVersion,
             _save_npy(version.vectors, np.asarray(vectors, dtype=np.float32))
             _write_json(version.progress, {"rows": len(documents)})
     elif world_size() > 1:
-        _encode_shard(model, documents, version, show_progress)
+        _encode_shard(model, documents, version, show_progress, runtime)
     else:
-        _encode_into(model, [d.text for d in documents], version.vectors, version.progress, show_progress)
+        _encode_into(model, [d.text for d in documents], version.vectors, version.progress, show_progress, runtime)
 
 
 BUILD_KEYS = ("format", "system", "fusion", "model_digest", "documents", "corpus_sha256", "lexical", "expansion")
@@ -323,7 +330,15 @@ def _evaluated_before(model: Any, documents: list[Document]) -> np.ndarray | Non
     return found["model"][[row[d.text] for d in documents]]
 
 
-def _encode_passages(model: Any, documents: list[Document], version: IndexVersion, record: dict, show_progress: bool, given: np.ndarray | None = None) -> int:
+def _encode_passages(
+    model: Any,
+    documents: list[Document],
+    version: IndexVersion,
+    record: dict,
+    show_progress: bool,
+    given: np.ndarray | None = None,
+    runtime: Runtime | None = None,
+) -> int:
     """Every document's later windows (sentune.search.passages) encoded into the version's passages, resumable as the
     documents' vectors are (`given`: encoded already, written as they are), with their documents' rows; their count."""
     from sentune.search.passages import later_windows
@@ -335,7 +350,7 @@ def _encode_passages(model: Any, documents: list[Document], version: IndexVersio
         _save_npy(version.passage_vectors, np.asarray(given, dtype=np.float32))
         _write_json(version.passage_progress, {"rows": len(texts)})
     elif texts:
-        _encode_into(model, texts, version.passage_vectors, version.passage_progress, show_progress)
+        _encode_into(model, texts, version.passage_vectors, version.passage_progress, show_progress, runtime)
     else:
         dimension = int(np.load(version.vectors, mmap_mode="r").shape[1])
         _save_npy(version.passage_vectors, np.zeros((0, dimension), dtype=np.float32))
@@ -349,13 +364,13 @@ def _write_json(path: Path, value: dict) -> None:
     write_atomic(path, json.dumps(value, indent=2))
 
 
-def _encode_into(model: Any, texts: list[str], vectors_path: Path, progress_path: Path, show_progress: bool) -> None:
+def _encode_into(model: Any, texts: list[str], vectors_path: Path, progress_path: Path, show_progress: bool, runtime: Runtime | None = None) -> None:
     """texts' vectors into a memory-mapped .npy, CHUNK rows at a time; progress_path says how many rows are written."""
     from tqdm.auto import tqdm
 
     from sentune.core.encode import Encoder
 
-    encoder = Encoder(model, "model", show_progress=False)
+    encoder = Encoder(model, "model", show_progress=False, runtime=runtime)
     done = json.loads(progress_path.read_text())["rows"] if progress_path.is_file() and vectors_path.is_file() else 0
     if done >= len(texts) and done:  # written whole before: never opened for writing again
         return
@@ -381,7 +396,7 @@ def shard_bounds(total: int, ranks: int, rank: int) -> tuple[int, int]:
     return start, start + size + (rank < extra)
 
 
-def _encode_shard(model: Any, documents: list[Document], version: IndexVersion, show_progress: bool) -> None:
+def _encode_shard(model: Any, documents: list[Document], version: IndexVersion, show_progress: bool, runtime: Runtime | None) -> None:
     import torch.distributed as dist
 
     from sentune.core.distributed import rank, world_size
@@ -393,7 +408,7 @@ def _encode_shard(model: Any, documents: list[Document], version: IndexVersion, 
     shards = version.shards
     shards.mkdir(parents=True, exist_ok=True)
     texts = [d.text for d in documents[start:stop]]
-    _encode_into(model, texts, *version.shard(me), show_progress and me == 0)
+    _encode_into(model, texts, *version.shard(me), show_progress and me == 0, runtime)
     dist.barrier()
     if me == 0:
         parts = [np.load(version.shard(r)[0], mmap_mode="r") for r in range(ranks)]

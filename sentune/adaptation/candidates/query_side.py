@@ -99,7 +99,8 @@ class QuerySide(Candidate):
         queries = self.training_queries(ctx)
         steps = self.steps_for(len(queries), ctx)
         own = json.loads(STEP_COSTS.read_text())["recipes"].get(recipe.name.split("/")[-1], {})
-        partition = trainings * steps * recipe.training.batch_size * len(ctx.inputs.task.documents) * float(own.get("per_row_document", 0.0))
+        documents = len(getattr(ctx.inputs.task, "documents", ()))  # a search task's (the only one it is planned for)
+        partition = trainings * steps * recipe.training.batch_size * documents * float(own.get("per_row_document", 0.0))
         share = query_share(ctx, [q.text for q in queries])
         return share * (trainings * costs.steps(recipe, steps) + costs.encode(len(_query_texts(ctx)))) + costs.encode(1) * partition
 
