@@ -470,6 +470,7 @@ def test_sed_and_wise_build_on_raced_out_candidates_best_checkpoints(tmp_path):
     """A candidate the race stopped is not chosen itself, but its best checkpoint so far is weights SED and wise may
     build on; one whose weights are gone is skipped."""
     from sentune.adaptation.candidates import best, tuned_sources
+    from sentune.adaptation.records import BestCheckpoint
 
     def made(path: Path) -> Path:
         path.mkdir(parents=True)
@@ -482,8 +483,8 @@ def test_sed_and_wise_build_on_raced_out_candidates_best_checkpoints(tmp_path):
     raced_out = Stopped("planted", 19, None)
     records = {
         "simcse": CandidateRecord("simcse", "trained", run="candidates/simcse/run", dev_score=70.0),
-        "ct": CandidateRecord("ct", "trained", run="candidates/ct/run", dev_score=72.0, stopped=raced_out, detail={"best_checkpoint": {"step": 16}}),
-        "tsdae": CandidateRecord("tsdae", "trained", run="candidates/tsdae/run", dev_score=75.0, stopped=raced_out, detail={"best_checkpoint": {"step": 8}}),
+        "ct": CandidateRecord("ct", "trained", run="candidates/ct/run", dev_score=72.0, stopped=raced_out, best_checkpoint=BestCheckpoint(16, None)),
+        "tsdae": CandidateRecord("tsdae", "trained", run="candidates/tsdae/run", dev_score=75.0, stopped=raced_out, best_checkpoint=BestCheckpoint(8, None)),
         "mirror": CandidateRecord("mirror", "trained", run="candidates/mirror/run", stopped=raced_out),  # stopped before any evaluation
         "whitening": CandidateRecord("whitening", "postprocess", dev_score=90.0),
     }

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sentune.adaptation.race_rows import RaceRows, differences, race_rows, raced_elsewhere, score_on, train_cosines
-from sentune.adaptation.records import CandidateRecord, Stopped, load_record, record_path
+from sentune.adaptation.records import BestCheckpoint, CandidateRecord, RaceCheck, Stopped, load_record, record_path
 from sentune.core.memory import peak_resident_mib
 from sentune.core.progress import say
 from sentune.core.results import write_atomic
@@ -162,9 +162,9 @@ def _eliminate(
     stopped = verdict(rows.gold, judged, scored, rows.unchanged, ctx.metric, rows.draws(ctx.config.seed), where, rows.strata)
     for entry in active:
         if entry.name in stopped:
-            race = {"round": round_number, "steps": entry.recipe.training.max_steps, "rows": rows.counted(), "unit": ctx.inputs.dev.unit}
-            race["rows_digest"] = rows.digest  # a run resumed on other rows races it again (race_rows.raced_elsewhere)
-            race["score"] = score_on(rows.gold, judged[entry.name], ctx.metric, rows.strata)
+            # rows_digest: a run resumed on other rows races it again (race_rows.raced_elsewhere)
+            score = score_on(rows.gold, judged[entry.name], ctx.metric, rows.strata)
+            race = RaceCheck(round_number, entry.recipe.training.max_steps, rows.counted(), ctx.inputs.dev.unit, rows.digest, score)
             _write_stopped(entry, standing[entry.name], stopped[entry.name], ctx, time.perf_counter() - started[entry.name], race)
     going = [e for e in active if e.name not in stopped]
     return sorted(going, key=lambda e: -score_on(rows.gold, judged[e.name], ctx.metric, rows.strata) if e.name in judged else 0.0)
@@ -223,7 +223,7 @@ def share_behind(gold: np.ndarray, candidate: np.ndarray, rival: np.ndarray, met
     return float(np.mean(differences(gold, candidate, rival, metric, draws, strata) < 0))
 
 
-def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None, reason: str, ctx: Context, seconds: float, race: dict) -> None:
+def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None, reason: str, ctx: Context, seconds: float, race: RaceCheck) -> None:
     step, score, cosines = standing if standing else (None, None, None)
     say(f"    race: {entry.name} stops: {reason}")
     if cosines is not None:
@@ -232,16 +232,14 @@ def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None,
     detail = {
         "setting": entry.recipe.name,
         "recipe": entry.recipe.to_dict(),
-        "best_checkpoint": {"step": step, "dev_score": score} if step is not None else None,
         **({"selection_only": True} if score is not None else {}),
         **({"member_seconds": entry.member_seconds} if entry.member_seconds else {}),
-        # the race's check that stopped it: its round, the steps planned, the dev and train pairs read and its score there
-        "race": race,
         **entry.depends_on,
     }
     # peak memory: the process's when the record is written (every round's training before it)
     spent = paused.get("training_seconds", seconds) + entry.member_seconds
-    record = CandidateRecord(entry.name, entry.kind, spent, peak_resident_mib(), score, detail=detail)
+    record = CandidateRecord(entry.name, entry.kind, spent, peak_resident_mib(), score, detail=detail, race=race)
+    record.best_checkpoint = BestCheckpoint(step, score) if step is not None else None
     record.run, record.stopped = str(entry.run.relative_to(ctx.out)), Stopped(reason, paused.get("step"), step)
     write_atomic(entry.record, json.dumps(record.to_dict(), indent=2))
 
