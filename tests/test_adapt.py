@@ -351,12 +351,12 @@ def test_a_normalising_pipeline_trains_raw_and_is_saved_normalised(tiny_st, tmp_
     from sentence_transformers.models import Normalize
 
     from sentune.adaptation.candidates import Plan, own_pooling
-    from sentune.adaptation.run import _save_choice
+    from sentune.adaptation.chosen import save_choice
 
     base = SentenceTransformer(modules=[*tiny_st, Normalize()], device="cpu")
     assert own_pooling(base) == "mean" and own_pooling(tiny_st) == "mean"
     results = {"choice": {"name": "pooling-cls", "reason": "planted"}}
-    _save_choice(
+    save_choice(
         results,
         Plan(before_race=[Pooling("pooling-cls", "cls")]),
         SimpleNamespace(base=base, out=tmp_path, device="cpu", inputs=SimpleNamespace(task=SimpleNamespace(search=False))),

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from sentune.tasks.user_queries import QueryScorer
 
 
-@dataclass
+@dataclass(frozen=True)
 class AdaptConfig:
     # The data: each a path (read by prepare) or its kind in memory (sentune.adaptation.api passes Python data so).
     corpus: Path | Sentences | Corpus | None  # None only for retrieval with a BEIR folder as --dev (its corpus.jsonl)
@@ -118,7 +118,7 @@ class SearchTask:
         return None if self.train is None else self.train.queries
 
 
-@dataclass
+@dataclass(frozen=True)
 class Inputs:
     corpus: list[str]  # what the training methods and post-processors read: sentences, or passages of the documents
     task: PairsTask | SearchTask  # made once, by prepare: whether the run is a search one, and its typed data
