@@ -108,7 +108,7 @@ def _racer(ctx, name: str, dev_cosines: np.ndarray, train_cosines: np.ndarray | 
 
 def _dev_alone_stops(ctx, cosines: np.ndarray) -> bool:
     """What the race read before: the dev selection pairs alone (the toy's premise, checked)."""
-    from sentune.adaptation.race import verdict
+    from sentune.adaptation.race_engine import verdict
     from sentune.tasks.bootstrap import resamples
 
     gold, unchanged = ctx.selection_gold(), ctx.untuned("model")["dev"]

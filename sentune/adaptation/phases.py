@@ -234,7 +234,8 @@ def leave_out_untrainable(candidates: Plan, ctx: Context) -> None:
 def race_trained(candidates: Plan, ctx: Context) -> None:
     """The label-free training candidates trained side by side in rounds (sentune.adaptation.race), their records kept
     in the run's; under --time those that no longer fit together do not start, and each trains at most its share."""
-    from sentune.adaptation.race import CONFIDENCE, RUNGS, race
+    from sentune.adaptation.race import RUNGS, race
+    from sentune.adaptation.race_engine import CONFIDENCE
 
     first = len(candidates.before_race) + 1
     labels = {c.name: f"[{first + i}/{len(candidates.all)}]" for i, c in enumerate(candidates.raced)}
