@@ -78,3 +78,18 @@ def test_each_recipe_is_built_and_validated_once(tiny_st, tmp_path, monkeypatch)
     seeded = ctx.recipe("adapt/simcse", seed=7)
     assert seeded.training.seed == 7 and checked == ["adapt/simcse"] * 2
     assert first.eval.dev == ctx.training_dev() and first.training.max_steps == 4  # 120 sentences, batches of 32: one pass
+
+
+def test_the_dev_and_test_pairs_stay_the_kinds_given(tmp_path):
+    """The run reads the pairs the user gave, each naming its file and line (not a copy rebuilt as OUT/data writes
+    it); pairs built in memory are read as every reader reads text (white space collapsed), keeping their sources."""
+    from sentune.data.readers import Pair
+    from sentune.data.user_data import RowSource, ScoredPairs, read_scored_pairs
+
+    files = _files(tmp_path)
+    built = [Pair("a  man   plays", "the dog runs", float(i % 5), RowSource("--test", i)) for i in range(40)]
+    config = AdaptConfig(corpus=files / "corpus.txt", dev=files / "dev.tsv", test=ScoredPairs(built, "scores", "--test"), show_progress=False)
+    task = prepare(config, tmp_path / "run", None).task
+    assert [(p.source.path, p.source.line) for p in task.dev.pairs[:2]] == [(str(files / "dev.tsv"), 1), (str(files / "dev.tsv"), 2)]
+    assert task.dev == read_scored_pairs(files / "dev.tsv") and (tmp_path / "run" / "data" / "dev.tsv").is_file()  # still recorded
+    assert task.test is not None and task.test.pairs[3].a == "a man plays" and task.test.pairs[3].source == RowSource("--test", 3)
