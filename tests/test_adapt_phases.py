@@ -48,7 +48,10 @@ def test_the_run_is_its_declared_phases_in_order(tiny_model_dir, tmp_path, caplo
     assert [line.split(":")[0].removeprefix("phase ") for line in ran] == names
     assert all(line.endswith(" s") for line in ran)
     assert f"phases: {', '.join(names)}" in caplog.text
-    assert {"unchanged", "whitening"} <= set(json.loads((tmp_path / "run" / "results.json").read_text())["candidates"])
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert {"unchanged", "whitening"} <= set(results["candidates"])
+    assert list(results["meta"]["phases"]) == names and results["meta"]["phases"]["write"] is None  # written before it ends
+    assert all(results["meta"]["phases"][name] >= 0 for name in names[:-1])
 
 
 def test_the_run_state_is_the_only_thing_a_run_changes(tiny_st, tmp_path):

@@ -142,6 +142,7 @@ class Write(Phase):
         from sentune.adaptation.report import write_results
 
         assert state.results is not None, "the run writes what it decided: Decide comes before Write"
+        state.results["meta"]["phases"] = dict(state.phases)  # the declared phases and the seconds of each before this one
         save_choice(state.results, state.plan, ctx)
         write_results(state.results, ctx.out, ctx.run.command)
         return {}

@@ -70,10 +70,12 @@ def adapt(
     state = ctx.state
     phases = declared()
     logger.info("phases: %s", ", ".join(phase.name for phase in phases))
+    state.phases = {phase.name: None for phase in phases}
     for phase in phases:
         began = time.monotonic()
         state.records |= phase.run(ctx, state)
-        logger.info("phase %s: %.1f s", phase.name, time.monotonic() - began)
+        state.phases[phase.name] = time.monotonic() - began
+        logger.info("phase %s: %.1f s", phase.name, state.phases[phase.name])
     assert state.results is not None
     return state.results
 

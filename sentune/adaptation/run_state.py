@@ -44,3 +44,4 @@ class RunState:
     # as a phase of its own before the first of them
     supervised_race: Any = None
     results: dict | None = None  # what results.json holds, once the run has chosen
+    phases: dict[str, float | None] = field(default_factory=dict)  # each declared phase's seconds (None: not run yet)
