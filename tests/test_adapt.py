@@ -352,12 +352,12 @@ def test_a_normalising_pipeline_trains_raw_and_is_saved_normalised(tiny_st, tmp_
     from sentence_transformers.models import Normalize
 
     from sentune.adaptation.candidates import Plan, own_pooling
-    from sentune.adaptation.run import _save_choice
+    from sentune.adaptation.chosen import save_choice
 
     base = SentenceTransformer(modules=[*tiny_st, Normalize()], device="cpu")
     assert own_pooling(base) == "mean" and own_pooling(tiny_st) == "mean"
     results = {"choice": {"name": "pooling-cls", "reason": "planted"}}
-    _save_choice(
+    save_choice(
         results,
         Plan(before_race=[Pooling("pooling-cls", "cls")]),
         SimpleNamespace(base=base, out=tmp_path, device="cpu", inputs=SimpleNamespace(task=SimpleNamespace(search=False))),
@@ -472,6 +472,7 @@ def test_sed_and_wise_build_on_raced_out_candidates_best_checkpoints(tmp_path):
     """A candidate the race stopped is not chosen itself, but its best checkpoint so far is weights SED and wise may
     build on; one whose weights are gone is skipped."""
     from sentune.adaptation.candidates import best, tuned_sources
+    from sentune.adaptation.records import BestCheckpoint
 
     def made(path: Path) -> Path:
         path.mkdir(parents=True)
@@ -484,8 +485,8 @@ def test_sed_and_wise_build_on_raced_out_candidates_best_checkpoints(tmp_path):
     raced_out = Stopped("planted", 19, None)
     records = {
         "simcse": CandidateRecord("simcse", "trained", run="candidates/simcse/run", dev_score=70.0),
-        "ct": CandidateRecord("ct", "trained", run="candidates/ct/run", dev_score=72.0, stopped=raced_out, detail={"best_checkpoint": {"step": 16}}),
-        "tsdae": CandidateRecord("tsdae", "trained", run="candidates/tsdae/run", dev_score=75.0, stopped=raced_out, detail={"best_checkpoint": {"step": 8}}),
+        "ct": CandidateRecord("ct", "trained", run="candidates/ct/run", dev_score=72.0, stopped=raced_out, best_checkpoint=BestCheckpoint(16, None)),
+        "tsdae": CandidateRecord("tsdae", "trained", run="candidates/tsdae/run", dev_score=75.0, stopped=raced_out, best_checkpoint=BestCheckpoint(8, None)),
         "mirror": CandidateRecord("mirror", "trained", run="candidates/mirror/run", stopped=raced_out),  # stopped before any evaluation
         "whitening": CandidateRecord("whitening", "postprocess", dev_score=90.0),
     }
@@ -507,7 +508,7 @@ def test_sentences_longer_than_the_model_reads_are_warned_about(tiny_model_dir, 
     assert _adapt(["--model", str(tiny_model_dir), "--corpus", str(corpus), "--dev", str(dev), "--methods", "poolings", "--out", str(tmp_path / "run")]) == 0
     err = caplog.text
     assert "1 of the 121 corpus sentences are longer than the model's" in err and "'word word word" in err
-    assert "1 of the 101 dev pairs have a sentence longer than the model's" in err and f"{tmp_path / 'run' / 'data' / 'dev.tsv'}:101" in err
+    assert "1 of the 101 dev pairs have a sentence longer than the model's" in err and f"{dev}:101" in err  # the user's file, the kind it read
 
 
 def test_every_adapt_candidate_recipe_is_bundled_and_trains_a_registered_method():

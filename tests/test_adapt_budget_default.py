@@ -139,10 +139,8 @@ def test_the_default_time_leaves_out_a_candidate_too_long_for_it_and_names_the_t
 
 
 def test_a_run_without_time_is_planned_for_the_default_and_prints_what_it_leaves_out(monkeypatch, caplog):
-    """sentune.adaptation.run._plan_time without --time: the plan for DEFAULT_TIME, the candidate too long for it taken out
+    """sentune.adaptation.time_plan.plan_run without --time: the plan for DEFAULT_TIME, the candidate too long for it taken out
     of the run, and the line naming it with its expected minutes and the --time that includes it."""
-    from sentune.adaptation import run as adapt_run
-
     probed: list[list[str]] = []
     monkeypatch.setattr(time_plan, "probe_text_seconds", lambda model, texts: probed.append(list(texts)) or 0.01)
     monkeypatch.setattr(time_plan, "expected_gains", lambda search: {"hybrid": 2.0, "supervised": 1.5})
@@ -164,7 +162,7 @@ def test_a_run_without_time_is_planned_for_the_default_and_prints_what_it_leaves
             inputs=SimpleNamespace(corpus=["a passage"], task=SimpleNamespace(search=True, documents=[SimpleNamespace(text="a whole document")])),
         )
         found = SimpleNamespace(before_race=list(plan.before_race), raced=[], after_race=list(plan.after_race), all=plan.all)
-        return adapt_run._plan_time(found, ctx, time_plan.time.monotonic()), found
+        return time_plan.plan_run(found, ctx, time_plan.time.monotonic()), found
 
     with caplog.at_level(logging.INFO, logger="sentune.progress"):
         timing, found = run_plan(None)

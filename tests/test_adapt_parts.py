@@ -355,11 +355,11 @@ def test_a_method_that_cannot_train_the_model_family_is_left_out_of_the_race(tin
     from sentence_transformers import SentenceTransformer
 
     from sentune.adaptation.candidates import parse_methods, plan
-    from sentune.adaptation.run import _leave_out_untrainable
+    from sentune.adaptation.phases import leave_out_untrainable
 
     for folder, kept in ((tiny_mpnet_dir, False), (tiny_model_dir, True)):
         candidates = plan(parse_methods("simcse,tsdae"), "mean", reference=False)
-        _leave_out_untrainable(candidates, SimpleNamespace(base=SentenceTransformer(str(folder), device="cpu")))
+        leave_out_untrainable(candidates, SimpleNamespace(base=SentenceTransformer(str(folder), device="cpu")))
         assert [c.name for c in candidates.raced] == (["simcse", "tsdae"] if kept else ["simcse"])
     assert "tsdae is left out: TSDAE decodes with the encoder's own architecture as a causal language model" in caplog.text
 

@@ -108,7 +108,7 @@ def _racer(ctx, name: str, dev_cosines: np.ndarray, train_cosines: np.ndarray | 
 
 def _dev_alone_stops(ctx, cosines: np.ndarray) -> bool:
     """What the race read before: the dev selection pairs alone (the toy's premise, checked)."""
-    from sentune.adaptation.race import verdict
+    from sentune.adaptation.race_engine import verdict
     from sentune.tasks.bootstrap import resamples
 
     gold, unchanged = ctx.selection_gold(), ctx.untuned("model")["dev"]
@@ -257,14 +257,16 @@ def test_a_record_stopped_on_other_rows_is_not_current(tmp_path):
     train pairs, on the dev pairs alone) is raced again where the evidence now judges; a finished one stays."""
     from sentune.adaptation.candidates import Trained
     from sentune.adaptation.race_rows import digest_of, race_rows, raced_elsewhere
-    from sentune.adaptation.records import CandidateRecord, Stopped
+    from sentune.adaptation.records import CandidateRecord, RaceCheck, Stopped
 
     rng = np.random.default_rng(5)
     ctx = _toy(tmp_path, rng.normal(size=30), rng.normal(size=30), rng.normal(size=40), rng.normal(size=40))
     alone = SimpleNamespace(**{**vars(ctx), "evidence": None})
     here = race_rows(ctx).digest
     stopped = Stopped("behind", 10, 10)
-    record = CandidateRecord("simcse", "trained", stopped=stopped, detail={"race": {"rows_digest": here}, "reads_tokens": 64})
+    record = CandidateRecord(
+        "simcse", "trained", stopped=stopped, race=RaceCheck(1, 10, {"dev": 30, "train": 40}, rows_digest=here), detail={"reads_tokens": 64}
+    )
     old = CandidateRecord("simcse", "trained", stopped=stopped, detail={"reads_tokens": 64})  # written before: on the dev selection pairs alone
     assert not raced_elsewhere(record, ctx) and raced_elsewhere(record, alone)
     assert raced_elsewhere(old, ctx) and not raced_elsewhere(old, alone) and digest_of(np.zeros(0)) == race_rows(alone).digest

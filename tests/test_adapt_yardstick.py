@@ -161,7 +161,7 @@ def test_a_wise_of_the_cross_fitted_candidate_is_judged_by_its_fold_models_at_it
     trained = [int(i) for i in range(60) if i not in set(indices[evidence.split.confirm].tolist())]
     records = {
         "supervised": CandidateRecord("supervised", "supervised", train_indices_trained_on=trained),
-        "wise": CandidateRecord("wise", "wise", source="supervised", detail={"mix": 0.3}),
+        "wise": CandidateRecord("wise", "wise", source="supervised", mix=0.3),
         "whitening": CandidateRecord("whitening", "postprocessed"),
     }
     ctx = SimpleNamespace(evidence=evidence, records=records, store=store, out=tmp_path)

@@ -159,7 +159,7 @@ def run_choosing(name: str, model: str, tmp_path, monkeypatch):
         results["choice"]["name"] = name
         return results
 
-    monkeypatch.setattr(adapt_select, "select", choose)  # sentune.adaptation.run imports it when it runs
+    monkeypatch.setattr(adapt_select, "select", choose)  # sentune.adaptation.phases imports it when it runs
     dev, test = _toy_beir(tmp_path / "toy")
     out = tmp_path / "run"
     assert main(["adapt", "--quiet", "--model", model, "--dev", str(dev), "--test", str(test), "--out", str(out), "--methods", "hybrid"]) == 0

@@ -364,7 +364,7 @@ def test_the_hybrid_of_the_supervised_candidate_is_scored_out_of_fold_with_the_u
 
 
 def test_the_race_verdict_follows_the_training_races_two_rules():
-    from sentune.adaptation.race import verdict
+    from sentune.adaptation.race_engine import verdict
     from sentune.core.metrics import METRICS
     from sentune.tasks.bootstrap import resamples
 

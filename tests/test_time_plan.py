@@ -159,7 +159,7 @@ def test_a_training_candidate_that_no_longer_fits_does_not_start_the_race(monkey
     what is left is taken out of the run with its reason before any training starts."""
     from types import SimpleNamespace
 
-    from sentune.adaptation import run as adapt_run
+    from sentune.adaptation import phases
     from sentune.adaptation.candidates import Plan, Trained, Unchanged
 
     now = [1000.0]
@@ -170,7 +170,7 @@ def test_a_training_candidate_that_no_longer_fits_does_not_start_the_race(monkey
     candidates = Plan(before_race=[Unchanged("unchanged")], raced=[Trained("simcse", "simcse"), Trained("ct", "ct")])
     started: list[str] = []
     monkeypatch.setattr("sentune.adaptation.race.race", lambda entries, ctx, finish: started.extend(e.name for e in entries))
-    monkeypatch.setattr(adapt_run, "load_record", lambda folder: SimpleNamespace(seconds=1.0))
+    monkeypatch.setattr(phases, "load_record", lambda folder: SimpleNamespace(seconds=1.0))
     recipe = SimpleNamespace(training=SimpleNamespace(max_minutes=None, max_steps=10))
     ctx = SimpleNamespace(
         time_plan=timing,
@@ -183,8 +183,8 @@ def test_a_training_candidate_that_no_longer_fits_does_not_start_the_race(monkey
     )
     monkeypatch.setattr(Trained, "finished", lambda self, ctx: False)
     monkeypatch.setattr(Trained, "describe", lambda self, ctx: "training")
-    monkeypatch.setattr(adapt_run, "replace", lambda obj, **changes: obj)
-    adapt_run._race_trained(candidates, ctx)
+    monkeypatch.setattr(phases, "replace", lambda obj, **changes: obj)
+    phases.race_trained(candidates, ctx)
     assert started == ["simcse"] and [c.name for c in candidates.raced] == ["simcse"]
     assert timing.left_out["ct"] == "--time: expected 8.3 min now, 3.3 min left beside the race's others" and "ct" not in timing.kept
 

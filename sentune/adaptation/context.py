@@ -1,55 +1,76 @@
-"""What one `sentune adapt` run holds while its candidates run: its settings (AdaptConfig, Budget), the user's data as
-read and split (Inputs), the scorer, and the Context every candidate reads (sentune.adaptation.candidates,
-sentune.adaptation.race): the selection units each choice reads, the untuned model's cosines encoded once, the records so
-far and the candidate recipes built for this run. PairsContext is a run on pairs; SearchContext
-(sentune.adaptation.search_context) a run on queries, with the state only search candidates read."""
+"""The Context every candidate of one `sentune adapt` run reads (sentune.adaptation.candidates, the races): the run's
+frozen inputs and its state (sentune.adaptation.run_state), and the services built once on them: the selection units
+each choice reads, the untuned model's cosines encoded once, the candidate store and the recipe book
+(sentune.adaptation.recipe_book). PairsContext is a run on pairs; SearchContext (sentune.adaptation.search_context) a run
+on queries, with the services only search candidates read."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
 from sentune.adaptation.inputs import AdaptConfig, Inputs, PairsTask
 from sentune.adaptation.names import UNTUNED_POOLINGS
+from sentune.adaptation.recipe_book import EVALUATIONS, PATIENCE, RecipeBook
 from sentune.adaptation.records import CandidateRecord
+from sentune.adaptation.run_state import RunInputs, RunState
 from sentune.adaptation.store import CandidateStore
 from sentune.core.encode import Encoder
 from sentune.core.metrics import METRICS
 from sentune.tasks.user_pairs import Scorer
 
-PATIENCE = 3  # evaluations without a new best on the selection pairs before a candidate stops early
-EVALUATIONS = 10  # dev evaluations per candidate's planned steps
+__all__ = ["EVALUATIONS", "PATIENCE", "Context", "PairsContext"]
+
 S = TypeVar("S", bound=Scorer)
+T = TypeVar("T", covariant=True)
 
 
-@dataclass
+class Part(Generic[T]):
+    """An attribute of the context's `run` (its frozen inputs) or `state`, read through the context under the same
+    name; the context itself has nothing to assign."""
+
+    def __init__(self, part: str) -> None:
+        self.part = part
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Part[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> T | Part[T]:
+        return self if obj is None else getattr(getattr(obj, self.part), self.name)
+
+
+@dataclass(frozen=True)
 class Context:
-    """What every candidate of one run reads: the settings, the data, the base model and the records so far. What
-    differs between pairs and search (the selection units, how training reads them, and the search-only state) is
-    PairsContext's and SearchContext's (sentune.adaptation.search_context); sentune.adaptation.run makes the one its task needs."""
+    """What every candidate of one run reads: its frozen inputs (`run`: the settings, the data, the base model) and its
+    state (`state`: the records so far, the time plan, ...), the one place a run changes; the Context itself holds no
+    state, only the services built once on the inputs (the candidate store, the recipe book). What differs between
+    pairs and search (the selection units, how training reads them, and the search-only services) is PairsContext's and
+    SearchContext's (sentune.adaptation.search_context); sentune.adaptation.run makes the one its task needs (context_of)."""
 
-    config: AdaptConfig
-    inputs: Inputs
-    out: Path
-    data_dir: Path | None
-    base: Any
-    scorer: Scorer
-    plan: Any = None  # sentune.adaptation.candidates.Plan: the run's candidates, for those built on another
-    records: dict[str, CandidateRecord] = field(default_factory=dict)
-    time_plan: Any = None  # sentune.adaptation.time_plan.TimePlan under --time
-    evidence: Any = None  # sentune.adaptation.evidence.Evidence: --train's pairs that judge too (pairs runs; sentune.adaptation.train_evidence)
-    # the supervised candidates' race (sentune.adaptation.candidates.supervised_race.SupervisedRace; None: no race), run as
-    # a phase of its own before the first of them (sentune.adaptation.run._race_supervised)
-    supervised_race: Any = None
-    supervised_raced: bool = False
+    run: RunInputs
+    state: RunState
 
-    def __post_init__(self) -> None:
-        self.scorer = self._scoring(self.scorer)
+    # the inputs, read-only, and the run's state as candidates read it (the phases of sentune.adaptation.phases write
+    # it, on `state`)
+    config = Part[AdaptConfig]("run")
+    inputs = Part[Inputs]("run")
+    out = Part[Path]("run")
+    data_dir = Part["Path | None"]("run")
+    base = Part[Any]("run")
+    scorer = Part[Scorer]("state")
+    plan = Part[Any]("state")  # sentune.adaptation.candidates.Plan: the run's candidates, for those built on another
+    records = Part[dict[str, CandidateRecord]]("state")
+    time_plan = Part[Any]("state")  # sentune.adaptation.time_plan.TimePlan
+    evidence = Part[Any]("state")  # sentune.adaptation.evidence.Evidence
+    supervised_race = Part[Any]("state")
 
     def _scoring(self, scorer: S) -> S:
         """`scorer` scoring models through the run's backend (--backend onnx: their ONNX graphs)."""
@@ -189,81 +210,30 @@ class Context:
         steps = f"{budget.steps} steps" if budget.steps else "one pass over the corpus"
         return steps + (f", {budget.minutes:g} min" if budget.minutes else "")
 
-    def recipe(self, name: str, *, steps: int | None = None, seed: int | None = None, members: list[str] | None = None, reference: bool = False):
-        """A bundled candidate recipe set for this run: the model, the corpus, the selection pairs as dev, the steps
-        (default: the budget) with 10 evaluations and early stopping. The reference keeps its own defaults (one epoch,
-        the last checkpoint, no budget); only its dev curve is set."""
-        from sentune.training.recipe import load_recipe, validate_recipe
+    @cached_property
+    def book(self) -> RecipeBook:
+        """The run's candidate recipes, each built and validated once (sentune.adaptation.recipe_book)."""
+        return RecipeBook(self)
 
-        recipe = load_recipe(name, check=False)
-        data = self.training_data(recipe)  # GenQ trains on the user's generated queries, not on the corpus
-        rows = len(self.inputs.corpus) if data is self._corpus_data else len(data)
-        epoch = max(1, math.ceil(rows / recipe.training.batch_size))
-        training = replace(
-            recipe.training,
-            device=self.device,
-            seed=seed if seed is not None else recipe.training.seed,
-            gradient_checkpointing=recipe.training.gradient_checkpointing or self.config.low_memory,
-        )
-        if reference:
-            training = replace(training, eval_steps=max(1, math.ceil(epoch / EVALUATIONS)))
-        else:
-            steps = steps or self.config.budget.steps or epoch
-            training = replace(
-                training, max_steps=steps, eval_steps=max(1, math.ceil(steps / EVALUATIONS)), patience=PATIENCE, max_minutes=self.training_minutes()
-            )
-        recipe = replace(
-            recipe,
-            model=self.config.model,
-            train_data=data.describe(self._training_record(data)),
-            pooling=recipe.pooling if reference else self.config.training_pooling,
-            params={**recipe.params, **({"members": members} if members is not None else {})},
-            training=training,
-            eval=replace(recipe.eval, dev=self.training_dev()),  # checkpoints are chosen on the selection pairs (or queries)
-        )
-        validate_recipe(recipe, name, data=data, dev=self.training_dev_data())
-        return recipe
+    def recipe(self, name: str, *, steps: int | None = None, seed: int | None = None, members: list[str] | None = None, reference: bool = False):
+        """A label-free training candidate's recipe for this run (RecipeBook.training)."""
+        return self.book.training(name, steps=steps, seed=seed, members=members, reference=reference)
 
     def labelled_recipe(self, name: str, train_file: Path, rows: int, model: str | None = None, *, data):
-        """A supervised candidate's recipe (sentune/recipes/adapt/NAME.yaml), fixed in advance: its epochs over the `rows`
-        training rows of `train_file` (labelled pairs, or search tuples), its last step kept and no evaluation while it
-        trains (nothing may be chosen on the rows it trained on, and on search data each evaluation would encode the
-        selection pool again), from `model` (default: the unchanged one). --budget caps it as it caps every training
-        candidate: at most its steps, and its minutes. `data`: the rows as the trainer receives them (the method
-        must take their kind); the recipe's train_data describes them, naming `train_file`, their record."""
-        from sentune.training.recipe import NO_DEV, load_recipe, validate_recipe
-
-        recipe = load_recipe(name, check=False)
-        steps = max(1, math.ceil(recipe.training.epochs * math.ceil(rows / recipe.training.batch_size)))
-        steps = min(steps, self.config.budget.steps or steps)
-        training = replace(
-            recipe.training,
-            device=self.device,
-            max_steps=steps,
-            eval_steps=steps,
-            patience=0,
-            checkpoint="last",
-            max_minutes=self.training_minutes(),
-            gradient_checkpointing=recipe.training.gradient_checkpointing or self.config.low_memory,
-        )
-        recipe = replace(
-            recipe,
-            model=model or self.config.model,
-            train_data=data.describe(train_file),
-            pooling=self.config.training_pooling,
-            training=training,
-            eval=replace(recipe.eval, dev=NO_DEV),
-        )
-        validate_recipe(recipe, name, data=data)
-        return recipe
+        """A supervised candidate's recipe for this run (RecipeBook.labelled)."""
+        return self.book.labelled(name, train_file, rows, model, data=data)
 
 
-@dataclass
+@dataclass(frozen=True)
 class PairsContext(Context):
     """A run on scored pairs: the selection pairs are the dev pairs of split.select, kept as OUT/data/dev-select.tsv for
     the trainings' dev evaluations."""
 
-    task: PairsTask = field(kw_only=True)
+    @property
+    def task(self) -> PairsTask:
+        task = self.inputs.task
+        assert isinstance(task, PairsTask)
+        return task
 
     def selection_path(self) -> Path:
         return self.out / "data" / "dev-select.tsv"

@@ -13,7 +13,7 @@ import logging
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -27,6 +27,7 @@ from sentune.data.beir import Corpus, Document, RetrievalSet, write_beir_folder
 from sentune.data.catalog import load_task, select_tasks, sha256_of
 from sentune.data.kinds import Pairs, Sentences
 from sentune.data.readers import read_paraphrase_pairs
+from sentune.data.text_files import normalise
 from sentune.data.user_data import ScoredPairs, pairs_as_written, read_scored_pairs, read_user_corpus, write_corpus, write_scored_pairs
 from sentune.training.runs import claim
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from sentune.tasks.user_queries import QueryScorer
 
 
-@dataclass
+@dataclass(frozen=True)
 class AdaptConfig:
     # The data: each a path (read by prepare) or its kind in memory (sentune.adaptation.api passes Python data so).
     corpus: Path | Sentences | Corpus | None  # None only for retrieval with a BEIR folder as --dev (its corpus.jsonl)
@@ -118,7 +119,7 @@ class SearchTask:
         return None if self.train is None else self.train.queries
 
 
-@dataclass
+@dataclass(frozen=True)
 class Inputs:
     corpus: list[str]  # what the training methods and post-processors read: sentences, or passages of the documents
     task: PairsTask | SearchTask  # made once, by prepare: whether the run is a search one, and its typed data
@@ -165,8 +166,9 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
         raise AdaptError(
             f"--corpus {config.named('corpus')}: {len(corpus)} distinct sentence(s); adapt needs at least {MIN_CORPUS_SENTENCES} to train or fit on"
         )
-    if config.dev is not None:
-        dev_rows, dev_label = [(p.a, p.b, p.score) for p in _scored_pairs(config.dev).pairs], config.named("dev")
+    given_dev = _scored_pairs(config.dev) if config.dev is not None else None
+    if given_dev is not None:
+        dev_rows, dev_label = [(p.a, p.b, p.score) for p in given_dev.pairs], config.named("dev")
     else:
         if data_dir is None:
             raise AdaptError("--dev not given and no data directory (--data or SENTUNE_DATA) for the STS-B dev pairs it then uses")
@@ -194,10 +196,10 @@ def prepare(config: AdaptConfig, out: Path, data_dir: Path | None) -> Inputs:
         files["train.tsv"] = lambda path: write_scored_pairs(path, train_rows)
         parts["train"] = ["train.tsv"]
     data, train_sha256 = _write_claimed(out, config, files, parts)
-    task = PairsTask(
-        pairs_as_written(data / "dev.tsv", dev_rows),
-        pairs_as_written(data / "test.tsv", [(p.a, p.b, p.score) for p in test.pairs]) if test is not None else None,
-        pairs_as_written(data / "train.tsv", train_rows) if train_rows is not None else None,
+    task = PairsTask(  # the pairs the user gave, as kinds (each names its file and line); OUT/data records them
+        _as_read(given_dev) if given_dev is not None else pairs_as_written(data / "dev.tsv", dev_rows),  # STS-B's: their record is their only file here
+        _as_read(test) if test is not None else None,
+        pairs_as_written(data / "train.tsv", train_rows) if train_rows is not None else None,  # as trained on: on the dev scale
     )
     return Inputs(corpus, task, dev_label, split, train_sha256=train_sha256, test_label=_test_label(config), train_shift=train_shift)
 
@@ -368,6 +370,14 @@ def _warn_shared_pairs(dev_rows: list[tuple[str, str, float]], test: ScoredPairs
 
 def _test_label(config: AdaptConfig) -> str | None:
     return config.named("test") if config.test is not None else None
+
+
+def _as_read(pairs: ScoredPairs) -> ScoredPairs:
+    """The pairs with their texts as every reader gives them (sentune.data.text_files.normalise: pairs given in memory
+    may hold runs of white space), each keeping its source."""
+    if all(p.a == normalise(p.a) and p.b == normalise(p.b) for p in pairs.pairs):
+        return pairs
+    return replace(pairs, pairs=[replace(p, a=normalise(p.a), b=normalise(p.b)) for p in pairs.pairs])
 
 
 def _scored_pairs(value: Path | ScoredPairs | RetrievalSet | None) -> ScoredPairs:

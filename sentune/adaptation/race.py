@@ -1,18 +1,11 @@
 """Racing the training candidates of `sentune adapt`: they share the budget in rounds instead of each taking all of it.
 
 Every candidate plans its whole budget (its learning-rate schedule is the planned one) and is paused at 1/8, 1/4 and
-1/2 of its steps (sentune.training.trainer's pause_at_step; a later round resumes from that checkpoint). After each round,
-on the selection pairs only (so the confirmation of the final choice stays independent, sentune.adaptation.decide): the dev
-selection pairs and, when --train's evidence pairs judge, a sample of the evidence selection pairs, each ranked among
-their own as at the end (sentune.adaptation.race_rows: the rows, what they cost, and each racer's best checkpoint scored on
-them):
-
-1. racing (Maron & Moore, "Hoeffding races", NIPS 1994; Birattari et al., "A racing algorithm for configuring
-   metaheuristics", GECCO 2002): a candidate whose best checkpoint so far is behind the unchanged model, or behind the
-   leader (the best candidate so far, running or finished), in ≥ 95 % of 1,000 paired bootstrap resamples stops;
-2. successive halving (Jamieson & Talwalkar, "Non-stochastic best arm identification and hyperparameter
-   optimization", AISTATS 2016): of those still running, at most half (rounded up) go on, the best on the selection
-   pairs.
+1/2 of its steps (sentune.training.trainer's pause_at_step; a later round resumes from that checkpoint): a racer of
+sentune.adaptation.race_engine (a paused training), whose rules, racing and successive halving, stop those behind after
+each round, on the selection pairs only: the dev selection pairs and, when --train's evidence pairs judge, a sample of
+the evidence selection pairs, each ranked among their own as at the end (sentune.adaptation.race_rows: the rows, what
+they cost, and each racer's best checkpoint scored on them).
 
 A candidate also ends by itself: its last step, early stopping (patience: evaluations without a new best, counted on
 across rounds; a round's own evaluation at its pause counts too, so a round ending between two planned evaluations can
@@ -35,8 +28,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sentune.adaptation.race_rows import RaceRows, differences, race_rows, raced_elsewhere, score_on, train_cosines
-from sentune.adaptation.records import CandidateRecord, Stopped, load_record, record_path
+from sentune.adaptation.race_engine import Field, Race, Racer
+from sentune.adaptation.race_rows import RaceRows, race_rows, raced_elsewhere, train_cosines
+from sentune.adaptation.records import BestCheckpoint, CandidateRecord, RaceCheck, Stopped, load_record, record_path
 from sentune.core.memory import peak_resident_mib
 from sentune.core.progress import say
 from sentune.core.results import write_atomic
@@ -47,7 +41,6 @@ if TYPE_CHECKING:
     from sentune.training.recipe import Recipe
 
 RUNGS = (1 / 8, 1 / 4, 1 / 2, 1.0)  # fractions of a candidate's steps after which the race compares
-CONFIDENCE = 0.95  # a candidate behind a rival in this share of the resamples stops
 
 
 @dataclass
@@ -87,6 +80,40 @@ def best_selection_cosines(entry: Entry, ctx: Context) -> tuple[int, float, np.n
     return -negative_step, score, cosines
 
 
+class _Training(Racer):
+    """An entry as a racer: each round trains it to the rung's share of its steps (resuming from its paused checkpoint)."""
+
+    def __init__(self, entry: Entry, ctx: Context, finish, finished: dict[str, tuple[np.ndarray, Path | None]], started: float) -> None:
+        self.entry, self.name, self.ctx, self.finish, self.finished, self.started = entry, entry.name, ctx, finish, finished, started
+        self.best: tuple[int, float, np.ndarray] | None = None  # its best evaluation so far, as the last field read it
+
+    def advance(self, rung: float, round_number: int) -> bool:
+        entry, ctx = self.entry, self.ctx
+        target = max(1, math.ceil(rung * entry.recipe.training.max_steps))
+        if not finished_run(entry.run) and _paused_step(entry.run) < target:
+            say(f"    race round {round_number}/{len(RUNGS)}: {entry.name} to step {target} of {entry.recipe.training.max_steps}")
+            train_run(
+                entry.recipe,
+                entry.run,
+                data_dir=ctx.data_dir or Path("."),
+                pause_at_step=target,
+                show_progress=ctx.config.show_progress,
+                data=ctx.training_data(entry.recipe),  # its data and dev set as objects: no file under OUT/data is read
+                dev=ctx.training_dev_data(),
+            )
+        if not finished_run(entry.run):
+            return False
+        self.finished[entry.name] = (self.finish(entry)["select"], entry.run / "model")
+        return True
+
+    def stop(self, reason: str, round_number: int, field: Field) -> None:
+        rows = field.rows  # rows_digest: a run resumed on other rows races it again (race_rows.raced_elsewhere)
+        race = RaceCheck(
+            round_number, self.entry.recipe.training.max_steps, rows.counted(), self.ctx.inputs.dev.unit, rows.digest, field.score(self.name, self.ctx.metric)
+        )
+        _write_stopped(self.entry, self.best, reason, self.ctx, time.perf_counter() - self.started, race)
+
+
 def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, tuple[np.ndarray, Path | None]] | None = None) -> None:
     """Train the entries in rounds, stopping those behind; `finish(entry)` scores a finished one and writes its record.
     `rivals`: candidates already finished elsewhere (the leader may be one of them), each its cosines of the dev
@@ -96,7 +123,6 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, tuple[np.
         if e.record.is_file() and raced_elsewhere(load_record(e.folder), ctx):
             say(f"    race: {e.name} was stopped on other selection rows: raced again on {rows.words(ctx.inputs.dev.unit)}")
             e.record.unlink()  # its run folder stays: it resumes from its paused checkpoint
-    active = [e for e in entries if not e.record.is_file()]
     if rows.train:
         say(f"    race: read on {rows.words(ctx.inputs.dev.unit)}, each ranked among their own")
     # each finished one's dev selection cosines and its weights, scored on the train rows when a round compares it
@@ -104,30 +130,14 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, tuple[np.
     for e in entries:
         if e.record.is_file() and load_record(e.folder).stopped is None:
             finished[e.name] = (ctx.store.scores(e.name)["select"], e.run / "model")
-    started = {e.name: time.perf_counter() for e in active}
-    for index, fraction in enumerate(RUNGS):
-        if not active:
-            return
-        for entry in list(active):
-            target = max(1, math.ceil(fraction * entry.recipe.training.max_steps))
-            if not finished_run(entry.run) and _paused_step(entry.run) < target:
-                say(f"    race round {index + 1}/{len(RUNGS)}: {entry.name} to step {target} of {entry.recipe.training.max_steps}")
-                train_run(
-                    entry.recipe,
-                    entry.run,
-                    data_dir=ctx.data_dir or Path("."),
-                    pause_at_step=target,
-                    show_progress=ctx.config.show_progress,
-                    data=ctx.training_data(entry.recipe),  # its data and dev set as objects: no file under OUT/data is read
-                    dev=ctx.training_dev_data(),
-                )
-            if finished_run(entry.run):
-                finished[entry.name] = (finish(entry)["select"], entry.run / "model")
-                active.remove(entry)
-        if index == 0:
-            _print_expected(entries, active, ctx)
-        if index < len(RUNGS) - 1:
-            active = _eliminate(active, finished, ctx, index + 1, started, rows)
+    now = time.perf_counter()
+    racers: list[Racer] = [_Training(e, ctx, finish, finished, now) for e in entries if not e.record.is_file()]
+
+    def between(round_number: int, active: list[Racer]) -> None:
+        if round_number == 1:
+            _print_expected(entries, [r.entry for r in active if isinstance(r, _Training)], ctx)
+
+    Race(RUNGS, ctx.metric).run(racers, lambda active, round_number: _field(active, finished, ctx, round_number, rows), between)
 
 
 def _on_rows(rows: RaceRows, select: np.ndarray, weights: Path | None, ctx: Context) -> np.ndarray | None:
@@ -135,6 +145,27 @@ def _on_rows(rows: RaceRows, select: np.ndarray, weights: Path | None, ctx: Cont
     those weights cannot be scored)."""
     train = train_cosines(rows, weights, ctx)
     return None if train is None else np.concatenate([select, train])
+
+
+def _field(active: list[Racer], finished: dict[str, tuple[np.ndarray, Path | None]], ctx: Context, round_number: int, rows: RaceRows) -> Field | None:
+    """What a round compares the racing entries on: each one's best checkpoint so far and each finished rival on the
+    race rows (the dev selection pairs alone when some model compared cannot be scored on the train rows); None when
+    none has been evaluated yet and none has finished."""
+    trainings = [r for r in active if isinstance(r, _Training)]
+    for racer in trainings:
+        racer.best = best_selection_cosines(racer.entry, ctx)
+    dev = {r.name: r.best[2] for r in trainings if r.best is not None}  # one not evaluated yet goes on
+    if not any(r.name in dev or r.name in finished for r in trainings):
+        return None
+    cosines = {r.name: _on_rows(rows, dev[r.name], _checkpoint(r.entry, r.best), ctx) for r in trainings if r.name in dev}
+    cosines |= {name: _on_rows(rows, select, weights, ctx) for name, (select, weights) in finished.items()}
+    if rows.train and any(found is None for found in cosines.values()):  # weights gone (a checkpoint the trainer rotated away)
+        say(f"    race: a model compared cannot be scored on the train pairs; round {round_number} reads the dev selection {ctx.inputs.dev.unit} alone")
+        cosines = {name: found[: rows.dev] if found is not None else _dev_cosines(name, dev, finished) for name, found in cosines.items()}
+        rows = rows.dev_only()
+    judged = {name: found for name, found in cosines.items() if found is not None}
+    where = f"{rows.words(ctx.inputs.dev.unit)} after round {round_number}"
+    return Field(rows.gold, rows.unchanged, rows.draws(ctx.config.seed), where, judged, rows.strata, rows)
 
 
 def _eliminate(
@@ -145,29 +176,12 @@ def _eliminate(
     started: dict[str, float],
     rows: RaceRows | None = None,
 ) -> list[Entry]:
+    """One check of the race between rounds: the entries still racing after it, best first (those stopped have their
+    records written)."""
     rows = rows or race_rows(ctx)
-    standing = {e.name: best_selection_cosines(e, ctx) for e in active}
-    dev = {name: found[2] for name, found in standing.items() if found is not None}  # one not evaluated yet goes on
-    scored = [e.name for e in active if e.name in dev or e.name in finished]
-    if not scored:
-        return active
-    cosines = {e.name: _on_rows(rows, dev[e.name], _checkpoint(e, standing[e.name]), ctx) for e in active if e.name in dev}
-    cosines |= {name: _on_rows(rows, select, weights, ctx) for name, (select, weights) in finished.items()}
-    if rows.train and any(found is None for found in cosines.values()):  # weights gone (a checkpoint the trainer rotated away)
-        say(f"    race: a model compared cannot be scored on the train pairs; round {round_number} reads the dev selection {ctx.inputs.dev.unit} alone")
-        cosines = {name: found[: rows.dev] if found is not None else _dev_cosines(name, dev, finished) for name, found in cosines.items()}
-        rows = rows.dev_only()
-    judged = {name: found for name, found in cosines.items() if found is not None}
-    where = f"{rows.words(ctx.inputs.dev.unit)} after round {round_number}"
-    stopped = verdict(rows.gold, judged, scored, rows.unchanged, ctx.metric, rows.draws(ctx.config.seed), where, rows.strata)
-    for entry in active:
-        if entry.name in stopped:
-            race = {"round": round_number, "steps": entry.recipe.training.max_steps, "rows": rows.counted(), "unit": ctx.inputs.dev.unit}
-            race["rows_digest"] = rows.digest  # a run resumed on other rows races it again (race_rows.raced_elsewhere)
-            race["score"] = score_on(rows.gold, judged[entry.name], ctx.metric, rows.strata)
-            _write_stopped(entry, standing[entry.name], stopped[entry.name], ctx, time.perf_counter() - started[entry.name], race)
-    going = [e for e in active if e.name not in stopped]
-    return sorted(going, key=lambda e: -score_on(rows.gold, judged[e.name], ctx.metric, rows.strata) if e.name in judged else 0.0)
+    racers: list[Racer] = [_Training(e, ctx, None, finished, started[e.name]) for e in active]
+    going = Race(RUNGS, ctx.metric).eliminate(racers, _field(racers, finished, ctx, round_number, rows), round_number)
+    return [r.entry for r in going if isinstance(r, _Training)]
 
 
 def _dev_cosines(name: str, racing: dict[str, np.ndarray], finished: dict[str, tuple[np.ndarray, Path | None]]) -> np.ndarray:
@@ -180,50 +194,7 @@ def _checkpoint(entry: Entry, found: tuple[int, float, np.ndarray] | None) -> Pa
     return None if found is None else entry.run / "checkpoints" / f"checkpoint-{found[0]}"
 
 
-def verdict(
-    gold: np.ndarray,
-    standing: dict[str, np.ndarray],
-    racing: list[str],
-    unchanged: np.ndarray,
-    metric: str,
-    draws: np.ndarray,
-    where: str,
-    strata: np.ndarray | None = None,
-) -> dict[str, str]:
-    """Which of `racing` stop, and why, by the race's two rules on the units `where` names: one behind the unchanged
-    model or behind the leader (the best of `standing`, racing or finished; the first listed on a tie) in ≥ CONFIDENCE
-    of the paired bootstrap resamples `draws` stops; of the rest at most half (rounded up) go on, the best first (a tie
-    keeps the listed order). `strata`: which units are dev and which train pairs, each ranked among their own
-    (sentune.adaptation.race_rows; `draws` then resample within each)."""
-    score = {name: score_on(gold, predicted, metric, strata) for name, predicted in standing.items()}
-    leader = max(score, key=lambda name: score[name])
-    stopped: dict[str, str] = {}
-    going = []
-    for name in racing:
-        for rival, theirs in (("the unchanged model", unchanged), (leader, standing[leader])):
-            if rival == name:
-                continue
-            behind = share_behind(gold, standing[name], theirs, metric, draws, strata)
-            if behind >= CONFIDENCE:
-                stopped[name] = (
-                    f"behind {rival} on {where} ({score[name]:.2f} vs {score_on(gold, theirs, metric, strata):.2f}, in {behind:.1%} of the resamples)"
-                )
-                break
-        else:
-            going.append(name)
-    going.sort(key=lambda name: -score[name])
-    keep = math.ceil(len(going) / 2)
-    for name in going[keep:]:
-        stopped[name] = f"in the lower half of the race ({score[name]:.2f} vs {going[0]}'s {score[going[0]]:.2f} on {where}; successive halving)"
-    return stopped
-
-
-def share_behind(gold: np.ndarray, candidate: np.ndarray, rival: np.ndarray, metric: str, draws: np.ndarray, strata: np.ndarray | None = None) -> float:
-    """The share of paired bootstrap resamples in which the candidate scores strictly below the rival (a tie is not behind)."""
-    return float(np.mean(differences(gold, candidate, rival, metric, draws, strata) < 0))
-
-
-def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None, reason: str, ctx: Context, seconds: float, race: dict) -> None:
+def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None, reason: str, ctx: Context, seconds: float, race: RaceCheck) -> None:
     step, score, cosines = standing if standing else (None, None, None)
     say(f"    race: {entry.name} stops: {reason}")
     if cosines is not None:
@@ -232,16 +203,14 @@ def _write_stopped(entry: Entry, standing: tuple[int, float, np.ndarray] | None,
     detail = {
         "setting": entry.recipe.name,
         "recipe": entry.recipe.to_dict(),
-        "best_checkpoint": {"step": step, "dev_score": score} if step is not None else None,
         **({"selection_only": True} if score is not None else {}),
         **({"member_seconds": entry.member_seconds} if entry.member_seconds else {}),
-        # the race's check that stopped it: its round, the steps planned, the dev and train pairs read and its score there
-        "race": race,
         **entry.depends_on,
     }
     # peak memory: the process's when the record is written (every round's training before it)
     spent = paused.get("training_seconds", seconds) + entry.member_seconds
-    record = CandidateRecord(entry.name, entry.kind, spent, peak_resident_mib(), score, detail=detail)
+    record = CandidateRecord(entry.name, entry.kind, spent, peak_resident_mib(), score, detail=detail, race=race)
+    record.best_checkpoint = BestCheckpoint(step, score) if step is not None else None
     record.run, record.stopped = str(entry.run.relative_to(ctx.out)), Stopped(reason, paused.get("step"), step)
     write_atomic(entry.record, json.dumps(record.to_dict(), indent=2))
 

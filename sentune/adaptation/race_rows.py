@@ -114,7 +114,8 @@ def raced_elsewhere(record: CandidateRecord, ctx: Context) -> bool:
     the dev selection pairs alone."""
     if record.stopped is None:
         return False
-    return (record.detail.get("race") or {}).get("rows_digest", digest_of(np.zeros(0))) != digest_of(_sample(ctx)[1])
+    digest = record.race.rows_digest if record.race is not None and record.race.rows_digest is not None else digest_of(np.zeros(0))
+    return digest != digest_of(_sample(ctx)[1])
 
 
 def race_train_pairs(ctx: Context) -> int:

@@ -1,8 +1,8 @@
 """A candidate's record (OUT/candidates/NAME/candidate.json, written last: it marks the candidate done), written here
 and read back here for every kind of candidate (sentune.adaptation.candidates), with its scores (sentune.adaptation.store).
 
-In memory a record is a CandidateRecord: the fields the run's choices read are typed (what it trained on, its weights,
-whether it read the selection part, why it was skipped or stopped, its fusion and source); what only the report reads
+In memory a record is a CandidateRecord: the fields the run's choices read are typed (what it trained on, its weights and best checkpoint,
+whether it read the selection part, why it was skipped or stopped and the race's check that did, its fusion and source, wise's mix); what only the report reads
 stays in `detail`. On disk it is one flat JSON object (to_dict, from_dict), the shape results.json shows."""
 
 from __future__ import annotations
@@ -37,6 +37,50 @@ class Stopped:
     best_step: int | None
 
 
+@dataclass(frozen=True)
+class BestCheckpoint:
+    """The step a training's best evaluation on the selection units was at, and its score there (`more`: what else the
+    trainer says of it, kept for the report: its metric's name)."""
+
+    step: int | None
+    dev_score: float | None
+    more: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"step": self.step, "dev_score": self.dev_score, **self.more}
+
+    @classmethod
+    def from_dict(cls, saved: dict) -> BestCheckpoint:
+        rest = dict(saved)
+        return cls(rest.pop("step", None), rest.pop("dev_score", None), rest)
+
+
+@dataclass(frozen=True)
+class RaceCheck:
+    """The race's check that stopped a candidate: its round, the steps it had planned, the dev and train units that round
+    read (`rows`), their unit, their digest (a run resumed on other rows races it again: sentune.adaptation.race_rows)
+    and its score there."""
+
+    round: int
+    steps: int
+    rows: dict[str, int]
+    unit: str = "pairs"
+    rows_digest: str | None = None
+    score: float | None = None
+
+    def to_dict(self) -> dict:
+        found = {"round": self.round, "steps": self.steps, "rows": self.rows, "unit": self.unit}
+        return found | {key: value for key, value in (("rows_digest", self.rows_digest), ("score", self.score)) if value is not None}
+
+    @classmethod
+    def from_dict(cls, saved: dict) -> RaceCheck:
+        return cls(saved["round"], saved["steps"], dict(saved["rows"]), saved.get("unit", "pairs"), saved.get("rows_digest"), saved.get("score"))
+
+
+class RecordError(ValueError):
+    """A candidate.json this sentune cannot read (written by another version, or damaged)."""
+
+
 @dataclass
 class CandidateRecord:
     """What candidate.json holds: the fields every kind has, the typed fields some kinds set (None: not this kind's),
@@ -56,6 +100,9 @@ class CandidateRecord:
     train_indices_trained_on: list[int] | None = None  # the --train pairs (their 0-based rows) its training read
     source: str | None = None  # the candidate it is built from (SED's seeds, wise's tuned end, a hybrid's dense part)
     fusion: Fusion | None = None  # search: how it fuses BM25 with its source
+    best_checkpoint: BestCheckpoint | None = None  # a training's best evaluation (the weights SED and wise build on)
+    race: RaceCheck | None = None  # stopped: the race's check that did (the report's note, a resumed run's rows)
+    mix: float | None = None  # wise: the share of the tuned weights in its interpolation with the unchanged model
     detail: dict = field(default_factory=dict)
 
     @property
@@ -69,7 +116,7 @@ class CandidateRecord:
 
     @property
     def best_step(self) -> int | None:
-        return (self.detail.get("best_checkpoint") or {}).get("step")
+        return None if self.best_checkpoint is None else self.best_checkpoint.step
 
     def weights(self, out: Path) -> Path | None:
         """The weights it stands for, to build on: a finished run's model, or a raced-out run's best checkpoint so far
@@ -98,6 +145,9 @@ class CandidateRecord:
             "train_indices_trained_on": self.train_indices_trained_on,
             "source": self.source,
             "fusion": None if self.fusion is None else self.fusion.to_dict(),
+            "best_checkpoint": None if self.best_checkpoint is None else self.best_checkpoint.to_dict(),
+            "race": None if self.race is None else self.race.to_dict(),
+            "mix": self.mix,
         }
         found |= {key: value for key, value in typed.items() if value is not None} | self.detail
         if self.dev_score is not None:
@@ -106,8 +156,11 @@ class CandidateRecord:
 
     @classmethod
     def from_dict(cls, saved: dict) -> CandidateRecord:
+        """A record as to_dict wrote it; the typed fields are the same flat keys the records of earlier versions held."""
         rest = dict(saved)
         stopped, fusion, trained_on = rest.pop("stopped", None), rest.pop("fusion", None), rest.pop("trained_on", None)
+        best, mix = rest.pop("best_checkpoint", None), rest.pop("mix", None)
+        race = rest.pop("race", None) if stopped else None  # a supervised candidate's `race` is its race's summary (detail)
         return cls(
             rest.pop("name"),
             rest.pop("kind"),
@@ -123,6 +176,9 @@ class CandidateRecord:
             train_indices_trained_on=rest.pop("train_indices_trained_on", None),
             source=rest.pop("source", None),
             fusion=None if fusion is None else Fusion.from_dict(fusion),
+            best_checkpoint=None if best is None else BestCheckpoint.from_dict(best),
+            race=None if race is None else RaceCheck.from_dict(race),
+            mix=None if mix is None else float(mix),
             detail=rest,
         )
 
@@ -170,15 +226,16 @@ def trained_record(candidate: Any, run: Path, label: str, ctx: Any, source: str 
     started = time.perf_counter()
     results = json.loads((run / "results.json").read_text())
     scores = ctx.scorer.of_model(load_model(str(run / "model"), device=ctx.device), f"{candidate.name}: scoring")
+    best = results["meta"]["best_checkpoint"]
     detail = {
         "setting": results["meta"]["recipe"]["name"],
         "recipe": results["meta"]["recipe"],
-        "best_checkpoint": results["meta"]["best_checkpoint"],
         "training_seconds": results["meta"].get("training_seconds"),
         "finalize": results["meta"].get("finalize"),
         **({"member_seconds": member_seconds} if source is not None else {}),
     }
     record = CandidateRecord(candidate.name, candidate.kind, run=str(run.relative_to(ctx.out)), source=source, detail=detail)
+    record.best_checkpoint = None if best is None else BestCheckpoint.from_dict(best)
     seconds = (results["meta"].get("training_seconds") or 0.0) + time.perf_counter() - started + member_seconds
     return write_record(candidate, scores, record, seconds, label, ctx)
 
@@ -190,4 +247,11 @@ def finish_trained(candidate: Any, label: str, ctx: Any, source: str | None = No
 
 
 def load_record(folder: Path) -> CandidateRecord:
-    return CandidateRecord.from_dict(json.loads(record_path(folder).read_text()))
+    """The record in `folder`; one this sentune cannot read raises RecordError naming the file and what to do."""
+    path = record_path(folder)
+    try:
+        return CandidateRecord.from_dict(json.loads(path.read_text()))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RecordError(
+            f"{path}: not a candidate record this sentune reads ({type(exc).__name__}: {exc}); remove {folder} to produce that candidate again"
+        ) from exc

@@ -12,11 +12,12 @@ and the parts only search candidates read, each owned by the kinds that use it:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
-from sentune.adaptation.context import Context
+from sentune.adaptation.context import Context, Part
 from sentune.adaptation.hard_negatives import HardNegatives
 from sentune.adaptation.inputs import SearchTask
 from sentune.adaptation.lexical_service import LexicalService
@@ -29,26 +30,39 @@ from sentune.tasks.user_queries import QueryScorer
 POOL_CACHE = ".selection-pool"  # the selection pool as the candidate store keeps it (OUT/data/dev-select records it)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SearchContext(Context):
-    task: SearchTask = field(kw_only=True)
-    scorer: QueryScorer
-    _rows: TextRows | None = field(default=None, kw_only=True)  # the rows of scorer.sentences(), for the scorer they were built from
-    _rows_of: QueryScorer | None = field(default=None, kw_only=True)
-    selection: SelectionPool = field(init=False)
-    lexical: LexicalService = field(init=False)
-    passages: UnchangedPassages = field(init=False)
-    negatives: HardNegatives = field(init=False)
+    """A run on queries: the services search candidates read, each built once, when first read."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    @property
+    def task(self) -> SearchTask:
+        task = self.inputs.task
+        assert isinstance(task, SearchTask)
+        return task
+
+    scorer = Part[QueryScorer]("state")  # a search run's state holds a QueryScorer (sentune.adaptation.context.context_of)
+
+    @cached_property
+    def selection(self) -> SelectionPool:
+        return SelectionPool(self.out / "data" / "dev-select", self.store.cache_folder(POOL_CACHE))
+
+    @cached_property
+    def lexical(self) -> LexicalService:
+        return LexicalService(self.task.dev.corpus, self.selection_queries, self.records, self.config.show_progress)
+
+    @cached_property
+    def passages(self) -> UnchangedPassages:
         documents = self.task.dev.corpus
-        self.selection = SelectionPool(self.out / "data" / "dev-select", self.store.cache_folder(POOL_CACHE))
-        self.lexical = LexicalService(documents, self.selection_queries, self.records, self.config.show_progress)
-        self.passages = UnchangedPassages(
-            self.base, documents, self.untuned_table, self.document_vectors, self.selection_queries, self.store, self.config.show_progress
-        )
-        self.negatives = HardNegatives(self.base, documents, self.untuned_table, self.document_vectors, self.lexical.ranker)
+        return UnchangedPassages(self.base, documents, self.untuned_table, self.document_vectors, self.selection_queries, self.store, self.config.show_progress)
+
+    @cached_property
+    def negatives(self) -> HardNegatives:
+        return HardNegatives(self.base, self.task.dev.corpus, self.untuned_table, self.document_vectors, self.lexical.ranker)
+
+    @cached_property
+    def _rows_by_scorer(self) -> dict[int, tuple[QueryScorer, TextRows]]:
+        """The rows of scorer.sentences(), for the scorer they were built from (a cache, not the run's state)."""
+        return {}
 
     # -- the selection queries, each ranked against their pool --
     def selection_folder(self):
@@ -82,9 +96,10 @@ class SearchContext(Context):
     # -- vectors by text --
     def rows(self) -> TextRows:
         """Each scored text's row (scorer.sentences()), built once per scorer."""
-        if self._rows is None or self._rows_of is not self.scorer:
-            self._rows, self._rows_of = TextRows(self.scorer.sentences()), self.scorer
-        return self._rows
+        found = self._rows_by_scorer.get(id(self.scorer))
+        if found is None or found[0] is not self.scorer:
+            found = self._rows_by_scorer[id(self.scorer)] = (self.scorer, TextRows(self.scorer.sentences()))
+        return found[1]
 
     def table(self, vectors: np.ndarray) -> EmbeddingTable:
         """Vectors of every scored text (rows: scorer.sentences()), looked up by text."""

@@ -70,7 +70,7 @@ class SelectionPool:
         if ctx.task.test is not None:
             splits["test"] = [RankedQueries(ctx.task.test, np.arange(ctx.task.test.units))]
         say(f"selection pool: {len(pool.corpus)} of the {len(dev.corpus)} documents for the {len(pool.queries)} selection queries")
-        ctx.scorer = ctx._scoring(QueryScorer(splits, ctx.config.show_progress))
+        ctx.state.scorer = ctx._scoring(QueryScorer(splits, ctx.config.show_progress))  # the run's state (sentune.adaptation.run_state)
         if untuned is not None:  # the same texts in the pooled scorer's order: the untuned candidates need no second pass
             texts, vectors = untuned
             order = TextRows(texts)(ctx.scorer.sentences())

@@ -25,10 +25,12 @@ import json
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from sentune.adaptation.budget import AdaptError
+from sentune.core.progress import say
 
 STEP_COSTS = Path(__file__).parent / "step_costs.json"
 EXPECTED_GAIN = Path(__file__).parent / "expected_gain.json"
@@ -263,3 +265,46 @@ def race_share(raced: int) -> float:
 
 def minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
+
+
+def plan_run(candidates: Any, ctx: Any, started: float) -> TimePlan:
+    """--time (or, without it, DEFAULT_TIME): the run's text cost measured, every candidate's seconds and gain expected,
+    the plan fitted, and the candidates left out taken out of the run, each with its reason and the --time that would
+    keep it, before the first of them starts (sentune.adaptation.time_plan)."""
+    given = ctx.config.time_limit is not None
+    limit = ctx.config.time_limit if ctx.config.time_limit is not None else DEFAULT_TIME
+    # search: the documents, which its default candidates encode and train on (at up to the model's length), not the
+    # corpus's passages of at most 64 words (on SciFact a document cost 2.3 times a passage)
+    task = ctx.inputs.task
+    costs = Costs.measured(probe_text_seconds(ctx.base, [d.text for d in task.documents] if task.search else ctx.inputs.corpus))
+    gains = expected_gains(ctx.inputs.task.search)
+    unchanged = candidates.all[0]  # the unchanged model: always scored
+    raced = {c.name for c in candidates.raced}
+    done = {c.name for c in candidates.all if c.finished(ctx)}  # a resumed run reads them back: they cost nothing
+    assumed = len(raced)
+    while True:  # a race of fewer trains each longer: planned again for as many as the last plan kept, until it keeps them all
+        costs = replace(costs, raced=max(assumed, 1))
+        expected = {c.name: 0.0 if c.name in done else c.expected_seconds(ctx, costs) for c in candidates.all}
+        first = Planned(unchanged.name, expected[unchanged.name], 0.0)
+        items = [Planned(c.name, expected[c.name], gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx)) for c in candidates.all[1:]]
+        already = time.monotonic() - started
+        timing = fitted(limit, first, items, already, given=given, started=started)
+        kept = len(raced & set(timing.kept))
+        if kept >= assumed:
+            break
+        assumed = kept
+    timing.including = time_to_include(timing, first, items, already)
+    for candidate in list(candidates.all):
+        if candidate.name in timing.left_out:
+            getattr(candidates, candidate.phase).remove(candidate)
+    total = sum(c.seconds for c in timing.kept.values())
+    say(
+        (f"--time {minutes(timing.limit)}" if given else f"no --time: planned for {minutes(timing.limit)} (--time raises it)")
+        + f": a text costs {costs.text_seconds * 1000:.1f} ms to encode here; {len(timing.kept)} candidates planned "
+        f"(expected {minutes(total)} after the {minutes(time.monotonic() - started)} spent so far)"
+        + "".join(
+            f"\n    left out: {name}: {why}" + (f"; --time {timing.including[name]}m would include it" if name in timing.including else "")
+            for name, why in timing.left_out.items()
+        ),
+    )
+    return timing

@@ -112,8 +112,8 @@ def out_of_fold(name: str, ctx: Context, evidence: Evidence) -> tuple[np.ndarray
     if record is None:
         return None
     mix, source = 1.0, name
-    if record.kind == "wise" and record.source is not None and "mix" in record.detail:
-        mix, source = float(record.detail["mix"]), record.source
+    if record.kind == "wise" and record.source is not None and record.mix is not None:
+        mix, source = record.mix, record.source
     kept = ctx.store.out_of_fold_train(source, evidence.digest)
     if kept is None or round(mix, 6) not in kept[1]:
         return None

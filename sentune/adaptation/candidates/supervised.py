@@ -268,7 +268,7 @@ class Supervised(WithRun):
         started = time.perf_counter()
         folder = self.folder(ctx)
         given = ctx.inputs.task.train_units()
-        race = ctx.supervised_race  # run before the first member (sentune.adaptation.run._race_supervised)
+        race = ctx.supervised_race  # run before the first member (sentune.adaptation.phases.SupervisedRace)
         raced = race is not None and self.name in race.seconds
         raced_parts = ("fold-0",) if given is None else ("run", "train.tsv")  # what the race trained of it this run
         for left in list(folder.iterdir()):  # what a killed attempt left (its refit's run, its vectors, maybe of other training data)

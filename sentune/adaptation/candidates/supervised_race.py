@@ -3,7 +3,8 @@
 unchanged model or the leader in ≥ 95 % of the paired bootstrap resamples stops, and of the rest at most half (rounded
 up) go on, the best first. Of two members at most one goes on: the pair costs one training and a first round instead of two.
 
-The race is a phase of the run before the first member (sentune.adaptation.run._race_supervised: race_supervised) and
+The race is a phase of the run before the first member (sentune.adaptation.phases.SupervisedRace: race_supervised), a race of
+first looks on the race engine (sentune.adaptation.race_engine: each member one round, then the verdict), and
 written to OUT/candidates/; each member reads its verdict when its turn comes, so a resumed run does not race again. A verdict is read back only on the inputs it was run on and while
 what it trained of each member going on is still there (a member whose inputs changed is produced again from nothing,
 and its folder with it); otherwise the members not yet produced race again.
@@ -38,6 +39,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from sentune.adaptation.race_engine import Field, Race, Racer
+from sentune.adaptation.race_rows import score_on
 from sentune.core.progress import say
 from sentune.core.results import write_atomic
 
@@ -86,27 +89,22 @@ class SupervisedRace:
         if len(members) < 2:
             return None
         say(f"    {cls.announce([c.name for c in members], ctx)}")
-        predictions: dict[str, np.ndarray] = {}
-        seconds: dict[str, float] = {}
         detail: dict = {}
-        for member in members:
-            # what a run on other inputs left of it, its record with it: else, at its turn, that record's inputs
-            # differ and its folder would go, this race's work with it
-            shutil.rmtree(member.folder(ctx), ignore_errors=True)
-            member.folder(ctx).mkdir(parents=True)
-            started = time.perf_counter()
-            predictions[member.name] = cls.first_round(member, starts[member.name], ctx, detail)
-            seconds[member.name] = time.perf_counter() - started
-        gold, unchanged, where = cls.units(ctx, detail)
-        from sentune.adaptation.race import verdict
-        from sentune.adaptation.race_rows import score_on
+        racers = [_FirstRound(cls, member, starts[member.name], ctx, detail) for member in members]
+        fields: list[Field] = []
 
-        strata, draws = cls.strata_and_draws(ctx, len(gold))
-        stopped = verdict(gold, predictions, list(predictions), unchanged, ctx.metric, draws, where, strata)
-        for name, reason in stopped.items():
-            say(f"    race: {name} stops: {reason}")
-        scores = {n: score_on(gold, p, ctx.metric, strata) for n, p in predictions.items()}
-        found = cls(scores, score_on(gold, unchanged, ctx.metric, strata), stopped, seconds, cls.key_of(ctx), detail)
+        def field_of(active: list[Racer], round_number: int) -> Field:
+            gold, unchanged, where = cls.units(ctx, detail)
+            strata, draws = cls.strata_and_draws(ctx, len(gold))
+            fields.append(Field(gold, unchanged, draws, where, {r.name: r.predictions for r in racers}, strata))
+            return fields[-1]
+
+        Race((first_rung(),), ctx.metric, judge_last=True).run(list(racers), field_of)  # one round: the first looks
+        field = fields[-1]
+        scores = {r.name: field.score(r.name, ctx.metric) for r in racers}
+        stopped = {r.name: r.reason for r in racers if r.reason is not None}
+        unchanged = score_on(field.gold, field.unchanged, ctx.metric, field.strata)
+        found = cls(scores, unchanged, stopped, {r.name: r.seconds for r in racers}, cls.key_of(ctx), detail)
         write_atomic(path, json.dumps(asdict(found), indent=2))
         return found
 
@@ -289,6 +287,31 @@ class TrainRace(SupervisedRace):
     @classmethod
     def kept_work(cls, member, ctx: Context) -> bool:
         return (member.run_folder(ctx) / "config.yaml").is_file()  # a saved run: train_run goes on from wherever it stopped
+
+
+class _FirstRound(Racer):
+    """A member as a racer of the engine: its one round is its race's first round (a fold, or the first rung)."""
+
+    def __init__(self, race: type[SupervisedRace], member, start_model: str, ctx: Context, detail: dict) -> None:
+        self.race, self.member, self.name, self.start_model, self.ctx, self.detail = race, member, member.name, start_model, ctx, detail
+        self.predictions = np.zeros(0)
+        self.seconds = 0.0
+        self.reason: str | None = None
+
+    def advance(self, rung: float, round_number: int) -> bool:
+        member, ctx = self.member, self.ctx
+        # what a run on other inputs left of it, its record with it: else, at its turn, that record's inputs differ and
+        # its folder would go, this race's work with it
+        shutil.rmtree(member.folder(ctx), ignore_errors=True)
+        member.folder(ctx).mkdir(parents=True)
+        started = time.perf_counter()
+        self.predictions = self.race.first_round(member, self.start_model, ctx, self.detail)
+        self.seconds = time.perf_counter() - started
+        return False  # it goes on (or not) outside the race: the race judges its first round only
+
+    def stop(self, reason: str, round_number: int, field: Field) -> None:
+        self.reason = reason
+        say(f"    race: {self.name} stops: {reason}")
 
 
 def race_supervised(ctx: Context) -> SupervisedRace | None:

@@ -233,8 +233,8 @@ class Wise(Candidate):
         del model  # the tuned end: only the mixed copy is scored and saved from here
         release_unreferenced()
         save_atomic(chosen, self.folder(ctx) / "model")
-        detail = {"mix": mix, "curve": [[a, s] for a, s in curve.items()] + [[1.0, source.dev_score]]}
-        return ctx.scorer.of_model(chosen, f"{WISE}: scoring the pairs"), CandidateRecord(self.name, self.kind, source=source.name, detail=detail)
+        detail = {"curve": [[a, s] for a, s in curve.items()] + [[1.0, source.dev_score]]}
+        return ctx.scorer.of_model(chosen, f"{WISE}: scoring the pairs"), CandidateRecord(self.name, self.kind, source=source.name, mix=mix, detail=detail)
 
 
 @dataclass

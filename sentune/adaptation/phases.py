@@ -1,0 +1,269 @@
+"""The phases of a `sentune adapt` run, declared in the order they run (declared): each a Phase whose
+`run(ctx, state)` reads the run's frozen inputs and services (`ctx`, sentune.adaptation.context) and writes the run's
+state (`state`, sentune.adaptation.run_state, the one place a run changes), returning the records it produced or read
+back. sentune.adaptation.run runs them in turn, saying each one's name and time.
+
+1. prepare: the selection units made ready, --train's evidence drawn, the time plan fitted (every candidate's expected
+   time, those that do not fit taken out with their reason);
+2. before the race: the unchanged model and the cheap candidates (poolings, post-processors);
+3. the race of the label-free training candidates (sentune.adaptation.race);
+4. built on the race: the candidates after it up to the first supervised one (SED, ...);
+5. the supervised race (sentune.adaptation.candidates.supervised_race), before the first supervised candidate;
+6. after the supervised race: the rest (the supervised candidates, wise, the hybrids, ...);
+7. decide (sentune.adaptation.select, sentune.adaptation.decide), on the selection and confirmation parts;
+8. write: OUT/model (and a search run's index), results.json/.md and report.html.
+
+Under --time a candidate whose expected time no longer fits what is left when its turn comes is taken out of the run
+with its reason (the unchanged model is always scored)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from sentune.adaptation.names import UNCHANGED
+from sentune.adaptation.records import CandidateRecord, load_record
+from sentune.core.progress import say
+
+if TYPE_CHECKING:
+    from sentune.adaptation.candidates import Candidate, Plan
+    from sentune.adaptation.context import Context
+    from sentune.adaptation.run_state import RunState
+
+logger = logging.getLogger(__name__)
+SUPERVISED_KIND = "supervised"  # sentune.adaptation.candidates.Supervised.kind: its members race in a phase of their own
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One step of the run: `run` writes `state` and returns the records it produced or read back."""
+
+    name: str
+
+    def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Prepare(Phase):
+    def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
+        from sentune.adaptation.overlong import warn_overlong
+        from sentune.adaptation.time_plan import plan_run
+        from sentune.adaptation.train_evidence import draw_evidence, say_detectable_gain
+
+        inputs, task, candidates = ctx.inputs, ctx.inputs.task, state.plan
+        warn_overlong(inputs, ctx.base)
+        leave_out_untrainable(candidates, ctx)
+        ctx.prepare_selection()
+        say(
+            f"sentune adapt: {len(candidates.all)} candidates for {ctx.config.model} on {len(inputs.corpus)} corpus "
+            + (f"passages of {len(task.documents)} documents; " if task.search else "sentences; ")
+            + f"dev {inputs.dev_label} ({inputs.dev.units} {inputs.dev.unit}, {inputs.dev.metric}: {len(inputs.split.select)} select, "
+            f"{len(inputs.split.confirm)} confirm); "
+            + (f"test {inputs.test_label} ({inputs.test.units} {inputs.test.unit})" if inputs.test else "no test set"),
+        )
+        state.evidence = draw_evidence(ctx)  # before any candidate: the supervised ones leave its confirmation pairs out
+        say_detectable_gain(ctx)
+        state.time_plan = plan_run(candidates, ctx, ctx.run.started)  # without --time, for its default (time_plan.DEFAULT_TIME)
+        state.planned = len(candidates.all)
+        state.labels |= {c.name: f"[{i}/{state.planned}]" for i, c in enumerate(candidates.before_race, start=1)}
+        return {}
+
+
+@dataclass(frozen=True)
+class BeforeRace(Phase):
+    def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
+        return run_candidates(list(state.plan.before_race), ctx, state)
+
+
+@dataclass(frozen=True)
+class TrainedRace(Phase):
+    def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
+        race_trained(state.plan, ctx)
+        return {c.name: state.records[c.name] for c in state.plan.raced}
+
+
+@dataclass(frozen=True)
+class BuiltOnRace(Phase):
+    """The candidates after the race up to the first supervised one."""
+
+    def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
+        _label_after_race(state)
+        after = state.plan.after_race
+        first = next((i for i, c in enumerate(after) if c.kind == SUPERVISED_KIND), len(after))
+        return run_candidates(after[:first], ctx, state)
+
+
+@dataclass(frozen=True)
+class SupervisedRace(Phase):
+    """The supervised candidates' race, when the run has any: under --time each not yet produced is first checked as
+    at its turn (one no longer fitting is left out and does not race), then the members race (or the verdict of an
+    earlier process of the run is read back), and each reads the verdict when its turn comes (ctx.supervised_race)."""
+
+    def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
+        from sentune.adaptation.candidates.supervised_race import race_supervised
+
+        _label_after_race(state)
+        members = [c for c in state.plan.after_race if c.kind == SUPERVISED_KIND]
+        if not members:
+            return {}
+        for member in members:
+            left_out_late(member, state.plan, state.labels[member.name], ctx)
+        state.supervised_race = race_supervised(ctx)
+        return {}
+
+
+@dataclass(frozen=True)
+class AfterRace(Phase):
+    """The candidates after the race not yet run (the supervised ones and those built on any candidate)."""
+
+    def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
+        _label_after_race(state)
+        return run_candidates([c for c in state.plan.after_race if c.name not in state.records], ctx, state)
+
+
+@dataclass(frozen=True)
+class Decide(Phase):
+    def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
+        from sentune.adaptation.select import select
+
+        results = select(state.records, state.plan.all, ctx.inputs, ctx.inputs.split, ctx.out, ctx.config, ctx=ctx)
+        if state.time_plan is not None:
+            results["meta"]["time"] = state.time_plan.summary()
+        state.results = results
+        return {}
+
+
+@dataclass(frozen=True)
+class Write(Phase):
+    def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
+        from sentune.adaptation.chosen import save_choice
+        from sentune.adaptation.report import write_results
+
+        assert state.results is not None, "the run writes what it decided: Decide comes before Write"
+        state.results["meta"]["phases"] = dict(state.phases)  # the declared phases and the seconds of each before this one
+        save_choice(state.results, state.plan, ctx)
+        write_results(state.results, ctx.out, ctx.run.command)
+        return {}
+
+
+def declared() -> tuple[Phase, ...]:
+    """The run's phases, in the order they run (the module docstring says what each does)."""
+    return (
+        Prepare("prepare"),
+        BeforeRace("before the race"),
+        TrainedRace("the race"),
+        BuiltOnRace("built on the race"),
+        SupervisedRace("the supervised race"),
+        AfterRace("after the supervised race"),
+        Decide("decide"),
+        Write("write"),
+    )
+
+
+def _label_after_race(state: RunState) -> None:
+    """Each candidate after the race its "[i/n]", numbered after those before it and the race's, once (the first
+    phase after the race)."""
+    plan = state.plan
+    if not any(c.name in state.labels for c in plan.after_race):
+        first = len(plan.before_race) + len(plan.raced) + 1
+        state.labels |= {c.name: f"[{first + i}/{state.planned}]" for i, c in enumerate(plan.after_race)}
+
+
+def run_candidates(candidates: list[Candidate], ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
+    """Each candidate's record in turn, those left out (--time) skipped; the records produced or read back."""
+    done: dict[str, CandidateRecord] = {}
+    for candidate in candidates:
+        if candidate in getattr(state.plan, candidate.phase):  # not left out (--time) by an earlier phase
+            found = run_candidate(candidate, state.plan, state.labels[candidate.name], ctx)
+            if found is not None:
+                done[candidate.name] = found
+    return done
+
+
+def left_out_late(candidate: Candidate, candidates: Plan, label: str, ctx: Context) -> bool:
+    """Under --time, a candidate not yet produced whose expected time no longer fits what is left is taken out of the
+    run, with its reason (True); the unchanged model is always scored."""
+    timing = ctx.time_plan
+    if timing is None or candidate.name == UNCHANGED or candidate.finished(ctx):
+        return False
+    reason = timing.still_fits(candidate.name)
+    if reason is not None:
+        leave_out(candidate, candidates, label, reason, ctx)
+    return reason is not None
+
+
+def leave_out(candidate: Candidate, candidates: Plan, label: str, reason: str, ctx: Context) -> None:
+    assert ctx.time_plan is not None
+    say(f"{label} {candidate.name}: left out: {reason}")
+    ctx.time_plan.left_out[candidate.name] = reason
+    ctx.time_plan.kept.pop(candidate.name, None)
+    getattr(candidates, candidate.phase).remove(candidate)
+
+
+def run_candidate(candidate: Candidate, candidates: Plan, label: str, ctx: Context) -> CandidateRecord | None:
+    """Its record (read back or produced), kept in the run's records; under --time, skipped (None) when its expected
+    time no longer fits."""
+    if left_out_late(candidate, candidates, label, ctx):
+        return None
+    timing = ctx.time_plan
+    if timing is not None:
+        timing.current = candidate.name
+    record = candidate.record(label, ctx)
+    ctx.records[candidate.name] = record
+    if timing is not None:
+        timing.finished(candidate.name, record.seconds)
+    return record
+
+
+def leave_out_untrainable(candidates: Plan, ctx: Context) -> None:
+    """A training method that cannot train this model's family (TSDAE without a causal-LM class, say) is left out,
+    with the reason, rather than stopping the run when its turn comes."""
+    from sentune.methods.registry import get_method
+    from sentune.training.recipe import load_recipe
+
+    for candidate in list(candidates.raced):
+        recipe = load_recipe(candidate.recipe_name, check=False)
+        method = get_method(recipe.method)
+        reason = method.cannot_train(ctx.base, method.resolve_params(recipe.params))
+        if reason:
+            candidates.raced.remove(candidate)
+            logger.warning("%s is left out: %s", candidate.name, reason)
+
+
+def race_trained(candidates: Plan, ctx: Context) -> None:
+    """The label-free training candidates trained side by side in rounds (sentune.adaptation.race), their records kept
+    in the run's; under --time those that no longer fit together do not start, and each trains at most its share."""
+    from sentune.adaptation.race import RUNGS, race
+    from sentune.adaptation.race_engine import CONFIDENCE
+
+    first = len(candidates.before_race) + 1
+    labels = {c.name: f"[{first + i}/{len(candidates.all)}]" for i, c in enumerate(candidates.raced)}
+    if ctx.time_plan is not None:  # the members train side by side: those that no longer fit together do not start
+        late = ctx.time_plan.still_fit_together([c.name for c in candidates.raced if not c.finished(ctx)])
+        for candidate in [c for c in candidates.raced if c.name in late]:
+            leave_out(candidate, candidates, labels[candidate.name], late[candidate.name], ctx)
+    raced = candidates.raced
+    if not raced:
+        return
+    entries = []
+    for candidate in raced:
+        candidate.folder(ctx).mkdir(parents=True, exist_ok=True)
+        recipe = ctx.recipe(candidate.recipe_name)
+        if ctx.time_plan is not None and ctx.time_plan.given:  # each its share of what is left, not all of it (the default caps none)
+            allowance = max(ctx.time_plan.allowance(candidate.name), 5.0) / 60
+            minutes = min(allowance, recipe.training.max_minutes or allowance)
+            recipe = replace(recipe, training=replace(recipe.training, max_minutes=minutes))
+        say(f"{labels[candidate.name]} {candidate.name}: {candidate.describe(ctx)}: {recipe.training.max_steps} steps")
+        entries.append(candidate.race_entry(recipe, ctx))
+    say(
+        f"race: {len(entries)} training candidates in rounds to {', '.join(f'{f:g}' for f in RUNGS)} of their steps; after each, one behind the "
+        f"unchanged model or the leader on the selection pairs with {CONFIDENCE:.0%} confidence stops, and at most half go on",
+    )
+    by_name = {c.name: c for c in raced}
+    race(entries, ctx, lambda entry: by_name[entry.name].finish(labels[entry.name], ctx))
+    for candidate in raced:
+        ctx.records[candidate.name] = load_record(candidate.folder(ctx))
+        if ctx.time_plan is not None:
+            ctx.time_plan.finished(candidate.name, ctx.records[candidate.name].seconds)
