@@ -65,6 +65,7 @@ class Context:
     out = Part[Path]("run")
     data_dir = Part["Path | None"]("run")
     base = Part[Any]("run")
+    runtime = Part[Any]("run")  # the base model's (sentune.core.runtime), for its encoders
     scorer = Part[Scorer]("state")
     plan = Part[Any]("state")  # sentune.adaptation.candidates.Plan: the run's candidates, for those built on another
     records = Part[dict[str, CandidateRecord]]("state")
@@ -75,6 +76,7 @@ class Context:
     def _scoring(self, scorer: S) -> S:
         """`scorer` scoring models through the run's backend (--backend onnx: their ONNX graphs)."""
         scorer.backend = self.config.backend
+        scorer.spread = self.runtime is not None and self.runtime.spread  # every GPU scores, as the base model was loaded
         return scorer
 
     @property
@@ -194,7 +196,9 @@ class Context:
     def corpus_vectors(self) -> np.ndarray:
         """The corpus under the model's own pipeline, encoded once for every post-processor fitted on it."""
         desc = "encoding the corpus to fit the post-processors"
-        return self.store.corpus_vectors(lambda: Encoder(self.base, "model", show_progress=self.config.show_progress, desc=desc).encode(self.inputs.corpus))
+        return self.store.corpus_vectors(
+            lambda: Encoder(self.base, "model", show_progress=self.config.show_progress, desc=desc, runtime=self.runtime).encode(self.inputs.corpus)
+        )
 
     def candidate(self, name: str):
         """The run's candidate of that name (its class says what it is: dense, eligible, ...)."""

@@ -34,7 +34,7 @@ from sentune.adaptation.phases import declared
 from sentune.adaptation.run_state import RunInputs, RunState
 from sentune.adaptation.search_context import SearchContext
 from sentune.core.memory import map_large_allocations
-from sentune.core.models import load_model
+from sentune.core.models import load_model_with_runtime
 from sentune.core.progress import say
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def adapt(
         inputs = prepare(config, out, data_dir)  # creates `out` only once every input is checked
     if config.low_memory:
         map_large_allocations()  # freed activations go back to the system within a training step (sentune.core.memory)
-    base = load_model(config.model, device=config.device)
+    base, runtime = load_model_with_runtime(config.model, device=config.device)
     own = own_pooling(base)
     config = replace(config, training_pooling=own or "model")
     task = inputs.task
@@ -66,7 +66,7 @@ def adapt(
             f"search run: {', '.join(SEARCH_OPT_IN)} only when --methods names them (sentence-pair trainings, each behind "
             "the unchanged model on SciFact's selection queries, with minutes of pool encodings per evaluation)",
         )
-    ctx = context_of(RunInputs(config, inputs, out, data_dir, base, started, command), candidates)
+    ctx = context_of(RunInputs(config, inputs, out, data_dir, base, started, command, runtime), candidates)
     state = ctx.state
     phases = declared()
     logger.info("phases: %s", ", ".join(phase.name for phase in phases))

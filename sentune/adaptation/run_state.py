@@ -27,6 +27,8 @@ class RunInputs:
     base: Any  # the unchanged model (a SentenceTransformer)
     started: float = 0.0  # when the command started (time.monotonic()): what --time counts from
     command: str | None = None  # the command line, for the report
+    # what encodes the base model's texts (sentune.core.runtime: on an unnumbered cuda, every GPU takes a share); None: PyTorch
+    runtime: Any = None
 
 
 @dataclass

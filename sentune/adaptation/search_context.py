@@ -53,7 +53,9 @@ class SearchContext(Context):
     @cached_property
     def passages(self) -> UnchangedPassages:
         documents = self.task.dev.corpus
-        return UnchangedPassages(self.base, documents, self.untuned_table, self.document_vectors, self.selection_queries, self.store, self.config.show_progress)
+        return UnchangedPassages(
+            self.base, documents, self.untuned_table, self.document_vectors, self.selection_queries, self.store, self.config.show_progress, self.runtime
+        )
 
     @cached_property
     def negatives(self) -> HardNegatives:

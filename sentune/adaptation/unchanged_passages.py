@@ -30,6 +30,7 @@ class UnchangedPassages:
     selection: Callable[[], list[Query]]
     store: CandidateStore
     show_progress: bool = False
+    runtime: Any = None  # the base model's (sentune.core.runtime)
     _passages: Any = None
     _choice: dict | None = None
 
@@ -47,7 +48,9 @@ class UnchangedPassages:
             def encode() -> np.ndarray:
                 if not texts:
                     return np.zeros((0, self.untuned().vectors.shape[1]), dtype=np.float32)
-                return Encoder(self.base, "model", show_progress=self.show_progress, desc="encoding the documents' later windows").encode(texts)
+                return Encoder(self.base, "model", show_progress=self.show_progress, desc="encoding the documents' later windows", runtime=self.runtime).encode(
+                    texts
+                )
 
             vectors = self.store.later_windows(f"unchanged-window-{window}-stride-{stride}", len(texts), encode)
             self._passages = (

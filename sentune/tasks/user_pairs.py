@@ -7,6 +7,7 @@ its own pipeline ('model' pooling), as `SentenceTransformer(path).encode` would 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ class Scorer:
     show_progress: bool = False
     splits: dict  # the named sets it scores (e.g. dev, test)
     backend: str = "torch"  # onnx: models are scored through their ONNX graph (sentune adapt --backend)
+    spread: bool = False  # PyTorch on an unnumbered cuda: every visible GPU takes a share (sentune.core.runtime)
 
     def sentences(self, splits: list[str] | None = None) -> list[str]:
         raise NotImplementedError
@@ -36,6 +38,8 @@ class Scorer:
         from sentune.core.onnx_runtime import backend_runtime
 
         runtime = backend_runtime(model, self.backend)  # onnx: the graph of these very weights (exported into the cache once)
+        if self.spread and runtime.backend == "torch":
+            runtime = replace(runtime, spread=True)
         return Encoder(model, poolings, show_progress=self.show_progress, desc=desc, runtime=runtime).encode_many(self.sentences(splits))
 
     def of_model(self, model, desc: str = "encoding", splits: list[str] | None = None) -> dict[str, np.ndarray]:
