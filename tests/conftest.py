@@ -460,3 +460,19 @@ def pairs_data():
     corpus = [api_sentence(rng) for _ in range(120)]
     dev = [(api_sentence(rng), api_sentence(rng), float(rng.uniform(0, 5))) for _ in range(100)]
     return corpus, dev
+
+
+@pytest.fixture
+def encoder_runtimes(monkeypatch) -> list:
+    """The runtime every Encoder made during the test was given (None: none), in order."""
+    import sentune.core.encode
+
+    given: list = []
+    real = sentune.core.encode.Encoder.__init__
+
+    def recording(self, *args, runtime=None, **kwargs):
+        given.append(runtime)
+        real(self, *args, runtime=runtime, **kwargs)
+
+    monkeypatch.setattr(sentune.core.encode.Encoder, "__init__", recording)
+    return given

@@ -98,10 +98,9 @@ def test_the_dev_and_test_pairs_stay_the_kinds_given(tmp_path):
     assert task.test is not None and task.test.pairs[3].a == "a man plays" and task.test.pairs[3].source == RowSource("--test", 3)
 
 
-def test_the_base_models_runtime_encodes_the_corpus_and_scores_the_candidates(tiny_st, tmp_path, monkeypatch):
+def test_the_base_models_runtime_encodes_the_corpus_and_scores_the_candidates(tiny_st, tmp_path, encoder_runtimes):
     """The runtime the base model was loaded with (several GPUs on an unnumbered cuda) reaches what encodes with it:
     the corpus's encoder and the scorer of every candidate (a PyTorch runtime that shares out its batches)."""
-    import sentune.core.encode
     from sentune.core.runtime import Runtime
 
     spread = Runtime(spread=True)  # on the CPU it changes nothing: what is checked is that it is given
@@ -110,14 +109,7 @@ def test_the_base_models_runtime_encodes_the_corpus_and_scores_the_candidates(ti
     out = tmp_path / "run"
     run = RunInputs(config, prepare(config, out, None), out, None, tiny_st, runtime=spread)
     ctx = context_of(run, plan(("whitening",), "mean", reference=False))
-    given = []
-    real = sentune.core.encode.Encoder.__init__
-
-    def recording(self, *args, runtime=None, **kwargs):
-        given.append(runtime)
-        real(self, *args, runtime=runtime, **kwargs)
-
-    monkeypatch.setattr(sentune.core.encode.Encoder, "__init__", recording)
+    given = encoder_runtimes
     ctx.corpus_vectors()
     assert given[-1] is spread
     ctx.scorer.of_model(tiny_st)

@@ -170,12 +170,11 @@ def test_evaluate_and_encode_score_the_backend_they_are_given(tiny_model_dir, ti
     np.testing.assert_allclose(sentune.encode(tiny_st, SENTENCES, backend="onnx-int8"), expected, atol=1e-6)  # a model in memory too
 
 
-def test_an_index_build_encodes_its_documents_with_the_runtime_its_model_was_loaded_with(tiny_model_dir, tmp_path, monkeypatch):
+def test_an_index_build_encodes_its_documents_with_the_runtime_its_model_was_loaded_with(tiny_model_dir, tmp_path, monkeypatch, encoder_runtimes):
     """sentune index / Index.build: the documents' encoder is given the runtime load_model_with_runtime returned
     beside the model (on an unnumbered cuda: every GPU shares the documents), not a plain PyTorch one."""
     import sentune
     import sentune.api.common
-    import sentune.core.encode
     from sentune.core.runtime import Runtime
 
     loaded = sentune.api.common.load_with_runtime
@@ -184,14 +183,7 @@ def test_an_index_build_encodes_its_documents_with_the_runtime_its_model_was_loa
     import sentune.api.index
 
     monkeypatch.setattr(sentune.api.index, "load_with_runtime", sentune.api.common.load_with_runtime)
-    given = []
-    real = sentune.core.encode.Encoder.__init__
-
-    def recording(self, *args, runtime=None, **kwargs):
-        given.append(runtime)
-        real(self, *args, runtime=runtime, **kwargs)
-
-    monkeypatch.setattr(sentune.core.encode.Encoder, "__init__", recording)
+    given = encoder_runtimes
     documents = [{"id": f"d{i}", "text": text} for i, text in enumerate(MANY)]
     sentune.Index.build(str(tiny_model_dir), documents, out=tmp_path / "index")
     assert marked in given  # the documents' encoder
