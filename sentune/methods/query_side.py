@@ -17,9 +17,9 @@ d_j the fixed document vectors and own(i) the document whose id is the query's (
 leaves it out: Quora-style sets, where the questions are documents too). The gradient reaches the query encoder only.
 
 The partition (the second sum) is exact, over every document, in bounded memory: the documents are read CHUNK rows at
-a time from the matrix as it is given (a memory-mapped float16 file from `sentune adapt`: 400 MB of page cache for
-Quora's 522,931 documents at 384 dimensions, where a float32 copy in memory would be 800 MB, and its device copy as
-much again), each chunk cast to float32 on the device, and the partition and its gradient are accumulated in one pass,
+a time from the matrix as it is given (a memory-mapped float16 file from `sentune adapt`: 2 bytes a coordinate of page
+cache, where a float32 copy in memory would take twice that, and its device copy as much again: hundreds of MB for a
+corpus of half a million documents), each chunk cast to float32 on the device, and the partition and its gradient are accumulated in one pass,
 as an online softmax does (Milakov & Gimelshein, "Online normalizer calculation for softmax", 2018): a running maximum
 m_i, Z_i = Σ exp(l_ij − m_i) and E_i = Σ exp(l_ij − m_i) · u_j, rescaled by exp(m_old − m_new) at each chunk, where
 l_ij = s·cos(q_i, d_j) and u_j = d_j / ‖d_j‖. The partition is m_i + log Z_i and its gradient with respect to the unit
@@ -28,8 +28,8 @@ a step holds one chunk, the batch's logits of it and a vector per query, whateve
 matrix once. Exact rather than sampled (the positives, hard negatives mined once and a random sample, as DPR-style
 training does): the formula above is DensePhrases' query-side objective, every document a negative, and a sampled
 partition would be another, biased one (its softmax over a subset). float16 storage rounds each coordinate of a unit
-vector by at most 2^-11 of it, which moves a cosine by at most 2^-11 ≈ 5e-4 (Cauchy–Schwarz) and typically by about
-1e-5 at 384 dimensions (independent roundings), a logit by 20 times that.
+vector by at most 2^-11 of it, which moves a cosine by at most 2^-11 ≈ 5e-4 (Cauchy–Schwarz) and typically by far less
+(independent roundings, shrinking with the dimension: about 1e-5 at a few hundred), a logit by 20 times that.
 
 It trains on the project's one loop (sentune.training.trainer): its rows are the judged queries (column `query`) and
 their row number (`label`), by which the loss looks up each row's positives."""
@@ -131,7 +131,7 @@ def build_query_side_loss(model, columns: Columns, ctx: TrainContext):
     return FixedDocumentsLoss(model, document_vectors(data, ctx), positives, own, ctx.params.scale)
 
 
-CHUNK = 16384  # documents scored at once: 16,384 × 1,024 dimensions is 64 MB of float32 on the device
+CHUNK = 16384  # documents scored at once: at a thousand dimensions, 64 MB of float32 on the device
 
 
 @cache
