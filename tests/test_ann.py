@@ -208,6 +208,7 @@ def test_settings_parsed_and_bad_ones_named():
         check_fits(parse_ann("ivfpq:nlist=64"), 150, 384)
 
 
+@pytest.mark.slow
 def test_index_and_search_with_ann_end_to_end(tiny_model_dir, tmp_path, capsys):
     dev, _ = _toy_beir(tmp_path / "toy")
     index = tmp_path / "index"

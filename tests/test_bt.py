@@ -39,6 +39,7 @@ def tiny_marian(tiny_model_dir, tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_paraphrase_command_writes_pairs(tiny_marian, tmp_path):
     from sentune.data.readers import read_paraphrase_pairs
 

@@ -180,6 +180,7 @@ def test_whiten_command_saves_loadable_model(tiny_model_dir, tiny_data_dir, tmp_
     assert SentenceTransformer(str(flow_out), device="cpu").encode(["a man"]).shape == (1, 32)
 
 
+@pytest.mark.slow
 def test_layerwise_writes_scores_and_plot(tiny_model_dir, tiny_data_dir, tmp_path):
     assert main(["layerwise", "--model", str(tiny_model_dir), "--data", str(tiny_data_dir), "--out", str(tmp_path), "--quiet"]) == 0
     result = json.loads((tmp_path / "layerwise.json").read_text())

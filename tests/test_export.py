@@ -72,6 +72,7 @@ def test_int8_backend_runs_its_graph_and_moves_the_vectors_a_little(exported):
     assert not np.allclose(int8, fp32, atol=EXACT) and cosines.min() > 0.9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("head", ["whiten", "flow"])
 def test_models_with_whitening_or_flow_heads_export_exactly(head, tiny_model_dir, tiny_data_dir, tmp_path):
     model_dir = tmp_path / head

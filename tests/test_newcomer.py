@@ -148,6 +148,7 @@ def test_caches_live_in_one_folder_and_can_be_listed_and_cleared(tmp_path, monke
     assert main(["cache", "clear"]) == 0 and not list((tmp_path / "c").iterdir())
 
 
+@pytest.mark.slow
 def test_overwrite_replaces_a_finished_run_only_when_asked(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
     recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"batch_size": 8, "max_steps": 2, "eval_steps": 2, "patience": 0})
     args = ["train", str(recipe), "--out", str(tmp_path / "run"), "--data", str(tiny_data_dir)]
@@ -159,6 +160,7 @@ def test_overwrite_replaces_a_finished_run_only_when_asked(tiny_model_dir, tiny_
     assert (tmp_path / "run" / "results.json").stat().st_mtime_ns != first
 
 
+@pytest.mark.slow
 def test_training_output_is_a_banner_and_one_line_per_evaluation(tiny_model_dir, tiny_data_dir, tmp_path, capsys):
     recipe = tiny_recipe(
         tmp_path / "r.yaml", "simcse", tiny_model_dir, training={"batch_size": 8, "max_steps": 10, "eval_steps": 5, "patience": 0, "logging_steps": 1}

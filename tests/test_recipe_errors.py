@@ -73,6 +73,7 @@ def test_debug_shows_the_traceback_and_bugs_keep_theirs(tmp_path, tiny_data_dir,
         main(["train", "001-sg-opt", "--out", str(tmp_path / "run2"), "--data", str(tiny_data_dir)])
 
 
+@pytest.mark.slow
 def test_quiet_training_shows_no_bar_and_one_row_is_refused(tiny_model_dir, tiny_data_dir, tmp_path, capfd):
     """Issue 28: --quiet hides the training bar (the dev evaluations are still printed); a training set of one row
     (no in-batch negatives: a zero loss every step) is refused in one line."""

@@ -56,6 +56,7 @@ def test_distillation_loss_matches_naive(tiny_st):
     assert got == pytest.approx(float(((out - targets[[3, 1]]) ** 2).mean()), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_sed_training_and_full_ensemble(members, tiny_data_dir, tmp_path, monkeypatch):
     from conftest import train_tiny
     from sentence_transformers import SentenceTransformer

@@ -147,6 +147,7 @@ def test_the_texts_of_a_request_given_up_are_not_computed():
     assert seen[-1] == [99] and len(seen) <= 3  # the batch running when it was given up finished; no other of its ran
 
 
+@pytest.mark.slow
 def test_a_full_queue_refuses_at_once_and_counts_requests_not_texts(monkeypatch):
     monkeypatch.setattr(batching, "OVERLOAD_SHARE", 1.0)  # the bound past saturation is the next test's
 
@@ -296,6 +297,7 @@ def test_a_one_word_request_beside_long_ones_is_not_starved():
         assert all(f.result().status_code == 200 for f in longs)
 
 
+@pytest.mark.slow
 def test_the_texts_of_a_client_that_left_are_not_computed():
     engine = TimedEngine(per_text=0.4)
     with Served(engine, timeout_s=10.0, max_batch=1) as served, ThreadPoolExecutor(1) as pool:
@@ -311,6 +313,7 @@ def test_the_texts_of_a_client_that_left_are_not_computed():
     assert [b for batch in engine.batches for b in batch] == ["first", "after"]
 
 
+@pytest.mark.slow
 def test_a_full_queue_answers_503_with_retry_after_in_milliseconds():
     engine = TimedEngine(per_text=0.3)
     with Served(engine, timeout_s=10.0, max_batch=1, max_queue=3) as served, ThreadPoolExecutor(3) as pool:

@@ -270,6 +270,7 @@ def test_the_command_refuses_a_bi_encoder_as_reranker(tiny_model_dir, toy_index,
     assert "not a cross-encoder" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_no_generated_rerank_request_gets_a_5xx_nor_harms_a_valid_one_beside_it(client):
     """The property tests/test_serve_schema.py checks for the other routes, over bodies generated from RerankRequest (and
     /search's, reranked here): no 5xx, every refusal one JSON error, the valid request beside it answered as alone."""

@@ -137,6 +137,7 @@ def test_cached_views_equal_frozen_forward(tiny_st, tmp_path):
     assert isinstance(again, np.memmap) and len(list(tmp_path.glob("sg-views-*.npy"))) == 1
 
 
+@pytest.mark.slow
 def test_shared_cache_reused_across_runs(tiny_model_dir, tiny_data_dir, tmp_path, monkeypatch, caplog):
     """With SENTUNE_CACHE two runs of the same recipe share BERT_F's views: the second computes none."""
     import logging
@@ -155,6 +156,7 @@ def test_shared_cache_reused_across_runs(tiny_model_dir, tiny_data_dir, tmp_path
     assert any("reusing cache" in record.getMessage() for record in caplog.records)
 
 
+@pytest.mark.slow
 def test_quiet_training_shows_no_bar_of_the_method_either(tiny_model_dir, tiny_data_dir, tmp_path, capsys, monkeypatch):
     """--quiet reaches the method: SG's views of the training sentences are computed without a progress bar."""
     from conftest import tiny_recipe
