@@ -74,11 +74,19 @@ class Costs:
     text_seconds: float
     per_batch_text: dict[str, float]  # recipe name (adapt/NAME without the folder) -> a step's cost per text of its batch
     raced: int = 1  # how many training candidates race: what each is expected to train depends on it (race_share)
+    # recipe name -> texts a step costs per (row of its batch, document of the corpus): a loss over every document
+    per_row_document: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def measured(cls, text_seconds: float, path: Path = STEP_COSTS) -> Costs:
         recipes = json.loads(path.read_text())["recipes"]
-        return cls(text_seconds, {name: float(r["per_batch_text"]) for name, r in recipes.items()})
+        per_document = {name: float(r["per_row_document"]) for name, r in recipes.items() if "per_row_document" in r}
+        return cls(text_seconds, {name: float(r["per_batch_text"]) for name, r in recipes.items()}, per_row_document=per_document)
+
+    def partition(self, recipe, steps: int, documents: int) -> float:
+        """Seconds of `steps` steps' scoring of every one of `documents` (0 for a recipe whose loss reads a batch only)."""
+        weight = self.per_row_document.get(recipe.name.split("/")[-1], 0.0)
+        return steps * recipe.training.batch_size * documents * weight * self.text_seconds
 
     def encode(self, texts: int) -> float:
         return texts * self.text_seconds

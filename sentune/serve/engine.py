@@ -51,7 +51,7 @@ class Engine:
     def __init__(self, settings: ServeSettings, held: Any = None) -> None:
         import threadpoolctl
 
-        from sentune.core.encode import Encoder
+        from sentune.core.encode import Encoder, routed
 
         # One BLAS thread: a query's NumPy products are small, and OpenBLAS's threads keep spinning after each one,
         # taking the cores the model's next forward pass needs (a hybrid query on 2 cores took 2.5x as long with them).
@@ -93,8 +93,9 @@ class Engine:
         for view in [self.index, *self.views.values()] if self.views else []:
             view.runtime = runtime
         self.encoder = Encoder(self.model, "model", show_progress=False, runtime=runtime)
-        # a Router model's routes, each its own encoder (a one-route model: the one encoder whatever is asked)
-        self.routes = {route: Encoder(self.model, "model", show_progress=False, runtime=runtime, task=route) for route in ("query", "document")}
+        # a Router model's routes, each its own encoder; a one-route model has none: its one encoder, whatever is asked
+        routes = ("query", "document") if routed(self.model) else ()
+        self.routes = {route: Encoder(self.model, "model", show_progress=False, runtime=runtime, task=route) for route in routes}
         self.max_tokens = int(self.model.max_seq_length or 0)
         self.dimension = int(self.encoder.encode(["warm up"]).shape[1])  # the first forward pass is the slow one
         self.name = served_name(settings)
@@ -144,7 +145,7 @@ class Engine:
             rows = [i for i, item in enumerate(items) if item.route == route]
             texts = [items[i].text for i in rows]
             lengths = self.token_counts(texts)
-            vectors = (self.routes[route] if route is not None else self.encoder).encode(texts)
+            vectors = self.routes.get(route or "", self.encoder).encode(texts)
             limit = self.max_tokens or int(lengths.max(initial=0))
             for n, i in enumerate(rows):
                 out[i] = Embedded(vectors[n], int(min(lengths[n], limit)), bool(lengths[n] > limit))

@@ -88,21 +88,16 @@ class QuerySide(Candidate):
         at a query's share of a document's cost (query_share). Each step's partition reads every document vector: a
         cost that grows with the corpus and not with the queries' length, counted apart (`per_row_document` of
         step_costs.json: a large corpus makes this candidate far dearer than its few queries suggest)."""
-        import json
-
         from sentune.adaptation.crossfit import FOLDS
-        from sentune.adaptation.time_plan import STEP_COSTS
         from sentune.training.recipe import load_recipe
 
         recipe = load_recipe(RECIPE, check=False)
         trainings = 1 if ctx.inputs.task.train_units() is not None else FOLDS
         queries = self.training_queries(ctx)
         steps = self.steps_for(len(queries), ctx)
-        own = json.loads(STEP_COSTS.read_text())["recipes"].get(recipe.name.split("/")[-1], {})
         documents = len(getattr(ctx.inputs.task, "documents", ()))  # a search task's (the only one it is planned for)
-        partition = trainings * steps * recipe.training.batch_size * documents * float(own.get("per_row_document", 0.0))
         share = query_share(ctx, [q.text for q in queries])
-        return share * (trainings * costs.steps(recipe, steps) + costs.encode(len(_query_texts(ctx)))) + costs.encode(1) * partition
+        return share * (trainings * costs.steps(recipe, steps) + costs.encode(len(_query_texts(ctx)))) + trainings * costs.partition(recipe, steps, documents)
 
     def produce(self, label: str, ctx: Context) -> CandidateRecord:
         say(f"{label} {self.name}: {self.describe(ctx)}")
