@@ -839,3 +839,62 @@ def test_the_summary_names_the_best_tested_candidate_and_leaves_the_reference_re
     assert render.best_on_test({"candidates": candidates}) == "`supervised-stacked` 82.00"
     del candidates["supervised-stacked"]
     assert render.best_on_test({"candidates": candidates}) == "`wise` 81.90"
+
+
+def serving_rounds(rps: list[float]) -> dict:
+    """A level measured in rounds, as serve_load.py rounds records it (the median of the rounds on top)."""
+    rounds = [{"throughput_rps": r, "p50_ms": 10.0, "p99_ms": 20.0, "shed": 0, "order": i, "idle_servers_cpu_s": 0.0} for i, r in enumerate(rps)]
+    return {"throughput_rps": float(np.median(rps)), "rounds": rounds}
+
+
+def test_the_serving_page_judges_each_level_against_the_earlier_commit_by_its_paired_rounds():
+    render = load("renderers/render_serving.py")
+
+    def server(levels: dict) -> dict:
+        return {"levels": [{"endpoint": "embeddings", "clients": c, **serving_rounds(r)} for c, r in levels.items()]}
+
+    measured = {
+        # 1: equal but for one round; 4: 3 % slower in every round (the sign rule); 16: 10 % slower in the median only
+        "sentune-torch": server({1: [100, 90, 110], 4: [97, 97, 97], 16: [90, 120, 90]}),
+        "sentune-torch@abc1234": server({1: [100, 100, 100], 4: [100, 100, 100], 16: [100, 100, 100]}),
+        "infinity": server({1: [50, 50, 50], 4: [50, 50, 50], 16: [50, 50, 50]}),
+    }
+    assert render.servers(measured) == ["sentune-torch", "infinity", "sentune-torch@abc1234"]
+    page = render.against_before(measured)
+    rows = [line for line in page if line.startswith("| sentune-torch |")]
+    assert [row.split(" | ")[-1].rstrip(" |") for row in rows] == ["no", "slower", "slower"]
+    assert rows[0].split(" | ")[5:8] == ["1.00 0.90 1.10", "1.00", "2.00 / 2.00"]  # by round, median, × infinity now / before
+    assert page[-2] == "Slower: sentune-torch embeddings at 4, sentune-torch embeddings at 16."
+
+
+def test_a_level_measured_in_rounds_keeps_the_median_rates_and_the_summed_counts():
+    serve_load = load("speed/serve_load.py")
+    samples = [
+        {
+            "generator": "wrk",
+            "clients": 4,
+            "requests": n,
+            "seconds": 6.0,
+            "shed": s,
+            "shed_with_retry_after": s,
+            "errors": 0,
+            "load_generator_cpu_s": 0.1,
+            "throughput_rps": n / 6.0,
+            "p50_ms": p,
+            "p99_ms": 2 * p,
+            "mean_ms": p,
+            "shed_p50_ms": 1.0 if s else None,
+            "shed_p99_ms": 2.0 if s else None,
+            "other_statuses": {"500": 1} if s else {},
+            "socket_errors": {},
+            "order": i,
+            "idle_servers_cpu_s": 0.0,
+        }
+        for i, (n, p, s) in enumerate([(600, 10.0, 0), (900, 30.0, 2), (660, 20.0, 0)])
+    ]
+    level = serve_load.median_level(samples)
+    assert level["requests"] == 2160 and level["seconds"] == 18.0 and level["shed"] == 2
+    assert level["throughput_rps"] == 110.0 and level["p50_ms"] == 20.0 and level["p99_ms"] == 40.0
+    assert level["shed_p50_ms"] == 1.0  # the rounds without a 503 are left out of that median
+    assert level["other_statuses"] == {"500": 1}
+    assert [r["throughput_rps"] for r in level["rounds"]] == [100.0, 150.0, 110.0]

@@ -15,14 +15,23 @@ import numpy as np
 
 from sentune.analysis.pages import emit, machine_conditions, markdown_table
 
-SERVERS = ("sentune-torch", "sentune-onnx-int8", "infinity")
+SERVERS = ("sentune-torch", "sentune-onnx-int8", "infinity")  # what every page measures; a rounds run adds LABEL@COMMIT rows
+BEFORE = "@"  # "sentune-torch@3645b07": the server of an earlier commit, measured in the same rounds
+SLOWER_MARGIN = 0.05  # a level is slower when the median of its paired ratios is below 1 - this, ...
+# ... or when the earlier code was faster in every round (a sign test: under equal speed, 2^-rounds)
 SEARCH_PROCESS = "sentune search --query"
 SEARCH_TARGET_MS = 50  # the issue's target: /search p50 for one query on SciFact, 2 cores
 
 
+def servers(measured: dict) -> list[str]:
+    """The measured servers: the page's own first, then any other (an earlier commit's) in the order measured."""
+    served = [label for label, record in measured.items() if "levels" in record]
+    return [label for label in SERVERS if label in served] + [label for label in served if label not in SERVERS]
+
+
 def level_rows(measured: dict, endpoint: str) -> list[list[str]]:
     rows = []
-    for label in SERVERS:
+    for label in servers(measured):
         for level in (lv for lv in measured.get(label, {}).get("levels", []) if lv["endpoint"] == endpoint):
             rows.append(
                 [
@@ -49,15 +58,20 @@ def ms(value: float | None) -> str:
     return f"{value:.1f}" if value is not None else "—"
 
 
+def by_round(level: dict) -> str:
+    return " ".join(ms(r["throughput_rps"]) for r in level.get("rounds", []))
+
+
 def wrk_rows(measured: dict, endpoint: str) -> list[list[str]]:
     rows = []
-    for label in SERVERS:
+    for label in servers(measured):
         for lv in (lv for lv in measured.get(label, {}).get("levels", []) if lv["endpoint"] == endpoint):
             rows.append(
                 [
                     label,
                     str(lv["clients"]),
                     ms(lv["throughput_rps"]),
+                    *([by_round(lv)] if "rounds" in lv else []),
                     ms(lv["p50_ms"]),
                     ms(lv["p99_ms"]),
                     f"{lv['requests']} in {lv['seconds']:.1f} s",
@@ -118,7 +132,7 @@ def intro(measured: dict, source: str, about: list[str]) -> list[str]:
     missing = [label for label in SERVERS if label not in measured]
     if missing:
         lines += [f"Not measured: {', '.join(missing)} (see the runner's output).", ""]
-    for label in SERVERS:
+    for label in servers(measured):
         if label in measured:
             m = measured[label]
             lines += [f"- **{label}**, {m['date']}, load average before {m['load_average_before']} on {m['cpus']} CPUs: `{m['command']}`"]
@@ -146,7 +160,7 @@ def render(measured: dict, source: str, screenshot: str | None) -> list[str]:
         lines += ["## `/v1/embeddings` (one text a request)", "", *markdown_table(HEADER, embed_rows), ""]
         at16 = {
             label: lv["throughput_rps"]
-            for label in SERVERS
+            for label in servers(measured)
             for lv in measured.get(label, {}).get("levels", [])
             if lv["endpoint"] == "embeddings" and lv["clients"] == 16 and lv["throughput_rps"]
         }
@@ -164,15 +178,81 @@ def render_wrk(measured: dict, source: str, screenshot: str | None) -> list[str]
         "SciFact's queries in turn, one a request, and waits for the answer before the next; latencies are timed per request",
         "by status (served: 200; shed: 503). wrk runs on the same machine; its CPU seconds are in each row.",
     ]
+    rounds = next((record["rounds"] for record in measured.values() if "rounds" in record), None)
+    if rounds:
+        about += [
+            f"Every server was up for the whole run; each level was measured in {rounds} rounds that took the servers in",
+            "turn, in an order rotated each round, and a row gives the median of its rounds (its rounds beside it, in the",
+            "order run) with the counts summed over them. Idle servers' CPU while another was loaded is under Start-up and memory.",
+        ]
     lines = intro(measured, source, about)
+    header = WRK_HEADER[:3] + (["served/s by round"] if rounds else []) + WRK_HEADER[3:]
     for endpoint, title in (("search", "## `/search` (hybrid, one query a request, top 10)"), ("embeddings", "## `/v1/embeddings` (one text a request)")):
         rows = wrk_rows(measured, endpoint)
         if rows:
-            lines += [title, "", *markdown_table(WRK_HEADER, rows), ""]
+            lines += [title, "", *markdown_table(header, rows), ""]
+    before = against_before(measured)
+    if before:
+        lines += before
     verdicts = wrk_verdicts(measured)
     if verdicts:
         lines += ["## Against the targets of issue 71", "", *verdicts, ""]
     return lines + tail(measured, source, screenshot)
+
+
+def paired_ratios(ours: dict, theirs: dict) -> list[float]:
+    """Round by round, our served/s over theirs (the same round: minutes apart at most)."""
+    return [
+        a["throughput_rps"] / b["throughput_rps"] for a, b in zip(ours["rounds"], theirs["rounds"], strict=True) if a["throughput_rps"] and b["throughput_rps"]
+    ]
+
+
+def against_before(measured: dict) -> list[str]:
+    """Each server beside the same server of an earlier commit measured in the same rounds: the paired ratio of
+    served/s by level (its median and range), for /v1/embeddings each one's ratio to infinity too, and a verdict."""
+    pairs = [(label.split(BEFORE)[0], label) for label in servers(measured) if BEFORE in label and label.split(BEFORE)[0] in measured]
+    if not pairs:
+        return []
+    header = ["server", "endpoint", "connections", "served/s now", "before", "now ÷ before, by round", "median", "× infinity now / before", "slower?"]
+    rows, slower = [], []
+    for now, before in pairs:
+        for endpoint in ("search", "embeddings"):
+            for lv in (lv for lv in measured[now]["levels"] if lv["endpoint"] == endpoint):
+                old = level_of(measured, before, endpoint, lv["clients"])
+                if not old or "rounds" not in lv or "rounds" not in old:
+                    continue
+                ratios = paired_ratios(lv, old)
+                if not ratios:
+                    continue
+                median = float(np.median(ratios))
+                is_slower = median < 1 - SLOWER_MARGIN or all(r < 1 for r in ratios)
+                reference = level_of(measured, "infinity", endpoint, lv["clients"])
+                versus = (
+                    f"{lv['throughput_rps'] / reference['throughput_rps']:.2f} / {old['throughput_rps'] / reference['throughput_rps']:.2f}"
+                    if reference and reference["throughput_rps"] and lv["throughput_rps"] and old["throughput_rps"]
+                    else "—"
+                )
+                rows.append(
+                    [
+                        now,
+                        endpoint,
+                        str(lv["clients"]),
+                        ms(lv["throughput_rps"]),
+                        ms(old["throughput_rps"]),
+                        " ".join(f"{r:.2f}" for r in ratios),
+                        f"{median:.2f}",
+                        versus,
+                        "slower" if is_slower else "no",
+                    ]
+                )
+                slower += [f"{now} {endpoint} at {lv['clients']}"] if is_slower else []
+    commits = sorted({label.split(BEFORE)[1] for _, label in pairs})
+    rule = (
+        f"A level counts as slower when the median of its paired ratios is below {1 - SLOWER_MARGIN:.2f}, or when the code of "
+        f"{', '.join(commits)} was faster in every round."
+    )
+    verdict = f"Slower: {', '.join(slower)}." if slower else f"No level is slower than at {', '.join(commits)}."
+    return [f"## Against the code of {', '.join(commits)}, in the same rounds", "", rule, "", *markdown_table(header, rows), "", verdict, ""]
 
 
 def tail(measured: dict, source: str, screenshot: str | None) -> list[str]:
@@ -181,7 +261,7 @@ def tail(measured: dict, source: str, screenshot: str | None) -> list[str]:
     reference = measured.get("sentune-torch", {}).get("probe")  # one text embedded by each server: is it the same model?
     if reference:
         base = np.array(reference["embedding"])
-        for label in SERVERS[1:]:
+        for label in servers(measured)[1:]:
             probe = measured.get(label, {}).get("probe")
             if probe:
                 other = np.array(probe["embedding"])
@@ -197,8 +277,8 @@ def tail(measured: dict, source: str, screenshot: str | None) -> list[str]:
             f"{measured[label]['memory_after_load']['pss_mib']:.0f}",
             str(measured[label]["memory_after_load"]["processes"]),
         ]
-        for label in SERVERS
-        if label in measured and "memory_after_load" in measured[label]
+        for label in servers(measured)
+        if "memory_after_load" in measured[label]
     ]
     if memory_rows:
         header = ["server", "start-up s (to the first /health)", "RSS MiB idle", "RSS MiB after the load", "PSS MiB after the load", "processes"]

