@@ -301,3 +301,24 @@ def test_exports_refusals_name_the_python_arguments(tiny_model_dir, tmp_path):
     with pytest.raises(UserError) as refused:
         sentune.export(str(tiny_model_dir), tmp_path / "out", keep_fp32="ffn-output")
     assert "keep_fp32" in str(refused.value) and "--keep-fp32" not in str(refused.value)
+
+
+@pytest.mark.slow
+def test_a_trained_model_keeps_its_base_models_normalize(tiny_st, tiny_data_dir, tmp_path):
+    """A base ending in Normalize (all-MiniLM-L6-v2) trained under a method's own pooling (SimCSE: cls) gives a model
+    that still ends in Normalize: unit vectors, returned and saved (issue 81's defect 13: norms 1.0 became 5-6)."""
+    from conftest import tiny_recipe
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize
+
+    base = SentenceTransformer(modules=[*tiny_st, Normalize()], device="cpu")
+    base.save(str(tmp_path / "base"))
+    recipe = tiny_recipe(tmp_path / "r.yaml", "simcse", tmp_path / "base")
+    rng = np.random.default_rng(2)
+    sentences = list(dict.fromkeys(_sentence(rng) for _ in range(40)))
+    trained = sentune.train(recipe, data=sentences, overrides={"training.max_steps": 2}, out=tmp_path / "run", data_dir=tiny_data_dir)
+    saved = SentenceTransformer(str(tmp_path / "run" / "model"), device="cpu")
+    for model in (trained, saved):
+        assert isinstance(list(model)[-1], Normalize)
+        np.testing.assert_allclose(np.linalg.norm(model.encode(sentences[:5]), axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(trained.encode(sentences[:3]), saved.encode(sentences[:3]), atol=1e-6)

@@ -347,6 +347,8 @@ def run_rounds(args: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory() as folder:
             for endpoint in ("search", "embeddings"):
                 measured = [s for s in servers if endpoint in s.endpoints]
+                if not measured:
+                    continue
                 bodies = {}
                 for server in measured:
                     sub = Path(folder) / server.label.replace(" ", "_").replace("/", "_")
