@@ -276,12 +276,15 @@ def tail(measured: dict, source: str, screenshot: str | None) -> list[str]:
             f"{measured[label]['memory_after_load']['rss_mib']:.0f}",
             f"{measured[label]['memory_after_load']['pss_mib']:.0f}",
             str(measured[label]["memory_after_load"]["processes"]),
+            *([f"{measured[label]['idle_cpu_s']:.1f}"] if "idle_cpu_s" in measured[label] else []),
         ]
         for label in servers(measured)
         if "memory_after_load" in measured[label]
     ]
     if memory_rows:
         header = ["server", "start-up s (to the first /health)", "RSS MiB idle", "RSS MiB after the load", "PSS MiB after the load", "processes"]
+        if any("idle_cpu_s" in measured[label] for label in servers(measured)):  # a rounds run: all up at once
+            header += ["CPU s idle while the others were loaded"]
         lines += ["## Start-up and memory", "", *markdown_table(header, memory_rows), ""]
     if SEARCH_PROCESS in measured:
         process = measured[SEARCH_PROCESS]
