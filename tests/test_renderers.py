@@ -898,3 +898,21 @@ def test_a_level_measured_in_rounds_keeps_the_median_rates_and_the_summed_counts
     assert level["shed_p50_ms"] == 1.0  # the rounds without a 503 are left out of that median
     assert level["other_statuses"] == {"500": 1}
     assert [r["throughput_rps"] for r in level["rounds"]] == [100.0, 150.0, 110.0]
+
+
+def test_the_default_budget_table_reads_old_and_new_runner_rows_and_checks_the_regret(tmp_path):
+    render = load("renderers/render_default_budget.py")
+    measured = 'Measured by `EXAMPLES="{0}" bash benchmarks/runners/default_budget.sh` at commit abc1234, finished 2026-12-02 08:00 UTC, 2 cores, load average after 1 1 1; conditions: idle. Target (issue 72): x'
+    old = tmp_path / "default_budget-sick.md"
+    old.write_text(measured.format("sick") + "\n\n| example | a | b | c | d |\n|---|---|---|---|---|\n| sick | 6.7 | 5.5 | none | `unchanged` 77.15 |\n")
+    rows = "".join(
+        f"| {name} | 9.0 | {minutes} | {minutes / 30:.0%} | none | none | `wise` {chosen} | `sed` {best:.2f} | {best - chosen:.2f} |\n"
+        for name, minutes, chosen, best in (("stsb", 24.0, 83.0, 83.3), ("mrpc", 12.0, 86.0, 86.9))
+    )
+    new = tmp_path / "default_budget-stsb-mrpc.md"
+    new.write_text(measured.format("stsb mrpc") + "\n\n| example | 9 columns |\n|---|\n" + rows)
+    page = render.render([old, new])
+    assert "**Regret within 0.5 on 1 of 2 examples that recorded it** (of 3); the largest: mrpc, 0.90." in page
+    by_example = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in page.splitlines() if line.startswith("| ") and " | 2026" not in line[:3]}
+    assert by_example["stsb"][3] == "80%" and by_example["stsb"][7] == "`sed` 83.30" and by_example["stsb"][8] == "0.30"
+    assert by_example["sick"][3] == "—" and by_example["sick"][8] == "—"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 72 item 6: `sentune adapt --example NAME` as a user first runs it (no --time, --budget or --reference: the
 # default time, sentune.adaptation.time_plan.DEFAULT_TIME), each from scratch into benchmarks/runs/default-budget-NAME, then
-# one markdown row per example: its wall and candidate minutes (the candidates' seconds in results.json), what the
-# default time left out with the --time the run named to include it, and the choice with its test score. Target: each
+# one markdown row per example: its wall and candidate minutes (the candidates' seconds in results.json) and their share
+# of the budget, what the default time left out with the --time the run named to include it, what it stopped after a
+# first look, the choice with its test score, the best tested candidate and the regret (its test score minus the choice's). Target: each
 # within 30 candidate minutes on 2 idle cores. EXAMPLES="quora-clusters scifact" runs a subset (default: every example).
 set -euo pipefail
 # shellcheck disable=SC1091
@@ -22,10 +23,17 @@ import sys
 results = json.load(open(sys.argv[1]))
 planned = results["meta"]["time"]
 minutes = sum(c.get("seconds") or 0.0 for c in results["candidates"].values()) / 60
+budget = (planned.get("limit_s") or 30 * 60) / 60
 left = "; ".join(f"{name} ({why.split(';')[0]}, --time {planned['time_to_include_min'].get(name, '?')}m)" for name, why in planned["left_out"].items())
+stopped = "; ".join(f"{name} ({why.split(';')[0]})" for name, why in planned.get("stopped", {}).items())
 chosen = results["choice"]["name"]
-test = (results["candidates"][chosen].get("test") or {}).get("score")
-print(f"| {sys.argv[2]} | {int(sys.argv[3]) / 60:.1f} | {minutes:.1f} | {left or 'none'} | `{chosen}` {'' if test is None else f'{test:.2f}'} |")
+tests = {name: (c.get("test") or {}).get("score") for name, c in results["candidates"].items()}
+tested = {name: score for name, score in tests.items() if score is not None}
+test = tests.get(chosen)
+best = max(tested, key=tested.get) if tested else None
+regret = f"{tested[best] - test:.2f}" if best is not None and test is not None else "—"
+best_cell = f"`{best}` {tested[best]:.2f}" if best is not None else "—"
+print(f"| {sys.argv[2]} | {int(sys.argv[3]) / 60:.1f} | {minutes:.1f} | {minutes / budget:.0%} | {left or 'none'} | {stopped or 'none'} | `{chosen}` {'' if test is None else f'{test:.2f}'} | {best_cell} | {regret} |")
 EOF
 )")
 done
@@ -35,7 +43,7 @@ page=benchmarks/results/default_budget${EXAMPLES:+-$(echo "$EXAMPLES" | tr ' ' '
   echo
   echo "Measured by \`${EXAMPLES:+EXAMPLES=\"$EXAMPLES\" }bash benchmarks/runners/default_budget.sh\` at commit $(git rev-parse --short HEAD), finished $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average after $(cut -d' ' -f1-3 /proc/loadavg); conditions: ${CONDITIONS:-not stated}. Target (issue 72): each example within 30 candidate minutes on 2 idle cores."
   echo
-  echo "| example | wall minutes | candidate minutes | left out by the default time (expected; the --time that includes it) | choice, test |"
-  echo "|---|---:|---:|---|---|"
+  echo "| example | wall minutes | candidate minutes | share of the budget | left out by the default time (expected; the --time that includes it) | stopped after a first look | choice, test | best tested candidate | regret |"
+  echo "|---|---:|---:|---:|---|---|---|---|---:|"
   printf '%s\n' "${rows[@]}"
 } | tee "$page"
