@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from sentune.adaptation.names import UNCHANGED
 from sentune.adaptation.records import CandidateRecord, load_record
+from sentune.adaptation.train_evidence import score_evidence
 from sentune.core.progress import say
 
 if TYPE_CHECKING:
@@ -232,8 +233,10 @@ def run_candidate(candidate: Candidate, candidates: Plan, label: str, ctx: Conte
         timing.begin(candidate.name)
     record = candidate.record(label, ctx)
     ctx.records[candidate.name] = record
+    evidence_seconds = score_evidence(candidate, record, ctx)
     if timing is not None:  # one a race stopped (its record stopped, or skipped after its first round) went no further
-        timing.finished(candidate.name, record.seconds, 0.0 if record.stopped is not None or (record.skipped and record.seconds) else 1.0)
+        reached = 0.0 if record.stopped is not None or (record.skipped and record.seconds) else 1.0
+        timing.finished(candidate.name, record.seconds + evidence_seconds, reached)
     return record
 
 
@@ -287,6 +290,7 @@ def race_trained(candidates: Plan, ctx: Context) -> None:
     race(entries, ctx, lambda entry: by_name[entry.name].finish(labels[entry.name], ctx))
     for candidate in raced:
         record = ctx.records[candidate.name] = load_record(candidate.folder(ctx))
+        evidence_seconds = score_evidence(candidate, record, ctx)
         if ctx.time_plan is not None:  # what it spent, against what as much of it as it trained was expected to take
             stopped_after = record.race.round if record.stopped is not None and record.race is not None else None
-            ctx.time_plan.finished(candidate.name, record.seconds, reached(stopped_after))
+            ctx.time_plan.finished(candidate.name, record.seconds + evidence_seconds, reached(stopped_after))
