@@ -198,6 +198,7 @@ def test_a_training_candidate_that_no_longer_fits_does_not_start_the_race(monkey
         base=SimpleNamespace(max_seq_length=64),  # what a trained record depends on (WithRun.depends_on)
         config=SimpleNamespace(seed=0),
         inputs=SimpleNamespace(dev=SimpleNamespace(unit="pairs")),
+        evidence=None,  # no --train: no evidence pairs to score once a candidate is done
     )
     monkeypatch.setattr(Trained, "finished", lambda self, ctx: False)
     monkeypatch.setattr(Trained, "describe", lambda self, ctx: "training")
