@@ -184,3 +184,17 @@ def test_one_that_had_its_first_look_is_not_judged_again_when_its_turn_comes(mon
     assert plan.still_fits("supervised") is None
     plan.current = "supervised"
     assert plan.minutes_cap() == pytest.approx(50.0 / 60)
+
+
+def test_one_left_out_late_under_the_default_time_is_named_with_the_time_that_would_include_it(monkeypatch):
+    now = [1500.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    plan = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False)
+    plan.kept = {"sed": Planned("sed", 1800.0, 0.5, first=400.0), "supervised": Planned("supervised", 900.0, 2.0, first=200.0)}
+    # 300 s left, supervised's 200 held back: sed's 400 would need 1500 + 400 + 200 = 2100 s, 35 minutes
+    assert plan.still_fits("sed") == (
+        "the default --time 30m: expected 6.7 min now, 1.7 min left beside 3.3 min held for the others' first looks; --time 35m would include it"
+    )
+    assert plan.still_fit_together(["sed"])["sed"].endswith("; --time 35m would include it")
+    plan.given = True  # under --time the user chose the limit: no other is named
+    assert "would include it" not in plan.still_fits("sed")

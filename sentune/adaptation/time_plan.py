@@ -232,8 +232,16 @@ class TimePlan:
             expected = c.look * self.scale()
         room = self.left() - self.held_back({name})
         if expected > room:
-            return f"{self.source}: expected {minutes(expected)} now, {minutes(max(room, 0.0))} left{self._beside({name})}"
+            return f"{self.source}: expected {minutes(expected)} now, {minutes(max(room, 0.0))} left{self._beside({name})}{self._would(expected, {name})}"
         return None
+
+    def _would(self, expected: float, names: set[str] | list[str]) -> str:
+        """Under the default time, the --time that would have let `expected` more seconds start now ('' under --time,
+        whose user chose the limit)."""
+        if self.given:
+            return ""
+        needed = math.ceil((time.monotonic() - self.started + expected + self.held_back(names)) / 60)
+        return f"; --time {needed}m would include it"
 
     def _beside(self, names: set[str] | list[str]) -> str:
         held = self.held_back(names)
@@ -248,7 +256,8 @@ class TimePlan:
         for name in (n for n in self.kept if n in names):
             expected = self.kept[name].look * self.scale()
             if taken + expected > left:
-                late[name] = f"{self.source}: expected {minutes(expected)} now, {minutes(left - taken)} left beside the race's others"
+                would = self._would(taken + expected, names)
+                late[name] = f"{self.source}: expected {minutes(expected)} now, {minutes(left - taken)} left beside the race's others{would}"
             else:
                 taken += expected
         return late
