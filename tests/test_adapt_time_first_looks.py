@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from test_supervised import _args, labelled  # noqa: F401  # the labelled pairs fixture
 
 from sentune.adaptation import time_plan
 from sentune.adaptation.race_engine import Field, Race, Racer
@@ -198,3 +199,39 @@ def test_one_left_out_late_under_the_default_time_is_named_with_the_time_that_wo
     assert plan.still_fit_together(["sed"])["sed"].endswith("; --time 35m would include it")
     plan.given = True  # under --time the user chose the limit: no other is named
     assert "would include it" not in plan.still_fits("sed")
+
+
+@pytest.mark.slow
+def test_a_run_without_time_stops_after_a_first_look_those_whose_rest_does_not_fit(tiny_model_dir, labelled, tmp_path, monkeypatch):  # noqa: F811
+    """Through `sentune adapt` without --time, the time rule answering 'no room' for simcse after the race's first round
+    and for the supervised member going on: simcse's record says it stopped after round 1 with the time's reason, the
+    member is skipped with it, results.json's meta.time.stopped and results.md name both, and wise, a cheap follow-up,
+    still runs on the best tuned weights there are."""
+    import json
+
+    from sentune.cli import main
+
+    asked: list[list[str]] = []
+    real = TimePlan.go_on
+
+    def no_room(self, rests):
+        asked.append(list(rests))
+        real(self, rests)  # the real rule runs too (it stops nothing here: the toy is fast)
+        return {
+            name: f"no room for the rest of {name}; --time 99m would let it go on" for name in rests if name in ("simcse", "supervised", "supervised-stacked")
+        }
+
+    monkeypatch.setattr(TimePlan, "go_on", no_room)
+    out = tmp_path / "run"
+    methods = ["--methods", "simcse,ct,supervised,supervised-stacked,wise", "--train", str(labelled / "train.tsv"), "--budget", "8"]
+    assert main([*_args(tiny_model_dir, labelled, out), *methods]) == 0
+    results = json.loads((out / "results.json").read_text())
+    stopped = results["meta"]["time"]["stopped"]
+    assert asked[0] == ["simcse"]  # after round 1, ct behind by halving: simcse alone is asked about
+    assert "simcse" in stopped and len(stopped) == 2
+    simcse = results["candidates"]["simcse"]
+    assert simcse["stopped"]["reason"] == stopped["simcse"] and simcse["race"]["round"] == 1
+    member = next(n for n in stopped if n != "simcse")
+    assert results["candidates"][member]["skipped"] == stopped[member]
+    assert "wise" in results["candidates"] and results["candidates"]["wise"].get("skipped") is None
+    assert "Stopped after a first look by --time 30m, the default: `simcse` (no room for the rest of simcse" in (out / "results.md").read_text()
