@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -206,7 +206,7 @@ class TimePlan:
         """How far the finished candidates took longer than expected (at least 1: a fast start promises nothing)."""
         return max(1.0, self.spent / self.expected_spent) if self.expected_spent > 1.0 else 1.0
 
-    def held_back(self, besides: set[str] | list[str] = ()) -> float:
+    def held_back(self, besides: Collection[str] = ()) -> float:
         """The first looks of the kept candidates not begun yet (but `besides`): what no other may spend."""
         return sum(c.look for n, c in self.kept.items() if n not in self.done and n not in self.begun and n not in besides)
 
@@ -235,7 +235,7 @@ class TimePlan:
             return f"{self.source}: expected {minutes(expected)} now, {minutes(max(room, 0.0))} left{self._beside({name})}{self._would(expected, {name})}"
         return None
 
-    def _would(self, expected: float, names: set[str] | list[str]) -> str:
+    def _would(self, expected: float, names: Collection[str]) -> str:
         """Under the default time, the --time that would have let `expected` more seconds start now ('' under --time,
         whose user chose the limit)."""
         if self.given:
@@ -243,7 +243,7 @@ class TimePlan:
         needed = math.ceil((time.monotonic() - self.started + expected + self.held_back(names)) / 60)
         return f"; --time {needed}m would include it"
 
-    def _beside(self, names: set[str] | list[str]) -> str:
+    def _beside(self, names: Collection[str]) -> str:
         held = self.held_back(names)
         return f" beside {minutes(held)} held for the others' first looks" if held > 0 else ""
 
