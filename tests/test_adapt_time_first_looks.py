@@ -235,3 +235,13 @@ def test_a_run_without_time_stops_after_a_first_look_those_whose_rest_does_not_f
     assert results["candidates"][member]["skipped"] == stopped[member]
     assert "wise" in results["candidates"] and results["candidates"]["wise"].get("skipped") is None
     assert "Stopped after a first look by --time 30m, the default: `simcse` (no room for the rest of simcse" in (out / "results.md").read_text()
+
+
+def test_a_supervised_member_that_did_not_race_is_judged_whole_at_its_turn(monkeypatch):
+    from sentune.adaptation.phases import stop_for_time
+
+    now = [1500.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    timing = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False, kept={"supervised": Planned("supervised", 900.0, 2.0)})
+    stop_for_time(None, SimpleNamespace(time_plan=timing))  # no race ran
+    assert "supervised" not in timing.begun and timing.still_fits("supervised").startswith("the default --time 30m: expected 15.0 min now, 5.0 min left")

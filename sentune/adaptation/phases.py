@@ -112,8 +112,6 @@ class SupervisedRace(Phase):
             return {}
         for member in members:
             left_out_late(member, state.plan, state.labels[member.name], ctx)
-        if ctx.time_plan is not None:
-            ctx.time_plan.begin([m.name for m in members if m in state.plan.after_race])
         state.supervised_race = race_supervised(ctx)
         stop_for_time(state.supervised_race, ctx)
         return {}
@@ -125,7 +123,8 @@ def stop_for_time(race, ctx: Context) -> None:
     says why; the verdict on disk is unchanged, so a resumed run asks again of the time it has then)."""
     timing = ctx.time_plan
     if race is None or timing is None:
-        return
+        return  # no race (one member, or a search run on --train): each is judged whole when its turn comes
+    timing.begin(list(race.seconds))  # their first looks are spent: at their turn they are not judged again
     going = sorted((n for n in race.seconds if n not in race.stopped), key=lambda n: -race.scores[n])
     late = timing.go_on({name: timing.rest(name) for name in going})
     for name, why in late.items():
