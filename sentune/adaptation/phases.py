@@ -119,8 +119,8 @@ class SupervisedRace(Phase):
 
 def stop_for_time(race, ctx: Context) -> None:
     """Under the default time, the members the supervised race keeps go on (the best first) only while the rest of
-    each fits (TimePlan.go_on); one that does not stops after its first look, as one the race stopped (its record
-    says why; the verdict on disk is unchanged, so a resumed run asks again of the time it has then)."""
+    each fits (TimePlan.go_on); one that does not stops after its first look, as one the race stopped: its record
+    says why, and a resumed run reads it back as it reads back a race's stop (the verdict on disk is unchanged)."""
     timing = ctx.time_plan
     if race is None or timing is None:
         return  # no race (one member, or a search run on --train): each is judged whole when its turn comes
