@@ -29,8 +29,8 @@ the half hour a first try takes, not hours later because a candidate's cost grew
 minutes (minutes_cap: its steps are its recipe's, and a killed run resumes them); instead, after a round of a race, a
 candidate goes on only while the rest of it (measured where the run has measured it: a raced training's seconds a step)
 fits in what is left (go_on), the best first; so it keeps spending while a candidate is left and its next step fits,
-and how far one trains can depend on the machine's speed. What it leaves out, at
-planning or later, is named with its expected minutes and the --time that would include it (time_to_include)."""
+and how far one trains can depend on the machine's speed. What it leaves out, at planning or later, is named with its
+expected minutes and the --time that would include it (time_to_include, still_fits, go_on)."""
 
 from __future__ import annotations
 
