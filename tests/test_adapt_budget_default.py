@@ -146,7 +146,12 @@ def test_a_run_without_time_is_planned_for_the_default_and_prints_what_it_leaves
     monkeypatch.setattr(time_plan, "expected_gains", lambda search: {"hybrid": 2.0, "supervised": 1.5})
     finished: set[str] = set()
     candidate = lambda name, seconds, phase: SimpleNamespace(  # noqa: E731
-        name=name, phase=phase, expected_seconds=lambda ctx, costs: seconds, builds_on=lambda others, ctx: (), finished=lambda ctx: name in finished
+        name=name,
+        phase=phase,
+        expected_seconds=lambda ctx, costs: seconds,
+        first_look_seconds=lambda ctx, costs: seconds,  # none of them raced: each is all first look
+        builds_on=lambda others, ctx: (),
+        finished=lambda ctx: name in finished,
     )
     plan = SimpleNamespace(
         before_race=[candidate("unchanged", 60.0, "before_race"), candidate("pooling-mean", 30.0, "before_race")],

@@ -227,3 +227,35 @@ def test_without_train_the_records_and_the_decision_are_the_dev_only_ones(tiny_m
         assert record["judged_on"] == {"select": {"dev": 60, "train": 0}, "confirm": {"dev": 60, "train": 0}}
         assert "train_indices_trained_on" not in record
         assert not (out / "candidates" / name / "train-scores.npz").exists()
+
+
+@pytest.mark.slow
+def test_each_candidate_scores_the_evidence_pairs_when_it_is_done_and_a_resumed_run_reads_them_back(tiny_model_dir, labelled, tmp_path, monkeypatch):  # noqa: F811
+    """The decision encodes no evidence pair: every eligible candidate scored them when it was done (its seconds count
+    them, as its expected scoring does), and a resumed run reads every one back from the store."""
+    from sentune.adaptation import select, train_evidence, untuned_evidence
+
+    encoded: list[str] = []  # the phase each evidence encode ran in
+    deciding = [False]
+    real_scorer, real_judges = train_evidence.evidence_scorer, select.judges
+    monkeypatch.setattr(train_evidence, "evidence_scorer", lambda ctx, e: encoded.append("decide" if deciding[0] else "run") or real_scorer(ctx, e))
+    monkeypatch.setattr(untuned_evidence, "evidence_scorer", lambda ctx, e: encoded.append("untuned") or real_scorer(ctx, e))
+
+    def judging(*args, **kwargs):
+        deciding[0] = True
+        try:
+            return real_judges(*args, **kwargs)
+        finally:
+            deciding[0] = False
+
+    monkeypatch.setattr(select, "judges", judging)
+    out = tmp_path / "run"
+    command = [*_args(tiny_model_dir, labelled, out), "--methods", "simcse,whitening,wise", "--train", str(labelled / "train.tsv"), "--budget", "8"]
+    assert main(command) == 0
+    results = json.loads((out / "results.json").read_text())
+    judged = [name for name, record in results["candidates"].items() if record.get("judged_on") and name != "unchanged"]
+    assert sorted(judged) == ["simcse", "whitening", "wise"]
+    assert encoded == ["untuned"] + ["run"] * len(judged)  # the unchanged model before the plan, each other once, none in decide
+    encoded.clear()
+    assert main(command) == 0
+    assert encoded == []

@@ -87,19 +87,37 @@ def test_the_plan_is_kept_with_a_clock_that_scales_by_how_late_the_run_is(monkey
     now = [1000.0]
     monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
     plan = TimePlan(limit=600.0, started=1000.0)
-    plan.kept = {"a": Planned("a", 100.0, 1.0), "b": Planned("b", 200.0, 1.0), "c": Planned("c", 100.0, 1.0)}
+    plan.kept = {"a": Planned("a", 100.0, 1.0), "b": Planned("b", 200.0, 1.0), "c": Planned("c", 100.0, 1.0, first=40.0)}
     assert plan.allowance("a") == pytest.approx(600.0 * 100 / 400)
     plan.current = "a"
     assert plan.minutes_cap() == pytest.approx(150.0 / 60)
     now[0] += 200.0  # a took twice what it was expected to
     plan.finished("a", 200.0)
     assert plan.scale() == 2.0 and plan.left() == pytest.approx(400.0)
-    assert plan.still_fits("b") is None  # 2 x 200 = 400: just fits
-    now[0] += 10.0
-    assert "expected 6.7 min now, 6.5 min left" in plan.still_fits("b")
+    # b (all first look) may start while 2 x 200 fits beside c's first look, 40 s, held back for it: 360 s are left so
+    assert "expected 6.7 min now, 6.0 min left beside 0.7 min held for the others' first looks" in plan.still_fits("b")
+    now[0] -= 40.0  # 440 s left: 400 fit beside the 40
+    assert plan.still_fits("b") is None
+    now[0] += 50.0
     assert plan.allowance("c") == pytest.approx(390.0 * 100 / 300)
+    assert plan.still_fits("c") is None  # its first look, 80 s scaled, fits beside b's 200 held back
     assert plan.still_fits("not-planned") is None
     assert TimePlan(limit=10.0).scale() == 1.0  # nothing finished: expectations stand
+
+
+def test_a_candidate_stopped_at_its_first_look_is_charged_what_it_spent_against_what_its_look_was_expected_to_take():
+    """Costs as measured: a racer stopped at round one spent 20 s of a first look expected at 10 s (all of it 100 s):
+    the run is twice as slow as expected, not five times as fast; the rest of its share is free for the others."""
+    plan = TimePlan(limit=600.0)
+    plan.kept = {"raced": Planned("raced", 100.0, 1.0, first=10.0), "other": Planned("other", 300.0, 1.0)}
+    assert plan.allowance("other") == pytest.approx(plan.left() * 300 / 400, rel=1e-3)
+    plan.finished("raced", 20.0, reached=0.0)
+    assert plan.expected_spent == 10.0 and plan.scale() == 2.0
+    assert plan.allowance("other") == pytest.approx(plan.left(), rel=1e-3)  # the stopped one's share is the other's
+    halfway = TimePlan(limit=600.0)
+    halfway.kept = {"raced": Planned("raced", 100.0, 1.0, first=10.0)}
+    halfway.finished("raced", 55.0, reached=0.5)  # halfway from its look to its end: 10 + 45 expected
+    assert halfway.scale() == 1.0 and halfway.expected_spent == pytest.approx(55.0)
 
 
 def test_costs_weigh_a_step_by_its_recipe_and_batch(tmp_path):
@@ -170,7 +188,7 @@ def test_a_training_candidate_that_no_longer_fits_does_not_start_the_race(monkey
     candidates = Plan(before_race=[Unchanged("unchanged")], raced=[Trained("simcse", "simcse"), Trained("ct", "ct")])
     started: list[str] = []
     monkeypatch.setattr("sentune.adaptation.race.race", lambda entries, ctx, finish: started.extend(e.name for e in entries))
-    monkeypatch.setattr(phases, "load_record", lambda folder: SimpleNamespace(seconds=1.0))
+    monkeypatch.setattr(phases, "load_record", lambda folder: SimpleNamespace(seconds=1.0, stopped=None, race=None))
     recipe = SimpleNamespace(training=SimpleNamespace(max_minutes=None, max_steps=10))
     ctx = SimpleNamespace(
         time_plan=timing,
@@ -180,6 +198,7 @@ def test_a_training_candidate_that_no_longer_fits_does_not_start_the_race(monkey
         base=SimpleNamespace(max_seq_length=64),  # what a trained record depends on (WithRun.depends_on)
         config=SimpleNamespace(seed=0),
         inputs=SimpleNamespace(dev=SimpleNamespace(unit="pairs")),
+        evidence=None,  # no --train: no evidence pairs to score once a candidate is done
     )
     monkeypatch.setattr(Trained, "finished", lambda self, ctx: False)
     monkeypatch.setattr(Trained, "describe", lambda self, ctx: "training")
@@ -194,8 +213,9 @@ def test_race_members_that_fit_alone_but_not_together_are_left_out_in_the_plans_
     monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
     plan = TimePlan(limit=600.0, started=1000.0)
     plan.kept = {"b": Planned("b", 200.0, 2.0), "a": Planned("a", 200.0, 1.0), "c": Planned("c", 200.0, 1.0), "x": Planned("x", 50.0, 1.0)}
-    now[0] += 300.0  # 300 s left: each fits alone
+    now[0] += 300.0  # 300 s left, 250 beside x's first look, held back for it: each member fits alone
+    plan.begin(["a", "b", "c"])
     assert all(plan.still_fits(n) is None for n in "abc")
-    late = plan.still_fit_together(["a", "b", "c", "not-planned"])  # x is not a member: it is not counted
-    assert set(late) == {"a", "c"} and late["c"] == "--time: expected 3.3 min now, 1.7 min left beside the race's others"
+    late = plan.still_fit_together(["a", "b", "c", "not-planned"])  # x is not a member: its first look is held back
+    assert set(late) == {"a", "c"} and late["c"] == "--time: expected 3.3 min now, 0.8 min left beside the race's others"
     assert plan.still_fit_together(["x"]) == {}

@@ -13,8 +13,9 @@ back. sentune.adaptation.run runs them in turn, saying each one's name and time.
 7. decide (sentune.adaptation.select, sentune.adaptation.decide), on the selection and confirmation parts;
 8. write: OUT/model (and a search run's index), results.json/.md and report.html.
 
-Under --time a candidate whose expected time no longer fits what is left when its turn comes is taken out of the run
-with its reason (the unchanged model is always scored)."""
+A candidate whose first look no longer fits what is left when its turn comes (beside the first looks held back for
+those not begun) is taken out of the run with its reason (the unchanged model is always scored); without --time, one
+whose rest does not fit after its first look stops there (sentune.adaptation.time_plan.TimePlan.go_on)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from sentune.adaptation.names import UNCHANGED
 from sentune.adaptation.records import CandidateRecord, load_record
+from sentune.adaptation.train_evidence import score_evidence
 from sentune.core.progress import say
 
 if TYPE_CHECKING:
@@ -111,7 +113,24 @@ class SupervisedRace(Phase):
         for member in members:
             left_out_late(member, state.plan, state.labels[member.name], ctx)
         state.supervised_race = race_supervised(ctx)
+        stop_for_time(state.supervised_race, ctx)
         return {}
+
+
+def stop_for_time(race, ctx: Context) -> None:
+    """Under the default time, the members the supervised race keeps go on (the best first) only while the rest of
+    each fits (TimePlan.go_on); one that does not stops after its first look, as one the race stopped: its record
+    says why, and a resumed run reads it back as it reads back a race's stop (the verdict on disk is unchanged)."""
+    timing = ctx.time_plan
+    if race is None or timing is None:
+        return  # no race (one member, or a search run on --train): each is judged whole when its turn comes
+    timing.begin(list(race.seconds))  # their first looks are spent: at their turn they are not judged again
+    going = sorted((n for n in race.seconds if n not in race.stopped), key=lambda n: -race.scores[n])
+    late = timing.go_on({name: timing.rest(name) for name in going})
+    for name, why in late.items():
+        say(f"    race: {name} stops: {why}")
+    race.stopped |= late
+    timing.stopped |= late
 
 
 @dataclass(frozen=True)
@@ -210,10 +229,13 @@ def run_candidate(candidate: Candidate, candidates: Plan, label: str, ctx: Conte
     timing = ctx.time_plan
     if timing is not None:
         timing.current = candidate.name
+        timing.begin(candidate.name)
     record = candidate.record(label, ctx)
     ctx.records[candidate.name] = record
-    if timing is not None:
-        timing.finished(candidate.name, record.seconds)
+    evidence_seconds = score_evidence(candidate, record, ctx)
+    if timing is not None:  # one a race stopped (its record stopped, or skipped after its first round) went no further
+        reached = 0.0 if record.stopped is not None or (record.skipped and record.seconds) else 1.0
+        timing.finished(candidate.name, record.seconds + evidence_seconds, reached)
     return record
 
 
@@ -235,7 +257,7 @@ def leave_out_untrainable(candidates: Plan, ctx: Context) -> None:
 def race_trained(candidates: Plan, ctx: Context) -> None:
     """The label-free training candidates trained side by side in rounds (sentune.adaptation.race), their records kept
     in the run's; under --time those that no longer fit together do not start, and each trains at most its share."""
-    from sentune.adaptation.race import RUNGS, race
+    from sentune.adaptation.race import RUNGS, race, reached
     from sentune.adaptation.race_engine import CONFIDENCE
 
     first = len(candidates.before_race) + 1
@@ -247,6 +269,8 @@ def race_trained(candidates: Plan, ctx: Context) -> None:
     raced = candidates.raced
     if not raced:
         return
+    if ctx.time_plan is not None:
+        ctx.time_plan.begin([c.name for c in raced])
     entries = []
     for candidate in raced:
         candidate.folder(ctx).mkdir(parents=True, exist_ok=True)
@@ -264,6 +288,8 @@ def race_trained(candidates: Plan, ctx: Context) -> None:
     by_name = {c.name: c for c in raced}
     race(entries, ctx, lambda entry: by_name[entry.name].finish(labels[entry.name], ctx))
     for candidate in raced:
-        ctx.records[candidate.name] = load_record(candidate.folder(ctx))
-        if ctx.time_plan is not None:
-            ctx.time_plan.finished(candidate.name, ctx.records[candidate.name].seconds)
+        record = ctx.records[candidate.name] = load_record(candidate.folder(ctx))
+        evidence_seconds = score_evidence(candidate, record, ctx)
+        if ctx.time_plan is not None:  # what it spent, against what as much of it as it trained was expected to take
+            stopped_after = record.race.round if record.stopped is not None and record.race is not None else None
+            ctx.time_plan.finished(candidate.name, record.seconds + evidence_seconds, reached(stopped_after))

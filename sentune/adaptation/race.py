@@ -137,7 +137,34 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, tuple[np.
         if round_number == 1:
             _print_expected(entries, [r.entry for r in active if isinstance(r, _Training)], ctx)
 
-    Race(RUNGS, ctx.metric).run(racers, lambda active, round_number: _field(active, finished, ctx, round_number, rows), between)
+    timed: dict[str, str] = {}  # those the time left stopped after a round, each with why
+
+    def keep_to(going: list[Racer], round_number: int) -> dict[str, str]:
+        late = {} if ctx.time_plan is None else ctx.time_plan.go_on({r.name: measured_rest(r.entry) for r in going if isinstance(r, _Training)})
+        timed.update(late)
+        return late
+
+    Race(RUNGS, ctx.metric).run(racers, lambda active, round_number: _field(active, finished, ctx, round_number, rows), between, keep_to)
+    for e in entries:
+        if e.name in timed and e.record.is_file() and load_record(e.folder).stopped is not None:
+            ctx.time_plan.stopped[e.name] = timed[e.name]
+
+
+def measured_rest(entry: Entry) -> float:
+    """The seconds the rest of a paused entry's steps would take at its measured seconds a step (0: not paused)."""
+    paused = entry.run / "paused.json"
+    if not paused.is_file():
+        return 0.0
+    state = json.loads(paused.read_text())
+    return state["training_seconds"] / max(1, state["step"]) * max(0, entry.recipe.training.max_steps - state["step"])
+
+
+def reached(round_number: int | None) -> float:
+    """How far from its first look (0) to its end (1) a racer stopped after `round_number` went (None: to its end)."""
+    if round_number is None:
+        return 1.0
+    rung = RUNGS[min(max(round_number, 1), len(RUNGS)) - 1]
+    return (rung - RUNGS[0]) / (1 - RUNGS[0])
 
 
 def _on_rows(rows: RaceRows, select: np.ndarray, weights: Path | None, ctx: Context) -> np.ndarray | None:

@@ -10,7 +10,9 @@ confirmation of the final choice stays independent, sentune.adaptation.decide):
 2. successive halving (Jamieson & Talwalkar, "Non-stochastic best arm identification and hyperparameter
    optimization", AISTATS 2016): of those still racing, at most half (rounded up) go on, the best on those units.
 
-A racer that ends by itself (its last step, early stopping) leaves the race and stays a rival: the leader may be it."""
+A racer that ends by itself (its last step, early stopping) leaves the race and stays a rival: the leader may be it.
+After a round's rules, the caller's time rule (`keep_to`) may stop those of the rest, best first, whose remaining rounds
+no longer fit (sentune.adaptation.time_plan.TimePlan.go_on: a run without --time, whose trainings nothing caps)."""
 
 from __future__ import annotations
 
@@ -72,9 +74,12 @@ class Race:
         racers: list[Racer],
         field_of: Callable[[list[Racer], int], Field | None],
         after_round: Callable[[int, list[Racer]], None] | None = None,
+        keep_to: Callable[[list[Racer], int], dict[str, str]] | None = None,
     ) -> list[Racer]:
         """Race `racers`; `field_of(active, round)`: the round's field (None: nothing to compare yet, all go on);
-        `after_round(round, active)`: what the caller does between rounds. Returns those still racing after the last."""
+        `after_round(round, active)`: what the caller does between rounds; `keep_to(going, round)`: of those going on
+        (best first) after a round but the last, the ones the time left cannot take further, each with why (only a
+        racer the round's field scored is stopped so). Returns those still racing after the last."""
         active = list(racers)
         for index, rung in enumerate(self.rungs):
             if not active:
@@ -85,8 +90,20 @@ class Race:
             if after_round is not None:
                 after_round(index + 1, active)
             if active and (index < len(self.rungs) - 1 or self.judge_last):
-                active = self.eliminate(active, field_of(active, index + 1), index + 1)
+                field = field_of(active, index + 1)
+                active = self.eliminate(active, field, index + 1)
+                if keep_to is not None and field is not None and index < len(self.rungs) - 1:
+                    active = self.out_of_time(active, field, keep_to(active, index + 1), index + 1)
         return active
+
+    @staticmethod
+    def out_of_time(active: list[Racer], field: Field, late: dict[str, str], round_number: int) -> list[Racer]:
+        """Stop the racers `late` names (with its reasons) that the round's field scored; the rest go on."""
+        stopped = {name for name in late if name in field.standing}
+        for racer in active:
+            if racer.name in stopped:
+                racer.stop(late[racer.name], round_number, field)
+        return [r for r in active if r.name not in stopped]
 
     def eliminate(self, active: list[Racer], field: Field | None, round_number: int) -> list[Racer]:
         """Stop those behind on `field`; the rest, best first (one not evaluated yet last among equals)."""

@@ -100,12 +100,15 @@ def train_evidence_lines(evidence: dict | None) -> list[str]:
 def time_lines(planned: dict | None) -> list[str]:
     """The candidates the time plan left out before the first started (sentune.adaptation.time_plan), each with why and the
     --time that would include it: a run without --time says what its default left out."""
-    if not planned or not planned.get("left_out"):
+    if not planned or not (planned.get("left_out") or planned.get("stopped")):
         return []
     limit = f"--time {planned['limit_s'] / 60:g}m" + (", the default" if planned.get("default") else "")
     including = planned.get("time_to_include_min", {})
     left = [f"`{name}` ({why}" + (f"; --time {including[name]}m includes it)" if name in including else ")") for name, why in planned["left_out"].items()]
-    return [f"Left out by {limit}: " + "; ".join(left) + ".", ""]
+    stopped = [f"`{name}` ({why})" for name, why in planned.get("stopped", {}).items()]
+    lines = [f"Left out by {limit}: " + "; ".join(left) + "."] if left else []
+    lines += [f"Stopped after a first look by {limit}: " + "; ".join(stopped) + "."] if stopped else []
+    return [*lines, ""]
 
 
 def baseline(candidate: dict) -> bool:

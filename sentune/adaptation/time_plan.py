@@ -9,22 +9,35 @@ What a candidate is expected to gain: its mean selection gain over the unchanged
 benchmarks/results/adapt (sentune/adaptation/expected_gain.json, written by benchmarks/runners/adapt_priors.py), for pairs or
 for search; a candidate those runs never had, or never saw gain, counts as gaining nothing.
 
-The plan (fit): the best expected gain a second first, the cheapest first among equals, each taken while its expected
-seconds fit in what is left; one built on a candidate left out is left out too. The unchanged model is always kept.
-While the run goes, a candidate whose expected seconds, scaled by how far the candidates so far took longer than
-expected, no longer fit is skipped; a training is capped at the minutes left (the trainer's minute limit).
+The plan (fit) buys first looks: a candidate that can be looked at early and cheaply (a raced training its first
+round, a supervised candidate its first fold or first rung, `sed` its members and its learner's first round; a fusion
+or a pooling, nearly free, all of it at once) is kept when its first look fits, not only when all of it does. The best
+expected gain a second of first look first, the cheapest first among equals, each taken while its first look fits in
+what is left; one built on a candidate left out is left out too. The unchanged model is always kept.
+
+While the run goes, the clock says what is left (what a candidate spent is charged as the run measured it: a race that
+stops most candidates at round one does not cost their full shares), and the first looks of the kept candidates not
+started yet are held back from it: a candidate starts when its next step (its first look, scaled by how far the
+candidates so far took longer than expected) fits in what is left beside those; a cheap follow-up (a candidate built on
+others that is all first look, at most CHEAP_FOLLOW_UP of the limit: `wise` after `supervised`) keeps the minutes
+planned for it, judged on them unscaled. Under --time a training is capped at its share of the minutes left (the
+trainer's minute limit); what is left after the first looks goes to those the evidence keeps (each race's rules, then
+its successive halving: the best first).
 
 A run without --time is planned the same way for DEFAULT_TIME: a user who gives no time expects the run to end within
-the half hour a first try takes, not hours later because a candidate's cost grew with the data. What it leaves out is
-named with its expected minutes and the --time that would include it (time_to_include); it caps no training
-(minutes_cap), so such a run trains the same steps each time."""
+the half hour a first try takes, not hours later because a candidate's cost grew with the data. It caps no training's
+minutes (minutes_cap: its steps are its recipe's, and a killed run resumes them); instead, after a round of a race, a
+candidate goes on only while the rest of it (measured where the run has measured it: a raced training's seconds a step)
+fits in what is left (go_on), the best first; so it keeps spending while a candidate is left and its next step fits,
+and how far one trains can depend on the machine's speed. What it leaves out, at planning or later, is named with its
+expected minutes and the --time that would include it (time_to_include, still_fits, go_on)."""
 
 from __future__ import annotations
 
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +50,9 @@ EXPECTED_GAIN = Path(__file__).parent / "expected_gain.json"
 PROBE_TEXTS = 128  # texts the model encodes to measure one's cost: a few seconds on 2 CPU cores
 UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
 DEFAULT_TIME = 30 * 60.0  # seconds a run without --time is planned for
+# a follow-up built on others (wise, a fusion) that costs at most this share of the limit keeps its planned minutes when
+# its turn comes: it is minutes of encoding, not a training that may run over, and skipping it saves too little to matter
+CHEAP_FOLLOW_UP = 0.1
 
 
 def parse_time(text: str | None) -> float | None:
@@ -111,6 +127,16 @@ class Planned:
     seconds: float  # expected
     gain: float  # expected, in the metric's points (below zero: expected to lose; planned as gaining nothing)
     needs: tuple[str, ...] = ()  # candidates it is built on (any one of them kept suffices)
+    first: float | None = None  # expected seconds of its first look (None: it has none cheaper than all of it)
+
+    @property
+    def look(self) -> float:
+        """What its first look is expected to take (all of it, for a candidate that has no cheaper one)."""
+        return self.seconds if self.first is None else min(self.first, self.seconds)
+
+    def charged(self, reached: float) -> float:
+        """What it was expected to take to `reached` of the way from its first look (0) to its end (1)."""
+        return self.look + min(max(reached, 0.0), 1.0) * (self.seconds - self.look)
 
 
 @dataclass
@@ -119,12 +145,14 @@ class TimePlan:
     started: float = field(default_factory=time.monotonic)  # when the run started (what --time counts from)
     kept: dict[str, Planned] = field(default_factory=dict)
     left_out: dict[str, str] = field(default_factory=dict)  # name -> why
-    spent: float = 0.0  # seconds the finished candidates took
-    expected_spent: float = 0.0  # what they were expected to take
+    spent: float = 0.0  # seconds the finished candidates took, as the run measured them
+    expected_spent: float = 0.0  # what they were expected to take for as far as they went
     done: set[str] = field(default_factory=set)
+    begun: set[str] = field(default_factory=set)  # started, finished or not: their first look is no longer held back
     current: str | None = None  # the candidate running now
     given: bool = True  # the limit is --time's (False: DEFAULT_TIME's, a run without --time)
     including: dict[str, int] = field(default_factory=dict)  # left out at planning -> the --time minutes that keep it
+    stopped: dict[str, str] = field(default_factory=dict)  # stopped after a first look for want of time (go_on) -> why
 
     @property
     def source(self) -> str:
@@ -132,10 +160,10 @@ class TimePlan:
         return "--time" if self.given else f"the default --time {self.limit / 60:g}m"
 
     def fit(self, candidates: list[Planned], already: float = 0.0) -> None:
-        """Keep the best gain a second first (cheapest among equals) while their seconds fit in the limit less
-        `already` (what the run spent, or is sure to spend, before them). One built on others none of which is kept yet
-        is weighed with the way to them it would bring along (the one expected to gain most, then the cheapest); without
-        room for all of it, it is left out."""
+        """Keep the best gain a second of first look first (cheapest among equals) while their first looks fit in the
+        limit less `already` (what the run spent, or is sure to spend, before them). One built on others none of which
+        is kept yet is weighed with the way to them it would bring along (the one expected to gain most, then the
+        cheapest); without room for the first looks of all of it, it is left out."""
         room = self.limit - already
         by_name = {c.name: c for c in candidates}
         waiting = list(candidates)
@@ -146,7 +174,7 @@ class TimePlan:
                 waiting.remove(c)
             if not waiting:
                 break
-            cost = {c.name: sum(b.seconds for b in bundles[c.name] or []) for c in waiting}
+            cost = {c.name: sum(b.look for b in bundles[c.name] or []) for c in waiting}
             c = min(waiting, key=lambda c: (-(max(c.gain, 0.0) / max(cost[c.name], 1e-9)), cost[c.name]))
             waiting.remove(c)
             bundle = bundles[c.name] or []
@@ -157,16 +185,19 @@ class TimePlan:
             else:
                 along = [b.name for b in bundle if b is not c]
                 with_needs = f" with {', '.join(along)}, which it is built on" if along else ""
-                self.left_out[c.name] = f"expected {minutes(cost[c.name])}{with_needs}; {minutes(max(room, 0.0))} of {self.source} left for it"
+                what = f"its first look expected {minutes(c.look)} (all of it {minutes(c.seconds)})" if c.look < c.seconds else f"expected {minutes(c.look)}"
+                if along:
+                    what += f", {minutes(cost[c.name])}{with_needs}"
+                self.left_out[c.name] = f"{what}; {minutes(max(room, 0.0))} of {self.source} left for it"
 
     def _bundle(self, c: Planned, by_name: dict[str, Planned]) -> list[Planned] | None:
         """`c` and the chain of candidates it is built on that are not kept yet, the one expected to gain most (then the
-        cheapest) at each step (None: none is possible)."""
+        cheapest first look) at each step (None: none is possible)."""
         if not c.needs or any(n in self.kept for n in c.needs):
             return [c]
         ways = [self._bundle(by_name[n], by_name) for n in c.needs if n in by_name and n not in self.left_out]
         found = [w for w in ways if w is not None]
-        return [*min(found, key=lambda w: (-w[-1].gain, sum(b.seconds for b in w))), c] if found else None
+        return [*min(found, key=lambda w: (-w[-1].gain, sum(b.look for b in w))), c] if found else None
 
     def left(self) -> float:
         return self.limit - (time.monotonic() - self.started)
@@ -175,36 +206,102 @@ class TimePlan:
         """How far the finished candidates took longer than expected (at least 1: a fast start promises nothing)."""
         return max(1.0, self.spent / self.expected_spent) if self.expected_spent > 1.0 else 1.0
 
-    def still_fits(self, name: str) -> str | None:
-        """None when the candidate may start now, else why it is skipped."""
+    def held_back(self, besides: Collection[str] = ()) -> float:
+        """The first looks of the kept candidates not begun yet (but `besides`): what no other may spend."""
+        return sum(c.look for n, c in self.kept.items() if n not in self.done and n not in self.begun and n not in besides)
+
+    def follow_up(self, name: str) -> bool:
+        """A cheap follow-up: built on others, all first look, at most CHEAP_FOLLOW_UP of the limit (it keeps its
+        planned minutes: judged on them unscaled, and under the default time once one it is built on has run)."""
         c = self.kept.get(name)
-        if c is None:
+        return c is not None and bool(c.needs) and c.look >= c.seconds and c.seconds <= CHEAP_FOLLOW_UP * self.limit
+
+    def still_fits(self, name: str) -> str | None:
+        """None when the candidate may start now, else why it is skipped: its first look, scaled by how late the run
+        is (a cheap follow-up's unscaled), must fit in what is left beside the first looks held back for the others.
+        One that had its first look already (a supervised race's member going on) is not judged again: under --time
+        its training is capped at its share, and without it go_on judged its rest."""
+        c = self.kept.get(name)
+        if c is None or name in self.begun:
             return None
-        expected = c.seconds * self.scale()
-        if expected > self.left():
-            return f"{self.source}: expected {minutes(expected)} now, {minutes(max(self.left(), 0.0))} left"
+        if self.follow_up(name):
+            if not self.given and any(n in self.done for n in c.needs):
+                return None  # its minutes were planned with what it is built on; the default time is a plan, not a cap
+            expected = c.look
+        else:
+            expected = c.look * self.scale()
+        room = self.left() - self.held_back({name})
+        if expected > room:
+            return f"{self.source}: expected {minutes(expected)} now, {minutes(max(room, 0.0))} left{self._beside({name})}{self._would(expected, {name})}"
         return None
+
+    def _would(self, expected: float, names: Collection[str]) -> str:
+        """Under the default time, the --time that would have let `expected` more seconds start now ('' under --time,
+        whose user chose the limit)."""
+        if self.given:
+            return ""
+        needed = math.ceil((time.monotonic() - self.started + expected + self.held_back(names)) / 60)
+        return f"; --time {needed}m would include it"
+
+    def _beside(self, names: Collection[str]) -> str:
+        held = self.held_back(names)
+        return f" beside {minutes(held)} held for the others' first looks" if held > 0 else ""
 
     def still_fit_together(self, names: list[str]) -> dict[str, str]:
         """Of candidates that run side by side (the race's members), those that no longer fit, each with why: their
-        expected times, scaled as still_fits scales them, are added in the plan's order (the best expected gain a second
-        first), and those past what is left do not start. Names the plan did not keep are not judged."""
-        left, taken, late = max(self.left(), 0.0), 0.0, {}
+        first looks, scaled as still_fits scales them, are added in the plan's order (the best expected gain a second
+        first), and those past what is left beside the others' held-back first looks do not start. Names the plan did
+        not keep are not judged."""
+        left, taken, late = max(self.left() - self.held_back(names), 0.0), 0.0, {}
         for name in (n for n in self.kept if n in names):
-            expected = self.kept[name].seconds * self.scale()
+            expected = self.kept[name].look * self.scale()
             if taken + expected > left:
-                late[name] = f"{self.source}: expected {minutes(expected)} now, {minutes(left - taken)} left beside the race's others"
+                would = self._would(taken + expected, names)
+                late[name] = f"{self.source}: expected {minutes(expected)} now, {minutes(left - taken)} left beside the race's others{would}"
             else:
                 taken += expected
         return late
 
-    def finished(self, name: str, seconds: float) -> None:
+    def begin(self, names: str | list[str]) -> None:
+        """The candidates start: their first looks are theirs now, no longer held back from the others."""
+        self.begun |= {names} if isinstance(names, str) else set(names)
+
+    def go_on(self, rests: dict[str, float]) -> dict[str, str]:
+        """After their first looks, which of the candidates (best on the evidence first) do not go on under the
+        default time, each with why and the --time that would let it: the rest of each (`rests`: its seconds, as
+        measured where the run measured them), added best first, past what is left beside the first looks held back
+        for those not begun. Under --time none is stopped here: each training is capped at its share instead."""
+        if self.given:
+            return {}
+        spent = time.monotonic() - self.started
+        held = self.held_back(list(rests))
+        left, taken, stopped = max(self.left() - held, 0.0), 0.0, {}
+        for name, rest in rests.items():
+            if taken + rest > left:
+                needed = math.ceil((spent + taken + rest + held) / 60)
+                stopped[name] = (
+                    f"{self.source}: the rest of it expected {minutes(rest)}, {minutes(max(left - taken, 0.0))} left; --time {needed}m would let it go on"
+                )
+            else:
+                taken += rest
+        return stopped
+
+    def rest(self, name: str) -> float:
+        """The expected seconds of a candidate after its first look, scaled as still_fits scales them."""
+        c = self.kept.get(name)
+        return 0.0 if c is None else (c.seconds - c.look) * self.scale()
+
+    def finished(self, name: str, seconds: float, reached: float = 1.0) -> None:
+        """The candidate is done, having spent `seconds` (as the run measured them) and gone `reached` of the way from
+        its first look to its end (0: stopped at its first look): the lateness scale compares what it spent with what
+        that much of it was expected to take."""
         self.done.add(name)
+        self.begun.add(name)
         self.current = None
         c = self.kept.get(name)
         if c is not None and c.seconds > 0:
             self.spent += seconds
-            self.expected_spent += c.seconds
+            self.expected_spent += c.charged(reached)
 
     def allowance(self, name: str) -> float:
         """Seconds the candidate may take: its expected share of what is left among the kept candidates not yet done
@@ -215,8 +312,9 @@ class TimePlan:
 
     def minutes_cap(self) -> float | None:
         """The minutes a training may take now: the running candidate's allowance (at least a few seconds). None under
-        the default time: its plan leaves candidates out and skips those that no longer fit, but caps no training, so
-        that a run without --time trains the same steps each time and resumes with the recipes it saved."""
+        the default time: its plan leaves candidates out, skips those that no longer fit and stops those whose rest
+        does not (go_on), but caps no training's minutes, so that its trainings' steps are their recipes' and a killed
+        run resumes them with the recipes it saved."""
         if not self.given:
             return None
         seconds = self.allowance(self.current) if self.current else self.left()
@@ -226,9 +324,13 @@ class TimePlan:
         return {
             "limit_s": self.limit,
             "default": not self.given,
-            "kept": {n: {"expected_s": round(c.seconds, 1), "expected_gain": round(c.gain, 3)} for n, c in self.kept.items()},
+            "kept": {
+                n: {"expected_s": round(c.seconds, 1), "expected_gain": round(c.gain, 3), **({"first_look_s": round(c.look, 1)} if c.look < c.seconds else {})}
+                for n, c in self.kept.items()
+            },
             "left_out": dict(self.left_out),
             "time_to_include_min": dict(self.including),
+            **({"stopped": dict(self.stopped)} if self.stopped else {}),
         }
 
 
@@ -245,7 +347,7 @@ def time_to_include(plan: TimePlan, first: Planned, items: list[Planned], alread
     """Of the candidates `plan` left out, the least whole minutes of --time whose plan keeps each, tried minute by
     minute (the plan is greedy: a longer limit may keep a dearer candidate first and leave a cheaper one out, so no
     halving); one that no limit keeps (built on candidates left out for another reason) is not named."""
-    top = math.ceil((already + first.seconds + sum(i.seconds for i in items)) / 60) + 1  # room for every one of them
+    top = math.ceil((already + first.seconds + sum(i.look for i in items)) / 60) + 1  # room for every first look
     found: dict[str, int] = {}
     for limit in range(max(1, math.floor(plan.limit / 60) + 1), top + 1):
         kept = fitted(limit * 60.0, first, items, already).kept
@@ -293,8 +395,9 @@ def plan_run(candidates: Any, ctx: Any, started: float) -> TimePlan:
     while True:  # a race of fewer trains each longer: planned again for as many as the last plan kept, until it keeps them all
         costs = replace(costs, raced=max(assumed, 1))
         expected = {c.name: 0.0 if c.name in done else c.expected_seconds(ctx, costs) for c in candidates.all}
+        looks = {c.name: 0.0 if c.name in done else c.first_look_seconds(ctx, costs) for c in candidates.all}
         first = Planned(unchanged.name, expected[unchanged.name], 0.0)
-        items = [Planned(c.name, expected[c.name], gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx)) for c in candidates.all[1:]]
+        items = [Planned(c.name, expected[c.name], gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx), looks[c.name]) for c in candidates.all[1:]]
         already = time.monotonic() - started
         timing = fitted(limit, first, items, already, given=given, started=started)
         kept = len(raced & set(timing.kept))
@@ -305,11 +408,12 @@ def plan_run(candidates: Any, ctx: Any, started: float) -> TimePlan:
     for candidate in list(candidates.all):
         if candidate.name in timing.left_out:
             getattr(candidates, candidate.phase).remove(candidate)
-    total = sum(c.seconds for c in timing.kept.values())
+    total, looks_total = sum(c.seconds for c in timing.kept.values()), sum(c.look for c in timing.kept.values())
     say(
         (f"--time {minutes(timing.limit)}" if given else f"no --time: planned for {minutes(timing.limit)} (--time raises it)")
         + f": a text costs {costs.text_seconds * 1000:.1f} ms to encode here; {len(timing.kept)} candidates planned "
-        f"(expected {minutes(total)} after the {minutes(time.monotonic() - started)} spent so far)"
+        f"(their first looks expected {minutes(looks_total)}, all of them {minutes(total)}, after the {minutes(time.monotonic() - started)} spent so far; "
+        "the rest goes to those the evidence keeps)"
         + "".join(
             f"\n    left out: {name}: {why}" + (f"; --time {timing.including[name]}m would include it" if name in timing.including else "")
             for name, why in timing.left_out.items()

@@ -92,6 +92,21 @@ def _candidate_scores(candidate: Candidate, ctx: Context, evidence: Evidence) ->
     return scores
 
 
+def score_evidence(candidate: Candidate, record: CandidateRecord, ctx: Context) -> float:
+    """Score an eligible candidate's evidence pairs as soon as it is done (kept in the store for the decision): the
+    seconds it took (0: cached already, not eligible, stopped, or no evidence judging). Done then, not in the decision,
+    so that its encode is charged to the candidate it belongs to (every candidate's expected scoring counts it,
+    Context.eval_texts) and the time the run has left says so before the next candidate starts."""
+    import time
+
+    evidence = ctx.evidence
+    if evidence is None or not evidence.judges or not candidate.eligible or not record.scored or record.stopped is not None:
+        return 0.0
+    started = time.perf_counter()
+    _candidate_scores(candidate, ctx, evidence)
+    return time.perf_counter() - started
+
+
 def trained_train_indices(name: str, records: dict[str, CandidateRecord]) -> set[int]:
     """The --train pairs the candidate, or any model it is built on, trained on."""
     found: set[int] = set()

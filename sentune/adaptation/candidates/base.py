@@ -102,6 +102,12 @@ class Candidate:
         training steps it takes, at the run's measured costs."""
         return 0.0
 
+    def first_look_seconds(self, ctx: Context, costs: Costs) -> float:
+        """What its first look is expected to take: the part of it after which the run first compares it (a raced
+        training's first round, a supervised candidate's first fold or first rung); a kind that is not raced (a pooling,
+        a fusion, nearly free) is all first look."""
+        return self.expected_seconds(ctx, costs)
+
     def builds_on(self, others: list[Candidate], ctx: Context) -> tuple[str, ...]:
         """The candidates it is built from, any one of which it needs (--time leaves it out without them)."""
         return ()

@@ -142,6 +142,33 @@ class Supervised(WithRun):
             trainings = fold + (FOLDS - fold) * share
         return trainings * costs.steps(recipe, steps) + costs.encode(ctx.eval_texts()) + checks
 
+    def first_look_seconds(self, ctx: Context, costs: Costs) -> float:
+        """The supervised race's first round when it races (another member beside it, pairs or no --train): its first
+        fold (without --train) or the first rung of its steps on --train, with the race's check of it on the train pairs;
+        unraced, all of it."""
+        from sentune.adaptation.crossfit import FOLDS
+        from sentune.training.recipe import load_recipe
+
+        racing = sum(isinstance(c, Supervised) for c in ctx.plan.after_race)
+        given = ctx.inputs.task.train_units()
+        if racing < 2 or (given is not None and ctx.inputs.task.search):
+            return self.expected_seconds(ctx, costs)
+        recipe = load_recipe(self.recipe_name(ctx), check=False)
+        units = [given[i] for i in self.given_indices(ctx)] if given is not None else ctx.selection_units()
+        steps = self.steps_for(sum(len(r) for r in self.training_rows_counted(units)), ctx)
+        if given is None:
+            first = (FOLDS - 1) / FOLDS * costs.steps(recipe, steps) + self.held_out_look(ctx, costs)
+        else:
+            from sentune.adaptation.candidates.supervised_race import TrainRace, first_rung
+
+            first = first_rung() * costs.steps(recipe, steps) + costs.encode(2 * TrainRace.train_pairs_read(ctx))
+        return min(first, self.expected_seconds(ctx, costs))
+
+    def held_out_look(self, ctx: Context, costs: Costs) -> float:
+        """What scoring the first fold's held-out units adds to its first look (pairs: a few hundred encodes, counted
+        nothing)."""
+        return 0.0
+
     def training_rows_counted(self, units: list) -> list[list]:
         """As many rows a unit as training_rows gives it, without building them (a pair: one)."""
         return [[None] for _ in units]
@@ -422,6 +449,10 @@ class SupervisedSearch(Supervised):
 
         folds = FOLDS if ctx.inputs.task.train_units() is None else 0
         return super().expected_seconds(ctx, costs) + folds * costs.encode(ctx.selection_texts())
+
+    def held_out_look(self, ctx: Context, costs: Costs) -> float:
+        """The first fold's held-out queries ranked against the selection pool, encoded by its model."""
+        return costs.encode(ctx.selection_texts())
 
     def write_training(self, rows: list[tuple], path: Path) -> None:
         path.write_text("".join("\t".join(" ".join(field.split()) for field in row) + "\n" for row in rows), encoding="utf-8")

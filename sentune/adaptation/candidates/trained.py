@@ -58,6 +58,17 @@ class Trained(WithRun):
         training = costs.steps(recipe, recipe.training.max_steps) + EVALUATIONS * costs.encode(ctx.selection_texts())
         return share * training + race_checks(ctx, costs) + costs.encode(ctx.eval_texts())
 
+    def first_look_seconds(self, ctx: Context, costs: Costs) -> float:
+        """The race's first round: the first rung of its steps with its evaluations in them, its evaluation at the pause
+        and the race's check of it on the train pairs (it is scored only once it finishes)."""
+        from sentune.adaptation.context import EVALUATIONS
+        from sentune.adaptation.race import RUNGS
+
+        recipe = ctx.recipe(self.recipe_name)
+        training = costs.steps(recipe, recipe.training.max_steps) + EVALUATIONS * costs.encode(ctx.selection_texts())
+        first = RUNGS[0] * training + costs.encode(ctx.selection_texts()) + race_checks(ctx, costs) / (len(RUNGS) - 1)
+        return min(first, self.expected_seconds(ctx, costs))
+
     def finish(self, label: str, ctx: Context) -> dict[str, np.ndarray]:
         return finish_trained(self, label, ctx)
 
@@ -87,20 +98,34 @@ class Ensemble(WithRun):
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         """Seeds 2..N of a trained candidate, each for the steps the race is expected to leave one, every member's
         encoding of the corpus (the learner's targets), the learner raced alone with its evaluations, and its scoring."""
+        if not ctx.plan.raced:
+            return 0.0
+        members, learner = self._parts(ctx, costs)
+        return members + learner + race_checks(ctx, costs) + costs.encode(ctx.eval_texts())
+
+    def first_look_seconds(self, ctx: Context, costs: Costs) -> float:
+        """Its members (each trained to its end: the learner distils what they are), their targets, and its learner's
+        first round of the race with the race's check of it; the rest is the learner's later rounds and its scoring."""
+        from sentune.adaptation.race import RUNGS
+
+        members, learner = self._parts(ctx, costs)
+        return min(members + RUNGS[0] * learner + race_checks(ctx, costs) / (len(RUNGS) - 1), self.expected_seconds(ctx, costs))
+
+    def _parts(self, ctx: Context, costs: Costs) -> tuple[float, float]:
+        """The seconds of its members with their targets, and of its learner's training with its evaluations."""
         from sentune.adaptation.context import EVALUATIONS
         from sentune.adaptation.time_plan import race_share
+        from sentune.training.recipe import load_recipe
 
         sources = [ctx.recipe(c.recipe_name) for c in ctx.plan.raced]
         if not sources:
-            return 0.0
+            return 0.0, 0.0
         member = sum(costs.steps(r, r.training.max_steps) * race_share(costs.raced) for r in sources) / len(sources)  # which wins is not known
-        from sentune.training.recipe import load_recipe
-
         learner = load_recipe("adapt/sed", check=False)  # its members are known once the race is over
         steps = ctx.config.budget.steps or -(-len(ctx.inputs.corpus) // learner.training.batch_size)  # ctx.recipe's default
-        training = costs.steps(learner, steps) + EVALUATIONS * costs.encode(ctx.selection_texts()) + race_checks(ctx, costs)
+        training = costs.steps(learner, steps) + EVALUATIONS * costs.encode(ctx.selection_texts())
         targets = ctx.config.sed_members * costs.encode(len(ctx.inputs.corpus))  # every member encodes the corpus once
-        return (ctx.config.sed_members - 1) * member + targets + training + costs.encode(ctx.eval_texts())
+        return (ctx.config.sed_members - 1) * member + targets, training
 
     def builds_on(self, others: list[Candidate], ctx: Context) -> tuple[str, ...]:
         return tuple(c.name for c in others if isinstance(c, Trained))
