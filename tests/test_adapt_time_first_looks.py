@@ -245,3 +245,36 @@ def test_a_supervised_member_that_did_not_race_is_judged_whole_at_its_turn(monke
     timing = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False, kept={"supervised": Planned("supervised", 900.0, 2.0)})
     stop_for_time(None, SimpleNamespace(time_plan=timing))  # no race ran
     assert "supervised" not in timing.begun and timing.still_fits("supervised").startswith("the default --time 30m: expected 15.0 min now, 5.0 min left")
+
+
+def test_under_time_a_race_going_on_never_takes_the_first_looks_of_those_not_begun(monkeypatch):
+    """scripts/main.sh's case (--time 6m): the race's round 1 ran late, 69 s are left, and supervised (first look 24 s)
+    and wise after it (84 s, built on supervised or sg-opt) have not begun. sg-opt does not go on (nothing is left beside
+    their 108 s), supervised still starts (wise, built on it, is not held against it), and its training
+    may take what is left; a racer's cap never eats a first look still held for another."""
+    now = [0.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    kept = {
+        "sg-opt": Planned("sg-opt", 160.0, 0.5, first=20.0),
+        "supervised": Planned("supervised", 126.0, 3.0, first=24.0),
+        "wise": Planned("wise", 84.0, 1.0, needs=("supervised", "sg-opt")),  # built on either
+    }
+    plan = TimePlan(limit=360.0, started=0.0, kept=dict(kept))
+    plan.begin("sg-opt")
+    now[0] = 291.0
+    assert plan.with_followers("supervised") == {"supervised", "wise"} and plan.with_followers("sg-opt") == {"sg-opt", "wise"}
+    stopped = plan.go_on({"sg-opt": 140.0})
+    assert list(stopped) == ["sg-opt"] and "held for the first looks of those not begun" in stopped["sg-opt"]
+    # its cap, were it to go on: its share of the 69 s, never supervised's held 24 (wise, built on it too, is not held)
+    assert plan.allowance("sg-opt") == pytest.approx(min(69.0 * 160.0 / (160.0 + 126.0 + 84.0), 69.0 - 24.0))
+    plan.finished("sg-opt", 30.0, reached=0.0)  # 30 s for its 20: the run is 1.5 times late
+    assert plan.still_fits("supervised") is None  # 36 s (24, late 1.5 times) of 69, wise not held against it
+    plan.current = "supervised"
+    plan.begin("supervised")
+    assert plan.allowance("supervised") == pytest.approx(69.0 * 126.0 / (126.0 + 84.0))  # its share; wise keeps the rest
+    # with time to spare, a racer goes on under --time (its training capped at its share instead)
+    roomy = TimePlan(limit=3600.0, started=0.0, kept=dict(kept))
+    roomy.begin("sg-opt")
+    assert roomy.go_on({"sg-opt": 140.0}) == {}
+    # a candidate that is not a follower stays held: another racer's cap leaves supervised's first look alone
+    assert roomy.allowance("sg-opt") <= roomy.left() - kept["supervised"].look

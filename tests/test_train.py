@@ -426,3 +426,20 @@ def test_the_trained_model_reads_as_far_as_the_model_it_started_from(tiny_model_
     wrapped = AtReadingLength(Short(), reads)
     assert wrapped(model) == {"spearman": float(reads)} and model.max_seq_length == 6
     assert wrapped.primary_metric == "spearman" and wrapped.title == "STS-B dev"
+
+
+@pytest.mark.parametrize("strategy, evaluates", [("no", False), ("steps", True)])
+def test_a_stop_for_time_or_a_pause_asks_for_an_evaluation_only_when_the_run_has_a_dev_set(strategy, evaluates):
+    """adapt's supervised candidate trains without a dev set (eval_strategy "no"): a training.max_minutes stop or a
+    race's pause that asked for an evaluation made the Trainer raise 'Evaluation requires specifying an eval_dataset'."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from sentune.training.loop import PauseAt, TimeBudget
+
+    args = TrainingArguments(output_dir="unused", eval_strategy=strategy, eval_steps=10, report_to=[])
+    state = TrainerState()
+    state.global_step, state.max_steps = 5, 100
+    for callback in (TimeBudget(minutes=0.0), PauseAt(step=5)):
+        control = TrainerControl()
+        callback.on_step_end(args, state, control)
+        assert control.should_training_stop and control.should_save and control.should_evaluate is evaluates

@@ -210,6 +210,12 @@ class TimePlan:
         """The first looks of the kept candidates not begun yet (but `besides`): what no other may spend."""
         return sum(c.look for n, c in self.kept.items() if n not in self.done and n not in self.begun and n not in besides)
 
+    def with_followers(self, name: str) -> set[str]:
+        """`name` and the kept candidates built on it: their first looks are not held back against `name` itself. Held
+        against it, a follow-up could block the one it is best built on and then not fit itself (wise after supervised,
+        left out together with a minute unspent); if `name` does not run, they are held again for the others."""
+        return {name} | {n for n, c in self.kept.items() if name in c.needs}
+
     def follow_up(self, name: str) -> bool:
         """A cheap follow-up: built on others, all first look, at most CHEAP_FOLLOW_UP of the limit (it keeps its
         planned minutes: judged on them unscaled, and under the default time once one it is built on has run)."""
@@ -230,9 +236,10 @@ class TimePlan:
             expected = c.look
         else:
             expected = c.look * self.scale()
-        room = self.left() - self.held_back({name})
+        mine = self.with_followers(name)
+        room = self.left() - self.held_back(mine)
         if expected > room:
-            return f"{self.source}: expected {minutes(expected)} now, {minutes(max(room, 0.0))} left{self._beside({name})}{self._would(expected, {name})}"
+            return f"{self.source}: expected {minutes(expected)} now, {minutes(max(room, 0.0))} left{self._beside(mine)}{self._would(expected, mine)}"
         return None
 
     def _would(self, expected: float, names: Collection[str]) -> str:
@@ -270,11 +277,17 @@ class TimePlan:
         """After their first looks, which of the candidates (best on the evidence first) do not go on under the
         default time, each with why and the --time that would let it: the rest of each (`rests`: its seconds, as
         measured where the run measured them), added best first, past what is left beside the first looks held back
-        for those not begun. Under --time none is stopped here: each training is capped at its share instead."""
-        if self.given:
-            return {}
-        spent = time.monotonic() - self.started
+        for those not begun. Under --time each training is capped at its share instead (minutes_cap), and here only
+        stopped when nothing is left beside those held-back first looks: going on would take the time of a candidate
+        not yet looked at."""
         held = self.held_back(list(rests))
+        if self.given:
+            room = self.left() - held
+            if room > 0:
+                return {}
+            why = f"--time: {minutes(max(self.left(), 0.0))} left, {minutes(held)} of it held for the first looks of those not begun"
+            return dict.fromkeys(rests, why)
+        spent = time.monotonic() - self.started
         left, taken, stopped = max(self.left() - held, 0.0), 0.0, {}
         for name, rest in rests.items():
             if taken + rest > left:
@@ -308,7 +321,9 @@ class TimePlan:
         (the whole of what is left for the last)."""
         waiting = [c.seconds for n, c in self.kept.items() if n not in self.done]
         share = self.kept[name].seconds / sum(waiting) if name in self.kept and sum(waiting) > 0 else 1.0
-        return max(self.left(), 0.0) * min(1.0, share)
+        # never the first looks still held for those not begun, but for those that can only follow this one
+        beside = self.left() - self.held_back(self.with_followers(name))
+        return max(min(self.left() * min(1.0, share), beside), 0.0)
 
     def minutes_cap(self) -> float | None:
         """The minutes a training may take now: the running candidate's allowance (at least a few seconds). None under

@@ -183,7 +183,8 @@ class TimeBudget(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.budget is not None and self.seconds() >= self.budget and not control.should_training_stop:
-            control.should_training_stop = control.should_evaluate = True
+            control.should_training_stop = True
+            control.should_evaluate = evaluates(args)  # a run without a dev set has nothing to evaluate the step on
             control.should_save = self.save
             logger.info("training.max_minutes: %.1f min used, training stops at step %d", self.seconds() / 60, state.global_step)
 
@@ -198,8 +199,15 @@ class PauseAt(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.step is not None and state.global_step >= self.step and state.global_step < state.max_steps and not control.should_training_stop:
-            control.should_training_stop = control.should_evaluate = control.should_save = True
+            control.should_training_stop = control.should_save = True
+            control.should_evaluate = evaluates(args)
             self.paused = True
+
+
+def evaluates(args) -> bool:
+    """Whether the run evaluates on a dev set (its eval_strategy is not "no"): a stop asks for an evaluation only then,
+    since the Trainer has no eval dataset to evaluate otherwise."""
+    return str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no"
 
 
 class FreeMemory(TrainerCallback):
