@@ -278,3 +278,62 @@ def test_under_time_a_race_going_on_never_takes_the_first_looks_of_those_not_beg
     assert roomy.go_on({"sg-opt": 140.0}) == {}
     # a candidate that is not a follower stays held: another racer's cap leaves supervised's first look alone
     assert roomy.allowance("sg-opt") <= roomy.left() - kept["supervised"].look
+
+
+def _sed_toy(monkeypatch, records: dict):
+    """A context for sed over one raced simcse of 400 steps, a corpus of 3,200 texts and 3 members."""
+    from dataclasses import replace
+
+    from sentune.adaptation import race_rows
+    from sentune.training.recipe import load_recipe
+
+    monkeypatch.setattr(race_rows, "race_train_pairs", lambda ctx: 100)
+
+    def recipe(name, steps=400, seed=1, **_):
+        found = load_recipe(name, check=False)
+        return replace(found, training=replace(found.training, max_steps=steps, eval_steps=10, seed=seed))
+
+    raced = [SimpleNamespace(name="simcse", recipe_name="adapt/simcse")]
+    return SimpleNamespace(
+        recipe=recipe, plan=SimpleNamespace(raced=raced), records=records, out=None, selection_texts=lambda: 500, eval_texts=lambda: 4000,
+        config=SimpleNamespace(budget=SimpleNamespace(steps=None), sed_members=3), inputs=SimpleNamespace(corpus=["x"] * 3200),
+    )  # fmt: skip
+
+
+def test_sed_plans_its_members_to_the_races_first_rung_and_is_judged_at_its_turn_on_the_steps_its_source_took(monkeypatch):
+    """A member trains as many steps as the race's best candidate needed (its best step): before the race the first look
+    counts the members to the race's first rung, not a share of all their steps; at sed's turn the plan expects it again
+    with the best step the race found, so a source that needed 40 steps makes sed cheap and one that needed 400 dear."""
+    from sentune.adaptation.candidates.trained import Ensemble
+    from sentune.adaptation.context import EVALUATIONS
+    from sentune.adaptation.race import RUNGS
+
+    costs = time_plan.Costs(0.01, {"simcse": 10.0, "sed": 3.0}, raced=4)
+    step = {"simcse": 10.0 * 32 * 0.01, "sed": 3.0 * 32 * 0.01}  # a step's seconds: per text of the batch × batch × text cost
+    learner = 100 * step["sed"] + EVALUATIONS * 500 * 0.01  # the learner: one pass over the corpus, 3200 / 32 steps
+    targets, checks, scoring = 3 * 3200 * 0.01, 3 * 2 * 100 * 0.01, 4000 * 0.01
+
+    ctx = _sed_toy(monkeypatch, {})
+    sed = Ensemble("sed")
+    assert sed.expected_at_turn(ctx, costs) is None  # no trained record yet: as planned
+    look = sed.first_look_seconds(ctx, costs)
+    assert look == pytest.approx(2 * RUNGS[0] * 400 * step["simcse"] + targets + RUNGS[0] * learner + checks / 3)
+    whole = 2 * time_plan.race_share(4) * 400 * step["simcse"] + targets + learner + checks + scoring
+    assert sed.expected_seconds(ctx, costs) == pytest.approx(whole)
+
+    def source(best_step):
+        record = SimpleNamespace(kind="trained", scored=True, weights=lambda out: "w", dev_score=80.0, best_step=best_step, name="simcse")
+        record.detail = {"recipe": {"training": {"eval_steps": 10}}}
+        return {"simcse": record}
+
+    plan = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False, kept={"sed": Planned("sed", whole, 0.5, first=look)}, costs=costs)
+    for best_step in (40, 400):
+        ctx.records = source(best_step)
+        plan.re_expect(sed, ctx)
+        members = 2 * best_step * step["simcse"] + targets
+        assert plan.kept["sed"].seconds == pytest.approx(members + learner + checks + scoring)
+        assert plan.kept["sed"].look == pytest.approx(members + RUNGS[0] * learner + checks / 3)
+    plan.begin("sed")  # once begun it is not expected again
+    ctx.records = source(40)
+    plan.re_expect(sed, ctx)
+    assert plan.kept["sed"].look == pytest.approx(2 * 400 * step["simcse"] + targets + RUNGS[0] * learner + checks / 3)

@@ -207,6 +207,7 @@ def left_out_late(candidate: Candidate, candidates: Plan, label: str, ctx: Conte
     timing = ctx.time_plan
     if timing is None or candidate.name == UNCHANGED or candidate.finished(ctx):
         return False
+    timing.re_expect(candidate, ctx)
     reason = timing.still_fits(candidate.name)
     if reason is not None:
         leave_out(candidate, candidates, label, reason, ctx)

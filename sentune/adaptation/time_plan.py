@@ -153,6 +153,7 @@ class TimePlan:
     given: bool = True  # the limit is --time's (False: DEFAULT_TIME's, a run without --time)
     including: dict[str, int] = field(default_factory=dict)  # left out at planning -> the --time minutes that keep it
     stopped: dict[str, str] = field(default_factory=dict)  # stopped after a first look for want of time (go_on) -> why
+    costs: Costs | None = None  # the run's measured costs the plan was made with (re_expect expects with them again)
 
     @property
     def source(self) -> str:
@@ -198,6 +199,17 @@ class TimePlan:
         ways = [self._bundle(by_name[n], by_name) for n in c.needs if n in by_name and n not in self.left_out]
         found = [w for w in ways if w is not None]
         return [*min(found, key=lambda w: (-w[-1].gain, sum(b.look for b in w))), c] if found else None
+
+    def re_expect(self, candidate: Any, ctx: Any) -> None:
+        """A kept candidate not begun, expected again at its turn with what the run knows now (its kind's
+        expected_at_turn: sed once the race's best step is known), so that it is judged on its real cost."""
+        c = self.kept.get(candidate.name)
+        if c is None or self.costs is None or candidate.name in self.begun:
+            return
+        now = candidate.expected_at_turn(ctx, self.costs)
+        if now is not None:
+            seconds, look = now
+            self.kept[candidate.name] = replace(c, seconds=seconds, first=look)
 
     def left(self) -> float:
         return self.limit - (time.monotonic() - self.started)
@@ -420,6 +432,7 @@ def plan_run(candidates: Any, ctx: Any, started: float) -> TimePlan:
             break
         assumed = kept
     timing.including = time_to_include(timing, first, items, already)
+    timing.costs = costs
     for candidate in list(candidates.all):
         if candidate.name in timing.left_out:
             getattr(candidates, candidate.phase).remove(candidate)

@@ -108,6 +108,11 @@ class Candidate:
         a fusion, nearly free) is all first look."""
         return self.expected_seconds(ctx, costs)
 
+    def expected_at_turn(self, ctx: Context, costs: Costs) -> tuple[float, float] | None:
+        """Its expected seconds and first look again when its turn comes, for a kind whose cost depends on what the run
+        learnt since it planned (sed: how far the race's best candidate trained); None: as planned."""
+        return None
+
     def builds_on(self, others: list[Candidate], ctx: Context) -> tuple[str, ...]:
         """The candidates it is built from, any one of which it needs (--time leaves it out without them)."""
         return ()

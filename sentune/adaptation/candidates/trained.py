@@ -96,36 +96,61 @@ class Ensemble(WithRun):
         return [cls(SED)] if SED in setup.methods else []
 
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
-        """Seeds 2..N of a trained candidate, each for the steps the race is expected to leave one, every member's
-        encoding of the corpus (the learner's targets), the learner raced alone with its evaluations, and its scoring."""
+        """Seeds 2..N of a trained candidate, each for the steps the race is expected to leave one (once it is over: as
+        many as the best of them needed), every member's encoding of the corpus (the learner's targets), the learner
+        raced alone with its evaluations, and its scoring."""
         if not ctx.plan.raced:
             return 0.0
         members, learner = self._parts(ctx, costs)
         return members + learner + race_checks(ctx, costs) + costs.encode(ctx.eval_texts())
 
     def first_look_seconds(self, ctx: Context, costs: Costs) -> float:
-        """Its members (each trained to its end: the learner distils what they are), their targets, and its learner's
-        first round of the race with the race's check of it; the rest is the learner's later rounds and its scoring."""
+        """Its members, their targets, and its learner's first round of the race with the race's check of it; the rest
+        is the learner's later rounds and its scoring. A member trains as many steps as the race's best candidate
+        needed to reach its best checkpoint (produce): before the race that is known only to be at least its first
+        round, so the first look counts the members to the race's first rung, and at its turn (expected_at_turn) the
+        members' real steps are counted."""
         from sentune.adaptation.race import RUNGS
 
-        members, learner = self._parts(ctx, costs)
+        members, learner = self._parts(ctx, costs, first=True)
         return min(members + RUNGS[0] * learner + race_checks(ctx, costs) / (len(RUNGS) - 1), self.expected_seconds(ctx, costs))
 
-    def _parts(self, ctx: Context, costs: Costs) -> tuple[float, float]:
-        """The seconds of its members with their targets, and of its learner's training with its evaluations."""
+    def expected_at_turn(self, ctx: Context, costs: Costs) -> tuple[float, float] | None:
+        """Once the race is over its members' steps are known (the best trained candidate's best step): its expected
+        seconds and first look again, with them."""
+        if not tuned_sources(ctx, (Trained.kind,)):
+            return None
+        return self.expected_seconds(ctx, costs), self.first_look_seconds(ctx, costs)
+
+    def _parts(self, ctx: Context, costs: Costs, *, first: bool = False) -> tuple[float, float]:
+        """The seconds of its members with their targets, and of its learner's training with its evaluations; the
+        members, before the race is over, at the share of their steps the race is expected to leave one (`first`: its
+        first rung), since which candidate wins and where its best checkpoint lies are not known yet."""
         from sentune.adaptation.context import EVALUATIONS
+        from sentune.adaptation.race import RUNGS
         from sentune.adaptation.time_plan import race_share
         from sentune.training.recipe import load_recipe
 
-        sources = [ctx.recipe(c.recipe_name) for c in ctx.plan.raced]
-        if not sources:
-            return 0.0, 0.0
-        member = sum(costs.steps(r, r.training.max_steps) * race_share(costs.raced) for r in sources) / len(sources)  # which wins is not known
+        trained = tuned_sources(ctx, (Trained.kind,))
+        if trained:
+            source = best(trained)
+            member = costs.steps(self.member_recipe(ctx, source.name, self.member_steps(source), 2), self.member_steps(source))
+        else:
+            sources = [ctx.recipe(c.recipe_name) for c in ctx.plan.raced]
+            if not sources:
+                return 0.0, 0.0
+            share = RUNGS[0] if first else race_share(costs.raced)
+            member = sum(costs.steps(r, r.training.max_steps) * share for r in sources) / len(sources)
         learner = load_recipe("adapt/sed", check=False)  # its members are known once the race is over
         steps = ctx.config.budget.steps or -(-len(ctx.inputs.corpus) // learner.training.batch_size)  # ctx.recipe's default
         training = costs.steps(learner, steps) + EVALUATIONS * costs.encode(ctx.selection_texts())
         targets = ctx.config.sed_members * costs.encode(len(ctx.inputs.corpus))  # every member encodes the corpus once
         return (ctx.config.sed_members - 1) * member + targets, training
+
+    @staticmethod
+    def member_steps(source: CandidateRecord) -> int:
+        """A member's steps: as many as `source` needed to reach its best checkpoint (at least one evaluation's)."""
+        return max(source.best_step or 1, source.detail["recipe"]["training"]["eval_steps"])
 
     def builds_on(self, others: list[Candidate], ctx: Context) -> tuple[str, ...]:
         return tuple(c.name for c in others if isinstance(c, Trained))
@@ -172,7 +197,7 @@ class Ensemble(WithRun):
         if not trained:
             return write_record(self, {}, self.skip("no trained candidate with weights left to take an ensemble from (--prune removes them)"), 0.0, label, ctx)
         source = best(trained)  # finished or raced out: its best checkpoint is seed 1
-        steps = max(source.best_step or 1, source.detail["recipe"]["training"]["eval_steps"])
+        steps = self.member_steps(source)
         say(f"{label} {self.name}: {self.describe(ctx)}: seeds 1..{ctx.config.sed_members} of {source.name} ({steps} steps each)")
         started = time.perf_counter()
         jobs = [(self.member_recipe(ctx, source.name, steps, seed), self.folder(ctx) / f"member-{seed}") for seed in range(2, ctx.config.sed_members + 1)]
