@@ -204,9 +204,9 @@ def test_one_left_out_late_under_the_default_time_is_named_with_the_time_that_wo
 @pytest.mark.slow
 def test_a_run_without_time_stops_after_a_first_look_those_whose_rest_does_not_fit(tiny_model_dir, labelled, tmp_path, monkeypatch):  # noqa: F811
     """Through `sentune adapt` without --time, the time rule answering 'no room' for simcse after the race's first round
-    and for the supervised member going on: simcse's record says it stopped after round 1 with the time's reason, the
-    member is skipped with it, results.json's meta.time.stopped and results.md name both, and wise, a cheap follow-up,
-    still runs on the best tuned weights there are."""
+    and for the supervised member going on: simcse ends at its best checkpoint so far and is scored as a finished
+    candidate (it may still be chosen), the member is skipped with the time's reason, results.json's meta.time.stopped
+    and results.md name both, and wise, a cheap follow-up, still runs on the best tuned weights there are."""
     import json
 
     from sentune.cli import main
@@ -218,7 +218,9 @@ def test_a_run_without_time_stops_after_a_first_look_those_whose_rest_does_not_f
         asked.append(list(rests))
         real(self, rests)  # the real rule runs too (it stops nothing here: the toy is fast)
         return {
-            name: f"no room for the rest of {name}; --time 99m would let it go on" for name in rests if name in ("simcse", "supervised", "supervised-stacked")
+            name: f"no room for the rest of {name}; --time 99m would let it go on"
+            for name in rests
+            if name in ("simcse", "ct", "supervised", "supervised-stacked")
         }
 
     monkeypatch.setattr(TimePlan, "go_on", no_room)
@@ -227,14 +229,15 @@ def test_a_run_without_time_stops_after_a_first_look_those_whose_rest_does_not_f
     assert main([*_args(tiny_model_dir, labelled, out), *methods]) == 0
     results = json.loads((out / "results.json").read_text())
     stopped = results["meta"]["time"]["stopped"]
-    assert asked[0] == ["simcse"]  # after round 1, ct behind by halving: simcse alone is asked about
-    assert "simcse" in stopped and len(stopped) == 2
-    simcse = results["candidates"]["simcse"]
-    assert simcse["stopped"]["reason"] == stopped["simcse"] and simcse["race"]["round"] == 1
-    member = next(n for n in stopped if n != "simcse")
+    assert len(asked[0]) == 1  # after round 1 the other is behind by halving: the one going on alone is asked about
+    going = asked[0][0]
+    assert going in stopped and len(stopped) == 2
+    ended = results["candidates"][going]  # ended at its best checkpoint so far: judged as a finished one, choosable
+    assert ended.get("stopped") is None and ended["test"] is not None and ended["confirm"] is not None
+    member = next(n for n in stopped if n != going)
     assert results["candidates"][member]["skipped"] == stopped[member]
     assert "wise" in results["candidates"] and results["candidates"]["wise"].get("skipped") is None
-    assert "Stopped after a first look by --time 30m, the default: `simcse` (no room for the rest of simcse" in (out / "results.md").read_text()
+    assert f"Stopped after a first look by --time 30m, the default: `{going}` (no room for the rest of {going}" in (out / "results.md").read_text()
 
 
 def test_a_supervised_member_that_did_not_race_is_judged_whole_at_its_turn(monkeypatch):
@@ -337,3 +340,103 @@ def test_sed_plans_its_members_to_the_races_first_rung_and_is_judged_at_its_turn
     ctx.records = source(40)
     plan.re_expect(sed, ctx)
     assert plan.kept["sed"].look == pytest.approx(2 * 400 * step["simcse"] + targets + RUNGS[0] * learner + checks / 3)
+
+
+def test_a_race_whose_costs_were_expected_exactly_leaves_the_run_on_time(monkeypatch):
+    """Four racers of T seconds each, halved 4 → 2 → 1: two stop after round 1 (T/8 each), one after round 2 (T/4),
+    one trains all of T. Each is planned at the race's average share (race_share) with T as its whole; charged as far as
+    each went, the run is on time (scale 1), and the one going on is expected to need the rest of all of T."""
+    from sentune.adaptation.candidates import Trained
+    from sentune.adaptation.race import RUNGS, reached
+
+    T = 800.0
+    share = time_plan.race_share(4)
+    assert share * 4 == pytest.approx(1.5)  # 4·T/8 + 2·T/8 + 1·T/4 + 1·T/2
+    plan = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False)
+    plan.kept = {n: Planned(n, share * T, 0.0, first=RUNGS[0] * T, whole=T) for n in "abcd"}
+    for name, spent, round_number in (("a", T / 8, 1), ("b", T / 8, 1), ("c", T / 4, 2), ("d", T, None)):
+        plan.finished(name, spent, reached(round_number))
+    assert plan.scale() == pytest.approx(1.0)
+    going = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False, kept={"d": Planned("d", share * T, 0.0, first=RUNGS[0] * T, whole=T)})
+    assert going.rest("d") == pytest.approx(T - RUNGS[0] * T)  # not share·T − T/8
+    # a raced training's whole is all of its steps with the race's checks and its scoring, its expected the share of them
+    monkeypatch.setattr(time_plan, "race_share", lambda raced: 0.25)
+    from sentune.adaptation import race_rows
+
+    monkeypatch.setattr(race_rows, "race_train_pairs", lambda ctx: 100)
+    recipe = SimpleNamespace(name="adapt/simcse", training=SimpleNamespace(max_steps=400, batch_size=32))
+    ctx = SimpleNamespace(recipe=lambda name: recipe, selection_texts=lambda: 0, eval_texts=lambda: 1000)
+    costs = time_plan.Costs(0.01, {"simcse": 10.0}, raced=4)
+    trained = Trained("simcse", "adapt/simcse")
+    rest = 3 * 2 * 100 * 0.01 + 1000 * 0.01  # the checks and the scoring
+    assert trained.whole_seconds(ctx, costs) - rest == pytest.approx(4 * (trained.expected_seconds(ctx, costs) - rest))
+
+
+def test_a_supervised_member_going_on_is_expected_to_train_all_its_folds():
+    """Two supervised members race (pairs, no --train): each is planned at the share the fold race is expected to keep
+    (one of two goes on), the one that goes on is whole: all K folds and the refit."""
+    from sentune.adaptation.candidates.supervised import Supervised
+    from sentune.adaptation.crossfit import FOLDS
+
+    member = Supervised("supervised")
+    costs = time_plan.Costs(0.01, {"cosent": 5.0, "online-contrastive": 5.0})
+    unit = SimpleNamespace()
+    ctx = SimpleNamespace(
+        plan=SimpleNamespace(after_race=[member, Supervised("supervised-stacked")]), inputs=SimpleNamespace(task=SimpleNamespace(train_units=lambda: None, search=False)),
+        selection_units=lambda: [unit] * 300, eval_texts=lambda: 0, metric="spearman", config=SimpleNamespace(budget=SimpleNamespace(steps=None)),
+    )  # fmt: skip
+    expected, whole = member.expected_seconds(ctx, costs), member.whole_seconds(ctx, costs)
+    assert expected > 0
+    fold = (FOLDS - 1) / FOLDS
+    assert whole / expected == pytest.approx(FOLDS / (fold + (FOLDS - fold) * 0.5))
+
+
+def test_one_skipped_before_it_spent_anything_says_nothing_of_the_runs_lateness():
+    plan = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False)
+    plan.kept = {"a": Planned("a", 100.0, 0.0), "sed": Planned("sed", 1800.0, 0.5)}
+    plan.finished("a", 200.0)  # twice as long as expected
+    plan.finished("sed", 0.0)  # skipped: nothing to build on; it would have hidden a's lateness (200 / 1900)
+    assert plan.scale() == pytest.approx(2.0)
+
+
+def test_the_race_starts_though_those_built_on_its_members_would_not_fit_beside_them(monkeypatch):
+    """15 min left at the race's start, sed (12 min of first look, built on the racers) not begun: held against them, no
+    racer could start and sed would then have nothing to be built on; another candidate's first look stays held."""
+    now = [900.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    plan = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False)
+    plan.kept = {
+        "simcse": Planned("simcse", 400.0, 0.0, first=150.0),
+        "ct": Planned("ct", 400.0, 0.0, first=150.0),
+        "sed": Planned("sed", 1200.0, 0.5, needs=("simcse", "ct"), first=720.0),
+        "supervised": Planned("supervised", 900.0, 2.0, first=500.0),
+    }
+    late = plan.still_fit_together(["simcse", "ct"])
+    assert late == {}  # 300 s of their looks in the 900 left beside supervised's 500
+    plan.kept["supervised"] = Planned("supervised", 900.0, 2.0, first=700.0)
+    assert set(plan.still_fit_together(["simcse", "ct"])) == {"ct"}  # 200 beside supervised's 700: one of them starts
+
+
+def test_one_left_out_at_its_turn_takes_those_built_on_it_alone_along(monkeypatch):
+    """SciFact under the default time: hybrid (MaxP's later windows, minutes) no longer fits at its turn; unchanged-maxp,
+    planned as costing nothing more since it reads hybrid's windows, must not then pay for them itself. One built on
+    another that is still kept stays."""
+    from sentune.adaptation import phases
+    from sentune.adaptation.candidates.plan import Plan
+    from sentune.adaptation.candidates.search import Hybrid, UnchangedMaxp
+    from sentune.adaptation.candidates.untuned import Unchanged
+
+    now = [1500.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    timing = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False)
+    timing.kept = {
+        "hybrid": Planned("hybrid", 700.0, 8.0),
+        "unchanged-maxp": Planned("unchanged-maxp", 0.0, 0.0, needs=("hybrid",)),
+        "prf": Planned("prf", 10.0, 1.0, needs=("hybrid", "unchanged")),
+    }
+    plan = Plan(before_race=[Unchanged("unchanged")], after_race=[Hybrid("hybrid"), UnchangedMaxp("unchanged-maxp"), UnchangedMaxp("prf")])
+    ctx = SimpleNamespace(time_plan=timing)
+    monkeypatch.setattr(Hybrid, "finished", lambda self, ctx: False)
+    assert phases.left_out_late(plan.after_race[0], plan, "[9/17]", ctx)
+    assert [c.name for c in plan.after_race] == ["prf"]
+    assert timing.left_out["unchanged-maxp"] == "built on hybrid, left out" and "unchanged-maxp" not in timing.kept

@@ -188,7 +188,7 @@ def test_a_training_candidate_that_no_longer_fits_does_not_start_the_race(monkey
     candidates = Plan(before_race=[Unchanged("unchanged")], raced=[Trained("simcse", "simcse"), Trained("ct", "ct")])
     started: list[str] = []
     monkeypatch.setattr("sentune.adaptation.race.race", lambda entries, ctx, finish: started.extend(e.name for e in entries))
-    monkeypatch.setattr(phases, "load_record", lambda folder: SimpleNamespace(seconds=1.0, stopped=None, race=None))
+    monkeypatch.setattr(phases, "load_record", lambda folder: SimpleNamespace(seconds=1.0, stopped=None, race=None, skipped=None))
     recipe = SimpleNamespace(training=SimpleNamespace(max_minutes=None, max_steps=10))
     ctx = SimpleNamespace(
         time_plan=timing,

@@ -18,13 +18,17 @@ for example in $examples; do
   sentune adapt --example "$example" --quiet --out "$out"
   rows+=("$(python - "$out/results.json" "$example" $(($(date +%s) - start)) <<'EOF'
 import json
+import re
 import sys
 
 results = json.load(open(sys.argv[1]))
 planned = results["meta"]["time"]
 minutes = sum(c.get("seconds") or 0.0 for c in results["candidates"].values()) / 60
 budget = (planned.get("limit_s") or 30 * 60) / 60
-left = "; ".join(f"{name} ({why.split(';')[0]}, --time {planned['time_to_include_min'].get(name, '?')}m)" for name, why in planned["left_out"].items())
+def including(name, why):  # planned left out: the plan's --time; left out at its turn: the one its reason names
+    found = re.search(r"--time (\d+)m would include it", why)
+    return planned["time_to_include_min"].get(name) or (found.group(1) if found else "?")
+left = "; ".join(f"{name} ({why.split(';')[0]}, --time {including(name, why)}m)" for name, why in planned["left_out"].items())
 stopped = "; ".join(f"{name} ({why.split(';')[0]})" for name, why in planned.get("stopped", {}).items())
 chosen = results["choice"]["name"]
 tests = {name: (c.get("test") or {}).get("score") for name, c in results["candidates"].items()}

@@ -14,8 +14,10 @@ back. sentune.adaptation.run runs them in turn, saying each one's name and time.
 8. write: OUT/model (and a search run's index), results.json/.md and report.html.
 
 A candidate whose first look no longer fits what is left when its turn comes (beside the first looks held back for
-those not begun) is taken out of the run with its reason (the unchanged model is always scored); without --time, one
-whose rest does not fit after its first look stops there (sentune.adaptation.time_plan.TimePlan.go_on)."""
+those not begun) is taken out of the run with its reason (the unchanged model is always scored), and those built on it
+alone with it; without --time, one whose rest does not fit after its first look stops there
+(sentune.adaptation.time_plan.TimePlan.go_on): a raced training ends at its best checkpoint so far and is judged as a
+finished one, a supervised race's member is skipped."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from sentune.adaptation.candidates import Candidate, Plan
     from sentune.adaptation.context import Context
     from sentune.adaptation.run_state import RunState
+    from sentune.adaptation.time_plan import TimePlan
 
 logger = logging.getLogger(__name__)
 SUPERVISED_KIND = "supervised"  # sentune.adaptation.candidates.Supervised.kind: its members race in a phase of their own
@@ -202,8 +205,9 @@ def run_candidates(candidates: list[Candidate], ctx: Context, state: RunState) -
 
 
 def left_out_late(candidate: Candidate, candidates: Plan, label: str, ctx: Context) -> bool:
-    """Under --time, a candidate not yet produced whose expected time no longer fits what is left is taken out of the
-    run, with its reason (True); the unchanged model is always scored."""
+    """A candidate not yet produced whose first look (expected again with what the run knows now: re_expect) no longer
+    fits what is left, under --time or the default time, is taken out of the run with its reason (True); the unchanged
+    model is always scored."""
     timing = ctx.time_plan
     if timing is None or candidate.name == UNCHANGED or candidate.finished(ctx):
         return False
@@ -220,11 +224,18 @@ def leave_out(candidate: Candidate, candidates: Plan, label: str, reason: str, c
     ctx.time_plan.left_out[candidate.name] = reason
     ctx.time_plan.kept.pop(candidate.name, None)
     getattr(candidates, candidate.phase).remove(candidate)
+    # those built on it alone go with it: planned as costing nothing more (unchanged-maxp reads hybrid's windows), they
+    # would otherwise pay what left it out
+    timing = ctx.time_plan
+    for follower in [c for c in candidates.all if c.name in timing.kept and c.name not in timing.begun]:
+        needs = timing.kept[follower.name].needs
+        if needs and all(n in timing.left_out for n in needs):
+            leave_out(follower, candidates, "   ", f"built on {' or '.join(needs)}, left out", ctx)
 
 
 def run_candidate(candidate: Candidate, candidates: Plan, label: str, ctx: Context) -> CandidateRecord | None:
-    """Its record (read back or produced), kept in the run's records; under --time, skipped (None) when its expected
-    time no longer fits."""
+    """Its record (read back or produced), kept in the run's records; skipped (None) when its first look no longer
+    fits the time left (left_out_late), and charged as far as it went once done."""
     if left_out_late(candidate, candidates, label, ctx):
         return None
     timing = ctx.time_plan
@@ -234,10 +245,22 @@ def run_candidate(candidate: Candidate, candidates: Plan, label: str, ctx: Conte
     record = candidate.record(label, ctx)
     ctx.records[candidate.name] = record
     evidence_seconds = score_evidence(candidate, record, ctx)
-    if timing is not None:  # one a race stopped (its record stopped, or skipped after its first round) went no further
-        reached = 0.0 if record.stopped is not None or (record.skipped and record.seconds) else 1.0
-        timing.finished(candidate.name, record.seconds + evidence_seconds, reached)
+    if timing is not None:
+        timing.finished(candidate.name, record.seconds + evidence_seconds, how_far(candidate.name, record, timing))
     return record
+
+
+def how_far(name: str, record: CandidateRecord, timing: TimePlan) -> float:
+    """How far from its first look (0) to its end (1) a candidate went: one a race stopped as far as the round that
+    did (sed's learner races alone), one the default time ended at its best checkpoint as far as it trained, one
+    skipped after its first round (a supervised race's member) no further."""
+    from sentune.adaptation.race import reached
+
+    if name in timing.reached:
+        return timing.reached[name]
+    if record.stopped is not None:
+        return reached(record.race.round) if record.race is not None else 0.0
+    return 0.0 if record.skipped and record.seconds else 1.0
 
 
 def leave_out_untrainable(candidates: Plan, ctx: Context) -> None:
@@ -258,7 +281,7 @@ def leave_out_untrainable(candidates: Plan, ctx: Context) -> None:
 def race_trained(candidates: Plan, ctx: Context) -> None:
     """The label-free training candidates trained side by side in rounds (sentune.adaptation.race), their records kept
     in the run's; under --time those that no longer fit together do not start, and each trains at most its share."""
-    from sentune.adaptation.race import RUNGS, race, reached
+    from sentune.adaptation.race import RUNGS, race
     from sentune.adaptation.race_engine import CONFIDENCE
 
     first = len(candidates.before_race) + 1
@@ -292,5 +315,4 @@ def race_trained(candidates: Plan, ctx: Context) -> None:
         record = ctx.records[candidate.name] = load_record(candidate.folder(ctx))
         evidence_seconds = score_evidence(candidate, record, ctx)
         if ctx.time_plan is not None:  # what it spent, against what as much of it as it trained was expected to take
-            stopped_after = record.race.round if record.stopped is not None and record.race is not None else None
-            ctx.time_plan.finished(candidate.name, record.seconds + evidence_seconds, reached(stopped_after))
+            ctx.time_plan.finished(candidate.name, record.seconds + evidence_seconds, how_far(candidate.name, record, ctx.time_plan))

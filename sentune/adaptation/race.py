@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from sentune.training.recipe import Recipe
 
 RUNGS = (1 / 8, 1 / 4, 1 / 2, 1.0)  # fractions of a candidate's steps after which the race compares
+# training.max_minutes for a racer the default time ends where it is: spent already, so the trainer's clock (which counts
+# the training time before the resume) stops it at its next step, evaluated and saved, and the run ends at its best
+END_NOW = 1e-6
 
 
 @dataclass
@@ -106,6 +109,28 @@ class _Training(Racer):
         self.finished[entry.name] = (self.finish(entry)["select"], entry.run / "model")
         return True
 
+    def out_of_time(self, reason: str, round_number: int, field: Field) -> None:
+        """The default time cannot take it further: it ends at the step it reached, its best checkpoint so far kept and
+        scored as a finished candidate's (a --time cap ends a training so too), rather than stopped as one behind,
+        which could not be chosen however good it is; the plan notes it stopped after a first look, and how far it
+        went. A run that cannot end so (its checkpoints gone) stops as one behind."""
+        from dataclasses import replace
+
+        entry, ctx = self.entry, self.ctx
+        say(f"    race: {entry.name} ends at its best checkpoint so far: {reason}")
+        if ctx.time_plan is not None:
+            ctx.time_plan.stopped[entry.name] = reason
+            ctx.time_plan.reached[entry.name] = reached(round_number)
+        ending = replace(entry.recipe, training=replace(entry.recipe.training, max_minutes=END_NOW))
+        train_run(
+            ending, entry.run, data_dir=ctx.data_dir or Path("."), show_progress=ctx.config.show_progress,
+            data=ctx.training_data(entry.recipe), dev=ctx.training_dev_data(),
+        )  # fmt: skip
+        if not finished_run(entry.run):
+            self.stop(reason, round_number, field)
+            return
+        self.finished[entry.name] = (self.finish(entry)["select"], entry.run / "model")
+
     def stop(self, reason: str, round_number: int, field: Field) -> None:
         rows = field.rows  # rows_digest: a run resumed on other rows races it again (race_rows.raced_elsewhere)
         race = RaceCheck(
@@ -137,17 +162,11 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, tuple[np.
         if round_number == 1:
             _print_expected(entries, [r.entry for r in active if isinstance(r, _Training)], ctx)
 
-    timed: dict[str, str] = {}  # those the time left stopped after a round, each with why
-
     def keep_to(going: list[Racer], round_number: int) -> dict[str, str]:
-        late = {} if ctx.time_plan is None else ctx.time_plan.go_on({r.name: measured_rest(r.entry) for r in going if isinstance(r, _Training)})
-        timed.update(late)
-        return late
+        """Those the time left cannot take further (each ends at its best checkpoint: _Training.out_of_time)."""
+        return {} if ctx.time_plan is None else ctx.time_plan.go_on({r.name: measured_rest(r.entry) for r in going if isinstance(r, _Training)})
 
     Race(RUNGS, ctx.metric).run(racers, lambda active, round_number: _field(active, finished, ctx, round_number, rows), between, keep_to)
-    for e in entries:
-        if e.name in timed and e.record.is_file() and load_record(e.folder).stopped is not None:
-            ctx.time_plan.stopped[e.name] = timed[e.name]
 
 
 def measured_rest(entry: Entry) -> float:

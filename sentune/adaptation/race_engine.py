@@ -12,7 +12,8 @@ confirmation of the final choice stays independent, sentune.adaptation.decide):
 
 A racer that ends by itself (its last step, early stopping) leaves the race and stays a rival: the leader may be it.
 After a round's rules, the caller's time rule (`keep_to`) may stop those of the rest, best first, whose remaining rounds
-no longer fit (sentune.adaptation.time_plan.TimePlan.go_on: a run without --time, whose trainings nothing caps)."""
+no longer fit (sentune.adaptation.time_plan.TimePlan.go_on: under the default time, whose trainings nothing caps, or
+under --time once nothing is left beside the first looks held for those not begun)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,11 @@ class Racer:
     def stop(self, reason: str, round_number: int, field: Field) -> None:
         raise NotImplementedError
 
+    def out_of_time(self, reason: str, round_number: int, field: Field) -> None:
+        """The time left cannot take it further (the caller's keep_to): it stops as one behind would, unless its kind
+        can end where it is and still be judged (a training: its best checkpoint so far)."""
+        self.stop(reason, round_number, field)
+
 
 @dataclass(frozen=True)
 class Race:
@@ -102,7 +108,7 @@ class Race:
         stopped = {name for name in late if name in field.standing}
         for racer in active:
             if racer.name in stopped:
-                racer.stop(late[racer.name], round_number, field)
+                racer.out_of_time(late[racer.name], round_number, field)
         return [r for r in active if r.name not in stopped]
 
     def eliminate(self, active: list[Racer], field: Field | None, round_number: int) -> list[Racer]:

@@ -98,8 +98,9 @@ def train_evidence_lines(evidence: dict | None) -> list[str]:
 
 
 def time_lines(planned: dict | None) -> list[str]:
-    """The candidates the time plan left out before the first started (sentune.adaptation.time_plan), each with why and the
-    --time that would include it: a run without --time says what its default left out."""
+    """The candidates the time plan left out, at planning or at their turn, and those it stopped after a first look
+    (sentune.adaptation.time_plan), each with why and the --time that would include it: a run without --time says what
+    its default left out."""
     if not planned or not (planned.get("left_out") or planned.get("stopped")):
         return []
     limit = f"--time {planned['limit_s'] / 60:g}m" + (", the default" if planned.get("default") else "")

@@ -128,15 +128,24 @@ class Planned:
     gain: float  # expected, in the metric's points (below zero: expected to lose; planned as gaining nothing)
     needs: tuple[str, ...] = ()  # candidates it is built on (any one of them kept suffices)
     first: float | None = None  # expected seconds of its first look (None: it has none cheaper than all of it)
+    # expected seconds if it goes all the way (None: `seconds`): a raced one's `seconds` are its expected share, the
+    # average over the race's members, while the one that goes on trains all of its steps
+    whole: float | None = None
 
     @property
     def look(self) -> float:
         """What its first look is expected to take (all of it, for a candidate that has no cheaper one)."""
         return self.seconds if self.first is None else min(self.first, self.seconds)
 
+    @property
+    def end(self) -> float:
+        """What it is expected to take if it goes all the way (at least its expected seconds)."""
+        return self.seconds if self.whole is None else max(self.whole, self.seconds)
+
     def charged(self, reached: float) -> float:
-        """What it was expected to take to `reached` of the way from its first look (0) to its end (1)."""
-        return self.look + min(max(reached, 0.0), 1.0) * (self.seconds - self.look)
+        """What it was expected to take to `reached` of the way from its first look (0) to its end (1): a raced one
+        that went all the way is charged all of its training, not the race's average share of it."""
+        return self.look + min(max(reached, 0.0), 1.0) * (self.end - self.look)
 
 
 @dataclass
@@ -153,6 +162,7 @@ class TimePlan:
     given: bool = True  # the limit is --time's (False: DEFAULT_TIME's, a run without --time)
     including: dict[str, int] = field(default_factory=dict)  # left out at planning -> the --time minutes that keep it
     stopped: dict[str, str] = field(default_factory=dict)  # stopped after a first look for want of time (go_on) -> why
+    reached: dict[str, float] = field(default_factory=dict)  # of those, a training ended at its best: how far it went (0-1)
     costs: Costs | None = None  # the run's measured costs the plan was made with (re_expect expects with them again)
 
     @property
@@ -209,7 +219,7 @@ class TimePlan:
         now = candidate.expected_at_turn(ctx, self.costs)
         if now is not None:
             seconds, look = now
-            self.kept[candidate.name] = replace(c, seconds=seconds, first=look)
+            self.kept[candidate.name] = replace(c, seconds=seconds, first=look, whole=None)
 
     def left(self) -> float:
         return self.limit - (time.monotonic() - self.started)
@@ -271,7 +281,10 @@ class TimePlan:
         first looks, scaled as still_fits scales them, are added in the plan's order (the best expected gain a second
         first), and those past what is left beside the others' held-back first looks do not start. Names the plan did
         not keep are not judged."""
-        left, taken, late = max(self.left() - self.held_back(names), 0.0), 0.0, {}
+        # those built on them (sed on the race's winner) are not held against them: held, they could keep every member
+        # from starting and then have nothing to be built on
+        followers = set().union(*(self.with_followers(n) for n in names)) if names else set()
+        left, taken, late = max(self.left() - self.held_back(followers), 0.0), 0.0, {}
         for name in (n for n in self.kept if n in names):
             expected = self.kept[name].look * self.scale()
             if taken + expected > left:
@@ -312,9 +325,10 @@ class TimePlan:
         return stopped
 
     def rest(self, name: str) -> float:
-        """The expected seconds of a candidate after its first look, scaled as still_fits scales them."""
+        """The expected seconds of a candidate after its first look to its end (a raced one going on trains all of its
+        steps, not the race's average share of them), scaled as still_fits scales them."""
         c = self.kept.get(name)
-        return 0.0 if c is None else (c.seconds - c.look) * self.scale()
+        return 0.0 if c is None else (c.end - c.look) * self.scale()
 
     def finished(self, name: str, seconds: float, reached: float = 1.0) -> None:
         """The candidate is done, having spent `seconds` (as the run measured them) and gone `reached` of the way from
@@ -324,13 +338,13 @@ class TimePlan:
         self.begun.add(name)
         self.current = None
         c = self.kept.get(name)
-        if c is not None and c.seconds > 0:
+        if c is not None and c.seconds > 0 and seconds > 0:  # one skipped before it spent anything says nothing of lateness
             self.spent += seconds
             self.expected_spent += c.charged(reached)
 
     def allowance(self, name: str) -> float:
         """Seconds the candidate may take: its expected share of what is left among the kept candidates not yet done
-        (the whole of what is left for the last)."""
+        (all of it for the last), never the first looks held back for those not begun but its own followers."""
         waiting = [c.seconds for n, c in self.kept.items() if n not in self.done]
         share = self.kept[name].seconds / sum(waiting) if name in self.kept and sum(waiting) > 0 else 1.0
         # never the first looks still held for those not begun, but for those that can only follow this one
@@ -423,8 +437,12 @@ def plan_run(candidates: Any, ctx: Any, started: float) -> TimePlan:
         costs = replace(costs, raced=max(assumed, 1))
         expected = {c.name: 0.0 if c.name in done else c.expected_seconds(ctx, costs) for c in candidates.all}
         looks = {c.name: 0.0 if c.name in done else c.first_look_seconds(ctx, costs) for c in candidates.all}
+        wholes = {c.name: 0.0 if c.name in done else c.whole_seconds(ctx, costs) for c in candidates.all}
         first = Planned(unchanged.name, expected[unchanged.name], 0.0)
-        items = [Planned(c.name, expected[c.name], gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx), looks[c.name]) for c in candidates.all[1:]]
+        items = [
+            Planned(c.name, expected[c.name], gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx), looks[c.name], wholes[c.name])
+            for c in candidates.all[1:]
+        ]
         already = time.monotonic() - started
         timing = fitted(limit, first, items, already, given=given, started=started)
         kept = len(raced & set(timing.kept))

@@ -108,6 +108,11 @@ class Candidate:
         a fusion, nearly free) is all first look."""
         return self.expected_seconds(ctx, costs)
 
+    def whole_seconds(self, ctx: Context, costs: Costs) -> float:
+        """What it is expected to take if it goes all the way: a raced kind's expected seconds are the race's average
+        share of its steps, and the one the race keeps trains them all."""
+        return self.expected_seconds(ctx, costs)
+
     def expected_at_turn(self, ctx: Context, costs: Costs) -> tuple[float, float] | None:
         """Its expected seconds and first look again when its turn comes, for a kind whose cost depends on what the run
         learnt since it planned (sed: how far the race's best candidate trained); None: as planned."""

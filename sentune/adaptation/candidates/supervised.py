@@ -114,6 +114,13 @@ class Supervised(WithRun):
         """Its trainings (one on --train; else K on (K - 1)/K of the selection units each and the refit: K times one
         on them all, less what the fold race is expected to spare it), at its recipe's epochs capped by --budget's
         steps, the race's check of it on the train pairs the race reads (TrainRace), and its scoring."""
+        return self._seconds(ctx, costs, raced=True)
+
+    def whole_seconds(self, ctx: Context, costs: Costs) -> float:
+        """As expected_seconds, for the member the race keeps going: all of its folds and its refit, nothing spared."""
+        return self._seconds(ctx, costs, raced=False)
+
+    def _seconds(self, ctx: Context, costs: Costs, *, raced: bool) -> float:
         import math
 
         from sentune.adaptation.crossfit import FOLDS
@@ -126,7 +133,7 @@ class Supervised(WithRun):
         steps = self.steps_for(rows, ctx)
         racing = sum(isinstance(c, Supervised) for c in ctx.plan.after_race)
         checks = 0.0
-        share = math.ceil(racing / 2) / racing if racing > 1 else 1.0  # of the members, those the race is expected to keep
+        share = math.ceil(racing / 2) / racing if racing > 1 and raced else 1.0  # of the members, those the race is expected to keep
         if given is not None:  # the first rung, then the rest for those going on (search runs train each unraced)
             from sentune.adaptation.candidates.supervised_race import TrainRace, first_rung
 
@@ -445,10 +452,16 @@ class SupervisedSearch(Supervised):
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         """Supervised's, and each cross-fitted fold's held-out queries ranked against the selection pool (encoded by
         the fold's model: minutes on a corpus of long documents)."""
+        return super().expected_seconds(ctx, costs) + self._held_out_pools(ctx, costs)
+
+    def whole_seconds(self, ctx: Context, costs: Costs) -> float:
+        return super().whole_seconds(ctx, costs) + self._held_out_pools(ctx, costs)
+
+    def _held_out_pools(self, ctx: Context, costs: Costs) -> float:
         from sentune.adaptation.crossfit import FOLDS
 
         folds = FOLDS if ctx.inputs.task.train_units() is None else 0
-        return super().expected_seconds(ctx, costs) + folds * costs.encode(ctx.selection_texts())
+        return folds * costs.encode(ctx.selection_texts())
 
     def held_out_look(self, ctx: Context, costs: Costs) -> float:
         """The first fold's held-out queries ranked against the selection pool, encoded by its model."""

@@ -50,11 +50,18 @@ class Trained(WithRun):
         """Its share of the race (sentune.adaptation.time_plan.race_share: the steps racing and halving leave it, on
         average), its evaluations on the selection units within them, the race's checks of it on the train pairs it
         reads (race_checks), and its scoring."""
-        from sentune.adaptation.context import EVALUATIONS
         from sentune.adaptation.time_plan import race_share
 
+        return self._seconds(ctx, costs, race_share(costs.raced))
+
+    def whole_seconds(self, ctx: Context, costs: Costs) -> float:
+        """All of its steps (the racer the race keeps to the end), the race's checks of it and its scoring."""
+        return self._seconds(ctx, costs, 1.0)
+
+    def _seconds(self, ctx: Context, costs: Costs, share: float) -> float:
+        from sentune.adaptation.context import EVALUATIONS
+
         recipe = ctx.recipe(self.recipe_name)
-        share = race_share(costs.raced)
         training = costs.steps(recipe, recipe.training.max_steps) + EVALUATIONS * costs.encode(ctx.selection_texts())
         return share * training + race_checks(ctx, costs) + costs.encode(ctx.eval_texts())
 
