@@ -440,3 +440,60 @@ def test_one_left_out_at_its_turn_takes_those_built_on_it_alone_along(monkeypatc
     assert phases.left_out_late(plan.after_race[0], plan, "[9/17]", ctx)
     assert [c.name for c in plan.after_race] == ["prf"]
     assert timing.left_out["unchanged-maxp"] == "built on hybrid, left out" and "unchanged-maxp" not in timing.kept
+
+
+def test_hybrid_fuses_the_first_windows_when_maxps_later_windows_do_not_fit(monkeypatch):
+    """Hybrid's first look is its fusion of the first windows, which the run holds; MaxP's later windows are encoded at
+    its turn only when they fit beside the first looks held for the others (6,000 windows at 0.1 s: 10 min)."""
+    from sentune.adaptation import search_context
+    from sentune.adaptation.candidates.search import Hybrid
+
+    now = [0.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    costs = time_plan.Costs(0.1, {})
+    passages = SimpleNamespace(ready=False, later_window_count=lambda: 6000)
+    monkeypatch.setattr(search_context, "as_search", lambda ctx: SimpleNamespace(passages=passages))
+    hybrid = Hybrid("hybrid")
+    ctx = SimpleNamespace(time_plan=None)
+    assert hybrid.first_look_seconds(ctx, costs) == 0.0
+    assert hybrid.maxp_left_out(ctx) is None  # no plan: MaxP is chosen on the selection queries as ever
+    timing = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False, costs=costs)
+    timing.kept = {"hybrid": Planned("hybrid", 600.0, 8.0, first=0.0), "prf": Planned("prf", 60.0, 1.0)}
+    ctx.time_plan = timing
+    now[0] = DEFAULT_TIME - 700.0  # 700 s left, prf's 60 held: 640 for 600
+    assert hybrid.maxp_left_out(ctx) is None
+    now[0] = DEFAULT_TIME - 600.0  # 540 for 600
+    assert hybrid.maxp_left_out(ctx) == "the default --time 30m: the later windows of MaxP expected 10.0 min, 9.0 min left: fused on the first windows"
+    passages.ready = True  # encoded already (a resumed run, another candidate): nothing more to pay
+    assert hybrid.maxp_left_out(ctx) is None
+
+
+def test_the_supervised_races_members_start_together_where_one_by_one_each_held_the_other_out(monkeypatch):
+    """mrpc's default run: 4.2 min left when the supervised race's turn came, supervised and supervised-stacked 1.8 min
+    of first look each, wise 2.3 (built on sed: without --train a supervised candidate learns the selection pairs).
+    One by one, each held the other's look and wise's against itself and both were left out; together the better by
+    the plan's order starts (1.8 of the 1.9 beside wise's); with 6 min left both start."""
+    from sentune.adaptation import phases
+    from sentune.adaptation.candidates.plan import Plan
+    from sentune.adaptation.candidates.supervised import Supervised
+    from sentune.adaptation.candidates.trained import Wise
+
+    m = 60.0
+    for left, starting in ((4.2 * m, ["supervised"]), (6.0 * m, ["supervised", "supervised-stacked"])):
+        monkeypatch.setattr(time_plan.time, "monotonic", lambda at=DEFAULT_TIME - left: at)
+        timing = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False)
+        timing.kept = {
+            "supervised": Planned("supervised", 5 * m, 2.0, first=1.8 * m),
+            "supervised-stacked": Planned("supervised-stacked", 5 * m, 1.5, first=1.8 * m),
+            "wise": Planned("wise", 2.3 * m, 1.0, needs=("sed",)),
+        }
+        members = [Supervised("supervised"), Supervised("supervised-stacked")]
+        plan = Plan(after_race=[*members, Wise("wise")])
+        monkeypatch.setattr(Supervised, "finished", lambda self, ctx: False)
+        state = SimpleNamespace(plan=plan, labels={"supervised": "[11/13]", "supervised-stacked": "[12/13]"})
+        one_by_one = [timing.still_fits(c.name) is None for c in members]
+        phases.members_fit_together(members, state, SimpleNamespace(time_plan=timing))
+        assert [c.name for c in plan.after_race if c.kind == "supervised"] == starting
+        assert "wise" in timing.kept
+        if left < 5 * m:
+            assert one_by_one == [False, False]  # the rule before: each left out beside the other's held look

@@ -102,8 +102,8 @@ class BuiltOnRace(Phase):
 
 @dataclass(frozen=True)
 class SupervisedRace(Phase):
-    """The supervised candidates' race, when the run has any: under --time each not yet produced is first checked as
-    at its turn (one no longer fitting is left out and does not race), then the members race (or the verdict of an
+    """The supervised candidates' race, when the run has any: those not yet produced are first checked together
+    (members_fit_together: one no longer fitting is left out and does not race), then the members race (or the verdict of an
     earlier process of the run is read back), and each reads the verdict when its turn comes (ctx.supervised_race)."""
 
     def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
@@ -113,11 +113,26 @@ class SupervisedRace(Phase):
         members = [c for c in state.plan.after_race if c.kind == SUPERVISED_KIND]
         if not members:
             return {}
-        for member in members:
-            left_out_late(member, state.plan, state.labels[member.name], ctx)
+        members_fit_together(members, state, ctx)
         state.supervised_race = race_supervised(ctx)
         stop_for_time(state.supervised_race, ctx)
         return {}
+
+
+def members_fit_together(members: list[Candidate], state: RunState, ctx: Context) -> None:
+    """The supervised race's members not yet produced start together, as the trained race's do: their first looks,
+    expected again with what the run knows now, are added in the plan's order, and those past what is left beside the
+    first looks held for the others (not those built on them: wise) are left out. Judged one by one, each held the
+    other's first look against itself, and both could be left out with room for one (mrpc's default run)."""
+    timing = ctx.time_plan
+    waiting = [m for m in members if not m.finished(ctx)]
+    if timing is None or not waiting:
+        return
+    for member in waiting:
+        timing.re_expect(member, ctx)
+    late = timing.still_fit_together([m.name for m in waiting])
+    for member in [m for m in waiting if m.name in late]:
+        leave_out(member, state.plan, state.labels[member.name], late[member.name], ctx)
 
 
 def stop_for_time(race, ctx: Context) -> None:

@@ -59,6 +59,11 @@ class UnchangedPassages:
             )
         return self._passages
 
+    @property
+    def ready(self) -> bool:
+        """The later windows are encoded already in this run (ranking with them costs nothing more)."""
+        return self._passages is not None
+
     def later_window_count(self) -> int:
         """How many later windows the unchanged model's MaxP encodes (tokenizing only)."""
         from sentune.search.passages import later_windows, window_tokens

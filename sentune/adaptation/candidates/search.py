@@ -51,6 +51,27 @@ class Hybrid(Candidate):
 
         return costs.encode(as_search(ctx).passages.later_window_count()) if self.dense_source == UNCHANGED else costs.encode(ctx.eval_texts())
 
+    def first_look_seconds(self, ctx: Context, costs: Costs) -> float:
+        """Its fusion of the documents' first windows, which the run holds (nothing to encode); the unchanged model's
+        later windows (MaxP) are the rest, encoded at its turn when they fit the time left (maxp_left_out)."""
+        return 0.0 if self.dense_source == UNCHANGED else self.expected_seconds(ctx, costs)
+
+    def maxp_left_out(self, ctx: Context) -> str | None:
+        """Why the later windows are not encoded at its turn (None: they fit, or no time plan judges them): their
+        encoding, scaled by how late the run is, past what is left beside the first looks held for the others."""
+        from sentune.adaptation.search_context import as_search
+        from sentune.adaptation.time_plan import minutes
+
+        timing = ctx.time_plan
+        passages = as_search(ctx).passages
+        if timing is None or timing.costs is None or passages.ready:
+            return None
+        expected = timing.costs.encode(passages.later_window_count()) * timing.scale()
+        room = timing.left() - timing.held_back(timing.with_followers(self.name))
+        if expected <= room:
+            return None
+        return f"{timing.source}: the later windows of MaxP expected {minutes(expected)}, {minutes(max(room, 0.0))} left: fused on the first windows"
+
     def depends_on(self, ctx: Context) -> dict:
         if self.dense_source != "best":
             return {}
@@ -77,7 +98,11 @@ class Hybrid(Candidate):
         if source is None:
             return {}, self.skip(f"the unchanged model is the best dense candidate on the selection queries: its hybrid is `{HYBRID}`")
         vectors = ctx.untuned_vectors() if source == UNCHANGED else ctx.vectors_of(ctx.candidate(source).model(ctx), source)
-        choice = search.passages.choose() if source == UNCHANGED else None  # another source: its first windows
+        left_out = self.maxp_left_out(ctx) if source == UNCHANGED else None
+        if left_out is not None:
+            say(f"    {self.name}: {left_out}")
+            ctx.time_plan.reached[self.name] = 0.0  # its first look only: charged as such
+        choice = search.passages.choose() if source == UNCHANGED and left_out is None else None  # another source: its first windows
         passages = search.passages.vectors()[0] if choice is not None and choice["chosen"] == "maxp" else None
         fusion, curve, read = search.lexical.choose_fusion_weight(search.table(vectors), passages)
         say(f"    {self.name}: BM25 + {source}, α = {fusion.alpha:g} (selection, whole corpus: {curve[fusion.alpha]:.2f})")
@@ -90,6 +115,8 @@ class Hybrid(Candidate):
         }
         if choice is not None:
             detail["passages"] = choice
+        if left_out is not None:
+            detail["maxp_left_out"] = left_out
         return search.rank_with(search.lexical.hybrid_ranker(search.table(vectors), fusion, passages=passages)), CandidateRecord(
             self.name, self.kind, source=source, fusion=fusion, detail=detail
         )
@@ -224,6 +251,9 @@ class UnchangedMaxp(SearchBaseline):
     def run(self, ctx: Context) -> tuple[dict[str, np.ndarray], CandidateRecord]:
         from sentune.adaptation.search_context import as_search
 
+        hybrid = ctx.records.get(HYBRID)
+        if hybrid is not None and hybrid.detail.get("maxp_left_out"):
+            return {}, self.skip(f"reported with {HYBRID}'s later windows, which it did not encode ({hybrid.detail['maxp_left_out']})")
         search = as_search(ctx)
         choice = search.passages.choose()
         detail = {"setting": f"MaxP, windows of {choice['window']} tokens every {choice['stride']}", "passages": choice}
