@@ -497,3 +497,21 @@ def test_the_supervised_races_members_start_together_where_one_by_one_each_held_
         assert "wise" in timing.kept
         if left < 5 * m:
             assert one_by_one == [False, False]  # the rule before: each left out beside the other's held look
+
+
+def test_sed_is_charged_all_it_took_not_only_its_trainings_clocks(tmp_path):
+    """sed's members' targets and its learner's pooling choice run outside the trainings' clocks that its record
+    counts (mrpc's default run: 6.9 min counted, 14.0 taken): its record carries what the whole took, on disk too."""
+    import json
+
+    from sentune.adaptation.candidates.trained import Ensemble
+    from sentune.adaptation.records import CandidateRecord, load_record, record_path
+    from sentune.core.results import write_atomic
+
+    sed, ctx = Ensemble("sed"), SimpleNamespace(out=tmp_path)
+    sed.folder(ctx).mkdir(parents=True)
+    record = CandidateRecord("sed", "sed", 416.0)
+    write_atomic(record_path(sed.folder(ctx)), json.dumps(record.to_dict()))
+    assert sed._charged_all(load_record(sed.folder(ctx)), 843.0, ctx).seconds == 843.0
+    assert load_record(sed.folder(ctx)).seconds == 843.0
+    assert sed._charged_all(load_record(sed.folder(ctx)), 100.0, ctx).seconds == 843.0  # never less than it counted

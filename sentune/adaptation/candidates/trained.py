@@ -215,7 +215,21 @@ class Ensemble(WithRun):
         recipe = ctx.recipe("adapt/sed", members=members)
         rivals = {source.name: (ctx.store.scores(source.name)["select"], source.weights(ctx.out))}  # its weights: scored on the race's train pairs
         race([self.race_entry(recipe, ctx, member_seconds)], ctx, lambda e: finish_trained(self, label, ctx, source.name, member_seconds), rivals=rivals)
-        return load_record(self.folder(ctx))
+        return self._charged_all(load_record(self.folder(ctx)), time.perf_counter() - started, ctx)
+
+    def _charged_all(self, record: CandidateRecord, spent: float, ctx: Context) -> CandidateRecord:
+        """Its record with all the seconds it took: the members' targets and the learner's pooling choice run outside
+        the trainings' clocks its record counts (mrpc: 6.9 min counted of 14.0), and the time plan charges what it
+        took."""
+        import json
+
+        from sentune.adaptation.records import record_path
+        from sentune.core.results import write_atomic
+
+        if spent > record.seconds:
+            record.seconds = spent
+            write_atomic(record_path(self.folder(ctx)), json.dumps(record.to_dict(), indent=2))
+        return record
 
 
 @dataclass
