@@ -515,24 +515,3 @@ def test_sed_is_charged_all_it_took_not_only_its_trainings_clocks(tmp_path):
     assert sed._charged_all(load_record(sed.folder(ctx)), 843.0, ctx).seconds == 843.0
     assert load_record(sed.folder(ctx)).seconds == 843.0
     assert sed._charged_all(load_record(sed.folder(ctx)), 100.0, ctx).seconds == 843.0  # never less than it counted
-
-
-def test_under_time_a_trainings_cap_leaves_room_for_the_scoring_that_follows_it(monkeypatch):
-    """scripts/main.sh: supervised alone, 174 s left, its scoring of the dev, test and evidence texts expected 60 s. Its
-    training may take 114 s, not all 174 (its scoring then ran past --time); late 1.5 times, the scoring is 90 s; a
-    cap is never under a few seconds; the default time caps nothing. A training's scoring is its eval texts' encoding."""
-    from sentune.adaptation.candidates.supervised import Supervised
-
-    monkeypatch.setattr(time_plan.time, "monotonic", lambda: 186.0)
-    plan = TimePlan(limit=360.0, started=0.0, kept={"supervised": Planned("supervised", 200.0, 2.0, after=60.0)})
-    plan.begin("supervised")
-    plan.current = "supervised"
-    assert plan.minutes_cap() == pytest.approx(114.0 / 60)
-    plan.kept["late"] = Planned("late", 100.0, 0.0)
-    plan.finished("late", 150.0)
-    assert plan.training_minutes("supervised") == pytest.approx((174.0 - 90.0) / 60)
-    plan.kept["supervised"] = Planned("supervised", 200.0, 2.0, after=600.0)
-    assert plan.training_minutes("supervised") == pytest.approx(5.0 / 60)
-    assert TimePlan(limit=360.0, started=0.0, given=False, kept=plan.kept, current="supervised").minutes_cap() is None
-    ctx = SimpleNamespace(eval_texts=lambda: 4000)
-    assert Supervised("supervised").scoring_seconds(ctx, time_plan.Costs(0.015, {})) == pytest.approx(60.0)

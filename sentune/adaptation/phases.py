@@ -315,7 +315,7 @@ def race_trained(candidates: Plan, ctx: Context) -> None:
         candidate.folder(ctx).mkdir(parents=True, exist_ok=True)
         recipe = ctx.recipe(candidate.recipe_name)
         if ctx.time_plan is not None and ctx.time_plan.given:  # each its share of what is left, not all of it (the default caps none)
-            allowance = ctx.time_plan.training_minutes(candidate.name)
+            allowance = max(ctx.time_plan.allowance(candidate.name), 5.0) / 60
             minutes = min(allowance, recipe.training.max_minutes or allowance)
             recipe = replace(recipe, training=replace(recipe.training, max_minutes=minutes))
         say(f"{labels[candidate.name]} {candidate.name}: {candidate.describe(ctx)}: {recipe.training.max_steps} steps")

@@ -131,7 +131,6 @@ class Planned:
     # expected seconds if it goes all the way (None: `seconds`): a raced one's `seconds` are its expected share, the
     # average over the race's members, while the one that goes on trains all of its steps
     whole: float | None = None
-    after: float = 0.0  # expected seconds after its training (its scoring): a training's cap under --time leaves them
 
     @property
     def look(self) -> float:
@@ -359,15 +358,8 @@ class TimePlan:
         run resumes them with the recipes it saved."""
         if not self.given:
             return None
-        return self.training_minutes(self.current) if self.current else max(self.left(), 5.0) / 60
-
-    def training_minutes(self, name: str) -> float:
-        """Under --time, the minutes `name`'s training may take: its allowance less the scoring that follows it (as
-        late as the run is), at least a few seconds; a cap of the whole allowance let the scoring run past the limit
-        (scripts/main.sh: supervised capped at 2.9 min, then 2.2 more of scoring)."""
-        c = self.kept.get(name)
-        after = 0.0 if c is None else c.after * self.scale()
-        return max(self.allowance(name) - after, 5.0) / 60
+        seconds = self.allowance(self.current) if self.current else self.left()
+        return max(seconds, 5.0) / 60
 
     def summary(self) -> dict:
         return {
@@ -446,10 +438,9 @@ def plan_run(candidates: Any, ctx: Any, started: float) -> TimePlan:
         expected = {c.name: 0.0 if c.name in done else c.expected_seconds(ctx, costs) for c in candidates.all}
         looks = {c.name: 0.0 if c.name in done else c.first_look_seconds(ctx, costs) for c in candidates.all}
         wholes = {c.name: 0.0 if c.name in done else c.whole_seconds(ctx, costs) for c in candidates.all}
-        scorings = {c.name: 0.0 if c.name in done else c.scoring_seconds(ctx, costs) for c in candidates.all}
         first = Planned(unchanged.name, expected[unchanged.name], 0.0)
         items = [
-            Planned(c.name, expected[c.name], gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx), looks[c.name], wholes[c.name], scorings[c.name])
+            Planned(c.name, expected[c.name], gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx), looks[c.name], wholes[c.name])
             for c in candidates.all[1:]
         ]
         already = time.monotonic() - started

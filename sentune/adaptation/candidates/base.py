@@ -113,10 +113,6 @@ class Candidate:
         share of its steps, and the one the race keeps trains them all."""
         return self.expected_seconds(ctx, costs)
 
-    def scoring_seconds(self, ctx: Context, costs: Costs) -> float:
-        """What it takes after its training, if it trains (a training's cap under --time leaves it room): none."""
-        return 0.0
-
     def expected_at_turn(self, ctx: Context, costs: Costs) -> tuple[float, float] | None:
         """Its expected seconds and first look again when its turn comes, for a kind whose cost depends on what the run
         learnt since it planned (sed: how far the race's best candidate trained); None: as planned."""
@@ -152,10 +148,6 @@ class WithRun(Candidate):
 
     def run_folder(self, ctx: Context) -> Path:
         return self.folder(ctx) / "run"
-
-    def scoring_seconds(self, ctx: Context, costs: Costs) -> float:
-        """What it takes after its training: its model's scoring of every dev, test and evidence text."""
-        return costs.encode(ctx.eval_texts())
 
     def depends_on(self, ctx: Context) -> dict:
         # the tokens its model reads, the unchanged model's (sentune.training.trainer.Setup.reads): a record scored at its
