@@ -4,8 +4,10 @@ results.json files in a temporary kept-runs folder; no model, no data."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -847,24 +849,77 @@ def serving_rounds(rps: list[float]) -> dict:
     return {"throughput_rps": float(np.median(rps)), "rounds": rounds}
 
 
-def test_the_serving_page_judges_each_level_against_the_earlier_commit_by_its_paired_rounds():
+def test_the_serving_page_judges_each_level_against_the_earlier_commit_by_an_interval_of_its_paired_rounds():
     render = load("renderers/render_serving.py")
 
     def server(levels: dict) -> dict:
         return {"levels": [{"endpoint": "embeddings", "clients": c, **serving_rounds(r)} for c, r in levels.items()]}
 
     measured = {
-        # 1: equal but for one round; 4: 3 % slower in every round (the sign rule); 16: 10 % slower in the median only
-        "sentune-torch": server({1: [100, 90, 110], 4: [97, 97, 97], 16: [90, 120, 90]}),
-        "sentune-torch@abc1234": server({1: [100, 100, 100], 4: [100, 100, 100], 16: [100, 100, 100]}),
-        "infinity": server({1: [50, 50, 50], 4: [50, 50, 50], 16: [50, 50, 50]}),
+        # 1: 10 % either way by round (cannot say); 4: 3 % slower in every round; 16: a median 10 % slower, one round 20 %
+        # faster (cannot say, where a median rule called it slower); 64: within 1 % every round (shown not slower)
+        "sentune-torch": server({1: [100, 90, 110], 4: [97, 97, 97], 16: [90, 120, 90], 64: [99, 101, 100, 100.5, 99.5]}),
+        "sentune-torch@abc1234": server({1: [100, 100, 100], 4: [100, 100, 100], 16: [100, 100, 100], 64: [100] * 5}),
+        "infinity": server({1: [50, 50, 50], 4: [50, 50, 50], 16: [50, 50, 50], 64: [50] * 5}),
     }
     assert render.servers(measured) == ["sentune-torch", "infinity", "sentune-torch@abc1234"]
     page = render.against_before(measured)
     rows = [line for line in page if line.startswith("| sentune-torch |")]
-    assert [row.split(" | ")[-1].rstrip(" |") for row in rows] == ["no", "slower", "slower"]
-    assert rows[0].split(" | ")[5:8] == ["1.00 0.90 1.10", "1.00", "2.00 / 2.00"]  # by round, median, × infinity now / before
-    assert page[-2] == "Slower: sentune-torch embeddings at 4, sentune-torch embeddings at 16."
+    assert [row.split(" | ")[-1].rstrip(" |") for row in rows] == ["not shown", "slower", "not shown", "no"]
+    # the interval by its formula: exp(mean(log r) ± t(0.975, n-1) · sd(log r) / sqrt(n))
+    logs = [math.log(r) for r in (1.0, 0.9, 1.1)]
+    mean = sum(logs) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
+    half = 4.302652729911275 * sd / math.sqrt(3)  # Student's t, 2 degrees of freedom, 97.5 %
+    assert rows[0].split(" | ")[5:8] == ["1.00 0.90 1.10", f"{math.exp(mean):.2f} [{math.exp(mean - half):.2f}, {math.exp(mean + half):.2f}]", "2.00 / 2.00"]
+    assert page[-2].startswith("Slower: sentune-torch embeddings at 4. Not shown either way (2 of 4): sentune-torch embeddings at 1, ")
+
+
+def test_serving_rounds_on_fresh_processes_pair_each_level_seconds_apart_in_a_rotated_order(monkeypatch, tmp_path):
+    """`serve_load.py rounds --fresh`: every round starts every server anew (each alone, the order rotated), measures
+    every level of every server back to back (the order rotated too) and stops them; the records keep every round."""
+    serve_load = load("speed/serve_load.py")
+    events: list[tuple] = []
+
+    class FakeServer:
+        def __init__(self, entry: dict) -> None:
+            self.label, self.endpoints, self.model, self.embeddings_path = entry["label"], ["embeddings"], "m", "/v1/embeddings"
+            self.host, self.record, self.running = entry["label"], {"levels": [], "idle_cpu_s": 0.0}, False
+
+        def start(self, log_folder, timeout, first=True):
+            events.append(("start", self.label, first))
+            self.running = True
+
+        def stop(self):
+            if self.running:
+                events.append(("stop", self.label))
+            self.running = False
+
+        def cpu(self):
+            return 0.0
+
+    def fake_wrk(host, path, bodies, clients, seconds, api_key):
+        assert all(s.running for s in servers)
+        events.append(("wrk", host, clients, seconds))
+        return {"throughput_rps": 100.0 if host == "a" else 50.0, "p50_ms": 1.0, "p99_ms": 2.0, "shed": 0, "generator": "wrk", "clients": clients,
+                **{k: 0 for k in serve_load.SUMMED}, **{k: 1.0 for k in serve_load.MEDIAN[3:]}, "mean_ms": 1.0, "other_statuses": {}, "socket_errors": {}}  # fmt: skip
+
+    servers: list = []
+    monkeypatch.setattr(serve_load, "Served", lambda entry: servers.append(FakeServer(entry)) or servers[-1])
+    monkeypatch.setattr(serve_load, "wrk_level", fake_wrk)
+    (tmp_path / "servers.json").write_text(json.dumps([{"label": "a", "command": ["x"]}, {"label": "b", "command": ["y"]}]))
+    (tmp_path / "texts.jsonl").write_text('{"text": "one"}\n{"text": "two"}\n')
+    args = argparse.Namespace(servers=str(tmp_path / "servers.json"), texts=str(tmp_path / "texts.jsonl"), max_texts=10, rounds=2,
+                              clients="1,4", seconds=6.0, fresh=True, startup_timeout=1.0, out=str(tmp_path / "load.json"))  # fmt: skip
+    serve_load.run_rounds(args)
+    starts = [e[1:] for e in events if e[0] == "start"]
+    assert starts == [("a", True), ("b", True), ("b", False), ("a", False)]  # each round anew, the order rotated
+    measured = [(e[1], e[2]) for e in events if e[0] == "wrk" and e[3] == 6.0]
+    assert measured == [("a", 1), ("b", 1), ("a", 4), ("b", 4), ("b", 1), ("a", 1), ("b", 4), ("a", 4)]
+    assert [e[0] for e in events].count("stop") == 4  # both stopped after each round
+    saved = json.loads((tmp_path / "load.json").read_text())
+    assert [len(level["rounds"]) for level in saved["a"]["levels"]] == [2, 2] and saved["a"]["fresh_processes"] is True
+    assert [r["round"] for r in saved["b"]["levels"][0]["rounds"]] == [0, 1]
 
 
 def test_a_level_measured_in_rounds_keeps_the_median_rates_and_the_summed_counts():

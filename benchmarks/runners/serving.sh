@@ -3,14 +3,15 @@
 # at an earlier commit (BEFORE, default 3645b07: what the page is compared with) and infinity (PyPI infinity-emb), all
 # serving the same model on 127.0.0.1 and all up at once, loaded by wrk at 1, 4, 16, 64 and 256 connections
 # (benchmarks/speed/serve_load.py rounds and serve_load.lua: SciFact's queries in turn as bodies). Each level is measured
-# ROUNDS times (default 5) for SECONDS_PER_LEVEL seconds (default 6), the servers taken in turn in an order rotated each
-# round, and the page gives the medians: the same server measured minutes apart moved a level by more than two commits
-# differ, so one sample a level could not say which is faster. Served requests/s, p50/p99 latency of what was served, how
+# ROUNDS times (default 5) for SECONDS_PER_LEVEL seconds (default 6), every round on fresh server processes (--fresh),
+# the servers taken in turn in an order rotated each round, and the page gives the medians and, against the earlier
+# commit, an interval of the paired ratios: the same server measured minutes apart moved a level by more than two
+# commits differ, so one sample a level could not say which is faster. Served requests/s, p50/p99 latency of what was served, how
 # many 503s and how fast, for /search (SciFact's 5,183 documents, hybrid) and /v1/embeddings; start-up time and memory;
 # one `sentune search --query` process timed beside them; a screenshot of the search page. Run it on an idle machine.
 #
-#   bash benchmarks/runners/serving.sh                 # the measurement (about 30 minutes beside the two index builds)
-#   bash benchmarks/runners/serving.sh --quick         # a check that every step runs: 300 documents, 1 round of 2 s
+#   bash benchmarks/runners/serving.sh                 # the measurement (about 35 minutes beside the two index builds)
+#   bash benchmarks/runners/serving.sh --quick         # a check that every step runs: 300 documents, 2 rounds of 2 s
 #
 # CONDITIONS="idle, nothing else running" goes onto the page (kept in benchmarks/results/runs/serving/conditions.txt).
 # The earlier commit runs from its own sources (`git archive BEFORE sentune`, in the run's folder) with this
@@ -33,12 +34,12 @@ scifact=$SENTUNE_DATA/retrieval/scifact
 if [ -n "${QUICK:-}" ]; then
   head -n 300 "$scifact/corpus.jsonl" > "$work/corpus.jsonl"
   corpus=$work/corpus.jsonl
-  load=(--clients 1,4,16,64,256 --seconds 2 --rounds 1)
+  load=(--clients 1,4,16,64,256 --seconds 2 --rounds 2 --fresh)
   out_page=$work/serving.md
   shot=$work/serving_page.png
 else
   corpus=$scifact/corpus.jsonl
-  load=(--clients 1,4,16,64,256 --seconds "${SECONDS_PER_LEVEL:-6}" --rounds "${ROUNDS:-5}")
+  load=(--clients 1,4,16,64,256 --seconds "${SECONDS_PER_LEVEL:-6}" --rounds "${ROUNDS:-5}" --fresh)
   out_page=benchmarks/results/serving.md
   shot=benchmarks/results/serving_page.png
 fi

@@ -25,7 +25,10 @@ Why rounds: on this machine the same server measured minutes apart moved a level
 code differ, so one sample a level cannot say which of two servers is faster. In `rounds` every server is up for the
 whole run and a level is measured once per server per round, the servers' order rotated each round, so that a drift of
 the machine falls on all of them alike; each record keeps its rounds beside their median, and the CPU each idle server
-spent while another was loaded (what it took from the one measured).
+spent while another was loaded (what it took from the one measured). With `--fresh` every round runs on new server
+processes (each started alone, in a rotated order): one process's state (its heap, a slow first batch, where the
+scheduler put it) then falls on one round, not on all, so the rounds are independent samples and an interval over them
+says how far two servers differ.
 """
 
 from __future__ import annotations
@@ -274,7 +277,8 @@ def median_level(samples: list[dict]) -> dict:
             for name, count in sample[key].items():
                 merged[name] = merged.get(name, 0) + count
         record[key] = merged
-    record["rounds"] = [{k: s[k] for k in ("throughput_rps", "p50_ms", "p99_ms", "shed", "order", "idle_servers_cpu_s")} for s in samples]
+    kept = ("throughput_rps", "p50_ms", "p99_ms", "shed", "order", "idle_servers_cpu_s", "round")
+    record["rounds"] = [{k: s[k] for k in kept if k in s} for s in samples]
     return record
 
 
@@ -294,12 +298,18 @@ class Served:
         self.record: dict = {"command": shown(self.command), "levels": [], "idle_cpu_s": 0.0}
         self.proc: subprocess.Popen | None = None
 
-    def start(self, log_folder: Path, timeout: float) -> None:
-        """Started alone (the others idle), so that its start-up time is its own."""
-        self.record |= conditions()
-        self.log = open(log_folder / f"{self.label.replace(' ', '_')}.log", "w")  # noqa: SIM115  (closed in stop)
+    def start(self, log_folder: Path, timeout: float, first: bool = True) -> None:
+        """Started alone (the others idle), so that its start-up time is its own; the first start's conditions, memory
+        and probe vector are the record's, every start's time is kept (the record's the median of them)."""
+        if first:
+            self.record |= conditions()
+        self.log = open(log_folder / f"{self.label.replace(' ', '_')}.log", "a" if not first else "w")  # noqa: SIM115  (closed in stop)
         self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, env=self.env)
-        self.record["startup_s"] = round(wait_healthy(self.host + self.health, self.proc, timeout), 2)
+        startups = self.record.setdefault("startups_s", [])
+        startups.append(round(wait_healthy(self.host + self.health, self.proc, timeout), 2))
+        self.record["startup_s"] = round(float(np.median(startups)), 2)
+        if not first:
+            return
         self.record["memory_idle"] = memory_of(self.proc.pid)
         if "embeddings" in self.endpoints:
             import httpx
@@ -313,7 +323,7 @@ class Served:
     def stop(self) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
+        if self.proc.poll() is None and "memory_after_load" not in self.record:  # after the first round's load
             self.record["memory_after_load"] = memory_of(self.proc.pid)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, 15)
@@ -323,6 +333,7 @@ class Served:
             os.killpg(self.proc.pid, 9)
             self.proc.wait()
         self.log.close()
+        self.proc = None
 
 
 def free_port() -> int:
@@ -341,48 +352,78 @@ def run_rounds(args: argparse.Namespace) -> None:
     servers = [Served(entry) for entry in entries]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        for server in servers:
-            server.start(out.parent, args.startup_timeout)
-        with tempfile.TemporaryDirectory() as folder:
-            for endpoint in ("search", "embeddings"):
-                measured = [s for s in servers if endpoint in s.endpoints]
-                if not measured:
-                    continue
-                bodies = {}
-                for server in measured:
-                    sub = Path(folder) / server.label.replace(" ", "_").replace("/", "_")
-                    sub.mkdir(exist_ok=True)
-                    bodies[server.label] = write_bodies(sub, endpoint, texts, server.model, server.embeddings_path)
-                    wrk_level(server.host, *bodies[server.label], 4, WARMUP_SECONDS, None)  # not counted
-                for clients in (int(c) for c in args.clients.split(",")):
-                    samples: dict[str, list[dict]] = {s.label: [] for s in measured}
-                    for turn in range(args.rounds):
-                        shift = turn % len(measured)
-                        for order, server in enumerate(measured[shift:] + measured[:shift]):
-                            idle = [s for s in servers if s is not server]
-                            before = [s.cpu() for s in idle]
-                            sample = wrk_level(server.host, *bodies[server.label], clients, args.seconds, None)
-                            spent = sum(s.cpu() - b for s, b in zip(idle, before, strict=True))
-                            for s, b in zip(idle, before, strict=True):
-                                s.record["idle_cpu_s"] = round(s.record["idle_cpu_s"] + s.cpu() - b, 2)
-                            sample |= {"order": order, "idle_servers_cpu_s": round(spent, 2)}
-                            samples[server.label].append(sample)
-                    for server in measured:
-                        level = {"endpoint": endpoint, **median_level(samples[server.label])}
-                        server.record["levels"].append(level)
-                        print(
-                            json.dumps(
-                                {"label": server.label, "endpoint": endpoint, "clients": clients, "rounds_rps": [r["throughput_rps"] for r in level["rounds"]]}
-                            ),
-                            flush=True,
-                        )
-    finally:
-        for server in servers:
-            server.stop()
+    samples: dict[tuple[str, str, int], list[dict]] = {}
+    levels = [(endpoint, int(c)) for endpoint in ("search", "embeddings") for c in args.clients.split(",")]
+    with tempfile.TemporaryDirectory() as folder:
+        bodies = {
+            (s.label, endpoint): write_bodies(_folder(Path(folder), s.label, endpoint), endpoint, texts, s.model, s.embeddings_path)
+            for s in servers
+            for endpoint in s.endpoints
+        }
+        try:
+            for turn in range(args.rounds):
+                # --fresh: every round on new processes, each started alone in a rotated order, so that the rounds are
+                # independent samples (a process's own state, its heap or a slow first batch, is not carried into every
+                # round) and the page's interval over them means what it says
+                if args.fresh or turn == 0:
+                    start_all(servers, turn, out.parent, args.startup_timeout)
+                    warm_up(servers, bodies)
+                one_round(servers, levels, bodies, turn, samples, args.seconds)
+                if args.fresh:
+                    stop_all(servers)
+        finally:
+            stop_all(servers)
     for server in servers:
+        for endpoint, clients in levels:
+            if (server.label, endpoint, clients) in samples:
+                server.record["levels"].append({"endpoint": endpoint, **median_level(samples[server.label, endpoint, clients])})
         server.record["rounds"] = args.rounds
+        server.record["fresh_processes"] = bool(args.fresh)
         save(out, server.label, server.record)
+
+
+def _folder(root: Path, label: str, endpoint: str) -> Path:
+    sub = root / label.replace(" ", "_").replace("/", "_") / endpoint
+    sub.mkdir(parents=True, exist_ok=True)
+    return sub
+
+
+def start_all(servers: list[Served], turn: int, log_folder: Path, timeout: float) -> None:
+    """Each server started alone (the others idle: its start-up time is its own), in an order rotated by round."""
+    shift = turn % len(servers)
+    for server in servers[shift:] + servers[:shift]:
+        server.start(log_folder, timeout, first=turn == 0)
+
+
+def stop_all(servers: list[Served]) -> None:
+    for server in servers:
+        server.stop()
+
+
+def warm_up(servers: list[Served], bodies: dict) -> None:
+    for server in servers:
+        for endpoint in server.endpoints:
+            wrk_level(server.host, *bodies[server.label, endpoint], 4, WARMUP_SECONDS, None)  # not counted
+
+
+def one_round(servers: list[Served], levels: list[tuple[str, int]], bodies: dict, turn: int, samples: dict, seconds: float) -> None:
+    """Every level of every server once, the servers of a level taken back to back in an order rotated by round, so
+    that a drift of the machine falls on all of them alike and the paired ratios compare seconds-apart samples."""
+    for endpoint, clients in levels:
+        measured = [s for s in servers if endpoint in s.endpoints]
+        shift = turn % len(measured) if measured else 0
+        for order, server in enumerate(measured[shift:] + measured[:shift]):
+            idle = [s for s in servers if s is not server]
+            before = [s.cpu() for s in idle]
+            sample = wrk_level(server.host, *bodies[server.label, endpoint], clients, seconds, None)
+            spent = sum(s.cpu() - b for s, b in zip(idle, before, strict=True))
+            for s, b in zip(idle, before, strict=True):
+                s.record["idle_cpu_s"] = round(s.record["idle_cpu_s"] + s.cpu() - b, 2)
+            sample |= {"order": order, "idle_servers_cpu_s": round(spent, 2), "round": turn}
+            samples.setdefault((server.label, endpoint, clients), []).append(sample)
+        for server in measured:
+            rps = [r["throughput_rps"] for r in samples[server.label, endpoint, clients]]
+            print(json.dumps({"label": server.label, "endpoint": endpoint, "clients": clients, "rounds_rps": rps}), flush=True)
 
 
 def run_command(args: argparse.Namespace) -> None:
@@ -422,6 +463,7 @@ def main() -> None:
     rounds.add_argument("--seconds", type=float, default=6.0, help="seconds per level and round")
     rounds.add_argument("--texts", required=True)
     rounds.add_argument("--max-texts", type=int, default=10_000)
+    rounds.add_argument("--fresh", action="store_true", help="new server processes every round (independent rounds), not one set kept up")
     rounds.add_argument("--startup-timeout", type=float, default=600.0)
     rounds.add_argument("--out", required=True)
     command = sub.add_parser("command", help="the wall time of a whole command, --repeat times")
