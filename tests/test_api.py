@@ -10,6 +10,7 @@ import json
 import logging
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -200,3 +201,18 @@ def test_progress_lines_print_on_stdout_only_within_a_command(capsys, caplog):
     with caplog.at_level(logging.WARNING, logger="sentune"):
         say("silenced")
     assert "silenced" not in caplog.text and capsys.readouterr().out == ""
+
+
+def test_the_type_stub_names_the_same_api_as_the_package_from_the_same_modules():
+    """sentune/__init__.pyi repeats the lazily imported names for type checkers (they read it instead of __init__.py):
+    it must import each public name from the module sentune._API says and list the same __all__, else a name added or
+    moved in one is missing or mistyped in the other."""
+    import ast
+
+    import sentune
+
+    stub = ast.parse((Path(sentune.__file__).parent / "__init__.pyi").read_text())
+    imported = {alias.name: node.module for node in stub.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    listed = next(node.value for node in stub.body if isinstance(node, ast.Assign) and node.targets[0].id == "__all__")  # type: ignore[attr-defined]
+    assert imported == sentune._API
+    assert ast.literal_eval(listed) == sentune.__all__

@@ -121,6 +121,35 @@ def test_a_reload_to_another_model_or_dimension_is_refused_and_the_old_index_goe
             assert client.get("/health").json()["index"]["documents"] == 4
 
 
+def test_a_reload_to_the_same_weights_under_another_served_name_is_refused(_tiny_st, tmp_path):
+    """Without --model-name a server names its model by the index's model folder: a rebuild from the same weights in a
+    folder of another name would answer /v1/embeddings under another name mid-service, so it is refused (409) too."""
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from sentune.serve.app import create_app
+    from sentune.serve.settings import ServeSettings
+
+    model = tmp_path / "model"
+    _tiny_st.save(str(model))
+    renamed = tmp_path / "same-weights"
+    shutil.copytree(model, renamed)
+    live = tmp_path / "live"
+    live.symlink_to(build_index(model, tmp_path / "first", "a", WORDS[:4]))
+    settings = ServeSettings(target=str(live), index=str(live), model=None, model_name=None)
+    with TestClient(create_app(settings)) as client:
+        before = client.post("/v1/embeddings", json={"input": "a dog"}).json()
+        publish(live, build_index(renamed, tmp_path / "renamed", "z", WORDS[:5]))
+        refused = client.post("/admin/reload", json={})
+        assert refused.status_code == 409, refused.text
+        message = refused.json()["error"]["message"]
+        assert "would be served as 'same-weights', not 'model'" in message and "--model-name" in message, message
+        answer = client.post("/v1/embeddings", json={"input": "a dog"}).json()
+        assert answer["model"] == before["model"] == "model"
+        assert client.get("/health").json()["index"]["documents"] == 4
+
+
 def test_a_damaged_document_fails_only_the_request_that_reaches_it(_tiny_st, tmp_path):
     """The issue's case: a bad line in documents.jsonl, 18 searches batched together, one of them reaching it: before,
     the whole batch got 500; now only that one does and the 17 beside it are answered."""

@@ -150,10 +150,6 @@ class Index:
 
         parsed_fusion = fusion if fusion is None or not isinstance(fusion, str) else parse_fusion(fusion, "fusion")
         lexical = lexical_settings(stem, bm25_k1, bm25_b, bm25_title_weight)
-        if passage_stride is not None and (passages != "maxp" or passage_stride < 1):
-            raise UserError(f"passage_stride {passage_stride}: a number of tokens from 1, with passages='maxp'")
-        if ann is not None and passages == "maxp":
-            raise UserError("ann: an approximate index holds one vector a document; passages='maxp' searches every passage exactly")
         spec = parse_ann(ann, "ann") if isinstance(ann, str) else ann
         build = IndexBuild.check(corpus, out, parsed_fusion, lexical, passages, passage_stride, spec, out_option="out")
         return build.run(model, device=device, trust_remote_code=trust_remote_code, show_progress=show_progress, reference=reference)
@@ -328,6 +324,13 @@ class IndexBuild:
         from sentune.search.options import check_document_ids
         from sentune.search.stored import CheckedOut, check_out
 
+        command = option.startswith("--")  # `sentune index` names its options, a Python caller its arguments
+        if passage_stride is not None and (passages != "maxp" or passage_stride < 1):
+            stride, maxp = ("--passage-stride", "--passages maxp") if command else ("passage_stride", "passages='maxp'")
+            raise UserError(f"{stride} {passage_stride}: a number of tokens from 1, with {maxp}")
+        if ann is not None and passages == "maxp":
+            maxp, leave = ("--passages maxp", " (leave --ann out)") if command else ("passages='maxp'", "")
+            raise UserError(f"{option}: an approximate index holds one vector a document; {maxp} searches every passage exactly{leave}")
         tmp = tempfile.TemporaryDirectory(prefix="sentune-index-") if out is None else None
         folder = Path(tmp.name if tmp is not None else out)  # type: ignore[arg-type]
         documents = documents_of(corpus)

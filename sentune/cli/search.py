@@ -100,10 +100,6 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     fusion = parse_fusion(args.fusion)
     lexical = parse_lexical(args)
-    if args.passage_stride is not None and (args.passages != "maxp" or args.passage_stride < 1):
-        raise UserError(f"--passage-stride {args.passage_stride}: a number of tokens from 1, with --passages maxp")
-    if args.ann is not None and args.passages == "maxp":
-        raise UserError("--ann: an approximate index holds one vector a document; --passages maxp searches every passage exactly (leave --ann out)")
     ann = parse_ann(args.ann) if args.ann is not None else None
     out = Path(args.out)
     corpus = Corpus.from_file(input_file(args.corpus, "--corpus"))  # a bad line or an empty file: file:line, before the model loads
