@@ -153,6 +153,7 @@ def test_a_run_without_time_is_planned_for_the_default_and_prints_what_it_leaves
         whole_seconds=lambda ctx, costs: seconds,
         builds_on=lambda others, ctx: (),
         finished=lambda ctx: name in finished,
+        ships_first_look=name != "supervised",
     )
     plan = SimpleNamespace(
         before_race=[candidate("unchanged", 60.0, "before_race"), candidate("pooling-mean", 30.0, "before_race")],

@@ -971,3 +971,27 @@ def test_the_default_budget_table_reads_old_and_new_runner_rows_and_checks_the_r
     by_example = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in page.splitlines() if line.startswith("| ") and " | 2026" not in line[:3]}
     assert by_example["stsb"][3] == "80%" and by_example["stsb"][7] == "`sed` 83.30" and by_example["stsb"][8] == "0.30"
     assert by_example["sick"][3] == "—" and by_example["sick"][8] == "—"
+
+
+def test_the_default_budget_table_gives_the_regret_to_the_best_of_the_examples_full_run_too(tmp_path):
+    """stsb's default run stopped supervised after its first fold and chose the unchanged model: no regret to its own best
+    tested candidate hid 1.95 points to the full run's supervised."""
+    render = load("renderers/render_default_budget.py")
+    measured = 'Measured by `EXAMPLES="stsb" bash benchmarks/runners/default_budget.sh` at commit abc1234, finished 2026-12-02 08:00 UTC, 2 cores, load average after 1 1 1; conditions: idle. Target (issue 72): x'
+    page = tmp_path / "default_budget-stsb.md"
+    page.write_text(
+        measured + "\n\n| example | 9 columns |\n|---|\n| stsb | 32.6 | 29.9 | 100% | none | none | `unchanged` 82.03 | `unchanged` 82.03 | 0.00 |\n"
+    )
+    adapt = tmp_path / "adapt"
+    (adapt / "stsb").mkdir(parents=True)
+    candidates = {
+        "unchanged": {"eligible": True, "test": {"score": 82.03}},
+        "supervised": {"eligible": True, "test": {"score": 83.98}},
+        "reference": {"eligible": False, "test": {"score": 90.0}},  # reported, never chosen: not a candidate to miss
+        "simcse": {"eligible": True, "test": None},
+    }
+    (adapt / "stsb" / "results.json").write_text(json.dumps({"candidates": candidates}))
+    row = next(line for line in render.render([page], adapt=adapt).splitlines() if line.startswith("| stsb |")).split(" | ")
+    assert row[9:11] == ["`supervised` 83.98", "1.95"]
+    row = next(line for line in render.render([page], adapt=tmp_path / "none").splitlines() if line.startswith("| stsb |")).split(" | ")
+    assert row[9:11] == ["— (no full run kept)", "—"]

@@ -219,3 +219,56 @@ def test_race_members_that_fit_alone_but_not_together_are_left_out_in_the_plans_
     late = plan.still_fit_together(["a", "b", "c", "not-planned"])  # x is not a member: its first look is held back
     assert set(late) == {"a", "c"} and late["c"] == "--time: expected 3.3 min now, 0.8 min left beside the race's others"
     assert plan.still_fit_together(["x"]) == {}
+
+
+def test_one_expected_to_gain_more_keeps_the_rest_it_needs_against_those_ranked_below_it(monkeypatch):
+    """The race's members (expected to gain nothing) start only beside the whole of the supervised candidate the plan
+    ranked above them (the rest after its first look reserved, as far as the time allows), not only its first look:
+    on a slow machine their first round took the minutes the supervised candidate needed to go on."""
+    now = [1000.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    plan = TimePlan(limit=1800.0, started=1000.0, given=False)
+    plan.kept = {
+        "unchanged": Planned("unchanged", 10.0, 0.0),
+        "supervised": Planned("supervised", 600.0, 1.8, first=120.0, whole=900.0, ships_first_look=False),
+        "sed": Planned("sed", 300.0, 0.6, needs=("a", "b"), first=200.0),
+        "a": Planned("a", 400.0, 0.0, first=400.0),
+        "b": Planned("b", 400.0, 0.0, first=400.0),
+    }
+    plan.finished("unchanged", 10.0)
+    now[0] += 300.0  # 1500 s left
+    # held: supervised's first look (sed follows the members: not held against them); reserved: the rest of
+    # supervised, 900 - 120 = 780 s; the members' first looks, 400 s each, share 1500 - 120 - 780 = 600 s
+    assert plan.reserved("a", plan.with_followers("a") | plan.with_followers("b")) == pytest.approx(780.0)
+    late = plan.still_fit_together(["a", "b"])
+    assert set(late) == {"b"}
+    assert "13.0 min kept for the rest of those ranked above it" in late["b"] and "--time 37m would include it" in late["b"]
+    # ranked below the ones it is held against, or begun, or expected to gain no more: nothing reserved
+    assert plan.reserved("supervised") == 0.0 and plan.reserved("unchanged") == 0.0
+    assert plan.reserved("sed", ["a", "b", "sed"]) == pytest.approx(780.0)  # sed (0.6) ranks below supervised (1.8)
+    assert plan.reserved("sed") == 0.0  # beside every first look held, supervised's rest no longer fits: nothing kept for it
+    plan.begin("supervised")
+    assert plan.reserved("a") == 0.0 and plan.still_fit_together(["a", "b"]) == {}
+
+
+def test_nothing_is_reserved_for_one_that_cannot_go_all_the_way_or_ships_its_first_look_and_a_rest_goes_on_beside_it(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    plan = TimePlan(limit=1800.0, started=1000.0, given=False)
+    plan.kept = {
+        # its rest, 2900 s, is more than is left: it would stop after its first look whatever the others do
+        "supervised": Planned("supervised", 1200.0, 1.8, first=100.0, whole=3000.0, ships_first_look=False),
+        "hybrid": Planned("hybrid", 900.0, 8.0, first=1.0),  # its first look is a fusion to choose: its rest is not kept
+        "wise": Planned("wise", 60.0, 1.9, needs=("supervised",)),
+        "a": Planned("a", 300.0, 0.0, first=100.0, whole=500.0),
+    }
+    now[0] += 600.0  # 1200 s left
+    assert plan.reserved("a") == 0.0 and plan.still_fit_together(["a"]) == {}
+    plan.kept["supervised"] = Planned("supervised", 600.0, 1.8, first=100.0, whole=700.0, ships_first_look=False)  # its rest 600 s now
+    assert plan.reserved("a") == pytest.approx(600.0)
+    plan.begin("a")
+    # after a's first round its rest (400 s) goes on only beside the first looks held (supervised 100, hybrid 1, wise
+    # 60) and supervised's rest (600): 1200 - 161 - 600 = 439 s
+    assert plan.go_on({"a": 400.0}) == {}
+    stopped = plan.go_on({"a": 440.0})
+    assert set(stopped) == {"a"} and "10.0 min kept for the rest of those ranked above it" in stopped["a"]

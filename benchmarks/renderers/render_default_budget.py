@@ -8,6 +8,7 @@ date and conditions its page records, and the largest candidate minutes against 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,7 +55,8 @@ def page_rows(page: Path) -> list[dict]:
     return rows
 
 
-def render(pages: list[Path]) -> str:
+def render(pages: list[Path], adapt: Path | None = None) -> str:
+    adapt = RESULTS / "adapt" if adapt is None else adapt
     rows = sorted((row for page in pages for row in page_rows(page)), key=lambda r: r["example"])
     if not rows:
         raise SystemExit("no default_budget-NAME.md page: run benchmarks/runners/default_budget.sh first")
@@ -72,18 +74,52 @@ def render(pages: list[Path]) -> str:
         f"{largest['candidate']:.1f} candidate minutes ({largest['wall']:.1f} wall).{leaving(rows)}",
         "",
         *regret_line(rows),
+        "The best in its full run is the best test score of any candidate in the example's run with all the time it needed "
+        "(`benchmarks/results/adapt/NAME`, often an earlier commit and machine): a default run that stops its best candidate "
+        "early shows no regret to its own best tested one, and does to this.",
+        "",
         "| example | wall minutes | candidate minutes | share of the budget | left out by the default time (expected; the --time that includes it) "
-        "| stopped after a first look | choice, test | best tested candidate | regret | measured (commit, finished, conditions) |",
-        "|---|---:|---:|---:|---|---|---|---|---:|---|",
+        "| stopped after a first look | choice, test | best tested candidate | regret | best in its full run | regret to it "
+        "| measured (commit, finished, conditions) |",
+        "|---|---:|---:|---:|---|---|---|---|---:|---|---:|---|",
     ]
     for r in rows:
         missing = "— (not recorded by this page's runner)"
         regret = "—" if r["regret"] is None else f"{r['regret']:.2f}"
         lines.append(
             f"| {r['example']} | {r['wall']:.1f} | {r['candidate']:.1f} | {r['share'] or '—'} | {r['left_out']} | {r['stopped'] or missing} | {r['choice']} | "
-            f"{r['best'] or missing} | {regret} | [{r['commit']}, {r['finished']}]({r['page']}): {r['conditions']} |"
+            f"{r['best'] or missing} | {regret} | {' | '.join(full_cells(r, adapt))} | [{r['commit']}, {r['finished']}]({r['page']}): {r['conditions']} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def full_run_best(example: str, adapt: Path) -> tuple[str, float] | None:
+    """The best test score of any eligible candidate in the example's full run (benchmarks/results/adapt/NAME, planned
+    with all the time it needed): what a default run that stops its best candidate early misses, which the regret to
+    the best *tested* candidate of its own run cannot show (None: no full run kept)."""
+    path = adapt / example / "results.json"
+    if not path.is_file():
+        return None
+    candidates = json.loads(path.read_text(encoding="utf-8"))["candidates"]
+    tested = {n: c["test"]["score"] for n, c in candidates.items() if c.get("eligible", True) and (c.get("test") or {}).get("score") is not None}
+    if not tested:
+        return None
+    best = max(tested, key=tested.get)
+    return best, float(tested[best])
+
+
+def chosen_score(choice: str) -> float | None:
+    """The test score in a page's "choice, test" cell (`` `name` 82.03 ``)."""
+    found = re.search(r"(-?\d+(?:\.\d+)?)\s*$", choice)
+    return float(found.group(1)) if found else None
+
+
+def full_cells(row: dict, adapt: Path) -> tuple[str, str]:
+    best = full_run_best(row["example"], adapt)
+    score = chosen_score(row["choice"])
+    if best is None:
+        return "— (no full run kept)", "—"
+    return f"`{best[0]}` {best[1]:.2f}", "—" if score is None else f"{best[1] - score:.2f}"
 
 
 def regret_line(rows: list[dict]) -> list[str]:

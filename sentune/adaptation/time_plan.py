@@ -18,9 +18,10 @@ what is left; one built on a candidate left out is left out too. The unchanged m
 While the run goes, the clock says what is left (what a candidate spent is charged as the run measured it: a race that
 stops most candidates at round one does not cost their full shares), and the first looks of the kept candidates not
 started yet are held back from it: a candidate starts when its next step (its first look, scaled by how far the
-candidates so far took longer than expected) fits in what is left beside those; a cheap follow-up (a candidate built on
-others that is all first look, at most CHEAP_FOLLOW_UP of the limit: `wise` after `supervised`) keeps the minutes
-planned for it, judged on them unscaled. Under --time a training is capped at its share of the minutes left (the
+candidates so far took longer than expected) fits in what is left beside those and beside the rest of those the plan
+ranks above it and expects to gain more (reserved: the phases run in the order their needs set, not by value); a
+cheap follow-up (a candidate built on others that is all first look, at most CHEAP_FOLLOW_UP of the limit: `wise` after
+`supervised`) keeps the minutes planned for it, judged on them unscaled. Under --time a training is capped at its share of the minutes left (the
 trainer's minute limit); what is left after the first looks goes to those the evidence keeps (each race's rules, then
 its successive halving: the best first).
 
@@ -131,6 +132,7 @@ class Planned:
     # expected seconds if it goes all the way (None: `seconds`): a raced one's `seconds` are its expected share, the
     # average over the race's members, while the one that goes on trains all of its steps
     whole: float | None = None
+    ships_first_look: bool = True  # False: stopped after its first look it leaves nothing to choose (its rest is reserved)
 
     @property
     def look(self) -> float:
@@ -232,6 +234,31 @@ class TimePlan:
         """The first looks of the kept candidates not begun yet (but `besides`): what no other may spend."""
         return sum(c.look for n, c in self.kept.items() if n not in self.done and n not in self.begun and n not in besides)
 
+    def reserved(self, name: str, besides: Collection[str] = ()) -> float:
+        """Beyond the first looks held back, the rest of each kept candidate not begun (but `besides`) that ranks above
+        `name` (kept before it by the plan, the best expected gain a second first, and expected to gain more) and whose
+        first look alone leaves nothing to choose (a supervised race's member: stopped after its first fold, it is
+        skipped). Reserved in the plan's order, each whose rest fits in what is left beside the held-back first looks
+        and those reserved before it (one that cannot go all the way anyway would stop after its first look: nothing is
+        kept for it), so that one expected to gain less does not spend the minutes the better one needs to go all the
+        way: the phases run in the order their needs set (the label-free race before the supervised candidates), not in
+        the order of their value, and on a slow machine the race's first round took the supervised race's minutes
+        (stsb's default run shipped the unchanged model)."""
+        order = list(self.kept)
+        if name not in self.kept:
+            return 0.0
+        gain = max(self.kept[name].gain, 0.0)
+        room = max(self.left() - self.held_back(besides), 0.0)
+        total = 0.0
+        for above in order[: order.index(name)]:
+            c = self.kept[above]
+            if c.ships_first_look or above in self.done or above in self.begun or above in besides or max(c.gain, 0.0) <= gain:
+                continue
+            rest = max(c.end - c.look, 0.0)
+            if total + rest <= room:
+                total += rest
+        return total
+
     def with_followers(self, name: str) -> set[str]:
         """`name` and the kept candidates built on it: their first looks are not held back against `name` itself. Held
         against it, a follow-up could block the one it is best built on and then not fit itself (wise after supervised,
@@ -259,10 +286,18 @@ class TimePlan:
         else:
             expected = c.look * self.scale()
         mine = self.with_followers(name)
-        room = self.left() - self.held_back(mine)
+        kept_for = self.reserved(name, mine)
+        room = self.left() - self.held_back(mine) - kept_for
         if expected > room:
-            return f"{self.source}: expected {minutes(expected)} now, {minutes(max(room, 0.0))} left{self._beside(mine)}{self._would(expected, mine)}"
+            return (
+                f"{self.source}: expected {minutes(expected)} now, {minutes(max(room, 0.0))} left{self._beside(mine)}{self._for_above(kept_for)}"
+                f"{self._would(expected + kept_for, mine)}"
+            )
         return None
+
+    @staticmethod
+    def _for_above(kept_for: float) -> str:
+        return f" and {minutes(kept_for)} kept for the rest of those ranked above it" if kept_for > 0 else ""
 
     def _would(self, expected: float, names: Collection[str]) -> str:
         """Under the default time, the --time that would have let `expected` more seconds start now ('' under --time,
@@ -287,9 +322,13 @@ class TimePlan:
         left, taken, late = max(self.left() - self.held_back(followers), 0.0), 0.0, {}
         for name in (n for n in self.kept if n in names):
             expected = self.kept[name].look * self.scale()
-            if taken + expected > left:
-                would = self._would(taken + expected, names)
-                late[name] = f"{self.source}: expected {minutes(expected)} now, {minutes(left - taken)} left beside the race's others{would}"
+            kept_for = self.reserved(name, followers)  # the rest of those ranked above it (its fellow members are begun)
+            if taken + expected > left - kept_for:
+                would = self._would(taken + expected + kept_for, names)
+                late[name] = (
+                    f"{self.source}: expected {minutes(expected)} now, {minutes(max(left - kept_for - taken, 0.0))} left beside the race's others"
+                    f"{self._for_above(kept_for)}{would}"
+                )
             else:
                 taken += expected
         return late
@@ -315,10 +354,12 @@ class TimePlan:
         spent = time.monotonic() - self.started
         left, taken, stopped = max(self.left() - held, 0.0), 0.0, {}
         for name, rest in rests.items():
-            if taken + rest > left:
-                needed = math.ceil((spent + taken + rest + held) / 60)
+            kept_for = self.reserved(name, list(rests))
+            if taken + rest > left - kept_for:
+                needed = math.ceil((spent + taken + rest + held + kept_for) / 60)
                 stopped[name] = (
-                    f"{self.source}: the rest of it expected {minutes(rest)}, {minutes(max(left - taken, 0.0))} left; --time {needed}m would let it go on"
+                    f"{self.source}: the rest of it expected {minutes(rest)}, {minutes(max(left - kept_for - taken, 0.0))} left"
+                    f"{self._for_above(kept_for)}; --time {needed}m would let it go on"
                 )
             else:
                 taken += rest
@@ -440,7 +481,7 @@ def plan_run(candidates: Any, ctx: Any, started: float) -> TimePlan:
         wholes = {c.name: 0.0 if c.name in done else c.whole_seconds(ctx, costs) for c in candidates.all}
         first = Planned(unchanged.name, expected[unchanged.name], 0.0)
         items = [
-            Planned(c.name, expected[c.name], gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx), looks[c.name], wholes[c.name])
+            Planned(c.name, expected[c.name], gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx), looks[c.name], wholes[c.name], c.ships_first_look)
             for c in candidates.all[1:]
         ]
         already = time.monotonic() - started

@@ -50,6 +50,10 @@ class Candidate:
     eligible: ClassVar[bool] = True  # baselines are reported, never chosen
     dense: ClassVar[bool] = True  # ranks by its model's cosine alone (False: BM25, or fused with it)
     tuned: ClassVar[bool] = False  # its weights were trained on this run's data (wise may interpolate them)
+    # its first look alone leaves a candidate to choose (a raced training ends at its best checkpoint, a fusion is whole):
+    # False for one the time stops after its first look with nothing to ship (a supervised race's member is skipped), whose
+    # rest the plan reserves against those ranked below it (sentune.adaptation.time_plan.TimePlan.reserved)
+    ships_first_look: ClassVar[bool] = True
 
     @classmethod
     def planned(cls, setup: PlanSetup) -> list[Candidate]:

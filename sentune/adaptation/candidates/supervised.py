@@ -45,6 +45,7 @@ class Supervised(WithRun):
     kind: ClassVar[str] = "supervised"
     phase: ClassVar[str] = "after_race"
     tuned: ClassVar[bool] = True
+    ships_first_look: ClassVar[bool] = False  # a member the time stops after its first fold is skipped
     search: ClassVar[bool] = False  # which data it plans for: pairs, or (SupervisedSearch) queries
 
     @classmethod
