@@ -119,7 +119,8 @@ def full_cells(row: dict, adapt: Path) -> tuple[str, str]:
     score = chosen_score(row["choice"])
     if best is None:
         return "— (no full run kept)", "—"
-    return f"`{best[0]}` {best[1]:.2f}", "—" if score is None else f"{best[1] - score:.2f}"
+    regret = None if score is None else round(best[1] - score, 2) + 0.0  # + 0.0: no "-0.00" for an equal score
+    return f"`{best[0]}` {best[1]:.2f}", "—" if regret is None else f"{regret:.2f}"
 
 
 def regret_line(rows: list[dict]) -> list[str]:

@@ -98,7 +98,7 @@ class Engine:
         self.routes = {route: Encoder(self.model, "model", show_progress=False, runtime=runtime, task=route) for route in routes}
         self.max_tokens = int(self.model.max_seq_length or 0)
         self.dimension = int(self.encoder.encode(["warm up"]).shape[1])  # the first forward pass is the slow one
-        self.name = served_name(settings)
+        self.name = served_name(settings, None if self.index is None else self.index.settings)
         # what a reload must keep (sentune.serve.service.State.reload): the index's record of its model's weights, else its source
         self.model_identity = None if self.index is None else self.index.settings.get("model_digest") or model_source(settings)
         for view in self.views.values():  # loads BM25 and reads the vectors once: the first query is as fast as the next
@@ -223,8 +223,9 @@ def resolved_model(ref: str) -> str:
     return resolve_model_name(ref)
 
 
-def served_name(settings: ServeSettings) -> str:
-    """The model's name in /v1/embeddings answers: --model-name, else the hub id, or the folder's name."""
+def served_name(settings: ServeSettings, recorded: dict | None = None) -> str:
+    """The model's name in /v1/embeddings answers: --model-name, else the hub id, or the folder's name. `recorded`: the
+    served index's settings as it was opened (read from its folder when not given)."""
     from sentune.core.models import DEFAULT_HUB_ID
 
     if settings.model_name:
@@ -234,7 +235,7 @@ def served_name(settings: ServeSettings) -> str:
         from sentune.search.stored import read_settings
 
         folder = Path(settings.index)
-        ref = str((read_settings(folder) or {}).get("model"))
+        ref = str(((read_settings(folder) if recorded is None else recorded) or {}).get("model"))
         if IndexFolder(folder).model_location(ref) is not None:  # an adapt run's model/ inside the index
             return f"{folder.name}/{ref}"
     else:
