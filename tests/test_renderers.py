@@ -873,6 +873,16 @@ def test_the_serving_page_judges_each_level_against_the_earlier_commit_by_an_int
     half = 4.302652729911275 * sd / math.sqrt(3)  # Student's t, 2 degrees of freedom, 97.5 %
     assert rows[0].split(" | ")[5:8] == ["1.00 0.90 1.10", f"{math.exp(mean):.2f} [{math.exp(mean - half):.2f}, {math.exp(mean + half):.2f}]", "2.00 / 2.00"]
     assert page[-2].startswith("Slower: sentune-torch embeddings at 4. Not shown either way (2 of 4): sentune-torch embeddings at 1, ")
+    assert render.settling(measured) == []  # rounds recorded before the wait: no line
+    rule = {"window_s": 1.0, "cpu_s": 0.05, "timeout_s": 60.0}
+    waits = [(1.0, True), (3.0, True), (60.0, False)]
+    for record in measured.values():
+        record["quiet_before_each_level"] = rule
+        for r, (wait, quiet) in zip(record["levels"][0]["rounds"], waits, strict=True):
+            r |= {"settle_s": wait, "settled": quiet}
+    line = render.settling(measured)[0]
+    assert "each of the 9 measured levels" in line and "under 0.05 CPU s in 1 s" in line
+    assert "3.0 s at the median, 60.0 s at most; **3 measured without going quiet** within 60 s." in line
 
 
 def test_serving_rounds_on_fresh_processes_pair_each_level_seconds_apart_in_a_rotated_order(monkeypatch, tmp_path):
@@ -907,6 +917,7 @@ def test_serving_rounds_on_fresh_processes_pair_each_level_seconds_apart_in_a_ro
     servers: list = []
     monkeypatch.setattr(serve_load, "Served", lambda entry: servers.append(FakeServer(entry)) or servers[-1])
     monkeypatch.setattr(serve_load, "wrk_level", fake_wrk)
+    monkeypatch.setattr(serve_load, "QUIET_WINDOW_S", 0.0)
     (tmp_path / "servers.json").write_text(json.dumps([{"label": "a", "command": ["x"]}, {"label": "b", "command": ["y"]}]))
     (tmp_path / "texts.jsonl").write_text('{"text": "one"}\n{"text": "two"}\n')
     args = argparse.Namespace(servers=str(tmp_path / "servers.json"), texts=str(tmp_path / "texts.jsonl"), max_texts=10, rounds=2,
@@ -920,6 +931,30 @@ def test_serving_rounds_on_fresh_processes_pair_each_level_seconds_apart_in_a_ro
     saved = json.loads((tmp_path / "load.json").read_text())
     assert [len(level["rounds"]) for level in saved["a"]["levels"]] == [2, 2] and saved["a"]["fresh_processes"] is True
     assert [r["round"] for r in saved["b"]["levels"][0]["rounds"]] == [0, 1]
+    assert all(r["settled"] for level in saved["a"]["levels"] for r in level["rounds"])  # idle fakes: quiet at once
+
+
+def test_a_level_is_measured_only_once_no_server_still_works_off_the_load_before(monkeypatch):
+    """serve_load.settle: a server that spends CPU after its load ended (infinity computing the requests of dropped
+    connections) is waited for, window by window, until all servers together spend less than QUIET_CPU_S in one; one
+    that never goes quiet is given up on at QUIET_TIMEOUT_S and the level says so."""
+    serve_load = load("speed/serve_load.py")
+    clock = {"now": 0.0}
+    monkeypatch.setattr(serve_load.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(serve_load.time, "sleep", lambda seconds: clock.__setitem__("now", clock["now"] + seconds))
+
+    class Busy:
+        def __init__(self, busy_until: float, rate: float) -> None:
+            self.busy_until, self.rate = busy_until, rate
+
+        def cpu(self) -> float:  # CPU seconds so far: `rate` a second until busy_until, then none
+            return self.rate * min(clock["now"], self.busy_until)
+
+    draining, idle = Busy(busy_until=3.0, rate=0.5), Busy(busy_until=0.0, rate=0.0)
+    assert serve_load.settle([idle, draining]) == (4.0, True)  # windows 0-1, 1-2, 2-3 busy; 3-4 quiet
+    clock["now"] = 0.0
+    steady = Busy(busy_until=100.0, rate=1.5 * serve_load.QUIET_CPU_S / serve_load.QUIET_WINDOW_S)  # above the limit
+    assert serve_load.settle([steady, idle]) == (serve_load.QUIET_TIMEOUT_S, False)
 
 
 def test_a_level_measured_in_rounds_keeps_the_median_rates_and_the_summed_counts():

@@ -285,6 +285,23 @@ def against_before(measured: dict) -> list[str]:
     return [f"## Against the code of {', '.join(commits)}, in the same rounds", "", rule, "", *markdown_table(header, rows), "", verdict, ""]
 
 
+def settling(measured: dict) -> list[str]:
+    """How long the servers were waited for before each measured level, until none still worked off the load before."""
+    rounds = [r for label in servers(measured) for level in measured[label].get("levels", []) for r in level.get("rounds", []) if "settle_s" in r]
+    if not rounds:
+        return []
+    rule = next(measured[label]["quiet_before_each_level"] for label in servers(measured) if "quiet_before_each_level" in measured[label])
+    waits = [r["settle_s"] for r in rounds]
+    loud = sum(not r["settled"] for r in rounds)
+    return [
+        f"Before each of the {len(rounds)} measured levels the servers were waited for until all of them together spent "
+        f"under {rule['cpu_s']:g} CPU s in {rule['window_s']:g} s (one that queues rather than sheds works off the last "
+        f"level's requests after wrk stops): {np.median(waits):.1f} s at the median, {max(waits):.1f} s at most; "
+        + (f"**{loud} measured without going quiet** within {rule['timeout_s']:g} s." if loud else "every one went quiet."),
+        "",
+    ]
+
+
 def tail(measured: dict, source: str, screenshot: str | None) -> list[str]:
     """The vectors' agreement, start-up and memory, one query without a server, the page, the machine's conditions."""
     lines: list[str] = []
@@ -316,6 +333,7 @@ def tail(measured: dict, source: str, screenshot: str | None) -> list[str]:
         if any("idle_cpu_s" in measured[label] for label in servers(measured)):  # a rounds run: all up at once
             header += ["CPU s idle while the others were loaded"]
         lines += ["## Start-up and memory", "", *markdown_table(header, memory_rows), ""]
+    lines += settling(measured)
     if SEARCH_PROCESS in measured:
         process = measured[SEARCH_PROCESS]
         times = ", ".join(f"{t:.2f}" for t in process["wall_s"])

@@ -24,8 +24,9 @@ busy server is in it, at 256 a server that sheds load answers the excess with 50
 Why rounds: on this machine the same server measured minutes apart moved a level by far more than two versions of the
 code differ, so one sample a level cannot say which of two servers is faster. In `rounds` every server is up for the
 whole run and a level is measured once per server per round, the servers' order rotated each round, so that a drift of
-the machine falls on all of them alike; each record keeps its rounds beside their median, and the CPU each idle server
-spent while another was loaded (what it took from the one measured). With `--fresh` every round runs on new server
+the machine falls on all of them alike; before each level every server is waited for until it is quiet (one that queues
+rather than sheds works off the last level's requests for seconds after wrk stops), and each record keeps its rounds
+beside their median, and the CPU each idle server spent while another was loaded (what it took from the one measured). With `--fresh` every round runs on new server
 processes (each started alone, in a rotated order): one process's state (its heap, a slow first batch, where the
 scheduler put it) then falls on one round, not on all, so the rounds are independent samples and an interval over them
 says how far two servers differ.
@@ -50,6 +51,9 @@ import numpy as np
 
 PROBE = "a man plays the guitar"
 WARMUP_SECONDS = 3  # wrk at 4 connections before an endpoint's levels, not counted: the first batches, the caches
+QUIET_WINDOW_S = 1.0  # before a level is measured, the servers are watched for this long at a time ...
+QUIET_CPU_S = 0.05  # ... until all of them together spend less CPU than this in one window (5 % of one core)
+QUIET_TIMEOUT_S = 60.0  # at most: a level measured after it says so ("settled": false)
 
 
 def shown(command: list[str]) -> str:
@@ -277,7 +281,7 @@ def median_level(samples: list[dict]) -> dict:
             for name, count in sample[key].items():
                 merged[name] = merged.get(name, 0) + count
         record[key] = merged
-    kept = ("throughput_rps", "p50_ms", "p99_ms", "shed", "order", "idle_servers_cpu_s", "round")
+    kept = ("throughput_rps", "p50_ms", "p99_ms", "shed", "order", "idle_servers_cpu_s", "round", "settle_s", "settled")
     record["rounds"] = [{k: s[k] for k in kept if k in s} for s in samples]
     return record
 
@@ -379,6 +383,7 @@ def run_rounds(args: argparse.Namespace) -> None:
                 server.record["levels"].append({"endpoint": endpoint, **median_level(samples[server.label, endpoint, clients])})
         server.record["rounds"] = args.rounds
         server.record["fresh_processes"] = bool(args.fresh)
+        server.record["quiet_before_each_level"] = {"window_s": QUIET_WINDOW_S, "cpu_s": QUIET_CPU_S, "timeout_s": QUIET_TIMEOUT_S}
         save(out, server.label, server.record)
 
 
@@ -406,6 +411,20 @@ def warm_up(servers: list[Served], bodies: dict) -> None:
             wrk_level(server.host, *bodies[server.label, endpoint], 4, WARMUP_SECONDS, None)  # not counted
 
 
+def settle(servers: list[Served]) -> tuple[float, bool]:
+    """Waits until no server is still working off the load before (seconds waited, whether they went quiet): a server
+    that queues rather than sheds (infinity) goes on computing the requests of the connections wrk dropped for seconds,
+    and the rotated order puts the same server after it every round, so without the wait that one server alone was
+    measured beside another's leftover work (1.7-2 CPU seconds in a 6-second level)."""
+    start = time.monotonic()
+    while time.monotonic() - start < QUIET_TIMEOUT_S:
+        before = sum(s.cpu() for s in servers)
+        time.sleep(QUIET_WINDOW_S)
+        if sum(s.cpu() for s in servers) - before < QUIET_CPU_S:
+            return round(time.monotonic() - start, 2), True
+    return round(time.monotonic() - start, 2), False
+
+
 def one_round(servers: list[Served], levels: list[tuple[str, int]], bodies: dict, turn: int, samples: dict, seconds: float) -> None:
     """Every level of every server once, the servers of a level taken back to back in an order rotated by round, so
     that a drift of the machine falls on all of them alike and the paired ratios compare seconds-apart samples."""
@@ -413,13 +432,14 @@ def one_round(servers: list[Served], levels: list[tuple[str, int]], bodies: dict
         measured = [s for s in servers if endpoint in s.endpoints]
         shift = turn % len(measured) if measured else 0
         for order, server in enumerate(measured[shift:] + measured[:shift]):
+            waited, settled = settle(servers)
             idle = [s for s in servers if s is not server]
             before = [s.cpu() for s in idle]
             sample = wrk_level(server.host, *bodies[server.label, endpoint], clients, seconds, None)
             spent = sum(s.cpu() - b for s, b in zip(idle, before, strict=True))
             for s, b in zip(idle, before, strict=True):
                 s.record["idle_cpu_s"] = round(s.record["idle_cpu_s"] + s.cpu() - b, 2)
-            sample |= {"order": order, "idle_servers_cpu_s": round(spent, 2), "round": turn}
+            sample |= {"order": order, "idle_servers_cpu_s": round(spent, 2), "round": turn, "settle_s": waited, "settled": settled}
             samples.setdefault((server.label, endpoint, clients), []).append(sample)
         for server in measured:
             rps = [r["throughput_rps"] for r in samples[server.label, endpoint, clients]]
