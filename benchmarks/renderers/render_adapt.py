@@ -63,12 +63,21 @@ def supervised_cell(results: dict) -> str:
     return "; ".join(found) or "—"
 
 
-def best_on_test(results: dict) -> str:
-    """The candidate with the highest test score (the reference recipe, never chosen, aside) and that score: what a
-    choice that read the test set would have shipped, beside what adapt shipped without reading it."""
-    tested = {n: c["test"]["score"] for n, c in results["candidates"].items() if n != REFERENCE and c.get("test")}
+def best_tested(results: dict) -> tuple[str, float] | None:
+    """The candidate with the highest test score and that score (None: none was tested): what a choice that read the
+    test set would have shipped, beside what adapt shipped without reading it. Every tested candidate counts (a search
+    reference, one a race stopped), but the paper's reference recipe, which adapt runs beside and never chooses. The
+    one rule of every page's "best tested" and regret (adapt.md, default_budget.md and its runner)."""
+    tested = {n: c["test"]["score"] for n, c in results["candidates"].items() if n != REFERENCE and (c.get("test") or {}).get("score") is not None}
+    if not tested:
+        return None
     best = max(tested, key=lambda n: tested[n])
-    return f"`{best}` {tested[best]:.2f}"
+    return best, float(tested[best])
+
+
+def best_on_test(results: dict) -> str:
+    best = best_tested(results)
+    return "—" if best is None else f"`{best[0]}` {best[1]:.2f}"
 
 
 def summary_row(name: str, results: dict, label_free: dict | None) -> list[str]:

@@ -13,6 +13,8 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+from render_adapt import best_tested  # benchmarks/renderers/render_adapt.py: the one rule of "best tested"
+
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 TARGET_MIN = 30.0  # candidate minutes a default run may take (issue 72)
 REGRET_TARGET = 0.5  # test points a default run's choice may trail the best tested candidate (issue 80)
@@ -94,18 +96,11 @@ def render(pages: list[Path], adapt: Path | None = None) -> str:
 
 
 def full_run_best(example: str, adapt: Path) -> tuple[str, float] | None:
-    """The best test score of any eligible candidate in the example's full run (benchmarks/results/adapt/NAME, planned
-    with all the time it needed): what a default run that stops its best candidate early misses, which the regret to
-    the best *tested* candidate of its own run cannot show (None: no full run kept)."""
+    """The best tested candidate of the example's full run (benchmarks/results/adapt/NAME, planned with all the time it
+    needed): what a default run that stops its best candidate early misses, which the regret to the best *tested*
+    candidate of its own run cannot show (None: no full run kept)."""
     path = adapt / example / "results.json"
-    if not path.is_file():
-        return None
-    candidates = json.loads(path.read_text(encoding="utf-8"))["candidates"]
-    tested = {n: c["test"]["score"] for n, c in candidates.items() if c.get("eligible", True) and (c.get("test") or {}).get("score") is not None}
-    if not tested:
-        return None
-    best = max(tested, key=tested.get)
-    return best, float(tested[best])
+    return best_tested(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
 
 
 def chosen_score(choice: str) -> float | None:

@@ -21,6 +21,9 @@ import json
 import re
 import sys
 
+sys.path.insert(0, "benchmarks/renderers")
+from render_adapt import best_tested  # the one rule of "best tested" (render_default_budget.py's full-run column too)
+
 results = json.load(open(sys.argv[1]))
 planned = results["meta"]["time"]
 minutes = sum(c.get("seconds") or 0.0 for c in results["candidates"].values()) / 60
@@ -31,12 +34,10 @@ def including(name, why):  # planned left out: the plan's --time; left out at it
 left = "; ".join(f"{name} ({why.split(';')[0]}, --time {including(name, why)}m)" for name, why in planned["left_out"].items())
 stopped = "; ".join(f"{name} ({why.split(';')[0]})" for name, why in planned.get("stopped", {}).items())
 chosen = results["choice"]["name"]
-tests = {name: (c.get("test") or {}).get("score") for name, c in results["candidates"].items()}
-tested = {name: score for name, score in tests.items() if score is not None}
-test = tests.get(chosen)
-best = max(tested, key=tested.get) if tested else None
-regret = f"{tested[best] - test:.2f}" if best is not None and test is not None else "—"
-best_cell = f"`{best}` {tested[best]:.2f}" if best is not None else "—"
+test = (results["candidates"][chosen].get("test") or {}).get("score")
+best = best_tested(results)
+regret = f"{best[1] - test:.2f}" if best is not None and test is not None else "—"
+best_cell = f"`{best[0]}` {best[1]:.2f}" if best is not None else "—"
 print(f"| {sys.argv[2]} | {int(sys.argv[3]) / 60:.1f} | {minutes:.1f} | {minutes / budget:.0%} | {left or 'none'} | {stopped or 'none'} | `{chosen}` {'' if test is None else f'{test:.2f}'} | {best_cell} | {regret} |")
 EOF
 )")
