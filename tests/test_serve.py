@@ -547,6 +547,38 @@ def test_the_batcher_joins_requests_splits_a_long_one_and_keeps_their_order():
     assert answers == [[10], [20], [30]] and sum(map(len, seen)) == 3
 
 
+def test_after_a_shared_batch_the_next_waits_for_company_only_until_as_many_texts_are_back():
+    """Two clients: once their shared batch is answered, their next two requests run as soon as both are back, not
+    wait_s later (at 4 connections every batch paid the whole wait); one back alone waits wait_s for the other."""
+    import asyncio
+
+    from sentune.serve.batching import MicroBatcher
+
+    seen: list[list[int]] = []
+
+    def run(items):
+        seen.append(list(items))
+        return items
+
+    async def scenario(wait_s: float) -> tuple[float, float]:
+        with ThreadPoolExecutor(1) as executor:
+            batcher = MicroBatcher(run, executor, max_batch=64, wait_s=wait_s)
+            batcher.start()
+            await asyncio.gather(batcher.submit([1]), batcher.submit([2]))  # one shared batch: others are sending
+            began = time.monotonic()
+            await asyncio.gather(batcher.submit([3]), batcher.submit([4]))  # both back: no wait for a 64-text batch
+            both = time.monotonic() - began
+            began = time.monotonic()
+            await batcher.submit([5])  # one of the two back: it waits for the other up to wait_s
+            alone = time.monotonic() - began
+            await batcher.stop()
+            return both, alone
+
+    both, alone = asyncio.run(scenario(wait_s=2.0 / 3))
+    assert seen == [[1, 2], [3, 4], [5]]
+    assert both < 1.0 / 3 <= 2.0 / 3 <= alone  # (before: both waited the whole 2/3 s too)
+
+
 def test_a_request_that_fails_its_batch_fails_alone():
     """[2] raises in a batch it shares with [1]: each is computed alone again, and only [2] gets the error (before,
     every request of the batch got it)."""

@@ -27,8 +27,10 @@ batch only, not also for the one that started just before it arrived. The bound 
 refused, so never meets the lower bound.
 
 When the batcher is idle a request runs at once. It waits up to `wait_s` for company only when the previous batch was
-shared by several requests, i.e. when others are sending: at one client there is no wait to pay, and under load the
-requests that gathered during a batch run together as soon as it ends. The executor has one thread, shared with the
+shared by several requests, i.e. when others are sending, and only until as many texts wait as that batch held (the
+clients it answered are on their way back; none other is known to be): at one client there is no wait to pay, at a few
+the next batch starts as soon as they are back rather than `wait_s` later, and under load the requests that gathered
+during a batch run together as soon as it ends. The executor has one thread, shared with the
 other batchers of the process, so the model runs one batch at a time (its tokenizer is not safe to call from two
 threads) and tokenisation never runs on the event loop.
 
@@ -110,6 +112,7 @@ class MicroBatcher:
         self._numbers = itertools.count()
         self._task: asyncio.Task | None = None
         self._shared = False  # the last batch held several requests: others are sending
+        self._last_texts = 0  # texts in the last batch: how many a wait for company waits for at most
 
     def waiting(self) -> int:
         """Texts accepted and not yet handed to a batch (a request already answered is not counted)."""
@@ -190,6 +193,7 @@ class MicroBatcher:
             if not parts:
                 continue
             self._shared = len(parts) > 1
+            self._last_texts = sum(end - start for _, start, end in parts)
             if self.on_batch is not None:
                 self.on_batch(sum(end - start for _, start, end in parts))
             outcomes = await loop.run_in_executor(self.executor, self._compute, parts)
@@ -261,7 +265,7 @@ class MicroBatcher:
         return [chunk for chunk in chunks if chunk]
 
     async def _company(self) -> None:
-        """Wait up to wait_s, or until a full batch waits. Past saturation the queue is empty only between two batches
+        """Wait up to wait_s, or until as many texts wait as the last batch held (a full batch at most). Past saturation the queue is empty only between two batches
         (it is full while one runs), and the requests that fill it are on their way (the answered clients' next ones,
         the refused ones coming back): wait for the bound's worth while they keep coming (up to OVERLOAD_GAP_S after
         the latest, OVERLOAD_WAIT_S in all), so that they run in this batch rather than wait for all of the next one."""
@@ -269,7 +273,7 @@ class MicroBatcher:
         loop = asyncio.get_running_loop()
         bound = self.bound()
         overloaded = bound is not None and bound != self.max_queue
-        target = min(self.max_batch, bound) if bound is not None and overloaded else self.max_batch
+        target = min(self.max_batch, bound) if bound is not None and overloaded else min(self.max_batch, max(self._last_texts, 1))
         began = loop.time()
         deadline = began + self.wait_s
         while self.waiting() < target:
