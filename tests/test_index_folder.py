@@ -109,6 +109,63 @@ def test_a_failed_rebuild_leaves_the_index_whole_and_a_second_run_finishes_it(ti
     assert ranked(SearchIndex.open(out, "bm25", device="cpu"), "bm25") != before
 
 
+def tonight(corpus: Path, tmp_path: Path) -> tuple[Path, set[str]]:
+    """A nightly corpus: the documents of `corpus` less d0, d1's text changed, d60 new; and the two texts it encodes."""
+    rows = [json.loads(line) for line in corpus.read_text().splitlines()]
+    rows = rows[1:] + [{"_id": "d60", "title": "", "text": "A new report said the market price rises today."}]
+    rows[0] = rows[0] | {"text": rows[0]["text"] + " The men play guitars."}
+    path = tmp_path / "tonight.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path, {rows[0]["text"], rows[-1]["text"]}
+
+
+def test_a_rebuild_over_new_documents_encodes_only_what_changed_and_an_opened_index_keeps_the_old_ones(tiny_model_dir, corpus, tmp_path, monkeypatch):
+    from sentune.api.index import Index
+    from sentune.core.encode import Encoder
+    from sentune.search.index import SearchIndex
+
+    out = tmp_path / "index"
+    Index.build(str(tiny_model_dir), str(corpus), out, fusion="convex:0.5")
+    served = SearchIndex.open(out, "hybrid", device="cpu")
+    served.lexical(mmap=True)
+    before = ranked(served, "hybrid")
+    new_corpus, changed = tonight(corpus, tmp_path)
+    encoded: list[str] = []
+    real = Encoder.encode
+    monkeypatch.setattr(Encoder, "encode", lambda self, texts, *a, **k: encoded.extend(texts) or real(self, texts, *a, **k))
+    assert main(["index", "--model", str(tiny_model_dir), "--corpus", str(new_corpus), "--out", str(out), "--fusion", "convex:0.5", "--quiet"]) == 0
+    assert set(encoded) == changed and len(encoded) == 2  # the 58 documents held word for word keep their vectors
+    monkeypatch.undo()
+    assert ranked(served, "hybrid") == before  # a reader keeps the index it opened, d0 and all
+    apart = tmp_path / "apart"  # the new documents' own index, every one encoded
+    Index.build(str(tiny_model_dir), str(new_corpus), apart, fusion="convex:0.5")
+    fresh, own = SearchIndex.open(out, "hybrid", device="cpu"), SearchIndex.open(apart, "hybrid", device="cpu")
+    assert np.allclose(fresh.vectors, own.vectors, atol=1e-5)
+    found, expected = ranked(fresh, "hybrid"), ranked(own, "hybrid")
+    assert [[i for i, _ in row] for row in found] == [[i for i, _ in row] for row in expected]
+    assert np.allclose([s for row in found for _, s in row], [s for row in expected for _, s in row], atol=1e-4)
+    assert "d0" not in fresh.documents.ids(range(len(fresh.documents))) and "d60" in fresh.documents.ids(range(len(fresh.documents)))
+
+
+def test_a_rebuild_over_new_documents_builds_its_approximate_index_again_as_it_was_built(tiny_model_dir, corpus, tmp_path):
+    pytest.importorskip("faiss")
+    from sentune.api.index import Index
+    from sentune.search.ann import read_ann_settings
+    from sentune.search.folder import IndexFolder
+    from sentune.search.index import SearchIndex
+
+    out = tmp_path / "index"
+    Index.build(str(tiny_model_dir), str(corpus), out, ann="hnsw:m=8")
+    first = read_ann_settings(IndexFolder(out).current().path)
+    opened = SearchIndex.open(out, "dense", device="cpu")
+    assert opened.ann is not None and opened.system_view("hybrid" if opened.fusion else "dense").ann is opened.ann  # one in memory
+    Index.build(str(tiny_model_dir), str(tonight(corpus, tmp_path)[0]), out)
+    current = IndexFolder(out).current()
+    again = read_ann_settings(current.path)
+    assert again is not None and again["kind"] == first["kind"] and again["settings"] == first["settings"]
+    assert (current.ann_index).stat().st_ino != (IndexFolder(out).flat().ann_index).stat().st_ino  # built over the new vectors
+
+
 def test_an_index_from_before_versions_opens_in_place_and_old_versions_are_pruned(tiny_model_dir, corpus, tmp_path):
     from sentune.api.index import Index
     from sentune.search.folder import IndexFolder

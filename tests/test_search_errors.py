@@ -250,13 +250,16 @@ def test_a_bad_out_is_refused_before_the_model_loads(built, tmp_path, capsys, no
     stranger = tmp_path / "stranger"
     stranger.mkdir()
     (stranger / "notes.txt").write_text("mine")
+    unfinished = copy_index(built, tmp_path)  # a build of 150 documents stopped midway: resumed only with them
+    settings = json.loads((unfinished / "index.json").read_text())
+    (unfinished / "index.json").write_text(json.dumps(settings | {"complete": False}))
     index = ["index", "--model", str(built["model"]), "--corpus"]
     before = tree_state(tmp_path)
     cases = [
         ([*index, str(built["corpus"]), "--out", str(a_file)], f"--out {a_file}: a file, not a folder"),
         ([*index, str(built["corpus"]), "--out", str(a_file / "x")], f"--out {a_file / 'x'}: {a_file} is a file, not a folder"),
         ([*index, str(built["corpus"]), "--out", str(stranger)], f"--out {stranger}: a folder that is not empty and holds no index.json"),
-        ([*index, str(other), "--out", str(built["folder"] / "hybrid")], f"{built['folder'] / 'hybrid' / 'index.json'}: built over other documents (150)"),
+        ([*index, str(other), "--out", str(unfinished)], f"{unfinished / 'index.json'}: an unfinished build over other documents (150)"),
     ]
     for args, expected in cases:
         assert expected in one_error(capsys, args), args

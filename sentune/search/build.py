@@ -2,7 +2,9 @@
 written chunk by chunk into a memory-mapped file (an interrupted build resumes at its last chunk), BM25 and the
 settings, written into a new version of the folder and switched in when whole (sentune.search.folder), so a reader
 keeps the files it opened and a failed build leaves the index it had. A rebuild with another system, fusion or BM25
-settings keeps what it can of the current version (its vectors, its BM25) as hard links.
+settings keeps what it can of the current version (its vectors, its BM25) as hard links; one over new documents
+with the same model takes the vectors of the documents it held word for word and encodes only the new and changed
+ones (the nightly rebuild of a served index).
 
 Several processes (torchrun / accelerate launch, the launchers training uses): each rank encodes a contiguous shard of
 the documents; rank 0 waits for all of them (a gloo or NCCL barrier), writes the vectors in document order, BM25 and
@@ -94,7 +96,8 @@ def build_index(
     into `out`; a build over a finished index writes a new version of it beside (sentune.search.folder) and switches
     to it only once it is whole, so a reader of the index keeps its files and a failed build leaves it as it was. An
     index of the same model and documents with another system, fusion or BM25 settings keeps its vectors (shared with
-    the version before) and gets the rest built again. `checked`: what check_out found in `out` before the model
+    the version before) and gets the rest built again; one over other documents keeps the vectors of those it held
+    word for word and builds the rest (its approximate index too, as the current one was built). `checked`: what check_out found in `out` before the model
     loaded (sentune.api.index.IndexBuild): not checked again. `option`: how errors name `out`. `runtime`: what
     computes the documents' batches (sentune.core.runtime: its devices, several GPUs for a model loaded on an
     unnumbered cuda); none: PyTorch on the model's device."""
@@ -133,7 +136,7 @@ def _build(
     option: str,
     runtime: Runtime | None,
 ) -> Path:
-    from sentune.core.distributed import rank
+    from sentune.core.distributed import rank, world_size
     from sentune.core.embedding_cache import model_digest as digest_of
 
     model_digest = model_digest or digest_of(model)
@@ -175,7 +178,12 @@ def _build(
             if rank() == 0:
                 index_folder.switch(version, own, _write_json)
             return out
-        reused = _reusable(saved, settings, current) if same_model else set()
+        same_documents = saved.get("corpus_sha256") == settings["corpus_sha256"]
+        reused = _reusable(saved, settings, current) if same_model and same_documents else set()
+        if not same_documents:  # a rebuild over new documents: the approximate index it had is built again over them
+            ann = ann if ann is not None else _current_ann(current)
+            if same_model and vectors is None and rank() == 0 and world_size() == 1:
+                vectors = _kept_vectors(model, documents, current, saved, show_progress, runtime)
         if rank() == 0:
             version.path.mkdir(parents=True, exist_ok=True)
             version.reuse(current, reused)
@@ -206,6 +214,42 @@ def _build(
     settings["complete"] = True
     index_folder.switch(version, settings, _write_json)
     return out
+
+
+def _current_ann(current: IndexVersion) -> Any:
+    """The approximate index the current version holds, as a spec to build again (None: it has none)."""
+    from sentune.search.ann import AnnSpec, read_ann_settings
+
+    saved = read_ann_settings(current.path)
+    return AnnSpec(saved["kind"], dict(saved["settings"])) if saved else None
+
+
+def _kept_vectors(model: Any, documents: list[Document], current: IndexVersion, saved: dict, show_progress: bool, runtime: Runtime | None) -> np.ndarray | None:
+    """A rebuild over new documents with the index's own model: the vectors of the documents the current version holds
+    word for word (the same id and text) taken from it, only the new and changed ones encoded, so a nightly rebuild
+    costs what changed (None: it holds none of them; all are encoded as in a first build)."""
+    from tqdm.auto import tqdm
+
+    from sentune.core.encode import Encoder
+    from sentune.search.documents import Documents
+    from sentune.search.stored import open_vectors
+
+    held = {(doc_id, text): number - 1 for number, doc_id, text in Documents.open(current.path, saved.get("documents")).stream()}
+    rows = np.asarray([held.get((d.id, d.text), -1) for d in documents], dtype=np.int64)  # -1: new or changed
+    kept = np.flatnonzero(rows >= 0)
+    if not len(kept):
+        return None
+    before = open_vectors(current.vectors, int(saved["documents"]), saved.get("dimension"))
+    vectors = np.empty((len(documents), before.shape[1]), dtype=np.float32)
+    vectors[kept] = before[rows[kept]]
+    new = np.flatnonzero(rows < 0).tolist()
+    encoder = Encoder(model, "model", show_progress=False, runtime=runtime)
+    with tqdm(total=len(new), desc="encoding the new documents", unit="doc", disable=not show_progress or not new) as bar:
+        for start in range(0, len(new), CHUNK):
+            chunk = new[start : start + CHUNK]
+            vectors[chunk] = encoder.encode([documents[i].text for i in chunk])
+            bar.update(len(chunk))
+    return vectors
 
 
 def _write_vectors(

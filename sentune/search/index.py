@@ -97,6 +97,7 @@ class _Shared:
         self.lexical_checked = False
         self.lexical: LexicalIndex | None = None
         self.unit_vectors: UnitVectors | np.ndarray | None = None
+        self.ann: AnnIndex | None = AnnIndex.open(version.path, settings)  # one FAISS index in memory for every view
         self.given_model = model  # a name, a folder or a model in memory the caller named (None: the index's own)
         self.model_argument = model_argument  # how the caller names it (`--model`, `model=`)
         self.model: Any = None
@@ -107,8 +108,8 @@ class SearchIndex:
     file the chosen system reads against its settings (documents, vector rows and dimension, BM25's size), so a damaged
     index is one line naming its file, never a ranking of the wrong documents. The documents stay in their file: a
     search reads its hits' lines (sentune.search.documents). An opened index reads the version of the folder that was
-    current when it opened, whatever is rebuilt there after (sentune.search.folder); `system(name)` is a view of the
-    same opened index ranking with another system."""
+    current when it opened, whatever is rebuilt there after (sentune.search.folder); `system_view(name)` is a view of
+    the same opened index (its files, model, BM25 and approximate index) ranking with another system."""
 
     def __init__(self, shared: _Shared, system: str, device: str | None = None) -> None:
         self._shared = shared
@@ -130,7 +131,7 @@ class SearchIndex:
             shared.lexical_checked = True
         self.device = device
         self.runtime: Runtime | None = None  # what computes the queries' batches (sentune.core.runtime); None: PyTorch
-        self.ann: AnnIndex | None = AnnIndex.open(shared.version.path, settings)  # `sentune index --ann`: searched by default (sentune.search.ann)
+        self.ann: AnnIndex | None = shared.ann  # `sentune index --ann`: searched by default (sentune.search.ann)
         if self.passages is not None:  # an approximate index holds one vector a document: passages are searched exactly
             self.ann = None
 

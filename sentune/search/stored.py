@@ -64,8 +64,9 @@ def current_version(folder: Path, settings: dict) -> IndexVersion:
 def check_out(folder: Path, documents: list[Document], shared_folder: bool = False, option: str = "--out") -> dict | None:
     """What a build into `folder` may continue, checked without the model (so before it loads): None for a new or empty
     folder, the settings of an index of these documents; one line naming `option` (how the caller named the folder) or
-    the settings file when the folder is a file, holds other files, or an index over other documents. `shared_folder`:
-    the index's files join others (an adapt run's output folder)."""
+    the settings file when the folder is a file, holds other files, or an unfinished index over other documents (a
+    finished one is rebuilt over the new ones as a new version). `shared_folder`: the index's files join others (an
+    adapt run's output folder, never rebuilt over other documents)."""
     if folder.exists() and not folder.is_dir():
         raise UserError(f"{option} {folder}: a file, not a folder; choose a new or empty folder")
     index = IndexFolder(folder)
@@ -76,8 +77,11 @@ def check_out(folder: Path, documents: list[Document], shared_folder: bool = Fal
         return None
     if saved.get("format") != FORMAT:
         raise UserError(f"{index.settings_file}: not a sentune index ({saved.get('format')!r}); choose another {option}")
-    if saved.get("corpus_sha256") != corpus_digest(documents):
-        raise UserError(f"{index.settings_file}: built over other documents ({saved.get('documents')}); choose another {option}")
+    if saved.get("corpus_sha256") != corpus_digest(documents) and (shared_folder or not saved.get("complete")):
+        # a finished index gets a new version of the new documents (sentune.search.build); an unfinished build would be
+        # resumed with documents it was not started on, and an adapt run's folder holds what was chosen on its own
+        what = "built over" if saved.get("complete") else "an unfinished build over"
+        raise UserError(f"{index.settings_file}: {what} other documents ({saved.get('documents')}); choose another {option}")
     if saved.get("complete"):  # a finished index is kept as it is: a damaged file in it would stay so, under a new success line
         check_files(current_version(folder, saved), saved)  # (not the ANN: `sentune index --ann` is what rebuilds it)
     return saved

@@ -121,8 +121,9 @@ class Engine:
         # one mapping of BM25's matrix, of the vectors and of the documents' offsets and id order for the life of the
         # process: every worker maps the same files, which a rebuild never changes (sentune.search.folder), so the
         # pages are the page cache's, once for all of them (checked in tests/test_serve.py); read in now, not on the
-        # first query; a document's text is read from its line when it is a hit
-        self.touched = sum(float(np.asarray(a, dtype=np.float64).sum()) for a in index.mapped_arrays())
+        # first query; a document's text is read from its line when it is a hit. Summed in float64 by numpy's buffered
+        # reduction, never through a float64 copy (twice the vectors' size at every start and reload)
+        self.touched = sum(float(np.asarray(a).sum(dtype=np.float64)) for a in index.mapped_arrays())
         return model
 
     def _query(self, number: int, text: str):
