@@ -421,3 +421,45 @@ def test_a_missing_model_is_named_as_the_caller_names_it(tiny_model_dir, corpus,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no such folder" in err[0] and "(--model)" in err[0], err
     assert main(["search", str(out), "--query", QUERIES[0], "--quiet", "--model", str(tiny_model_dir)]) == 0
+
+
+def test_a_server_names_the_model_of_an_index_whose_model_moved_with_its_model_option(tiny_model_dir, corpus, tmp_path):
+    """The index names a folder that is gone: `sentune serve` says so naming --model, an option it has, and serves with
+    the model it names (its weights checked); serve_app(Index) serves with the model the Index was opened with."""
+    pytest.importorskip("fastapi")
+    from conftest import free_port
+    from fastapi.testclient import TestClient
+
+    from sentune.api.index import Index
+    from sentune.api.serve import serve_app
+    from sentune.cli import build_parser
+    from sentune.cli.serve import settings_from
+    from sentune.serve.app import create_app
+    from sentune.serve.engine import Engine
+
+    model, moved = tmp_path / "model-a", tmp_path / "models" / "model-a"
+    shutil.copytree(tiny_model_dir, model)
+    out = tmp_path / "index"
+    Index.build(str(model), str(corpus), out, fusion="convex:0.5")
+    expected = [h.id for h in Index.open(out).search(QUERIES[0], top_k=3)]
+    moved.parent.mkdir()
+    model.rename(moved)
+
+    def settings(*extra: str):
+        return settings_from(build_parser().parse_args(["serve", str(out), "--port", str(free_port()), *extra]))
+
+    with pytest.raises(UserError, match=r"no such folder.*\(--model\)"):
+        Engine(settings())
+    served = settings("--model", str(moved))
+    assert served.index_model == str(moved.resolve())
+    with TestClient(create_app(served, Engine(served)), base_url="http://localhost") as client:  # the command answers loopback names
+        reply = client.post("/search", json={"query": QUERIES[0], "top_k": 3})
+        assert reply.status_code == 200 and [h["id"] for h in reply.json()["results"][0]["hits"]] == expected
+        assert client.get("/health").json()["model"] == "model-a"
+    with pytest.raises(UserError, match=r"built by a model with weights .*--model"):
+        Engine(settings("--model", str(other_model(tiny_model_dir, tmp_path / "other"))))
+    with pytest.raises(UserError, match=r"--model .*: only with an index"):
+        settings_from(build_parser().parse_args(["serve", str(moved), "--port", str(free_port()), "--model", str(moved)]))
+    with TestClient(serve_app(Index.open(out, model=str(moved)))) as client:
+        reply = client.post("/search", json={"query": QUERIES[0], "top_k": 3})
+        assert reply.status_code == 200 and [h["id"] for h in reply.json()["results"][0]["hits"]] == expected

@@ -80,6 +80,13 @@ class Index:
         """How `search` ranks by default: dense, bm25 or hybrid."""
         return self._default
 
+    @property
+    def given_model(self) -> Model | None:
+        """The model it was opened with (`Index.open(..., model=)`) or built by; None: it ranks with the one it names."""
+        if self._model is not None:
+            return self._model
+        return next((opened.given_model for opened in self._opened.values()), None)
+
     def ann_record(self) -> dict | None:
         """What the index's approximate index records (kind, settings, what it was built from, its build seconds), None
         when it has none."""

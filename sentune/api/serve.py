@@ -11,6 +11,7 @@ import dataclasses
 import os
 from collections.abc import Callable
 from os import PathLike
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sentune.errors import UserError
@@ -58,6 +59,13 @@ def checked_settings(
         index, model = None, target
     else:
         index, model = what_to_serve(target, chosen.system, "index_or_model" if python else "INDEX_OR_MODEL")
+    if chosen.index_model is not None:
+        if index is None:
+            raise UserError(f"{spell('index_model', chosen.index_model)}: only with an index; {target} is a model, served as it is")
+        from sentune.core.models import check_model_name
+
+        found = check_model_name(str(chosen.index_model), "index_model=" if python else "--model")
+        chosen = dataclasses.replace(chosen, index_model=str(Path(found).resolve()) if Path(found).is_dir() else found)  # workers start elsewhere
     if chosen.reranker is not None:  # a cross-encoder's folder or hub id: /rerank, and /search reranked
         from sentune.serve.rerank import check_reranker
 
@@ -87,7 +95,10 @@ def serve_app(index_or_model: Any, *, device: str | None = None, **settings: Any
     from sentune.serve.app import create_app
 
     if isinstance(index_or_model, Index):
-        chosen = checked_settings(os.fspath(index_or_model.path), device=device, **settings)
+        given = index_or_model.given_model  # the model it was opened with, unless it ranks with the one it names
+        if isinstance(given, str | PathLike) and "index_model" not in settings:
+            settings = settings | {"index_model": os.fspath(given)}
+        chosen = checked_settings(os.fspath(index_or_model.path), device=device or index_or_model.device, **settings)
         app = create_app(chosen)
         app.state.index = index_or_model  # the Index (and a temporary folder it owns) lives as long as the app
         return app

@@ -19,6 +19,11 @@ SERVE_HELP = "answer searches and OpenAI-style embedding requests over HTTP from
 
 def serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="INDEX_OR_MODEL", help="an index folder (`sentune index`), an adapt run's output folder, or a model")
+    p.add_argument(
+        "--model",
+        help="with an index: the model that encodes the queries instead of the one the index names (a folder or a name: the index's model moved, "
+        "say); its weights must be those the index was built with",
+    )
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on; any but the loopback one needs --api-key")
     p.add_argument("--port", type=int, default=8000, help="the port to listen on")
     p.add_argument(
@@ -89,6 +94,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
     values = dict(
         host=args.host,
         port=args.port,
+        index_model=args.model,
         api_key=read_api_key(args.api_key, args.api_key_file),
         backend=args.backend,
         workers=args.workers,

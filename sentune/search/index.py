@@ -138,6 +138,7 @@ class SearchIndex:
     folder = property(lambda self: self._shared.folder, doc="The index folder as the caller named it (messages name it).")
     version = property(lambda self: self._shared.version, doc="The version of the folder this index reads (sentune.search.folder).")
     documents = property(lambda self: self._shared.documents)
+    given_model = property(lambda self: self._shared.given_model, doc="The model the caller named to rank with (None: the index's own).")
     vectors = property(lambda self: self._shared.vectors if self.system != "bm25" else None)
     passages = property(lambda self: self._shared.passages if self.system != "bm25" else None)
 

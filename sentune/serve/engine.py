@@ -109,7 +109,7 @@ class Engine:
 
         device = "cpu" if self.settings.backend != "torch" else self.settings.device
         asked = self.settings.system  # the default one only: every system is served, so the vectors are opened for bm25 too
-        index = SearchIndex.open(folder, asked if asked != "bm25" else None, device=device)
+        index = SearchIndex.open(folder, asked if asked != "bm25" else None, device=device, model=self.settings.index_model, model_argument="--model")
         model = index.model()
         index.lexical(mmap=True)
         self.index = index
@@ -190,9 +190,12 @@ class Engine:
 
 
 def model_source(settings: ServeSettings) -> str:
-    """The model a server loads: the one given, or the index's (a folder inside it, else its name)."""
+    """The model a server loads: the one given (a model served alone, or an index's `--model`), or the index's (a folder
+    inside it, else its name)."""
     if settings.model:
         return settings.model
+    if settings.index_model:
+        return settings.index_model if Path(settings.index_model).is_dir() else resolved_model(settings.index_model)
     from sentune.search.index import index_model_source
 
     source = index_model_source(Path(settings.index or ""))
@@ -231,7 +234,9 @@ def served_name(settings: ServeSettings, recorded: dict | None = None) -> str:
 
     if settings.model_name:
         return settings.model_name
-    if settings.index:
+    if settings.index and settings.index_model:
+        ref = settings.index_model
+    elif settings.index:
         from sentune.search.folder import IndexFolder
         from sentune.search.stored import read_settings
 

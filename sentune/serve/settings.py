@@ -25,6 +25,9 @@ class ServeSettings:
     target: str  # the INDEX_OR_MODEL argument as given
     index: str | None  # the index folder, when there is one
     model: str | None  # the model, when no index is served (a name or a folder)
+    # with an index: the model that encodes the queries instead of the one the index names (`--model`: a folder or a
+    # name, its weights those the index was built with, checked by their digest); None: the index's own
+    index_model: str | None = None
     host: str = "127.0.0.1"
     port: int = 8000
     api_key: str | None = None
@@ -72,6 +75,8 @@ def is_loopback(host: str) -> bool:
 
 def option(param: str, value: Any) -> str:
     """A setting as `sentune serve` spells it: its option and value (max_body_bytes is --max-body-mb, in MB)."""
+    if param == "index_model":
+        return f"--model {value}"
     if param == "max_body_bytes":
         return f"--max-body-mb {value / 1e6:g}"
     if param == "max_head_bytes":
