@@ -83,8 +83,8 @@ def checked_settings(
 
 def serve_app(index_or_model: Any, *, device: str | None = None, **settings: Any) -> FastAPI:
     """The FastAPI application `sentune serve` runs: `index_or_model` an index folder, a search `sentune adapt` run's
-    folder, a model (a folder or a name), a `sentune.Index`, or a SentenceTransformer you hold (served as it is, with
-    torch; `model_name=` names it in /v1/embeddings answers). The model loads when the application starts (its
+    folder, a model (a folder or a name), a `sentune.Index` (served with the model it was opened with, `index_model=`), or a
+    SentenceTransformer you hold (served as it is, with torch; `model_name=` names it in /v1/embeddings answers). The model loads when the application starts (its
     lifespan); mounted in an app that does not run it, on its first request (docs/python.md shows both).
 
     `settings`: those of sentune.serve.settings.ServeSettings, as `sentune serve`'s options of the same name

@@ -228,8 +228,6 @@ def _kept_vectors(model: Any, documents: list[Document], current: IndexVersion, 
     """A rebuild over new documents with the index's own model: the vectors of the documents the current version holds
     word for word (the same id and text) taken from it, only the new and changed ones encoded, so a nightly rebuild
     costs what changed (None: it holds none of them; all are encoded as in a first build)."""
-    from tqdm.auto import tqdm
-
     from sentune.core.encode import Encoder
     from sentune.search.documents import Documents
     from sentune.search.stored import open_vectors
@@ -242,13 +240,9 @@ def _kept_vectors(model: Any, documents: list[Document], current: IndexVersion, 
     before = open_vectors(current.vectors, int(saved["documents"]), saved.get("dimension"))
     vectors = np.empty((len(documents), before.shape[1]), dtype=np.float32)
     vectors[kept] = before[rows[kept]]
-    new = np.flatnonzero(rows < 0).tolist()
-    encoder = Encoder(model, "model", show_progress=False, runtime=runtime)
-    with tqdm(total=len(new), desc="encoding the new documents", unit="doc", disable=not show_progress or not new) as bar:
-        for start in range(0, len(new), CHUNK):
-            chunk = new[start : start + CHUNK]
-            vectors[chunk] = encoder.encode([documents[i].text for i in chunk])
-            bar.update(len(chunk))
+    new = np.flatnonzero(rows < 0)
+    if len(new):  # the Encoder batches them (and shows its own progress)
+        vectors[new] = Encoder(model, "model", show_progress=show_progress, runtime=runtime).encode([documents[i].text for i in new])
     return vectors
 
 
