@@ -460,6 +460,9 @@ def test_a_server_names_the_model_of_an_index_whose_model_moved_with_its_model_o
         Engine(settings("--model", str(other_model(tiny_model_dir, tmp_path / "other"))))
     with pytest.raises(UserError, match=r"--model .*: only with an index"):
         settings_from(build_parser().parse_args(["serve", str(moved), "--port", str(free_port()), "--model", str(moved)]))
-    with TestClient(serve_app(Index.open(out, model=str(moved)))) as client:
-        reply = client.post("/search", json={"query": QUERIES[0], "top_k": 3})
-        assert reply.status_code == 200 and [h["id"] for h in reply.json()["results"][0]["hits"]] == expected
+    for app in (serve_app(Index.open(out, model=str(moved))), serve_app(str(out), index_model=str(moved))):
+        with TestClient(app) as client:
+            reply = client.post("/search", json={"query": QUERIES[0], "top_k": 3})
+            assert reply.status_code == 200 and [h["id"] for h in reply.json()["results"][0]["hits"]] == expected
+    with pytest.raises(UserError, match=r"index_model='.*nowhere': no such folder"):
+        serve_app(str(out), index_model=str(tmp_path / "nowhere"))

@@ -64,7 +64,11 @@ def checked_settings(
             raise UserError(f"{spell('index_model', chosen.index_model)}: only with an index; {target} is a model, served as it is")
         from sentune.core.models import check_model_name
 
-        found = check_model_name(str(chosen.index_model), "index_model=" if python else "--model")
+        given = str(chosen.index_model)
+        try:
+            found = check_model_name(given, "--model")
+        except UserError as exc:  # its messages name the option as `where NAME`
+            raise type(exc)(str(exc).replace(f"--model {given}", spell("index_model", given), 1)) from None
         chosen = dataclasses.replace(chosen, index_model=str(Path(found).resolve()) if Path(found).is_dir() else found)  # workers start elsewhere
     if chosen.reranker is not None:  # a cross-encoder's folder or hub id: /rerank, and /search reranked
         from sentune.serve.rerank import check_reranker
