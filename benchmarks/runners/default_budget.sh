@@ -4,7 +4,8 @@
 # one markdown row per example: its wall and candidate minutes (the candidates' seconds in results.json) and their share
 # of the budget, what the default time left out with the --time the run named to include it, what it stopped after a
 # first look, the choice with its test score, the best tested candidate and the regret (its test score minus the choice's). Target: each
-# within 30 candidate minutes on 2 idle cores. EXAMPLES="quora-clusters scifact" runs a subset (default: every example).
+# within 30 candidate minutes on 2 idle cores. EXAMPLES="quora-clusters scifact" runs a subset (default: every example);
+# NAME-train runs `--example NAME --example-train` (its labelled train split as --train, as a user with labels runs it).
 set -euo pipefail
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -15,7 +16,9 @@ for example in $examples; do
   out="$runs/default-budget-$example"
   rm -rf "$out"  # from scratch: a resumed run's minutes would count what it read back as nothing
   start=$(date +%s)
-  sentune adapt --example "$example" --quiet --out "$out"
+  args=(--example "$example")
+  [[ $example == *-train ]] && args=(--example "${example%-train}" --example-train)
+  sentune adapt "${args[@]}" --quiet --out "$out"
   rows+=("$(python - "$out/results.json" "$example" $(($(date +%s) - start)) <<'EOF'
 import json
 import re
