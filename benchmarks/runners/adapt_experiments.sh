@@ -10,7 +10,8 @@
 # METHODS=... passes --methods (a subset of the candidates); NO_REFERENCE=1 leaves --reference out (retrieval runs report
 # BM25 and RRF beside the candidates either way). EXAMPLE_TRAIN=1 runs each domain again in its folder with
 # --example-train (the supervised candidates train on the example's labelled train split; every other candidate is read
-# back) and keeps its results as NAME-train.
+# back) and keeps its results as NAME-train. TIME=90m passes --time: a run without it is planned for the default 30
+# minutes and leaves out what does not fit, so a full run (every candidate all the way) names the time it needs.
 set -euo pipefail
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -25,7 +26,7 @@ for example in ${EXAMPLES:-sick mrpc stsb qqp}; do
     out="$runs/adapt-$example"
     reference=--reference
     [ -n "${NO_REFERENCE:-}" ] && reference=
-    sentune adapt --example "$example" ${EXAMPLE_TRAIN:+--example-train} ${BUDGET:+--budget "$BUDGET"} ${METHODS:+--methods "$METHODS"} $reference --quiet --out "$out"
+    sentune adapt --example "$example" ${EXAMPLE_TRAIN:+--example-train} ${BUDGET:+--budget "$BUDGET"} ${METHODS:+--methods "$METHODS"} ${TIME:+--time "$TIME"} $reference --quiet --out "$out"
   fi
   dst=benchmarks/results/adapt/$name
   mkdir -p "$dst"
