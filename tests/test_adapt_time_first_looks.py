@@ -257,19 +257,20 @@ def test_under_time_a_race_going_on_never_takes_the_first_looks_of_those_not_beg
     may take what is left; a racer's cap never eats a first look still held for another."""
     now = [0.0]
     monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
-    kept = {
-        "sg-opt": Planned("sg-opt", 160.0, 0.5, first=20.0),
+    kept = {  # in the plan's order: the best expected gain a second of first look first
         "supervised": Planned("supervised", 126.0, 3.0, first=24.0),
+        "sg-opt": Planned("sg-opt", 160.0, 0.5, first=20.0),
         "wise": Planned("wise", 84.0, 1.0, needs=("supervised", "sg-opt")),  # built on either
     }
     plan = TimePlan(limit=360.0, started=0.0, kept=dict(kept))
     plan.begin("sg-opt")
     now[0] = 291.0
-    assert plan.with_followers("supervised") == {"supervised", "wise"} and plan.with_followers("sg-opt") == {"sg-opt", "wise"}
+    # wise follows supervised (sg-opt ranks below it); against sg-opt it stays held: it will follow supervised anyway
+    assert plan.with_followers("supervised") == {"supervised", "wise"} and plan.with_followers("sg-opt") == {"sg-opt"}
     stopped = plan.go_on({"sg-opt": 140.0})
     assert list(stopped) == ["sg-opt"] and "held for the first looks of those not begun" in stopped["sg-opt"]
-    # its cap, were it to go on: its share of the 69 s, never supervised's held 24 (wise, built on it too, is not held)
-    assert plan.allowance("sg-opt") == pytest.approx(min(69.0 * 160.0 / (160.0 + 126.0 + 84.0), 69.0 - 24.0))
+    # its cap, were it to go on: never the 24 s held for supervised nor wise's 84 that follow it: nothing of the 69 s
+    assert plan.allowance("sg-opt") == 0.0
     plan.finished("sg-opt", 30.0, reached=0.0)  # 30 s for its 20: the run is 1.5 times late
     assert plan.still_fits("supervised") is None  # 36 s (24, late 1.5 times) of 69, wise not held against it
     plan.current = "supervised"
@@ -515,3 +516,77 @@ def test_sed_is_charged_all_it_took_not_only_its_trainings_clocks(tmp_path):
     assert sed._charged_all(load_record(sed.folder(ctx)), 843.0, ctx).seconds == 843.0
     assert load_record(sed.folder(ctx)).seconds == 843.0
     assert sed._charged_all(load_record(sed.folder(ctx)), 100.0, ctx).seconds == 843.0  # never less than it counted
+
+
+def _quora_turn(monkeypatch, *, train: bool, whitening_score: float = 77.74):
+    """quora's default run at query-side's turn (default_budget.sh at d2262d4): 1554 s left, query-side's 820 s to
+    start, hybrid-best planned at 735.7 s (every query and document encoded by a dense candidate better than the
+    unchanged model), the unchanged model (79.09) and whitening scored, supervised still to come."""
+    from sentune.adaptation.candidates.plan import Plan
+    from sentune.adaptation.candidates.search import Hybrid
+    from sentune.adaptation.records import CandidateRecord
+
+    now = [246.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    costs = time_plan.Costs(0.02, {})
+    best = Hybrid("hybrid-best", "best")
+    unchanged = SimpleNamespace(name="unchanged", kind="unchanged", dense=True, eligible=True, phase="before_race")
+    whitening = SimpleNamespace(name="whitening", kind="postprocess", dense=True, eligible=True, phase="before_race")
+    supervised = SimpleNamespace(name="supervised", kind="supervised", dense=True, eligible=True, phase="after_race", expected_at_turn=lambda ctx, costs: None)
+    query_side = SimpleNamespace(
+        name="query-side",
+        kind="query-side",
+        dense=False,
+        eligible=True,
+        phase="after_race",
+        finished=lambda ctx: False,
+        expected_at_turn=lambda ctx, costs: None,
+    )
+    plan = Plan(before_race=[unchanged, whitening], after_race=[query_side, supervised, best])
+    timing = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False, costs=costs)
+    timing.kept = {
+        "unchanged": Planned("unchanged", 0.0, 0.0),
+        "whitening": Planned("whitening", 0.0, 0.0),
+        "query-side": Planned("query-side", 820.0, 0.0),
+        "supervised": Planned("supervised", 0.0, 0.0),  # its cost apart: what is held for hybrid-best is the question
+        "hybrid-best": Planned("hybrid-best", 735.7, 0.0),
+    }
+    timing.finished("unchanged", 0.0)
+    timing.finished("whitening", 6.0)
+    records = {
+        "unchanged": CandidateRecord("unchanged", "unchanged", dev_score=79.09, dev_indices_trained_on=[]),
+        "whitening": CandidateRecord("whitening", "postprocess", dev_score=whitening_score, dev_indices_trained_on=[]),
+    }
+    by_name = {c.name: c for c in plan.all}
+    ctx = SimpleNamespace(
+        time_plan=timing,
+        plan=plan,
+        records=records,
+        inputs=SimpleNamespace(task=SimpleNamespace(train_units=lambda: [1] if train else None)),
+        candidate=lambda name: by_name[name],
+        eval_texts=lambda: 36785,
+    )
+    return plan, ctx, timing, best
+
+
+def test_hybrid_best_is_held_against_those_before_it_only_while_one_still_to_come_could_be_its_source(monkeypatch):
+    """quora's default run left query-side out at its turn (13.6 min, 13.6 left beside 12.3 held for hybrid-best), and
+    hybrid-best then skipped: every dense candidate still to come was the supervised one, which read the selection
+    queries and is never its source, and none scored was better than the unchanged model. Expected again at query-side's
+    turn, hybrid-best holds nothing and query-side starts; with --train, supervised could be its source and the planned
+    minutes stay held; with whitening ahead of the unchanged model, they stay held too."""
+    from sentune.adaptation import phases
+
+    plan, ctx, timing, best = _quora_turn(monkeypatch, train=False)
+    assert best.expected_at_turn(ctx, timing.costs) == (0.0, 0.0)
+    assert not phases.left_out_late(plan.after_race[0], plan, "[7/18]", ctx)
+    assert timing.kept["hybrid-best"].seconds == 0.0
+
+    plan, ctx, timing, best = _quora_turn(monkeypatch, train=True)
+    assert best.expected_at_turn(ctx, timing.costs) is None
+    assert phases.left_out_late(plan.after_race[0], plan, "[7/18]", ctx)
+    assert "12.3 min held for the others' first looks" in timing.left_out["query-side"]
+
+    plan, ctx, timing, best = _quora_turn(monkeypatch, train=False, whitening_score=80.0)
+    assert best.expected_at_turn(ctx, timing.costs) == pytest.approx((36785 * 0.02, 36785 * 0.02))
+    assert phases.left_out_late(plan.after_race[0], plan, "[7/18]", ctx)

@@ -220,13 +220,14 @@ def run_candidates(candidates: list[Candidate], ctx: Context, state: RunState) -
 
 
 def left_out_late(candidate: Candidate, candidates: Plan, label: str, ctx: Context) -> bool:
-    """A candidate not yet produced whose first look (expected again with what the run knows now: re_expect) no longer
-    fits what is left, under --time or the default time, is taken out of the run with its reason (True); the unchanged
-    model is always scored."""
+    """A candidate not yet produced whose first look no longer fits what is left, under --time or the default time,
+    is taken out of the run with its reason (True); the unchanged model is always scored. It and every candidate whose
+    first look is held back against it are expected again first, with what the run knows now (re_expect)."""
     timing = ctx.time_plan
     if timing is None or candidate.name == UNCHANGED or candidate.finished(ctx):
         return False
-    timing.re_expect(candidate, ctx)
+    for waiting in candidates.all:  # it and those held back against it, each as the run now expects it
+        timing.re_expect(waiting, ctx)
     reason = timing.still_fits(candidate.name)
     if reason is not None:
         leave_out(candidate, candidates, label, reason, ctx)

@@ -213,8 +213,9 @@ class TimePlan:
         return [*min(found, key=lambda w: (-w[-1].gain, sum(b.look for b in w))), c] if found else None
 
     def re_expect(self, candidate: Any, ctx: Any) -> None:
-        """A kept candidate not begun, expected again at its turn with what the run knows now (its kind's
-        expected_at_turn: sed once the race's best step is known), so that it is judged on its real cost."""
+        """A kept candidate not begun, expected again with what the run knows now (its kind's expected_at_turn: sed once
+        the race's best step is known, hybrid-best once its source is), at its turn and at the turn of each candidate
+        before it, so that it is judged, and held back against the others, at its real cost."""
         c = self.kept.get(candidate.name)
         if c is None or self.costs is None or candidate.name in self.begun:
             return
@@ -259,11 +260,23 @@ class TimePlan:
                 total += rest
         return total
 
-    def with_followers(self, name: str) -> set[str]:
+    def with_followers(self, name: str, among: Collection[str] = ()) -> set[str]:
         """`name` and the kept candidates built on it: their first looks are not held back against `name` itself. Held
         against it, a follow-up could block the one it is best built on and then not fit itself (wise after supervised,
-        left out together with a minute unspent); if `name` does not run, they are held again for the others."""
-        return {name} | {n for n, c in self.kept.items() if name in c.needs}
+        left out together with a minute unspent); if `name` does not run, they are held again for the others. Not a
+        follower that can still be built on a kept one not done that the plan ranks above `name` (`among`: those judged
+        together with it, its fellow racers, do not count): it runs after that one anyway, so its first look stays held,
+        or `name`, ranked lower, spends the minutes the follower then takes from the better one's rest (qqp's default
+        run: sed started on wise's minutes, and supervised, ranked above both, could not go on)."""
+        order = list(self.kept)
+        rank = order.index(name) if name in self.kept else len(order)
+        together = {name, *among}
+
+        def follows(c: Planned) -> bool:
+            others = [m for m in c.needs if m in self.kept and m not in self.done and m not in together]
+            return name in c.needs and not any(order.index(m) < rank for m in others)
+
+        return {name} | {n for n, c in self.kept.items() if follows(c)}
 
     def follow_up(self, name: str) -> bool:
         """A cheap follow-up: built on others, all first look, at most CHEAP_FOLLOW_UP of the limit (it keeps its
@@ -318,7 +331,7 @@ class TimePlan:
         not keep are not judged."""
         # those built on them (sed on the race's winner) are not held against them: held, they could keep every member
         # from starting and then have nothing to be built on
-        followers = set().union(*(self.with_followers(n) for n in names)) if names else set()
+        followers = set().union(*(self.with_followers(n, names) for n in names)) if names else set()
         left, taken, late = max(self.left() - self.held_back(followers), 0.0), 0.0, {}
         for name in (n for n in self.kept if n in names):
             expected = self.kept[name].look * self.scale()

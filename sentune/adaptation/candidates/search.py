@@ -56,6 +56,21 @@ class Hybrid(Candidate):
         later windows (MaxP) are the rest, encoded at its turn when they fit the time left (maxp_left_out)."""
         return 0.0 if self.dense_source == UNCHANGED else self.expected_seconds(ctx, costs)
 
+    def expected_at_turn(self, ctx: Context, costs: Costs) -> tuple[float, float] | None:
+        """`hybrid-best` once no candidate still to run could be its source (every dense one kept has been scored; a
+        supervised one without --train reads the selection queries and never is): nothing to encode when the unchanged
+        model is the best dense candidate (it is skipped: `hybrid` fuses that one), else, as planned, its source's
+        encoding of every query and document. Held as planned against those before it, it kept minutes it would never
+        spend (quora's default run: query-side left out beside 12.3 min held for it, and it skipped)."""
+        if self.dense_source == UNCHANGED:
+            return None
+        given = ctx.inputs.task.train_units() is not None
+        pending = [c for c in ctx.plan.all if c is not self and c.dense and c.eligible and (given or c.kind != Supervised.kind) and c.name not in ctx.records]
+        if pending:
+            return None
+        seconds = 0.0 if self.source(ctx) is None else self.expected_seconds(ctx, costs)
+        return seconds, seconds
+
     def maxp_left_out(self, ctx: Context) -> str | None:
         """Why the later windows are not encoded at its turn (None: they fit, or no time plan judges them): their
         encoding, scaled by how late the run is, past what is left beside the first looks held for the others."""
