@@ -306,3 +306,30 @@ def test_a_follower_that_a_better_ranked_candidate_still_brings_stays_held_again
     plan.begin(["supervised", "supervised-stacked"])
     now[0] += 127.0
     assert plan.go_on({"supervised": 366.0}) == {}  # 1182 s left, wise's 209 held: its measured rest, 366 s, fits
+
+
+def test_a_followers_first_look_held_against_the_race_does_not_cancel_what_is_reserved_for_the_one_it_follows(monkeypatch):
+    """scripts/main.sh's race start (--time 6m, 300 s left): wise (96 s, built on the racers or on supervised, ranked
+    above them) is held against the race, since it will follow supervised anyway; but against supervised's own rest
+    (186 s) it is not held, as still_fits holds none of its followers against supervised: held there, 300 - 30 - 96 = 174
+    s would leave supervised's rest nothing reserved, and the racers would take its minutes (the run chose sg-opt, 2.9
+    test points behind supervised)."""
+    now = [0.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    plan = TimePlan(limit=360.0, started=0.0)
+    plan.kept = {  # the plan's order
+        "unchanged": Planned("unchanged", 0.0, 0.0),
+        "supervised": Planned("supervised", 216.0, 1.8, first=30.0, ships_first_look=False),
+        "wise": Planned("wise", 96.0, 1.9, needs=("ct", "sg-opt", "supervised")),
+        "ct": Planned("ct", 160.0, 0.0, first=40.0),
+        "sg-opt": Planned("sg-opt", 160.0, 0.0, first=40.0),
+    }
+    plan.finished("unchanged", 0.0)
+    now[0] = 60.0
+    racers = ["ct", "sg-opt"]
+    followers = plan.with_followers("ct", racers) | plan.with_followers("sg-opt", racers)
+    assert "wise" not in followers
+    assert plan.reserved("ct", followers) == pytest.approx(186.0)
+    late = plan.still_fit_together(racers)
+    assert set(late) == {"ct", "sg-opt"} and all("3.1 min kept for the rest of those ranked above it" in why for why in late.values())
+    assert plan.still_fits("supervised") is None  # wise, which follows it, is not held against it

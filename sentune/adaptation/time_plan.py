@@ -249,12 +249,14 @@ class TimePlan:
         if name not in self.kept:
             return 0.0
         gain = max(self.kept[name].gain, 0.0)
-        room = max(self.left() - self.held_back(besides), 0.0)
         total = 0.0
         for above in order[: order.index(name)]:
             c = self.kept[above]
             if c.ships_first_look or above in self.done or above in self.begun or above in besides or max(c.gain, 0.0) <= gain:
                 continue
+            # beside the first looks held, but its own followers' (as still_fits holds none of them against it): held
+            # against its rest, wise's would leave supervised nothing reserved, and the race would take its minutes
+            room = max(self.left() - self.held_back({*besides, *self.with_followers(above)}), 0.0)
             rest = max(c.end - c.look, 0.0)
             if total + rest <= room:
                 total += rest
