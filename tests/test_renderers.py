@@ -27,7 +27,11 @@ def load(relative: str):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(path.parent))  # as `python benchmarks/renderers/X.py` runs it: its folder's modules import
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
     return module
 
 
@@ -1006,6 +1010,27 @@ def test_the_default_budget_table_reads_old_and_new_runner_rows_and_checks_the_r
     by_example = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in page.splitlines() if line.startswith("| ") and " | 2026" not in line[:3]}
     assert by_example["stsb"][3] == "80%" and by_example["stsb"][7] == "`sed` 83.30" and by_example["stsb"][8] == "0.30"
     assert by_example["sick"][3] == "—" and by_example["sick"][8] == "—"
+
+
+def test_the_default_budget_table_keeps_the_newest_row_of_each_example(tmp_path):
+    """qqp measured on two pages, the later at a newer commit: its row is the later page's, the other example's row
+    stays its own page's."""
+    render = load("renderers/render_default_budget.py")
+    measured = 'Measured by `EXAMPLES="{0}" bash benchmarks/runners/default_budget.sh` at commit {1}, finished {2}, 2 cores, load average after 1 1 1; conditions: idle. Target (issue 72): x'
+    row = "| {0} | 9.0 | 6.0 | 20% | none | none | `unchanged` {1} | `unchanged` {1} | 0.00 |\n"
+    older = tmp_path / "default_budget-qqp-quora.md"
+    older.write_text(
+        measured.format("qqp quora", "aaa1111", "2026-12-03 14:57 UTC")
+        + "\n\n| example | 9 columns |\n|---|\n"
+        + row.format("qqp", "83.55")
+        + row.format("quora", "75.00")
+    )
+    newer = tmp_path / "default_budget-qqp.md"
+    newer.write_text(measured.format("qqp", "bbb2222", "2026-12-03 16:10 UTC") + "\n\n| example | 9 columns |\n|---|\n" + row.format("qqp", "84.40"))
+    page = render.render([newer, older], adapt=tmp_path / "none")
+    lines = [line for line in page.splitlines() if line.startswith("| qqp |") or line.startswith("| quora |")]
+    assert len(lines) == 2
+    assert "`unchanged` 84.40" in lines[0] and "bbb2222" in lines[0] and "aaa1111" in lines[1] and "75.00" in lines[1]
 
 
 def test_the_default_budget_table_gives_the_regret_to_the_best_of_the_examples_full_run_too(tmp_path):

@@ -57,9 +57,19 @@ def page_rows(page: Path) -> list[dict]:
     return rows
 
 
+def newest_per_example(rows: list[dict]) -> list[dict]:
+    """One row an example, by example name: the one its page says finished last (a page re-run at a newer commit
+    supersedes an older page's row of the same example; the older page stays, read by nothing)."""
+    newest: dict[str, dict] = {}
+    for row in rows:
+        if row["example"] not in newest or row["finished"] > newest[row["example"]]["finished"]:
+            newest[row["example"]] = row
+    return [newest[name] for name in sorted(newest)]
+
+
 def render(pages: list[Path], adapt: Path | None = None) -> str:
     adapt = RESULTS / "adapt" if adapt is None else adapt
-    rows = sorted((row for page in pages for row in page_rows(page)), key=lambda r: r["example"])
+    rows = newest_per_example([row for page in pages for row in page_rows(page)])
     if not rows:
         raise SystemExit("no default_budget-NAME.md page: run benchmarks/runners/default_budget.sh first")
     largest = max(rows, key=lambda r: r["candidate"])
