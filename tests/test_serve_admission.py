@@ -282,7 +282,8 @@ def test_a_timed_out_requests_running_batch_stops_at_its_chunk_and_the_503_says_
         late = served.embed(["word " * 600 for _ in range(40)])
         assert late.status_code == 503 and late.headers["retry-after"] == "1", (late.status_code, late.headers)
         answers = [timed(lambda: served.embed("word")) for _ in range(3)]
-        assert all(a.status_code == 200 and seconds < 0.6 for a, seconds in answers), [(a.status_code, s) for a, s in answers]
+        # at most the rest of one chunk (0.4 s) and the word; the whole batch would be 1.4 s more
+        assert all(a.status_code == 200 and seconds < 1.0 for a, seconds in answers), [(a.status_code, s) for a, s in answers]
         assert max(len(b) for b in engine.batches) == 8 and sum(len(b) for b in engine.batches) < 40 + 3
 
 
@@ -293,7 +294,7 @@ def test_a_one_word_request_beside_long_ones_is_not_starved():
         longs = [pool.submit(served.embed, [f"text {i}" for i in range(256)]) for _ in range(4)]
         time.sleep(0.3)
         answer, seconds = timed(lambda: served.embed("word"))
-        assert answer.status_code == 200 and seconds < 0.6, seconds  # one batch to wait for, not 2 s
+        assert answer.status_code == 200 and seconds < 1.0, seconds  # one batch (0.13 s) to wait for, not 1.7 s
         assert all(f.result().status_code == 200 for f in longs)
 
 
@@ -315,12 +316,16 @@ def test_the_texts_of_a_client_that_left_are_not_computed():
 
 @pytest.mark.slow
 def test_a_full_queue_answers_503_with_retry_after_in_milliseconds():
-    engine = TimedEngine(per_text=0.3)
+    # "At once" is judged against the queue, not a wall-clock bound a busy CI worker can miss: a text takes 1.5 s, so a
+    # server that held the refusal until a slot freed would answer after the first of the three is answered.
+    engine = TimedEngine(per_text=1.5)
     with Served(engine, timeout_s=10.0, max_batch=1, max_queue=3) as served, ThreadPoolExecutor(3) as pool:
         running = [pool.submit(served.embed, f"text {i}") for i in range(3)]  # one computed, two waiting: three
-        time.sleep(0.15)
+        until(lambda: engine.batches)
+        time.sleep(0.3)  # the other two are queued
         refused, seconds = timed(lambda: served.embed("one more"))
-        assert refused.status_code == 503 and seconds < 0.3, seconds  # the refusal's pause (50-100 ms) and a busy machine's scheduling
+        assert refused.status_code == 503 and not any(f.done() for f in running), seconds
+        assert seconds < 1.0, seconds  # the refusal's pause (50-100 ms), far from the 1.5 s a slot takes to free
         assert refused.headers["retry-after"] == "1" and refused.json()["error"]["code"] == "queue_full"
         assert all(f.result().status_code == 200 for f in running)
         assert served.embed("later").status_code == 200
