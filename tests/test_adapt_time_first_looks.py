@@ -590,3 +590,64 @@ def test_hybrid_best_is_held_against_those_before_it_only_while_one_still_to_com
     plan, ctx, timing, best = _quora_turn(monkeypatch, train=False, whitening_score=80.0)
     assert best.expected_at_turn(ctx, timing.costs) == pytest.approx((36785 * 0.02, 36785 * 0.02))
     assert phases.left_out_late(plan.after_race[0], plan, "[7/18]", ctx)
+
+
+def test_the_phase_with_the_time_left_runs_those_left_out_once_what_they_are_built_on_has_run(monkeypatch):
+    """quora's default run: query-side left out at planning, and hybrid-query-side with it; with 13 minutes unspent at
+    the end, both run (the fusion once the model it fuses has a record); a label-free training left out is not raced
+    alone, and one built only on a skipped candidate is not run."""
+    from sentune.adaptation import phases
+    from sentune.adaptation.candidates.plan import Plan
+    from sentune.adaptation.records import CandidateRecord
+    from sentune.adaptation.run_state import RunState
+
+    now = [1000.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    timing = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False)
+
+    def fake(name: str, phase: str = "after_race"):
+        return SimpleNamespace(name=name, kind=name, phase=phase, expected_at_turn=lambda ctx, costs: None)
+
+    unchanged, flow, query_side, fused, mirror, after_flow = (
+        fake("unchanged", "before_race"),
+        fake("flow", "before_race"),
+        fake("query-side"),
+        fake("hybrid-query-side"),
+        fake("mirror", "raced"),
+        fake("prf"),
+    )
+    plan = Plan(before_race=[unchanged, flow], raced=[mirror], after_race=[query_side, fused, after_flow])
+    timing.kept = {"unchanged": Planned("unchanged", 5.0, 0.0), "flow": Planned("flow", 60.0, 0.0)}
+    waiting = {
+        "query-side": Planned("query-side", 360.0, 0.0),
+        "hybrid-query-side": Planned("hybrid-query-side", 10.0, 0.0, needs=("query-side",)),
+        "mirror": Planned("mirror", 100.0, 0.0, first=20.0),
+        "prf": Planned("prf", 10.0, 0.0, needs=("flow",)),
+    }
+    for candidate in (query_side, fused, mirror, after_flow):
+        plan.leave_out(candidate)
+        timing.leave_out(candidate.name, "at planning")
+    timing.waiting |= waiting
+    state = RunState(plan, scorer=None)
+    state.records = {
+        "unchanged": CandidateRecord("unchanged", "unchanged", dev_score=79.0),
+        "flow": CandidateRecord("flow", "postprocess", skipped="no vectors"),
+    }
+    for name in ("unchanged", "flow"):
+        timing.finished(name, 1.0)
+    ran = []
+
+    def run_candidate(candidate, candidates, label, ctx):
+        assert candidate in candidates.after_race and candidate.name in timing.kept
+        ran.append((candidate.name, label))
+        now[0] += timing.kept[candidate.name].seconds
+        record = state.records[candidate.name] = CandidateRecord(candidate.name, candidate.kind, dev_score=80.0)
+        timing.finished(candidate.name, timing.kept[candidate.name].seconds)
+        return record
+
+    monkeypatch.setattr(phases, "run_candidate", run_candidate)
+    found = phases.WithTimeLeft("with the time left").run(SimpleNamespace(time_plan=timing), state)
+    assert ran == [("query-side", "[+]"), ("hybrid-query-side", "[+]")] and set(found) == {"query-side", "hybrid-query-side"}
+    assert [c.name for c in plan.left_out] == ["mirror", "prf"] and set(timing.left_out) == {"mirror", "prf"}
+    assert [c.name for c in plan.after_race] == ["query-side", "hybrid-query-side"]
+    assert phases.WithTimeLeft("with the time left").run(SimpleNamespace(time_plan=None), state) == {}

@@ -143,19 +143,25 @@ def test_the_bundled_tables_cover_every_adapt_recipe_and_candidate():
     assert time_plan.expected_gains(False)["supervised"] == gains["pairs"]["supervised"] > 0 and time_plan.expected_gains(True) == gains["search"]
 
 
-@pytest.mark.slow
-def test_a_run_with_little_time_leaves_candidates_out_says_why_and_chooses_among_the_rest(tiny_model_dir, tmp_path, capsys):
+def tiny_adapt_args(model_dir, folder) -> list[str]:
+    """`sentune adapt` on 120 seeded sentences of a toy vocabulary and 100 scored dev pairs of them, written to `folder`."""
     import numpy as np
 
-    from sentune.cli import main
     from sentune.data.user_data import write_corpus, write_scored_pairs
 
     rng = np.random.default_rng(0)
     words = ["a", "man", "plays", "guitar", "woman", "cuts", "onion", "dog", "runs", "cat", "sleeps", "child", "reads"]
     sentence = lambda: " ".join(rng.choice(words, size=int(rng.integers(3, 8))))  # noqa: E731
-    write_corpus(tmp_path / "corpus.txt", [sentence() for _ in range(120)])
-    write_scored_pairs(tmp_path / "dev.tsv", [(sentence(), sentence(), float(rng.uniform(0, 5))) for _ in range(100)])
-    common = ["adapt", "--quiet", "--model", str(tiny_model_dir), "--corpus", str(tmp_path / "corpus.txt"), "--dev", str(tmp_path / "dev.tsv")]
+    write_corpus(folder / "corpus.txt", [sentence() for _ in range(120)])
+    write_scored_pairs(folder / "dev.tsv", [(sentence(), sentence(), float(rng.uniform(0, 5))) for _ in range(100)])
+    return ["adapt", "--quiet", "--model", str(model_dir), "--corpus", str(folder / "corpus.txt"), "--dev", str(folder / "dev.tsv")]
+
+
+@pytest.mark.slow
+def test_a_run_with_little_time_leaves_candidates_out_says_why_and_chooses_among_the_rest(tiny_model_dir, tmp_path, capsys):
+    from sentune.cli import main
+
+    common = tiny_adapt_args(tiny_model_dir, tmp_path)
     common += ["--methods", "poolings,whitening,simcse,ct,sed,supervised,wise", "--budget", "4", "--sed-members", "2"]
     # over before it starts: everything but the unchanged model, which is always scored, is left out
     assert main([*common, "--time", "0.01s", "--out", str(tmp_path / "short")]) == 0
@@ -333,3 +339,75 @@ def test_a_followers_first_look_held_against_the_race_does_not_cancel_what_is_re
     late = plan.still_fit_together(racers)
     assert set(late) == {"ct", "sg-opt"} and all("3.1 min kept for the rest of those ranked above it" in why for why in late.values())
     assert plan.still_fits("supervised") is None  # wise, which follows it, is not held against it
+
+
+def test_those_left_out_are_brought_back_best_first_while_the_whole_of_one_fits_what_is_left(monkeypatch):
+    """quora's default run left query-side out at planning (the others' expected minutes filled the half hour) and then
+    ended with half of it unspent. Once every kept candidate is done, those left out run while all of one fits: the
+    best expected gain a second first (the cheapest among equals), each once one it is built on has run."""
+    now = [900.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    plan = TimePlan(limit=1800.0, started=0.0, given=False)
+    plan.fit(
+        [
+            Planned("sed", 2000.0, 3.0),  # the best gain a second, longer than the limit: left out first
+            Planned("supervised", 1500.0, 2.0),  # kept: 200 s left
+            Planned("wise", 100.0, 1.0, needs=("supervised",)),  # kept: 100 s left
+            Planned("query-side", 360.0, 0.0),
+            Planned("hybrid-query-side", 10.0, 0.0, needs=("query-side",)),
+            Planned("whitening", 200.0, -1.0),  # a loss counts as no gain
+        ],
+        already=100.0,
+    )
+    assert list(plan.kept) == ["supervised", "wise"] and set(plan.waiting) == {"sed", "query-side", "hybrid-query-side", "whitening"}
+    assert plan.left_out["hybrid-query-side"] == "built on query-side, all left out"
+    for name in list(plan.kept):
+        plan.finished(name, plan.kept[name].seconds / 2)  # half what they were expected to take: the scale stays 1
+    assert plan.bring_back({"sed"}) is None  # all 2000 s of it in the 900 left
+
+    def ready() -> set[str]:  # what the phase passes: those with nothing to be built on, or one that ran
+        return {n for n, c in plan.waiting.items() if not c.needs or any(m in plan.done for m in c.needs)}
+
+    order = []
+    while (name := plan.bring_back(ready())) is not None:
+        order.append(name)
+        assert name in plan.kept and name not in plan.left_out and "run with the time left" in plan.brought_back[name]
+        plan.finished(name, plan.kept[name].seconds)
+        now[0] += plan.kept[name].seconds
+    assert order == ["whitening", "query-side", "hybrid-query-side"]  # equal gains (none): the cheapest first
+    assert list(plan.left_out) == ["sed"] and set(plan.summary()["brought_back"]) == set(order)
+
+
+def test_one_brought_back_is_costed_as_late_as_the_run_is(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    plan = TimePlan(limit=1800.0, started=0.0, given=False)
+    plan.kept["trained"] = Planned("trained", 400.0, 1.0)
+    plan.waiting["query-side"] = Planned("query-side", 500.0, 0.0)
+    plan.left_out["query-side"] = "expected 8.3 min"
+    plan.finished("trained", 800.0)  # twice as long as expected: query-side is expected to take 1000 s in 800 left
+    assert plan.scale() == pytest.approx(2.0) and plan.bring_back({"query-side"}) is None
+    now[0] = 700.0  # 1100 s left
+    assert plan.bring_back({"query-side"}) == "query-side"
+
+
+@pytest.mark.slow
+def test_a_run_that_planned_too_dearly_runs_what_it_left_out_with_the_time_left(tiny_model_dir, tmp_path, monkeypatch):
+    """A tiny run planned as if supervised took 100 of its 120 s: whitening (30 s) is left out at planning; supervised
+    takes seconds, so whitening runs with the time left, is scored and may be chosen, and the results say so."""
+    from sentune.adaptation.candidates.postprocessed import PostProcessed
+    from sentune.adaptation.candidates.supervised import Supervised
+    from sentune.cli import main
+
+    monkeypatch.setattr(time_plan, "expected_gains", lambda search: {"supervised": 2.0})
+    for method in ("expected_seconds", "first_look_seconds", "whole_seconds"):
+        monkeypatch.setattr(Supervised, method, lambda self, ctx, costs: 100.0)
+    monkeypatch.setattr(PostProcessed, "expected_seconds", lambda self, ctx, costs: 30.0)
+    args = tiny_adapt_args(tiny_model_dir, tmp_path)
+    assert main([*args, "--methods", "whitening,supervised", "--budget", "4", "--time", "120s", "--out", str(tmp_path / "run")]) == 0
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    planned = results["meta"]["time"]
+    assert "whitening" in planned["brought_back"] and "run with the time left" in planned["brought_back"]["whitening"]
+    assert not planned["left_out"] and {"whitening", "supervised"} <= set(results["candidates"])
+    assert results["candidates"]["whitening"]["select"] is not None
+    assert "with the time left" in results["meta"]["phases"]

@@ -10,8 +10,10 @@ back. sentune.adaptation.run runs them in turn, saying each one's name and time.
 4. built on the race: the candidates after it up to the first supervised one (SED, ...);
 5. the supervised race (sentune.adaptation.candidates.supervised_race), before the first supervised candidate;
 6. after the supervised race: the rest (the supervised candidates, wise, the hybrids, ...);
-7. decide (sentune.adaptation.select, sentune.adaptation.decide), on the selection and confirmation parts;
-8. write: OUT/model (and a search run's index), results.json/.md and report.html.
+7. with the time left: those left out for want of time, run while the whole of one still fits (the best expected
+   gain a second first; not the label-free trainings, which race side by side);
+8. decide (sentune.adaptation.select, sentune.adaptation.decide), on the selection and confirmation parts;
+9. write: OUT/model (and a search run's index), results.json/.md and report.html.
 
 A candidate whose first look no longer fits what is left when its turn comes (beside the first looks held back for
 those not begun) is taken out of the run with its reason (the unchanged model is always scored), and those built on it
@@ -161,6 +163,38 @@ class AfterRace(Phase):
 
 
 @dataclass(frozen=True)
+class WithTimeLeft(Phase):
+    """The candidates left out for want of time (at planning or at their turn) run while the whole of one still fits
+    what is left (TimePlan.bring_back: the best expected gain a second first), each once one it is built on has a
+    record; the label-free trainings race side by side and are not brought back one by one."""
+
+    def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
+        timing, done = ctx.time_plan, {}
+        while timing is not None:
+            ready = {c.name: c for c in state.plan.left_out if c.phase != "raced" and self._built(c, timing, state)}
+            for candidate in ready.values():
+                timing.re_expect(candidate, ctx)
+            name = timing.bring_back(ready)
+            if name is None:
+                break
+            candidate = ready[name]
+            say(f"[+] {name}: {timing.brought_back[name]}")
+            state.plan.bring_back(candidate)
+            state.labels.setdefault(name, "[+]")
+            found = run_candidate(candidate, state.plan, state.labels[name], ctx)
+            if found is not None:
+                done[name] = found
+        return done
+
+    @staticmethod
+    def _built(candidate: Candidate, timing: TimePlan, state: RunState) -> bool:
+        """Whether one it is built on (if any) has a record it can be built on (produced, not skipped)."""
+        planned = timing.waiting.get(candidate.name)
+        needs = planned.needs if planned is not None else ()
+        return not needs or any(n in state.records and not state.records[n].skipped for n in needs)
+
+
+@dataclass(frozen=True)
 class Decide(Phase):
     def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
         from sentune.adaptation.select import select
@@ -194,6 +228,7 @@ def declared() -> tuple[Phase, ...]:
         BuiltOnRace("built on the race"),
         SupervisedRace("the supervised race"),
         AfterRace("after the supervised race"),
+        WithTimeLeft("with the time left"),
         Decide("decide"),
         Write("write"),
     )
@@ -237,9 +272,8 @@ def left_out_late(candidate: Candidate, candidates: Plan, label: str, ctx: Conte
 def leave_out(candidate: Candidate, candidates: Plan, label: str, reason: str, ctx: Context) -> None:
     assert ctx.time_plan is not None
     say(f"{label} {candidate.name}: left out: {reason}")
-    ctx.time_plan.left_out[candidate.name] = reason
-    ctx.time_plan.kept.pop(candidate.name, None)
-    getattr(candidates, candidate.phase).remove(candidate)
+    ctx.time_plan.leave_out(candidate.name, reason)
+    candidates.leave_out(candidate)
     # those built on it alone go with it: planned as costing nothing more (unchanged-maxp reads hybrid's windows), they
     # would otherwise pay what left it out
     timing = ctx.time_plan

@@ -100,8 +100,8 @@ def train_evidence_lines(evidence: dict | None) -> list[str]:
 def time_lines(planned: dict | None) -> list[str]:
     """The candidates the time plan left out, at planning or at their turn, and those it stopped after a first look
     (sentune.adaptation.time_plan), each with why and the --time that would include it: a run without --time says what
-    its default left out."""
-    if not planned or not (planned.get("left_out") or planned.get("stopped")):
+    its default left out; those left out and then run with the time left say so."""
+    if not planned or not (planned.get("left_out") or planned.get("stopped") or planned.get("brought_back")):
         return []
     limit = f"--time {planned['limit_s'] / 60:g}m" + (", the default" if planned.get("default") else "")
     including = planned.get("time_to_include_min", {})
@@ -109,6 +109,8 @@ def time_lines(planned: dict | None) -> list[str]:
     stopped = [f"`{name}` ({why})" for name, why in planned.get("stopped", {}).items()]
     lines = [f"Left out by {limit}: " + "; ".join(left) + "."] if left else []
     lines += [f"Stopped after a first look by {limit}: " + "; ".join(stopped) + "."] if stopped else []
+    back = [f"`{name}` ({why})" for name, why in planned.get("brought_back", {}).items()]
+    lines += [f"Brought back by {limit}: " + "; ".join(back) + "."] if back else []
     return [*lines, ""]
 
 

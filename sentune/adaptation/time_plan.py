@@ -31,7 +31,13 @@ minutes (minutes_cap: its steps are its recipe's, and a killed run resumes them)
 candidate goes on only while the rest of it (measured where the run has measured it: a raced training's seconds a step)
 fits in what is left (go_on), the best first; so it keeps spending while a candidate is left and its next step fits,
 and how far one trains can depend on the machine's speed. What it leaves out, at planning or later, is named with its
-expected minutes and the --time that would include it (time_to_include, still_fits, go_on)."""
+expected minutes and the --time that would include it (time_to_include, still_fits, go_on).
+
+The plan is made before the run knows what its candidates really cost; those that took less than expected (a hybrid
+with no source better than the unchanged model, a race that stopped most at round one) leave minutes unspent. So once
+every kept candidate is done, those left out run while the whole of one, scaled as still_fits scales it, fits in what
+is left (bring_back, the best expected gain a second first; the phase sentune.adaptation.phases.WithTimeLeft), under
+--time as without it."""
 
 from __future__ import annotations
 
@@ -166,6 +172,8 @@ class TimePlan:
     stopped: dict[str, str] = field(default_factory=dict)  # stopped after a first look for want of time (go_on) -> why
     reached: dict[str, float] = field(default_factory=dict)  # of those, a training ended at its best: how far it went (0-1)
     costs: Costs | None = None  # the run's measured costs the plan was made with (re_expect expects with them again)
+    waiting: dict[str, Planned] = field(default_factory=dict)  # left out (at planning or at its turn) -> as it was planned
+    brought_back: dict[str, str] = field(default_factory=dict)  # of those, run with the time left at the end -> why
 
     @property
     def source(self) -> str:
@@ -184,6 +192,7 @@ class TimePlan:
             bundles = {c.name: self._bundle(c, by_name) for c in waiting}
             for c in [c for c in waiting if bundles[c.name] is None]:
                 self.left_out[c.name] = f"built on {' or '.join(c.needs)}, all left out"
+                self.waiting[c.name] = c
                 waiting.remove(c)
             if not waiting:
                 break
@@ -202,6 +211,7 @@ class TimePlan:
                 if along:
                     what += f", {minutes(cost[c.name])}{with_needs}"
                 self.left_out[c.name] = f"{what}; {minutes(max(room, 0.0))} of {self.source} left for it"
+                self.waiting[c.name] = c
 
     def _bundle(self, c: Planned, by_name: dict[str, Planned]) -> list[Planned] | None:
         """`c` and the chain of candidates it is built on that are not kept yet, the one expected to gain most (then the
@@ -216,13 +226,44 @@ class TimePlan:
         """A kept candidate not begun, expected again with what the run knows now (its kind's expected_at_turn: sed once
         the race's best step is known, hybrid-best once its source is), at its turn and at the turn of each candidate
         before it, so that it is judged, and held back against the others, at its real cost."""
-        c = self.kept.get(candidate.name)
+        held = self.kept if candidate.name in self.kept else self.waiting
+        c = held.get(candidate.name)
         if c is None or self.costs is None or candidate.name in self.begun:
             return
         now = candidate.expected_at_turn(ctx, self.costs)
         if now is not None:
             seconds, look = now
-            self.kept[candidate.name] = replace(c, seconds=seconds, first=look, whole=None)
+            held[candidate.name] = replace(c, seconds=seconds, first=look, whole=None)
+
+    def leave_out(self, name: str, why: str) -> None:
+        """Take a kept candidate out at its turn (it did not fit what is left), with why; bring_back may run it still."""
+        if name in self.kept:
+            self.waiting[name] = self.kept.pop(name)
+        self.left_out[name] = why
+
+    def bring_back(self, ready: Collection[str]) -> str | None:
+        """Once every kept candidate is done, the one of those left out (`ready`: the caller's, each whose kind can run
+        alone now and one it is built on has a record) to run with the time left, or None: all of it, scaled by how late
+        the run is (a cheap follow-up's unscaled), must fit in what is left; the best expected gain a second first, the
+        cheapest among equals, as the plan ranks. Planned for the limit before the run knew its real costs, the plan
+        leaves out what the minutes the others did not take would have paid for (quora's default run: query-side left out
+        at planning, the run over with half of its half hour unspent)."""
+        room = self.left() - self.held_back()
+        fits = {}
+        for name in (n for n in self.waiting if n in ready and n not in self.done):
+            c = self.waiting[name]
+            expected = c.end if self._cheap_follow_up(c) else c.end * self.scale()
+            if expected <= room:
+                fits[name] = expected
+        if not fits:
+            return None
+        name = min(fits, key=lambda n: (-(max(self.waiting[n].gain, 0.0) / max(fits[n], 1e-9)), fits[n]))
+        self.kept[name] = self.waiting.pop(name)
+        self.brought_back[name] = (
+            f"left out ({self.left_out.pop(name)}), run with the time left: expected {minutes(fits[name])}, {minutes(max(room, 0.0))} left"
+        )
+        self.including.pop(name, None)
+        return name
 
     def left(self) -> float:
         return self.limit - (time.monotonic() - self.started)
@@ -284,7 +325,10 @@ class TimePlan:
         """A cheap follow-up: built on others, all first look, at most CHEAP_FOLLOW_UP of the limit (it keeps its
         planned minutes: judged on them unscaled, and under the default time once one it is built on has run)."""
         c = self.kept.get(name)
-        return c is not None and bool(c.needs) and c.look >= c.seconds and c.seconds <= CHEAP_FOLLOW_UP * self.limit
+        return c is not None and self._cheap_follow_up(c)
+
+    def _cheap_follow_up(self, c: Planned) -> bool:
+        return bool(c.needs) and c.look >= c.seconds and c.seconds <= CHEAP_FOLLOW_UP * self.limit
 
     def still_fits(self, name: str) -> str | None:
         """None when the candidate may start now, else why it is skipped: its first look, scaled by how late the run
@@ -427,6 +471,7 @@ class TimePlan:
             },
             "left_out": dict(self.left_out),
             "time_to_include_min": dict(self.including),
+            **({"brought_back": dict(self.brought_back)} if self.brought_back else {}),
             **({"stopped": dict(self.stopped)} if self.stopped else {}),
         }
 
@@ -509,7 +554,7 @@ def plan_run(candidates: Any, ctx: Any, started: float) -> TimePlan:
     timing.costs = costs
     for candidate in list(candidates.all):
         if candidate.name in timing.left_out:
-            getattr(candidates, candidate.phase).remove(candidate)
+            candidates.leave_out(candidate)
     total, looks_total = sum(c.seconds for c in timing.kept.values()), sum(c.look for c in timing.kept.values())
     say(
         (f"--time {minutes(timing.limit)}" if given else f"no --time: planned for {minutes(timing.limit)} (--time raises it)")

@@ -50,10 +50,19 @@ class Plan:
     before_race: list[Candidate] = field(default_factory=list)
     raced: list[Trained] = field(default_factory=list)
     after_race: list[Candidate] = field(default_factory=list)
+    left_out: list[Candidate] = field(default_factory=list)  # taken out for want of time: the time left may bring them back
 
     @property
     def all(self) -> list[Candidate]:
         return [*self.before_race, *self.raced, *self.after_race]
+
+    def leave_out(self, candidate: Candidate) -> None:
+        getattr(self, candidate.phase).remove(candidate)
+        self.left_out.append(candidate)
+
+    def bring_back(self, candidate: Candidate) -> None:
+        self.left_out.remove(candidate)
+        getattr(self, candidate.phase).append(candidate)
 
 
 def parse_methods(text: str | None) -> tuple[str, ...] | None:
