@@ -1060,3 +1060,16 @@ def test_the_default_budget_table_gives_the_regret_to_the_best_of_the_examples_f
     assert row[9:11] == ["`sg-opt` 84.50", "2.47"]
     row = next(line for line in render.render([page], adapt=tmp_path / "none").splitlines() if line.startswith("| stsb |")).split(" | ")
     assert row[9:11] == ["— (no full run kept)", "—"]
+
+
+def test_the_default_budget_table_counts_a_run_as_leaving_out_only_what_it_did_not_bring_back():
+    render = load("renderers/render_default_budget.py")
+    cell = "query-side (brought back: expected 6.0 min, 13.1 min left); hybrid-query-side (brought back: expected 0.2 min, 7.0 min left)"
+    assert render.left_parts(cell) == [
+        "query-side (brought back: expected 6.0 min, 13.1 min left)",
+        "hybrid-query-side (brought back: expected 0.2 min, 7.0 min left)",
+    ]
+    row = lambda left, minutes: {"left_out": left, "candidate": minutes}  # noqa: E731
+    assert render.leaving([row(cell, 20.0), row("none", 5.0)]) == ""
+    found = render.leaving([row(cell, 20.0), row("sed (expected 18.7 min; 13.6 min left, --time 36m); " + cell, 25.0)])
+    assert found == " 1 of them left candidates out while taking at most 25.0 candidate minutes."

@@ -90,7 +90,7 @@ def render(pages: list[Path], adapt: Path | None = None) -> str:
         "(`benchmarks/results/adapt/NAME`, often an earlier commit and machine): a default run that stops its best candidate "
         "early shows no regret to its own best tested one, and does to this.",
         "",
-        "| example | wall minutes | candidate minutes | share of the budget | left out by the default time (expected; the --time that includes it) "
+        "| example | wall minutes | candidate minutes | share of the budget | left out by the default time (expected; the --time that includes it), and those brought back with the time left "
         "| stopped after a first look | choice, test | best tested candidate | regret | best in its full run | regret to it "
         "| measured (commit, finished, conditions) |",
         "|---|---:|---:|---:|---|---|---|---|---:|---|---:|---|",
@@ -145,10 +145,23 @@ def regret_line(rows: list[dict]) -> list[str]:
 def leaving(rows: list[dict]) -> str:
     """How much of its time the slowest example that left candidates out spent: a run that left some out and ended well
     inside its time is what issue 80 item 2 is about (a default run keeps spending while a candidate is left)."""
-    left = [r for r in rows if r["left_out"] != "none"]
+    left = [r for r in rows if r["left_out"] != "none" and any("(brought back: " not in part for part in left_parts(r["left_out"]))]
     if not left:
         return ""
     return f" {len(left)} of them left candidates out while taking at most {max(r['candidate'] for r in left):.1f} candidate minutes."
+
+
+def left_parts(cell: str) -> list[str]:
+    """A row's left-out cell, one entry a candidate (the runner joins them with '; ' outside their parentheses)."""
+    parts, depth, current = [], 0, ""
+    for ch in cell:
+        depth += (ch == "(") - (ch == ")")
+        if ch == ";" and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    return [p for p in [*parts, current.strip()] if p]
 
 
 def main() -> None:

@@ -35,6 +35,8 @@ def including(name, why):  # planned left out: the plan's --time; left out at it
     found = re.search(r"--time (\d+)m would include it", why)
     return planned["time_to_include_min"].get(name) or (found.group(1) if found else "?")
 left = "; ".join(f"{name} ({why.split(';')[0]}, --time {including(name, why)}m)" for name, why in planned["left_out"].items())
+back = "; ".join(f"{name} (brought back: {why.split('run with the time left: ')[-1]})" for name, why in planned.get("brought_back", {}).items())
+left = "; ".join(part for part in (left, back) if part)
 stopped = "; ".join(f"{name} ({why.split(';')[0]})" for name, why in planned.get("stopped", {}).items())
 chosen = results["choice"]["name"]
 test = (results["candidates"][chosen].get("test") or {}).get("score")
@@ -51,7 +53,7 @@ page=benchmarks/results/default_budget${EXAMPLES:+-$(echo "$EXAMPLES" | tr ' ' '
   echo
   echo "Measured by \`${EXAMPLES:+EXAMPLES=\"$EXAMPLES\" }bash benchmarks/runners/default_budget.sh\` at commit $(git rev-parse --short HEAD), finished $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average after $(cut -d' ' -f1-3 /proc/loadavg); conditions: ${CONDITIONS:-not stated}. Target (issue 72): each example within 30 candidate minutes on 2 idle cores."
   echo
-  echo "| example | wall minutes | candidate minutes | share of the budget | left out by the default time (expected; the --time that includes it) | stopped after a first look | choice, test | best tested candidate | regret |"
+  echo "| example | wall minutes | candidate minutes | share of the budget | left out by the default time (expected; the --time that includes it), and those brought back with the time left | stopped after a first look | choice, test | best tested candidate | regret |"
   echo "|---|---:|---:|---:|---|---|---|---|---:|"
   printf '%s\n' "${rows[@]}"
 } | tee "$page"
