@@ -411,3 +411,27 @@ def test_a_run_that_planned_too_dearly_runs_what_it_left_out_with_the_time_left(
     assert not planned["left_out"] and {"whitening", "supervised"} <= set(results["candidates"])
     assert results["candidates"]["whitening"]["select"] is not None
     assert "with the time left" in results["meta"]["phases"]
+
+
+def test_the_probe_takes_the_fastest_of_its_passes_after_a_warm_up(monkeypatch):
+    """The probe's measure is the least of its passes over the same texts (a fake clock: the warm-up on 4 texts is not
+    counted, the first pass is slowed, the second is not)."""
+    from sentune.core import encode
+
+    clock, per_text, calls = [0.0], [0.05, 0.02, 0.008], []
+
+    class Fake:
+        def __init__(self, model, poolings, show_progress=True):
+            pass
+
+        def encode(self, texts):
+            calls.append(len(texts))
+            clock[0] += len(texts) * (per_text.pop(0) if len(texts) > 4 else 1.0)
+
+    monkeypatch.setattr(encode, "Encoder", Fake)
+    monkeypatch.setattr(time_plan.time, "perf_counter", lambda: clock[0])
+    texts = [f"text {i % 300}" for i in range(1000)]  # 300 distinct: the probe reads the first PROBE_TEXTS of them
+    assert time_plan.probe_text_seconds(None, texts) == pytest.approx(0.02)  # of 0.05 and 0.02 a text
+    assert calls == [4, time_plan.PROBE_TEXTS, time_plan.PROBE_TEXTS]
+    calls.clear()
+    assert time_plan.probe_text_seconds(None, texts, passes=1) == pytest.approx(0.008) and calls == [4, time_plan.PROBE_TEXTS]
