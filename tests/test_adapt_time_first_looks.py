@@ -651,3 +651,27 @@ def test_the_phase_with_the_time_left_runs_those_left_out_once_what_they_are_bui
     assert [c.name for c in plan.left_out] == ["mirror", "prf"] and set(timing.left_out) == {"mirror", "prf"}
     assert [c.name for c in plan.after_race] == ["query-side", "hybrid-query-side"]
     assert phases.WithTimeLeft("with the time left").run(SimpleNamespace(time_plan=None), state) == {}
+
+
+def test_one_brought_back_and_left_out_at_its_turn_is_not_tried_again(monkeypatch):
+    from sentune.adaptation import phases
+    from sentune.adaptation.candidates.plan import Plan
+    from sentune.adaptation.run_state import RunState
+
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: 100.0)
+    timing = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False)
+    query_side = SimpleNamespace(name="query-side", kind="query-side", phase="after_race", expected_at_turn=lambda ctx, costs: None)
+    plan = Plan()
+    plan.left_out.append(query_side)
+    timing.waiting["query-side"] = Planned("query-side", 60.0, 0.0)
+    timing.left_out["query-side"] = "at planning"
+    tries = []
+
+    def left_out_at_its_turn(candidate, candidates, label, ctx):
+        tries.append(candidate.name)
+        timing.leave_out(candidate.name, "dearer at its turn")
+        candidates.leave_out(candidate)
+
+    monkeypatch.setattr(phases, "run_candidate", left_out_at_its_turn)
+    assert phases.WithTimeLeft("with the time left").run(SimpleNamespace(time_plan=timing), RunState(plan, scorer=None)) == {}
+    assert tries == ["query-side"] and timing.left_out["query-side"] == "dearer at its turn"

@@ -169,15 +169,17 @@ class WithTimeLeft(Phase):
     record; the label-free trainings race side by side and are not brought back one by one."""
 
     def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
-        timing, done = ctx.time_plan, {}
+        timing, done, tried = ctx.time_plan, {}, set()
         while timing is not None:
-            ready = {c.name: c for c in state.plan.left_out if c.phase != "raced" and self._built(c, timing, state)}
+            # each once: one brought back and then left out at its turn (expected dearer there) is not tried again
+            ready = {c.name: c for c in state.plan.left_out if c.phase != "raced" and c.name not in tried and self._built(c, timing, state)}
             for candidate in ready.values():
                 timing.re_expect(candidate, ctx)
             name = timing.bring_back(ready)
             if name is None:
                 break
             candidate = ready[name]
+            tried.add(name)
             say(f"[+] {name}: {timing.brought_back[name]}")
             state.plan.bring_back(candidate)
             state.labels.setdefault(name, "[+]")
