@@ -594,8 +594,8 @@ def test_hybrid_best_is_held_against_those_before_it_only_while_one_still_to_com
 
 def test_the_phase_with_the_time_left_runs_those_left_out_once_what_they_are_built_on_has_run(monkeypatch):
     """quora's default run: query-side left out at planning, and hybrid-query-side with it; with 13 minutes unspent at
-    the end, both run (the fusion once the model it fuses has a record); a label-free training left out is not raced
-    alone, and one built only on a skipped candidate is not run."""
+    the end, both run (the fusion once the model it fuses has a record); a label-free training left out races alone
+    once its first look fits (the cheapest first among equal gains), and one built only on a skipped candidate is not run."""
     from sentune.adaptation import phases
     from sentune.adaptation.candidates.plan import Plan
     from sentune.adaptation.records import CandidateRecord
@@ -645,11 +645,20 @@ def test_the_phase_with_the_time_left_runs_those_left_out_once_what_they_are_bui
         timing.finished(candidate.name, timing.kept[candidate.name].seconds)
         return record
 
+    def race_members(members, candidates, labels, ctx):
+        assert [m.name for m in members] == ["mirror"] and members[0] in candidates.raced and labels == {"mirror": "[+]"}
+        ran.append(("mirror alone", labels["mirror"]))
+        now[0] += timing.kept["mirror"].look  # the race stopped it after its first round
+        state.records["mirror"] = CandidateRecord("mirror", "mirror", dev_score=78.0)
+        timing.finished("mirror", timing.kept["mirror"].look, 0.0)
+
     monkeypatch.setattr(phases, "run_candidate", run_candidate)
-    found = phases.WithTimeLeft("with the time left").run(SimpleNamespace(time_plan=timing), state)
-    assert ran == [("query-side", "[+]"), ("hybrid-query-side", "[+]")] and set(found) == {"query-side", "hybrid-query-side"}
-    assert [c.name for c in plan.left_out] == ["mirror", "prf"] and set(timing.left_out) == {"mirror", "prf"}
-    assert [c.name for c in plan.after_race] == ["query-side", "hybrid-query-side"]
+    monkeypatch.setattr(phases, "race_members", race_members)
+    found = phases.WithTimeLeft("with the time left").run(SimpleNamespace(time_plan=timing, records=state.records), state)
+    assert ran == [("mirror alone", "[+]"), ("query-side", "[+]"), ("hybrid-query-side", "[+]")]
+    assert set(found) == {"mirror", "query-side", "hybrid-query-side"}
+    assert [c.name for c in plan.left_out] == ["prf"] and set(timing.left_out) == {"prf"}
+    assert [c.name for c in plan.after_race] == ["query-side", "hybrid-query-side"] and [c.name for c in plan.raced] == ["mirror"]
     assert phases.WithTimeLeft("with the time left").run(SimpleNamespace(time_plan=None), state) == {}
 
 

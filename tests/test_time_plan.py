@@ -391,6 +391,21 @@ def test_one_brought_back_is_costed_as_late_as_the_run_is(monkeypatch):
     assert plan.bring_back({"query-side"}) == "query-side"
 
 
+def test_a_raced_training_is_brought_back_when_its_first_look_fits_and_a_whole_one_only_when_all_of_it_does(monkeypatch):
+    """qqp's default run left ct out at planning (its first look 2.4 min, all of it 13.0) and ended with 4.5 minutes
+    unspent: racing alone, the time plan ends it at its best checkpoint when its rest does not fit, so its first look
+    fitting is enough; a candidate that is only whole (a supervised one) still needs all of it to fit."""
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: 1530.0)  # 270 s left
+    plan = TimePlan(limit=1800.0, started=0.0, given=False)
+    plan.waiting |= {"ct": Planned("ct", 400.0, 0.5, first=144.0, whole=780.0), "supervised": Planned("supervised", 200.0, 2.0, first=60.0)}
+    plan.left_out |= {"ct": "its first look expected 2.4 min (all of it 13.0 min)", "supervised": "expected 3.3 min"}
+    assert plan.bring_back({"ct"}) is None  # all 780 s of it in 270
+    assert plan.bring_back({"ct", "supervised"}, first_look_enough={"ct"}) == "supervised"  # 200 s whole: the best gain a second
+    assert "expected 3.3 min, 4.5 min left" in plan.brought_back["supervised"]
+    plan.finished("supervised", 100.0)
+    assert plan.bring_back({"ct"}, first_look_enough={"ct"}) == "ct" and "expected 2.4 min, 4.5 min left" in plan.brought_back["ct"]
+
+
 @pytest.mark.slow
 def test_a_run_that_planned_too_dearly_runs_what_it_left_out_with_the_time_left(tiny_model_dir, tmp_path, monkeypatch):
     """A tiny run planned as if supervised took 100 of its 120 s: whitening (30 s) is left out at planning; supervised
@@ -411,6 +426,30 @@ def test_a_run_that_planned_too_dearly_runs_what_it_left_out_with_the_time_left(
     assert not planned["left_out"] and {"whitening", "supervised"} <= set(results["candidates"])
     assert results["candidates"]["whitening"]["select"] is not None
     assert "with the time left" in results["meta"]["phases"]
+
+
+@pytest.mark.slow
+def test_a_label_free_training_left_out_at_planning_races_alone_with_the_time_left(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """A tiny run planned as if supervised took 100 of its 120 s: simcse (its first look 30 s, all of it 300 s) is left
+    out at planning; supervised takes seconds, so simcse races alone with the time left, costed by its first look (all
+    of it would not fit), and the results name it brought back."""
+    from sentune.adaptation.candidates.supervised import Supervised
+    from sentune.adaptation.candidates.trained import Trained
+    from sentune.cli import main
+
+    monkeypatch.setattr(time_plan, "expected_gains", lambda search: {"supervised": 2.0, "simcse": 0.1})
+    for method in ("expected_seconds", "first_look_seconds", "whole_seconds"):
+        monkeypatch.setattr(Supervised, method, lambda self, ctx, costs: 100.0)
+    for method, seconds in (("expected_seconds", 60.0), ("first_look_seconds", 30.0), ("whole_seconds", 300.0)):
+        monkeypatch.setattr(Trained, method, lambda self, ctx, costs, seconds=seconds: seconds)
+    args = tiny_adapt_args(tiny_model_dir, tmp_path)
+    assert main([*args, "--methods", "simcse,supervised", "--budget", "4", "--time", "120s", "--out", str(tmp_path / "run")]) == 0
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    planned = results["meta"]["time"]
+    assert "its first look expected 0.5 min (all of it 1.0 min)" in planned["brought_back"]["simcse"]
+    assert "run with the time left: expected 0.5 min" in planned["brought_back"]["simcse"]
+    assert not planned["left_out"] and results["candidates"]["simcse"]["select"] is not None
+    assert "race: simcse alone in rounds" in capsys.readouterr().out
 
 
 def test_the_probe_takes_the_fastest_of_its_passes_after_a_warm_up(monkeypatch):

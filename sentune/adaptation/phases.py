@@ -11,7 +11,8 @@ back. sentune.adaptation.run runs them in turn, saying each one's name and time.
 5. the supervised race (sentune.adaptation.candidates.supervised_race), before the first supervised candidate;
 6. after the supervised race: the rest (the supervised candidates, wise, the hybrids, ...);
 7. with the time left: those left out for want of time, run while the whole of one still fits (the best expected
-   gain a second first; not the label-free trainings, which race side by side);
+   gain a second first; a label-free training while its first look fits, racing alone: ended at its best checkpoint
+   when the rest no longer fits, as in the race);
 8. decide (sentune.adaptation.select, sentune.adaptation.decide), on the selection and confirmation parts;
 9. write: OUT/model (and a search run's index), results.json/.md and report.html.
 
@@ -33,7 +34,7 @@ from sentune.adaptation.train_evidence import score_evidence
 from sentune.core.progress import say
 
 if TYPE_CHECKING:
-    from sentune.adaptation.candidates import Candidate, Plan
+    from sentune.adaptation.candidates import Candidate, Plan, Trained
     from sentune.adaptation.context import Context
     from sentune.adaptation.run_state import RunState
     from sentune.adaptation.time_plan import TimePlan
@@ -166,16 +167,18 @@ class AfterRace(Phase):
 class WithTimeLeft(Phase):
     """The candidates left out for want of time (at planning or at their turn) run while the whole of one still fits
     what is left (TimePlan.bring_back: the best expected gain a second first), each once one it is built on has a
-    record; the label-free trainings race side by side and are not brought back one by one."""
+    record. A label-free training left out (the race's members start together, and qqp's default run left two out with
+    minutes unspent) races alone while its first look fits: the race's rules stop it behind the unchanged model, and
+    the time plan ends it at its best checkpoint when its rest no longer fits, as it ends a member of the race."""
 
     def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:
         timing, done, tried = ctx.time_plan, {}, set()
         while timing is not None:
             # each once: one brought back and then left out at its turn (expected dearer there) is not tried again
-            ready = {c.name: c for c in state.plan.left_out if c.phase != "raced" and c.name not in tried and self._built(c, timing, state)}
+            ready = {c.name: c for c in state.plan.left_out if c.name not in tried and self._built(c, timing, state)}
             for candidate in ready.values():
                 timing.re_expect(candidate, ctx)
-            name = timing.bring_back(ready)
+            name = timing.bring_back(ready, first_look_enough={n for n, c in ready.items() if c.phase == "raced"})
             if name is None:
                 break
             candidate = ready[name]
@@ -183,7 +186,11 @@ class WithTimeLeft(Phase):
             say(f"[+] {name}: {timing.brought_back[name]}")
             state.plan.bring_back(candidate)
             state.labels.setdefault(name, "[+]")
-            found = run_candidate(candidate, state.plan, state.labels[name], ctx)
+            if candidate.phase == "raced":
+                race_members([candidate], state.plan, {name: state.labels[name]}, ctx)
+                found = ctx.records.get(name)
+            else:
+                found = run_candidate(candidate, state.plan, state.labels[name], ctx)
             if found is not None:
                 done[name] = found
         return done
@@ -333,16 +340,21 @@ def leave_out_untrainable(candidates: Plan, ctx: Context) -> None:
 def race_trained(candidates: Plan, ctx: Context) -> None:
     """The label-free training candidates trained side by side in rounds (sentune.adaptation.race), their records kept
     in the run's; under --time those that no longer fit together do not start, and each trains at most its share."""
+    first = len(candidates.before_race) + 1
+    race_members(list(candidates.raced), candidates, {c.name: f"[{first + i}/{len(candidates.all)}]" for i, c in enumerate(candidates.raced)}, ctx)
+
+
+def race_members(members: list[Trained], candidates: Plan, labels: dict[str, str], ctx: Context) -> None:
+    """Race `members` (the plan's label-free trainings, or one brought back with the time left), each labelled by
+    `labels`, their records kept in the run's."""
     from sentune.adaptation.race import RUNGS, race
     from sentune.adaptation.race_engine import CONFIDENCE
 
-    first = len(candidates.before_race) + 1
-    labels = {c.name: f"[{first + i}/{len(candidates.all)}]" for i, c in enumerate(candidates.raced)}
     if ctx.time_plan is not None:  # the members train side by side: those that no longer fit together do not start
-        late = ctx.time_plan.still_fit_together([c.name for c in candidates.raced if not c.finished(ctx)])
-        for candidate in [c for c in candidates.raced if c.name in late]:
+        late = ctx.time_plan.still_fit_together([c.name for c in members if not c.finished(ctx)])
+        for candidate in [c for c in members if c.name in late]:
             leave_out(candidate, candidates, labels[candidate.name], late[candidate.name], ctx)
-    raced = candidates.raced
+    raced = [c for c in members if c in candidates.raced]
     if not raced:
         return
     if ctx.time_plan is not None:
@@ -357,9 +369,10 @@ def race_trained(candidates: Plan, ctx: Context) -> None:
             recipe = replace(recipe, training=replace(recipe.training, max_minutes=minutes))
         say(f"{labels[candidate.name]} {candidate.name}: {candidate.describe(ctx)}: {recipe.training.max_steps} steps")
         entries.append(candidate.race_entry(recipe, ctx))
+    who, halving = (f"{len(entries)} training candidates", ", and at most half go on") if len(entries) > 1 else (f"{entries[0].name} alone", "")
     say(
-        f"race: {len(entries)} training candidates in rounds to {', '.join(f'{f:g}' for f in RUNGS)} of their steps; after each, one behind the "
-        f"unchanged model or the leader on the selection pairs with {CONFIDENCE:.0%} confidence stops, and at most half go on",
+        f"race: {who} in rounds to {', '.join(f'{f:g}' for f in RUNGS)} of their steps; after each, one behind the "
+        f"unchanged model or the leader on the selection pairs with {CONFIDENCE:.0%} confidence stops{halving}",
     )
     by_name = {c.name: c for c in raced}
     race(entries, ctx, lambda entry: by_name[entry.name].finish(labels[entry.name], ctx))

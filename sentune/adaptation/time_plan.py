@@ -249,10 +249,11 @@ class TimePlan:
             self.waiting[name] = self.kept.pop(name)
         self.left_out[name] = why
 
-    def bring_back(self, ready: Collection[str]) -> str | None:
-        """Once every kept candidate is done, the one of those left out (`ready`: the caller's, each whose kind can run
-        alone now and one it is built on has a record) to run with the time left, or None: all of it, scaled by how late
-        the run is (a cheap follow-up's unscaled), must fit in what is left; the best expected gain a second first, the
+    def bring_back(self, ready: Collection[str], first_look_enough: Collection[str] = ()) -> str | None:
+        """Once every kept candidate is done, the one of those left out (`ready`: the caller's, each one it is built on
+        has a record) to run with the time left, or None: all of it, scaled by how late the run is (a cheap follow-up's
+        unscaled), must fit in what is left, or its first look for those in `first_look_enough` (a raced training: the
+        time plan ends it at its best checkpoint when its rest does not fit); the best expected gain a second first, the
         cheapest among equals, as the plan ranks. Planned for the limit before the run knew its real costs, the plan
         leaves out what the minutes the others did not take would have paid for (quora's default run: query-side left out
         at planning, the run over with half of its half hour unspent)."""
@@ -260,7 +261,8 @@ class TimePlan:
         fits = {}
         for name in (n for n in self.waiting if n in ready and n not in self.done):
             c = self.waiting[name]
-            expected = c.end if self._cheap_follow_up(c) else c.end * self.scale()
+            whole = c.look if name in first_look_enough else c.end
+            expected = whole if self._cheap_follow_up(c) else whole * self.scale()
             if expected <= room:
                 fits[name] = expected
         if not fits:
