@@ -597,6 +597,46 @@ def test_retrieval_summary_row_sets_the_supervised_candidates_and_the_label_free
     assert render.summary_row("scifact", results)[14:] == ["—", "—"]
 
 
+def test_the_query_side_section_sets_each_side_beside_the_other_with_minutes_and_the_differences():
+    load("renderers/render_adapt.py")
+    render = load("renderers/render_retrieval.py")
+
+    def difference(candidate: float, baseline: float) -> dict:
+        return {
+            "vs_unchanged": {
+                "candidate": candidate,
+                "baseline": baseline,
+                "difference_low": candidate - baseline - 1.0,
+                "difference_high": candidate - baseline + 1.0,
+            }
+        }
+
+    def row(seconds: float, select: float, confirm: float, test: float) -> dict:
+        return {
+            "kind": "k",
+            "seconds": seconds,
+            "select": {"score": select},
+            "confirm": difference(confirm, 70.0),
+            "test": {"score": test} | difference(test, 65.0),
+        }
+
+    meta = {"command": "sentune adapt --example scifact --time 90m", "date": "2026-12-04"}
+    results = {
+        "choice": {"name": "hybrid-query-side"},
+        "meta": meta,
+        "candidates": {"query-side": row(120.0, 70.5, 72.0, 66.0), "supervised": row(3000.0, 71.0, 73.0, 67.5)},
+    }
+    lines = render.query_side_section({"scifact": results, "quora": {"candidates": {"query-side": row(60.0, 1, 1, 1)}}})
+    rows = [line for line in lines if line.startswith("| scifact")]
+    assert rows == [
+        "| scifact | `query-side` | the query encoder only, against the index's document vectors | 2.0 | 70.50 | +2.00 [+1.00, +3.00] | 66.00 | +1.00 [+0.00, +2.00] |",
+        "| scifact | `supervised` | both sides (the documents encoded again for every fold and the refit) | 50.0 | 71.00 | +3.00 [+2.00, +4.00] | 67.50 | +2.50 [+1.50, +3.50] |",
+    ]
+    assert not any(line.startswith("| quora") for line in lines)  # no supervised: not compared
+    assert lines[-1] == "scifact: `sentune adapt --example scifact --time 90m`, 2026-12-04; chose `hybrid-query-side`."
+    assert "Not yet measured" in render.query_side_section({})[-1]
+
+
 def test_the_retrieval_native_section_lists_what_each_candidate_trained_on_and_cost(tmp_path, monkeypatch):
     load("renderers/render_adapt.py")
     render = load("renderers/render_retrieval.py")

@@ -20,7 +20,7 @@ from pathlib import Path
 from render_adapt import KEPT, LABEL_FREE, domain_section, supervised_cell, test_versus  # noqa: E402  (benchmarks/renderers/render_adapt.py)
 
 from sentune.adaptation.examples import example_names
-from sentune.adaptation.names import BM25, BM25_FITTED, BM25_UNSTEMMED, HYBRID, REFERENCE, RRF, SEARCH_OPT_IN, SUPERVISED, TRAINED, UNCHANGED
+from sentune.adaptation.names import BM25, BM25_FITTED, BM25_UNSTEMMED, HYBRID, QUERY_SIDE, REFERENCE, RRF, SEARCH_OPT_IN, SUPERVISED, TRAINED, UNCHANGED
 from sentune.analysis.pages import machine_conditions
 from sentune.tasks.permutation import LEVEL
 
@@ -397,6 +397,54 @@ def sentence_pair_section(names: list[str]) -> list[str]:
     return ["", "## Sentence-pair trainings on search", "", intro, *lines]
 
 
+SIDES = {  # the candidates that train on the judgements, by what they tune, and the fusions of each with BM25
+    QUERY_SIDE: "the query encoder only, against the index's document vectors",
+    f"hybrid-{QUERY_SIDE}": "BM25 fused with it",
+    SUPERVISED: "both sides (the documents encoded again for every fold and the refit)",
+    f"hybrid-{SUPERVISED}": "BM25 fused with it",
+}
+
+
+def query_side_section(found: dict[str, dict]) -> list[str]:
+    """Issue 80 item 3: the search candidate that trains the query side only beside the two-sided fine-tune, each
+    domain's run with the time they both need (its --time in its command): minutes, selection, confirmation, test."""
+    runs = {n: r for n, r in found.items() if all(r["candidates"].get(k, {}).get("test") for k in (QUERY_SIDE, SUPERVISED))}
+    if not runs:
+        return [
+            "",
+            "## Query-side training against the two-sided fine-tune",
+            "",
+            f"Not yet measured: no kept run has both `{QUERY_SIDE}` and `{SUPERVISED}` with a test score.",
+        ]
+    lines = [
+        "",
+        "## Query-side training against the two-sided fine-tune",
+        "",
+        f"`{QUERY_SIDE}` fine-tunes the query encoder alone on the judged queries against the document vectors the run already holds "
+        "(every document a negative), so a fold costs its queries' encodes, never the corpus's, and the index is not rebuilt; "
+        f"`{SUPERVISED}` tunes both sides. Both are cross-fitted on the selection queries and refit on all of them. From each domain's run "
+        "below (its command and date in its results.json); minutes as the run measured them, nDCG@10 ×100 and the interval of the "
+        "difference from the unchanged model on the same queries.",
+        "",
+        "| domain | candidate | tunes | minutes | selection | confirmation − unchanged [95 % CI] | test | test − unchanged [95 % CI] |",
+        "|---|---|---|---:|---:|---|---:|---|",
+    ]
+    for name, results in runs.items():
+        c = results["candidates"]
+        for cname, tunes in SIDES.items():
+            row = c.get(cname)
+            if not row or not row.get("test"):
+                continue
+            select = row.get("select") or {}
+            lines.append(
+                f"| {name} | `{cname}` | {tunes} | {row['seconds'] / 60:.1f} | {select.get('score', float('nan')):.2f} | "
+                f"{_difference(row.get('confirm'), 'vs_unchanged')} | {row['test']['score']:.2f} | {_difference(row['test'], 'vs_unchanged')} |"
+            )
+        meta = results["meta"]
+        lines += ["", f"{name}: `{meta.get('command')}`, {meta.get('date')}; chose `{results['choice']['name']}`.", ""]
+    return lines[:-1]
+
+
 def render() -> str:
     names = example_names(retrieval=True)
     found = {n: json.loads((KEPT / n / "results.json").read_text()) for n in names if (KEPT / n / "results.json").is_file()}
@@ -435,6 +483,7 @@ def render() -> str:
         + ", then refit on all of them). The label-free run is the same domain's run before the supervised candidates existed "
         "(benchmarks/results/adapt/label-free/NAME/results.json, its command in it).",
     ]
+    lines += query_side_section(found)
     missing = [n for n in names if n not in found]
     if missing:
         lines += ["", f'Not yet measured: {", ".join(missing)} (run `EXAMPLES="{" ".join(missing)}" bash benchmarks/runners/adapt_experiments.sh`).']
