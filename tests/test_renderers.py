@@ -1040,8 +1040,11 @@ def test_the_default_budget_table_reads_old_and_new_runner_rows_and_checks_the_r
     old = tmp_path / "default_budget-sick.md"
     old.write_text(measured.format("sick") + "\n\n| example | a | b | c | d |\n|---|---|---|---|---|\n| sick | 6.7 | 5.5 | none | `unchanged` 77.15 |\n")
     rows = "".join(
-        f"| {name} | 9.0 | {minutes} | {minutes / 30:.0%} | none | none | `wise` {chosen} | `sed` {best:.2f} | {best - chosen:.2f} |\n"
-        for name, minutes, chosen, best in (("stsb", 24.0, 83.0, 83.3), ("mrpc", 12.0, 86.0, 86.9))
+        f"| {name} | 9.0 | {minutes} | {minutes / 30:.0%} | none | none | `wise` {chosen} | `sed` {best:.2f} | {best - chosen:.2f} |{why}\n"
+        for name, minutes, chosen, best, why in (
+            ("stsb", 24.0, 83.0, 83.3, ""),
+            ("mrpc", 12.0, 86.0, 86.9, " `sed` +0.90 on 250 confirmation pairs, p = 0.100 |"),
+        )
     )
     new = tmp_path / "default_budget-stsb-mrpc.md"
     new.write_text(measured.format("stsb mrpc") + "\n\n| example | 9 columns |\n|---|\n" + rows)
@@ -1050,6 +1053,31 @@ def test_the_default_budget_table_reads_old_and_new_runner_rows_and_checks_the_r
     by_example = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in page.splitlines() if line.startswith("| ") and " | 2026" not in line[:3]}
     assert by_example["stsb"][3] == "80%" and by_example["stsb"][7] == "`sed` 83.30" and by_example["stsb"][8] == "0.30"
     assert by_example["sick"][3] == "—" and by_example["sick"][8] == "—"
+    assert by_example["mrpc"][9] == "`sed` +0.90 on 250 confirmation pairs, p = 0.100" and by_example["stsb"][9].startswith("— (not recorded")
+
+
+def test_the_best_tested_candidates_confirmation_says_why_it_is_not_the_choice(monkeypatch):
+    render = load("renderers/render_adapt.py")
+    monkeypatch.setattr(render, "detectable_gain", lambda metric, units: {("spearman", 500): 3.05}.get((metric, units)))
+    superiority = {"candidate": 80.31, "baseline": 79.51, "p_value": 0.188, "permutations": 1000, "pairs": 250}
+    results = {
+        "meta": {"dev": {"unit": "pairs", "pairs": 500, "metric": "spearman"}},
+        "choice": {"name": "unchanged", "safety": {"supervised": {"safe": False, "superiority": superiority}}},
+        "candidates": {"unchanged": {"test": {"score": 77.15}}, "supervised": {"test": {"score": 78.71}}, "sed": {"test": {"score": 77.9}}},
+    }
+    assert render.best_tested_confirmation(results) == (
+        "`supervised` +0.80 on 250 confirmation pairs, p = 0.188; the rule confirms +3.05 80 % of the time at 500 dev pairs"
+    )
+    results["choice"]["safety"] = {"sed": {"safe": True, "superiority": superiority}}  # testing stopped before supervised
+    assert render.best_tested_confirmation(results).startswith("`supervised` not tested (behind the unchanged model")
+    results["meta"]["dev"] = {"unit": "queries", "queries": 400, "metric": "ndcg@10"}  # no detectable gain known: not said
+    results["choice"]["safety"] = {"supervised": {"safe": True, "superiority": superiority}}
+    assert render.best_tested_confirmation(results) == "`supervised` +0.80 on 250 confirmation queries, p = 0.188, safe"
+    results["choice"]["name"] = "supervised"
+    assert render.best_tested_confirmation(results) == "—"
+    del results["choice"]["safety"]
+    results["choice"]["name"] = "unchanged"
+    assert render.best_tested_confirmation(results) == "— (not recorded by this run's adapt)"
 
 
 def test_the_default_budget_table_keeps_the_newest_row_of_each_example(tmp_path):
@@ -1092,14 +1120,15 @@ def test_the_default_budget_table_gives_the_regret_to_the_best_of_the_examples_f
     }
     (adapt / "stsb" / "results.json").write_text(json.dumps({"candidates": candidates}))
     row = next(line for line in render.render([page], adapt=adapt).splitlines() if line.startswith("| stsb |")).split(" | ")
-    assert row[9:11] == ["`supervised` 83.98", "1.95"]
+    assert row[10:12] == ["`supervised` 83.98", "1.95"]
     # one a race stopped (or a search reference, BM25 say) that tested higher is missed all the same
     candidates["sg-opt"] = {"eligible": False, "test": {"score": 84.5}}
     (adapt / "stsb" / "results.json").write_text(json.dumps({"candidates": candidates}))
     row = next(line for line in render.render([page], adapt=adapt).splitlines() if line.startswith("| stsb |")).split(" | ")
-    assert row[9:11] == ["`sg-opt` 84.50", "2.47"]
+    assert row[10:12] == ["`sg-opt` 84.50", "2.47"]
     row = next(line for line in render.render([page], adapt=tmp_path / "none").splitlines() if line.startswith("| stsb |")).split(" | ")
-    assert row[9:11] == ["— (no full run kept)", "—"]
+    assert row[10:12] == ["— (no full run kept)", "—"]
+    assert row[9] == "— (not recorded by this page's runner)"  # a 9-column page
 
 
 def test_the_default_budget_table_counts_a_run_as_leaving_out_only_what_it_did_not_bring_back():

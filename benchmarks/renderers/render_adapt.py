@@ -75,6 +75,32 @@ def best_tested(results: dict) -> tuple[str, float] | None:
     return best, float(tested[best])
 
 
+def best_tested_confirmation(results: dict) -> str:
+    """Why the best tested candidate is not the choice, as the run's decision saw it: its confirmation against the
+    unchanged model (the gain, the units, the p-value; whether it was safe), or that it was not tested (behind the
+    unchanged model on the selection part, or after the first candidate that failed: fixed-sequence testing), beside
+    the gain the rule confirms 80 % of the time at the run's dev size (sentune.adaptation.decide.detectable_gain).
+    "—" when the best tested candidate is the choice or nothing was tested."""
+    best = best_tested(results)
+    if best is None or best[0] == results["choice"]["name"]:
+        return "—"
+    safety = results["choice"].get("safety")
+    if safety is None:
+        return "— (not recorded by this run's adapt)"
+    dev = results["meta"]["dev"]
+    found = safety.get(best[0])
+    if found is None:
+        said = f"`{best[0]}` not tested (behind the unchanged model on the selection part, or after the first that failed)"
+    else:
+        s = found["superiority"]
+        said = f"`{best[0]}` {s['candidate'] - s['baseline']:+.2f} on {s['pairs']} confirmation {dev['unit']}, p = {s['p_value']:.3f}" + (
+            ", safe" if found["safe"] else ""
+        )
+    units = dev.get(dev["unit"])
+    detectable = detectable_gain(dev["metric"], units) if units else None
+    return said + (f"; the rule confirms +{detectable:.2f} 80 % of the time at {units} dev {dev['unit']}" if detectable is not None else "")
+
+
 def best_on_test(results: dict) -> str:
     best = best_tested(results)
     return "—" if best is None else f"`{best[0]}` {best[1]:.2f}"

@@ -32,11 +32,13 @@ def page_rows(page: Path) -> list[dict]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if not line.startswith("| ") or cells[0] == "example" or set(cells[0]) <= set("-:"):
             continue
+        confirmation = None  # a page of the runner before it said why the best tested is not the choice
         if len(cells) == 5:  # a page of the runner before it gave the share, the stopped and the best tested candidate
             example, wall, candidate, left_out, choice = cells
             share = stopped = best = regret = None
-        elif len(cells) == 9:
-            example, wall, candidate, share, left_out, stopped, choice, best, regret = cells
+        elif len(cells) in (9, 10):
+            example, wall, candidate, share, left_out, stopped, choice, best, regret, *more = cells
+            confirmation = more[0] if more else None
         else:
             continue
         rows.append(
@@ -50,6 +52,7 @@ def page_rows(page: Path) -> list[dict]:
                 "choice": choice,
                 "best": best,
                 "regret": None if regret in (None, "—") else float(regret),
+                "confirmation": confirmation,
                 "page": page.name,
                 **measured.groupdict(),
             }
@@ -91,16 +94,16 @@ def render(pages: list[Path], adapt: Path | None = None) -> str:
         "early shows no regret to its own best tested one, and does to this.",
         "",
         "| example | wall minutes | candidate minutes | share of the budget | left out by the default time (expected; the --time that includes it), and those brought back with the time left "
-        "| stopped after a first look | choice, test | best tested candidate | regret | best in its full run | regret to it "
+        "| stopped after a first look | choice, test | best tested candidate | regret | the best tested's confirmation | best in its full run | regret to it "
         "| measured (commit, finished, conditions) |",
-        "|---|---:|---:|---:|---|---|---|---|---:|---|---:|---|",
+        "|---|---:|---:|---:|---|---|---|---|---:|---|---|---:|---|",
     ]
     for r in rows:
         missing = "— (not recorded by this page's runner)"
         regret = "—" if r["regret"] is None else f"{r['regret']:.2f}"
         lines.append(
             f"| {r['example']} | {r['wall']:.1f} | {r['candidate']:.1f} | {r['share'] or '—'} | {r['left_out']} | {r['stopped'] or missing} | {r['choice']} | "
-            f"{r['best'] or missing} | {regret} | {' | '.join(full_cells(r, adapt))} | [{r['commit']}, {r['finished']}]({r['page']}): {r['conditions']} |"
+            f"{r['best'] or missing} | {regret} | {r['confirmation'] or missing} | {' | '.join(full_cells(r, adapt))} | [{r['commit']}, {r['finished']}]({r['page']}): {r['conditions']} |"
         )
     return "\n".join(lines) + "\n"
 
