@@ -175,7 +175,8 @@ def test_a_full_queue_refuses_at_once_and_counts_requests_not_texts(monkeypatch)
             return refused.value, refused_in, batcher.refused, batcher.pending
 
     refused, seconds, count, pending = asyncio.run(scenario())
-    assert refused.pending == 2 and refused.limit == 2 and count == 1 and seconds < 0.05 and pending == 0
+    # at once: well before a slot could free (a batch takes 0.2 s), with room for a busy CI worker's pauses
+    assert refused.pending == 2 and refused.limit == 2 and count == 1 and seconds < 0.15 and pending == 0
 
 
 def test_past_saturation_the_bound_is_half_until_no_request_was_refused_for_a_while(monkeypatch):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 KEPT = REPO / "benchmarks" / "results" / "adapt"
-RUNS = ("sick", "sick-train", "mrpc", "mrpc-train", "qqp", "stsb", "stsb-train", "scifact")  # the pages' current runs
+RUNS = ("sick", "sick-train", "mrpc", "mrpc-train", "qqp", "stsb", "stsb-train", "scifact", "quora")  # the pages' current runs
 OUT = REPO / "sentune" / "adaptation" / "expected_gain.json"
 
 
