@@ -633,7 +633,8 @@ def test_the_query_side_section_sets_each_side_beside_the_other_with_minutes_and
         "| scifact | `supervised` | both sides (the documents encoded again for every fold and the refit) | 50.0 | 71.00 | +3.00 [+2.00, +4.00] | 67.50 | +2.50 [+1.50, +3.50] |",
     ]
     assert not any(line.startswith("| quora") for line in lines)  # no supervised: not compared
-    assert lines[-1] == "scifact: `sentune adapt --example scifact --time 90m`, 2026-12-04; chose `hybrid-query-side`."
+    assert "scifact: `sentune adapt --example scifact --time 90m`, 2026-12-04; chose `hybrid-query-side`." in lines
+    assert lines[-4].startswith("| domain |") and lines[-1] == rows[-1]  # each domain its own table, under its command
     assert "Not yet measured" in render.query_side_section({})[-1]
 
 

@@ -425,12 +425,16 @@ def query_side_section(found: dict[str, dict]) -> list[str]:
         f"`{SUPERVISED}` tunes both sides. Both are cross-fitted on the selection queries and refit on all of them. From each domain's run "
         "below (its command and date in its results.json); minutes as the run measured them, nDCG@10 ×100 and the interval of the "
         "difference from the unchanged model on the same queries.",
-        "",
-        "| domain | candidate | tunes | minutes | selection | confirmation − unchanged [95 % CI] | test | test − unchanged [95 % CI] |",
-        "|---|---|---|---:|---:|---|---:|---|",
     ]
     for name, results in runs.items():
-        c = results["candidates"]
+        c, meta = results["candidates"], results["meta"]
+        lines += [
+            "",
+            f"{name}: `{meta.get('command')}`, {meta.get('date')}; chose `{results['choice']['name']}`.",
+            "",
+            "| domain | candidate | tunes | minutes | selection | confirmation − unchanged [95 % CI] | test | test − unchanged [95 % CI] |",
+            "|---|---|---|---:|---:|---|---:|---|",
+        ]
         for cname, tunes in SIDES.items():
             row = c.get(cname)
             if not row or not row.get("test"):
@@ -440,9 +444,7 @@ def query_side_section(found: dict[str, dict]) -> list[str]:
                 f"| {name} | `{cname}` | {tunes} | {row['seconds'] / 60:.1f} | {select.get('score', float('nan')):.2f} | "
                 f"{_difference(row.get('confirm'), 'vs_unchanged')} | {row['test']['score']:.2f} | {_difference(row['test'], 'vs_unchanged')} |"
             )
-        meta = results["meta"]
-        lines += ["", f"{name}: `{meta.get('command')}`, {meta.get('date')}; chose `{results['choice']['name']}`.", ""]
-    return lines[:-1]
+    return lines
 
 
 def render() -> str:
