@@ -152,6 +152,19 @@ def test_router_queries_take_the_query_route_in_the_encoder_and_the_index(tiny_s
     assert [h.score for h in hits[0]] == pytest.approx(sorted(scores[0], reverse=True), abs=1e-5)
 
 
+def test_a_search_run_runs_the_query_side_and_its_fusion_before_the_two_sided_fine_tune():
+    """They need nothing of `supervised`, which re-encodes the corpus for every fold: planned short of what it really
+    took, it would spend their minutes first. Both run in the phase before the supervised one (up to the first
+    supervised candidate); those built on supervised stay after it."""
+    from sentune.adaptation.candidates import parse_methods, plan
+    from sentune.adaptation.phases import SUPERVISED_KIND
+
+    after = [c.name for c in plan(parse_methods(None), "mean", reference=False, search=True).after_race]
+    first = next(i for i, c in enumerate(plan(parse_methods(None), "mean", reference=False, search=True).after_race) if c.kind == SUPERVISED_KIND)
+    assert after[first] == "supervised" and after.index("query-side") < after.index("hybrid-query-side") < first
+    assert first < after.index("hybrid-supervised") and first < after.index("hybrid-best")
+
+
 def test_a_default_search_run_plans_it_at_the_cost_of_its_queries_and_steps_and_its_partition_over_the_corpus(tiny_st):
     """Planned by a search run's defaults (not a pairs run's, nor --no-labels'); its expected seconds: K fold trainings
     of (K - 1)/K of the selection queries' steps and the refit (K times the steps on them all) and one encode of every
