@@ -499,3 +499,20 @@ def test_a_race_whose_work_is_gone_is_run_again(tiny_model_dir, labelled, tmp_pa
                 assert results[name]["skipped"] == race["stopped"][name]
             else:
                 assert results[name].get("skipped") is None and results[name]["select"] is not None
+
+
+def test_hybrid_supervised_is_skipped_with_its_reason_when_hybrid_has_no_record():
+    """SciFact's default run at ca36b4e: `hybrid` was left out at its turn (the half hour spent) and hybrid-supervised,
+    expected to cost nothing, ran and read hybrid's fusion weight from a record that did not exist (KeyError): the run
+    stopped. It is skipped instead, saying why; a skipped `hybrid` skips it too."""
+    from types import SimpleNamespace
+
+    from sentune.adaptation.candidates.search import HybridSupervised
+    from sentune.adaptation.records import CandidateRecord
+
+    trained = CandidateRecord("supervised", "supervised", dev_score=70.0, fold_dev_indices_trained_on=[[0, 1], [2, 3]])
+    ctx = SimpleNamespace(records={"supervised": trained})
+    scores, record = HybridSupervised("hybrid-supervised").run(ctx)
+    assert scores == {} and "`hybrid`, whose fusion weight it fuses with, has no record" in record.skipped
+    ctx.records["hybrid"] = CandidateRecord("hybrid", "hybrid", skipped="left out")
+    assert HybridSupervised("hybrid-supervised").run(ctx)[1].skipped == record.skipped

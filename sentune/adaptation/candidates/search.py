@@ -182,11 +182,14 @@ class HybridSupervised(Hybrid):
         from sentune.adaptation.search_context import as_search
         from sentune.adaptation.text_table import EmbeddingTable, TextRows
 
-        search = as_search(ctx)
         source = self.source(ctx)
         if source is None:
             return {}, self.skip("no supervised candidate trained on the selection queries (one trained on --train: `hybrid-best` fuses it)")
-        record, fusion = ctx.records[source], ctx.records[HYBRID].fusion  # `hybrid` runs first (the registry's order)
+        hybrid = ctx.records.get(HYBRID)  # `hybrid` runs first (the registry's order), unless the time left it out
+        if hybrid is None or hybrid.skipped:
+            return {}, self.skip(f"`{HYBRID}`, whose fusion weight it fuses with, has no record (left out for time, or skipped)")
+        search = as_search(ctx)
+        record, fusion = ctx.records[source], hybrid.fusion
         if fusion is None:
             return {}, self.skip(f"`{HYBRID}` chose no fusion weight")
         scores = search.rank_with(search.lexical.hybrid_ranker(search.table(ctx.vectors_of(ctx.candidate(source).model(ctx), source)), fusion))
