@@ -167,8 +167,8 @@ class AfterRace(Phase):
 class WithTimeLeft(Phase):
     """The candidates left out for want of time (at planning or at their turn) run while the whole of one still fits
     what is left (TimePlan.bring_back: the best expected gain a second first), each once one it is built on has a
-    record. A label-free training left out (the race's members start together, and qqp's default run left two out with
-    minutes unspent) races alone while its first look fits: the race's rules stop it behind the unchanged model, and
+    record. A label-free training left out (the race's members start together, so one may be left out while minutes
+    stay unspent at the end) races alone while its first look fits: the race's rules stop it behind the unchanged model, and
     the time plan ends it at its best checkpoint when its rest no longer fits, as it ends a member of the race."""
 
     def run(self, ctx: Context, state: RunState) -> dict[str, CandidateRecord]:

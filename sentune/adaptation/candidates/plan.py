@@ -20,8 +20,8 @@ from sentune.errors import UserError
 
 # The registry: every kind a run may have, in run order within its phase. A new kind is a class and a line here.
 # Search: the query side and its fusion before the two-sided fine-tune, which re-encodes the corpus for every fold: they
-# need nothing of it, cost minutes, and the plan's expected costs can be short of what the fine-tune really takes
-# (SciFact's default run at ca36b4e planned all 19 candidates in 29.2 minutes, and supervised alone took the half hour).
+# need nothing of it and cost minutes, and where the plan expects the fine-tune short of what it takes, it would
+# otherwise spend their time.
 KINDS: tuple[type[Candidate], ...] = (
     Unchanged,
     Pooling,
