@@ -155,6 +155,30 @@ def test_the_supervised_race_members_going_on_stop_when_their_rest_does_not_fit(
     assert time_lines(timing.summary())[0] == f"Stopped after a first look by --time 30m, the default: `supervised` ({race.stopped['supervised']})."
 
 
+def test_a_lone_supervised_member_goes_on_at_the_pace_its_own_first_look_ran(monkeypatch):
+    """A search run's only supervised candidate races alone: its first look is timed, and its rest (its other folds
+    and refit, more of the same work) is expected as late as that look ran, however fast the run's others finished."""
+    from sentune.adaptation.phases import stop_for_time
+
+    now = [600.0]  # 20 of the 30 minutes left
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+
+    def raced(look_took: float):
+        timing = TimePlan(limit=DEFAULT_TIME, started=0.0, given=False, kept={"supervised": Planned("supervised", 900.0, 2.0, first=150.0)})
+        race = SimpleNamespace(seconds={"supervised": look_took}, stopped={}, scores={"supervised": 70.0})
+        stop_for_time(race, SimpleNamespace(time_plan=timing))
+        return race, timing
+
+    race, timing = raced(150.0)  # on time: its rest, 12.5 min, fits the 20 left
+    assert race.stopped == {} and "supervised" in timing.begun and timing.rest("supervised", 150.0) == pytest.approx(750.0)
+    race, timing = raced(450.0)  # three times later than expected: its rest is 37.5 min
+    assert timing.rest("supervised", 450.0) == pytest.approx(2250.0)
+    assert race.stopped["supervised"].startswith("the default --time 30m: the rest of it expected 37.5 min, 20.0 min left; --time 48m")
+    assert timing.summary()["stopped"] == race.stopped
+    timing.spent, timing.expected_spent = 400.0, 100.0  # the run's others ran four times late: the later pace wins
+    assert timing.rest("supervised", 450.0) == pytest.approx(3000.0) and timing.rest("supervised", 50.0) == pytest.approx(3000.0)
+
+
 def test_a_raced_trainings_first_look_is_its_first_round(monkeypatch):
     """Trained: the first rung of its steps with their evaluations, its evaluation at the pause and one of the race's
     three checks of it on the train pairs; all of it is its share of the race and its scoring."""

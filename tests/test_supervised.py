@@ -431,6 +431,31 @@ def test_the_cross_fitted_supervised_candidates_race_on_their_first_fold(tiny_mo
     assert "fold race:" not in capsys.readouterr().out
 
 
+def test_a_lone_supervised_candidate_races_alone_on_its_first_fold(tiny_model_dir, labelled, tmp_path, capsys):
+    """The only supervised candidate of a run (a search run's, or a pairs run's without supervised-stacked) has a first
+    look too: its first fold, timed and judged before its other folds (stopped there behind the unchanged model, or
+    for want of time: sentune.adaptation.phases.stop_for_time), and reused by its cross-fitting when it goes on."""
+    from sentune.adaptation.candidates.supervised_race import FILE
+    from sentune.adaptation.crossfit import FOLDS, fold_rows
+    from sentune.adaptation.decide import split_dev
+
+    out = tmp_path / "run"
+    assert main([*_args(tiny_model_dir, labelled, out), "--methods", "supervised", "--budget", "4"]) == 0
+    told = capsys.readouterr().out
+    race = json.loads((out / "candidates" / FILE).read_text())
+    record = json.loads((out / "results.json").read_text())["candidates"]["supervised"]
+    assert set(race["scores"]) == {"supervised"} and race["seconds"]["supervised"] > 0
+    assert f"fold race: supervised trains its first fold of {FOLDS} alone" in told
+    if "supervised" in race["stopped"]:
+        assert record["skipped"] == race["stopped"]["supervised"]
+        return
+    split = split_dev(np.array([float(line.split("\t")[2]) for line in (out / "data" / "dev.tsv").read_text().splitlines()]))
+    held = fold_rows(len(split.select), FOLDS, 0, 0)[1]
+    scores = np.load(out / "candidates" / "supervised" / "scores.npz")["dev"]
+    np.testing.assert_allclose(scores[split.select[held]], CandidateStore(out, split.select).held("supervised", 0, "scores"))
+    assert record["race"]["held_units"] == len(held) and "(the fold race trained the first)" in told
+
+
 @pytest.mark.slow
 def test_the_supervised_candidates_on_train_race_at_their_first_rung(tiny_model_dir, labelled, tmp_path, capsys):
     """With --train both train an eighth of their steps as saved runs, evaluated on the selection pairs; the one kept

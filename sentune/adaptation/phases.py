@@ -140,14 +140,15 @@ def members_fit_together(members: list[Candidate], state: RunState, ctx: Context
 
 def stop_for_time(race, ctx: Context) -> None:
     """Under the default time, the members the supervised race keeps go on (the best first) only while the rest of
-    each fits (TimePlan.go_on); one that does not stops after its first look, as one the race stopped: its record
-    says why, and a resumed run reads it back as it reads back a race's stop (the verdict on disk is unchanged)."""
+    each, as late as its first look ran (TimePlan.rest), fits (TimePlan.go_on); one that does not stops after its first
+    look, as one the race stopped: its record says why, and a resumed run reads it back as it reads back a race's stop
+    (the verdict on disk is unchanged)."""
     timing = ctx.time_plan
     if race is None or timing is None:
-        return  # no race (one member, or a search run on --train): each is judged whole when its turn comes
+        return  # no race (a search run on --train): each is judged whole when its turn comes
     timing.begin(list(race.seconds))  # their first looks are spent: at their turn they are not judged again
     going = sorted((n for n in race.seconds if n not in race.stopped), key=lambda n: -race.scores[n])
-    late = timing.go_on({name: timing.rest(name) for name in going})
+    late = timing.go_on({name: timing.rest(name, race.seconds[name]) for name in going})
     for name, why in late.items():
         say(f"    race: {name} stops: {why}")
     race.stopped |= late

@@ -434,11 +434,19 @@ class TimePlan:
                 taken += rest
         return stopped
 
-    def rest(self, name: str) -> float:
+    def rest(self, name: str, look_took: float | None = None) -> float:
         """The expected seconds of a candidate after its first look to its end (a raced one going on trains all of its
-        steps, not the race's average share of them), scaled as still_fits scales them."""
+        steps, not the race's average share of them), scaled as still_fits scales them, or, when `look_took` (its first
+        look as the run measured it) says it ran later still, by how late its own look was: the rest is more of the
+        same work (a supervised candidate's other folds after its first), and a plan made from the probe's text cost
+        can under-expect a training on another machine by more than the candidates before it show."""
         c = self.kept.get(name)
-        return 0.0 if c is None else (c.end - c.look) * self.scale()
+        if c is None:
+            return 0.0
+        scale = self.scale()
+        if look_took is not None and c.look > 1.0:
+            scale = max(scale, look_took / c.look)
+        return (c.end - c.look) * scale
 
     def finished(self, name: str, seconds: float, reached: float = 1.0) -> None:
         """The candidate is done, having spent `seconds` (as the run measured them) and gone `reached` of the way from

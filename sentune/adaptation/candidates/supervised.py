@@ -139,7 +139,7 @@ class Supervised(WithRun):
             from sentune.adaptation.candidates.supervised_race import TrainRace, first_rung
 
             trainings = 1.0 if ctx.inputs.task.search else first_rung() + (1 - first_rung()) * share
-            checks = costs.encode(2 * TrainRace.train_pairs_read(ctx)) if racing > 1 and TrainRace.applies(ctx) else 0.0
+            checks = costs.encode(2 * TrainRace.train_pairs_read(ctx)) if TrainRace.applies(ctx) else 0.0
             if self.evidence_mode(ctx) == CROSS_FIT:  # and, for those going on, a fold model a fold of evidence selection pairs
                 folds = share * FOLDS * costs.steps(recipe, self.steps_for(max(1, rows - len(ctx.evidence.split.select) // FOLDS), ctx))
                 texts = 2 * len(ctx.evidence.split.select)  # each fold's held-out pairs, at each mix
@@ -151,15 +151,14 @@ class Supervised(WithRun):
         return trainings * costs.steps(recipe, steps) + costs.encode(ctx.eval_texts()) + checks
 
     def first_look_seconds(self, ctx: Context, costs: Costs) -> float:
-        """The supervised race's first round when it races (another member beside it, pairs or no --train): its first
-        fold (without --train) or the first rung of its steps on --train, with the race's check of it on the train pairs;
-        unraced, all of it."""
+        """The supervised race's first round (every member races, a lone one too, but on a search run's --train): its
+        first fold (without --train) or the first rung of its steps on --train, with the race's check of it on the train
+        pairs; unraced, all of it."""
         from sentune.adaptation.crossfit import FOLDS
         from sentune.training.recipe import load_recipe
 
-        racing = sum(isinstance(c, Supervised) for c in ctx.plan.after_race)
         given = ctx.inputs.task.train_units()
-        if racing < 2 or (given is not None and ctx.inputs.task.search):
+        if given is not None and ctx.inputs.task.search:
             return self.expected_seconds(ctx, costs)
         recipe = load_recipe(self.recipe_name(ctx), check=False)
         units = [given[i] for i in self.given_indices(ctx)] if given is not None else ctx.selection_units()

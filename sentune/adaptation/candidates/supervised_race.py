@@ -2,6 +2,9 @@
 (sentune.adaptation.race): after a first round, by its two rules on selection units no member trained on, one behind the
 unchanged model or the leader in ≥ 95 % of the paired bootstrap resamples stops, and of the rest at most half (rounded
 up) go on, the best first. Of two members at most one goes on: the pair costs one training and a first round instead of two.
+A lone member races too: its first round is its first look, after which it stops behind the unchanged model, and under
+the default time the rest of it goes on only while it fits (sentune.adaptation.phases.stop_for_time), so a candidate
+whose cost the plan under-expected cannot take the run's half hour whole (a search run's only supervised candidate).
 
 The race is a phase of the run before the first member (sentune.adaptation.phases.SupervisedRace: race_supervised), a race of
 first looks on the race engine (sentune.adaptation.race_engine: each member one round, then the verdict), and
@@ -76,8 +79,7 @@ class SupervisedRace:
 
     @classmethod
     def run(cls, ctx: Context) -> SupervisedRace | None:
-        """This run's race: read back, or run now (race_supervised's phase). None: fewer than two members, or no race
-        for this run."""
+        """This run's race: read back, or run now (race_supervised's phase). None: no member, or no race for this run."""
         if not cls.applies(ctx):
             return None
         path = ctx.out / "candidates" / cls.FILE
@@ -86,7 +88,7 @@ class SupervisedRace:
             return found
         path.unlink(missing_ok=True)
         members, starts = _members(ctx)
-        if len(members) < 2:
+        if not members:
             return None
         say(f"    {cls.announce([c.name for c in members], ctx)}")
         detail: dict = {}
@@ -176,7 +178,10 @@ class FoldRace(SupervisedRace):
     def announce(cls, names: list[str], ctx: Context) -> str:
         from sentune.adaptation.crossfit import FOLDS
 
-        return f"fold race: {', '.join(names)} each train their first fold of {FOLDS}, compared on its {len(cls._held(ctx))} held-out selection units"
+        held = len(cls._held(ctx))
+        if len(names) == 1:
+            return f"fold race: {names[0]} trains its first fold of {FOLDS} alone, judged on its {held} held-out selection units before the rest"
+        return f"fold race: {', '.join(names)} each train their first fold of {FOLDS}, compared on its {held} held-out selection units"
 
     @classmethod
     def _held(cls, ctx: Context) -> np.ndarray:
@@ -222,6 +227,8 @@ class TrainRace(SupervisedRace):
 
     @classmethod
     def announce(cls, names: list[str], ctx: Context) -> str:
+        if len(names) == 1:
+            return f"race: {names[0]} trains {first_rung():g} of its steps on --train alone, judged on the selection pairs before the rest"
         return f"race: {', '.join(names)} each train {first_rung():g} of their steps on --train, compared on the selection pairs"
 
     @classmethod
