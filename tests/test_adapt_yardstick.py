@@ -76,7 +76,10 @@ def _fold_trained_as_a_saved_run(candidate, fold: int, data_dir, out):
     refit = load_recipe(str(candidate / "run" / "config.yaml"), check=False)
     data = read_scored_pairs(candidate / f"fold-{fold}" / "train.tsv")
     steps = math.ceil(refit.training.epochs * math.ceil(len(data.pairs) / refit.training.batch_size))
-    recipe = replace(refit, training=replace(refit.training, max_steps=steps, eval_steps=steps))
+    # the refit raced (a lone supervised candidate races on --train): the race's checks of it on the selection pairs
+    # are no part of a fold's training, which keeps its last step as the refit does
+    assert refit.training.checkpoint == "last"
+    recipe = replace(refit, training=replace(refit.training, max_steps=steps, eval_steps=steps), eval=replace(refit.eval, dev="none"))
     train_run(recipe, out, data_dir=data_dir, show_progress=False, data=data)
     return load_model(str(out / "model"), device="cpu")
 

@@ -87,7 +87,12 @@ def test_the_supervised_candidate_trains_on_the_selection_part_only_and_is_score
     assert set(record["dev_indices_trained_on"]) == select and not set(record["dev_indices_trained_on"]) & confirm
     folds = record["fold_dev_indices_trained_on"]
     assert len(folds) == 3 and all(set(f) < select for f in folds)
-    assert f"supervised: cross-fitting on the {len(select)} selection pairs: 3 trainings without one fold each, then one on all" in told
+    # a lone supervised candidate races alone: the fold race trains its first fold, and its turn the other two
+    assert f"fold race: supervised trains its first fold of 3 alone, judged on its {len(select) // 3} held-out selection units before the rest" in told
+    assert (
+        f"supervised: cross-fitting on the {len(select)} selection pairs: 2 trainings without one fold each (the fold race trained the first), then one on all"
+        in told
+    )
     held = [select - set(f) for f in folds]
     assert set().union(*held) == select and sum(len(h) for h in held) == len(select)  # every selection pair held out once
     # the selection scores are out of fold: not the refit model's own cosines of the pairs it trained on
@@ -225,7 +230,10 @@ def test_a_train_file_trains_and_never_selects_and_a_second_run_redoes_only_what
     capsys.readouterr()
     assert main(with_train) == 0
     assert json.loads((out / "results.json").read_text())["candidates"]["supervised"]["trained_on"] == "--train"
-    assert "whitening: done before, read back" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "whitening: done before, read back" in said
+    # the first run's race is not read back: its paused run went when the second run produced supervised again
+    assert "race: supervised trains" in said and "on --train alone" in said
 
 
 def test_a_train_file_sharing_pairs_with_dev_or_test_is_refused_and_no_labels_plans_none(tiny_model_dir, labelled, tmp_path, capsys):

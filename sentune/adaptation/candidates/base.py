@@ -80,16 +80,23 @@ class Candidate:
     def record(self, label: str, ctx: Context) -> CandidateRecord:
         """Its record: read back when it finished before on the same inputs, else produced now."""
         found = read_back(self, ctx)
-        wanted = self.depends_on(ctx)
         if found is not None and self._current(found, ctx):
             say(f"{label} {self.name}: done before, read back")
             return found
-        if found is not None:
-            changed = [key for key, value in wanted.items() if found.detail.get(key) != value]
-            say(f"{label} {self.name}: its inputs changed ({', '.join(changed)}): produced again")
-            shutil.rmtree(self.folder(ctx))
+        self.forget_other_inputs(label, ctx, found)
         self.folder(ctx).mkdir(parents=True, exist_ok=True)
         return self.produce(label, ctx)
+
+    def forget_other_inputs(self, label: str, ctx: Context, found: CandidateRecord | None = None) -> None:
+        """Its folder goes when it holds a record of other inputs (`found`, else read here), and the user is told which
+        inputs changed: a race that trains it before its turn (sentune.adaptation.candidates.supervised_race) clears it
+        the way its turn would."""
+        found = found if found is not None else read_back(self, ctx)
+        if found is None:
+            return
+        changed = [key for key, value in self.depends_on(ctx).items() if found.detail.get(key) != value]
+        say(f"{label} {self.name}: its inputs changed ({', '.join(changed)}): produced again")
+        shutil.rmtree(self.folder(ctx))
 
     def produce(self, label: str, ctx: Context) -> CandidateRecord:
         say(f"{label} {self.name}: {self.describe(ctx)}")

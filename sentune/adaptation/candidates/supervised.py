@@ -366,7 +366,9 @@ class Supervised(WithRun):
             record.detail |= {"train_units": len(units), "folds": FOLDS}
         if race is not None and raced:
             record.detail["race"] = race.summary()
-        record.detail["recipe"] = recipes[folder]  # the refit's (the folds' differ in their rows only)
+        record.detail["recipe"] = recipes[
+            folder
+        ]  # the refit's (the folds' differ in their rows, and a raced refit in the race's checks of it, which keep its last step)
         seconds = time.perf_counter() - started + (race.seconds[self.name] if race is not None and raced else 0.0)
         return write_record(self, scores, record, seconds, label, ctx)
 

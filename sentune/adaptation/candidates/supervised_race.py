@@ -44,6 +44,7 @@ import numpy as np
 
 from sentune.adaptation.race_engine import Field, Race, Racer
 from sentune.adaptation.race_rows import score_on
+from sentune.adaptation.records import record_path
 from sentune.core.progress import say
 from sentune.core.results import write_atomic
 
@@ -118,9 +119,11 @@ class SupervisedRace:
             return None
 
     def _work_kept(self, ctx: Context) -> bool:
-        """Whether every member going on is produced already or still has what the race trained of it."""
+        """Whether every member going on is produced already or still has what the race trained of it: a member whose
+        folder holds a record of other inputs was produced again after this race (a run on other --train), and what
+        its folder holds is that run's work, which its turn clears."""
         going = [c for c in ctx.plan.after_race if c.kind == "supervised" and c.name in self.seconds and c.name not in self.stopped]
-        return all(c.finished(ctx) or self.kept_work(c, ctx) for c in going)
+        return all(c.finished(ctx) or (not record_path(c.folder(ctx)).is_file() and self.kept_work(c, ctx)) for c in going)
 
     # -- what each race fills in --
     @classmethod
@@ -309,7 +312,8 @@ class _FirstRound(Racer):
         member, ctx = self.member, self.ctx
         # what a run on other inputs left of it, its record with it: else, at its turn, that record's inputs differ and
         # its folder would go, this race's work with it
-        shutil.rmtree(member.folder(ctx), ignore_errors=True)
+        member.forget_other_inputs("   ", ctx)
+        shutil.rmtree(member.folder(ctx), ignore_errors=True)  # a record-less leftover (a run cut off) too
         member.folder(ctx).mkdir(parents=True)
         started = time.perf_counter()
         self.predictions = self.race.first_round(member, self.start_model, ctx, self.detail)
