@@ -153,6 +153,7 @@ def test_a_run_without_time_is_planned_for_the_default_and_prints_what_it_leaves
         expected_seconds=lambda ctx, costs: seconds,
         first_look_seconds=lambda ctx, costs: seconds,  # none of them raced: each is all first look
         whole_seconds=lambda ctx, costs: seconds,
+        scoring_seconds=lambda ctx, costs: 0.0,
         builds_on=lambda others, ctx: (),
         finished=lambda ctx: name in finished,
         ships_first_look=name != "supervised",

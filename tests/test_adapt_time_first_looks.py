@@ -238,9 +238,9 @@ def test_a_run_without_time_stops_after_a_first_look_those_whose_rest_does_not_f
     asked: list[list[str]] = []
     real = TimePlan.go_on
 
-    def no_room(self, rests):
+    def no_room(self, rests, scored=()):
         asked.append(list(rests))
-        real(self, rests)  # the real rule runs too (it stops nothing here: the toy is fast)
+        real(self, rests, scored)  # the real rule runs too (it stops nothing here: the toy is fast)
         return {
             name: f"no room for the rest of {name}; --time 99m would let it go on"
             for name in rests

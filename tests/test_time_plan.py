@@ -409,6 +409,48 @@ def test_a_raced_training_is_brought_back_when_its_first_look_fits_and_a_whole_o
     assert plan.bring_back({"ct"}, first_look_enough={"ct"}) == "ct" and "expected 2.4 min, 4.5 min left" in plan.brought_back["ct"]
 
 
+def test_a_raced_training_brought_back_on_its_first_look_must_fit_its_scoring_too(monkeypatch):
+    """scripts/main.sh (--time 6m) brought sg-opt back with 72 s left on its 36 s first round, then scored it on every
+    dev, test and train pair (72 s more) and ended 1.4 minutes past its --time: ended at its best checkpoint or not, a
+    raced training is scored, so its first look and its scoring must fit."""
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: 288.0)  # 72 s left
+    plan = TimePlan(limit=360.0, started=0.0)
+    plan.waiting["sg-opt"] = Planned("sg-opt", 150.0, 0.5, first=36.0, whole=190.0, finish=72.0)
+    plan.left_out["sg-opt"] = "expected 0.6 min now"
+    assert plan.bring_back({"sg-opt"}, first_look_enough={"sg-opt"}) is None  # 36 + 72 s in 72
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: 240.0)  # 120 s left
+    assert plan.bring_back({"sg-opt"}, first_look_enough={"sg-opt"}) == "sg-opt"
+    assert "expected 1.8 min, 2.0 min left" in plan.brought_back["sg-opt"]
+    # a look that is all of it already counts its scoring: nothing is added twice
+    plan = TimePlan(limit=360.0, started=0.0)
+    plan.waiting["ct"] = Planned("ct", 100.0, 0.5, first=100.0, finish=72.0)
+    plan.left_out["ct"] = "expected 1.7 min"
+    assert plan.bring_back({"ct"}, first_look_enough={"ct"}) == "ct" and "expected 1.7 min" in plan.brought_back["ct"]
+
+
+def test_a_raced_training_goes_on_and_is_capped_only_with_its_scoring_kept_aside(monkeypatch):
+    """Under --time a racer goes on while something is left beside the first looks held back and its own scoring (it is
+    scored whether it goes on or ends now); a capped training leaves its scoring room within its allowance; a member
+    whose rest counts its scoring (a supervised one) is not charged it twice."""
+    now = [300.0]  # 60 s left
+    monkeypatch.setattr(time_plan.time, "monotonic", lambda: now[0])
+    plan = TimePlan(limit=360.0, started=0.0, kept={"sg-opt": Planned("sg-opt", 150.0, 0.5, first=36.0, finish=72.0)})
+    plan.begin("sg-opt")
+    stopped = plan.go_on({"sg-opt": 80.0}, scored=["sg-opt"])
+    assert list(stopped) == ["sg-opt"] and "1.2 min for their scoring" in stopped["sg-opt"]
+    assert plan.go_on({"sg-opt": 80.0}) == {}  # one whose rest holds its scoring: 60 s is room enough to go on
+    now[0] = 200.0  # 160 s left
+    assert plan.go_on({"sg-opt": 80.0}, scored=["sg-opt"]) == {}
+    plan.current = "sg-opt"
+    assert plan.minutes_cap() == pytest.approx((160.0 - 72.0) / 60)  # all that is left but its scoring
+    # the default time: the rest must fit beside the scoring too, and the --time named counts it
+    plan = TimePlan(limit=360.0, started=0.0, given=False, kept={"sg-opt": Planned("sg-opt", 150.0, 0.5, first=36.0, finish=72.0)})
+    plan.begin("sg-opt")
+    assert plan.go_on({"sg-opt": 80.0}) == {}  # 80 of 160
+    late = plan.go_on({"sg-opt": 100.0}, scored=["sg-opt"])  # 100 + 72 of 160
+    assert "--time 7m would let it go on" in late["sg-opt"]  # 200 spent + 100 + 72 s
+
+
 @pytest.mark.slow
 def test_a_run_that_planned_too_dearly_runs_what_it_left_out_with_the_time_left(tiny_model_dir, tmp_path, monkeypatch):
     """A tiny run planned as if supervised took 100 of its 120 s: whitening (30 s) is left out at planning; supervised

@@ -164,7 +164,8 @@ def race(entries: list[Entry], ctx: Context, finish, rivals: dict[str, tuple[np.
 
     def keep_to(going: list[Racer], round_number: int) -> dict[str, str]:
         """Those the time left cannot take further (each ends at its best checkpoint: _Training.out_of_time)."""
-        return {} if ctx.time_plan is None else ctx.time_plan.go_on({r.name: measured_rest(r.entry) for r in going if isinstance(r, _Training)})
+        rests = {r.name: measured_rest(r.entry) for r in going if isinstance(r, _Training)}
+        return {} if ctx.time_plan is None else ctx.time_plan.go_on(rests, scored=list(rests))  # ended or not, each is scored
 
     Race(RUNGS, ctx.metric).run(racers, lambda active, round_number: _field(active, finished, ctx, round_number, rows), between, keep_to)
 

@@ -147,6 +147,9 @@ class Planned:
     # average over the race's members, while the one that goes on trains all of its steps
     whole: float | None = None
     ships_first_look: bool = True  # False: stopped after its first look it leaves nothing to choose (its rest is reserved)
+    # expected seconds of its scoring once its training ends (part of `seconds`): a capped training leaves room for it,
+    # and a raced one ended at its best checkpoint pays it too
+    finish: float = 0.0
 
     @property
     def look(self) -> float:
@@ -252,8 +255,8 @@ class TimePlan:
     def bring_back(self, ready: Collection[str], first_look_enough: Collection[str] = ()) -> str | None:
         """Once every kept candidate is done, the one of those left out (`ready`: the caller's, each one it is built on
         has a record) to run with the time left, or None: all of it, scaled by how late the run is (a cheap follow-up's
-        unscaled), must fit in what is left, or its first look for those in `first_look_enough` (a raced training: the
-        time plan ends it at its best checkpoint when its rest does not fit); the best expected gain a second first, the
+        unscaled), must fit in what is left, or its first look and its scoring for those in `first_look_enough` (a raced
+        training: the time plan ends it at its best checkpoint when its rest does not fit, and scores it); the best expected gain a second first, the
         cheapest among equals, as the plan ranks. Planned for the limit before the run knew its real costs, the plan
         leaves out what the minutes the others did not take would have paid for (quora's default run: query-side left out
         at planning, the run over with half of its half hour unspent)."""
@@ -261,7 +264,7 @@ class TimePlan:
         fits = {}
         for name in (n for n in self.waiting if n in ready and n not in self.done):
             c = self.waiting[name]
-            whole = c.look if name in first_look_enough else c.end
+            whole = min(c.look + c.finish, c.end) if name in first_look_enough else c.end
             expected = whole if self._cheap_follow_up(c) else whole * self.scale()
             if expected <= room:
                 fits[name] = expected
@@ -406,26 +409,28 @@ class TimePlan:
         """The candidates start: their first looks are theirs now, no longer held back from the others."""
         self.begun |= {names} if isinstance(names, str) else set(names)
 
-    def go_on(self, rests: dict[str, float]) -> dict[str, str]:
+    def go_on(self, rests: dict[str, float], scored: Collection[str] = ()) -> dict[str, str]:
         """After their first looks, which of the candidates (best on the evidence first) do not go on under the
         default time, each with why and the --time that would let it: the rest of each (`rests`: its seconds, as
         measured where the run measured them), added best first, past what is left beside the first looks held back
-        for those not begun. Under --time each training is capped at its share instead (minutes_cap), and here only
-        stopped when nothing is left beside those held-back first looks: going on would take the time of a candidate
-        not yet looked at."""
+        for those not begun and the scoring of those in `scored` (raced trainings: ended here or at their end, each is
+        scored, and its rest counts its training only). Under --time each training is capped at its share instead
+        (minutes_cap), and here only stopped when nothing is left beside those: going on would take the time of a
+        candidate not yet looked at, or of their own scoring."""
         held = self.held_back(list(rests))
+        scoring = sum(self.kept[n].finish for n in scored if n in rests and n in self.kept) * self.scale()
         if self.given:
-            room = self.left() - held
+            room = self.left() - held - scoring
             if room > 0:
                 return {}
             why = f"--time: {minutes(max(self.left(), 0.0))} left, {minutes(held)} of it held for the first looks of those not begun"
-            return dict.fromkeys(rests, why)
+            return dict.fromkeys(rests, why + (f" and {minutes(scoring)} for their scoring" if scoring > 0 else ""))
         spent = time.monotonic() - self.started
-        left, taken, stopped = max(self.left() - held, 0.0), 0.0, {}
+        left, taken, stopped = max(self.left() - held - scoring, 0.0), 0.0, {}
         for name, rest in rests.items():
             kept_for = self.reserved(name, list(rests))
             if taken + rest > left - kept_for:
-                needed = math.ceil((spent + taken + rest + held + kept_for) / 60)
+                needed = math.ceil((spent + taken + rest + held + scoring + kept_for) / 60)
                 stopped[name] = (
                     f"{self.source}: the rest of it expected {minutes(rest)}, {minutes(max(left - kept_for - taken, 0.0))} left"
                     f"{self._for_above(kept_for)}; --time {needed}m would let it go on"
@@ -470,13 +475,16 @@ class TimePlan:
         return max(min(self.left() * min(1.0, share), beside), 0.0)
 
     def minutes_cap(self) -> float | None:
-        """The minutes a training may take now: the running candidate's allowance (at least a few seconds). None under
+        """The minutes a training may take now: the running candidate's allowance less its scoring after the training
+        (at least a few seconds). None under
         the default time: its plan leaves candidates out, skips those that no longer fit and stops those whose rest
         does not (go_on), but caps no training's minutes, so that its trainings' steps are their recipes' and a killed
         run resumes them with the recipes it saved."""
         if not self.given:
             return None
         seconds = self.allowance(self.current) if self.current else self.left()
+        if self.current in self.kept:  # its scoring comes after its training, within its allowance
+            seconds -= self.kept[self.current].finish * self.scale()
         return max(seconds, 5.0) / 60
 
     def summary(self) -> dict:
@@ -559,7 +567,16 @@ def plan_run(candidates: Any, ctx: Any, started: float) -> TimePlan:
         wholes = {c.name: 0.0 if c.name in done else c.whole_seconds(ctx, costs) for c in candidates.all}
         first = Planned(unchanged.name, expected[unchanged.name], 0.0)
         items = [
-            Planned(c.name, expected[c.name], gains.get(c.name, 0.0), c.builds_on(candidates.all, ctx), looks[c.name], wholes[c.name], c.ships_first_look)
+            Planned(
+                c.name,
+                expected[c.name],
+                gains.get(c.name, 0.0),
+                c.builds_on(candidates.all, ctx),
+                looks[c.name],
+                wholes[c.name],
+                c.ships_first_look,
+                finish=0.0 if c.name in done else c.scoring_seconds(ctx, costs),
+            )
             for c in candidates.all[1:]
         ]
         already = time.monotonic() - started

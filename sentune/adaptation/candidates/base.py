@@ -124,6 +124,11 @@ class Candidate:
         share of its steps, and the one the race keeps trains them all."""
         return self.expected_seconds(ctx, costs)
 
+    def scoring_seconds(self, ctx: Context, costs: Costs) -> float:
+        """The part of its expected seconds spent scoring it once its training is done: no cap on a training's minutes
+        includes it, and a raced training ended at its best checkpoint still pays it (0: a kind that does not train)."""
+        return 0.0
+
     def expected_at_turn(self, ctx: Context, costs: Costs) -> tuple[float, float] | None:
         """Its expected seconds and first look again when its turn comes, for a kind whose cost depends on what the run
         learnt since it planned (sed: how far the race's best candidate trained); None: as planned."""
@@ -159,6 +164,9 @@ class WithRun(Candidate):
 
     def run_folder(self, ctx: Context) -> Path:
         return self.folder(ctx) / "run"
+
+    def scoring_seconds(self, ctx: Context, costs: Costs) -> float:
+        return costs.encode(ctx.eval_texts())  # its model encodes every dev and test text (and the documents of a search)
 
     def depends_on(self, ctx: Context) -> dict:
         # the tokens its model reads, the unchanged model's (sentune.training.trainer.Setup.reads): a record scored at its
