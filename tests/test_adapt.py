@@ -256,7 +256,8 @@ def _lines_up_to(metrics: Path, step: int) -> list[str]:
 def test_examples_write_the_users_formats_from_the_catalog(tiny_data_dir, tmp_path):
     from sentune.adaptation.examples import example_names, write_example
 
-    assert example_names(retrieval=False) == ["sick", "qqp", "mrpc", "stsb"] and example_names(retrieval=True) == ["scifact", "quora", "quora-clusters"]
+    assert example_names(retrieval=False) == ["sick", "qqp", "mrpc", "stsb", "stsb-250"]
+    assert example_names(retrieval=True) == ["scifact", "quora", "quora-clusters"]
     for name in example_names(retrieval=False):
         files = write_example(name, tiny_data_dir, tmp_path / name)
         corpus = files.corpus.read_text().splitlines()
@@ -267,7 +268,14 @@ def test_examples_write_the_users_formats_from_the_catalog(tiny_data_dir, tmp_pa
     # The sampled dev pairs are a fixed subset of their set: the same on every call.
     first = (tmp_path / "qqp" / "dev.tsv").read_text()
     assert write_example("qqp", tiny_data_dir, tmp_path / "again").dev.read_text() == first
-    with pytest.raises(UserError, match="--example 'bank': unknown; examples: sick, qqp, mrpc, stsb, scifact, quora, quora-clusters"):
+    # stsb-250: a sample of STS-B dev (at most 250 pairs) with the same test; its train split shares no pair with either
+    whole, small = read_scored_pairs(tmp_path / "stsb" / "dev.tsv").pairs, read_scored_pairs(tmp_path / "stsb-250" / "dev.tsv").pairs
+    assert len(small) == min(250, len(whole)) and set(small) <= set(whole)
+    assert (tmp_path / "stsb-250" / "test.tsv").read_text() == (tmp_path / "stsb" / "test.tsv").read_text()
+    pairs_of = lambda rows: {frozenset((p.a, p.b)) for p in rows}  # noqa: E731
+    train = read_scored_pairs(tmp_path / "stsb-250" / "train.tsv").pairs
+    assert train and not pairs_of(train) & (pairs_of(small) | pairs_of(read_scored_pairs(tmp_path / "stsb-250" / "test.tsv").pairs))
+    with pytest.raises(UserError, match="--example 'bank': unknown; examples: sick, qqp, mrpc, stsb, stsb-250, scifact, quora, quora-clusters"):
         write_example("bank", tiny_data_dir, tmp_path / "x")
 
 
