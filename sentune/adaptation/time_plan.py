@@ -256,8 +256,8 @@ class TimePlan:
         """Once every kept candidate is done, the one of those left out (`ready`: the caller's, each one it is built on
         has a record) to run with the time left, or None: all of it, scaled by how late the run is (a cheap follow-up's
         unscaled), must fit in what is left, or its first look and its scoring for those in `first_look_enough` (a raced
-        training: the time plan ends it at its best checkpoint when its rest does not fit, and scores it); the best expected gain a second first, the
-        cheapest among equals, as the plan ranks. Planned for the limit before the run knew its real costs, the plan
+        training: the time plan ends it at its best checkpoint when its rest does not fit, and scores it); the best
+        expected gain a second first, the cheapest among equals, as the plan ranks. Planned for the limit before the run knew its real costs, the plan
         leaves out what the minutes the others did not take would have paid for (quora's default run: query-side left out
         at planning, the run over with half of its half hour unspent)."""
         room = self.left() - self.held_back()
@@ -476,10 +476,9 @@ class TimePlan:
 
     def minutes_cap(self) -> float | None:
         """The minutes a training may take now: the running candidate's allowance less its scoring after the training
-        (at least a few seconds). None under
-        the default time: its plan leaves candidates out, skips those that no longer fit and stops those whose rest
-        does not (go_on), but caps no training's minutes, so that its trainings' steps are their recipes' and a killed
-        run resumes them with the recipes it saved."""
+        (at least a few seconds). None under the default time: its plan leaves candidates out, skips those that no
+        longer fit and stops those whose rest does not (go_on), but caps no training's minutes, so that its trainings'
+        steps are their recipes' and a killed run resumes them with the recipes it saved."""
         if not self.given:
             return None
         seconds = self.allowance(self.current) if self.current else self.left()

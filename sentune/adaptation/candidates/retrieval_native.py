@@ -74,7 +74,7 @@ class PseudoQueryTrained(WithRun):
         from sentune.training.recipe import load_recipe
 
         steps, batch = self.planned_steps(ctx)
-        return costs.encode(steps * batch) + costs.steps(load_recipe(self.recipe_name(), check=False), steps) + costs.encode(ctx.eval_texts())
+        return costs.encode(steps * batch) + costs.steps(load_recipe(self.recipe_name(), check=False), steps) + self.scoring_seconds(ctx, costs)
 
     def teacher(self, ctx: Context) -> tuple[Teacher, list[str]] | None:
         """The hybrid that scores the margins, and the query ids its weight read (None: no teacher)."""

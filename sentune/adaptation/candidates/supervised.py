@@ -143,12 +143,12 @@ class Supervised(WithRun):
             if self.evidence_mode(ctx) == CROSS_FIT:  # and, for those going on, a fold model a fold of evidence selection pairs
                 folds = share * FOLDS * costs.steps(recipe, self.steps_for(max(1, rows - len(ctx.evidence.split.select) // FOLDS), ctx))
                 texts = 2 * len(ctx.evidence.split.select)  # each fold's held-out pairs, at each mix
-                scoring = costs.encode(ctx.eval_texts()) + share * len(self.out_of_fold_mixes(ctx)) * costs.encode(texts)
+                scoring = self.scoring_seconds(ctx, costs) + share * len(self.out_of_fold_mixes(ctx)) * costs.encode(texts)
                 return trainings * costs.steps(recipe, steps) + folds + scoring + checks
         else:  # the first fold, then the rest for the share of the fold race's members that go on
             fold = (FOLDS - 1) / FOLDS
             trainings = fold + (FOLDS - fold) * share
-        return trainings * costs.steps(recipe, steps) + costs.encode(ctx.eval_texts()) + checks
+        return trainings * costs.steps(recipe, steps) + self.scoring_seconds(ctx, costs) + checks
 
     def first_look_seconds(self, ctx: Context, costs: Costs) -> float:
         """The supervised race's first round (every member races, a lone one too, but on a search run's --train): its
@@ -366,9 +366,8 @@ class Supervised(WithRun):
             record.detail |= {"train_units": len(units), "folds": FOLDS}
         if race is not None and raced:
             record.detail["race"] = race.summary()
-        record.detail["recipe"] = recipes[
-            folder
-        ]  # the refit's (the folds' differ in their rows, and a raced refit in the race's checks of it, which keep its last step)
+        # the refit's (the folds' differ in their rows, and a raced refit in the race's checks of it, which keep its last step)
+        record.detail["recipe"] = recipes[folder]
         seconds = time.perf_counter() - started + (race.seconds[self.name] if race is not None and raced else 0.0)
         return write_record(self, scores, record, seconds, label, ctx)
 

@@ -63,7 +63,7 @@ class Trained(WithRun):
 
         recipe = ctx.recipe(self.recipe_name)
         training = costs.steps(recipe, recipe.training.max_steps) + EVALUATIONS * costs.encode(ctx.selection_texts())
-        return share * training + race_checks(ctx, costs) + costs.encode(ctx.eval_texts())
+        return share * training + race_checks(ctx, costs) + self.scoring_seconds(ctx, costs)
 
     def first_look_seconds(self, ctx: Context, costs: Costs) -> float:
         """The race's first round: the first rung of its steps with its evaluations in them, its evaluation at the pause
@@ -109,7 +109,7 @@ class Ensemble(WithRun):
         if not ctx.plan.raced:
             return 0.0
         members, learner = self._parts(ctx, costs)
-        return members + learner + race_checks(ctx, costs) + costs.encode(ctx.eval_texts())
+        return members + learner + race_checks(ctx, costs) + self.scoring_seconds(ctx, costs)
 
     def first_look_seconds(self, ctx: Context, costs: Costs) -> float:
         """Its members, their targets, and its learner's first round of the race with the race's check of it; the rest
@@ -325,7 +325,7 @@ class Reference(WithRun):
     def expected_seconds(self, ctx: Context, costs: Costs) -> float:
         recipe = ctx.recipe(self.recipe_name, reference=True)
         epoch = -(-len(ctx.inputs.corpus) // recipe.training.batch_size)
-        return costs.steps(recipe, epoch) + costs.encode(ctx.eval_texts())
+        return costs.steps(recipe, epoch) + self.scoring_seconds(ctx, costs)
 
     def describe(self, ctx: Context) -> str:
         return "training sentence-transformers' SimCSE recipe (reported, never chosen)"
